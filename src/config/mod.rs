@@ -1,0 +1,1 @@
+//! The TOML run file shared by presets and exports.

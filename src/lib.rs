@@ -1,0 +1,5 @@
+//! vramfit: fit a GRPO fine-tuning run into a GPU before launching it.
+
+pub mod config;
+pub mod gpu;
+pub mod model;

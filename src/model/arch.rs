@@ -1,0 +1,148 @@
+//! Transformer architectures, known by the numbers of their `config.json`.
+
+use serde::Serialize;
+
+/// How a decoder layer's projections are laid out in the checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// Llama, Mistral: separate q/k/v/o and gate/up/down projections, two norms a layer.
+    Llama,
+    /// Qwen2 / Qwen2.5: as Llama, with biases on q/k/v.
+    Qwen2,
+    /// Qwen3: as Llama, with RMSNorm on each query and key head.
+    Qwen3,
+    /// Gemma 2: four norms a layer, final logit soft-capping.
+    Gemma2,
+    /// Gemma 3: four norms a layer, query/key norms, sliding-window layers.
+    Gemma3,
+    /// Phi-3 / Phi-4: fused `qkv_proj` and `gate_up_proj`.
+    Phi3,
+}
+
+impl Family {
+    pub fn norms_per_layer(self) -> u64 {
+        match self {
+            Family::Gemma2 | Family::Gemma3 => 4,
+            _ => 2,
+        }
+    }
+    pub fn has_qk_norm(self) -> bool {
+        matches!(self, Family::Qwen3 | Family::Gemma3)
+    }
+    pub fn has_qkv_bias(self) -> bool {
+        matches!(self, Family::Qwen2)
+    }
+    pub fn fused_projections(self) -> bool {
+        matches!(self, Family::Phi3)
+    }
+}
+
+/// The numbers that decide memory: everything else in a config is irrelevant here.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Arch {
+    pub name: String,
+    pub family: Family,
+    pub hidden: u64,
+    pub intermediate: u64,
+    pub layers: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub head_dim: u64,
+    pub vocab: u64,
+    pub tied_embeddings: bool,
+    /// Gemma 2's `final_logit_softcapping`: the logits pass through tanh, whose output autograd keeps.
+    pub final_logit_softcapping: bool,
+    /// Tokens a sliding-window layer attends to, and how many of the layers slide.
+    pub sliding_window: Option<u64>,
+    pub sliding_layers: u64,
+    pub max_position: u64,
+}
+
+/// A LoRA-targetable linear layer: its name in the checkpoint and its shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Projection {
+    pub name: &'static str,
+    pub fan_in: u64,
+    pub fan_out: u64,
+}
+
+impl Arch {
+    pub fn q_dim(&self) -> u64 {
+        self.heads * self.head_dim
+    }
+    pub fn kv_dim(&self) -> u64 {
+        self.kv_heads * self.head_dim
+    }
+
+    /// The linear layers of one decoder layer, as PEFT sees them.
+    pub fn projections(&self) -> Vec<Projection> {
+        let (h, i) = (self.hidden, self.intermediate);
+        let p = |name, fan_in, fan_out| Projection { name, fan_in, fan_out };
+        if self.family.fused_projections() {
+            vec![
+                p("qkv_proj", h, self.q_dim() + 2 * self.kv_dim()),
+                p("o_proj", self.q_dim(), h),
+                p("gate_up_proj", h, 2 * i),
+                p("down_proj", i, h),
+            ]
+        } else {
+            vec![
+                p("q_proj", h, self.q_dim()),
+                p("k_proj", h, self.kv_dim()),
+                p("v_proj", h, self.kv_dim()),
+                p("o_proj", self.q_dim(), h),
+                p("gate_proj", h, i),
+                p("up_proj", h, i),
+                p("down_proj", i, h),
+            ]
+        }
+    }
+
+    /// Every parameter tensor's element count, in the order the model allocates them.
+    pub fn parameter_tensors(&self) -> impl Iterator<Item = u64> + '_ {
+        let embed = std::iter::once(self.vocab * self.hidden);
+        let per_layer = self.layer_tensors();
+        let layers = (0..self.layers).flat_map(move |_| per_layer.clone());
+        let head = (!self.tied_embeddings).then_some(self.vocab * self.hidden);
+        embed
+            .chain(layers)
+            .chain(std::iter::once(self.hidden))
+            .chain(head)
+    }
+
+    fn layer_tensors(&self) -> Vec<u64> {
+        let mut t: Vec<u64> = self
+            .projections()
+            .iter()
+            .map(|p| p.fan_in * p.fan_out)
+            .collect();
+        if self.family.has_qkv_bias() {
+            t.extend([self.q_dim(), self.kv_dim(), self.kv_dim()]);
+        }
+        t.extend(std::iter::repeat_n(self.hidden, self.family.norms_per_layer() as usize));
+        if self.family.has_qk_norm() {
+            t.extend([self.head_dim, self.head_dim]);
+        }
+        t
+    }
+
+    /// Exact parameter count (embeddings counted once when tied).
+    pub fn parameters(&self) -> u64 {
+        self.parameter_tensors().sum()
+    }
+
+    /// Key/value cache bytes per token of context, bf16, over all layers
+    /// (sliding-window layers hold at most `window` tokens: see `kv_bytes_for`).
+    pub fn kv_bytes_per_token(&self) -> u64 {
+        2 * self.kv_dim() * 2 * self.layers
+    }
+
+    /// KV cache bytes one sequence of `tokens` needs, sliding-window layers capped at their window.
+    pub fn kv_bytes_for(&self, tokens: u64) -> u64 {
+        let per_layer = 2 * self.kv_dim() * 2;
+        let full = self.layers - self.sliding_layers;
+        let window = self.sliding_window.map_or(tokens, |w| w.min(tokens));
+        per_layer * (full * tokens + self.sliding_layers * window)
+    }
+}

@@ -1,0 +1,194 @@
+//! Any model, from the path of its Hugging Face `config.json`.
+
+use super::arch::{Arch, Family};
+use serde_json::Value;
+use std::path::Path;
+
+/// A config.json that cannot be used, with the path and the field at fault.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigJsonError {
+    pub path: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigJsonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+impl std::error::Error for ConfigJsonError {}
+
+pub fn load(path: &Path) -> Result<Arch, ConfigJsonError> {
+    let shown = path.display().to_string();
+    let fail = |message: String| ConfigJsonError { path: shown.clone(), message };
+    let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read: {e}")))?;
+    let root: Value = serde_json::from_str(&text).map_err(|e| fail(format!("not valid JSON: {e}")))?;
+    parse(&root, &name_from(path)).map_err(fail)
+}
+
+fn name_from(path: &Path) -> String {
+    let dir = path.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str());
+    dir.unwrap_or("config.json").to_string()
+}
+
+/// Reads the architecture numbers, descending into `text_config` for multimodal models.
+pub fn parse(root: &Value, name: &str) -> Result<Arch, String> {
+    if !root.is_object() {
+        return Err("expected a JSON object at the top".into());
+    }
+    let tied_top = root.get("tie_word_embeddings").and_then(Value::as_bool);
+    let cfg = root.get("text_config").filter(|v| v.is_object()).unwrap_or(root);
+    let model_type = str_field(cfg, "model_type")
+        .or_else(|| str_field(root, "model_type"))
+        .unwrap_or_default();
+    let family = family_of(&model_type, cfg)?;
+    let hidden = num(cfg, "hidden_size")?;
+    let heads = num(cfg, "num_attention_heads")?;
+    if heads == 0 || hidden == 0 {
+        return Err("`hidden_size` and `num_attention_heads` must be positive".into());
+    }
+    let kv_heads = opt_num(cfg, "num_key_value_heads")?.unwrap_or(heads);
+    let head_dim = opt_num(cfg, "head_dim")?.unwrap_or(hidden / heads);
+    let layers = num(cfg, "num_hidden_layers")?;
+    let window = opt_num(cfg, "sliding_window")?.filter(|_| uses_sliding_window(family, cfg));
+    Ok(Arch {
+        name: str_field(root, "_name_or_path").unwrap_or_else(|| name.to_string()),
+        family,
+        hidden,
+        intermediate: num(cfg, "intermediate_size")?,
+        layers,
+        heads,
+        kv_heads,
+        head_dim,
+        vocab: num(cfg, "vocab_size")?,
+        tied_embeddings: cfg
+            .get("tie_word_embeddings")
+            .and_then(Value::as_bool)
+            .or(tied_top)
+            .unwrap_or(matches!(family, Family::Gemma2 | Family::Gemma3)),
+        final_logit_softcapping: cfg
+            .get("final_logit_softcapping")
+            .is_some_and(|v| v.as_f64().is_some_and(|c| c > 0.0)),
+        sliding_window: window,
+        sliding_layers: window.map_or(0, |_| sliding_layers(family, cfg, layers)),
+        max_position: opt_num(cfg, "max_position_embeddings")?.unwrap_or(4096),
+    })
+}
+
+fn family_of(model_type: &str, cfg: &Value) -> Result<Family, String> {
+    Ok(match model_type {
+        "llama" | "mistral" | "granite" => Family::Llama,
+        "qwen2" => Family::Qwen2,
+        "qwen3" => Family::Qwen3,
+        "gemma2" => Family::Gemma2,
+        "gemma3" | "gemma3_text" => Family::Gemma3,
+        "phi3" => Family::Phi3,
+        "" => return Err("missing field `model_type` (e.g. \"llama\", \"qwen2\", \"gemma3_text\")".into()),
+        other if cfg.get("intermediate_size").is_some() => {
+            // An unknown decoder-only model: its shapes are read the Llama way.
+            let _ = other;
+            Family::Llama
+        }
+        other => return Err(format!("unsupported `model_type` \"{other}\"")),
+    })
+}
+
+fn uses_sliding_window(family: Family, cfg: &Value) -> bool {
+    match family {
+        Family::Gemma2 | Family::Gemma3 => true,
+        _ => cfg.get("use_sliding_window").and_then(Value::as_bool).unwrap_or(false),
+    }
+}
+
+fn sliding_layers(family: Family, cfg: &Value, layers: u64) -> u64 {
+    if let Some(types) = cfg.get("layer_types").and_then(Value::as_array) {
+        return types.iter().filter(|t| t.as_str() == Some("sliding_attention")).count() as u64;
+    }
+    match family {
+        Family::Gemma2 => layers / 2,
+        Family::Gemma3 => {
+            let every = cfg.get("sliding_window_pattern").and_then(Value::as_u64).unwrap_or(6).max(1);
+            layers - layers / every
+        }
+        _ => layers,
+    }
+}
+
+fn str_field(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+fn opt_num(v: &Value, key: &str) -> Result<Option<u64>, String> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => x
+            .as_u64()
+            .filter(|&n| n < (1 << 40))
+            .map(Some)
+            .ok_or_else(|| format!("field `{key}` must be a non-negative integer, found {x}")),
+    }
+}
+
+fn num(v: &Value, key: &str) -> Result<u64, String> {
+    opt_num(v, key)?.ok_or_else(|| format!("missing field `{key}`"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn head_dim_defaults_to_hidden_over_heads() {
+        let a = parse(
+            &json!({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+                    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+                    "vocab_size": 128256, "tie_word_embeddings": false}),
+            "x",
+        )
+        .unwrap();
+        assert_eq!(a.head_dim, 128);
+        assert_eq!(a.parameters(), 8_030_261_248);
+    }
+
+    #[test]
+    fn multimodal_configs_nest_the_language_model() {
+        let a = parse(
+            &json!({"model_type": "gemma3", "text_config": {"model_type": "gemma3_text",
+                "hidden_size": 2560, "intermediate_size": 10240, "num_hidden_layers": 34,
+                "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                "vocab_size": 262208, "sliding_window": 1024}}),
+            "g",
+        )
+        .unwrap();
+        assert_eq!(a.family, Family::Gemma3);
+        assert!(a.tied_embeddings);
+        assert_eq!(a.sliding_layers, 29);
+    }
+
+    #[test]
+    fn phi3_has_fused_projections() {
+        let a = parse(
+            &json!({"model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192,
+                    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+                    "vocab_size": 32064, "tie_word_embeddings": false}),
+            "p",
+        )
+        .unwrap();
+        let names: Vec<_> = a.projections().iter().map(|p| p.name).collect();
+        assert_eq!(names, ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]);
+        assert_eq!(a.parameters(), 3_821_079_552);
+    }
+
+    #[test]
+    fn missing_fields_are_named() {
+        let err = parse(&json!({"model_type": "llama", "hidden_size": 8}), "x").unwrap_err();
+        assert!(err.contains("num_attention_heads"), "{err}");
+        let err = parse(&json!({"hidden_size": 8}), "x").unwrap_err();
+        assert!(err.contains("model_type"), "{err}");
+        let err = parse(&json!({"model_type": "llama", "hidden_size": -3, "num_attention_heads": 2}), "x")
+            .unwrap_err();
+        assert!(err.contains("hidden_size"), "{err}");
+    }
+}

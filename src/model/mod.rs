@@ -1,0 +1,10 @@
+//! The domain: architectures, runs, and the memory estimate. No terminal code here.
+
+pub mod allocator;
+pub mod arch;
+pub mod catalog;
+pub mod config_json;
+pub mod estimate;
+pub mod run;
+pub mod step;
+pub mod units;
