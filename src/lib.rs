@@ -3,3 +3,5 @@
 pub mod config;
 pub mod gpu;
 pub mod model;
+pub mod presets;
+pub mod report;

@@ -1,1 +1,154 @@
-fn main() {}
+use clap::Parser;
+use std::process::ExitCode;
+use vramfit::config::{self, RunFile};
+use vramfit::gpu::{GpuProbe, NvmlProbe};
+use vramfit::model::catalog;
+use vramfit::model::estimate::{GpuBudget, estimate};
+use vramfit::model::units::{format_size, parse_size};
+use vramfit::presets;
+
+mod cli;
+use cli::{Cli, Command, Source};
+
+/// Exit codes of SPEC section 3.
+const FITS: u8 = 0;
+const BAD_INPUT: u8 = 2;
+const DOES_NOT_FIT: u8 = 3;
+
+fn main() -> ExitCode {
+    if let Err(e) = color_eyre::install() {
+        eprintln!("vramfit: {e}");
+    }
+    let cli = Cli::parse();
+    let result = match cli.command {
+        None => {
+            eprintln!("(the interactive screen is not built yet: showing the estimate)");
+            run_estimate(&cli.source, false)
+        }
+        Some(Command::Estimate { source, json }) => {
+            run_estimate(&merge(&cli.source, &source), json)
+        }
+        Some(Command::Models) => {
+            catalog::ids().for_each(|id| println!("{id}"));
+            Ok(FITS)
+        }
+        Some(Command::Presets) => list_presets(),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(message) => {
+            eprintln!("vramfit: {message}");
+            ExitCode::from(BAD_INPUT)
+        }
+    }
+}
+
+fn merge(outer: &Source, inner: &Source) -> Source {
+    Source {
+        config: inner.config.clone().or_else(|| outer.config.clone()),
+        preset: inner.preset.clone().or_else(|| outer.preset.clone()),
+        gpu_mem: inner.gpu_mem.clone().or_else(|| outer.gpu_mem.clone()),
+        no_gpu: inner.no_gpu || outer.no_gpu,
+    }
+}
+
+fn load_source(source: &Source) -> Result<RunFile, String> {
+    if let Some(path) = &source.config {
+        return config::load(path).map_err(|e| e.to_string());
+    }
+    let name = source.preset.as_deref().unwrap_or("24gb");
+    if let Some(text) = presets::built_in(name) {
+        return config::parse(text, &format!("preset {name}"), None).map_err(|e| e.to_string());
+    }
+    let path = std::path::Path::new(name);
+    if path.exists() {
+        return config::load(path).map_err(|e| e.to_string());
+    }
+    Err(format!(
+        "unknown preset `{name}`: built-in presets are {}, or give a file path",
+        presets::names().join(", ")
+    ))
+}
+
+/// Capacity: `--gpu-mem`, else the detected GPU, else the file's `gpu_memory`.
+fn capacity(source: &Source, file: &RunFile) -> Result<(GpuBudget, String), String> {
+    if let Some(text) = &source.gpu_mem {
+        let bytes = parse_size(text).map_err(|e| format!("--gpu-mem: {e}"))?;
+        return Ok((
+            GpuBudget {
+                capacity: bytes,
+                used_by_others: 0,
+            },
+            format!("{} (--gpu-mem)", format_size(bytes)),
+        ));
+    }
+    let detected = if source.no_gpu {
+        Err("--no-gpu".to_string())
+    } else {
+        NvmlProbe.probe()
+    };
+    match (detected, file.gpu_memory) {
+        (Ok(gpu), _) => Ok((
+            GpuBudget {
+                capacity: gpu.total_bytes,
+                used_by_others: 0,
+            },
+            format!(
+                "{}, {} (detected by NVML)",
+                gpu.name,
+                format_size(gpu.total_bytes)
+            ),
+        )),
+        (Err(why), Some(bytes)) => Ok((
+            GpuBudget {
+                capacity: bytes,
+                used_by_others: 0,
+            },
+            format!(
+                "{} from the file's gpu_memory (no GPU detected: {why})",
+                format_size(bytes)
+            ),
+        )),
+        (Err(why), None) => Err(format!(
+            "no GPU detected ({why}) and the file sets no gpu_memory: pass --gpu-mem SIZE"
+        )),
+    }
+}
+
+fn run_estimate(source: &Source, json: bool) -> Result<u8, String> {
+    let file = load_source(source)?;
+    let (gpu, gpu_line) = capacity(source, &file)?;
+    let est = estimate(&file.run, gpu);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&est).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", vramfit::report::table(&file.run, &est, &gpu_line));
+    }
+    Ok(if est.fits { FITS } else { DOES_NOT_FIT })
+}
+
+fn list_presets() -> Result<u8, String> {
+    for name in presets::names() {
+        let file = config::parse(presets::built_in(name).unwrap_or_default(), name, None)
+            .map_err(|e| e.to_string())?;
+        let cap = file.gpu_memory.unwrap_or(0);
+        let est = estimate(
+            &file.run,
+            GpuBudget {
+                capacity: cap,
+                used_by_others: 0,
+            },
+        );
+        println!(
+            "{name:<6} {:<44} capacity {:>10}  estimate {:>10}  {}",
+            file.run.model_name,
+            format_size(cap),
+            format_size(est.total_bytes),
+            if est.fits { "fits" } else { "does not fit" }
+        );
+    }
+    Ok(FITS)
+}

@@ -1,1 +1,49 @@
-//! GPU detection, behind a trait so tests and `--gpu-mem` use a fixed probe.
+//! GPU detection behind a trait: NVML on a machine with an NVIDIA driver, a fixed probe for
+//! `--gpu-mem` and tests. NVML is loaded at run time, so the binary runs without it.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuInfo {
+    pub name: String,
+    pub total_bytes: u64,
+    pub used_bytes: Option<u64>,
+    pub free_bytes: Option<u64>,
+}
+
+pub trait GpuProbe {
+    /// The first GPU, or why none could be read.
+    fn probe(&self) -> Result<GpuInfo, String>;
+}
+
+/// A GPU given by its capacity (`--gpu-mem`, a file's `gpu_memory`, tests).
+pub struct FixedProbe(pub GpuInfo);
+
+impl GpuProbe for FixedProbe {
+    fn probe(&self) -> Result<GpuInfo, String> {
+        Ok(self.0.clone())
+    }
+}
+
+/// NVML through nvml-wrapper; every failure becomes a reason for the user.
+pub struct NvmlProbe;
+
+impl GpuProbe for NvmlProbe {
+    fn probe(&self) -> Result<GpuInfo, String> {
+        let nvml = nvml_wrapper::Nvml::init().map_err(|e| {
+            format!("NVML unavailable ({e}): no NVIDIA driver or libnvidia-ml.so.1")
+        })?;
+        let device = nvml
+            .device_by_index(0)
+            .map_err(|e| format!("no GPU 0 ({e})"))?;
+        let memory = device
+            .memory_info()
+            .map_err(|e| format!("cannot read GPU memory ({e})"))?;
+        Ok(GpuInfo {
+            name: device.name().unwrap_or_else(|_| "NVIDIA GPU".into()),
+            total_bytes: memory.total,
+            used_bytes: Some(memory.used),
+            free_bytes: Some(memory.free),
+        })
+    }
+}

@@ -58,7 +58,10 @@ fn segment_size(request: u64) -> u64 {
 
 impl CachingAllocator {
     pub fn new(expandable: bool) -> Self {
-        CachingAllocator { expandable, ..Default::default() }
+        CachingAllocator {
+            expandable,
+            ..Default::default()
+        }
     }
 
     /// Allocates a tensor of `bytes` for `owner`; returns the bytes the block really takes.
@@ -69,12 +72,24 @@ impl CachingAllocator {
             None => self.grow(size),
         };
         let block = self.blocks[index];
-        let taken = if block.size - size > SMALL_REQUEST { size } else { block.size };
+        let taken = if block.size - size > SMALL_REQUEST {
+            size
+        } else {
+            block.size
+        };
         if taken < block.size {
-            let rest = Block { offset: block.offset + taken, size: block.size - taken, ..block };
+            let rest = Block {
+                offset: block.offset + taken,
+                size: block.size - taken,
+                ..block
+            };
             self.blocks.insert(index + 1, rest);
         }
-        self.blocks[index] = Block { size: taken, owner, ..block };
+        self.blocks[index] = Block {
+            size: taken,
+            owner,
+            ..block
+        };
         self.allocated += taken;
         self.peak_allocated = self.peak_allocated.max(self.allocated);
         taken
@@ -120,7 +135,12 @@ impl CachingAllocator {
             return self.grow_expandable(size);
         }
         let seg_size = segment_size(size);
-        self.blocks.push(Block { segment: self.segments, offset: 0, size: seg_size, owner: FREE });
+        self.blocks.push(Block {
+            segment: self.segments,
+            offset: 0,
+            size: seg_size,
+            owner: FREE,
+        });
         self.segments += 1;
         self.add_reserved(seg_size);
         self.blocks.len() - 1
@@ -128,14 +148,23 @@ impl CachingAllocator {
 
     /// One segment growing at its end: map only what the free tail lacks, in 2 MiB pages.
     fn grow_expandable(&mut self, size: u64) -> usize {
-        let tail_free = self.blocks.last().filter(|b| b.owner == FREE).map_or(0, |b| b.size);
+        let tail_free = self
+            .blocks
+            .last()
+            .filter(|b| b.owner == FREE)
+            .map_or(0, |b| b.size);
         let extra = (size - tail_free).div_ceil(ROUND_LARGE) * ROUND_LARGE;
         self.add_reserved(extra);
         match self.blocks.last_mut() {
             Some(b) if b.owner == FREE => b.size += extra,
             last => {
                 let offset = last.map_or(0, |b| b.offset + b.size);
-                self.blocks.push(Block { segment: 0, offset, size: extra, owner: FREE });
+                self.blocks.push(Block {
+                    segment: 0,
+                    offset,
+                    size: extra,
+                    owner: FREE,
+                });
             }
         }
         self.blocks.len() - 1

@@ -78,7 +78,11 @@ impl Arch {
     /// The linear layers of one decoder layer, as PEFT sees them.
     pub fn projections(&self) -> Vec<Projection> {
         let (h, i) = (self.hidden, self.intermediate);
-        let p = |name, fan_in, fan_out| Projection { name, fan_in, fan_out };
+        let p = |name, fan_in, fan_out| Projection {
+            name,
+            fan_in,
+            fan_out,
+        };
         if self.family.fused_projections() {
             vec![
                 p("qkv_proj", h, self.q_dim() + 2 * self.kv_dim()),
@@ -120,7 +124,10 @@ impl Arch {
         if self.family.has_qkv_bias() {
             t.extend([self.q_dim(), self.kv_dim(), self.kv_dim()]);
         }
-        t.extend(std::iter::repeat_n(self.hidden, self.family.norms_per_layer() as usize));
+        t.extend(std::iter::repeat_n(
+            self.hidden,
+            self.family.norms_per_layer() as usize,
+        ));
         if self.family.has_qk_norm() {
             t.extend([self.head_dim, self.head_dim]);
         }

@@ -22,47 +22,265 @@ const fn e(
     sliding: Option<(u64, u64)>,
     max_position: u64,
 ) -> Entry {
-    Entry { id, family, dims, tied, sliding, max_position }
+    Entry {
+        id,
+        family,
+        dims,
+        tied,
+        sliding,
+        max_position,
+    }
 }
 
 use Family::*;
 
 // Numbers from each model's public config.json on the Hugging Face hub.
 const ENTRIES: &[Entry] = &[
-    e("Qwen/Qwen2.5-0.5B-Instruct", Qwen2, [896, 4864, 24, 14, 2, 64, 151936], true, None, 32768),
-    e("Qwen/Qwen2.5-1.5B-Instruct", Qwen2, [1536, 8960, 28, 12, 2, 128, 151936], true, None, 32768),
-    e("Qwen/Qwen2.5-3B-Instruct", Qwen2, [2048, 11008, 36, 16, 2, 128, 151936], true, None, 32768),
-    e("Qwen/Qwen2.5-7B-Instruct", Qwen2, [3584, 18944, 28, 28, 4, 128, 152064], false, None, 32768),
-    e("Qwen/Qwen2.5-14B-Instruct", Qwen2, [5120, 13824, 48, 40, 8, 128, 152064], false, None, 32768),
-    e("Qwen/Qwen2.5-32B-Instruct", Qwen2, [5120, 27648, 64, 40, 8, 128, 152064], false, None, 32768),
-    e("Qwen/Qwen3-0.6B", Qwen3, [1024, 3072, 28, 16, 8, 128, 151936], true, None, 40960),
-    e("Qwen/Qwen3-1.7B", Qwen3, [2048, 6144, 28, 16, 8, 128, 151936], true, None, 40960),
-    e("Qwen/Qwen3-4B", Qwen3, [2560, 9728, 36, 32, 8, 128, 151936], true, None, 40960),
-    e("Qwen/Qwen3-8B", Qwen3, [4096, 12288, 36, 32, 8, 128, 151936], false, None, 40960),
-    e("Qwen/Qwen3-14B", Qwen3, [5120, 17408, 40, 40, 8, 128, 151936], false, None, 40960),
-    e("Qwen/Qwen3-32B", Qwen3, [5120, 25600, 64, 64, 8, 128, 151936], false, None, 40960),
-    e("meta-llama/Llama-3.2-1B-Instruct", Llama, [2048, 8192, 16, 32, 8, 64, 128256], true, None, 131072),
-    e("meta-llama/Llama-3.2-3B-Instruct", Llama, [3072, 8192, 28, 24, 8, 128, 128256], true, None, 131072),
-    e("meta-llama/Llama-3.1-8B-Instruct", Llama, [4096, 14336, 32, 32, 8, 128, 128256], false, None, 131072),
-    e("google/gemma-3-1b-it", Gemma3, [1152, 6912, 26, 4, 1, 256, 262144], true, Some((512, 22)), 32768),
-    e("google/gemma-3-4b-it", Gemma3, [2560, 10240, 34, 8, 4, 256, 262208], true, Some((1024, 29)), 131072),
-    e("google/gemma-3-12b-it", Gemma3, [3840, 15360, 48, 16, 8, 256, 262208], true, Some((1024, 40)), 131072),
-    e("google/gemma-2-2b-it", Gemma2, [2304, 9216, 26, 8, 4, 256, 256000], true, Some((4096, 13)), 8192),
-    e("google/gemma-2-9b-it", Gemma2, [3584, 14336, 42, 16, 8, 256, 256000], true, Some((4096, 21)), 8192),
-    e("mistralai/Mistral-7B-Instruct-v0.3", Llama, [4096, 14336, 32, 32, 8, 128, 32768], false, None, 32768),
-    e("microsoft/Phi-3-mini-4k-instruct", Phi3, [3072, 8192, 32, 32, 32, 96, 32064], false, None, 4096),
-    e("microsoft/Phi-3.5-mini-instruct", Phi3, [3072, 8192, 32, 32, 32, 96, 32064], false, None, 131072),
-    e("microsoft/phi-4", Phi3, [5120, 17920, 40, 40, 10, 128, 100352], false, None, 16384),
-    e("microsoft/Phi-4-mini-instruct", Phi3, [3072, 8192, 32, 24, 8, 128, 200064], true, None, 131072),
-    e("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B", Qwen2, [1536, 8960, 28, 12, 2, 128, 151936], false, None, 131072),
-    e("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", Qwen2, [3584, 18944, 28, 28, 4, 128, 152064], false, None, 131072),
-    e("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", Qwen2, [5120, 13824, 48, 40, 8, 128, 152064], false, None, 131072),
-    e("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", Llama, [4096, 14336, 32, 32, 8, 128, 128256], false, None, 131072),
+    e(
+        "Qwen/Qwen2.5-0.5B-Instruct",
+        Qwen2,
+        [896, 4864, 24, 14, 2, 64, 151936],
+        true,
+        None,
+        32768,
+    ),
+    e(
+        "Qwen/Qwen2.5-1.5B-Instruct",
+        Qwen2,
+        [1536, 8960, 28, 12, 2, 128, 151936],
+        true,
+        None,
+        32768,
+    ),
+    e(
+        "Qwen/Qwen2.5-3B-Instruct",
+        Qwen2,
+        [2048, 11008, 36, 16, 2, 128, 151936],
+        true,
+        None,
+        32768,
+    ),
+    e(
+        "Qwen/Qwen2.5-7B-Instruct",
+        Qwen2,
+        [3584, 18944, 28, 28, 4, 128, 152064],
+        false,
+        None,
+        32768,
+    ),
+    e(
+        "Qwen/Qwen2.5-14B-Instruct",
+        Qwen2,
+        [5120, 13824, 48, 40, 8, 128, 152064],
+        false,
+        None,
+        32768,
+    ),
+    e(
+        "Qwen/Qwen2.5-32B-Instruct",
+        Qwen2,
+        [5120, 27648, 64, 40, 8, 128, 152064],
+        false,
+        None,
+        32768,
+    ),
+    e(
+        "Qwen/Qwen3-0.6B",
+        Qwen3,
+        [1024, 3072, 28, 16, 8, 128, 151936],
+        true,
+        None,
+        40960,
+    ),
+    e(
+        "Qwen/Qwen3-1.7B",
+        Qwen3,
+        [2048, 6144, 28, 16, 8, 128, 151936],
+        true,
+        None,
+        40960,
+    ),
+    e(
+        "Qwen/Qwen3-4B",
+        Qwen3,
+        [2560, 9728, 36, 32, 8, 128, 151936],
+        true,
+        None,
+        40960,
+    ),
+    e(
+        "Qwen/Qwen3-8B",
+        Qwen3,
+        [4096, 12288, 36, 32, 8, 128, 151936],
+        false,
+        None,
+        40960,
+    ),
+    e(
+        "Qwen/Qwen3-14B",
+        Qwen3,
+        [5120, 17408, 40, 40, 8, 128, 151936],
+        false,
+        None,
+        40960,
+    ),
+    e(
+        "Qwen/Qwen3-32B",
+        Qwen3,
+        [5120, 25600, 64, 64, 8, 128, 151936],
+        false,
+        None,
+        40960,
+    ),
+    e(
+        "meta-llama/Llama-3.2-1B-Instruct",
+        Llama,
+        [2048, 8192, 16, 32, 8, 64, 128256],
+        true,
+        None,
+        131072,
+    ),
+    e(
+        "meta-llama/Llama-3.2-3B-Instruct",
+        Llama,
+        [3072, 8192, 28, 24, 8, 128, 128256],
+        true,
+        None,
+        131072,
+    ),
+    e(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        Llama,
+        [4096, 14336, 32, 32, 8, 128, 128256],
+        false,
+        None,
+        131072,
+    ),
+    e(
+        "google/gemma-3-1b-it",
+        Gemma3,
+        [1152, 6912, 26, 4, 1, 256, 262144],
+        true,
+        Some((512, 22)),
+        32768,
+    ),
+    e(
+        "google/gemma-3-4b-it",
+        Gemma3,
+        [2560, 10240, 34, 8, 4, 256, 262208],
+        true,
+        Some((1024, 29)),
+        131072,
+    ),
+    e(
+        "google/gemma-3-12b-it",
+        Gemma3,
+        [3840, 15360, 48, 16, 8, 256, 262208],
+        true,
+        Some((1024, 40)),
+        131072,
+    ),
+    e(
+        "google/gemma-2-2b-it",
+        Gemma2,
+        [2304, 9216, 26, 8, 4, 256, 256000],
+        true,
+        Some((4096, 13)),
+        8192,
+    ),
+    e(
+        "google/gemma-2-9b-it",
+        Gemma2,
+        [3584, 14336, 42, 16, 8, 256, 256000],
+        true,
+        Some((4096, 21)),
+        8192,
+    ),
+    e(
+        "mistralai/Mistral-7B-Instruct-v0.3",
+        Llama,
+        [4096, 14336, 32, 32, 8, 128, 32768],
+        false,
+        None,
+        32768,
+    ),
+    e(
+        "microsoft/Phi-3-mini-4k-instruct",
+        Phi3,
+        [3072, 8192, 32, 32, 32, 96, 32064],
+        false,
+        None,
+        4096,
+    ),
+    e(
+        "microsoft/Phi-3.5-mini-instruct",
+        Phi3,
+        [3072, 8192, 32, 32, 32, 96, 32064],
+        false,
+        None,
+        131072,
+    ),
+    e(
+        "microsoft/phi-4",
+        Phi3,
+        [5120, 17920, 40, 40, 10, 128, 100352],
+        false,
+        None,
+        16384,
+    ),
+    e(
+        "microsoft/Phi-4-mini-instruct",
+        Phi3,
+        [3072, 8192, 32, 24, 8, 128, 200064],
+        true,
+        None,
+        131072,
+    ),
+    e(
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B",
+        Qwen2,
+        [1536, 8960, 28, 12, 2, 128, 151936],
+        false,
+        None,
+        131072,
+    ),
+    e(
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
+        Qwen2,
+        [3584, 18944, 28, 28, 4, 128, 152064],
+        false,
+        None,
+        131072,
+    ),
+    e(
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
+        Qwen2,
+        [5120, 13824, 48, 40, 8, 128, 152064],
+        false,
+        None,
+        131072,
+    ),
+    e(
+        "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+        Llama,
+        [4096, 14336, 32, 32, 8, 128, 128256],
+        false,
+        None,
+        131072,
+    ),
 ];
 
 impl Entry {
     fn arch(&self) -> Arch {
-        let [hidden, intermediate, layers, heads, kv_heads, head_dim, vocab] = self.dims;
+        let [
+            hidden,
+            intermediate,
+            layers,
+            heads,
+            kv_heads,
+            head_dim,
+            vocab,
+        ] = self.dims;
         Arch {
             name: self.id.to_string(),
             family: self.family,
@@ -97,8 +315,8 @@ pub struct Found {
 
 /// Words that re-uploads and chat variants add to a base model's name without changing its shape.
 const NOISE: &[&str] = &[
-    "unsloth", "bnb", "4bit", "8bit", "instruct", "it", "chat", "base", "pt", "dynamic", "gguf", "awq",
-    "gptq", "fp8", "meta",
+    "unsloth", "bnb", "4bit", "8bit", "instruct", "it", "chat", "base", "pt", "dynamic", "gguf",
+    "awq", "gptq", "fp8", "meta",
 ];
 
 /// A name reduced to the words that identify the architecture: `unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit`
@@ -116,8 +334,15 @@ pub fn find(name: &str) -> Option<Found> {
     let wanted = key(name);
     let entry = ENTRIES.iter().find(|e| key(e.id) == wanted)?;
     let lower = name.to_ascii_lowercase();
-    let quant = if lower.contains("4bit") { ImpliedQuant::FourBit } else { ImpliedQuant::None };
-    Some(Found { arch: entry.arch(), quant })
+    let quant = if lower.contains("4bit") {
+        ImpliedQuant::FourBit
+    } else {
+        ImpliedQuant::None
+    };
+    Some(Found {
+        arch: entry.arch(),
+        quant,
+    })
 }
 
 /// Every catalog id, for listings and suggestions.
@@ -128,8 +353,10 @@ pub fn ids() -> impl Iterator<Item = &'static str> {
 /// The catalog ids closest to a name that was not found, best first.
 pub fn closest(name: &str, n: usize) -> Vec<&'static str> {
     let wanted = key(name);
-    let mut scored: Vec<(usize, &'static str)> =
-        ENTRIES.iter().map(|e| (edit_distance(&wanted, &key(e.id)), e.id)).collect();
+    let mut scored: Vec<(usize, &'static str)> = ENTRIES
+        .iter()
+        .map(|e| (edit_distance(&wanted, &key(e.id)), e.id))
+        .collect();
     scored.sort();
     scored.into_iter().take(n).map(|(_, id)| id).collect()
 }
@@ -142,7 +369,9 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
         let mut diag = row[0];
         row[0] = i + 1;
         for (j, &cb) in b.iter().enumerate() {
-            let next = (diag + usize::from(ca != cb)).min(row[j] + 1).min(row[j + 1] + 1);
+            let next = (diag + usize::from(ca != cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
             diag = row[j + 1];
             row[j + 1] = next;
         }

@@ -21,14 +21,21 @@ impl std::error::Error for ConfigJsonError {}
 
 pub fn load(path: &Path) -> Result<Arch, ConfigJsonError> {
     let shown = path.display().to_string();
-    let fail = |message: String| ConfigJsonError { path: shown.clone(), message };
+    let fail = |message: String| ConfigJsonError {
+        path: shown.clone(),
+        message,
+    };
     let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read: {e}")))?;
-    let root: Value = serde_json::from_str(&text).map_err(|e| fail(format!("not valid JSON: {e}")))?;
+    let root: Value =
+        serde_json::from_str(&text).map_err(|e| fail(format!("not valid JSON: {e}")))?;
     parse(&root, &name_from(path)).map_err(fail)
 }
 
 fn name_from(path: &Path) -> String {
-    let dir = path.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str());
+    let dir = path
+        .parent()
+        .and_then(|p| p.file_name())
+        .and_then(|n| n.to_str());
     dir.unwrap_or("config.json").to_string()
 }
 
@@ -38,7 +45,10 @@ pub fn parse(root: &Value, name: &str) -> Result<Arch, String> {
         return Err("expected a JSON object at the top".into());
     }
     let tied_top = root.get("tie_word_embeddings").and_then(Value::as_bool);
-    let cfg = root.get("text_config").filter(|v| v.is_object()).unwrap_or(root);
+    let cfg = root
+        .get("text_config")
+        .filter(|v| v.is_object())
+        .unwrap_or(root);
     let model_type = str_field(cfg, "model_type")
         .or_else(|| str_field(root, "model_type"))
         .unwrap_or_default();
@@ -84,7 +94,11 @@ fn family_of(model_type: &str, cfg: &Value) -> Result<Family, String> {
         "gemma2" => Family::Gemma2,
         "gemma3" | "gemma3_text" => Family::Gemma3,
         "phi3" => Family::Phi3,
-        "" => return Err("missing field `model_type` (e.g. \"llama\", \"qwen2\", \"gemma3_text\")".into()),
+        "" => {
+            return Err(
+                "missing field `model_type` (e.g. \"llama\", \"qwen2\", \"gemma3_text\")".into(),
+            );
+        }
         other if cfg.get("intermediate_size").is_some() => {
             // An unknown decoder-only model: its shapes are read the Llama way.
             let _ = other;
@@ -97,18 +111,28 @@ fn family_of(model_type: &str, cfg: &Value) -> Result<Family, String> {
 fn uses_sliding_window(family: Family, cfg: &Value) -> bool {
     match family {
         Family::Gemma2 | Family::Gemma3 => true,
-        _ => cfg.get("use_sliding_window").and_then(Value::as_bool).unwrap_or(false),
+        _ => cfg
+            .get("use_sliding_window")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
     }
 }
 
 fn sliding_layers(family: Family, cfg: &Value, layers: u64) -> u64 {
     if let Some(types) = cfg.get("layer_types").and_then(Value::as_array) {
-        return types.iter().filter(|t| t.as_str() == Some("sliding_attention")).count() as u64;
+        return types
+            .iter()
+            .filter(|t| t.as_str() == Some("sliding_attention"))
+            .count() as u64;
     }
     match family {
         Family::Gemma2 => layers / 2,
         Family::Gemma3 => {
-            let every = cfg.get("sliding_window_pattern").and_then(Value::as_u64).unwrap_or(6).max(1);
+            let every = cfg
+                .get("sliding_window_pattern")
+                .and_then(Value::as_u64)
+                .unwrap_or(6)
+                .max(1);
             layers - layers / every
         }
         _ => layers,
@@ -187,8 +211,11 @@ mod tests {
         assert!(err.contains("num_attention_heads"), "{err}");
         let err = parse(&json!({"hidden_size": 8}), "x").unwrap_err();
         assert!(err.contains("model_type"), "{err}");
-        let err = parse(&json!({"model_type": "llama", "hidden_size": -3, "num_attention_heads": 2}), "x")
-            .unwrap_err();
+        let err = parse(
+            &json!({"model_type": "llama", "hidden_size": -3, "num_attention_heads": 2}),
+            "x",
+        )
+        .unwrap_err();
         assert!(err.contains("hidden_size"), "{err}");
     }
 }

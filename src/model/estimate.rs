@@ -58,7 +58,9 @@ impl Part {
 
     pub fn explanation(self) -> &'static str {
         match self {
-            Part::CudaContext => "driver, CUDA context, kernels and cuBLAS workspaces (measured on an H200)",
+            Part::CudaContext => {
+                "driver, CUDA context, kernels and cuBLAS workspaces (measured on an H200)"
+            }
             Part::VllmWeights => "vLLM's copy of the model weights, inside its memory share",
             Part::VllmCudaGraphs => "decode CUDA graphs vLLM captures at start-up",
             Part::VllmActivations => "vLLM's profiled forward pass and sampler buffers",
@@ -210,7 +212,11 @@ fn normalise(parts: Vec<(Part, u64)>, total: u64) -> Vec<Component> {
     let mut out: Vec<Component> = parts
         .into_iter()
         .filter(|(_, b)| *b > 0)
-        .map(|(part, bytes)| Component { part, name: part.label(), bytes })
+        .map(|(part, bytes)| Component {
+            part,
+            name: part.label(),
+            bytes,
+        })
         .collect();
     let sum: u64 = out.iter().map(|c| c.bytes).sum();
     if sum > total {
@@ -227,7 +233,10 @@ fn normalise(parts: Vec<(Part, u64)>, total: u64) -> Vec<Component> {
 /// Which of the architecture's projections carry an adapter, by PEFT's name matching.
 pub fn target_mask(arch: &Arch, targets: &[String]) -> Vec<bool> {
     let all = targets.iter().any(|t| t == "all-linear");
-    arch.projections().iter().map(|p| all || targets.iter().any(|t| t == p.name)).collect()
+    arch.projections()
+        .iter()
+        .map(|p| all || targets.iter().any(|t| t == p.name))
+        .collect()
 }
 
 fn tensor_bytes(elements: u64, quant: Quant, quantisable: bool) -> u64 {
@@ -246,7 +255,11 @@ fn tensor_bytes(elements: u64, quant: Quant, quantisable: bool) -> u64 {
 fn block_bytes(bytes: u64) -> u64 {
     let rounded = super::allocator::round_request(bytes);
     let segment = rounded.div_ceil(2 * MIB) * 2 * MIB;
-    if rounded > 10 * MIB && segment - rounded <= MIB { segment } else { rounded }
+    if rounded > 10 * MIB && segment - rounded <= MIB {
+        segment
+    } else {
+        rounded
+    }
 }
 
 /// Segments a group of tensors occupies: small ones packed into 2 MiB segments, 1-10 MiB ones
@@ -301,7 +314,13 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
     // Gradients live all together only after the backward pass, when activations are gone;
     // at the step's peak one layer's worth exists.
     let gradients = adapters / arch.layers.max(1);
-    Static { weights, adapters, gradients, optimizer, reserved: packing.reserved() }
+    Static {
+        weights,
+        adapters,
+        gradients,
+        optimizer,
+        reserved: packing.reserved(),
+    }
 }
 
 /// Optimizer state bytes for one adapter tensor of `elements`.
@@ -309,7 +328,13 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
 /// bitsandbytes 8-bit: two uint8 states with an fp32 absmax per 256-element block; tensors under
 /// 4096 elements stay fp32 (bnb's `min_8bit_size`).
 fn optimizer_bytes(opt: Optimizer, elements: u64) -> u64 {
-    let eight_bit = |n: u64| if n < 4096 { 8 * n } else { 2 * (n + n.div_ceil(256) * 4) };
+    let eight_bit = |n: u64| {
+        if n < 4096 {
+            8 * n
+        } else {
+            2 * (n + n.div_ceil(256) * 4)
+        }
+    };
     match opt {
         Optimizer::AdamW | Optimizer::PagedAdamW => block_bytes(4 * elements) * 2 + 512,
         Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => block_bytes(eight_bit(elements)),
@@ -335,11 +360,16 @@ fn vllm_plan(run: &RunConfig, gpu: GpuBudget, weights: u64) -> Option<VllmPlan> 
     // TRL colocate: vLLM takes `share x total`; Unsloth: `share x free` at start-up.
     let base = match run.stack {
         Stack::Trl => gpu.capacity,
-        Stack::Unsloth => gpu.capacity.saturating_sub(CUDA_CONTEXT + gpu.used_by_others),
+        Stack::Unsloth => gpu
+            .capacity
+            .saturating_sub(CUDA_CONTEXT + gpu.used_by_others),
     };
-    let reservation = (base as f64 * share) as u64;
+    let share_bytes = (base as f64 * share) as u64;
     let (w, g, a) = vllm_fixed(run, weights);
-    let kv = reservation.saturating_sub(w + g + a);
+    // A share too small for the weights, graphs and profiled activations does not shrink them:
+    // vLLM still needs that much (and has no KV cache left), so the larger figure is counted.
+    let reservation = share_bytes.max(w + g + a);
+    let kv = share_bytes.saturating_sub(w + g + a);
     let per_sequence = run.arch.kv_bytes_for(run.max_seq_len).max(1);
     Some(VllmPlan {
         reservation_bytes: reservation,
@@ -375,7 +405,12 @@ fn rule_warnings(run: &RunConfig, micro: u64, targets: &[bool]) -> Vec<String> {
         w.push(format!(
             "no LoRA target module matches {}'s projections ({}): PEFT will refuse to start",
             run.arch.name,
-            run.arch.projections().iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+            run.arch
+                .projections()
+                .iter()
+                .map(|p| p.name)
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     w

@@ -153,4 +153,12 @@ impl RunConfig {
 }
 
 /// The seven projections Unsloth's and TRL's GRPO examples target.
-pub const ALL_LINEAR: [&str; 7] = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"];
+pub const ALL_LINEAR: [&str; 7] = [
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+];

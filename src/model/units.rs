@@ -14,7 +14,9 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .unwrap_or(t.len());
     let (number, unit) = (t[..split].trim(), t[split..].trim());
     if number.is_empty() {
-        return Err(format!("\"{text}\" is not a size: write e.g. 24GiB, 24576MiB, 24GB or a byte count"));
+        return Err(format!(
+            "\"{text}\" is not a size: write e.g. 24GiB, 24576MiB, 24GB or a byte count"
+        ));
     }
     let value: f64 = number
         .parse()
@@ -29,11 +31,17 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "mb" => 1e6,
         "gb" => 1e9,
         "tb" => 1e12,
-        _ => return Err(format!("\"{text}\": unknown unit \"{unit}\" (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)")),
+        _ => {
+            return Err(format!(
+                "\"{text}\": unknown unit \"{unit}\" (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
+            ));
+        }
     };
     let bytes = value * scale;
     if !bytes.is_finite() || bytes < 1.0 {
-        return Err(format!("\"{text}\" is not a usable size: it must be more than zero"));
+        return Err(format!(
+            "\"{text}\" is not a usable size: it must be more than zero"
+        ));
     }
     if bytes > ABSURD as f64 {
         return Err(format!("\"{text}\" is absurdly large (more than 64 TiB)"));
@@ -66,12 +74,27 @@ mod tests {
         assert_eq!(parse_size("24576MiB"), Ok(24 * GIB));
         assert_eq!(parse_size("24GB"), Ok(24_000_000_000));
         assert_eq!(parse_size("1024"), Ok(1024));
-        assert_eq!(parse_size("22.03GiB"), Ok((22.03 * GIB as f64).round() as u64));
+        assert_eq!(
+            parse_size("22.03GiB"),
+            Ok((22.03 * GIB as f64).round() as u64)
+        );
     }
 
     #[test]
     fn nonsense_is_rejected() {
-        for bad in ["", "GiB", "-4GiB", "0", "0GiB", "NaN", "inf", "1e3", "24 parsecs", "100000TiB", "1.2.3G"] {
+        for bad in [
+            "",
+            "GiB",
+            "-4GiB",
+            "0",
+            "0GiB",
+            "NaN",
+            "inf",
+            "1e3",
+            "24 parsecs",
+            "100000TiB",
+            "1.2.3G",
+        ] {
             assert!(parse_size(bad).is_err(), "{bad} was accepted");
         }
     }

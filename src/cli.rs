@@ -1,0 +1,54 @@
+//! The command line (clap derive).
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "vramfit",
+    version,
+    about = "Fit a GRPO fine-tuning run into a GPU before launching it"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub source: Source,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print where the GPU memory goes. Exit 0 when it fits, 3 when it does not, 2 on bad input.
+    Estimate {
+        #[command(flatten)]
+        source: Source,
+        /// One JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the built-in model catalog.
+    Models,
+    /// List the built-in presets.
+    Presets,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct Source {
+    /// A run file (an exported TOML).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// A preset: a tier name (e.g. 24gb) or a file path.
+    #[arg(
+        long,
+        global = true,
+        value_name = "NAME|FILE",
+        conflicts_with = "config"
+    )]
+    pub preset: Option<String>,
+    /// GPU capacity, e.g. 24GiB, 24576MiB, 24GB; overrides what is detected.
+    #[arg(long, global = true, value_name = "SIZE", allow_hyphen_values = true)]
+    pub gpu_mem: Option<String>,
+    /// Do not ask NVML for the GPU.
+    #[arg(long, global = true)]
+    pub no_gpu: bool,
+}

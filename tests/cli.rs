@@ -1,0 +1,200 @@
+//! The binary as a user runs it: exit codes, JSON fields, and clear errors for bad input.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use std::io::Write;
+
+fn vramfit() -> Command {
+    let mut c = Command::cargo_bin("vramfit").unwrap();
+    c.arg("--no-gpu");
+    c
+}
+
+fn file_with(text: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    f
+}
+
+const PRESET_24: &str = include_str!("../presets/24gb.toml");
+
+#[test]
+fn preset_estimate_fits_and_prints_a_breakdown() {
+    vramfit()
+        .args(["estimate", "--preset", "24gb"])
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains("LoRA adapters").and(predicate::str::contains("headroom")),
+        );
+}
+
+#[test]
+fn json_components_add_up_to_the_total() {
+    let out = vramfit()
+        .args(["estimate", "--preset", "24gb", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sum: u64 = v["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, v["total_bytes"].as_u64().unwrap());
+    for key in [
+        "capacity_bytes",
+        "fits",
+        "headroom_bytes",
+        "effective_batch",
+        "warnings",
+        "training_peak_allocated_bytes",
+        "training_peak_reserved_bytes",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(v["effective_batch"], 8);
+}
+
+#[test]
+fn too_small_a_gpu_exits_3() {
+    vramfit()
+        .args(["estimate", "--preset", "24gb", "--gpu-mem", "8GiB"])
+        .assert()
+        .code(3)
+        .stdout(predicate::str::contains("DOES NOT FIT"));
+}
+
+#[test]
+fn bad_sizes_exit_2_naming_the_value() {
+    for bad in ["-4GiB", "NaN", "0", "lots", "999999TiB"] {
+        vramfit()
+            .args(["estimate", "--preset", "24gb", "--gpu-mem", bad])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("--gpu-mem"));
+    }
+}
+
+#[test]
+fn unknown_model_lists_close_names_and_the_config_json_way() {
+    let f =
+        file_with(&PRESET_24.replace("unsloth/Qwen2.5-3B-Instruct", "Qwen/Qwen2.5-2B-Instruct"));
+    vramfit()
+        .args(["estimate", "--config"])
+        .arg(f.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("Qwen2.5").and(predicate::str::contains("model_config")));
+}
+
+#[test]
+fn unknown_key_suggests_the_nearest() {
+    let f = file_with(&PRESET_24.replace("num_generations", "num_generation"));
+    vramfit()
+        .args(["estimate", "--config"])
+        .arg(f.path())
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("num_generation")
+                .and(predicate::str::contains("did you mean `num_generations`")),
+        );
+}
+
+#[test]
+fn contradicting_shares_name_both_keys() {
+    let f = file_with(&PRESET_24.replace(
+        "vllm_gpu_memory_utilization = 0.45",
+        "vllm_gpu_memory_utilization = 0.6",
+    ));
+    vramfit()
+        .args(["estimate", "--config"])
+        .arg(f.path())
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("gpu_memory_utilization")
+                .and(predicate::str::contains("vllm_gpu_memory_utilization")),
+        );
+}
+
+#[test]
+fn broken_files_exit_2_without_panicking() {
+    let cases: &[&[u8]] = &[
+        b"",
+        b"[grpo\nper_device_train_batch_size = ",
+        b"\xff\xfe\x00binary junk\x00",
+        b"[model]\nmodel_name = 3\n",
+        b"[model]\nmodel_name = \"unsloth/gemma-3-1b-it\"\n[grpo]\nper_device_train_batch_size = -1\n",
+        b"[model]\nmodel_name = \"unsloth/gemma-3-1b-it\"\n[grpo]\nbeta = nan\n",
+    ];
+    for bytes in cases {
+        let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+        f.write_all(bytes).unwrap();
+        let out = vramfit()
+            .args(["estimate", "--config"])
+            .arg(f.path())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{:?}",
+            String::from_utf8_lossy(bytes)
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&f.path().display().to_string()),
+            "error does not name the file: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn model_from_config_json_and_missing_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config.json");
+    std::fs::write(&cfg, r#"{"model_type": "llama", "hidden_size": 2048}"#).unwrap();
+    let run = dir.path().join("run.toml");
+    std::fs::write(
+        &run,
+        PRESET_24.replace(
+            "lock_effective_batch = true",
+            "lock_effective_batch = true\nmodel_config = \"config.json\"",
+        ),
+    )
+    .unwrap();
+    vramfit()
+        .args(["estimate", "--config"])
+        .arg(&run)
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("config.json")
+                .and(predicate::str::contains("num_attention_heads")),
+        );
+    std::fs::write(
+        &cfg,
+        r#"{"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256, "tie_word_embeddings": true}"#,
+    )
+    .unwrap();
+    vramfit()
+        .args(["estimate", "--config"])
+        .arg(&run)
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn unknown_preset_names_the_built_in_ones() {
+    vramfit()
+        .args(["estimate", "--preset", "7gb"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("24gb"));
+}
