@@ -1,0 +1,86 @@
+//! Properties of the estimate over the knob space.
+
+use proptest::prelude::*;
+use vramfit::model::catalog;
+use vramfit::model::estimate::{GpuBudget, estimate};
+use vramfit::model::run::{Checkpointing, RunConfig, Stack};
+
+const GPU: GpuBudget = GpuBudget {
+    capacity: 80 << 30,
+    used_by_others: 0,
+};
+
+fn run(model: &str, seqs: u64, completion: u64, rank: u64, gc: bool, stack: Stack) -> RunConfig {
+    let mut r = RunConfig::example(catalog::find(model).unwrap().arch);
+    r.stack = stack;
+    r.micro_batch = seqs;
+    r.num_generations = seqs;
+    r.grad_accum = 1;
+    r.completion_len = completion;
+    r.max_seq_len = r.prompt_len + completion;
+    r.lora_rank = rank;
+    r.checkpointing = if gc {
+        Checkpointing::On
+    } else {
+        Checkpointing::Off
+    };
+    r
+}
+
+const MODELS: [&str; 4] = [
+    "Qwen/Qwen2.5-1.5B",
+    "meta-llama/Llama-3.2-1B",
+    "google/gemma-3-1b-it",
+    "microsoft/Phi-3-mini-4k-instruct",
+];
+
+proptest! {
+    #[test]
+    fn more_of_any_knob_never_needs_less(m in 0usize..4, seqs in 1u64..16, completion in 64u64..2048,
+                                         rank in 1u64..128, gc: bool, unsloth: bool) {
+        let stack = if unsloth { Stack::Unsloth } else { Stack::Trl };
+        let base = estimate(&run(MODELS[m], seqs, completion, rank, gc, stack), GPU);
+        for bigger in [
+            run(MODELS[m], seqs + 1, completion, rank, gc, stack),
+            run(MODELS[m], seqs, completion + 64, rank, gc, stack),
+            run(MODELS[m], seqs, completion, rank * 2, gc, stack),
+        ] {
+            let e = estimate(&bigger, GPU);
+            prop_assert!(e.training_peak_allocated_bytes >= base.training_peak_allocated_bytes);
+        }
+        let components: u64 = base.components.iter().map(|c| c.bytes).sum();
+        prop_assert_eq!(components, base.total_bytes);
+        prop_assert!(base.training_peak_reserved_bytes >= base.training_peak_allocated_bytes);
+    }
+}
+
+#[test]
+fn checkpointing_saves_memory() {
+    let on = estimate(&run(MODELS[0], 8, 1024, 16, true, Stack::Trl), GPU);
+    let off = estimate(&run(MODELS[0], 8, 1024, 16, false, Stack::Trl), GPU);
+    assert!(off.training_peak_allocated_bytes > 2 * on.training_peak_allocated_bytes);
+}
+
+#[test]
+fn unsloth_replaces_an_indivisible_micro_batch_by_num_generations() {
+    let mut r = run(MODELS[0], 1, 512, 16, true, Stack::Unsloth);
+    r.num_generations = 4;
+    assert_eq!(r.running_micro_batch(), 4);
+    r.num_generations = 32;
+    assert_eq!(r.running_micro_batch(), 32);
+    let e = estimate(&r, GPU);
+    assert_eq!(e.running_micro_batch, 32);
+    assert!(
+        e.warnings.iter().any(|w| w.contains("micro-batch 32")),
+        "{:?}",
+        e.warnings
+    );
+}
+
+#[test]
+fn effective_batch_counts_gpus() {
+    let mut r = run(MODELS[0], 4, 512, 16, true, Stack::Trl);
+    r.grad_accum = 8;
+    r.gpus = 2;
+    assert_eq!(estimate(&r, GPU).effective_batch, 64);
+}
