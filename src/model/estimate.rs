@@ -26,6 +26,7 @@ pub const VLLM_CUDA_GRAPHS: u64 = GIB / 2;
 pub enum Part {
     CudaContext,
     VllmWeights,
+    SharedWeights,
     VllmCudaGraphs,
     VllmActivations,
     VllmKvCache,
@@ -43,6 +44,7 @@ impl Part {
         match self {
             Part::CudaContext => "CUDA context",
             Part::VllmWeights => "vLLM weights",
+            Part::SharedWeights => "model weights",
             Part::VllmCudaGraphs => "vLLM CUDA graphs",
             Part::VllmActivations => "vLLM activations",
             Part::VllmKvCache => "vLLM KV cache",
@@ -62,6 +64,7 @@ impl Part {
                 "driver, CUDA context, kernels and cuBLAS workspaces (measured on an H200)"
             }
             Part::VllmWeights => "vLLM's copy of the model weights, inside its memory share",
+            Part::SharedWeights => "one copy of the weights inside vLLM's share, used by training too (Unsloth)",
             Part::VllmCudaGraphs => "decode CUDA graphs vLLM captures at start-up",
             Part::VllmActivations => "vLLM's profiled forward pass and sampler buffers",
             Part::VllmKvCache => "what is left of vLLM's share: the KV cache for generation",
@@ -165,7 +168,8 @@ pub fn estimate(run: &RunConfig, gpu: GpuBudget) -> Estimate {
     let mut warnings = Vec::new();
     if let Some(v) = &vllm {
         let (w, g, a) = vllm_fixed(run, stat.weights);
-        parts.insert(1, (Part::VllmWeights, w));
+        let weights_part = if shares_weights { Part::SharedWeights } else { Part::VllmWeights };
+        parts.insert(1, (weights_part, w));
         parts.insert(2, (Part::VllmCudaGraphs, g));
         parts.insert(3, (Part::VllmActivations, a));
         parts.insert(4, (Part::VllmKvCache, v.kv_cache_bytes));
