@@ -64,7 +64,9 @@ impl Part {
                 "driver, CUDA context, kernels and cuBLAS workspaces (measured on an H200)"
             }
             Part::VllmWeights => "vLLM's copy of the model weights, inside its memory share",
-            Part::SharedWeights => "one copy of the weights inside vLLM's share, used by training too (Unsloth)",
+            Part::SharedWeights => {
+                "one copy of the weights inside vLLM's share, used by training too (Unsloth)"
+            }
             Part::VllmCudaGraphs => "decode CUDA graphs vLLM captures at start-up",
             Part::VllmActivations => "vLLM's profiled forward pass and sampler buffers",
             Part::VllmKvCache => "what is left of vLLM's share: the KV cache for generation",
@@ -168,7 +170,11 @@ pub fn estimate(run: &RunConfig, gpu: GpuBudget) -> Estimate {
     let mut warnings = Vec::new();
     if let Some(v) = &vllm {
         let (w, g, a) = vllm_fixed(run, stat.weights);
-        let weights_part = if shares_weights { Part::SharedWeights } else { Part::VllmWeights };
+        let weights_part = if shares_weights {
+            Part::SharedWeights
+        } else {
+            Part::VllmWeights
+        };
         parts.insert(1, (weights_part, w));
         parts.insert(2, (Part::VllmCudaGraphs, g));
         parts.insert(3, (Part::VllmActivations, a));
