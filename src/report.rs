@@ -2,7 +2,7 @@
 
 use crate::model::estimate::Estimate;
 use crate::model::run::RunConfig;
-use crate::model::units::{GIB, format_size};
+use crate::model::units::format_size;
 use std::fmt::Write;
 
 pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
@@ -100,8 +100,4 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
 
 fn billions(n: u64) -> String {
     format!("{:.2}B", n as f64 / 1e9)
-}
-
-pub fn gib(bytes: u64) -> f64 {
-    bytes as f64 / GIB as f64
 }

@@ -97,7 +97,7 @@ impl CachingAllocator {
 
     /// Frees every block `owner` holds (no-op for an unknown owner).
     pub fn free(&mut self, owner: u32) {
-        let Some(mut i) = self.blocks.iter().position(|b| b.owner == owner) else {
+        let Some(i) = self.blocks.iter().position(|b| b.owner == owner) else {
             return;
         };
         self.allocated -= self.blocks[i].size;
@@ -109,9 +109,7 @@ impl CachingAllocator {
         if i > 0 && self.mergeable(i - 1, i) {
             self.blocks[i - 1].size += self.blocks[i].size;
             self.blocks.remove(i);
-            i -= 1;
         }
-        let _ = i;
     }
 
     fn mergeable(&self, a: usize, b: usize) -> bool {

@@ -94,8 +94,6 @@ pub struct StepPeak {
     /// activations and logits at the step's peak (allocated)
     pub activations: u64,
     pub logits: u64,
-    /// the largest single request of the step
-    pub largest_request: u64,
     /// reserved by the caching allocator for the step's tensors, at its peak
     pub reserved: u64,
 }
@@ -172,9 +170,6 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     StepPeak {
         activations,
         logits: if forward >= backward { logits_peak } else { 0 },
-        largest_request: logits
-            .head
-            .max(layer_bytes / layer.saved.len().max(1) as u64),
         reserved,
     }
 }
@@ -394,7 +389,6 @@ pub fn unsloth_step(
     StepPeak {
         activations,
         logits,
-        largest_request: logits / 3,
         reserved: allocated + allocated / 10,
     }
 }
