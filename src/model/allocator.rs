@@ -9,8 +9,7 @@
 //!   1 MiB would remain; otherwise the whole block is handed out;
 //! - freed blocks merge with free neighbours of the same segment; segments are never returned
 //!   to the driver during a step (only `empty_cache()` or an OOM retry does that).
-//! - with `expandable_segments:True` one segment grows in 2 MiB pages at its end, so a request
-//!   that fits in the free tail of the address space only maps the difference.
+//! - requests of 1 MiB or less are served from a separate pool of 2 MiB segments.
 
 use super::units::MIB;
 
@@ -26,6 +25,8 @@ struct Block {
     size: u64,
     /// the tensor this block holds, or `FREE`
     owner: u32,
+    /// requests of 1 MiB or less live in their own pool of 2 MiB segments
+    small: bool,
 }
 
 const FREE: u32 = u32::MAX;
@@ -35,7 +36,6 @@ const FREE: u32 = u32::MAX;
 pub struct CachingAllocator {
     blocks: Vec<Block>,
     segments: u32,
-    expandable: bool,
     pub allocated: u64,
     pub reserved: u64,
     pub peak_allocated: u64,
@@ -57,17 +57,15 @@ fn segment_size(request: u64) -> u64 {
 }
 
 impl CachingAllocator {
-    pub fn new(expandable: bool) -> Self {
-        CachingAllocator {
-            expandable,
-            ..Default::default()
-        }
+    pub fn new() -> Self {
+        Self::default()
     }
 
     /// Allocates a tensor of `bytes` for `owner`; returns the bytes the block really takes.
     pub fn alloc(&mut self, owner: u32, bytes: u64) -> u64 {
         let size = round_request(bytes);
-        let index = match self.best_fit(size) {
+        let small = size <= SMALL_REQUEST;
+        let index = match self.best_fit(size, small) {
             Some(i) => i,
             None => self.grow(size),
         };
@@ -117,10 +115,10 @@ impl CachingAllocator {
         x.owner == FREE && y.owner == FREE && x.segment == y.segment
     }
 
-    fn best_fit(&self, size: u64) -> Option<usize> {
+    fn best_fit(&self, size: u64, small: bool) -> Option<usize> {
         let mut best: Option<(u64, usize)> = None;
         for (i, b) in self.blocks.iter().enumerate() {
-            if b.owner == FREE && b.size >= size && best.is_none_or(|(s, _)| b.size < s) {
+            if b.owner == FREE && b.small == small && b.size >= size && best.is_none_or(|(s, _)| b.size < s) {
                 best = Some((b.size, i));
             }
         }
@@ -129,42 +127,20 @@ impl CachingAllocator {
 
     /// Adds memory from the driver and returns the index of a free block of at least `size`.
     fn grow(&mut self, size: u64) -> usize {
-        if self.expandable {
-            return self.grow_expandable(size);
-        }
         let seg_size = segment_size(size);
+        if std::env::var_os("SIMDEBUG").is_some() {
+            let free: Vec<u64> = self.blocks.iter().filter(|b| b.owner == FREE).map(|b| b.size >> 20).collect();
+            eprintln!("segment {} MiB for {} MiB (reserved {} MiB) free {:?}", seg_size >> 20, size as f64 / MIB as f64, (self.reserved + seg_size) >> 20, free);
+        }
         self.blocks.push(Block {
             segment: self.segments,
             offset: 0,
             size: seg_size,
             owner: FREE,
+            small: size <= SMALL_REQUEST,
         });
         self.segments += 1;
         self.add_reserved(seg_size);
-        self.blocks.len() - 1
-    }
-
-    /// One segment growing at its end: map only what the free tail lacks, in 2 MiB pages.
-    fn grow_expandable(&mut self, size: u64) -> usize {
-        let tail_free = self
-            .blocks
-            .last()
-            .filter(|b| b.owner == FREE)
-            .map_or(0, |b| b.size);
-        let extra = (size - tail_free).div_ceil(ROUND_LARGE) * ROUND_LARGE;
-        self.add_reserved(extra);
-        match self.blocks.last_mut() {
-            Some(b) if b.owner == FREE => b.size += extra,
-            last => {
-                let offset = last.map_or(0, |b| b.offset + b.size);
-                self.blocks.push(Block {
-                    segment: 0,
-                    offset,
-                    size: extra,
-                    owner: FREE,
-                });
-            }
-        }
         self.blocks.len() - 1
     }
 
@@ -180,7 +156,7 @@ mod tests {
 
     #[test]
     fn a_freed_block_is_reused_and_split() {
-        let mut a = CachingAllocator::new(false);
+        let mut a = CachingAllocator::new();
         a.alloc(1, 100 * MIB);
         a.free(1);
         a.alloc(2, 40 * MIB);
@@ -194,7 +170,7 @@ mod tests {
 
     #[test]
     fn small_remainders_are_not_split_off() {
-        let mut a = CachingAllocator::new(false);
+        let mut a = CachingAllocator::new();
         // 43 MiB: the segment is rounded to 44 MiB and the 1 MiB left over stays with the tensor
         assert_eq!(a.alloc(1, 43 * MIB), 44 * MIB);
         assert_eq!(a.alloc(2, 5 * MIB), 5 * MIB);
@@ -203,7 +179,7 @@ mod tests {
 
     #[test]
     fn freed_neighbours_merge() {
-        let mut a = CachingAllocator::new(false);
+        let mut a = CachingAllocator::new();
         a.alloc(1, 64 * MIB);
         a.free(1);
         a.alloc(2, 32 * MIB);
@@ -212,14 +188,5 @@ mod tests {
         a.free(3);
         a.alloc(4, 64 * MIB);
         assert_eq!(a.reserved, 64 * MIB);
-    }
-
-    #[test]
-    fn expandable_segments_map_only_the_missing_tail() {
-        let mut a = CachingAllocator::new(true);
-        a.alloc(1, 64 * MIB);
-        a.free(1);
-        a.alloc(2, 100 * MIB);
-        assert_eq!(a.reserved, 100 * MIB);
     }
 }

@@ -166,7 +166,7 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
         0
     };
     let activations = forward.max(backward) - if forward >= backward { logits_peak } else { 0 };
-    let reserved = simulate_reserved(arch, &layer, tokens, &logits, s);
+    let reserved = simulate_reserved(arch, targets, tokens, &logits, s);
     StepPeak {
         activations,
         logits: if forward >= backward { logits_peak } else { 0 },
@@ -174,27 +174,33 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     }
 }
 
-/// Replays the step's large allocations through the caching-allocator model, twice (the second
+/// Replays the step's allocations through the caching-allocator model, twice (the second
 /// step starts with the first one's cache), and returns the reserved peak.
-fn simulate_reserved(
-    arch: &Arch,
-    layer: &LayerTensors,
-    tokens: u64,
-    lg: &Logits,
-    s: &StepShape,
-) -> u64 {
+fn simulate_reserved(arch: &Arch, targets: &[bool], tokens: u64, lg: &Logits, s: &StepShape) -> u64 {
     // expandable_segments:True changes the reserved peak little: measured median reserved/allocated
     // 1.166 -> 1.154 on the 53 paired shared records, since most slack is logits-sized blocks
     // cached between differently shaped requests, which mapping pages does not remove. The
     // segment model is kept for both settings (the page-mapping model under-estimated by up to 26%).
-    let mut sim = Sim::new(false);
-    let hidden = tokens * arch.hidden * 2;
-    let pieces: Vec<u64> = layer.saved.iter().map(|b| b * tokens).collect();
-    let ffn = tokens * arch.intermediate * 2;
+    let mut sim = Sim::new();
+    let sh = Shapes::new(arch, targets, tokens, s);
+    if arch.tied_embeddings {
+        // transformers builds the output head, then ties it to the embedding: the dropped
+        // V x H bf16 head stays cached (trace: a 501 MiB block freed during Llama-3.2-1B's init,
+        // whose segment later holds checkpoints and log-softmax rows).
+        let head = sim.alloc(arch.vocab * arch.hidden * 2);
+        sim.free(head);
+    }
     let mut residue = (0, 0);
     for _ in 0..2 {
+        let mut reference_copy = None;
         if s.reference_pass {
-            sim.forward_without_grad(arch.layers, ffn, hidden);
+            let mut x = sim.alloc(sh.hid);
+            for _ in 0..arch.layers {
+                let (out, _) = sim.layer_forward(&sh, false);
+                sim.free(x);
+                x = out;
+            }
+            sim.free(x);
             let head = sim.alloc(lg.head);
             let copy = sim.alloc(lg.copy);
             sim.free(head);
@@ -204,13 +210,54 @@ fn simulate_reserved(
             }
             sim.free(residue.0);
             sim.free(residue.1);
-            residue = (sim.alloc(hidden), sim.alloc(hidden));
-            sim.forward_and_backward(arch, s, &pieces, ffn, hidden, lg, Some(copy));
-        } else {
-            sim.forward_and_backward(arch, s, &pieces, ffn, hidden, lg, None);
+            residue = (sim.alloc(sh.hid), sim.alloc(sh.hid));
+            reference_copy = Some(copy);
         }
+        sim.forward_and_backward(arch, s, &sh, lg, reference_copy);
     }
     sim.alloc.peak_reserved
+}
+
+/// Byte sizes of one micro-batch's per-layer tensors.
+struct Shapes {
+    hid: u64,
+    hid32: u64,
+    q: u64,
+    kv: u64,
+    ffn: u64,
+    rank32: u64,
+    /// targeted projections, in `Arch::projections` order, with their fp32 input-cast bytes
+    casts: Vec<(bool, u64)>,
+    fused: bool,
+    extra_norms: u64,
+    qk_norm: bool,
+    quantised: bool,
+    checkpointing: bool,
+}
+
+impl Shapes {
+    fn new(arch: &Arch, targets: &[bool], tokens: u64, s: &StepShape) -> Shapes {
+        let casts = arch
+            .projections()
+            .iter()
+            .zip(targets)
+            .map(|(p, on)| (*on, tokens * p.fan_in * 4))
+            .collect();
+        Shapes {
+            hid: tokens * arch.hidden * 2,
+            hid32: tokens * arch.hidden * 4,
+            q: tokens * arch.q_dim() * 2,
+            kv: tokens * arch.kv_dim() * 2,
+            ffn: tokens * arch.intermediate * 2,
+            rank32: tokens * s.rank * 4,
+            casts,
+            fused: arch.family.fused_projections(),
+            extra_norms: arch.family.norms_per_layer() - 2,
+            qk_norm: arch.family.has_qk_norm(),
+            quantised: s.quantised_base,
+            checkpointing: s.checkpointing,
+        }
+    }
 }
 
 struct Sim {
@@ -218,12 +265,16 @@ struct Sim {
     next: u32,
 }
 
+/// Tensors of one layer's forward: those autograd saves, and those dropped at the layer's end.
+struct LayerRun {
+    saved: Vec<u32>,
+    save: bool,
+}
+
+
 impl Sim {
-    fn new(expandable: bool) -> Sim {
-        Sim {
-            alloc: CachingAllocator::new(expandable),
-            next: 1,
-        }
+    fn new() -> Sim {
+        Sim { alloc: CachingAllocator::new(), next: 1 }
     }
 
     fn alloc(&mut self, bytes: u64) -> u32 {
@@ -239,61 +290,202 @@ impl Sim {
         self.alloc.free(id);
     }
 
-    /// The MLP's working set of one layer under no_grad or checkpointing: made and dropped.
-    fn layer_transients(&mut self, ffn: u64) {
-        let gate = self.alloc(ffn);
-        let up = self.alloc(ffn);
-        let cast = self.alloc(2 * ffn);
-        self.free(gate);
-        self.free(up);
-        self.free(cast);
-    }
-
-    fn forward_without_grad(&mut self, layers: u64, ffn: u64, hidden: u64) {
-        let mut input = self.alloc(hidden);
-        for _ in 0..layers {
-            self.layer_transients(ffn);
-            let out = self.alloc(hidden);
-            self.free(input);
-            input = out;
+    /// A tensor autograd keeps when gradients are recorded; without them it is dropped at once.
+    fn keep(&mut self, run: &mut LayerRun, id: u32) {
+        if run.save {
+            run.saved.push(id);
+        } else {
+            self.free(id);
         }
-        self.free(input);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn forward_and_backward(
-        &mut self,
-        arch: &Arch,
-        s: &StepShape,
-        pieces: &[u64],
-        ffn: u64,
-        hidden: u64,
-        lg: &Logits,
-        reference_copy: Option<u32>,
-    ) {
-        // forward through the layers
+    fn free_all(&mut self, ids: Vec<u32>) {
+        ids.into_iter().for_each(|t| self.free(t));
+    }
+
+    /// A projection as PEFT's LoRA forward runs it (trace): the frozen output (bf16); then, when
+    /// targeted, the fp32 input cast and rank-wide `lora_A` output (both saved), `lora_B`'s fp32
+    /// output, its scaled copy, their fp32 sum with the frozen output, and the sum cast to bf16.
+    fn projection(&mut self, sh: &Shapes, run: &mut LayerRun, index: usize, out: u64) -> u32 {
+        let (targeted, cast) = sh.casts[index];
+        let frozen = self.alloc(out);
+        if !targeted {
+            return frozen;
+        }
+        let c = self.alloc(cast);
+        let a = self.alloc(sh.rank32);
+        let lora_b = self.alloc(2 * out);
+        let scaled = self.alloc(2 * out);
+        self.free(lora_b);
+        let sum = self.alloc(2 * out);
+        self.free(scaled);
+        self.free(frozen);
+        let result = self.alloc(out);
+        self.free(sum);
+        self.keep(run, c);
+        self.keep(run, a);
+        result
+    }
+
+    /// RMSNorm in fp32 (trace): upcast (saved), square, normalised product, downcast, weight.
+    fn rms_norm(&mut self, sh: &Shapes, run: &mut LayerRun, width32: u64) -> u32 {
+        let x32 = self.alloc(width32);
+        let square = self.alloc(width32);
+        self.free(square);
+        let normalised = self.alloc(width32);
+        self.keep(run, x32);
+        let down = self.alloc(width32 / 2);
+        let weighted = self.alloc(width32 / 2);
+        self.free(down);
+        self.free(normalised);
+        let _ = sh;
+        weighted
+    }
+
+    /// Rotary embedding of a query or key of `bytes` (trace): x*cos, rotate_half's negated half
+    /// and concatenation, its product with sin, and the sum.
+    fn rotary(&mut self, bytes: u64) -> u32 {
+        let cos = self.alloc(bytes);
+        let half = self.alloc(bytes / 2);
+        let rotated = self.alloc(bytes);
+        self.free(half);
+        let sin = self.alloc(bytes);
+        self.free(rotated);
+        let sum = self.alloc(bytes);
+        self.free(cos);
+        self.free(sin);
+        sum
+    }
+
+    /// One decoder layer's forward in the order the trace shows. With `save` the tensors autograd
+    /// keeps stay allocated and are returned; the layer's output is always returned.
+    fn layer_forward(&mut self, sh: &Shapes, save: bool) -> (u32, Vec<u32>) {
+        let mut run = LayerRun { saved: Vec::new(), save };
+        let normed = self.rms_norm(sh, &mut run, sh.hid32);
+        let (q, k, v);
+        if sh.fused {
+            let qkv = self.projection(sh, &mut run, 0, sh.q + 2 * sh.kv);
+            (q, k, v) = (qkv, 0, qkv);
+        } else {
+            q = self.projection(sh, &mut run, 0, sh.q);
+            k = self.projection(sh, &mut run, 1, sh.kv);
+            v = self.projection(sh, &mut run, 2, sh.kv);
+        }
+        let (q, k) = if sh.qk_norm && !sh.fused {
+            let qn = self.rms_norm(sh, &mut run, 2 * sh.q);
+            self.free(q);
+            let kn = self.rms_norm(sh, &mut run, 2 * sh.kv);
+            self.free(k);
+            (qn, kn)
+        } else {
+            (q, k)
+        };
+        let rot_q = self.rotary(sh.q);
+        let rot_k = self.rotary(sh.kv);
+        if !sh.fused {
+            self.free(q);
+            self.free(k);
+        }
+        let attn = self.alloc(sh.q);
+        let o_index = if sh.fused { 1 } else { 3 };
+        let o = self.projection(sh, &mut run, o_index, sh.hid);
+        // SDPA's inputs and output stay referenced until the attention module returns
+        for t in [attn, rot_q, rot_k, v] {
+            self.keep(&mut run, t);
+        }
+        self.free(normed);
+        let attn_out = if sh.extra_norms > 0 { self.rms_norm(sh, &mut run, sh.hid32) } else { o };
+        let resid = self.alloc(sh.hid);
+        self.free(o);
+        self.free(attn_out);
+        let normed = self.rms_norm(sh, &mut run, sh.hid32);
+        let prod = if sh.fused {
+            let gate_up = self.projection(sh, &mut run, 2, 2 * sh.ffn);
+            let act = self.alloc(sh.ffn);
+            let prod = self.alloc(sh.ffn);
+            self.keep(&mut run, gate_up);
+            self.keep(&mut run, act);
+            prod
+        } else {
+            let gate = self.projection(sh, &mut run, 4, sh.ffn);
+            let act = self.alloc(sh.ffn);
+            self.keep(&mut run, gate);
+            let up = self.projection(sh, &mut run, 5, sh.ffn);
+            let prod = self.alloc(sh.ffn);
+            self.keep(&mut run, act);
+            self.keep(&mut run, up);
+            prod
+        };
+        let down_index = if sh.fused { 3 } else { 6 };
+        let down = self.projection(sh, &mut run, down_index, sh.hid);
+        if sh.quantised {
+            self.keep(&mut run, prod);
+        } else {
+            self.free(prod);
+        }
+        self.free(normed);
+        let mlp_out = if sh.extra_norms > 0 { self.rms_norm(sh, &mut run, sh.hid32) } else { down };
+        let out = self.alloc(sh.hid);
+        self.free(down);
+        self.free(mlp_out);
+        self.free(resid);
+        (out, run.saved)
+    }
+
+    /// One layer's backward once its saved tensors exist: the gradients of the MLP (fp32
+    /// through the adapters), then of attention, then the gradient passed down.
+    fn layer_backward(&mut self, sh: &Shapes, saved: Vec<u32>, grad: u32) -> u32 {
+        let g32 = self.alloc(sh.hid32);
+        let down_in32 = self.alloc(2 * sh.ffn);
+        let down_in = self.alloc(sh.ffn);
+        self.free(g32);
+        self.free(down_in32);
+        let (g_act, g_gate, g_up) = (self.alloc(sh.ffn), self.alloc(sh.ffn), self.alloc(sh.ffn));
+        self.free(down_in);
+        self.free(g_act);
+        let g_normed = self.alloc(sh.hid);
+        self.free(g_gate);
+        self.free(g_up);
+        let g_norm32 = self.alloc(sh.hid32);
+        self.free(g_normed);
+        let g_mid = self.alloc(sh.hid);
+        self.free(g_norm32);
+        let g_attn = self.alloc(sh.q);
+        let (g_q, g_k, g_v) = (self.alloc(sh.q), self.alloc(sh.kv), self.alloc(sh.kv));
+        self.free(g_attn);
+        let g_x = self.alloc(sh.hid32);
+        self.free_all(vec![g_q, g_k, g_v]);
+        self.free_all(saved);
+        let next = self.alloc(sh.hid);
+        self.free_all(vec![g_x, g_mid, grad]);
+        next
+    }
+
+    fn forward_and_backward(&mut self, arch: &Arch, s: &StepShape, sh: &Shapes, lg: &Logits, reference_copy: Option<u32>) {
+        // forward through the layers: with checkpointing only each layer's input stays
         let mut kept: Vec<Vec<u32>> = Vec::with_capacity(arch.layers as usize);
-        let mut input = self.alloc(hidden);
-        for _ in 0..arch.layers {
-            if s.checkpointing {
-                self.layer_transients(ffn);
+        let mut input = self.alloc(sh.hid);
+        for _l in 0..arch.layers {
+            if std::env::var_os("SIMDEBUG").is_some() {
+                eprintln!("-- layer {_l}");
+            }
+            let (out, saved) = self.layer_forward(sh, !sh.checkpointing);
+            if sh.checkpointing {
                 kept.push(vec![input]);
             } else {
-                let saved: Vec<u32> = pieces.iter().map(|&b| self.alloc(b)).collect();
                 self.free(input);
                 kept.push(saved);
             }
-            input = self.alloc(hidden);
+            input = out;
         }
-        let norm_in = self.alloc(2 * hidden);
-        let normed = self.alloc(hidden);
+        let norm_in = self.alloc(sh.hid32);
+        let normed = self.alloc(sh.hid);
         self.free(input);
+        if std::env::var_os("SIMDEBUG").is_some() {
+            eprintln!("-- logits");
+        }
         // logits, log-softmax rows, entropy chunks
-        let softcap = if arch.final_logit_softcapping {
-            self.alloc(lg.head)
-        } else {
-            0
-        };
+        let softcap = if arch.final_logit_softcapping { self.alloc(lg.head) } else { 0 };
         let head = self.alloc(lg.head);
         let copy = self.alloc(lg.copy);
         self.free(head);
@@ -307,7 +499,7 @@ impl Sim {
             self.free(r);
         }
         self.free(copy);
-        // backward through the logits
+        // backward through the logits: each row's gradient replaces its saved log-softmax
         let mut grads = Vec::with_capacity(rows.len());
         for row in rows.into_iter().rev() {
             let gather = self.alloc(lg.row);
@@ -315,33 +507,32 @@ impl Sim {
             self.free(gather);
             self.free(row);
         }
+        // unbind's backward stacks them; the temperature division and the two slices
+        // (`[:, -keep:]`, then `[:, :-1]`) each make a new gradient of their input's shape
         let stacked = self.alloc(lg.copy);
-        grads.into_iter().for_each(|g| self.free(g));
+        self.free_all(grads);
         let scaled = self.alloc(lg.copy);
         self.free(stacked);
-        let sliced = self.alloc(lg.head);
+        let kept_slice = self.alloc(lg.copy);
         self.free(scaled);
-        self.free(sliced);
-        self.free(softcap);
-        self.free(norm_in);
-        self.free(normed);
-        // backward through the layers, last first
-        let mut grad = self.alloc(hidden);
-        for saved in kept.into_iter().rev() {
-            let recomputed: Vec<u32> = if s.checkpointing {
-                pieces.iter().map(|&b| self.alloc(b)).collect()
+        let sliced = self.alloc(lg.head);
+        self.free(kept_slice);
+        let mut grad = self.alloc(sh.hid);
+        self.free_all(vec![sliced, softcap, norm_in, normed]);
+        if std::env::var_os("SIMDEBUG").is_some() {
+            eprintln!("-- layers backward");
+        }
+        // backward through the layers, last first (recomputed when checkpointing)
+        for stored in kept.into_iter().rev() {
+            let saved = if sh.checkpointing {
+                let (out, saved) = self.layer_forward(sh, true);
+                self.free(out);
+                self.free_all(stored);
+                saved
             } else {
-                Vec::new()
+                stored
             };
-            let down_grad = self.alloc(2 * ffn);
-            let incoming = self.alloc(2 * hidden);
-            self.free(down_grad);
-            self.free(incoming);
-            recomputed.into_iter().for_each(|t| self.free(t));
-            saved.into_iter().for_each(|t| self.free(t));
-            let next = self.alloc(hidden);
-            self.free(grad);
-            grad = next;
+            grad = self.layer_backward(sh, saved, grad);
         }
         self.free(grad);
     }
