@@ -105,10 +105,10 @@ fn stats(v: &mut [f64]) -> (f64, f64, f64) {
 }
 
 fn check(name: &str, e: Errors) {
-    check_with(name, e, 5.0)
+    check_with(name, e, 15.0)
 }
 
-fn check_with(name: &str, mut e: Errors, reserved_median_limit: f64) {
+fn check_with(name: &str, mut e: Errors, reserved_max_limit: f64) {
     let n = e.allocated.len();
     assert!(n > 0, "{name}: no records");
     let (am, ap, ax) = stats(&mut e.allocated);
@@ -132,16 +132,15 @@ fn check_with(name: &str, mut e: Errors, reserved_median_limit: f64) {
         am <= 2.0 && ax <= 8.0,
         "{name}: allocated error median {am:.2}% / max {ax:.2}% over target (2% / 8%)"
     );
-    // Target: median <= 5 %, max <= 15 %. The median is met; the max is not yet (large micro-batches,
-    // where the order in which PyTorch reuses logits-sized blocks decides whether one more
-    // logits-sized segment is needed): guarded at 35 % until the allocator replay covers it.
+    // Target: median <= 5 %, max <= 15 %. Held-out has one record at 16.5 % (Gemma-3-1B,
+    // beta > 0, 8 x 1280 tokens), so its max is guarded at 17 % (see `heldout_h200_measurements`).
     assert!(
-        rm <= reserved_median_limit,
-        "{name}: reserved error median {rm:.2}% over {reserved_median_limit}%"
+        rm <= 5.0,
+        "{name}: reserved error median {rm:.2}% over target (5%)"
     );
     assert!(
-        rx <= 35.0,
-        "{name}: reserved error max {rx:.2}% over the 35% regression guard"
+        rx <= reserved_max_limit,
+        "{name}: reserved error max {rx:.2}% over {reserved_max_limit}%"
     );
 }
 
@@ -162,10 +161,9 @@ fn shared_h200_measurements() {
 fn shared_h200_measurements_with_expandable_segments() {
     let file = root().join("../shared/calibration/h200-hf-peft-expandable-segments.jsonl");
     // expandable_segments: median 5.27 % today, 0.27 points over the 5 % target (see the issue note).
-    check_with(
+    check(
         "shared/calibration/h200-hf-peft-expandable-segments.jsonl",
         errors(&[file], true),
-        6.0,
     );
 }
 
@@ -175,5 +173,9 @@ fn heldout_h200_measurements() {
         root().join("calibration/h200-heldout-2026-11-29.jsonl"),
         root().join("calibration/h200-heldout-expandable-2026-11-29.jsonl"),
     ];
-    check("calibration/h200-heldout-*.jsonl", errors(&files, false));
+    check_with(
+        "calibration/h200-heldout-*.jsonl",
+        errors(&files, false),
+        17.0,
+    );
 }

@@ -36,6 +36,7 @@ const FREE: u32 = u32::MAX;
 pub struct CachingAllocator {
     blocks: Vec<Block>,
     segments: u32,
+    expandable: bool,
     pub allocated: u64,
     pub reserved: u64,
     pub peak_allocated: u64,
@@ -59,6 +60,16 @@ fn segment_size(request: u64) -> u64 {
 impl CachingAllocator {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`: the large pool is one virtual range
+    /// that grows at its end, so free neighbours always merge and a request that does not fit
+    /// maps only what the free tail lacks, in 2 MiB pages.
+    pub fn expandable() -> Self {
+        CachingAllocator {
+            expandable: true,
+            ..Self::default()
+        }
     }
 
     /// Allocates a tensor of `bytes` for `owner`; returns the bytes the block really takes.
@@ -118,7 +129,11 @@ impl CachingAllocator {
     fn best_fit(&self, size: u64, small: bool) -> Option<usize> {
         let mut best: Option<(u64, usize)> = None;
         for (i, b) in self.blocks.iter().enumerate() {
-            if b.owner == FREE && b.small == small && b.size >= size && best.is_none_or(|(s, _)| b.size < s) {
+            if b.owner == FREE
+                && b.small == small
+                && b.size >= size
+                && best.is_none_or(|(s, _)| b.size < s)
+            {
                 best = Some((b.size, i));
             }
         }
@@ -127,11 +142,10 @@ impl CachingAllocator {
 
     /// Adds memory from the driver and returns the index of a free block of at least `size`.
     fn grow(&mut self, size: u64) -> usize {
-        let seg_size = segment_size(size);
-        if std::env::var_os("SIMDEBUG").is_some() {
-            let free: Vec<u64> = self.blocks.iter().filter(|b| b.owner == FREE).map(|b| b.size >> 20).collect();
-            eprintln!("segment {} MiB for {} MiB (reserved {} MiB) free {:?}", seg_size >> 20, size as f64 / MIB as f64, (self.reserved + seg_size) >> 20, free);
+        if self.expandable && size > SMALL_REQUEST {
+            return self.grow_expandable(size);
         }
+        let seg_size = segment_size(size);
         self.blocks.push(Block {
             segment: self.segments,
             offset: 0,
@@ -142,6 +156,30 @@ impl CachingAllocator {
         self.segments += 1;
         self.add_reserved(seg_size);
         self.blocks.len() - 1
+    }
+
+    fn grow_expandable(&mut self, size: u64) -> usize {
+        const RANGE: u32 = u32::MAX;
+        let tail = self.blocks.iter().rposition(|b| b.segment == RANGE);
+        let free_tail = tail.filter(|&i| self.blocks[i].owner == FREE);
+        let have = free_tail.map_or(0, |i| self.blocks[i].size);
+        let extra = (size - have).div_ceil(ROUND_LARGE) * ROUND_LARGE;
+        self.add_reserved(extra);
+        if let Some(i) = free_tail {
+            self.blocks[i].size += extra;
+            return i;
+        }
+        let offset = tail.map_or(0, |i| self.blocks[i].offset + self.blocks[i].size);
+        let block = Block {
+            segment: RANGE,
+            offset,
+            size: extra,
+            owner: FREE,
+            small: false,
+        };
+        let at = tail.map_or(self.blocks.len(), |i| i + 1);
+        self.blocks.insert(at, block);
+        at
     }
 
     fn add_reserved(&mut self, bytes: u64) {
@@ -175,6 +213,22 @@ mod tests {
         assert_eq!(a.alloc(1, 43 * MIB), 44 * MIB);
         assert_eq!(a.alloc(2, 5 * MIB), 5 * MIB);
         assert_eq!(a.reserved, 64 * MIB);
+    }
+
+    #[test]
+    fn expandable_segments_map_only_the_missing_tail() {
+        let mut a = CachingAllocator::expandable();
+        a.alloc(1, 64 * MIB);
+        a.alloc(2, 64 * MIB);
+        a.free(1);
+        // the freed head and a new tail are one range, but not adjacent: 100 MiB more are mapped
+        a.alloc(3, 100 * MIB);
+        assert_eq!(a.reserved, 228 * MIB);
+        a.free(2);
+        a.free(3);
+        // everything merged: 228 MiB is reused without mapping more
+        a.alloc(4, 200 * MIB);
+        assert_eq!(a.reserved, 228 * MIB);
     }
 
     #[test]

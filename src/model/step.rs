@@ -176,12 +176,14 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
 
 /// Replays the step's allocations through the caching-allocator model, twice (the second
 /// step starts with the first one's cache), and returns the reserved peak.
-fn simulate_reserved(arch: &Arch, targets: &[bool], tokens: u64, lg: &Logits, s: &StepShape) -> u64 {
-    // expandable_segments:True changes the reserved peak little: measured median reserved/allocated
-    // 1.166 -> 1.154 on the 53 paired shared records, since most slack is logits-sized blocks
-    // cached between differently shaped requests, which mapping pages does not remove. The
-    // segment model is kept for both settings (the page-mapping model under-estimated by up to 26%).
-    let mut sim = Sim::new();
+fn simulate_reserved(
+    arch: &Arch,
+    targets: &[bool],
+    tokens: u64,
+    lg: &Logits,
+    s: &StepShape,
+) -> u64 {
+    let mut sim = Sim::new(s.expandable_segments);
     let sh = Shapes::new(arch, targets, tokens, s);
     if arch.tied_embeddings {
         // transformers builds the output head, then ties it to the embedding: the dropped
@@ -271,10 +273,14 @@ struct LayerRun {
     save: bool,
 }
 
-
 impl Sim {
-    fn new() -> Sim {
-        Sim { alloc: CachingAllocator::new(), next: 1 }
+    fn new(expandable: bool) -> Sim {
+        let alloc = if expandable {
+            CachingAllocator::expandable()
+        } else {
+            CachingAllocator::new()
+        };
+        Sim { alloc, next: 1 }
     }
 
     fn alloc(&mut self, bytes: u64) -> u32 {
@@ -360,7 +366,10 @@ impl Sim {
     /// One decoder layer's forward in the order the trace shows. With `save` the tensors autograd
     /// keeps stay allocated and are returned; the layer's output is always returned.
     fn layer_forward(&mut self, sh: &Shapes, save: bool) -> (u32, Vec<u32>) {
-        let mut run = LayerRun { saved: Vec::new(), save };
+        let mut run = LayerRun {
+            saved: Vec::new(),
+            save,
+        };
         let normed = self.rms_norm(sh, &mut run, sh.hid32);
         let (q, k, v);
         if sh.fused {
@@ -394,7 +403,11 @@ impl Sim {
             self.keep(&mut run, t);
         }
         self.free(normed);
-        let attn_out = if sh.extra_norms > 0 { self.rms_norm(sh, &mut run, sh.hid32) } else { o };
+        let attn_out = if sh.extra_norms > 0 {
+            self.rms_norm(sh, &mut run, sh.hid32)
+        } else {
+            o
+        };
         let resid = self.alloc(sh.hid);
         self.free(o);
         self.free(attn_out);
@@ -424,7 +437,11 @@ impl Sim {
             self.free(prod);
         }
         self.free(normed);
-        let mlp_out = if sh.extra_norms > 0 { self.rms_norm(sh, &mut run, sh.hid32) } else { down };
+        let mlp_out = if sh.extra_norms > 0 {
+            self.rms_norm(sh, &mut run, sh.hid32)
+        } else {
+            down
+        };
         let out = self.alloc(sh.hid);
         self.free(down);
         self.free(mlp_out);
@@ -461,14 +478,18 @@ impl Sim {
         next
     }
 
-    fn forward_and_backward(&mut self, arch: &Arch, s: &StepShape, sh: &Shapes, lg: &Logits, reference_copy: Option<u32>) {
+    fn forward_and_backward(
+        &mut self,
+        arch: &Arch,
+        s: &StepShape,
+        sh: &Shapes,
+        lg: &Logits,
+        reference_copy: Option<u32>,
+    ) {
         // forward through the layers: with checkpointing only each layer's input stays
         let mut kept: Vec<Vec<u32>> = Vec::with_capacity(arch.layers as usize);
         let mut input = self.alloc(sh.hid);
-        for _l in 0..arch.layers {
-            if std::env::var_os("SIMDEBUG").is_some() {
-                eprintln!("-- layer {_l}");
-            }
+        for _ in 0..arch.layers {
             let (out, saved) = self.layer_forward(sh, !sh.checkpointing);
             if sh.checkpointing {
                 kept.push(vec![input]);
@@ -481,12 +502,18 @@ impl Sim {
         let norm_in = self.alloc(sh.hid32);
         let normed = self.alloc(sh.hid);
         self.free(input);
-        if std::env::var_os("SIMDEBUG").is_some() {
-            eprintln!("-- logits");
-        }
         // logits, log-softmax rows, entropy chunks
-        let softcap = if arch.final_logit_softcapping { self.alloc(lg.head) } else { 0 };
-        let head = self.alloc(lg.head);
+        // Gemma 2's soft-capping: logits / cap, tanh (its output saved), * cap
+        let (head, softcap) = if arch.final_logit_softcapping {
+            let raw = self.alloc(lg.head);
+            let divided = self.alloc(lg.head);
+            self.free(raw);
+            let tanh = self.alloc(lg.head);
+            self.free(divided);
+            (self.alloc(lg.head), tanh)
+        } else {
+            (self.alloc(lg.head), 0)
+        };
         let copy = self.alloc(lg.copy);
         self.free(head);
         let rows: Vec<u32> = (0..s.seqs).map(|_| self.alloc(lg.row)).collect();
@@ -517,11 +544,20 @@ impl Sim {
         self.free(scaled);
         let sliced = self.alloc(lg.head);
         self.free(kept_slice);
+        let sliced = if arch.final_logit_softcapping {
+            let through_mul = self.alloc(lg.head);
+            self.free(sliced);
+            let through_tanh = self.alloc(lg.head);
+            self.free(through_mul);
+            self.free(softcap);
+            let through_div = self.alloc(lg.head);
+            self.free(through_tanh);
+            through_div
+        } else {
+            sliced
+        };
         let mut grad = self.alloc(sh.hid);
-        self.free_all(vec![sliced, softcap, norm_in, normed]);
-        if std::env::var_os("SIMDEBUG").is_some() {
-            eprintln!("-- layers backward");
-        }
+        self.free_all(vec![sliced, norm_in, normed]);
         // backward through the layers, last first (recomputed when checkpointing)
         for stored in kept.into_iter().rev() {
             let saved = if sh.checkpointing {
