@@ -18,6 +18,11 @@ const LARGE_BUFFER: u64 = 20 * MIB;
 const MIN_LARGE_ALLOC: u64 = 10 * MIB;
 const ROUND_LARGE: u64 = 2 * MIB;
 
+const NIL: u32 = u32::MAX;
+const FREE: u32 = u32::MAX;
+/// The segment id of the one growing range of `expandable_segments`.
+const RANGE: u32 = u32::MAX;
+
 #[derive(Clone, Copy, Debug)]
 struct Block {
     segment: u32,
@@ -27,16 +32,28 @@ struct Block {
     owner: u32,
     /// requests of 1 MiB or less live in their own pool of 2 MiB segments
     small: bool,
+    /// neighbours in the same segment, in address order
+    prev: u32,
+    next: u32,
 }
 
-const FREE: u32 = u32::MAX;
+/// Where a free block sits in its pool's best-fit order: PyTorch orders free blocks by size,
+/// then address; (segment, offset) stands in for the address.
+type FitKey = (u64, u32, u64, u32);
 
-/// Allocator state: blocks kept ordered by (segment, offset).
+/// Allocator state: blocks in an arena linked in address order, free blocks in a sorted list
+/// per pool (best fit is a binary search), and each tensor's block by its id.
 #[derive(Clone, Debug, Default)]
 pub struct CachingAllocator {
-    blocks: Vec<Block>,
+    slots: Vec<Block>,
+    spare: Vec<u32>,
+    free_large: Vec<FitKey>,
+    free_small: Vec<FitKey>,
+    by_owner: Vec<u32>,
     segments: u32,
     expandable: bool,
+    /// the last block of the expandable range
+    range_tail: Option<u32>,
     pub allocated: u64,
     pub reserved: u64,
     pub peak_allocated: u64,
@@ -76,110 +93,179 @@ impl CachingAllocator {
     pub fn alloc(&mut self, owner: u32, bytes: u64) -> u64 {
         let size = round_request(bytes);
         let small = size <= SMALL_REQUEST;
-        let index = match self.best_fit(size, small) {
-            Some(i) => i,
+        let slot = match self.take_best_fit(size, small) {
+            Some(slot) => slot,
             None => self.grow(size),
         };
-        let block = self.blocks[index];
-        let taken = if block.size - size > SMALL_REQUEST {
-            size
-        } else {
-            block.size
-        };
-        if taken < block.size {
-            let rest = Block {
+        let block = self.slots[slot as usize];
+        let rest = block.size - size;
+        let split = if small { rest >= 512 } else { rest > SMALL_REQUEST };
+        let taken = if split { size } else { block.size };
+        if split {
+            let remainder = Block {
                 offset: block.offset + taken,
-                size: block.size - taken,
+                size: rest,
+                prev: slot,
                 ..block
             };
-            self.blocks.insert(index + 1, rest);
+            let r = self.new_slot(remainder);
+            if block.next != NIL {
+                self.slots[block.next as usize].prev = r;
+            }
+            self.slots[slot as usize].next = r;
+            if self.range_tail == Some(slot) {
+                self.range_tail = Some(r);
+            }
+            self.insert_free(r);
         }
-        self.blocks[index] = Block {
-            size: taken,
-            owner,
-            ..block
-        };
+        let b = &mut self.slots[slot as usize];
+        b.size = taken;
+        b.owner = owner;
+        if self.by_owner.len() <= owner as usize {
+            self.by_owner.resize(owner as usize + 1, NIL);
+        }
+        self.by_owner[owner as usize] = slot;
         self.allocated += taken;
         self.peak_allocated = self.peak_allocated.max(self.allocated);
         taken
     }
 
-    /// Frees every block `owner` holds (no-op for an unknown owner).
+    /// Frees the block `owner` holds (no-op for an unknown owner).
     pub fn free(&mut self, owner: u32) {
-        let Some(i) = self.blocks.iter().position(|b| b.owner == owner) else {
+        let Some(&slot) = self.by_owner.get(owner as usize) else {
             return;
         };
-        self.allocated -= self.blocks[i].size;
-        self.blocks[i].owner = FREE;
-        if i + 1 < self.blocks.len() && self.mergeable(i, i + 1) {
-            self.blocks[i].size += self.blocks[i + 1].size;
-            self.blocks.remove(i + 1);
+        if slot == NIL {
+            return;
         }
-        if i > 0 && self.mergeable(i - 1, i) {
-            self.blocks[i - 1].size += self.blocks[i].size;
-            self.blocks.remove(i);
+        self.by_owner[owner as usize] = NIL;
+        self.allocated -= self.slots[slot as usize].size;
+        self.slots[slot as usize].owner = FREE;
+        let mut slot = slot;
+        let next = self.slots[slot as usize].next;
+        if next != NIL && self.slots[next as usize].owner == FREE {
+            self.remove_free(next);
+            self.absorb(slot, next);
         }
+        let prev = self.slots[slot as usize].prev;
+        if prev != NIL && self.slots[prev as usize].owner == FREE {
+            self.remove_free(prev);
+            self.absorb(prev, slot);
+            slot = prev;
+        }
+        self.insert_free(slot);
     }
 
-    fn mergeable(&self, a: usize, b: usize) -> bool {
-        let (x, y) = (&self.blocks[a], &self.blocks[b]);
-        x.owner == FREE && y.owner == FREE && x.segment == y.segment
+    /// Merges block `b` into its left neighbour `a`.
+    fn absorb(&mut self, a: u32, b: u32) {
+        let gone = self.slots[b as usize];
+        let left = &mut self.slots[a as usize];
+        left.size += gone.size;
+        left.next = gone.next;
+        if gone.next != NIL {
+            self.slots[gone.next as usize].prev = a;
+        }
+        if self.range_tail == Some(b) {
+            self.range_tail = Some(a);
+        }
+        self.spare.push(b);
     }
 
-    fn best_fit(&self, size: u64, small: bool) -> Option<usize> {
-        let mut best: Option<(u64, usize)> = None;
-        for (i, b) in self.blocks.iter().enumerate() {
-            if b.owner == FREE
-                && b.small == small
-                && b.size >= size
-                && best.is_none_or(|(s, _)| b.size < s)
-            {
-                best = Some((b.size, i));
+    fn new_slot(&mut self, block: Block) -> u32 {
+        match self.spare.pop() {
+            Some(s) => {
+                self.slots[s as usize] = block;
+                s
+            }
+            None => {
+                self.slots.push(block);
+                (self.slots.len() - 1) as u32
             }
         }
-        best.map(|(_, i)| i)
     }
 
-    /// Adds memory from the driver and returns the index of a free block of at least `size`.
-    fn grow(&mut self, size: u64) -> usize {
+    fn key(&self, slot: u32) -> FitKey {
+        let b = &self.slots[slot as usize];
+        (b.size, b.segment, b.offset, slot)
+    }
+
+    fn pool(&mut self, small: bool) -> &mut Vec<FitKey> {
+        if small { &mut self.free_small } else { &mut self.free_large }
+    }
+
+    fn insert_free(&mut self, slot: u32) {
+        let key = self.key(slot);
+        let small = self.slots[slot as usize].small;
+        let pool = self.pool(small);
+        let at = pool.partition_point(|k| *k < key);
+        pool.insert(at, key);
+    }
+
+    fn remove_free(&mut self, slot: u32) {
+        let key = self.key(slot);
+        let small = self.slots[slot as usize].small;
+        let pool = self.pool(small);
+        let at = pool.partition_point(|k| *k < key);
+        pool.remove(at);
+    }
+
+    fn take_best_fit(&mut self, size: u64, small: bool) -> Option<u32> {
+        let pool = self.pool(small);
+        let at = pool.partition_point(|k| k.0 < size);
+        (at < pool.len()).then(|| pool.remove(at).3)
+    }
+
+    /// Adds memory from the driver and returns a free block of at least `size`, out of the pools.
+    fn grow(&mut self, size: u64) -> u32 {
         if self.expandable && size > SMALL_REQUEST {
             return self.grow_expandable(size);
         }
         let seg_size = segment_size(size);
-        self.blocks.push(Block {
+        let block = Block {
             segment: self.segments,
             offset: 0,
             size: seg_size,
             owner: FREE,
             small: size <= SMALL_REQUEST,
-        });
+            prev: NIL,
+            next: NIL,
+        };
         self.segments += 1;
         self.add_reserved(seg_size);
-        self.blocks.len() - 1
+        self.new_slot(block)
     }
 
-    fn grow_expandable(&mut self, size: u64) -> usize {
-        const RANGE: u32 = u32::MAX;
-        let tail = self.blocks.iter().rposition(|b| b.segment == RANGE);
-        let free_tail = tail.filter(|&i| self.blocks[i].owner == FREE);
-        let have = free_tail.map_or(0, |i| self.blocks[i].size);
+    fn grow_expandable(&mut self, size: u64) -> u32 {
+        let free_tail = self
+            .range_tail
+            .filter(|&t| self.slots[t as usize].owner == FREE);
+        let have = free_tail.map_or(0, |t| self.slots[t as usize].size);
         let extra = (size - have).div_ceil(ROUND_LARGE) * ROUND_LARGE;
         self.add_reserved(extra);
-        if let Some(i) = free_tail {
-            self.blocks[i].size += extra;
-            return i;
+        if let Some(t) = free_tail {
+            self.remove_free(t);
+            self.slots[t as usize].size += extra;
+            return t;
         }
-        let offset = tail.map_or(0, |i| self.blocks[i].offset + self.blocks[i].size);
+        let (offset, prev) = match self.range_tail {
+            Some(t) => (self.slots[t as usize].offset + self.slots[t as usize].size, t),
+            None => (0, NIL),
+        };
         let block = Block {
             segment: RANGE,
             offset,
             size: extra,
             owner: FREE,
             small: false,
+            prev,
+            next: NIL,
         };
-        let at = tail.map_or(self.blocks.len(), |i| i + 1);
-        self.blocks.insert(at, block);
-        at
+        let slot = self.new_slot(block);
+        if prev != NIL {
+            self.slots[prev as usize].next = slot;
+        }
+        self.range_tail = Some(slot);
+        slot
     }
 
     fn add_reserved(&mut self, bytes: u64) {

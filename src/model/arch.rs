@@ -121,6 +121,13 @@ impl Arch {
             .iter()
             .map(|p| p.fan_in * p.fan_out)
             .collect();
+        t.extend(self.layer_vectors());
+        t
+    }
+
+    /// One layer's parameters other than its projections: q/k/v biases and norm weights.
+    pub fn layer_vectors(&self) -> Vec<u64> {
+        let mut t = Vec::new();
         if self.family.has_qkv_bias() {
             t.extend([self.q_dim(), self.kv_dim(), self.kv_dim()]);
         }

@@ -302,12 +302,23 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
     let mut weights = 0;
     let mut packing = Packing::default();
     let projections = arch.projections();
-    let linear: Vec<u64> = projections.iter().map(|p| p.fan_in * p.fan_out).collect();
-    for (i, elements) in arch.parameter_tensors().enumerate() {
-        let quantisable = linear.contains(&elements) && i > 0;
+    let mut add = |elements: u64, quantisable: bool, copies: u64| {
         let b = block_bytes(tensor_bytes(elements, run.quant, quantisable));
-        weights += b;
-        packing.add(b, 1);
+        weights += b * copies;
+        packing.add(b, copies);
+    };
+    // bitsandbytes quantises the decoder's linear layers, not the embedding, norms or head
+    let embedding = arch.vocab * arch.hidden;
+    add(embedding, false, 1);
+    for p in &projections {
+        add(p.fan_in * p.fan_out, true, arch.layers);
+    }
+    for v in arch.layer_vectors() {
+        add(v, false, arch.layers);
+    }
+    add(arch.hidden, false, 1);
+    if !arch.tied_embeddings {
+        add(embedding, false, 1);
     }
     let (mut adapters, mut optimizer) = (0, 0);
     for (p, _) in projections.iter().zip(targets).filter(|(_, on)| **on) {
