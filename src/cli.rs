@@ -30,6 +30,12 @@ pub enum Command {
     Models,
     /// List the built-in presets.
     Presets,
+    /// Show the GPU NVML detects (name, total, used, free), or why none was found. Exit 1 when none.
+    Gpu {
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Debug, Clone, Default)]

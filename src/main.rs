@@ -14,6 +14,7 @@ use cli::{Cli, Command, Source};
 const FITS: u8 = 0;
 const BAD_INPUT: u8 = 2;
 const DOES_NOT_FIT: u8 = 3;
+const NO_GPU: u8 = 1;
 
 fn main() -> ExitCode {
     if let Err(e) = color_eyre::install() {
@@ -33,6 +34,7 @@ fn main() -> ExitCode {
             Ok(FITS)
         }
         Some(Command::Presets) => list_presets(),
+        Some(Command::Gpu { json }) => show_gpu(json),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -128,6 +130,32 @@ fn run_estimate(source: &Source, json: bool) -> Result<u8, String> {
         print!("{}", vramfit::report::table(&file.run, &est, &gpu_line));
     }
     Ok(if est.fits { FITS } else { DOES_NOT_FIT })
+}
+
+fn show_gpu(json: bool) -> Result<u8, String> {
+    let detected = NvmlProbe.probe();
+    if json {
+        let value = match &detected {
+            Ok(gpu) => serde_json::json!({ "detected": true, "gpu": gpu }),
+            Err(why) => serde_json::json!({ "detected": false, "reason": why }),
+        };
+        println!("{value}");
+    } else {
+        match &detected {
+            Ok(g) => {
+                let opt = |b: Option<u64>| b.map_or("unknown".to_string(), format_size);
+                println!(
+                    "{}: {} total, {} used, {} free",
+                    g.name,
+                    format_size(g.total_bytes),
+                    opt(g.used_bytes),
+                    opt(g.free_bytes)
+                );
+            }
+            Err(why) => println!("no GPU detected: {why}"),
+        }
+    }
+    Ok(if detected.is_ok() { FITS } else { NO_GPU })
 }
 
 fn list_presets() -> Result<u8, String> {

@@ -172,6 +172,7 @@ fn heldout_h200_measurements() {
     let files = [
         root().join("calibration/h200-heldout-2026-11-29.jsonl"),
         root().join("calibration/h200-heldout-expandable-2026-11-29.jsonl"),
+        root().join("calibration/h200-heldout-big-2026-11-29.jsonl"),
     ];
     check_with(
         "calibration/h200-heldout-*.jsonl",

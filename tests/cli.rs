@@ -198,3 +198,20 @@ fn unknown_preset_names_the_built_in_ones() {
         .code(2)
         .stderr(predicate::str::contains("24gb"));
 }
+
+#[test]
+fn gpu_reports_what_nvml_found_or_why_not() {
+    let out = Command::cargo_bin("vramfit")
+        .unwrap()
+        .args(["gpu", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let detected = v["detected"].as_bool().unwrap();
+    assert_eq!(out.status.code(), Some(if detected { 0 } else { 1 }));
+    if detected {
+        assert!(v["gpu"]["total_bytes"].as_u64().unwrap() > 0);
+    } else {
+        assert!(!v["reason"].as_str().unwrap().is_empty());
+    }
+}

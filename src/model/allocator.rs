@@ -99,7 +99,11 @@ impl CachingAllocator {
         };
         let block = self.slots[slot as usize];
         let rest = block.size - size;
-        let split = if small { rest >= 512 } else { rest > SMALL_REQUEST };
+        let split = if small {
+            rest >= 512
+        } else {
+            rest > SMALL_REQUEST
+        };
         let taken = if split { size } else { block.size };
         if split {
             let remainder = Block {
@@ -190,7 +194,11 @@ impl CachingAllocator {
     }
 
     fn pool(&mut self, small: bool) -> &mut Vec<FitKey> {
-        if small { &mut self.free_small } else { &mut self.free_large }
+        if small {
+            &mut self.free_small
+        } else {
+            &mut self.free_large
+        }
     }
 
     fn insert_free(&mut self, slot: u32) {
@@ -248,7 +256,10 @@ impl CachingAllocator {
             return t;
         }
         let (offset, prev) = match self.range_tail {
-            Some(t) => (self.slots[t as usize].offset + self.slots[t as usize].size, t),
+            Some(t) => (
+                self.slots[t as usize].offset + self.slots[t as usize].size,
+                t,
+            ),
             None => (0, NIL),
         };
         let block = Block {

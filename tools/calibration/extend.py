@@ -10,7 +10,9 @@ accounting), and writes to $OUT:
                  absent from the shared file (each record carries its arch);
 - expandable.jsonl a few of those again with expandable_segments:True.
 
-Usage: python3 extend.py MEASURE_DIR [--budget-s 420]
+- heldout-big.jsonl (with --big) larger catalog architectures and knob mixes only.
+
+Usage: python3 extend.py MEASURE_DIR [--budget-s 420] [--big]
 """
 import json, os, random, subprocess, sys, time
 
@@ -51,6 +53,22 @@ NEW_ARCHS = {
                        num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
                        tie_word_embeddings=False, max_position_embeddings=32768),
 }
+BIG_ARCHS = {
+    "qwen3-8b": dict(model_type="qwen3", hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
+                     num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936,
+                     tie_word_embeddings=False, max_position_embeddings=40960),
+    "qwen2.5-14b": dict(model_type="qwen2", hidden_size=5120, intermediate_size=13824, num_hidden_layers=48,
+                        num_attention_heads=40, num_key_value_heads=8, vocab_size=152064,
+                        tie_word_embeddings=False, max_position_embeddings=32768),
+    "phi-4": dict(model_type="phi3", hidden_size=5120, intermediate_size=17920, num_hidden_layers=40,
+                  num_attention_heads=40, num_key_value_heads=10, vocab_size=100352,
+                  tie_word_embeddings=False, max_position_embeddings=16384),
+    "gemma-3-4b-text": dict(model_type="gemma3_text", hidden_size=2560, intermediate_size=10240,
+                            num_hidden_layers=34, num_attention_heads=8, num_key_value_heads=4, head_dim=256,
+                            vocab_size=262208, tie_word_embeddings=True, sliding_window=1024,
+                            max_position_embeddings=131072),
+}
+BIG_ARCHS["llama-3.2-3b"] = NEW_ARCHS["llama-3.2-3b"]
 PHI3_TARGETS = ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]
 ALL7 = list(measure.TARGETS)
 
@@ -169,7 +187,26 @@ def main():
     subprocess.run([sys.executable, __file__] + sys.argv[1:], env=env, timeout=max(5, left()))
 
 
-if __name__ == "__main__":
+def main_big():
+    torch.zeros(1, device="cuda")
+    a = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16); (a @ a).sum().item(); del a
+    torch.cuda.empty_cache()
+    cfgs = [(m, dict(measure.BASE), "big-base") for m in BIG_ARCHS]
+    cfgs += [(m, c, "big-mix") for m, c in mixes(list(BIG_ARCHS), 40, 11)]
+    with open(os.path.join(OUT, "heldout-big.jsonl"), "w") as f:
+        for m, c, kind in cfgs:
+            if left() < 15:
+                break
+            if not c["gc"] and c["seqs"] * (c["prompt"] + c["completion"]) > 8192:
+                c = dict(c, gc=True)
+            rec = run(m, BIG_ARCHS[m], c, kind)
+            f.write(json.dumps(rec) + "\n"); f.flush()
+            print(kind, m, c, rec.get("peak_alloc"), rec.get("peak_reserved"), flush=True)
+
+
+if __name__ == "__main__" and "--big" in sys.argv:
+    main_big()
+elif __name__ == "__main__":
     if os.environ.get("EXT_CHILD"):
         torch.zeros(1, device="cuda")
         main_child()
