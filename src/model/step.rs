@@ -198,18 +198,22 @@ fn simulate_reserved(
         if s.reference_pass {
             let mut x = sim.alloc(sh.hid);
             for _ in 0..arch.layers {
-                let (out, _) = sim.layer_forward(&sh, false);
+                let (out, _) = sim.layer_forward(&sh, false, false);
                 sim.free(x);
                 x = out;
             }
             sim.free(x);
-            let head = sim.alloc(lg.head);
+            let (head, _) = sim.lm_head(arch, lg, false);
             let copy = sim.alloc(lg.copy);
             sim.free(head);
+            // each row's log-softmax is dropped only when the next one replaces it
+            let mut previous = 0;
             for _ in 0..s.seqs {
                 let row = sim.alloc(lg.row);
-                sim.free(row);
+                sim.free(previous);
+                previous = row;
             }
+            sim.free(previous);
             sim.free(residue.0);
             sim.free(residue.1);
             residue = (sim.alloc(sh.hid), sim.alloc(sh.hid));
@@ -271,6 +275,8 @@ struct Sim {
 struct LayerRun {
     saved: Vec<u32>,
     save: bool,
+    /// false under PEFT's `disable_adapter()` (the reference pass)
+    adapters: bool,
 }
 
 impl Sim {
@@ -296,6 +302,26 @@ impl Sim {
         self.alloc.free(id);
     }
 
+    /// The lm_head output; with Gemma 2's soft-capping, logits / cap, tanh (its output saved
+    /// when gradients are recorded, returned second) and * cap.
+    fn lm_head(&mut self, arch: &Arch, lg: &Logits, grad: bool) -> (u32, u32) {
+        if !arch.final_logit_softcapping {
+            return (self.alloc(lg.head), 0);
+        }
+        let raw = self.alloc(lg.head);
+        let divided = self.alloc(lg.head);
+        self.free(raw);
+        let tanh = self.alloc(lg.head);
+        self.free(divided);
+        let capped = self.alloc(lg.head);
+        if grad {
+            (capped, tanh)
+        } else {
+            self.free(tanh);
+            (capped, 0)
+        }
+    }
+
     /// A tensor autograd keeps when gradients are recorded; without them it is dropped at once.
     fn keep(&mut self, run: &mut LayerRun, id: u32) {
         if run.save {
@@ -315,7 +341,7 @@ impl Sim {
     fn projection(&mut self, sh: &Shapes, run: &mut LayerRun, index: usize, out: u64) -> u32 {
         let (targeted, cast) = sh.casts[index];
         let frozen = self.alloc(out);
-        if !targeted {
+        if !targeted || !run.adapters {
             return frozen;
         }
         let c = self.alloc(cast);
@@ -365,8 +391,9 @@ impl Sim {
 
     /// One decoder layer's forward in the order the trace shows. With `save` the tensors autograd
     /// keeps stay allocated and are returned; the layer's output is always returned.
-    fn layer_forward(&mut self, sh: &Shapes, save: bool) -> (u32, Vec<u32>) {
+    fn layer_forward(&mut self, sh: &Shapes, save: bool, adapters: bool) -> (u32, Vec<u32>) {
         let mut run = LayerRun {
+            adapters,
             saved: Vec::new(),
             save,
         };
@@ -490,7 +517,7 @@ impl Sim {
         let mut kept: Vec<Vec<u32>> = Vec::with_capacity(arch.layers as usize);
         let mut input = self.alloc(sh.hid);
         for _ in 0..arch.layers {
-            let (out, saved) = self.layer_forward(sh, !sh.checkpointing);
+            let (out, saved) = self.layer_forward(sh, !sh.checkpointing, true);
             if sh.checkpointing {
                 kept.push(vec![input]);
             } else {
@@ -503,17 +530,7 @@ impl Sim {
         let normed = self.alloc(sh.hid);
         self.free(input);
         // logits, log-softmax rows, entropy chunks
-        // Gemma 2's soft-capping: logits / cap, tanh (its output saved), * cap
-        let (head, softcap) = if arch.final_logit_softcapping {
-            let raw = self.alloc(lg.head);
-            let divided = self.alloc(lg.head);
-            self.free(raw);
-            let tanh = self.alloc(lg.head);
-            self.free(divided);
-            (self.alloc(lg.head), tanh)
-        } else {
-            (self.alloc(lg.head), 0)
-        };
+        let (head, softcap) = self.lm_head(arch, lg, true);
         let copy = self.alloc(lg.copy);
         self.free(head);
         let rows: Vec<u32> = (0..s.seqs).map(|_| self.alloc(lg.row)).collect();
@@ -568,7 +585,7 @@ impl Sim {
                 continue;
             }
             let saved = if sh.checkpointing {
-                let (out, saved) = self.layer_forward(sh, true);
+                let (out, saved) = self.layer_forward(sh, true, true);
                 self.free(out);
                 saved
             } else {
