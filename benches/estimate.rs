@@ -1,7 +1,8 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
 use vramfit::config;
-use vramfit::model::estimate::{GpuBudget, estimate};
+use vramfit::model::estimate::{Estimator, GpuBudget, estimate};
+use vramfit::model::run::{Generation, Stack};
 
 fn bench(c: &mut Criterion) {
     let file = config::parse(vramfit::presets::built_in("24gb").unwrap(), "24gb", None).unwrap();
@@ -9,13 +10,23 @@ fn bench(c: &mut Criterion) {
         capacity: 24 << 30,
         used_by_others: 0,
     };
-    c.bench_function("estimate 24gb preset (unsloth)", |b| {
+    c.bench_function("estimate: unsloth 24gb preset", |b| {
         b.iter(|| estimate(black_box(&file.run), gpu))
     });
     let mut trl = file.run.clone();
-    trl.stack = vramfit::model::run::Stack::Trl;
-    c.bench_function("estimate 24gb preset as trl (allocator replay)", |b| {
+    trl.stack = Stack::Trl;
+    c.bench_function("estimate: trl (allocator replay of the step)", |b| {
         b.iter(|| estimate(black_box(&trl), gpu))
+    });
+    // The interactive case: the vLLM share moves, the step stays, its peak is remembered.
+    let mut estimator = Estimator::new();
+    let mut share = 0.3;
+    c.bench_function("Estimator: trl, vLLM share changed, step remembered", |b| {
+        b.iter(|| {
+            share = if share > 0.8 { 0.3 } else { share + 0.05 };
+            trl.generation = Generation::ColocatedVllm { share };
+            estimator.estimate(black_box(&trl), gpu)
+        })
     });
 }
 

@@ -84,3 +84,18 @@ fn effective_batch_counts_gpus() {
     r.gpus = 2;
     assert_eq!(estimate(&r, GPU).effective_batch, 64);
 }
+
+#[test]
+fn the_remembering_estimator_gives_the_same_estimates() {
+    let mut estimator = vramfit::model::estimate::Estimator::new();
+    for (m, seqs) in [(0, 4), (1, 2), (0, 4), (2, 8), (1, 2)] {
+        let r = run(MODELS[m], seqs, 512, 16, true, Stack::Trl);
+        let fresh = estimate(&r, GPU);
+        let remembered = estimator.estimate(&r, GPU);
+        assert_eq!(fresh.total_bytes, remembered.total_bytes);
+        assert_eq!(
+            fresh.training_peak_reserved_bytes,
+            remembered.training_peak_reserved_bytes
+        );
+    }
+}

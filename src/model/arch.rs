@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 /// How a decoder layer's projections are laid out in the checkpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Family {
     /// Llama, Mistral: separate q/k/v/o and gate/up/down projections, two norms a layer.
@@ -39,7 +39,7 @@ impl Family {
 }
 
 /// The numbers that decide memory: everything else in a config is irrelevant here.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct Arch {
     pub name: String,
     pub family: Family,

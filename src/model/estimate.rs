@@ -2,7 +2,7 @@
 
 use super::arch::Arch;
 use super::run::{Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack};
-use super::step::{self, StepShape};
+use super::step::{self, StepPeak, StepShape};
 use super::units::{GIB, MIB, format_size};
 use serde::Serialize;
 
@@ -132,6 +132,69 @@ struct Static {
 
 /// The pure estimate: no I/O, no globals.
 pub fn estimate(run: &RunConfig, gpu: GpuBudget) -> Estimate {
+    estimate_using(run, gpu, step_peak)
+}
+
+/// What one training step's peak depends on.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct StepKey {
+    arch: Arch,
+    targets: Vec<bool>,
+    shape: StepShape,
+    stack: Stack,
+    checkpointing: Checkpointing,
+}
+
+/// Estimates that remember step peaks: the allocator replay of a `trl` step costs a few hundred
+/// microseconds, and most knob changes (vLLM share, accumulation, GPUs, optimizer, capacity)
+/// leave the step unchanged. For the interactive screen and the fit search.
+#[derive(Default)]
+pub struct Estimator {
+    steps: std::collections::HashMap<StepKey, StepPeak>,
+}
+
+impl Estimator {
+    /// Step peaks kept before the memory is dropped and filled again.
+    const CAPACITY: usize = 4096;
+
+    pub fn new() -> Estimator {
+        Estimator::default()
+    }
+
+    pub fn estimate(&mut self, run: &RunConfig, gpu: GpuBudget) -> Estimate {
+        estimate_using(run, gpu, |run, targets, shape| {
+            let key = StepKey {
+                arch: run.arch.clone(),
+                targets: targets.to_vec(),
+                shape: *shape,
+                stack: run.stack,
+                checkpointing: run.checkpointing,
+            };
+            if let Some(peak) = self.steps.get(&key) {
+                return *peak;
+            }
+            if self.steps.len() >= Self::CAPACITY {
+                self.steps.clear();
+            }
+            let peak = step_peak(run, targets, shape);
+            self.steps.insert(key, peak);
+            peak
+        })
+    }
+}
+
+fn step_peak(run: &RunConfig, targets: &[bool], shape: &StepShape) -> StepPeak {
+    match run.stack {
+        Stack::Trl => step::trl_step(&run.arch, targets, shape),
+        Stack::Unsloth => step::unsloth_step(&run.arch, targets, shape, run.checkpointing),
+    }
+}
+
+fn estimate_using(
+    run: &RunConfig,
+    gpu: GpuBudget,
+    mut step: impl FnMut(&RunConfig, &[bool], &StepShape) -> StepPeak,
+) -> Estimate {
     let arch = &run.arch;
     let targets = target_mask(arch, &run.lora_targets);
     let micro = run.running_micro_batch();
@@ -146,10 +209,7 @@ pub fn estimate(run: &RunConfig, gpu: GpuBudget) -> Estimate {
         expandable_segments: run.expandable_segments,
     };
     let stat = static_memory(run, &targets);
-    let peak = match run.stack {
-        Stack::Trl => step::trl_step(arch, &targets, &shape),
-        Stack::Unsloth => step::unsloth_step(arch, &targets, &shape, run.checkpointing),
-    };
+    let peak = step(run, &targets, &shape);
     let shares_weights = run.stack == Stack::Unsloth;
     let train_weights = if shares_weights { 0 } else { stat.weights };
     let allocated = train_weights + stat.adapters + stat.optimizer + peak.activations + peak.logits;

@@ -3,7 +3,7 @@
 use super::arch::Arch;
 use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stack {
     /// transformers + PEFT + TRL `GRPOTrainer`, vLLM colocated with its own weights.
@@ -22,7 +22,7 @@ pub enum Quant {
     Nf4,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Checkpointing {
     Off,

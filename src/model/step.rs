@@ -11,7 +11,7 @@ use super::allocator::CachingAllocator;
 use super::arch::Arch;
 
 /// Shapes of one micro-batch step.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StepShape {
     /// sequences (completions) in the micro-batch
     pub seqs: u64,
