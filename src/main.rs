@@ -1,7 +1,7 @@
 use clap::Parser;
 use std::process::ExitCode;
 use vramfit::config::{self, RunFile};
-use vramfit::gpu::{GpuProbe, NvmlProbe};
+use vramfit::gpu::{GpuInfo, GpuProbe, NvmlProbe};
 use vramfit::model::catalog;
 use vramfit::model::estimate::{GpuBudget, estimate};
 use vramfit::model::units::{format_size, parse_size};
@@ -54,11 +54,28 @@ fn merge(outer: &Source, inner: &Source) -> Source {
     }
 }
 
-fn load_source(source: &Source) -> Result<RunFile, String> {
+/// The GPU NVML sees, unless `--no-gpu`.
+fn detect(source: &Source) -> Result<GpuInfo, String> {
+    if source.no_gpu {
+        Err("--no-gpu".to_string())
+    } else {
+        NvmlProbe.probe()
+    }
+}
+
+/// The start state: `--config`, else `--preset`, else the preset of the largest tier that the
+/// GPU (`--gpu-mem` or detected) holds, else the 24 GB tier.
+fn load_source(source: &Source, detected: &Result<GpuInfo, String>) -> Result<RunFile, String> {
     if let Some(path) = &source.config {
         return config::load(path).map_err(|e| e.to_string());
     }
-    let name = source.preset.as_deref().unwrap_or("24gb");
+    let capacity = match (&source.gpu_mem, detected) {
+        (Some(text), _) => parse_size(text).ok(),
+        (None, Ok(gpu)) => Some(gpu.total_bytes),
+        (None, Err(_)) => None,
+    };
+    let tier = capacity.and_then(presets::largest_tier_within);
+    let name = source.preset.as_deref().or(tier).unwrap_or("24gb");
     if let Some(text) = presets::built_in(name) {
         return config::parse(text, &format!("preset {name}"), None).map_err(|e| e.to_string());
     }
@@ -73,7 +90,11 @@ fn load_source(source: &Source) -> Result<RunFile, String> {
 }
 
 /// Capacity: `--gpu-mem`, else the detected GPU, else the file's `gpu_memory`.
-fn capacity(source: &Source, file: &RunFile) -> Result<(GpuBudget, String), String> {
+fn capacity(
+    source: &Source,
+    file: &RunFile,
+    detected: Result<GpuInfo, String>,
+) -> Result<(GpuBudget, String), String> {
     if let Some(text) = &source.gpu_mem {
         let bytes = parse_size(text).map_err(|e| format!("--gpu-mem: {e}"))?;
         return Ok((
@@ -84,11 +105,6 @@ fn capacity(source: &Source, file: &RunFile) -> Result<(GpuBudget, String), Stri
             format!("{} (--gpu-mem)", format_size(bytes)),
         ));
     }
-    let detected = if source.no_gpu {
-        Err("--no-gpu".to_string())
-    } else {
-        NvmlProbe.probe()
-    };
     match (detected, file.gpu_memory) {
         (Ok(gpu), _) => Ok((
             GpuBudget {
@@ -118,8 +134,9 @@ fn capacity(source: &Source, file: &RunFile) -> Result<(GpuBudget, String), Stri
 }
 
 fn run_estimate(source: &Source, json: bool) -> Result<u8, String> {
-    let file = load_source(source)?;
-    let (gpu, gpu_line) = capacity(source, &file)?;
+    let detected = detect(source);
+    let file = load_source(source, &detected)?;
+    let (gpu, gpu_line) = capacity(source, &file, detected)?;
     let est = estimate(&file.run, gpu);
     if json {
         println!(

@@ -16,3 +16,51 @@ pub fn built_in(name: &str) -> Option<&'static str> {
 pub fn names() -> Vec<&'static str> {
     BUILT_IN.iter().map(|(n, _)| *n).collect()
 }
+
+/// The largest built-in tier whose capacity fits in `capacity` bytes (the smallest tier when
+/// none does).
+pub fn largest_tier_within(capacity: u64) -> Option<&'static str> {
+    let mut tiers: Vec<(u64, &'static str)> = BUILT_IN
+        .iter()
+        .filter_map(|(name, text)| {
+            let file = crate::config::parse(text, name, None).ok()?;
+            Some((file.gpu_memory?, *name))
+        })
+        .collect();
+    tiers.sort();
+    let within = tiers.iter().rev().find(|(bytes, _)| *bytes <= capacity);
+    within.or(tiers.first()).map(|(_, name)| *name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::units::GIB;
+
+    #[test]
+    fn the_largest_tier_the_gpu_holds_is_chosen() {
+        assert_eq!(largest_tier_within(140 * GIB), Some("24gb"));
+        assert_eq!(largest_tier_within(24 * GIB), Some("24gb"));
+        assert_eq!(largest_tier_within(20 * GIB), Some("16gb"));
+        assert_eq!(largest_tier_within(6 * GIB), Some("16gb"));
+    }
+
+    #[test]
+    fn every_built_in_preset_loads_and_fits_its_tier() {
+        for (name, text) in BUILT_IN {
+            let file = crate::config::parse(text, name, None).unwrap();
+            let capacity = file.gpu_memory.unwrap();
+            let gpu = crate::model::estimate::GpuBudget {
+                capacity,
+                used_by_others: 0,
+            };
+            let est = crate::model::estimate::estimate(&file.run, gpu);
+            assert!(
+                est.total_bytes as f64 <= 0.95 * capacity as f64,
+                "{name}: {} of {capacity}",
+                est.total_bytes
+            );
+            assert!(est.warnings.is_empty(), "{name}: {:?}", est.warnings);
+        }
+    }
+}

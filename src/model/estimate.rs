@@ -86,6 +86,7 @@ pub struct Component {
     pub part: Part,
     pub name: &'static str,
     pub bytes: u64,
+    pub explanation: &'static str,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -286,6 +287,7 @@ fn normalise(parts: Vec<(Part, u64)>, total: u64) -> Vec<Component> {
             part,
             name: part.label(),
             bytes,
+            explanation: part.explanation(),
         })
         .collect();
     let sum: u64 = out.iter().map(|c| c.bytes).sum();
