@@ -25,6 +25,12 @@ pub enum Command {
         /// One JSON object instead of the table.
         #[arg(long)]
         json: bool,
+        /// Also write the run, as the trainer reads it, to this TOML file.
+        #[arg(long, value_name = "OUT")]
+        export: Option<PathBuf>,
+        /// Let --export replace an existing file.
+        #[arg(long)]
+        force: bool,
     },
     /// List the built-in model catalog.
     Models,

@@ -1,5 +1,6 @@
 use clap::Parser;
 use std::process::ExitCode;
+use vramfit::config::export::{ExportContext, to_toml, write_atomically};
 use vramfit::config::{self, RunFile};
 use vramfit::gpu::{GpuInfo, GpuProbe, NvmlProbe};
 use vramfit::model::catalog;
@@ -24,11 +25,14 @@ fn main() -> ExitCode {
     let result = match cli.command {
         None => {
             eprintln!("(the interactive screen is not built yet: showing the estimate)");
-            run_estimate(&cli.source, false)
+            run_estimate(&cli.source, false, None, false)
         }
-        Some(Command::Estimate { source, json }) => {
-            run_estimate(&merge(&cli.source, &source), json)
-        }
+        Some(Command::Estimate {
+            source,
+            json,
+            export,
+            force,
+        }) => run_estimate(&merge(&cli.source, &source), json, export.as_deref(), force),
         Some(Command::Models) => {
             catalog::ids().for_each(|id| println!("{id}"));
             Ok(FITS)
@@ -133,11 +137,27 @@ fn capacity(
     }
 }
 
-fn run_estimate(source: &Source, json: bool) -> Result<u8, String> {
+fn run_estimate(
+    source: &Source,
+    json: bool,
+    export: Option<&std::path::Path>,
+    force: bool,
+) -> Result<u8, String> {
     let detected = detect(source);
     let file = load_source(source, &detected)?;
     let (gpu, gpu_line) = capacity(source, &file, detected)?;
     let est = estimate(&file.run, gpu);
+    if let Some(out) = export {
+        let ctx = ExportContext {
+            gpu: &gpu_line,
+            gpu_memory: Some(gpu.capacity),
+            model_config: file.model_config.as_deref(),
+            lock_effective_batch: file.lock_effective_batch,
+            estimate: Some(&est),
+        };
+        write_atomically(out, &to_toml(&file.run, &ctx), force)?;
+        eprintln!("wrote {}", out.display());
+    }
     if json {
         println!(
             "{}",

@@ -1,6 +1,8 @@
 //! The TOML run file shared by presets and exports (SPEC section 4): strict loading with
 //! errors that name the file, the key and the value.
 
+pub mod export;
+
 use crate::model::catalog::{self, ImpliedQuant, edit_distance};
 use crate::model::config_json;
 use crate::model::run::{
@@ -31,6 +33,8 @@ pub struct RunFile {
     pub run: RunConfig,
     pub gpu_memory: Option<u64>,
     pub lock_effective_batch: bool,
+    /// the `config.json` the architecture came from, when not the catalog
+    pub model_config: Option<PathBuf>,
 }
 
 const VRAMFIT_KEYS: &[&str] = &[
@@ -208,6 +212,7 @@ impl<'a> Reader<'a> {
             Some(v) => text("model", "model_name", v)?.to_string(),
             None => return Err("missing `[model] model_name`".into()),
         };
+        let mut model_config = None;
         let (arch, implied) = match get(vf, "model_config") {
             Some(v) => {
                 let p = PathBuf::from(text("vramfit", "model_config", v)?);
@@ -217,6 +222,7 @@ impl<'a> Reader<'a> {
                 };
                 let arch =
                     config_json::load(&p).map_err(|e| format!("`[vramfit] model_config`: {e}"))?;
+                model_config = Some(p);
                 (arch, ImpliedQuant::None)
             }
             None => {
@@ -345,6 +351,7 @@ impl<'a> Reader<'a> {
             },
             gpu_memory,
             lock_effective_batch: lock,
+            model_config,
         })
     }
 

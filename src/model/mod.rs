@@ -5,6 +5,7 @@ pub mod arch;
 pub mod catalog;
 pub mod config_json;
 pub mod estimate;
+pub mod knobs;
 pub mod run;
 pub mod step;
 pub mod units;

@@ -49,6 +49,17 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     Ok(bytes.round() as u64)
 }
 
+/// A size written so that `parse_size` reads back exactly the same bytes: `24GiB`, `22560MiB`, `1000B`.
+pub fn exact_size(bytes: u64) -> String {
+    if bytes > 0 && bytes % GIB == 0 {
+        format!("{}GiB", bytes / GIB)
+    } else if bytes > 0 && bytes % MIB == 0 {
+        format!("{}MiB", bytes / MIB)
+    } else {
+        format!("{bytes}B")
+    }
+}
+
 /// `22.03 GiB`, `512.0 MiB`: two significant decimals, binary units.
 pub fn format_size(bytes: u64) -> String {
     let b = bytes as f64;
@@ -78,6 +89,13 @@ mod tests {
             parse_size("22.03GiB"),
             Ok((22.03 * GIB as f64).round() as u64)
         );
+    }
+
+    #[test]
+    fn exact_sizes_read_back() {
+        for b in [24 * GIB, 22_560 * MIB, 1000, 150_754_820_096] {
+            assert_eq!(parse_size(&exact_size(b)), Ok(b));
+        }
     }
 
     #[test]

@@ -1,0 +1,236 @@
+//! The six knobs: each one's range, steps and trainer key, declared once. The sliders, the
+//! levers, the validation and the help text all read them from here.
+
+use super::run::{Generation, RunConfig};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Knob {
+    VllmShare,
+    Generations,
+    MicroBatch,
+    SequenceLength,
+    LoraRank,
+    GradAccum,
+}
+
+/// vLLM share values: 0.05 to 0.95 in steps of 0.05, kept as whole hundredths.
+const SHARES: [u64; 19] = [
+    5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60, 65, 70, 75, 80, 85, 90, 95,
+];
+const GENERATIONS: [u64; 14] = [2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64];
+const MICRO_BATCHES: [u64; 14] = [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 48, 64];
+const SEQUENCE_LENGTHS: [u64; 19] = [
+    128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768,
+    49152, 65536, 131072,
+];
+/// LoRA ranks: powers of two plus 320, the ranks vLLM serves (Unsloth rounds `max_lora_rank` to them).
+const RANKS: [u64; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 320, 512];
+const ACCUMULATIONS: [u64; 20] = [
+    1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64, 96, 128, 256, 512, 1024,
+];
+
+impl Knob {
+    pub const ALL: [Knob; 6] = [
+        Knob::VllmShare,
+        Knob::Generations,
+        Knob::MicroBatch,
+        Knob::SequenceLength,
+        Knob::LoraRank,
+        Knob::GradAccum,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Knob::VllmShare => "vLLM share",
+            Knob::Generations => "generations",
+            Knob::MicroBatch => "micro-batch",
+            Knob::SequenceLength => "sequence",
+            Knob::LoraRank => "LoRA rank",
+            Knob::GradAccum => "grad accum",
+        }
+    }
+
+    /// The trainer keyword the knob is exported as.
+    pub fn trainer_key(self) -> &'static str {
+        match self {
+            Knob::VllmShare => "vllm_gpu_memory_utilization",
+            Knob::Generations => "num_generations",
+            Knob::MicroBatch => "per_device_train_batch_size",
+            Knob::SequenceLength => "max_seq_length",
+            Knob::LoraRank => "r",
+            Knob::GradAccum => "gradient_accumulation_steps",
+        }
+    }
+
+    /// What one step down costs in training terms (the seed articles' trade-offs).
+    pub fn trade_off(self) -> &'static str {
+        match self {
+            Knob::VllmShare => {
+                "smaller KV cache: fewer sequences generated at once, slower generation"
+            }
+            Knob::Generations => "fewer completions per prompt: noisier group-relative advantages",
+            Knob::MicroBatch => {
+                "more accumulation steps for the same effective batch: slower steps"
+            }
+            Knob::SequenceLength => "shorter completions: long reasoning gets truncated",
+            Knob::LoraRank => "smaller adapter: less capacity to learn",
+            Knob::GradAccum => "smaller effective batch: noisier updates (no memory saved)",
+        }
+    }
+
+    /// The values the slider steps through, in the knob's own unit (hundredths for the share).
+    pub fn ladder(self) -> &'static [u64] {
+        match self {
+            Knob::VllmShare => &SHARES,
+            Knob::Generations => &GENERATIONS,
+            Knob::MicroBatch => &MICRO_BATCHES,
+            Knob::SequenceLength => &SEQUENCE_LENGTHS,
+            Knob::LoraRank => &RANKS,
+            Knob::GradAccum => &ACCUMULATIONS,
+        }
+    }
+
+    /// The accepted range for typed values, in the knob's unit.
+    pub fn range(self) -> (u64, u64) {
+        match self {
+            Knob::VllmShare => (5, 95),
+            Knob::Generations => (2, 1024),
+            Knob::MicroBatch => (1, 4096),
+            Knob::SequenceLength => (32, 1 << 20),
+            Knob::LoraRank => (1, 4096),
+            Knob::GradAccum => (1, 65536),
+        }
+    }
+
+    /// The knob's value in `run`, in the knob's unit; `None` when it does not apply (no vLLM here).
+    pub fn get(self, run: &RunConfig) -> Option<u64> {
+        Some(match self {
+            Knob::VllmShare => match run.generation {
+                Generation::ColocatedVllm { share } => (share * 100.0).round() as u64,
+                Generation::Elsewhere => return None,
+            },
+            Knob::Generations => run.num_generations,
+            Knob::MicroBatch => run.micro_batch,
+            Knob::SequenceLength => run.max_seq_len,
+            Knob::LoraRank => run.lora_rank,
+            Knob::GradAccum => run.grad_accum,
+        })
+    }
+
+    /// Sets the knob, clamped to its range. A sequence length keeps the prompt length and gives
+    /// the rest to the completion.
+    pub fn set(self, run: &mut RunConfig, value: u64) {
+        let (lo, hi) = self.range();
+        let v = value.clamp(lo, hi);
+        match self {
+            Knob::VllmShare => {
+                if let Generation::ColocatedVllm { share } = &mut run.generation {
+                    *share = v as f64 / 100.0;
+                }
+            }
+            Knob::Generations => run.num_generations = v,
+            Knob::MicroBatch => run.micro_batch = v,
+            Knob::SequenceLength => {
+                run.max_seq_len = v;
+                run.prompt_len = run.prompt_len.min(v / 2).max(1);
+                run.completion_len = v - run.prompt_len;
+            }
+            Knob::LoraRank => {
+                run.lora_rank = v;
+                run.lora_alpha = run.lora_alpha.max(1);
+            }
+            Knob::GradAccum => run.grad_accum = v,
+        }
+    }
+
+    /// The next value on the ladder up (`up`) or down from `current`; `coarse` skips three rungs.
+    pub fn next(self, current: u64, up: bool, coarse: bool) -> u64 {
+        let ladder = self.ladder();
+        let rungs = if coarse { 3 } else { 1 };
+        let mut v = current;
+        for _ in 0..rungs {
+            v = if up {
+                ladder.iter().copied().find(|&x| x > v).unwrap_or(v)
+            } else {
+                ladder.iter().rev().copied().find(|&x| x < v).unwrap_or(v)
+            };
+        }
+        v
+    }
+
+    /// Human text for a value: `0.60`, `1024`.
+    pub fn show(self, value: u64) -> String {
+        match self {
+            Knob::VllmShare => format!("{:.2}", value as f64 / 100.0),
+            _ => value.to_string(),
+        }
+    }
+
+    /// Parses a typed value: the share as a fraction (`0.6`) or percent (`60`), others as integers.
+    pub fn parse(self, text: &str) -> Result<u64, String> {
+        let t = text.trim();
+        let (lo, hi) = self.range();
+        let value = if self == Knob::VllmShare {
+            let x: f64 = t.parse().map_err(|_| format!("\"{t}\" is not a number"))?;
+            if !x.is_finite() || x <= 0.0 {
+                return Err(format!("\"{t}\" is not a share between 0.05 and 0.95"));
+            }
+            (if x < 1.0 { x * 100.0 } else { x }).round() as u64
+        } else {
+            t.parse::<u64>()
+                .map_err(|_| format!("\"{t}\" is not a whole number"))?
+        };
+        if value < lo || value > hi {
+            return Err(format!(
+                "{} must be {}..={}",
+                self.label(),
+                self.show(lo),
+                self.show(hi)
+            ));
+        }
+        Ok(value)
+    }
+}
+
+/// Keeps the effective batch when the micro-batch changes: the accumulation that comes closest
+/// to `target` completions per step, and how far off it lands.
+pub fn accumulation_for(target: u64, micro_batch: u64, gpus: u64) -> (u64, i64) {
+    let per_step = micro_batch.max(1) * gpus.max(1);
+    let accum = ((target as f64 / per_step as f64).round() as u64).max(1);
+    (accum, (accum * per_step) as i64 - target as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ladders_step_and_stop_at_their_ends() {
+        assert_eq!(Knob::LoraRank.next(16, true, false), 32);
+        assert_eq!(Knob::LoraRank.next(256, true, false), 320);
+        assert_eq!(Knob::LoraRank.next(512, true, false), 512);
+        assert_eq!(Knob::LoraRank.next(12, false, false), 8);
+        assert_eq!(Knob::MicroBatch.next(1, false, true), 1);
+        assert_eq!(Knob::SequenceLength.next(1024, true, true), 3072);
+        assert_eq!(Knob::VllmShare.next(60, false, false), 55);
+    }
+
+    #[test]
+    fn accumulation_keeps_the_effective_batch() {
+        assert_eq!(accumulation_for(16, 2, 1), (8, 0));
+        assert_eq!(accumulation_for(16, 3, 1), (5, -1));
+        assert_eq!(accumulation_for(16, 32, 1), (1, 16));
+        assert_eq!(accumulation_for(64, 4, 2), (8, 0));
+    }
+
+    #[test]
+    fn typed_values_are_checked() {
+        assert_eq!(Knob::VllmShare.parse("0.6"), Ok(60));
+        assert_eq!(Knob::VllmShare.parse("60"), Ok(60));
+        assert!(Knob::VllmShare.parse("NaN").is_err());
+        assert!(Knob::VllmShare.parse("0.99").is_err());
+        assert!(Knob::MicroBatch.parse("-1").is_err());
+        assert!(Knob::MicroBatch.parse("0").is_err());
+        assert_eq!(Knob::LoraRank.parse(" 64 "), Ok(64));
+    }
+}

@@ -1,0 +1,107 @@
+//! Export then import gives back the same run, over the whole knob space.
+
+use proptest::prelude::*;
+use vramfit::config::export::{ExportContext, to_toml};
+use vramfit::config::parse;
+use vramfit::model::catalog;
+use vramfit::model::run::{
+    ALL_LINEAR, Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack,
+};
+
+fn run_strategy() -> impl Strategy<Value = RunConfig> {
+    let ids: Vec<&'static str> = catalog::ids().collect();
+    (
+        (
+            0..ids.len(),
+            any::<bool>(),
+            0usize..3,
+            1u64..64,
+            1u64..64,
+            1u64..64,
+            1u64..4,
+        ),
+        (
+            1u64..4096,
+            1u64..4096,
+            0u64..4096,
+            1u64..512,
+            1u64..512,
+            1u64..128,
+        ),
+        (
+            0usize..3,
+            0usize..5,
+            prop_oneof![Just(0.0), Just(0.04), Just(0.1)],
+            proptest::option::of(1u64..20),
+        ),
+        (
+            any::<bool>(),
+            any::<bool>(),
+            proptest::collection::vec(any::<bool>(), 7),
+        ),
+    )
+        .prop_map(move |(a, b, c, d)| {
+            let (model, unsloth, quant, micro, accum, generations, gpus) = a;
+            let (prompt, completion, extra, rank, alpha, _) = b;
+            let (ckpt, opt, beta, share) = c;
+            let (expandable, standby, targets) = d;
+            let stack = if unsloth { Stack::Unsloth } else { Stack::Trl };
+            let mut run = RunConfig::example(catalog::find(ids[model]).unwrap().arch);
+            run.model_name = ids[model].to_string();
+            run.stack = stack;
+            run.quant = [Quant::Bf16, Quant::Nf4, Quant::Int8][quant];
+            run.micro_batch = micro;
+            run.grad_accum = accum;
+            run.num_generations = generations;
+            run.gpus = gpus;
+            run.prompt_len = prompt;
+            run.completion_len = completion;
+            run.max_seq_len = (prompt + completion + extra).max(16);
+            run.lora_rank = rank;
+            run.lora_alpha = alpha;
+            run.checkpointing = match (stack, ckpt) {
+                (_, 0) => Checkpointing::Off,
+                (Stack::Unsloth, 2) => Checkpointing::UnslothOffload,
+                _ => Checkpointing::On,
+            };
+            run.optimizer = [
+                Optimizer::AdamW,
+                Optimizer::AdamW8bit,
+                Optimizer::PagedAdamW,
+                Optimizer::PagedAdamW8bit,
+                Optimizer::Sgd,
+            ][opt];
+            run.beta = beta;
+            run.generation = match share {
+                Some(s) => Generation::ColocatedVllm {
+                    share: s as f64 * 0.05,
+                },
+                None => Generation::Elsewhere,
+            };
+            let chosen: Vec<String> = ALL_LINEAR
+                .iter()
+                .zip(&targets)
+                .filter(|(_, on)| **on)
+                .map(|(t, _)| t.to_string())
+                .collect();
+            run.lora_targets = if chosen.is_empty() {
+                vec!["q_proj".into()]
+            } else {
+                chosen
+            };
+            run.expandable_segments = expandable;
+            run.unsloth_standby = standby;
+            run
+        })
+}
+
+proptest! {
+    #[test]
+    fn load_of_export_is_the_same_run(run in run_strategy(), capacity in proptest::option::of(1u64..(200u64 << 30))) {
+        let ctx = ExportContext { gpu: "test", gpu_memory: capacity, model_config: None, lock_effective_batch: true, estimate: None };
+        let text = to_toml(&run, &ctx);
+        let back = parse(&text, "export.toml", None).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        prop_assert_eq!(&back.run, &run, "{}", text);
+        prop_assert_eq!(back.gpu_memory, capacity);
+    }
+}
