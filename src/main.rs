@@ -7,6 +7,8 @@ use vramfit::model::catalog;
 use vramfit::model::estimate::{GpuBudget, estimate};
 use vramfit::model::units::{format_size, parse_size};
 use vramfit::presets;
+use vramfit::tui::app::{App, GpuState};
+use vramfit::tui::theme::Theme;
 
 mod cli;
 use cli::{Cli, Command, Source};
@@ -23,10 +25,7 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let result = match cli.command {
-        None => {
-            eprintln!("(the interactive screen is not built yet: showing the estimate)");
-            run_estimate(&cli.source, false, None, false)
-        }
+        None => open_screen(&cli.source),
         Some(Command::Estimate {
             source,
             json,
@@ -167,6 +166,38 @@ fn run_estimate(
         print!("{}", vramfit::report::table(&file.run, &est, &gpu_line));
     }
     Ok(if est.fits { FITS } else { DOES_NOT_FIT })
+}
+
+/// The interactive screen; without a terminal, the estimate is printed instead.
+fn open_screen(source: &Source) -> Result<u8, String> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        eprintln!(
+            "vramfit: not a terminal: printing the estimate instead of the interactive screen"
+        );
+        return run_estimate(source, false, None, false);
+    }
+    let detected = detect(source);
+    let file = load_source(source, &detected)?;
+    let live = detected.as_ref().ok().cloned();
+    let unavailable = detected.as_ref().err().cloned();
+    let (budget, _) = capacity(source, &file, detected)?;
+    let name = match (&source.gpu_mem, &live) {
+        (Some(_), _) => "(--gpu-mem)".to_string(),
+        (None, Some(g)) => g.name.clone(),
+        (None, None) => "(preset capacity)".to_string(),
+    };
+    let gpu = GpuState {
+        capacity: budget.capacity,
+        capacity_from_user: source.gpu_mem.is_some(),
+        name,
+        live,
+        unavailable,
+    };
+    let here = std::env::current_dir().unwrap_or_else(|_| ".".into());
+    let app = App::new(file, gpu, Theme::from_env(), here);
+    vramfit::tui::run(app, !source.no_gpu)?;
+    Ok(FITS)
 }
 
 fn show_gpu(json: bool) -> Result<u8, String> {

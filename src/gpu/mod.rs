@@ -30,10 +30,26 @@ pub struct NvmlProbe;
 
 impl GpuProbe for NvmlProbe {
     fn probe(&self) -> Result<GpuInfo, String> {
-        let nvml = nvml_wrapper::Nvml::init().map_err(|e| {
-            format!("NVML unavailable ({e}): no NVIDIA driver or libnvidia-ml.so.1")
-        })?;
-        let device = nvml
+        NvmlSession::open()?.read()
+    }
+}
+
+/// NVML opened once, read many times (the interactive screen polls it about twice a second).
+pub struct NvmlSession {
+    nvml: nvml_wrapper::Nvml,
+}
+
+impl NvmlSession {
+    pub fn open() -> Result<NvmlSession, String> {
+        nvml_wrapper::Nvml::init()
+            .map(|nvml| NvmlSession { nvml })
+            .map_err(|e| format!("NVML unavailable ({e}): no NVIDIA driver or libnvidia-ml.so.1"))
+    }
+
+    /// GPU 0's name and memory; a field NVML refuses is left unknown rather than failing all.
+    pub fn read(&self) -> Result<GpuInfo, String> {
+        let device = self
+            .nvml
             .device_by_index(0)
             .map_err(|e| format!("no GPU 0 ({e})"))?;
         let memory = device

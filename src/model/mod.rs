@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod config_json;
 pub mod estimate;
 pub mod knobs;
+pub mod levers;
 pub mod run;
 pub mod step;
 pub mod units;

@@ -1,0 +1,64 @@
+//! The interactive screen: Elm-style (state, `Msg`, `update`, pure `draw`), NVML polled off the
+//! UI thread, the terminal restored on every exit.
+
+pub mod app;
+pub mod keymap;
+pub mod theme;
+pub mod view;
+pub mod widgets;
+
+use crate::gpu::NvmlSession;
+use app::{App, Msg};
+use ratatui::crossterm::event::{self, Event, KeyEventKind};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Polls NVML about twice a second on its own thread; stops when the screen closes.
+fn spawn_gpu_poller() -> mpsc::Receiver<Result<crate::gpu::GpuInfo, String>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let session = match NvmlSession::open() {
+            Ok(s) => s,
+            Err(why) => {
+                let _ = tx.send(Err(why));
+                return;
+            }
+        };
+        while tx.send(session.read()).is_ok() {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    });
+    rx
+}
+
+/// Runs the screen until the user quits. `poll_gpu` is false with `--no-gpu`.
+pub fn run(mut app: App, poll_gpu: bool) -> Result<(), String> {
+    let readings = poll_gpu.then(spawn_gpu_poller);
+    let mut terminal = ratatui::try_init().map_err(|e| format!("cannot open the terminal: {e}"))?;
+    let result = event_loop(&mut terminal, &mut app, readings.as_ref());
+    ratatui::restore();
+    result
+}
+
+fn event_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    app: &mut App,
+    readings: Option<&mpsc::Receiver<Result<crate::gpu::GpuInfo, String>>>,
+) -> Result<(), String> {
+    let io = |e: std::io::Error| format!("terminal error: {e}");
+    while !app.quit {
+        terminal.draw(|f| view::draw(f, app)).map_err(io)?;
+        if event::poll(Duration::from_millis(250)).map_err(io)? {
+            match event::read().map_err(io)? {
+                Event::Key(key) if key.kind == KeyEventKind::Press => app.update(Msg::Key(key)),
+                _ => {}
+            }
+        }
+        if let Some(rx) = readings {
+            while let Ok(reading) = rx.try_recv() {
+                app.update(Msg::Gpu(reading));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! Colours, and the fill patterns that tell segments apart without colour (`NO_COLOR`).
+
+use crate::model::estimate::Part;
+use ratatui::style::{Color, Modifier, Style};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Theme {
+    pub colour: bool,
+}
+
+impl Theme {
+    /// Colour unless `NO_COLOR` is set to anything non-empty (no-color.org).
+    pub fn from_env() -> Theme {
+        let no_colour = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Theme { colour: !no_colour }
+    }
+
+    pub fn mono() -> Theme {
+        Theme { colour: false }
+    }
+
+    /// The pattern a component's segment is filled with, in both themes.
+    pub fn fill(part: Part) -> char {
+        match part {
+            Part::CudaContext => '▒',
+            Part::VllmWeights | Part::SharedWeights => '█',
+            Part::VllmCudaGraphs => '▚',
+            Part::VllmActivations => '▞',
+            Part::VllmKvCache => '░',
+            Part::BaseWeights => '▓',
+            Part::LoraAdapters => '#',
+            Part::LoraGradients => '+',
+            Part::OptimizerStates => '=',
+            Part::Activations => '▄',
+            Part::Logits => '▀',
+            Part::AllocatorSlack => '·',
+        }
+    }
+
+    pub fn segment(&self, part: Part) -> Style {
+        if !self.colour {
+            return Style::default();
+        }
+        let c = match part {
+            Part::CudaContext => Color::DarkGray,
+            Part::VllmWeights | Part::SharedWeights => Color::Blue,
+            Part::VllmCudaGraphs => Color::LightBlue,
+            Part::VllmActivations => Color::Cyan,
+            Part::VllmKvCache => Color::LightCyan,
+            Part::BaseWeights => Color::Magenta,
+            Part::LoraAdapters => Color::LightMagenta,
+            Part::LoraGradients => Color::LightRed,
+            Part::OptimizerStates => Color::Yellow,
+            Part::Activations => Color::Green,
+            Part::Logits => Color::LightGreen,
+            Part::AllocatorSlack => Color::Gray,
+        };
+        Style::default().fg(c)
+    }
+
+    pub fn overflow(&self) -> Style {
+        if self.colour {
+            Style::default().fg(Color::White).bg(Color::Red)
+        } else {
+            Style::default().add_modifier(Modifier::REVERSED)
+        }
+    }
+
+    pub fn focus(&self) -> Style {
+        let s = Style::default().add_modifier(Modifier::BOLD);
+        if self.colour {
+            s.fg(Color::Yellow)
+        } else {
+            s.add_modifier(Modifier::REVERSED)
+        }
+    }
+
+    pub fn good(&self) -> Style {
+        if self.colour {
+            Style::default().fg(Color::Green)
+        } else {
+            Style::default()
+        }
+    }
+
+    pub fn bad(&self) -> Style {
+        let s = Style::default().add_modifier(Modifier::BOLD);
+        if self.colour { s.fg(Color::Red) } else { s }
+    }
+
+    pub fn warn(&self) -> Style {
+        if self.colour {
+            Style::default().fg(Color::Yellow)
+        } else {
+            Style::default()
+        }
+    }
+
+    pub fn dim(&self) -> Style {
+        if self.colour {
+            Style::default().fg(Color::DarkGray)
+        } else {
+            Style::default()
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! The two custom widgets: a knob's slider and the stacked memory bar. Both clamp everything
+//! and draw nothing outside their area, whatever its size.
+
+use super::theme::Theme;
+use crate::model::estimate::Component;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::widgets::Widget;
+
+/// A horizontal track with a thumb at `position` (0..=1).
+pub struct Slider {
+    pub position: f64,
+    pub style: Style,
+}
+
+impl Widget for &Slider {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let area = area.intersection(buf.area);
+        if area.width == 0 || area.height == 0 {
+            return;
+        }
+        let w = area.width as usize;
+        let p = if self.position.is_finite() {
+            self.position.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        let thumb = ((w.saturating_sub(1)) as f64 * p).round() as usize;
+        for i in 0..w {
+            let symbol = if i == thumb {
+                "●"
+            } else if i < thumb {
+                "━"
+            } else {
+                "─"
+            };
+            buf[(area.x + i as u16, area.y)]
+                .set_symbol(symbol)
+                .set_style(self.style);
+        }
+    }
+}
+
+/// The stacked bar: one segment per component against the capacity, overflow drawn past the
+/// capacity line, and the memory NVML sees in use as a marker on the scale row.
+pub struct MemoryBar<'a> {
+    pub components: &'a [Component],
+    pub capacity: u64,
+    pub live_used: Option<u64>,
+    pub theme: Theme,
+}
+
+/// Column where `bytes` falls on a bar of `width` cells scaled to `scale` bytes.
+fn column(bytes: u64, scale: u64, width: u16) -> u16 {
+    if scale == 0 {
+        return 0;
+    }
+    ((bytes as f64 / scale as f64) * width as f64)
+        .round()
+        .clamp(0.0, width as f64) as u16
+}
+
+impl Widget for &MemoryBar<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let area = area.intersection(buf.area);
+        if area.width == 0 || area.height == 0 {
+            return;
+        }
+        let total: u64 = self.components.iter().map(|c| c.bytes).sum();
+        let scale = total.max(self.capacity).max(1);
+        let cap_col = column(self.capacity, scale, area.width);
+        let mut start = 0u64;
+        for c in self.components {
+            let from = column(start, scale, area.width);
+            start += c.bytes;
+            let to = column(start, scale, area.width);
+            let fill = Theme::fill(c.part).to_string();
+            for x in from..to {
+                let style = if x >= cap_col {
+                    self.theme.overflow()
+                } else {
+                    self.theme.segment(c.part)
+                };
+                buf[(area.x + x, area.y)].set_symbol(&fill).set_style(style);
+            }
+        }
+        let filled = column(total, scale, area.width);
+        for x in filled..area.width {
+            buf[(area.x + x, area.y)].set_symbol(" ");
+        }
+        if area.height < 2 {
+            return;
+        }
+        let y = area.y + 1;
+        for x in 0..area.width {
+            buf[(area.x + x, y)]
+                .set_symbol("─")
+                .set_style(self.theme.dim());
+        }
+        let cap_x = cap_col.min(area.width - 1);
+        buf[(area.x + cap_x, y)]
+            .set_symbol("┃")
+            .set_style(Style::default());
+        if let Some(used) = self.live_used {
+            let x = column(used, scale, area.width).min(area.width - 1);
+            buf[(area.x + x, y)]
+                .set_symbol("▲")
+                .set_style(self.theme.warn());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::estimate::Part;
+
+    fn parts() -> Vec<Component> {
+        [
+            (Part::CudaContext, 2),
+            (Part::BaseWeights, 10),
+            (Part::Activations, 20),
+        ]
+        .into_iter()
+        .map(|(part, gib)| Component {
+            part,
+            name: part.label(),
+            bytes: gib << 30,
+            explanation: "",
+        })
+        .collect()
+    }
+
+    #[test]
+    fn tiny_and_empty_areas_do_not_panic() {
+        let components = parts();
+        let bar = MemoryBar {
+            components: &components,
+            capacity: 24 << 30,
+            live_used: Some(30 << 30),
+            theme: Theme::mono(),
+        };
+        for (w, h) in [(0, 0), (1, 1), (1, 0), (0, 1), (2, 2), (300, 3)] {
+            let mut buf = Buffer::empty(Rect::new(0, 0, w, h));
+            (&bar).render(Rect::new(0, 0, w, h), &mut buf);
+            // an area larger than the buffer is clipped, not indexed out of bounds
+            (&bar).render(Rect::new(0, 0, w + 5, h + 5), &mut buf);
+            let slider = Slider {
+                position: f64::NAN,
+                style: Style::default(),
+            };
+            (&slider).render(Rect::new(0, 0, w, h), &mut buf);
+        }
+    }
+
+    #[test]
+    fn overflow_is_drawn_past_the_capacity_line() {
+        let components = parts();
+        let bar = MemoryBar {
+            components: &components,
+            capacity: 24 << 30,
+            live_used: None,
+            theme: Theme::mono(),
+        };
+        let mut buf = Buffer::empty(Rect::new(0, 0, 32, 2));
+        (&bar).render(buf.area, &mut buf);
+        // 32 GiB over 32 cells: the capacity line sits at cell 24
+        assert_eq!(buf[(24, 1)].symbol(), "┃");
+        assert!(
+            buf[(25, 0)]
+                .modifier
+                .contains(ratatui::style::Modifier::REVERSED)
+        );
+        assert!(
+            !buf[(20, 0)]
+                .modifier
+                .contains(ratatui::style::Modifier::REVERSED)
+        );
+        assert_eq!(buf[(0, 0)].symbol(), "▒");
+        assert_eq!(buf[(5, 0)].symbol(), "▓");
+    }
+}
