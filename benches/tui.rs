@@ -1,0 +1,58 @@
+use criterion::{Criterion, criterion_group, criterion_main};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use std::hint::black_box;
+use vramfit::config;
+use vramfit::tui::app::{App, GpuState, Msg};
+use vramfit::tui::theme::Theme;
+use vramfit::tui::view;
+
+fn start(preset: &str, trl: bool) -> App {
+    let mut file = config::parse(vramfit::presets::built_in(preset).unwrap(), preset, None).unwrap();
+    if trl {
+        file.run.stack = vramfit::model::run::Stack::Trl;
+    }
+    let gpu = GpuState { capacity: 24 << 30, capacity_from_user: true, name: "bench".into(), live: None, unavailable: None };
+    App::new(file, gpu, Theme::from_env(), std::env::temp_dir())
+}
+
+fn bench(c: &mut Criterion) {
+    for trl in [false, true] {
+        let stack = if trl { "trl" } else { "unsloth" };
+        let mut app = start("24gb", trl);
+        let mut term = Terminal::new(TestBackend::new(80, 24)).unwrap();
+        let mut up = true;
+        // alternate the vLLM share up and down: each press recomputes the estimate and the levers
+        c.bench_function(&format!("key press + full render 80x24 ({stack})"), |b| {
+            b.iter(|| {
+                let code = if up { KeyCode::Right } else { KeyCode::Left };
+                up = !up;
+                app.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
+                term.draw(|f| view::draw(f, black_box(&app))).unwrap();
+            })
+        });
+        let mut micro = true;
+        let mut app = start("24gb", trl);
+        app.update(Msg::Key(KeyEvent::new(KeyCode::Char('j'), KeyModifiers::NONE)));
+        app.update(Msg::Key(KeyEvent::new(KeyCode::Char('j'), KeyModifiers::NONE)));
+        c.bench_function(&format!("micro-batch key + full render 80x24 ({stack})"), |b| {
+            b.iter(|| {
+                let code = if micro { KeyCode::Right } else { KeyCode::Left };
+                micro = !micro;
+                app.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
+                term.draw(|f| view::draw(f, black_box(&app))).unwrap();
+            })
+        });
+        c.bench_function(&format!("start to first frame, no GPU ({stack})"), |b| {
+            b.iter(|| {
+                let app = start("24gb", trl);
+                let mut term = Terminal::new(TestBackend::new(80, 24)).unwrap();
+                term.draw(|f| view::draw(f, &app)).unwrap();
+            })
+        });
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
