@@ -9,11 +9,18 @@ use vramfit::tui::theme::Theme;
 use vramfit::tui::view;
 
 fn start(preset: &str, trl: bool) -> App {
-    let mut file = config::parse(vramfit::presets::built_in(preset).unwrap(), preset, None).unwrap();
+    let mut file =
+        config::parse(vramfit::presets::built_in(preset).unwrap(), preset, None).unwrap();
     if trl {
         file.run.stack = vramfit::model::run::Stack::Trl;
     }
-    let gpu = GpuState { capacity: 24 << 30, capacity_from_user: true, name: "bench".into(), live: None, unavailable: None };
+    let gpu = GpuState {
+        capacity: 24 << 30,
+        capacity_from_user: true,
+        name: "bench".into(),
+        live: None,
+        unavailable: None,
+    };
     App::new(file, gpu, Theme::from_env(), std::env::temp_dir())
 }
 
@@ -34,16 +41,25 @@ fn bench(c: &mut Criterion) {
         });
         let mut micro = true;
         let mut app = start("24gb", trl);
-        app.update(Msg::Key(KeyEvent::new(KeyCode::Char('j'), KeyModifiers::NONE)));
-        app.update(Msg::Key(KeyEvent::new(KeyCode::Char('j'), KeyModifiers::NONE)));
-        c.bench_function(&format!("micro-batch key + full render 80x24 ({stack})"), |b| {
-            b.iter(|| {
-                let code = if micro { KeyCode::Right } else { KeyCode::Left };
-                micro = !micro;
-                app.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
-                term.draw(|f| view::draw(f, black_box(&app))).unwrap();
-            })
-        });
+        app.update(Msg::Key(KeyEvent::new(
+            KeyCode::Char('j'),
+            KeyModifiers::NONE,
+        )));
+        app.update(Msg::Key(KeyEvent::new(
+            KeyCode::Char('j'),
+            KeyModifiers::NONE,
+        )));
+        c.bench_function(
+            &format!("micro-batch key + full render 80x24 ({stack})"),
+            |b| {
+                b.iter(|| {
+                    let code = if micro { KeyCode::Right } else { KeyCode::Left };
+                    micro = !micro;
+                    app.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
+                    term.draw(|f| view::draw(f, black_box(&app))).unwrap();
+                })
+            },
+        );
         c.bench_function(&format!("start to first frame, no GPU ({stack})"), |b| {
             b.iter(|| {
                 let app = start("24gb", trl);

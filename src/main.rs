@@ -219,6 +219,9 @@ fn show_gpu(json: bool) -> Result<u8, String> {
                     opt(g.used_bytes),
                     opt(g.free_bytes)
                 );
+                for p in &g.processes {
+                    println!("  process {}: {}", p.pid, opt(p.bytes));
+                }
             }
             Err(why) => println!("no GPU detected: {why}"),
         }

@@ -23,6 +23,7 @@ fn app_in(dir: &std::path::Path, theme: Theme) -> App {
             total_bytes: 24 << 30,
             used_bytes: Some(10 << 30),
             free_bytes: Some(14 << 30),
+            processes: vec![],
         }),
         unavailable: None,
     };
@@ -159,9 +160,14 @@ fn a_gpu_reading_moves_the_capacity_unless_the_user_fixed_it() {
         total_bytes: 80 << 30,
         used_bytes: Some(1 << 30),
         free_bytes: None,
+        processes: vec![vramfit::gpu::GpuProcess {
+            pid: 4242,
+            bytes: Some(1 << 30),
+        }],
     };
     a.update(Msg::Gpu(Ok(reading)));
     assert_eq!(a.estimate.capacity_bytes, 80 << 30);
+    assert!(screen(&a, 80, 24).contains("pid 4242"));
     a.update(Msg::Gpu(Err("driver gone".into())));
     assert!(screen(&a, 80, 24).contains("driver gone"));
 }

@@ -9,9 +9,18 @@ pub struct GpuInfo {
     pub total_bytes: u64,
     pub used_bytes: Option<u64>,
     pub free_bytes: Option<u64>,
+    /// processes holding memory on the GPU, when NVML may list them
+    pub processes: Vec<GpuProcess>,
 }
 
-pub trait GpuProbe {
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuProcess {
+    pub pid: u32,
+    /// `None` where the driver does not report it (Windows WDDM)
+    pub bytes: Option<u64>,
+}
+
+pub trait GpuProbe: Send {
     /// The first GPU, or why none could be read.
     fn probe(&self) -> Result<GpuInfo, String>;
 }
@@ -55,11 +64,32 @@ impl NvmlSession {
         let memory = device
             .memory_info()
             .map_err(|e| format!("cannot read GPU memory ({e})"))?;
+        let mut processes: Vec<GpuProcess> = Vec::new();
+        let lists = [
+            device.running_compute_processes(),
+            device.running_graphics_processes(),
+        ];
+        for p in lists.into_iter().flatten().flatten() {
+            if !processes.iter().any(|q| q.pid == p.pid) {
+                let bytes = match p.used_gpu_memory {
+                    nvml_wrapper::enums::device::UsedGpuMemory::Used(b) => Some(b),
+                    nvml_wrapper::enums::device::UsedGpuMemory::Unavailable => None,
+                };
+                processes.push(GpuProcess { pid: p.pid, bytes });
+            }
+        }
         Ok(GpuInfo {
             name: device.name().unwrap_or_else(|_| "NVIDIA GPU".into()),
             total_bytes: memory.total,
             used_bytes: Some(memory.used),
             free_bytes: Some(memory.free),
+            processes,
         })
+    }
+}
+
+impl GpuProbe for NvmlSession {
+    fn probe(&self) -> Result<GpuInfo, String> {
+        self.read()
     }
 }

@@ -7,24 +7,25 @@ pub mod theme;
 pub mod view;
 pub mod widgets;
 
-use crate::gpu::NvmlSession;
+use crate::gpu::{GpuProbe, NvmlSession};
 use app::{App, Msg};
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// Polls NVML about twice a second on its own thread; stops when the screen closes.
+/// Polls a GPU probe about twice a second on its own thread; stops when the screen closes.
+/// NVML is opened on that thread, so a slow or missing driver never delays a frame.
 fn spawn_gpu_poller() -> mpsc::Receiver<Result<crate::gpu::GpuInfo, String>> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let session = match NvmlSession::open() {
-            Ok(s) => s,
+        let probe: Box<dyn GpuProbe> = match NvmlSession::open() {
+            Ok(session) => Box::new(session),
             Err(why) => {
                 let _ = tx.send(Err(why));
                 return;
             }
         };
-        while tx.send(session.read()).is_ok() {
+        while tx.send(probe.probe()).is_ok() {
             std::thread::sleep(Duration::from_millis(500));
         }
     });

@@ -85,10 +85,11 @@ fn header(frame: &mut Frame, app: &App, area: Rect) {
     let g = &app.gpu;
     let gpu = match (&g.live, &g.unavailable) {
         (Some(live), _) => format!(
-            " GPU {} · {} · NVML in use {}{}",
+            " GPU {} · {} · NVML in use {}{}{}",
             live.name,
             format_size(g.capacity),
             live.used_bytes.map_or("?".into(), format_size),
+            processes(live),
             if g.capacity_from_user {
                 " · capacity from --gpu-mem"
             } else {
@@ -110,6 +111,22 @@ fn header(frame: &mut Frame, app: &App, area: Rect) {
         Line::raw(gpu),
     ];
     frame.render_widget(Paragraph::new(lines), area);
+}
+
+/// ` · pid 4242 1.00 GiB, pid 17 …`: who holds the GPU, biggest first.
+fn processes(gpu: &crate::gpu::GpuInfo) -> String {
+    let mut p = gpu.processes.clone();
+    p.sort_by_key(|x| std::cmp::Reverse(x.bytes));
+    let shown: Vec<String> = p
+        .iter()
+        .take(2)
+        .map(|x| format!("pid {} {}", x.pid, x.bytes.map_or("?".into(), format_size)))
+        .collect();
+    match p.len() {
+        0 => String::new(),
+        1 | 2 => format!(" · {}", shown.join(", ")),
+        n => format!(" · {} (+{} more)", shown.join(", "), n - 2),
+    }
 }
 
 fn sliders(frame: &mut Frame, app: &App, area: Rect) {
