@@ -51,6 +51,18 @@ pub struct MemoryBar<'a> {
     pub theme: Theme,
 }
 
+/// `5.9G`, `412M`: a size short enough to sit inside a segment.
+fn short_size(bytes: u64) -> String {
+    let g = bytes as f64 / (1u64 << 30) as f64;
+    if g >= 10.0 {
+        format!("{g:.0}G")
+    } else if g >= 1.0 {
+        format!("{g:.1}G")
+    } else {
+        format!("{:.0}M", bytes as f64 / (1u64 << 20) as f64)
+    }
+}
+
 /// Column where `bytes` falls on a bar of `width` cells scaled to `scale` bytes.
 fn column(bytes: u64, scale: u64, width: u16) -> u16 {
     if scale == 0 {
@@ -83,6 +95,15 @@ impl Widget for &MemoryBar<'_> {
                     self.theme.segment(c.part)
                 };
                 buf[(area.x + x, area.y)].set_symbol(&fill).set_style(style);
+            }
+            // the size inside the segment when it fits with a cell to spare on each side
+            let label = short_size(c.bytes);
+            let width = to - from;
+            if width as usize >= label.len() + 2 {
+                let x0 = from + (width - label.len() as u16) / 2;
+                for (i, ch) in label.chars().enumerate() {
+                    buf[(area.x + x0 + i as u16, area.y)].set_symbol(&ch.to_string());
+                }
             }
         }
         let filled = column(total, scale, area.width);
@@ -178,6 +199,9 @@ mod tests {
                 .contains(ratatui::style::Modifier::REVERSED)
         );
         assert_eq!(buf[(0, 0)].symbol(), "▒");
-        assert_eq!(buf[(5, 0)].symbol(), "▓");
+        assert_eq!(buf[(3, 0)].symbol(), "▓");
+        // the 10 GiB segment (cells 2..12) carries its size
+        assert_eq!(buf[(5, 0)].symbol(), "1");
+        assert_eq!(buf[(7, 0)].symbol(), "G");
     }
 }
