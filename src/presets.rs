@@ -1,8 +1,14 @@
 //! The presets shipped inside the binary (one per VRAM tier), so `--preset 24gb` works anywhere.
 
 pub const BUILT_IN: &[(&str, &str)] = &[
+    ("8gb", include_str!("../presets/8gb.toml")),
+    ("12gb", include_str!("../presets/12gb.toml")),
     ("16gb", include_str!("../presets/16gb.toml")),
+    ("22gib", include_str!("../presets/22gib.toml")),
     ("24gb", include_str!("../presets/24gb.toml")),
+    ("48gb", include_str!("../presets/48gb.toml")),
+    ("80gb", include_str!("../presets/80gb.toml")),
+    ("141gb", include_str!("../presets/141gb.toml")),
 ];
 
 pub fn built_in(name: &str) -> Option<&'static str> {
@@ -39,10 +45,11 @@ mod tests {
 
     #[test]
     fn the_largest_tier_the_gpu_holds_is_chosen() {
-        assert_eq!(largest_tier_within(140 * GIB), Some("24gb"));
+        assert_eq!(largest_tier_within(150_754_820_096), Some("141gb"));
         assert_eq!(largest_tier_within(24 * GIB), Some("24gb"));
+        assert_eq!(largest_tier_within(23 * GIB), Some("22gib"));
         assert_eq!(largest_tier_within(20 * GIB), Some("16gb"));
-        assert_eq!(largest_tier_within(6 * GIB), Some("16gb"));
+        assert_eq!(largest_tier_within(6 * GIB), Some("8gb"));
     }
 
     #[test]
