@@ -99,3 +99,57 @@ fn the_remembering_estimator_gives_the_same_estimates() {
         );
     }
 }
+
+#[test]
+fn unsloth_max_lora_rank_rules() {
+    let mut r = run(MODELS[0], 4, 512, 16, true, Stack::Unsloth);
+    r.generation = vramfit::model::run::Generation::ColocatedVllm { share: 0.5 };
+    r.max_lora_rank = Some(24);
+    let w = estimate(&r, GPU).warnings;
+    assert!(
+        w.iter()
+            .any(|w| w.contains("rounds max_lora_rank 24 up to 32")),
+        "{w:?}"
+    );
+    r.lora_rank = 64;
+    let w = estimate(&r, GPU).warnings;
+    assert!(
+        w.iter()
+            .any(|w| w.contains("r = 64 exceeds max_lora_rank = 24")),
+        "{w:?}"
+    );
+    r.max_lora_rank = Some(64);
+    assert!(estimate(&r, GPU).warnings.is_empty());
+}
+
+#[test]
+fn trl_vllm_refuses_a_share_larger_than_what_is_free() {
+    let mut r = run("meta-llama/Llama-3.2-1B", 4, 512, 16, true, Stack::Trl);
+    r.generation = vramfit::model::run::Generation::ColocatedVllm { share: 0.9 };
+    let small = GpuBudget {
+        capacity: 24 << 30,
+        used_by_others: 0,
+    };
+    let w = estimate(&r, small).warnings;
+    assert!(
+        w.iter().any(|w| w.contains("vLLM will refuse to start")),
+        "{w:?}"
+    );
+    r.generation = vramfit::model::run::Generation::ColocatedVllm { share: 0.5 };
+    assert!(
+        !estimate(&r, small)
+            .warnings
+            .iter()
+            .any(|w| w.contains("refuse"))
+    );
+    let crowded = GpuBudget {
+        capacity: 24 << 30,
+        used_by_others: 10 << 30,
+    };
+    assert!(
+        estimate(&r, crowded)
+            .warnings
+            .iter()
+            .any(|w| w.contains("refuse"))
+    );
+}

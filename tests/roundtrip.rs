@@ -59,6 +59,9 @@ fn run_strategy() -> impl Strategy<Value = RunConfig> {
             run.max_seq_len = (prompt + completion + extra).max(16);
             run.lora_rank = rank;
             run.lora_alpha = alpha;
+            // Unsloth files always say max_lora_rank (the loader fills in vLLM's rank for r)
+            run.max_lora_rank = (stack == Stack::Unsloth)
+                .then(|| vramfit::model::run::vllm_max_lora_rank(rank.max(alpha % 300)));
             run.checkpointing = match (stack, ckpt) {
                 (_, 0) => Checkpointing::Off,
                 (Stack::Unsloth, 2) => Checkpointing::UnslothOffload,

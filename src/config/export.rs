@@ -91,10 +91,6 @@ pub fn to_toml(run: &RunConfig, ctx: &ExportContext) -> String {
             if let Some(share) = colocated {
                 w(format!("gpu_memory_utilization = {share}"));
             }
-            w(format!(
-                "max_lora_rank = {}",
-                vllm_max_lora_rank(run.lora_rank)
-            ));
         }
         Stack::Trl => {
             w(format!("max_seq_length = {}", run.max_seq_len));
@@ -104,6 +100,9 @@ pub fn to_toml(run: &RunConfig, ctx: &ExportContext) -> String {
                 _ => w(format!("torch_dtype = {}", quoted("bfloat16"))),
             }
         }
+    }
+    if let Some(m) = run.max_lora_rank {
+        w(format!("max_lora_rank = {m}"));
     }
     w(String::new());
     w("[lora]".into());

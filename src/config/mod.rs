@@ -124,14 +124,66 @@ pub fn load(path: &Path) -> Result<RunFile, FileError> {
 
 /// Parses a run file's text; `dir` resolves a relative `model_config` path.
 pub fn parse(text: &str, file: &str, dir: Option<&Path>) -> Result<RunFile, FileError> {
-    let fail = |message: String| FileError {
-        file: file.to_string(),
-        message,
-    };
-    let root: Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| fail(format!("not valid TOML: {}", e.message())))?;
-    Reader { root: &root, dir }.run_file().map_err(fail)
+    let root: Table = text.parse().map_err(|e: toml::de::Error| {
+        let line = e.span().map(|span| line_of_offset(text, span.start));
+        FileError {
+            file: at_line(file, line),
+            message: format!("not valid TOML: {}", e.message().trim()),
+        }
+    })?;
+    Reader { root: &root, dir }
+        .run_file()
+        .map_err(|message| FileError {
+            file: at_line(file, locate_in_message(text, &message)),
+            message,
+        })
+}
+
+fn at_line(file: &str, line: Option<usize>) -> String {
+    match line {
+        Some(n) => format!("{file}:{n}"),
+        None => file.to_string(),
+    }
+}
+
+fn line_of_offset(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// The line an error is about: the first `` `[table] key`` or `` `[table]`` it names.
+fn locate_in_message(text: &str, message: &str) -> Option<usize> {
+    let start = message.find("`[")? + 2;
+    let rest = &message[start..];
+    let close = rest.find(']')?;
+    let table = &rest[..close];
+    let key: String = rest[close + 1..]
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    locate(text, table, (!key.is_empty()).then_some(key.as_str()))
+}
+
+/// The 1-based line of `[table]`'s `key = ...`, or of the `[table]` header itself.
+pub fn locate(text: &str, table: &str, key: Option<&str>) -> Option<usize> {
+    let mut current = "";
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if let Some(name) = l.strip_prefix('[').and_then(|r| r.split(']').next()) {
+            current = name.trim();
+            if key.is_none() && current == table {
+                return Some(i + 1);
+            }
+            continue;
+        }
+        if let Some(k) = key {
+            let lhs = l.split('=').next().unwrap_or("").trim().trim_matches('"');
+            if current == table && lhs == k && l.contains('=') {
+                return Some(i + 1);
+            }
+        }
+    }
+    None
 }
 
 struct Reader<'a> {
@@ -291,6 +343,14 @@ impl<'a> Reader<'a> {
         .unwrap_or(prompt + completion);
         let rank = int(get(lora, "r"), "lora", "r", 1, 4096)?.unwrap_or(16);
         let alpha = int(get(lora, "lora_alpha"), "lora", "lora_alpha", 1, 1 << 16)?.unwrap_or(rank);
+        let max_lora_rank = int(
+            get(model, "max_lora_rank"),
+            "model",
+            "max_lora_rank",
+            1,
+            4096,
+        )?
+        .or((stack == Stack::Unsloth).then(|| crate::model::run::vllm_max_lora_rank(rank)));
         let targets = match get(lora, "target_modules") {
             None => ALL_LINEAR.iter().map(|s| s.to_string()).collect(),
             Some(Value::String(s)) if s == "all-linear" => vec![s.clone()],
@@ -341,6 +401,7 @@ impl<'a> Reader<'a> {
                 max_seq_len: max_seq,
                 lora_rank: rank,
                 lora_alpha: alpha,
+                max_lora_rank,
                 lora_targets: targets,
                 checkpointing,
                 optimizer,

@@ -1,7 +1,9 @@
 //! The estimate: a list of named components that add up to the GPU memory a run needs.
 
 use super::arch::Arch;
-use super::run::{Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack};
+use super::run::{
+    Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack, vllm_max_lora_rank,
+};
 use super::step::{self, StepPeak, StepShape};
 use super::units::{GIB, MIB, format_size};
 use serde::Serialize;
@@ -248,6 +250,22 @@ fn estimate_using(
             ));
         }
     }
+    if let (Generation::ColocatedVllm { share }, Stack::Trl) = (run.generation, run.stack) {
+        // TRL loads the training model first, then vLLM, which refuses to start when free
+        // memory is below `gpu_memory_utilization x total`.
+        let wanted = (gpu.capacity as f64 * share) as u64;
+        let free = gpu
+            .capacity
+            .saturating_sub(CUDA_CONTEXT + gpu.used_by_others + stat.weights);
+        if wanted > free {
+            warnings.push(format!(
+                "vLLM will refuse to start: it wants {share} x {} = {} but only {} is free once the training model is loaded",
+                format_size(gpu.capacity),
+                format_size(wanted),
+                format_size(free)
+            ));
+        }
+    }
     let training_side = CUDA_CONTEXT + CUBLAS_WORKSPACES + reserved;
     let total = match (&vllm, run.unsloth_standby && shares_weights) {
         // Standby: vLLM's KV cache is released while training runs, so the peak is the larger phase.
@@ -483,6 +501,23 @@ fn rule_warnings(run: &RunConfig, micro: u64, targets: &[bool]) -> Vec<String> {
             run.max_seq_len,
             run.sequence_len()
         ));
+    }
+    if run.stack == Stack::Unsloth && matches!(run.generation, Generation::ColocatedVllm { .. }) {
+        let m = run
+            .max_lora_rank
+            .unwrap_or_else(|| vllm_max_lora_rank(run.lora_rank));
+        let served = vllm_max_lora_rank(m);
+        if served != m {
+            w.push(format!(
+                "Unsloth rounds max_lora_rank {m} up to {served}, a rank vLLM supports (8, 16, 32, 64, 128, 256, 320, 512)"
+            ));
+        }
+        if run.lora_rank > served {
+            w.push(format!(
+                "r = {} exceeds max_lora_rank = {m}: vLLM cannot load the adapter",
+                run.lora_rank
+            ));
+        }
     }
     if !targets.iter().any(|t| *t) {
         w.push(format!(

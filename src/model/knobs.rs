@@ -137,7 +137,10 @@ impl Knob {
             }
             Knob::LoraRank => {
                 run.lora_rank = v;
-                run.lora_alpha = run.lora_alpha.max(1);
+                // keep vLLM able to load the adapter: Unsloth's max_lora_rank follows the rank up
+                if let Some(m) = run.max_lora_rank.filter(|&m| v > m) {
+                    run.max_lora_rank = Some(super::run::vllm_max_lora_rank(v.max(m)));
+                }
             }
             Knob::GradAccum => run.grad_accum = v,
         }

@@ -90,6 +90,8 @@ pub struct RunConfig {
     pub max_seq_len: u64,
     pub lora_rank: u64,
     pub lora_alpha: u64,
+    /// Unsloth's `max_lora_rank` (the largest adapter vLLM is set up for)
+    pub max_lora_rank: Option<u64>,
     /// names of the targeted projections (`q_proj`...)
     pub lora_targets: Vec<String>,
     pub checkpointing: Checkpointing,
@@ -141,6 +143,7 @@ impl RunConfig {
             max_seq_len: 1024,
             lora_rank: 16,
             lora_alpha: 16,
+            max_lora_rank: None,
             lora_targets: ALL_LINEAR.iter().map(|s| s.to_string()).collect(),
             checkpointing: Checkpointing::On,
             optimizer: Optimizer::AdamW,
@@ -162,3 +165,15 @@ pub const ALL_LINEAR: [&str; 7] = [
     "up_proj",
     "down_proj",
 ];
+
+/// The ranks vLLM's LoRA kernels support; Unsloth rounds `max_lora_rank` up to one of them.
+pub const VLLM_LORA_RANKS: [u64; 8] = [8, 16, 32, 64, 128, 256, 320, 512];
+
+/// The smallest vLLM-supported rank at or above `r` (or `r` itself past 512).
+pub fn vllm_max_lora_rank(r: u64) -> u64 {
+    VLLM_LORA_RANKS
+        .iter()
+        .copied()
+        .find(|&x| x >= r)
+        .unwrap_or(r)
+}
