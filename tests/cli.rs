@@ -215,3 +215,30 @@ fn gpu_reports_what_nvml_found_or_why_not() {
         assert!(!v["reason"].as_str().unwrap().is_empty());
     }
 }
+
+#[test]
+fn every_broken_file_exits_2_with_a_short_message_naming_it() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/broken");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let out = vramfit()
+            .args(["estimate", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", path.display());
+        let name = path.file_name().unwrap().to_string_lossy();
+        assert!(
+            err.contains(&*name),
+            "{name}: the message does not name the file: {err}"
+        );
+        assert!(
+            err.lines().count() <= 5 && !err.contains("panicked"),
+            "{name}: {err}"
+        );
+        seen += 1;
+    }
+    assert!(seen >= 20, "only {seen} broken files");
+}

@@ -77,6 +77,9 @@ pub fn to_toml(run: &RunConfig, ctx: &ExportContext) -> String {
         "lock_effective_batch = {}",
         ctx.lock_effective_batch
     ));
+    if run.stack == Stack::Trl {
+        w(format!("max_seq_length = {}", run.max_seq_len));
+    }
     w(String::new());
     w("[model]".into());
     w(format!("model_name = {}", quoted(&run.model_name)));
@@ -93,11 +96,10 @@ pub fn to_toml(run: &RunConfig, ctx: &ExportContext) -> String {
             }
         }
         Stack::Trl => {
-            w(format!("max_seq_length = {}", run.max_seq_len));
+            w(format!("dtype = {}", quoted("bfloat16")));
             w(format!("load_in_4bit = {}", run.quant == Quant::Nf4));
-            match run.quant {
-                Quant::Int8 => w("load_in_8bit = true".into()),
-                _ => w(format!("torch_dtype = {}", quoted("bfloat16"))),
+            if run.quant == Quant::Int8 {
+                w("load_in_8bit = true".into());
             }
         }
     }

@@ -43,6 +43,7 @@ const VRAMFIT_KEYS: &[&str] = &[
     "gpus",
     "model_config",
     "lock_effective_batch",
+    "max_seq_length",
 ];
 const MODEL_KEYS: &[&str] = &[
     "model_name",
@@ -333,14 +334,29 @@ impl<'a> Reader<'a> {
             1 << 21,
         )?
         .unwrap_or(256);
-        let max_seq = int(
+        // Unsloth's from_pretrained takes max_seq_length; for TRL only vramfit reads it, under [vramfit]
+        let in_model = int(
             get(model, "max_seq_length"),
             "model",
             "max_seq_length",
             16,
             1 << 22,
-        )?
-        .unwrap_or(prompt + completion);
+        )?;
+        let in_vramfit = int(
+            get(vf, "max_seq_length"),
+            "vramfit",
+            "max_seq_length",
+            16,
+            1 << 22,
+        )?;
+        if let (Some(a), Some(b)) = (in_model, in_vramfit) {
+            if a != b {
+                return Err(format!(
+                    "`[model] max_seq_length = {a}` and `[vramfit] max_seq_length = {b}` disagree"
+                ));
+            }
+        }
+        let max_seq = in_model.or(in_vramfit).unwrap_or(prompt + completion);
         let rank = int(get(lora, "r"), "lora", "r", 1, 4096)?.unwrap_or(16);
         let alpha = int(get(lora, "lora_alpha"), "lora", "lora_alpha", 1, 1 << 16)?.unwrap_or(rank);
         let max_lora_rank = int(
@@ -512,7 +528,7 @@ impl<'a> Reader<'a> {
 
 fn unknown_model(name: &str) -> String {
     format!(
-        "unknown model `{name}`; closest in the catalog: {}. For any other model set `[vramfit] model_config = \"path/to/config.json\"` (run `vramfit models` for the list)",
+        "`[model] model_name = \"{name}\"`: unknown model; closest in the catalog: {}. For any other model set `[vramfit] model_config = \"path/to/config.json\"` (run `vramfit models` for the list)",
         catalog::closest(name, 3).join(", ")
     )
 }
