@@ -82,12 +82,18 @@ fn load_source(source: &Source, detected: &Result<GpuInfo, String>) -> Result<Ru
     if let Some(text) = presets::built_in(name) {
         return config::parse(text, &format!("preset {name}"), None).map_err(|e| e.to_string());
     }
+    if let Some((_, path)) = presets::user_presets().into_iter().find(|(n, _)| n == name) {
+        return config::load(&path).map_err(|e| e.to_string());
+    }
     let path = std::path::Path::new(name);
     if path.exists() {
         return config::load(path).map_err(|e| e.to_string());
     }
+    let folder = presets::user_dir().map_or(String::new(), |d| {
+        format!(", your presets in {}", d.display())
+    });
     Err(format!(
-        "unknown preset `{name}`: built-in presets are {}, or give a file path",
+        "unknown preset `{name}`: built-in presets are {}{folder}, or give a file path",
         presets::names().join(", ")
     ))
 }
@@ -230,24 +236,46 @@ fn show_gpu(json: bool) -> Result<u8, String> {
 }
 
 fn list_presets() -> Result<u8, String> {
-    for name in presets::names() {
-        let file = config::parse(presets::built_in(name).unwrap_or_default(), name, None)
-            .map_err(|e| e.to_string())?;
-        let cap = file.gpu_memory.unwrap_or(0);
-        let est = estimate(
-            &file.run,
-            GpuBudget {
-                capacity: cap,
-                used_by_others: 0,
-            },
-        );
-        println!(
-            "{name:<6} {:<44} capacity {:>10}  estimate {:>10}  {}",
-            file.run.model_name,
-            format_size(cap),
-            format_size(est.total_bytes),
-            if est.fits { "fits" } else { "does not fit" }
-        );
+    let mut rows: Vec<(String, Result<RunFile, String>)> = presets::names()
+        .into_iter()
+        .map(|name| {
+            let text = presets::built_in(name).unwrap_or_default();
+            (
+                name.to_string(),
+                config::parse(text, name, None).map_err(|e| e.to_string()),
+            )
+        })
+        .collect();
+    for (name, path) in presets::user_presets() {
+        rows.push((
+            format!("{name} (yours)"),
+            config::load(&path).map_err(|e| e.to_string()),
+        ));
+    }
+    for (name, file) in rows {
+        match file {
+            Ok(file) => {
+                let cap = file.gpu_memory.unwrap_or(0);
+                let est = estimate(
+                    &file.run,
+                    GpuBudget {
+                        capacity: cap,
+                        used_by_others: 0,
+                    },
+                );
+                println!(
+                    "{name:<14} {:<44} capacity {:>10}  estimate {:>10}  {}",
+                    file.run.model_name,
+                    format_size(cap),
+                    format_size(est.total_bytes),
+                    if est.fits { "fits" } else { "does not fit" }
+                );
+            }
+            Err(e) => println!("{name:<14} cannot be read: {e}"),
+        }
+    }
+    if let Some(dir) = presets::user_dir() {
+        println!("your own presets: {}/*.toml", dir.display());
     }
     Ok(FITS)
 }

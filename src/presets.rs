@@ -23,6 +23,28 @@ pub fn names() -> Vec<&'static str> {
     BUILT_IN.iter().map(|(n, _)| *n).collect()
 }
 
+/// The user's own presets folder: `<config dir>/vramfit/presets` (e.g. `~/.config/vramfit/presets`).
+pub fn user_dir() -> Option<std::path::PathBuf> {
+    directories::ProjectDirs::from("", "", "vramfit").map(|d| d.config_dir().join("presets"))
+}
+
+/// The user's presets, by file stem, sorted.
+pub fn user_presets() -> Vec<(String, std::path::PathBuf)> {
+    let Some(dir) = user_dir() else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(String, std::path::PathBuf)> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .filter_map(|p| Some((p.file_stem()?.to_string_lossy().into_owned(), p)))
+        .collect();
+    found.sort();
+    found
+}
+
 /// The largest built-in tier whose capacity fits in `capacity` bytes (the smallest tier when
 /// none does).
 pub fn largest_tier_within(capacity: u64) -> Option<&'static str> {
