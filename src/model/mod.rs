@@ -7,6 +7,7 @@ pub mod config_json;
 pub mod estimate;
 pub mod knobs;
 pub mod levers;
+pub mod oom;
 pub mod run;
 pub mod step;
 pub mod units;

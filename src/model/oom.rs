@@ -1,0 +1,245 @@
+//! Reading an out-of-memory message: PyTorch's in all its formats since 1.x, and vLLM's
+//! start-up refusals. The seed article's method step one: read the error before changing anything.
+
+use regex::Regex;
+use serde::Serialize;
+use std::sync::OnceLock;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// the request exceeds what could ever be freed: the run needs less memory
+    DoesNotFit,
+    /// memory PyTorch reserved but does not use would have covered the request
+    Fragmentation,
+    /// another process holds the difference
+    OtherProcesses,
+    /// vLLM's share leaves too little (or vLLM refused to start)
+    VllmReservation,
+}
+
+impl Verdict {
+    pub fn advice(self) -> &'static str {
+        match self {
+            Verdict::DoesNotFit => "the run needs less memory: pull the strongest lever (vramfit fit finds the nearest configuration that fits)",
+            Verdict::Fragmentation => "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or call torch.cuda.empty_cache() between phases)",
+            Verdict::OtherProcesses => "another process holds the memory: stop it, or move it to another GPU",
+            Verdict::VllmReservation => "lower the vLLM share (gpu_memory_utilization) or max_seq_length, or free the memory vLLM expects",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct OtherProcess {
+    pub pid: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OomReport {
+    /// which kind of message it was
+    pub format: &'static str,
+    pub requested_bytes: Option<u64>,
+    pub total_bytes: Option<u64>,
+    pub free_bytes: Option<u64>,
+    pub process_in_use_bytes: Option<u64>,
+    pub allocated_bytes: Option<u64>,
+    pub reserved_unallocated_bytes: Option<u64>,
+    pub allowed_bytes: Option<u64>,
+    pub private_pools_bytes: Option<u64>,
+    pub other_processes: Vec<OtherProcess>,
+    pub shortfall_bytes: Option<u64>,
+    pub verdict: Verdict,
+    /// the message as found in the log, trimmed
+    pub message: String,
+}
+
+const SIZE: &str = r"([0-9][0-9.,]*)\s*(bytes|B|KiB|MiB|GiB|TiB|KB|MB|GB)";
+
+fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
+    cell.get_or_init(|| Regex::new(&pattern.replace("SIZE", SIZE)).expect("valid pattern"))
+}
+
+/// `2,72` and `2.72` both read as 2.72 (translated logs use decimal commas).
+fn bytes(number: &str, unit: &str) -> Option<u64> {
+    let n: f64 = number.trim_end_matches(['.', ',']).replace(',', ".").parse().ok()?;
+    let scale = match unit {
+        "bytes" | "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "TiB" => 1024f64.powi(4),
+        "KB" => 1e3,
+        "MB" => 1e6,
+        "GB" => 1e9,
+        _ => return None,
+    };
+    (n.is_finite() && n >= 0.0).then(|| (n * scale).round() as u64)
+}
+
+fn size_of(caps: &regex::Captures, at: usize) -> Option<u64> {
+    bytes(caps.get(at)?.as_str(), caps.get(at + 1)?.as_str())
+}
+
+fn find(text: &str, cell: &'static OnceLock<Regex>, pattern: &str) -> Option<u64> {
+    re(cell, pattern).captures(text).and_then(|c| size_of(&c, 1))
+}
+
+/// Finds the last out-of-memory message in `log` and reads it; `None` when there is none.
+pub fn diagnose(log: &str) -> Option<OomReport> {
+    let start = last_message_start(log)?;
+    let message = message_at(&log[start..]);
+    Some(if message.contains("out of memory") || message.contains("OutOfMemory") {
+        read_torch(message)
+    } else {
+        read_vllm(message)
+    })
+}
+
+/// Where the last OOM or vLLM memory refusal begins.
+fn last_message_start(log: &str) -> Option<usize> {
+    static START: OnceLock<Regex> = OnceLock::new();
+    let r = re(
+        &START,
+        r"(?i)(CUDA out of memory|OutOfMemoryError|Free memory on device|No available memory for the cache blocks|KV cache is needed, which is larger than the available KV cache memory|To serve at least one request)",
+    );
+    let m = r.find_iter(log).last()?;
+    // back up to the start of the line for vLLM's "To serve ..." sentence
+    Some(log[..m.start()].rfind('\n').map_or(0, |i| i + 1))
+}
+
+/// The message: up to its end of paragraph, at most a few lines.
+fn message_at(rest: &str) -> &str {
+    let end = rest
+        .find("\n\n")
+        .or_else(|| rest.match_indices('\n').nth(3).map(|(i, _)| i))
+        .unwrap_or(rest.len());
+    rest[..end].trim()
+}
+
+fn read_torch(m: &str) -> OomReport {
+    static REQ: OnceLock<Regex> = OnceLock::new();
+    static TOTAL_NEW: OnceLock<Regex> = OnceLock::new();
+    static FREE_NEW: OnceLock<Regex> = OnceLock::new();
+    static IN_USE: OnceLock<Regex> = OnceLock::new();
+    static ALLOWED: OnceLock<Regex> = OnceLock::new();
+    static ALLOCATED_NEW: OnceLock<Regex> = OnceLock::new();
+    static UNALLOCATED: OnceLock<Regex> = OnceLock::new();
+    static POOLS: OnceLock<Regex> = OnceLock::new();
+    static PROCESS: OnceLock<Regex> = OnceLock::new();
+    static TOTAL_OLD: OnceLock<Regex> = OnceLock::new();
+    static ALLOCATED_OLD: OnceLock<Regex> = OnceLock::new();
+    static FREE_OLD: OnceLock<Regex> = OnceLock::new();
+    static RESERVED_OLD: OnceLock<Regex> = OnceLock::new();
+
+    let requested = find(m, &REQ, r"Tried to allocate SIZE");
+    // 2.1 and later: "GPU 0 has a total capacity of X of which Y is free" (2.1 spells it "capacty")
+    let new_total = find(m, &TOTAL_NEW, r"total capaci?ty of SIZE");
+    let (format, total, free, allocated, reserved_unallocated) = if new_total.is_some() {
+        (
+            if m.contains("capacty") { "pytorch-2.1" } else { "pytorch-2.2+" },
+            new_total,
+            find(m, &FREE_NEW, r"of which SIZE is free"),
+            find(m, &ALLOCATED_NEW, r"SIZE is allocated by PyTorch"),
+            find(m, &UNALLOCATED, r"SIZE is reserved by PyTorch but unallocated"),
+        )
+    } else {
+        // 1.x-2.0: "(GPU 0; X total capacity; Y already allocated; Z free; W reserved in total by PyTorch)"
+        let allocated = find(m, &ALLOCATED_OLD, r"SIZE already allocated");
+        let reserved = find(m, &RESERVED_OLD, r"SIZE (?:reserved in total by PyTorch|cached)");
+        (
+            "pytorch-1.x-2.0",
+            find(m, &TOTAL_OLD, r"SIZE total capacity"),
+            find(m, &FREE_OLD, r"SIZE free"),
+            allocated,
+            reserved.zip(allocated).map(|(r, a)| r.saturating_sub(a)),
+        )
+    };
+    let mut process_in_use = find(m, &IN_USE, r"this process has SIZE memory in use");
+    let allowed = find(m, &ALLOWED, r"SIZE allowed");
+    let private_pools = find(m, &POOLS, r"with SIZE allocated in private pools");
+    let other_processes: Vec<OtherProcess> = re(&PROCESS, r"Process (\d+) has SIZE memory in use")
+        .captures_iter(m)
+        .filter_map(|c| Some(OtherProcess { pid: c.get(1)?.as_str().parse().ok()?, bytes: size_of(&c, 2)? }))
+        .collect();
+    let mut other_processes = other_processes;
+    // PyTorch 2.1 lists the failing process among the others ("Process N has ..."): the one
+    // holding at least what PyTorch allocated and reserved is this process.
+    if process_in_use.is_none() {
+        let own = allocated.unwrap_or(0) + reserved_unallocated.unwrap_or(0);
+        if let Some(i) = other_processes.iter().position(|p| own > 0 && p.bytes >= own) {
+            process_in_use = Some(other_processes.remove(i).bytes);
+        }
+    }
+    // With a per-process cap ("N allowed"), the room is what the cap leaves, not the device's free.
+    let room = match (allowed, process_in_use) {
+        (Some(cap), Some(used)) => Some(cap.saturating_sub(used)),
+        _ => free,
+    };
+    let shortfall = requested.zip(room).map(|(r, f)| r.saturating_sub(f));
+    let verdict = torch_verdict(requested, shortfall, reserved_unallocated, &other_processes);
+    OomReport {
+        format,
+        requested_bytes: requested,
+        total_bytes: total,
+        free_bytes: free,
+        process_in_use_bytes: process_in_use,
+        allocated_bytes: allocated,
+        reserved_unallocated_bytes: reserved_unallocated,
+        allowed_bytes: allowed,
+        private_pools_bytes: private_pools,
+        other_processes,
+        shortfall_bytes: shortfall,
+        verdict,
+        message: m.to_string(),
+    }
+}
+
+fn torch_verdict(
+    requested: Option<u64>,
+    shortfall: Option<u64>,
+    reserved_unallocated: Option<u64>,
+    others: &[OtherProcess],
+) -> Verdict {
+    let others: u64 = others.iter().map(|p| p.bytes).sum();
+    match (requested, shortfall) {
+        (Some(r), _) if reserved_unallocated.is_some_and(|u| u >= r) => Verdict::Fragmentation,
+        (_, Some(s)) if others > 0 && others >= s => Verdict::OtherProcesses,
+        _ => Verdict::DoesNotFit,
+    }
+}
+
+fn read_vllm(m: &str) -> OomReport {
+    static FREE: OnceLock<Regex> = OnceLock::new();
+    static WANT: OnceLock<Regex> = OnceLock::new();
+    static KV_NEED: OnceLock<Regex> = OnceLock::new();
+    // "Free memory on device (14.5/23.6 GiB) on startup is less than desired GPU memory
+    //  utilization (0.9, 21.24 GiB)"
+    let free_total = re(&FREE, r"Free memory on device \(([0-9.]+)/([0-9.]+) (GiB|MiB)\)").captures(m);
+    let free = free_total.as_ref().and_then(|c| bytes(c.get(1)?.as_str(), c.get(3)?.as_str()));
+    let total = free_total.as_ref().and_then(|c| bytes(c.get(2)?.as_str(), c.get(3)?.as_str()));
+    let wanted = re(&WANT, r"utilization \(([0-9.]+), SIZE\)").captures(m).and_then(|c| size_of(&c, 2));
+    // "(1.00 GiB KV cache is needed, which is larger than the available KV cache memory (0.50 GiB)"
+    let kv = re(&KV_NEED, r"SIZE KV cache is needed, which is larger than the available KV cache memory \(SIZE\)")
+        .captures(m);
+    let (format, requested, room) = match (wanted, kv) {
+        (Some(w), _) => ("vllm-startup-free-memory", Some(w), free),
+        (None, Some(c)) => ("vllm-kv-cache", size_of(&c, 1), size_of(&c, 3)),
+        (None, None) => ("vllm-no-cache-blocks", None, None),
+    };
+    OomReport {
+        format,
+        requested_bytes: requested,
+        total_bytes: total,
+        free_bytes: room,
+        process_in_use_bytes: None,
+        allocated_bytes: None,
+        reserved_unallocated_bytes: None,
+        allowed_bytes: None,
+        private_pools_bytes: None,
+        other_processes: Vec::new(),
+        shortfall_bytes: requested.zip(room).map(|(r, f)| r.saturating_sub(f)),
+        verdict: Verdict::VllmReservation,
+        message: m.to_string(),
+    }
+}

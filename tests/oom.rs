@@ -1,0 +1,117 @@
+//! The OOM reader over real messages (the shared calibration's, the seed article's) and every
+//! PyTorch / vLLM format, including truncated and garbled ones.
+
+use vramfit::model::oom::{Verdict, diagnose};
+
+const GIB: f64 = (1u64 << 30) as f64;
+const MIB: f64 = (1u64 << 20) as f64;
+
+fn read(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oom").join(name);
+    String::from_utf8_lossy(&std::fs::read(path).unwrap()).into_owned()
+}
+
+fn close(a: Option<u64>, b: f64) -> bool {
+    a.is_some_and(|a| (a as f64 - b).abs() <= b * 0.001 + 1.0)
+}
+
+#[test]
+fn the_shared_calibration_messages() {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/calibration/oom-messages-torch-2.11.txt"),
+    )
+    .unwrap();
+    let messages: Vec<&str> = text.split("### ").filter(|m| !m.trim().is_empty()).collect();
+    assert_eq!(messages.len(), 3);
+    let gemma = diagnose(messages[0]).unwrap();
+    assert_eq!(gemma.format, "pytorch-2.2+");
+    assert!(close(gemma.requested_bytes, 64.0 * MIB));
+    assert!(close(gemma.total_bytes, 139.80 * GIB));
+    assert!(close(gemma.free_bytes, 117.01 * GIB));
+    assert!(close(gemma.process_in_use_bytes, 22.78 * GIB));
+    assert!(close(gemma.allowed_bytes, 22.03 * GIB));
+    assert!(close(gemma.allocated_bytes, 21.82 * GIB));
+    assert!(close(gemma.reserved_unallocated_bytes, 175.67 * MIB));
+    // the 22.03 GiB cap is what binds, not the device's free memory: 64 MiB is short
+    assert_eq!(gemma.shortfall_bytes, Some((64.0 * MIB) as u64));
+    assert_eq!(gemma.verdict, Verdict::Fragmentation);
+    let qwen = diagnose(messages[1]).unwrap();
+    assert!(close(qwen.requested_bytes, 4.06 * GIB));
+    assert_eq!(qwen.verdict, Verdict::DoesNotFit);
+    let llama = diagnose(messages[2]).unwrap();
+    assert!(close(llama.requested_bytes, 5.87 * GIB));
+    assert!(close(llama.reserved_unallocated_bytes, 1022.73 * MIB));
+    assert_eq!(llama.verdict, Verdict::DoesNotFit);
+    // the whole file: the last message is the one read
+    assert_eq!(diagnose(&text).unwrap(), llama);
+}
+
+#[test]
+fn the_seed_articles_message() {
+    let r = diagnose(&read("seed-article.txt")).unwrap();
+    assert!(close(r.requested_bytes, 6.01 * GIB));
+    assert!(close(r.total_bytes, 22.03 * GIB));
+    assert!(close(r.free_bytes, 2.72 * GIB));
+    assert!(close(r.process_in_use_bytes, 19.29 * GIB));
+    assert!(close(r.shortfall_bytes, 3.29 * GIB));
+    assert_eq!(r.allowed_bytes, None);
+    assert_eq!(r.verdict, Verdict::DoesNotFit);
+}
+
+#[test]
+fn older_and_newer_pytorch_formats() {
+    let r = diagnose(&read("torch-2.1-capacty.txt")).unwrap();
+    assert_eq!(r.format, "pytorch-2.1");
+    assert!(close(r.total_bytes, 14.75 * GIB));
+    // 2.1 lists the failing process itself as "Process 2291 has 14.74 GiB memory in use"
+    assert!(r.other_processes.is_empty());
+    assert!(close(r.process_in_use_bytes, 14.74 * GIB));
+    assert_eq!(r.verdict, Verdict::Fragmentation);
+
+    let r = diagnose(&read("torch-1.13-old.txt")).unwrap();
+    assert_eq!(r.format, "pytorch-1.x-2.0");
+    assert!(close(r.total_bytes, 15.78 * GIB));
+    assert!(close(r.allocated_bytes, 12.01 * GIB));
+    assert!(close(r.free_bytes, 1.82 * GIB));
+    assert!(close(r.reserved_unallocated_bytes, 1.44 * GIB));
+    assert_eq!(r.verdict, Verdict::DoesNotFit);
+
+    let r = diagnose(&read("torch-1.4-cached.txt")).unwrap();
+    assert!(close(r.requested_bytes, 20.0 * MIB));
+    assert!(close(r.reserved_unallocated_bytes, (5.85 - 5.69) * GIB));
+    assert_eq!(r.verdict, Verdict::Fragmentation);
+
+    let r = diagnose(&read("torch-2.5-other-process.txt")).unwrap();
+    assert!(close(r.private_pools_bytes, 512.0 * MIB));
+    assert_eq!(r.other_processes.len(), 1);
+    assert_eq!(r.verdict, Verdict::OtherProcesses);
+
+    let r = diagnose(&read("torch-2.3-fragmentation.txt")).unwrap();
+    assert_eq!(r.verdict, Verdict::Fragmentation);
+}
+
+#[test]
+fn vllm_refusals() {
+    let r = diagnose(&read("vllm-free-memory.txt")).unwrap();
+    assert_eq!(r.verdict, Verdict::VllmReservation);
+    assert!(close(r.requested_bytes, 21.24 * GIB));
+    assert!(close(r.free_bytes, 14.5 * GIB));
+    assert!(close(r.total_bytes, 23.6 * GIB));
+    let r = diagnose(&read("vllm-kv-cache.txt")).unwrap();
+    assert_eq!(r.format, "vllm-kv-cache");
+    assert!(close(r.shortfall_bytes, 0.5 * GIB));
+}
+
+#[test]
+fn truncated_garbled_and_absent_messages_do_not_panic() {
+    let r = diagnose(&read("truncated.txt")).unwrap();
+    assert!(close(r.requested_bytes, 6.01 * GIB));
+    assert_eq!(r.total_bytes, None);
+    let _ = diagnose(&read("garbled.txt"));
+    assert!(diagnose(&read("no-oom.txt")).is_none());
+    for cut in 0..200 {
+        let text = read("torch-2.5-other-process.txt");
+        let end = text.char_indices().map(|(i, _)| i).nth(cut).unwrap_or(text.len());
+        let _ = diagnose(&text[..end]);
+    }
+}
