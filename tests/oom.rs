@@ -7,7 +7,9 @@ const GIB: f64 = (1u64 << 30) as f64;
 const MIB: f64 = (1u64 << 20) as f64;
 
 fn read(name: &str) -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oom").join(name);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/oom")
+        .join(name);
     String::from_utf8_lossy(&std::fs::read(path).unwrap()).into_owned()
 }
 
@@ -18,10 +20,14 @@ fn close(a: Option<u64>, b: f64) -> bool {
 #[test]
 fn the_shared_calibration_messages() {
     let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/calibration/oom-messages-torch-2.11.txt"),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/calibration/oom-messages-torch-2.11.txt"),
     )
     .unwrap();
-    let messages: Vec<&str> = text.split("### ").filter(|m| !m.trim().is_empty()).collect();
+    let messages: Vec<&str> = text
+        .split("### ")
+        .filter(|m| !m.trim().is_empty())
+        .collect();
     assert_eq!(messages.len(), 3);
     let gemma = diagnose(messages[0]).unwrap();
     assert_eq!(gemma.format, "pytorch-2.2+");
@@ -111,7 +117,11 @@ fn truncated_garbled_and_absent_messages_do_not_panic() {
     assert!(diagnose(&read("no-oom.txt")).is_none());
     for cut in 0..200 {
         let text = read("torch-2.5-other-process.txt");
-        let end = text.char_indices().map(|(i, _)| i).nth(cut).unwrap_or(text.len());
+        let end = text
+            .char_indices()
+            .map(|(i, _)| i)
+            .nth(cut)
+            .unwrap_or(text.len());
         let _ = diagnose(&text[..end]);
     }
 }

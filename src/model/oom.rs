@@ -21,10 +21,18 @@ pub enum Verdict {
 impl Verdict {
     pub fn advice(self) -> &'static str {
         match self {
-            Verdict::DoesNotFit => "the run needs less memory: pull the strongest lever (vramfit fit finds the nearest configuration that fits)",
-            Verdict::Fragmentation => "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or call torch.cuda.empty_cache() between phases)",
-            Verdict::OtherProcesses => "another process holds the memory: stop it, or move it to another GPU",
-            Verdict::VllmReservation => "lower the vLLM share (gpu_memory_utilization) or max_seq_length, or free the memory vLLM expects",
+            Verdict::DoesNotFit => {
+                "the run needs less memory: pull the strongest lever (vramfit fit finds the nearest configuration that fits)"
+            }
+            Verdict::Fragmentation => {
+                "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (or call torch.cuda.empty_cache() between phases)"
+            }
+            Verdict::OtherProcesses => {
+                "another process holds the memory: stop it, or move it to another GPU"
+            }
+            Verdict::VllmReservation => {
+                "lower the vLLM share (gpu_memory_utilization) or max_seq_length, or free the memory vLLM expects"
+            }
         }
     }
 }
@@ -62,7 +70,11 @@ fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
 
 /// `2,72` and `2.72` both read as 2.72 (translated logs use decimal commas).
 fn bytes(number: &str, unit: &str) -> Option<u64> {
-    let n: f64 = number.trim_end_matches(['.', ',']).replace(',', ".").parse().ok()?;
+    let n: f64 = number
+        .trim_end_matches(['.', ','])
+        .replace(',', ".")
+        .parse()
+        .ok()?;
     let scale = match unit {
         "bytes" | "B" => 1.0,
         "KiB" => 1024.0,
@@ -82,18 +94,22 @@ fn size_of(caps: &regex::Captures, at: usize) -> Option<u64> {
 }
 
 fn find(text: &str, cell: &'static OnceLock<Regex>, pattern: &str) -> Option<u64> {
-    re(cell, pattern).captures(text).and_then(|c| size_of(&c, 1))
+    re(cell, pattern)
+        .captures(text)
+        .and_then(|c| size_of(&c, 1))
 }
 
 /// Finds the last out-of-memory message in `log` and reads it; `None` when there is none.
 pub fn diagnose(log: &str) -> Option<OomReport> {
     let start = last_message_start(log)?;
     let message = message_at(&log[start..]);
-    Some(if message.contains("out of memory") || message.contains("OutOfMemory") {
-        read_torch(message)
-    } else {
-        read_vllm(message)
-    })
+    Some(
+        if message.contains("out of memory") || message.contains("OutOfMemory") {
+            read_torch(message)
+        } else {
+            read_vllm(message)
+        },
+    )
 }
 
 /// Where the last OOM or vLLM memory refusal begins.
@@ -137,16 +153,28 @@ fn read_torch(m: &str) -> OomReport {
     let new_total = find(m, &TOTAL_NEW, r"total capaci?ty of SIZE");
     let (format, total, free, allocated, reserved_unallocated) = if new_total.is_some() {
         (
-            if m.contains("capacty") { "pytorch-2.1" } else { "pytorch-2.2+" },
+            if m.contains("capacty") {
+                "pytorch-2.1"
+            } else {
+                "pytorch-2.2+"
+            },
             new_total,
             find(m, &FREE_NEW, r"of which SIZE is free"),
             find(m, &ALLOCATED_NEW, r"SIZE is allocated by PyTorch"),
-            find(m, &UNALLOCATED, r"SIZE is reserved by PyTorch but unallocated"),
+            find(
+                m,
+                &UNALLOCATED,
+                r"SIZE is reserved by PyTorch but unallocated",
+            ),
         )
     } else {
         // 1.x-2.0: "(GPU 0; X total capacity; Y already allocated; Z free; W reserved in total by PyTorch)"
         let allocated = find(m, &ALLOCATED_OLD, r"SIZE already allocated");
-        let reserved = find(m, &RESERVED_OLD, r"SIZE (?:reserved in total by PyTorch|cached)");
+        let reserved = find(
+            m,
+            &RESERVED_OLD,
+            r"SIZE (?:reserved in total by PyTorch|cached)",
+        );
         (
             "pytorch-1.x-2.0",
             find(m, &TOTAL_OLD, r"SIZE total capacity"),
@@ -160,14 +188,22 @@ fn read_torch(m: &str) -> OomReport {
     let private_pools = find(m, &POOLS, r"with SIZE allocated in private pools");
     let other_processes: Vec<OtherProcess> = re(&PROCESS, r"Process (\d+) has SIZE memory in use")
         .captures_iter(m)
-        .filter_map(|c| Some(OtherProcess { pid: c.get(1)?.as_str().parse().ok()?, bytes: size_of(&c, 2)? }))
+        .filter_map(|c| {
+            Some(OtherProcess {
+                pid: c.get(1)?.as_str().parse().ok()?,
+                bytes: size_of(&c, 2)?,
+            })
+        })
         .collect();
     let mut other_processes = other_processes;
     // PyTorch 2.1 lists the failing process among the others ("Process N has ..."): the one
     // holding at least what PyTorch allocated and reserved is this process.
     if process_in_use.is_none() {
         let own = allocated.unwrap_or(0) + reserved_unallocated.unwrap_or(0);
-        if let Some(i) = other_processes.iter().position(|p| own > 0 && p.bytes >= own) {
+        if let Some(i) = other_processes
+            .iter()
+            .position(|p| own > 0 && p.bytes >= own)
+        {
             process_in_use = Some(other_processes.remove(i).bytes);
         }
     }
@@ -215,13 +251,26 @@ fn read_vllm(m: &str) -> OomReport {
     static KV_NEED: OnceLock<Regex> = OnceLock::new();
     // "Free memory on device (14.5/23.6 GiB) on startup is less than desired GPU memory
     //  utilization (0.9, 21.24 GiB)"
-    let free_total = re(&FREE, r"Free memory on device \(([0-9.]+)/([0-9.]+) (GiB|MiB)\)").captures(m);
-    let free = free_total.as_ref().and_then(|c| bytes(c.get(1)?.as_str(), c.get(3)?.as_str()));
-    let total = free_total.as_ref().and_then(|c| bytes(c.get(2)?.as_str(), c.get(3)?.as_str()));
-    let wanted = re(&WANT, r"utilization \(([0-9.]+), SIZE\)").captures(m).and_then(|c| size_of(&c, 2));
+    let free_total = re(
+        &FREE,
+        r"Free memory on device \(([0-9.]+)/([0-9.]+) (GiB|MiB)\)",
+    )
+    .captures(m);
+    let free = free_total
+        .as_ref()
+        .and_then(|c| bytes(c.get(1)?.as_str(), c.get(3)?.as_str()));
+    let total = free_total
+        .as_ref()
+        .and_then(|c| bytes(c.get(2)?.as_str(), c.get(3)?.as_str()));
+    let wanted = re(&WANT, r"utilization \(([0-9.]+), SIZE\)")
+        .captures(m)
+        .and_then(|c| size_of(&c, 2));
     // "(1.00 GiB KV cache is needed, which is larger than the available KV cache memory (0.50 GiB)"
-    let kv = re(&KV_NEED, r"SIZE KV cache is needed, which is larger than the available KV cache memory \(SIZE\)")
-        .captures(m);
+    let kv = re(
+        &KV_NEED,
+        r"SIZE KV cache is needed, which is larger than the available KV cache memory \(SIZE\)",
+    )
+    .captures(m);
     let (format, requested, room) = match (wanted, kv) {
         (Some(w), _) => ("vllm-startup-free-memory", Some(w), free),
         (None, Some(c)) => ("vllm-kv-cache", size_of(&c, 1), size_of(&c, 3)),

@@ -603,8 +603,7 @@ impl Sim {
 /// - its fused LoRA kernels and RMSNorm keep bf16 inputs (no fp32 casts of PEFT's path);
 /// - `use_gradient_checkpointing = "unsloth"` offloads layer inputs to CPU RAM, so about two
 ///   layer inputs stay on the GPU;
-/// - GRPO log-probabilities come from the hidden states, one completion at a time in fp32
-///   (logits, log-softmax and its gradient), instead of the whole micro-batch's bf16 logits.
+/// - the micro-batch's logits are upcast to fp32 (the seed article's 6.01 GiB request).
 pub fn unsloth_step(
     arch: &Arch,
     targets: &[bool],
@@ -627,7 +626,11 @@ pub fn unsloth_step(
         On => arch.layers * hidden,
         UnslothOffload => 2 * hidden,
     };
-    let logits = s.seqs * s.completion * arch.hidden * 2 + 3 * s.completion * arch.vocab * 4;
+    // The micro-batch's logits in fp32, B x (K+1) x V x 4, plus one completion's fp32
+    // log-softmax. Evidence: the seed article's Unsloth OOM requested 6.01 GiB inside
+    // `logits = model(**model_inputs).logits` = 8 x 769 x 262144 x 4 bytes (Gemma 3 1B, 8
+    // completions of 768 tokens); not otherwise measured.
+    let logits = s.seqs * (s.completion + 1) * arch.vocab * 4 + s.completion * arch.vocab * 4;
     let forward = stored + 2 * hidden;
     let backward = if checkpointing == Off {
         0
