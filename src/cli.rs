@@ -32,6 +32,33 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Find the closest configuration that fits (exit 0), or say which floor was hit (exit 3).
+    Fit {
+        #[command(flatten)]
+        source: Source,
+        /// Memory to leave free, in percent of the capacity.
+        #[arg(long, default_value_t = 5.0, value_name = "PCT")]
+        headroom: f64,
+        /// Write the fitted run file here.
+        #[arg(short = 'o', long = "output", value_name = "OUT")]
+        output: Option<PathBuf>,
+        /// Let -o replace an existing file.
+        #[arg(long)]
+        force: bool,
+        /// One JSON object: `changes` and `estimate`.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read an out-of-memory message from a log (a file, or - for standard input).
+    Diagnose {
+        /// The log; standard input when absent or `-`.
+        file: Option<PathBuf>,
+        /// The run file of the run that failed: names the component that made the request.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// List the built-in model catalog.
     Models,
     /// List the built-in presets.

@@ -4,7 +4,8 @@ use vramfit::config::export::{ExportContext, to_toml, write_atomically};
 use vramfit::config::{self, RunFile};
 use vramfit::gpu::{GpuInfo, GpuProbe, NvmlProbe};
 use vramfit::model::catalog;
-use vramfit::model::estimate::{GpuBudget, estimate};
+use vramfit::model::estimate::{Estimator, GpuBudget, estimate};
+use vramfit::model::fit::{FitOutcome, fit};
 use vramfit::model::units::{format_size, parse_size};
 use vramfit::presets;
 use vramfit::tui::app::{App, GpuState};
@@ -32,6 +33,22 @@ fn main() -> ExitCode {
             export,
             force,
         }) => run_estimate(&merge(&cli.source, &source), json, export.as_deref(), force),
+        Some(Command::Fit {
+            source,
+            headroom,
+            output,
+            force,
+            json,
+        }) => run_fit(
+            &merge(&cli.source, &source),
+            headroom,
+            output.as_deref(),
+            force,
+            json,
+        ),
+        Some(Command::Diagnose { file, config, json }) => {
+            run_diagnose(file.as_deref(), config.as_deref(), json)
+        }
         Some(Command::Models) => {
             catalog::ids().for_each(|id| println!("{id}"));
             Ok(FITS)
@@ -233,6 +250,109 @@ fn show_gpu(json: bool) -> Result<u8, String> {
         }
     }
     Ok(if detected.is_ok() { FITS } else { NO_GPU })
+}
+
+fn run_fit(
+    source: &Source,
+    headroom: f64,
+    output: Option<&std::path::Path>,
+    force: bool,
+    json: bool,
+) -> Result<u8, String> {
+    if !headroom.is_finite() || !(0.0..=50.0).contains(&headroom) {
+        return Err(format!(
+            "--headroom {headroom}: expected a percentage between 0 and 50"
+        ));
+    }
+    let detected = detect(source);
+    let file = load_source(source, &detected)?;
+    let (gpu, gpu_line) = capacity(source, &file, detected)?;
+    let mut estimator = Estimator::new();
+    let outcome = fit(&file.run, gpu, headroom / 100.0, &mut estimator);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&outcome).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!(
+            "{}",
+            vramfit::report::fit_text(&file.run, &outcome, &gpu_line, headroom)
+        );
+    }
+    let fitted = match &outcome {
+        FitOutcome::AlreadyFits { estimate } => Some((file.run.clone(), estimate)),
+        FitOutcome::Fitted { run, estimate, .. } => Some(((**run).clone(), estimate)),
+        FitOutcome::Impossible { .. } => None,
+    };
+    match (fitted, output) {
+        (Some((run, est)), Some(out)) => {
+            let ctx = ExportContext {
+                gpu: &gpu_line,
+                gpu_memory: Some(gpu.capacity),
+                model_config: file.model_config.as_deref(),
+                lock_effective_batch: file.lock_effective_batch,
+                estimate: Some(est),
+            };
+            write_atomically(out, &to_toml(&run, &ctx), force)?;
+            eprintln!("wrote {}", out.display());
+            Ok(FITS)
+        }
+        (Some(_), None) => Ok(FITS),
+        (None, _) => Ok(DOES_NOT_FIT),
+    }
+}
+
+fn run_diagnose(
+    log: Option<&std::path::Path>,
+    config_path: Option<&std::path::Path>,
+    json: bool,
+) -> Result<u8, String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    match log {
+        Some(p) if p != std::path::Path::new("-") => {
+            bytes = std::fs::read(p).map_err(|e| format!("{}: cannot read: {e}", p.display()))?
+        }
+        _ => {
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .map_err(|e| format!("standard input: {e}"))?;
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let shown = log.map_or("standard input".to_string(), |p| p.display().to_string());
+    let report = vramfit::model::oom::diagnose(&text)
+        .ok_or_else(|| format!("{shown}: no out-of-memory message found"))?;
+    let run = config_path
+        .map(config::load)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let culprit = run.as_ref().and_then(|f| {
+        report
+            .requested_bytes
+            .map(|r| vramfit::model::culprit::likely_request(&f.run, r))
+    });
+    if json {
+        let mut v = serde_json::to_value(&report).map_err(|e| e.to_string())?;
+        v["likely_request"] = serde_json::json!(culprit);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!(
+            "{}",
+            vramfit::report::diagnosis_text(&report, culprit.as_deref())
+        );
+        if config_path.is_some() {
+            println!(
+                "next: vramfit fit --config {} finds the nearest configuration that fits",
+                config_path.map_or(String::new(), |p| p.display().to_string())
+            );
+        }
+    }
+    Ok(FITS)
 }
 
 fn list_presets() -> Result<u8, String> {

@@ -101,3 +101,110 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
 fn billions(n: u64) -> String {
     format!("{:.2}B", n as f64 / 1e9)
 }
+
+/// The fit solver's answer as text.
+pub fn fit_text(
+    run: &RunConfig,
+    outcome: &crate::model::fit::FitOutcome,
+    gpu_line: &str,
+    headroom: f64,
+) -> String {
+    use crate::model::fit::FitOutcome;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} on {gpu_line}, keeping {headroom}% free",
+        run.model_name
+    );
+    match outcome {
+        FitOutcome::AlreadyFits { estimate } => {
+            let _ = writeln!(
+                out,
+                "already fits: {} of {}",
+                format_size(estimate.total_bytes),
+                format_size(estimate.capacity_bytes)
+            );
+        }
+        FitOutcome::Fitted {
+            changes, estimate, ..
+        } => {
+            let _ = writeln!(
+                out,
+                "{:<30} {:>9} {:>9} {:>11}  trade-off",
+                "change", "from", "to", "saves"
+            );
+            for c in changes {
+                let _ = writeln!(
+                    out,
+                    "{:<30} {:>9} {:>9} {:>11}  {}",
+                    c.key,
+                    c.from,
+                    c.to,
+                    format_size(c.bytes_saved.max(0) as u64),
+                    c.trade_off
+                );
+            }
+            let _ = writeln!(
+                out,
+                "now {} of {} (headroom {}); effective batch {} kept",
+                format_size(estimate.total_bytes),
+                format_size(estimate.capacity_bytes),
+                format_size(estimate.headroom_bytes.max(0) as u64),
+                estimate.effective_batch
+            );
+        }
+        FitOutcome::Impossible {
+            floors,
+            smallest_gpu_bytes,
+            estimate,
+        } => {
+            let _ = writeln!(
+                out,
+                "no configuration on the grid fits: with every lever at its floor ({}) the run still needs {}",
+                floors.join(", "),
+                format_size(estimate.total_bytes)
+            );
+            let _ = writeln!(
+                out,
+                "smallest GPU that would do: {}",
+                format_size(*smallest_gpu_bytes)
+            );
+        }
+    }
+    out
+}
+
+/// An OOM report as text.
+pub fn diagnosis_text(r: &crate::model::oom::OomReport, culprit: Option<&str>) -> String {
+    let mut out = String::new();
+    let opt = |b: Option<u64>| b.map_or("-".to_string(), format_size);
+    let _ = writeln!(out, "out-of-memory message ({})", r.format);
+    for (label, value) in [
+        ("requested", r.requested_bytes),
+        ("GPU total", r.total_bytes),
+        ("free", r.free_bytes),
+        ("this process", r.process_in_use_bytes),
+        ("allocated by PyTorch", r.allocated_bytes),
+        ("reserved, unused", r.reserved_unallocated_bytes),
+        ("allowed (cap)", r.allowed_bytes),
+        ("private pools", r.private_pools_bytes),
+        ("shortfall", r.shortfall_bytes),
+    ] {
+        if value.is_some() {
+            let _ = writeln!(out, "  {label:<22} {}", opt(value));
+        }
+    }
+    for p in &r.other_processes {
+        let _ = writeln!(
+            out,
+            "  {:<22} {}",
+            format!("process {}", p.pid),
+            format_size(p.bytes)
+        );
+    }
+    let _ = writeln!(out, "verdict: {:?}: {}", r.verdict, r.verdict.advice());
+    if let Some(c) = culprit {
+        let _ = writeln!(out, "likely request: {c}");
+    }
+    out
+}

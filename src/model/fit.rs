@@ -1,0 +1,349 @@
+//! The fit solver: the configuration closest to the given one that fits, found by an exact
+//! search over the knobs' discrete values. "Closest" means least loss of training quality: the
+//! effective batch is kept, cheap levers (vLLM share, micro-batch, checkpointing) come before
+//! the ones that change what is learned (sequence length, generations, LoRA rank), and fewer
+//! knobs changed is better. Costs add up, so a best-first search finds the cheapest fit first.
+
+use super::estimate::{Estimate, Estimator, GpuBudget};
+use super::knobs::{Knob, accumulation_for};
+use super::run::{Checkpointing, Generation, RunConfig, Stack};
+use serde::Serialize;
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashSet};
+
+/// One lever the solver may pull, in the seed article's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lever {
+    VllmShare,
+    MicroBatch,
+    Checkpointing,
+    SequenceLength,
+    Generations,
+    LoraRank,
+}
+
+impl Lever {
+    pub const ORDER: [Lever; 6] = [
+        Lever::VllmShare,
+        Lever::MicroBatch,
+        Lever::Checkpointing,
+        Lever::SequenceLength,
+        Lever::Generations,
+        Lever::LoraRank,
+    ];
+
+    pub fn trainer_key(self) -> &'static str {
+        match self {
+            Lever::Checkpointing => "use_gradient_checkpointing",
+            other => other.knob().map_or("", Knob::trainer_key),
+        }
+    }
+
+    fn knob(self) -> Option<Knob> {
+        Some(match self {
+            Lever::VllmShare => Knob::VllmShare,
+            Lever::MicroBatch => Knob::MicroBatch,
+            Lever::SequenceLength => Knob::SequenceLength,
+            Lever::Generations => Knob::Generations,
+            Lever::LoraRank => Knob::LoraRank,
+            Lever::Checkpointing => return None,
+        })
+    }
+
+    pub fn trade_off(self) -> &'static str {
+        match self {
+            Lever::Checkpointing => {
+                "layers are recomputed in the backward pass: about 30 % slower steps"
+            }
+            other => other.knob().map_or("", Knob::trade_off),
+        }
+    }
+
+    /// Cost of moving one rung down this lever's candidate list. The training-quality levers
+    /// cost an order of magnitude more than the ones that only cost speed or generation room.
+    fn rung_cost(self) -> f64 {
+        match self {
+            Lever::VllmShare => 1.0,
+            Lever::MicroBatch => 5.0,
+            Lever::Checkpointing => 3.0,
+            Lever::SequenceLength => 20.0,
+            Lever::Generations => 40.0,
+            Lever::LoraRank => 30.0,
+        }
+    }
+}
+
+/// Cost of changing one more knob: fewer changes are preferred.
+const CHANGE_COST: f64 = 2.0;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Change {
+    pub lever: Lever,
+    pub key: &'static str,
+    pub from: String,
+    pub to: String,
+    /// total bytes this change saves, applied after the changes listed before it
+    pub bytes_saved: i64,
+    pub trade_off: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum FitOutcome {
+    AlreadyFits {
+        estimate: Estimate,
+    },
+    Fitted {
+        changes: Vec<Change>,
+        cost: f64,
+        estimate: Estimate,
+        #[serde(skip)]
+        run: Box<RunConfig>,
+    },
+    /// nothing on the grid fits: every lever at its floor still needs `smallest_gpu_bytes`
+    Impossible {
+        floors: Vec<String>,
+        smallest_gpu_bytes: u64,
+        estimate: Estimate,
+    },
+}
+
+/// The values each lever may take, current first, then downwards.
+struct Grid {
+    values: Vec<Vec<u64>>,
+}
+
+fn checkpointing_rank(c: Checkpointing) -> u64 {
+    match c {
+        Checkpointing::Off => 0,
+        Checkpointing::On => 1,
+        Checkpointing::UnslothOffload => 2,
+    }
+}
+
+impl Grid {
+    fn new(run: &RunConfig) -> Grid {
+        let batch = run.effective_batch();
+        let per_gpu = batch / run.gpus.max(1);
+        let values = Lever::ORDER
+            .iter()
+            .map(|&lever| match lever {
+                Lever::Checkpointing => {
+                    let top = if run.stack == Stack::Unsloth { 2 } else { 1 };
+                    (checkpointing_rank(run.checkpointing)..=top).collect()
+                }
+                Lever::VllmShare if matches!(run.generation, Generation::Elsewhere) => vec![0],
+                _ => {
+                    let knob = lever.knob().expect("numeric lever");
+                    let now = knob.get(run).unwrap_or(0);
+                    let mut v = vec![now];
+                    v.extend(
+                        knob.ladder()
+                            .iter()
+                            .rev()
+                            .copied()
+                            .filter(|&x| x < now)
+                            .filter(|&x| match lever {
+                                // keep the effective batch exactly: micro-batches that divide it
+                                Lever::MicroBatch => per_gpu % x == 0,
+                                // keep the generation batch divisible by the generations
+                                Lever::Generations => batch % x == 0,
+                                Lever::SequenceLength => x >= run.prompt_len + 64,
+                                _ => true,
+                            }),
+                    );
+                    v
+                }
+            })
+            .collect();
+        Grid { values }
+    }
+
+    fn run_at(&self, base: &RunConfig, at: &[usize]) -> RunConfig {
+        let mut run = base.clone();
+        let target = base.effective_batch();
+        for (d, &lever) in Lever::ORDER.iter().enumerate() {
+            if at[d] == 0 {
+                continue;
+            }
+            let v = self.values[d][at[d]];
+            match lever {
+                Lever::Checkpointing => {
+                    run.checkpointing = [
+                        Checkpointing::Off,
+                        Checkpointing::On,
+                        Checkpointing::UnslothOffload,
+                    ][v as usize]
+                }
+                Lever::MicroBatch => {
+                    Knob::MicroBatch.set(&mut run, v);
+                    run.grad_accum = accumulation_for(target, v, run.gpus).0;
+                }
+                other => other.knob().expect("numeric lever").set(&mut run, v),
+            }
+        }
+        run
+    }
+
+    fn cost(&self, at: &[usize]) -> f64 {
+        let mut cost = 0.0;
+        for (d, &lever) in Lever::ORDER.iter().enumerate() {
+            if at[d] == 0 {
+                continue;
+            }
+            let (from, to) = (self.values[d][0] as f64, self.values[d][at[d]] as f64);
+            let steps = match lever {
+                Lever::VllmShare => (from - to) / 5.0,
+                Lever::Checkpointing => to - from,
+                _ => (from / to).log2(),
+            };
+            cost += CHANGE_COST + lever.rung_cost() * steps;
+        }
+        cost
+    }
+
+    fn show(&self, d: usize, i: usize) -> String {
+        let v = self.values[d][i];
+        match Lever::ORDER[d] {
+            Lever::Checkpointing => ["false", "true", "\"unsloth\""][v as usize].to_string(),
+            lever => lever.knob().map_or(v.to_string(), |k| k.show(v)),
+        }
+    }
+}
+
+#[derive(PartialEq)]
+struct Candidate {
+    cost: f64,
+    at: Vec<usize>,
+}
+
+impl Eq for Candidate {}
+
+impl Ord for Candidate {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // a min-heap on cost; ties broken towards later levers changed less
+        other
+            .cost
+            .total_cmp(&self.cost)
+            .then_with(|| other.at.cmp(&self.at))
+    }
+}
+
+impl PartialOrd for Candidate {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Whether `est` fits with `headroom` (a fraction of the capacity) to spare and vLLM can hold
+/// one full-length sequence.
+fn acceptable(est: &Estimate, headroom: f64) -> bool {
+    let limit = est.capacity_bytes as f64 * (1.0 - headroom);
+    (est.total_bytes as f64) <= limit
+        && est
+            .vllm
+            .as_ref()
+            .is_none_or(|v| v.full_length_sequences >= 1.0)
+}
+
+pub fn fit(run: &RunConfig, gpu: GpuBudget, headroom: f64, est: &mut Estimator) -> FitOutcome {
+    let now = est.estimate(run, gpu);
+    if acceptable(&now, headroom) {
+        return FitOutcome::AlreadyFits { estimate: now };
+    }
+    let grid = Grid::new(run);
+    let mut queue = BinaryHeap::new();
+    let mut seen: HashSet<Vec<usize>> = HashSet::new();
+    let start = vec![0; Lever::ORDER.len()];
+    queue.push(Candidate {
+        cost: 0.0,
+        at: start.clone(),
+    });
+    seen.insert(start);
+    while let Some(Candidate { cost, at }) = queue.pop() {
+        let candidate = grid.run_at(run, &at);
+        let e = est.estimate(&candidate, gpu);
+        if acceptable(&e, headroom) {
+            let changes = describe(&grid, run, &at, gpu, est);
+            return FitOutcome::Fitted {
+                changes,
+                cost,
+                estimate: e,
+                run: Box::new(candidate),
+            };
+        }
+        for d in 0..at.len() {
+            if at[d] + 1 < grid.values[d].len() {
+                let mut next = at.clone();
+                next[d] += 1;
+                if seen.insert(next.clone()) {
+                    queue.push(Candidate {
+                        cost: grid.cost(&next),
+                        at: next,
+                    });
+                }
+            }
+        }
+    }
+    let floor: Vec<usize> = grid.values.iter().map(|v| v.len() - 1).collect();
+    let e = est.estimate(&grid.run_at(run, &floor), gpu);
+    let floors = Lever::ORDER
+        .iter()
+        .enumerate()
+        .map(|(d, l)| format!("{} = {}", l.trainer_key(), grid.show(d, floor[d])))
+        .collect();
+    let needed = (e.total_bytes as f64 / (1.0 - headroom)).ceil() as u64;
+    FitOutcome::Impossible {
+        floors,
+        smallest_gpu_bytes: needed,
+        estimate: e,
+    }
+}
+
+/// The changes from `run` to grid point `at`, each priced after the ones before it.
+fn describe(
+    grid: &Grid,
+    run: &RunConfig,
+    at: &[usize],
+    gpu: GpuBudget,
+    est: &mut Estimator,
+) -> Vec<Change> {
+    let mut applied = vec![0; at.len()];
+    let mut before = est.estimate(run, gpu).total_bytes as i64;
+    let mut changes = Vec::new();
+    for (d, &lever) in Lever::ORDER.iter().enumerate() {
+        if at[d] == 0 {
+            continue;
+        }
+        applied[d] = at[d];
+        let after = est.estimate(&grid.run_at(run, &applied), gpu).total_bytes as i64;
+        changes.push(Change {
+            lever,
+            key: lever.trainer_key(),
+            from: grid.show(d, 0),
+            to: grid.show(d, at[d]),
+            bytes_saved: before - after,
+            trade_off: lever.trade_off(),
+        });
+        before = after;
+    }
+    changes
+}
+
+/// The cost the solver gives to a set of changes (for comparing strategies).
+pub fn cost_of(run: &RunConfig, changed: &RunConfig) -> f64 {
+    let grid = Grid::new(run);
+    let at: Vec<usize> = Lever::ORDER
+        .iter()
+        .enumerate()
+        .map(|(d, &lever)| {
+            let v = match lever {
+                Lever::Checkpointing => checkpointing_rank(changed.checkpointing),
+                other => other.knob().and_then(|k| k.get(changed)).unwrap_or(0),
+            };
+            grid.values[d].iter().position(|&x| x == v).unwrap_or(0)
+        })
+        .collect();
+    grid.cost(&at)
+}

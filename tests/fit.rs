@@ -1,0 +1,163 @@
+//! The fit solver: the seed scenario, a case where a greedy walk pays more, and the CLI.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use vramfit::config;
+use vramfit::model::estimate::{Estimator, GpuBudget, estimate};
+use vramfit::model::fit::{FitOutcome, cost_of, fit};
+use vramfit::model::levers::{apply, levers};
+
+fn seed() -> config::RunFile {
+    config::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/seed-gemma-22gib.toml"),
+    )
+    .unwrap()
+}
+
+fn gpu(file: &config::RunFile) -> GpuBudget {
+    GpuBudget {
+        capacity: file.gpu_memory.unwrap(),
+        used_by_others: 0,
+    }
+}
+
+#[test]
+fn the_seed_scenario_is_brought_under_with_the_effective_batch_kept() {
+    let file = seed();
+    let before = estimate(&file.run, gpu(&file));
+    assert!(!before.fits, "the seed run must not fit on 22.03 GiB");
+    match fit(&file.run, gpu(&file), 0.05, &mut Estimator::new()) {
+        FitOutcome::Fitted {
+            run,
+            estimate,
+            changes,
+            ..
+        } => {
+            assert!(estimate.total_bytes as f64 <= 0.95 * estimate.capacity_bytes as f64);
+            assert_eq!(run.effective_batch(), file.run.effective_batch());
+            assert_eq!(run.num_generations, file.run.num_generations);
+            assert_eq!(run.sequence_len(), file.run.sequence_len());
+            assert!(
+                !changes.is_empty() && changes.iter().all(|c| c.bytes_saved > 0),
+                "{changes:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Repeatedly pulls the lever that saves the most bytes, as a person guessing would.
+fn greedy(file: &config::RunFile) -> vramfit::model::run::RunConfig {
+    let mut run = file.run.clone();
+    let mut est = Estimator::new();
+    let target = run.effective_batch();
+    for _ in 0..40 {
+        let e = est.estimate(&run, gpu(file));
+        if e.total_bytes as f64 <= 0.95 * e.capacity_bytes as f64 {
+            break;
+        }
+        let best = levers(&run, gpu(file), Some(target), &mut est)
+            .into_iter()
+            .next()
+            .unwrap();
+        apply(&mut run, best.knob, best.to, Some(target));
+    }
+    run
+}
+
+#[test]
+fn the_exact_search_beats_a_greedy_walk() {
+    let file = seed();
+    let greedy_run = greedy(&file);
+    let FitOutcome::Fitted { cost, run, .. } =
+        fit(&file.run, gpu(&file), 0.05, &mut Estimator::new())
+    else {
+        panic!("the seed run can be fitted");
+    };
+    let greedy_cost = cost_of(&file.run, &greedy_run);
+    assert!(
+        cost < greedy_cost,
+        "exact {cost} ({run:?}) vs greedy {greedy_cost} ({greedy_run:?})"
+    );
+    // the greedy walk shortened the sequences: training quality lost for nothing
+    assert!(greedy_run.sequence_len() < file.run.sequence_len());
+    assert_eq!(run.sequence_len(), file.run.sequence_len());
+}
+
+#[test]
+fn fit_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fitted.toml");
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/seed-gemma-22gib.toml");
+    Command::cargo_bin("vramfit")
+        .unwrap()
+        .args(["--no-gpu", "fit", "--config"])
+        .arg(&fixture)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("effective batch 16 kept"));
+    let fitted = config::load(&out).unwrap();
+    assert!(estimate(&fitted.run, gpu(&fitted)).fits);
+    let json = Command::cargo_bin("vramfit")
+        .unwrap()
+        .args(["--no-gpu", "fit", "--json", "--config"])
+        .arg(&fixture)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["outcome"], "fitted");
+    for c in v["changes"].as_array().unwrap() {
+        assert!(
+            c["key"].is_string()
+                && c["from"].is_string()
+                && c["to"].is_string()
+                && c["bytes_saved"].is_i64()
+        );
+    }
+    assert!(v["estimate"]["total_bytes"].is_u64());
+    // nothing fits a 32B model on 8 GiB: the floors and the smallest GPU are named, exit 3
+    Command::cargo_bin("vramfit")
+        .unwrap()
+        .args(["--no-gpu", "fit", "--preset", "141gb", "--gpu-mem", "8GiB"])
+        .assert()
+        .code(3)
+        .stdout(predicate::str::contains("smallest GPU that would do"));
+    Command::cargo_bin("vramfit")
+        .unwrap()
+        .args(["--no-gpu", "fit", "--headroom", "NaN"])
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn diagnose_from_the_command_line() {
+    let oom = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oom");
+    Command::cargo_bin("vramfit")
+        .unwrap()
+        .args(["diagnose", "--json"])
+        .arg(oom.join("seed-article.txt"))
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains("\"verdict\": \"does_not_fit\"")
+                .and(predicate::str::contains("\"shortfall_bytes\"")),
+        );
+    Command::cargo_bin("vramfit")
+        .unwrap()
+        .args(["diagnose"])
+        .arg(oom.join("no-oom.txt"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no out-of-memory message"));
+    Command::cargo_bin("vramfit")
+        .unwrap()
+        .args(["diagnose", "-"])
+        .write_stdin(std::fs::read(oom.join("vllm-free-memory.txt")).unwrap())
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("VllmReservation"));
+}
