@@ -35,16 +35,24 @@ criterion_main!(benches);
 
 fn fit_search(c: &mut Criterion) {
     use vramfit::model::fit::fit;
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed-gemma-22gib.toml");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/seed-gemma-22gib.toml");
     let file = config::load(&path).unwrap();
-    let gpu = GpuBudget { capacity: file.gpu_memory.unwrap(), used_by_others: 0 };
+    let gpu = GpuBudget {
+        capacity: file.gpu_memory.unwrap(),
+        used_by_others: 0,
+    };
     c.bench_function("fit: seed scenario, unsloth (fresh Estimator)", |b| {
         b.iter(|| fit(black_box(&file.run), gpu, 0.05, &mut Estimator::new()))
     });
     let mut trl = file.run.clone();
     trl.stack = Stack::Trl;
-    let small = GpuBudget { capacity: 16 << 30, used_by_others: 0 };
-    c.bench_function("fit: seed scenario as trl on 16 GiB (fresh Estimator)", |b| {
-        b.iter(|| fit(black_box(&trl), small, 0.05, &mut Estimator::new()))
-    });
+    let small = GpuBudget {
+        capacity: 16 << 30,
+        used_by_others: 0,
+    };
+    c.bench_function(
+        "fit: seed scenario as trl on 16 GiB (fresh Estimator)",
+        |b| b.iter(|| fit(black_box(&trl), small, 0.05, &mut Estimator::new())),
+    );
 }

@@ -218,3 +218,23 @@ fn overflow_is_shown_as_a_shortfall() {
     let s = screen(&a, 80, 24);
     assert!(s.contains("SHORT BY"), "{s}");
 }
+
+#[test]
+fn f_applies_the_fit_and_u_undoes_it() {
+    let mut a = app();
+    for _ in 0..10 {
+        key(&mut a, KeyCode::Right); // vLLM share 0.95: does not fit
+    }
+    assert!(!a.estimate.fits);
+    let batch = a.run.effective_batch();
+    keys(&mut a, "f");
+    assert!(
+        a.estimate.total_bytes as f64 <= 0.95 * a.estimate.capacity_bytes as f64,
+        "{:?}",
+        a.message
+    );
+    assert_eq!(a.run.effective_batch(), batch);
+    assert!(a.message.as_deref().unwrap().starts_with("fit: "));
+    keys(&mut a, "u");
+    assert!(!a.estimate.fits);
+}

@@ -7,6 +7,7 @@ use crate::config::export::{ExportContext, to_toml, write_atomically};
 use crate::gpu::GpuInfo;
 use crate::model::catalog;
 use crate::model::estimate::{Estimate, Estimator, GpuBudget};
+use crate::model::fit::{FitOutcome, fit};
 use crate::model::knobs::{Knob, accumulation_for};
 use crate::model::levers::{Lever, apply, levers};
 use crate::model::run::{Checkpointing, Optimizer, Quant, RunConfig, Stack};
@@ -224,6 +225,7 @@ impl App {
             }
             Action::PickPreset => self.mode = Mode::Presets { selected: 0 },
             Action::Export => self.export(),
+            Action::Fit => self.apply_fit(),
             Action::Help => self.mode = Mode::Help,
             Action::Quit => self.quit = true,
         }
@@ -382,6 +384,31 @@ impl App {
             }
             _ => {}
         }
+    }
+
+    /// The fit solver's answer applied to the run (undo brings the old one back).
+    fn apply_fit(&mut self) {
+        let gpu = budget(&self.gpu);
+        self.message = Some(match fit(&self.run, gpu, 0.05, &mut self.estimator) {
+            FitOutcome::AlreadyFits { .. } => "already fits with 5% headroom".into(),
+            FitOutcome::Fitted { run, changes, .. } => {
+                let said: Vec<String> = changes
+                    .iter()
+                    .map(|c| format!("{} {} → {}", c.key, c.from, c.to))
+                    .collect();
+                self.change(|r| *r = *run);
+                self.target_batch = self.run.effective_batch();
+                format!("fit: {}", said.join(", "))
+            }
+            FitOutcome::Impossible {
+                smallest_gpu_bytes, ..
+            } => {
+                format!(
+                    "nothing on the grid fits: it needs a {} GPU",
+                    format_size(smallest_gpu_bytes)
+                )
+            }
+        });
     }
 
     fn export(&mut self) {

@@ -22,6 +22,7 @@ pub enum Action {
     PickModel,
     PickPreset,
     Export,
+    Fit,
     Help,
     Quit,
 }
@@ -165,6 +166,13 @@ pub const BINDINGS: &[Binding] = &[
         action: Action::Export,
         help: "export the trainer's TOML",
         footer: Some(("s", "export")),
+    },
+    Binding {
+        keys: "f",
+        matches: |k| plain(k, &[KeyCode::Char('f')]),
+        action: Action::Fit,
+        help: "fit: the nearest configuration that fits (5% headroom)",
+        footer: Some(("f", "fit")),
     },
     Binding {
         keys: "?",
