@@ -357,6 +357,14 @@ impl<'a> Reader<'a> {
             }
         }
         let max_seq = in_model.or(in_vramfit).unwrap_or(prompt + completion);
+        // 16 M tokens in one micro-batch is far past any GPU; beyond it byte counts lose meaning
+        let tokens = micro.saturating_mul(prompt + completion);
+        if tokens > 1 << 24 {
+            return Err(format!(
+                "`[grpo] per_device_train_batch_size = {micro}` x (max_prompt_length + max_completion_length = {}) = {tokens} tokens in one micro-batch: absurd (at most 16777216)",
+                prompt + completion
+            ));
+        }
         let rank = int(get(lora, "r"), "lora", "r", 1, 4096)?.unwrap_or(16);
         let alpha = int(get(lora, "lora_alpha"), "lora", "lora_alpha", 1, 1 << 16)?.unwrap_or(rank);
         let max_lora_rank = int(
