@@ -333,9 +333,25 @@ fn run_diagnose(
             .requested_bytes
             .map(|r| vramfit::model::culprit::likely_request(&f.run, r))
     });
+    // With the run file, propose the fit on the GPU the message describes.
+    let proposal = run.as_ref().map(|f| {
+        let capacity = report
+            .allowed_bytes
+            .or(report.total_bytes)
+            .or(f.gpu_memory)
+            .unwrap_or(0);
+        let others: u64 = report.other_processes.iter().map(|p| p.bytes).sum();
+        let gpu = GpuBudget {
+            capacity: capacity.saturating_sub(others),
+            used_by_others: 0,
+        };
+        (fit(&f.run, gpu, 0.05, &mut Estimator::new()), capacity)
+    });
     if json {
         let mut v = serde_json::to_value(&report).map_err(|e| e.to_string())?;
         v["likely_request"] = serde_json::json!(culprit);
+        v["fit"] =
+            serde_json::to_value(proposal.as_ref().map(|p| &p.0)).map_err(|e| e.to_string())?;
         println!(
             "{}",
             serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
@@ -345,10 +361,11 @@ fn run_diagnose(
             "{}",
             vramfit::report::diagnosis_text(&report, culprit.as_deref())
         );
-        if config_path.is_some() {
-            println!(
-                "next: vramfit fit --config {} finds the nearest configuration that fits",
-                config_path.map_or(String::new(), |p| p.display().to_string())
+        if let (Some((outcome, capacity)), Some(f)) = (&proposal, &run) {
+            let line = format!("{} (from the message)", format_size(*capacity));
+            print!(
+                "\n{}",
+                vramfit::report::fit_text(&f.run, outcome, &line, 5.0)
             );
         }
     }
@@ -356,22 +373,7 @@ fn run_diagnose(
 }
 
 fn list_presets() -> Result<u8, String> {
-    let mut rows: Vec<(String, Result<RunFile, String>)> = presets::names()
-        .into_iter()
-        .map(|name| {
-            let text = presets::built_in(name).unwrap_or_default();
-            (
-                name.to_string(),
-                config::parse(text, name, None).map_err(|e| e.to_string()),
-            )
-        })
-        .collect();
-    for (name, path) in presets::user_presets() {
-        rows.push((
-            format!("{name} (yours)"),
-            config::load(&path).map_err(|e| e.to_string()),
-        ));
-    }
+    let rows = presets::all();
     for (name, file) in rows {
         match file {
             Ok(file) => {

@@ -351,7 +351,7 @@ impl App {
     }
 
     fn presets_key(&mut self, selected: usize, key: KeyEvent) {
-        let names = presets::names();
+        let count = presets::all().len();
         match key.code {
             KeyCode::Esc => self.mode = Mode::Normal,
             KeyCode::Up => {
@@ -361,17 +361,18 @@ impl App {
             }
             KeyCode::Down => {
                 self.mode = Mode::Presets {
-                    selected: (selected + 1).min(names.len() - 1),
+                    selected: (selected + 1).min(count.saturating_sub(1)),
                 }
             }
             KeyCode::Enter => {
                 self.mode = Mode::Normal;
-                let name = names[selected];
-                let text = presets::built_in(name).unwrap_or_default();
-                match crate::config::parse(text, name, None) {
+                let Some((name, loaded)) = presets::all().into_iter().nth(selected) else {
+                    return;
+                };
+                match loaded {
                     Ok(file) => {
                         self.lock = file.lock_effective_batch;
-                        self.model_config = None;
+                        self.model_config = file.model_config.clone();
                         if !self.gpu.capacity_from_user && self.gpu.live.is_none() {
                             self.gpu.capacity = file.gpu_memory.unwrap_or(self.gpu.capacity);
                         }
@@ -379,7 +380,7 @@ impl App {
                         self.target_batch = self.run.effective_batch();
                         self.message = Some(format!("preset {name} loaded"));
                     }
-                    Err(e) => self.message = Some(e.to_string()),
+                    Err(e) => self.message = Some(e),
                 }
             }
             _ => {}

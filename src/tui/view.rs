@@ -411,8 +411,9 @@ fn models(frame: &mut Frame, app: &App, area: Rect, filter: &str, selected: usiz
 }
 
 fn presets(frame: &mut Frame, area: Rect, selected: usize) {
-    let lines: Vec<Line> = crate::presets::names()
+    let lines: Vec<Line> = crate::presets::all()
         .iter()
+        .map(|(name, _)| name.as_str())
         .enumerate()
         .map(|(i, n)| {
             let mark = if i == selected { "▶" } else { " " };
