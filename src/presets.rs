@@ -60,6 +60,26 @@ pub fn largest_tier_within(capacity: u64) -> Option<&'static str> {
     within.or(tiers.first()).map(|(_, name)| *name)
 }
 
+/// Every preset by name, built-in first then the user's ("name (yours)"), with a loader.
+pub fn all() -> Vec<(String, Result<crate::config::RunFile, String>)> {
+    let mut rows: Vec<(String, Result<crate::config::RunFile, String>)> = BUILT_IN
+        .iter()
+        .map(|(name, text)| {
+            (
+                name.to_string(),
+                crate::config::parse(text, name, None).map_err(|e| e.to_string()),
+            )
+        })
+        .collect();
+    for (name, path) in user_presets() {
+        rows.push((
+            format!("{name} (yours)"),
+            crate::config::load(&path).map_err(|e| e.to_string()),
+        ));
+    }
+    rows
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,24 +112,4 @@ mod tests {
             assert!(est.warnings.is_empty(), "{name}: {:?}", est.warnings);
         }
     }
-}
-
-/// Every preset by name, built-in first then the user's ("name (yours)"), with a loader.
-pub fn all() -> Vec<(String, Result<crate::config::RunFile, String>)> {
-    let mut rows: Vec<(String, Result<crate::config::RunFile, String>)> = BUILT_IN
-        .iter()
-        .map(|(name, text)| {
-            (
-                name.to_string(),
-                crate::config::parse(text, name, None).map_err(|e| e.to_string()),
-            )
-        })
-        .collect();
-    for (name, path) in user_presets() {
-        rows.push((
-            format!("{name} (yours)"),
-            crate::config::load(&path).map_err(|e| e.to_string()),
-        ));
-    }
-    rows
 }
