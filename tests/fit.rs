@@ -161,3 +161,38 @@ fn diagnose_from_the_command_line() {
         .code(0)
         .stdout(predicate::str::contains("VllmReservation"));
 }
+
+#[test]
+fn trl_fit_reaches_for_fused_logits_before_shortening_sequences() {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/seed-gemma-22gib.toml"),
+    )
+    .unwrap()
+    .replace("stack = \"unsloth\"", "stack = \"trl\"")
+    .lines()
+    .filter(|l| {
+        ![
+            "fast_inference",
+            "gpu_memory_utilization = ",
+            "use_gradient_checkpointing",
+            "max_lora_rank",
+        ]
+        .iter()
+        .any(|k| l.starts_with(k))
+    })
+    .map(|l| format!("{l}\n"))
+    .collect::<String>();
+    let file = config::parse(&text, "trl.toml", None).unwrap();
+    let small = GpuBudget {
+        capacity: 14 << 30,
+        used_by_others: 0,
+    };
+    let FitOutcome::Fitted { run, changes, .. } =
+        fit(&file.run, small, 0.05, &mut Estimator::new())
+    else {
+        panic!("fits with fused logits");
+    };
+    assert!(run.fused_logits, "{changes:?}");
+    assert_eq!(run.sequence_len(), file.run.sequence_len());
+}

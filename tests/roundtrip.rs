@@ -94,6 +94,7 @@ fn run_strategy() -> impl Strategy<Value = RunConfig> {
             };
             run.expandable_segments = expandable;
             run.unsloth_standby = standby;
+            run.fused_logits = expandable ^ standby;
             run
         })
 }

@@ -44,6 +44,7 @@ const GRPO_CONFIG: &[&str] = &[
     "steps_per_generation",
     "num_iterations",
     "mask_truncated_completions",
+    "use_liger_loss",
 ];
 const UNSLOTH_FROM_PRETRAINED: &[&str] = &[
     "model_name",

@@ -142,6 +142,9 @@ pub fn to_toml(run: &RunConfig, ctx: &ExportContext) -> String {
         run.checkpointing != Checkpointing::Off
     ));
     w("bf16 = true".into());
+    if run.fused_logits {
+        w("use_liger_loss = true".into());
+    }
     w(String::new());
     w("[env]".into());
     if run.expandable_segments {

@@ -108,6 +108,7 @@ const GRPO_KEYS: &[&str] = &[
     "steps_per_generation",
     "num_iterations",
     "mask_truncated_completions",
+    "use_liger_loss",
 ];
 
 pub fn load(path: &Path) -> Result<RunFile, FileError> {
@@ -433,6 +434,8 @@ impl<'a> Reader<'a> {
                 generation,
                 expandable_segments: alloc_conf.contains("expandable_segments:True"),
                 unsloth_standby: standby,
+                fused_logits: boolean(get(grpo, "use_liger_loss"), "grpo", "use_liger_loss")?
+                    .unwrap_or(false),
             },
             gpu_memory,
             lock_effective_batch: lock,

@@ -209,6 +209,7 @@ fn estimate_using(
         checkpointing: run.checkpointing != Checkpointing::Off,
         reference_pass: run.beta > 0.0,
         quantised_base: run.quant != Quant::Bf16,
+        fused_logits: run.fused_logits && run.stack == Stack::Trl,
         expandable_segments: run.expandable_segments,
     };
     let stat = static_memory(run, &targets);

@@ -18,16 +18,19 @@ pub enum Lever {
     VllmShare,
     MicroBatch,
     Checkpointing,
+    /// TRL's fused, chunked logits (`use_liger_loss`)
+    FusedLogits,
     SequenceLength,
     Generations,
     LoraRank,
 }
 
 impl Lever {
-    pub const ORDER: [Lever; 6] = [
+    pub const ORDER: [Lever; 7] = [
         Lever::VllmShare,
         Lever::MicroBatch,
         Lever::Checkpointing,
+        Lever::FusedLogits,
         Lever::SequenceLength,
         Lever::Generations,
         Lever::LoraRank,
@@ -36,6 +39,7 @@ impl Lever {
     pub fn trainer_key(self) -> &'static str {
         match self {
             Lever::Checkpointing => "use_gradient_checkpointing",
+            Lever::FusedLogits => "use_liger_loss",
             other => other.knob().map_or("", Knob::trainer_key),
         }
     }
@@ -47,7 +51,7 @@ impl Lever {
             Lever::SequenceLength => Knob::SequenceLength,
             Lever::Generations => Knob::Generations,
             Lever::LoraRank => Knob::LoraRank,
-            Lever::Checkpointing => return None,
+            Lever::Checkpointing | Lever::FusedLogits => return None,
         })
     }
 
@@ -55,6 +59,9 @@ impl Lever {
         match self {
             Lever::Checkpointing => {
                 "layers are recomputed in the backward pass: about 30 % slower steps"
+            }
+            Lever::FusedLogits => {
+                "needs the liger-kernel package; the loss runs in chunks, a little slower"
             }
             other => other.knob().map_or("", Knob::trade_off),
         }
@@ -67,6 +74,7 @@ impl Lever {
             Lever::VllmShare => 1.0,
             Lever::MicroBatch => 5.0,
             Lever::Checkpointing => 3.0,
+            Lever::FusedLogits => 4.0,
             Lever::SequenceLength => 20.0,
             Lever::Generations => 40.0,
             Lever::LoraRank => 30.0,
@@ -134,6 +142,8 @@ impl Grid {
                     (checkpointing_rank(run.checkpointing)..=top).collect()
                 }
                 Lever::VllmShare if matches!(run.generation, Generation::Elsewhere) => vec![0],
+                Lever::FusedLogits if run.stack == Stack::Trl && !run.fused_logits => vec![0, 1],
+                Lever::FusedLogits => vec![u64::from(run.fused_logits)],
                 _ => {
                     let knob = lever.knob().expect("numeric lever");
                     let now = knob.get(run).unwrap_or(0);
@@ -176,6 +186,7 @@ impl Grid {
                         Checkpointing::UnslothOffload,
                     ][v as usize]
                 }
+                Lever::FusedLogits => run.fused_logits = v == 1,
                 Lever::MicroBatch => {
                     Knob::MicroBatch.set(&mut run, v);
                     run.grad_accum = accumulation_for(target, v, run.gpus).0;
@@ -195,7 +206,7 @@ impl Grid {
             let (from, to) = (self.values[d][0] as f64, self.values[d][at[d]] as f64);
             let steps = match lever {
                 Lever::VllmShare => (from - to) / 5.0,
-                Lever::Checkpointing => to - from,
+                Lever::Checkpointing | Lever::FusedLogits => to - from,
                 _ => (from / to).log2(),
             };
             cost += CHANGE_COST + lever.rung_cost() * steps;
@@ -207,6 +218,7 @@ impl Grid {
         let v = self.values[d][i];
         match Lever::ORDER[d] {
             Lever::Checkpointing => ["false", "true", "\"unsloth\""][v as usize].to_string(),
+            Lever::FusedLogits => (v == 1).to_string(),
             lever => lever.knob().map_or(v.to_string(), |k| k.show(v)),
         }
     }
@@ -340,6 +352,7 @@ pub fn cost_of(run: &RunConfig, changed: &RunConfig) -> f64 {
         .map(|(d, &lever)| {
             let v = match lever {
                 Lever::Checkpointing => checkpointing_rank(changed.checkpointing),
+                Lever::FusedLogits => u64::from(changed.fused_logits),
                 other => other.knob().and_then(|k| k.get(changed)).unwrap_or(0),
             };
             grid.values[d].iter().position(|&x| x == v).unwrap_or(0)

@@ -102,6 +102,9 @@ pub struct RunConfig {
     pub expandable_segments: bool,
     /// `UNSLOTH_VLLM_STANDBY=1`
     pub unsloth_standby: bool,
+    /// TRL's `use_liger_loss`: the lm_head and the GRPO loss fused and chunked, so the
+    /// micro-batch's logits are never materialised
+    pub fused_logits: bool,
 }
 
 impl RunConfig {
@@ -151,6 +154,7 @@ impl RunConfig {
             generation: Generation::Elsewhere,
             expandable_segments: false,
             unsloth_standby: false,
+            fused_logits: false,
         }
     }
 }

@@ -23,6 +23,8 @@ pub struct StepShape {
     /// the base weights are bitsandbytes-quantised: their matmul saves its input too
     pub quantised_base: bool,
     pub expandable_segments: bool,
+    /// TRL's `use_liger_loss`: logits computed one completion at a time in fp32, fused with the loss
+    pub fused_logits: bool,
 }
 
 /// Bytes per token of one decoder layer's tensors, split as the allocator sees them.
@@ -121,6 +123,13 @@ impl Logits {
         }
     }
 
+    /// With the fused (Liger) GRPO loss: one completion's fp32 logits, its softmax and their
+    /// gradient at a time. Not measured: follows Liger's chunked fused-linear design (chunk of
+    /// one sequence); the micro-batch's logits never exist.
+    fn fused_peak(&self) -> u64 {
+        3 * self.row * 2
+    }
+
     /// The logits phase's peak above what is live before it.
     /// - forward: lm_head output and its temperature-scaled copy; then the copy, every row's
     ///   saved log_softmax and three entropy chunks (plus the reference pass's copy when beta > 0,
@@ -151,7 +160,11 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     } else {
         arch.layers * layer_bytes
     };
-    let logits_peak = logits.peak(s, arch.final_logit_softcapping);
+    let logits_peak = if s.fused_logits {
+        logits.fused_peak()
+    } else {
+        logits.peak(s, arch.final_logit_softcapping)
+    };
     let forward = stored + final_norm + logits_peak + residue;
     // Recomputing the last layer: all its saved tensors, plus the fp32 gradient of the down
     // projection's input and the fp32 incoming gradient (and a fused gate_up gradient).
@@ -203,21 +216,26 @@ fn simulate_reserved(
                 x = out;
             }
             sim.free(x);
-            let (head, _) = sim.lm_head(arch, lg, false);
-            let copy = sim.alloc(lg.copy);
-            sim.free(head);
-            // each row's log-softmax is dropped only when the next one replaces it
-            let mut previous = 0;
-            for _ in 0..s.seqs {
-                let row = sim.alloc(lg.row);
+            if s.fused_logits {
+                let chunk: Vec<u32> = (0..2).map(|_| sim.alloc(2 * lg.row)).collect();
+                sim.free_all(chunk);
+            } else {
+                let (head, _) = sim.lm_head(arch, lg, false);
+                let copy = sim.alloc(lg.copy);
+                sim.free(head);
+                // each row's log-softmax is dropped only when the next one replaces it
+                let mut previous = 0;
+                for _ in 0..s.seqs {
+                    let row = sim.alloc(lg.row);
+                    sim.free(previous);
+                    previous = row;
+                }
                 sim.free(previous);
-                previous = row;
+                reference_copy = Some(copy);
             }
-            sim.free(previous);
             sim.free(residue.0);
             sim.free(residue.1);
             residue = (sim.alloc(sh.hid), sim.alloc(sh.hid));
-            reference_copy = Some(copy);
         }
         sim.forward_and_backward(arch, s, &sh, lg, reference_copy);
     }
@@ -505,31 +523,15 @@ impl Sim {
         next
     }
 
-    fn forward_and_backward(
+    /// The logits phase as measured (TRL's bf16 logits): forward, entropy, backward; returns the
+    /// last gradient still alive (the lm_head input's), for the caller to free.
+    fn logits_phase(
         &mut self,
         arch: &Arch,
         s: &StepShape,
-        sh: &Shapes,
         lg: &Logits,
         reference_copy: Option<u32>,
-    ) {
-        // forward through the layers: with checkpointing only each layer's input stays
-        let mut kept: Vec<Vec<u32>> = Vec::with_capacity(arch.layers as usize);
-        let mut input = self.alloc(sh.hid);
-        for _ in 0..arch.layers {
-            let (out, saved) = self.layer_forward(sh, !sh.checkpointing, true);
-            if sh.checkpointing {
-                kept.push(vec![input]);
-            } else {
-                self.free(input);
-                kept.push(saved);
-            }
-            input = out;
-        }
-        let norm_in = self.alloc(sh.hid32);
-        let normed = self.alloc(sh.hid);
-        self.free(input);
-        // logits, log-softmax rows, entropy chunks
+    ) -> u32 {
         let (head, softcap) = self.lm_head(arch, lg, true);
         let copy = self.alloc(lg.copy);
         self.free(head);
@@ -561,17 +563,53 @@ impl Sim {
         self.free(scaled);
         let sliced = self.alloc(lg.head);
         self.free(kept_slice);
-        let sliced = if arch.final_logit_softcapping {
-            let through_mul = self.alloc(lg.head);
-            self.free(sliced);
-            let through_tanh = self.alloc(lg.head);
-            self.free(through_mul);
-            self.free(softcap);
-            let through_div = self.alloc(lg.head);
-            self.free(through_tanh);
-            through_div
+        if !arch.final_logit_softcapping {
+            return sliced;
+        }
+        let through_mul = self.alloc(lg.head);
+        self.free(sliced);
+        let through_tanh = self.alloc(lg.head);
+        self.free(through_mul);
+        self.free(softcap);
+        let through_div = self.alloc(lg.head);
+        self.free(through_tanh);
+        through_div
+    }
+
+    fn forward_and_backward(
+        &mut self,
+        arch: &Arch,
+        s: &StepShape,
+        sh: &Shapes,
+        lg: &Logits,
+        reference_copy: Option<u32>,
+    ) {
+        // forward through the layers: with checkpointing only each layer's input stays
+        let mut kept: Vec<Vec<u32>> = Vec::with_capacity(arch.layers as usize);
+        let mut input = self.alloc(sh.hid);
+        for _ in 0..arch.layers {
+            let (out, saved) = self.layer_forward(sh, !sh.checkpointing, true);
+            if sh.checkpointing {
+                kept.push(vec![input]);
+            } else {
+                self.free(input);
+                kept.push(saved);
+            }
+            input = out;
+        }
+        let norm_in = self.alloc(sh.hid32);
+        let normed = self.alloc(sh.hid);
+        self.free(input);
+        let sliced = if s.fused_logits {
+            // Liger's fused loss: one completion's fp32 logits, softmax and gradient at a time
+            let chunk: Vec<u32> = (0..3).map(|_| self.alloc(2 * lg.row)).collect();
+            self.free_all(chunk);
+            if let Some(r) = reference_copy {
+                self.free(r);
+            }
+            0
         } else {
-            sliced
+            self.logits_phase(arch, s, lg, reference_copy)
         };
         let mut grad = self.alloc(sh.hid);
         self.free_all(vec![sliced, norm_in, normed]);

@@ -217,6 +217,7 @@ impl App {
                     .map_or(0, |i| (i + 1) % order.len());
                 r.optimizer = order[i];
             }),
+            Action::ToggleFusedLogits => self.change(|r| r.fused_logits = !r.fused_logits),
             Action::PickModel => {
                 self.mode = Mode::Models {
                     filter: String::new(),
