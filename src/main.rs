@@ -170,21 +170,10 @@ fn run_estimate(
     let (gpu, gpu_line) = capacity(source, &file, detected)?;
     let est = estimate(&file.run, gpu);
     if let Some(out) = export {
-        let ctx = ExportContext {
-            gpu: &gpu_line,
-            gpu_memory: Some(gpu.capacity),
-            model_config: file.model_config.as_deref(),
-            lock_effective_batch: file.lock_effective_batch,
-            estimate: Some(&est),
-        };
-        write_atomically(out, &to_toml(&file.run, &ctx), force)?;
-        eprintln!("wrote {}", out.display());
+        export_run(&file, &file.run, (gpu, &gpu_line), &est, out, force)?;
     }
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&est).map_err(|e| e.to_string())?
-        );
+        print_json(&est)?;
     } else {
         print!("{}", vramfit::report::table(&file.run, &est, &gpu_line));
     }
@@ -270,10 +259,7 @@ fn run_fit(
     let mut estimator = Estimator::new();
     let outcome = fit(&file.run, gpu, headroom / 100.0, &mut estimator);
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&outcome).map_err(|e| e.to_string())?
-        );
+        print_json(&outcome)?;
     } else {
         print!(
             "{}",
@@ -287,15 +273,7 @@ fn run_fit(
     };
     match (fitted, output) {
         (Some((run, est)), Some(out)) => {
-            let ctx = ExportContext {
-                gpu: &gpu_line,
-                gpu_memory: Some(gpu.capacity),
-                model_config: file.model_config.as_deref(),
-                lock_effective_batch: file.lock_effective_batch,
-                estimate: Some(est),
-            };
-            write_atomically(out, &to_toml(&run, &ctx), force)?;
-            eprintln!("wrote {}", out.display());
+            export_run(&file, &run, (gpu, &gpu_line), est, out, force)?;
             Ok(FITS)
         }
         (Some(_), None) => Ok(FITS),
@@ -352,10 +330,7 @@ fn run_diagnose(
         v["likely_request"] = serde_json::json!(culprit);
         v["fit"] =
             serde_json::to_value(proposal.as_ref().map(|p| &p.0)).map_err(|e| e.to_string())?;
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
-        );
+        print_json(&v)?;
     } else {
         print!(
             "{}",
@@ -370,6 +345,35 @@ fn run_diagnose(
         }
     }
     Ok(FITS)
+}
+
+fn print_json(value: &impl serde::Serialize) -> Result<(), String> {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).map_err(|e| e.to_string())?
+    );
+    Ok(())
+}
+
+/// Writes `run` as the trainer's TOML, with the header of the file it came from and its estimate.
+fn export_run(
+    file: &RunFile,
+    run: &vramfit::model::run::RunConfig,
+    gpu: (GpuBudget, &str),
+    estimate: &vramfit::model::estimate::Estimate,
+    out: &std::path::Path,
+    force: bool,
+) -> Result<(), String> {
+    let ctx = ExportContext {
+        gpu: gpu.1,
+        gpu_memory: Some(gpu.0.capacity),
+        model_config: file.model_config.as_deref(),
+        lock_effective_batch: file.lock_effective_batch,
+        estimate: Some(estimate),
+    };
+    write_atomically(out, &to_toml(run, &ctx), force)?;
+    eprintln!("wrote {}", out.display());
+    Ok(())
 }
 
 fn list_presets() -> Result<u8, String> {

@@ -8,17 +8,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
-/// The ranks vLLM's LoRA kernels support; Unsloth rounds `max_lora_rank` up to one of them.
-pub const VLLM_LORA_RANKS: [u64; 8] = [8, 16, 32, 64, 128, 256, 320, 512];
-
-/// The smallest vLLM-supported rank at or above `r` (or `r` itself past 512).
-pub fn vllm_max_lora_rank(r: u64) -> u64 {
-    VLLM_LORA_RANKS
-        .iter()
-        .copied()
-        .find(|&x| x >= r)
-        .unwrap_or(r)
-}
+pub use crate::model::run::vllm_max_lora_rank;
 
 pub fn optimizer_name(o: Optimizer) -> &'static str {
     match o {
