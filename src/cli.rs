@@ -61,7 +61,7 @@ pub enum Command {
     },
     /// List the built-in model catalog.
     Models,
-    /// List the built-in presets.
+    /// List the presets: built-in tiers and your own.
     Presets,
     /// Show the GPU NVML detects (name, total, used, free), or why none was found. Exit 1 when none.
     Gpu {
