@@ -265,6 +265,10 @@ pub fn fit(run: &RunConfig, gpu: GpuBudget, headroom: f64, est: &mut Estimator) 
         return FitOutcome::AlreadyFits { estimate: now };
     }
     let grid = Grid::new(run);
+    // Memory only falls as a lever moves down, so when no floor of the grid fits, nothing does.
+    let Some(_) = floor_that_fits(&grid, run, gpu, headroom, est) else {
+        return impossible(&grid, run, gpu, headroom, est);
+    };
     let mut queue = BinaryHeap::new();
     let mut seen: HashSet<Vec<usize>> = HashSet::new();
     let start = vec![0; Lever::ORDER.len()];
@@ -298,17 +302,72 @@ pub fn fit(run: &RunConfig, gpu: GpuBudget, headroom: f64, est: &mut Estimator) 
             }
         }
     }
-    let floor: Vec<usize> = grid.values.iter().map(|v| v.len() - 1).collect();
+    impossible(&grid, run, gpu, headroom, est)
+}
+
+/// Every lever but the vLLM share at its floor; the share at the first value (from the top)
+/// with which the run fits: the least memory the grid allows, or `None`.
+fn floor_that_fits(
+    grid: &Grid,
+    run: &RunConfig,
+    gpu: GpuBudget,
+    headroom: f64,
+    est: &mut Estimator,
+) -> Option<Vec<usize>> {
+    let mut floor: Vec<usize> = grid.values.iter().map(|v| v.len() - 1).collect();
+    (0..grid.values[0].len()).find_map(|share| {
+        floor[0] = share;
+        acceptable(&est.estimate(&grid.run_at(run, &floor), gpu), headroom).then(|| floor.clone())
+    })
+}
+
+/// Nothing fits: the floors, what the run needs there, and the smallest GPU on which the grid
+/// has a fit (searched in 256 MiB steps).
+fn impossible(
+    grid: &Grid,
+    run: &RunConfig,
+    gpu: GpuBudget,
+    headroom: f64,
+    est: &mut Estimator,
+) -> FitOutcome {
+    let mut floor: Vec<usize> = grid.values.iter().map(|v| v.len() - 1).collect();
+    // vLLM's floor is the smallest share that still holds one full-length sequence
+    let holds_one = |e: &Estimate| {
+        e.vllm
+            .as_ref()
+            .is_none_or(|v| v.full_length_sequences >= 1.0)
+    };
+    while floor[0] > 0 && !holds_one(&est.estimate(&grid.run_at(run, &floor), gpu)) {
+        floor[0] -= 1;
+    }
     let e = est.estimate(&grid.run_at(run, &floor), gpu);
     let floors = Lever::ORDER
         .iter()
         .enumerate()
         .map(|(d, l)| format!("{} = {}", l.trainer_key(), grid.show(d, floor[d])))
         .collect();
-    let needed = (e.total_bytes as f64 / (1.0 - headroom)).ceil() as u64;
+    const STEP: u64 = 256 << 20;
+    let fits_on = |capacity: u64, est: &mut Estimator| {
+        let g = GpuBudget { capacity, ..gpu };
+        floor_that_fits(grid, run, g, headroom, est).is_some()
+    };
+    let (mut lo, mut hi) = (gpu.capacity / STEP, super::units::ABSURD / STEP);
+    let smallest = if fits_on(hi * STEP, est) {
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if fits_on(mid * STEP, est) {
+                hi = mid
+            } else {
+                lo = mid
+            }
+        }
+        hi * STEP
+    } else {
+        super::units::ABSURD
+    };
     FitOutcome::Impossible {
         floors,
-        smallest_gpu_bytes: needed,
+        smallest_gpu_bytes: smallest,
         estimate: e,
     }
 }
