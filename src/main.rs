@@ -300,7 +300,7 @@ fn run_diagnose(
     }
     let text = String::from_utf8_lossy(&bytes);
     let shown = log.map_or("standard input".to_string(), |p| p.display().to_string());
-    let report = vramfit::model::oom::diagnose(&text)
+    let mut report = vramfit::model::oom::diagnose(&text)
         .ok_or_else(|| format!("{shown}: no out-of-memory message found"))?;
     let run = config_path
         .map(config::load)
@@ -311,7 +311,8 @@ fn run_diagnose(
             .requested_bytes
             .map(|r| vramfit::model::culprit::likely_request(&f.run, r))
     });
-    // With the run file, propose the fit on the GPU the message describes.
+    // With the run file: the verdict in the light of its estimate, and the fit on the GPU the
+    // message describes.
     let proposal = run.as_ref().map(|f| {
         let capacity = report
             .allowed_bytes
@@ -323,7 +324,9 @@ fn run_diagnose(
             capacity: capacity.saturating_sub(others),
             used_by_others: 0,
         };
-        (fit(&f.run, gpu, 0.05, &mut Estimator::new()), capacity)
+        let mut estimator = Estimator::new();
+        vramfit::model::oom::refine(&mut report, &estimator.estimate(&f.run, gpu));
+        (fit(&f.run, gpu, 0.05, &mut estimator), capacity)
     });
     if json {
         let mut v = serde_json::to_value(&report).map_err(|e| e.to_string())?;

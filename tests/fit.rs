@@ -146,6 +146,20 @@ fn diagnose_from_the_command_line() {
             predicate::str::contains("\"verdict\": \"does_not_fit\"")
                 .and(predicate::str::contains("\"shortfall_bytes\"")),
         );
+    // with the run file, the seed's shortfall is vLLM's share's doing, and the fit is proposed
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/seed-gemma-22gib.toml");
+    Command::cargo_bin("vramfit")
+        .unwrap()
+        .args(["diagnose", "--json", "--config"])
+        .arg(&fixture)
+        .arg(oom.join("seed-article.txt"))
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains("\"verdict\": \"vllm_reservation\"")
+                .and(predicate::str::contains("\"outcome\": \"fitted\"")),
+        );
     Command::cargo_bin("vramfit")
         .unwrap()
         .args(["diagnose"])

@@ -292,3 +292,16 @@ fn read_vllm(m: &str) -> OomReport {
         message: m.to_string(),
     }
 }
+
+/// With the failed run's estimate: a shortfall that vLLM's KV cache alone could cover is the
+/// vLLM share's doing (the seed article's case: 13.2 GiB reserved before training starts).
+pub fn refine(report: &mut OomReport, estimate: &super::estimate::Estimate) {
+    let kv = estimate.vllm.as_ref().map(|v| v.kv_cache_bytes);
+    if let (Verdict::DoesNotFit, Some(short), Some(kv)) =
+        (report.verdict, report.shortfall_bytes, kv)
+    {
+        if kv >= short {
+            report.verdict = Verdict::VllmReservation;
+        }
+    }
+}
