@@ -146,12 +146,6 @@ impl Arch {
         self.parameter_tensors().sum()
     }
 
-    /// Key/value cache bytes per token of context, bf16, over all layers
-    /// (sliding-window layers hold at most `window` tokens: see `kv_bytes_for`).
-    pub fn kv_bytes_per_token(&self) -> u64 {
-        2 * self.kv_dim() * 2 * self.layers
-    }
-
     /// KV cache bytes one sequence of `tokens` needs, sliding-window layers capped at their window.
     pub fn kv_bytes_for(&self, tokens: u64) -> u64 {
         let per_layer = 2 * self.kv_dim() * 2;

@@ -6,7 +6,7 @@ use super::theme::Theme;
 use super::widgets::{MemoryBar, Slider};
 use crate::config::export::optimizer_name;
 use crate::model::knobs::Knob;
-use crate::model::run::{Checkpointing, Generation, Quant, Stack};
+use crate::model::run::{Checkpointing, Quant, Stack};
 use crate::model::units::format_size;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -431,9 +431,4 @@ fn presets(frame: &mut Frame, area: Rect, selected: usize) {
         ),
         r,
     );
-}
-
-/// Which generation setting the run uses, for tests.
-pub fn has_vllm(app: &App) -> bool {
-    matches!(app.run.generation, Generation::ColocatedVllm { .. })
 }
