@@ -292,6 +292,8 @@ impl<'a> Reader<'a> {
             }
             (Some(true), _, _) | (None, false, ImpliedQuant::FourBit) => Quant::Nf4,
             (_, true, _) => Quant::Int8,
+            // Unsloth's from_pretrained loads in 4-bit unless told otherwise
+            (None, false, _) if stack == Stack::Unsloth => Quant::Nf4,
             _ => Quant::Bf16,
         };
 
@@ -366,8 +368,12 @@ impl<'a> Reader<'a> {
                 prompt + completion
             ));
         }
-        let rank = int(get(lora, "r"), "lora", "r", 1, 4096)?.unwrap_or(16);
-        let alpha = int(get(lora, "lora_alpha"), "lora", "lora_alpha", 1, 1 << 16)?.unwrap_or(rank);
+        // Missing keys take the trainer's own defaults: PEFT's LoraConfig r = lora_alpha = 8,
+        // Unsloth's get_peft_model r = lora_alpha = 16.
+        let default_rank = if stack == Stack::Unsloth { 16 } else { 8 };
+        let rank = int(get(lora, "r"), "lora", "r", 1, 4096)?.unwrap_or(default_rank);
+        let alpha =
+            int(get(lora, "lora_alpha"), "lora", "lora_alpha", 1, 1 << 16)?.unwrap_or(default_rank);
         let max_lora_rank = int(
             get(model, "max_lora_rank"),
             "model",
@@ -377,7 +383,10 @@ impl<'a> Reader<'a> {
         )?
         .or((stack == Stack::Unsloth).then(|| crate::model::run::vllm_max_lora_rank(rank)));
         let targets = match get(lora, "target_modules") {
-            None => ALL_LINEAR.iter().map(|s| s.to_string()).collect(),
+            // Unsloth targets all seven projections; PEFT's default for these models is q and v
+            None if stack == Stack::Unsloth => ALL_LINEAR.iter().map(|s| s.to_string()).collect(),
+            None if arch.family.fused_projections() => vec!["qkv_proj".to_string()],
+            None => vec!["q_proj".to_string(), "v_proj".to_string()],
             Some(Value::String(s)) if s == "all-linear" => vec![s.clone()],
             Some(Value::Array(a)) => a
                 .iter()
@@ -391,7 +400,8 @@ impl<'a> Reader<'a> {
         };
         let beta = float(get(grpo, "beta"), "grpo", "beta", 0.0, 100.0)?.unwrap_or(0.0);
         let optimizer = match get(grpo, "optim") {
-            None => Optimizer::AdamW8bit,
+            // transformers' TrainingArguments default
+            None => Optimizer::AdamW,
             Some(v) => {
                 let name = text("grpo", "optim", v)?;
                 Optimizer::from_trainer_name(name).ok_or_else(|| {
@@ -404,7 +414,7 @@ impl<'a> Reader<'a> {
                 })?
             }
         };
-        let checkpointing = self.checkpointing(lora, grpo)?;
+        let checkpointing = self.checkpointing(lora, grpo, stack)?;
         let generation = self.generation(model, grpo, stack)?;
         let alloc_conf = get(env, "PYTORCH_CUDA_ALLOC_CONF")
             .and_then(Value::as_str)
@@ -447,6 +457,7 @@ impl<'a> Reader<'a> {
         &self,
         lora: Option<&Table>,
         grpo: Option<&Table>,
+        stack: Stack,
     ) -> Result<Checkpointing, String> {
         let from_lora = match lora.and_then(|t| t.get("use_gradient_checkpointing")) {
             None => None,
@@ -475,7 +486,10 @@ impl<'a> Reader<'a> {
             ),
             (Some(c), _) => Ok(c),
             (None, Some(false)) => Ok(Checkpointing::Off),
-            (None, _) => Ok(Checkpointing::On),
+            (None, Some(true)) => Ok(Checkpointing::On),
+            // the trainers' defaults: Unsloth's get_peft_model "unsloth", TrainingArguments off
+            (None, None) if stack == Stack::Unsloth => Ok(Checkpointing::UnslothOffload),
+            (None, None) => Ok(Checkpointing::Off),
         }
     }
 
@@ -529,7 +543,10 @@ impl<'a> Reader<'a> {
         };
         Ok(if on {
             Generation::ColocatedVllm {
-                share: share_grpo.or(share_model).unwrap_or(0.5),
+                // TRL's vllm_gpu_memory_utilization defaults to 0.3, Unsloth's to 0.5
+                share: share_grpo
+                    .or(share_model)
+                    .unwrap_or(if stack == Stack::Trl { 0.3 } else { 0.5 }),
             }
         } else {
             Generation::Elsewhere
@@ -598,4 +615,57 @@ fn float(
         Ok(x)
     })
     .transpose()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_keys_take_each_trainers_defaults() {
+        let trl = parse(
+            "[vramfit]\nstack = \"trl\"\n[model]\nmodel_name = \"Qwen/Qwen2.5-1.5B\"\n[grpo]\nuse_vllm = true\n",
+            "t",
+            None,
+        )
+        .unwrap()
+        .run;
+        assert_eq!((trl.lora_rank, trl.lora_alpha), (8, 8));
+        assert_eq!(trl.lora_targets, ["q_proj", "v_proj"]);
+        assert_eq!(trl.optimizer, Optimizer::AdamW);
+        assert_eq!(trl.checkpointing, Checkpointing::Off);
+        assert_eq!(trl.quant, Quant::Bf16);
+        assert_eq!(trl.generation, Generation::ColocatedVllm { share: 0.3 });
+        assert_eq!((trl.micro_batch, trl.num_generations), (8, 8));
+        assert_eq!((trl.prompt_len, trl.completion_len), (512, 256));
+
+        let unsloth = parse(
+            "[model]\nmodel_name = \"unsloth/Qwen2.5-1.5B-Instruct\"\nfast_inference = true\n",
+            "u",
+            None,
+        )
+        .unwrap()
+        .run;
+        assert_eq!(unsloth.stack, Stack::Unsloth);
+        assert_eq!(unsloth.quant, Quant::Nf4);
+        assert_eq!(unsloth.checkpointing, Checkpointing::UnslothOffload);
+        assert_eq!(unsloth.lora_rank, 16);
+        assert_eq!(unsloth.lora_targets.len(), 7);
+        assert_eq!(unsloth.generation, Generation::ColocatedVllm { share: 0.5 });
+        assert_eq!(unsloth.max_lora_rank, Some(16));
+    }
+
+    #[test]
+    fn errors_point_at_the_line() {
+        let err = parse(
+            "[model]\nmodel_name = \"x/Qwen2.5-1.5B\"\n\n[grpo]\nbeta = -1\n",
+            "f.toml",
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(err.file, "f.toml:5");
+        assert!(err.message.contains("beta = -1"), "{}", err.message);
+        assert_eq!(locate("[a]\nx = 1\n[b]\nx = 2\n", "b", Some("x")), Some(4));
+        assert_eq!(locate("[a]\nx = 1\n[b]\n", "b", None), Some(3));
+    }
 }
