@@ -62,7 +62,7 @@ pub fn parse(root: &Value, name: &str) -> Result<Arch, String> {
     let head_dim = opt_num(cfg, "head_dim")?.unwrap_or(hidden / heads);
     let layers = num(cfg, "num_hidden_layers")?;
     let window = opt_num(cfg, "sliding_window")?.filter(|_| uses_sliding_window(family, cfg));
-    Ok(Arch {
+    let arch = Arch {
         name: str_field(root, "_name_or_path").unwrap_or_else(|| name.to_string()),
         family,
         hidden,
@@ -83,7 +83,34 @@ pub fn parse(root: &Value, name: &str) -> Result<Arch, String> {
         sliding_window: window,
         sliding_layers: window.map_or(0, |_| sliding_layers(family, cfg, layers)),
         max_position: opt_num(cfg, "max_position_embeddings")?.unwrap_or(4096),
-    })
+    };
+    check_sizes(&arch)?;
+    Ok(arch)
+}
+
+/// Zero or absurd sizes (beyond any published model by far) are refused with the field named.
+fn check_sizes(a: &Arch) -> Result<(), String> {
+    let limits = [
+        ("hidden_size", a.hidden, 1 << 17),
+        ("intermediate_size", a.intermediate, 1 << 20),
+        ("num_hidden_layers", a.layers, 4096),
+        ("num_attention_heads", a.heads, 4096),
+        ("num_key_value_heads", a.kv_heads, 4096),
+        ("head_dim", a.head_dim, 4096),
+        ("vocab_size", a.vocab, 1 << 23),
+    ];
+    for (field, value, max) in limits {
+        if value == 0 || value > max {
+            return Err(format!("field `{field}` = {value}: expected 1..={max}"));
+        }
+    }
+    if a.heads % a.kv_heads != 0 {
+        return Err(format!(
+            "`num_attention_heads` = {} is not a multiple of `num_key_value_heads` = {}",
+            a.heads, a.kv_heads
+        ));
+    }
+    Ok(())
 }
 
 fn family_of(model_type: &str, cfg: &Value) -> Result<Family, String> {
@@ -203,6 +230,24 @@ mod tests {
         let names: Vec<_> = a.projections().iter().map(|p| p.name).collect();
         assert_eq!(names, ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]);
         assert_eq!(a.parameters(), 3_821_079_552);
+    }
+
+    #[test]
+    fn zero_and_absurd_sizes_are_refused() {
+        let base = json!({"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192,
+            "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256});
+        for (field, value) in [
+            ("num_hidden_layers", 0),
+            ("vocab_size", 0),
+            ("num_hidden_layers", 1_000_000),
+            ("num_key_value_heads", 5),
+        ] {
+            let mut cfg = base.clone();
+            cfg[field] = json!(value);
+            let err = parse(&cfg, "x").unwrap_err();
+            assert!(err.contains(field), "{field}: {err}");
+        }
+        assert!(parse(&base, "x").is_ok());
     }
 
     #[test]
