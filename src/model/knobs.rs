@@ -95,8 +95,8 @@ impl Knob {
         match self {
             Knob::VllmShare => (5, 95),
             Knob::Generations => (2, 1024),
-            Knob::MicroBatch => (1, 4096),
-            Knob::SequenceLength => (32, 1 << 20),
+            Knob::MicroBatch => (1, 1024),
+            Knob::SequenceLength => (32, 262_144),
             Knob::LoraRank => (1, 4096),
             Knob::GradAccum => (1, 65536),
         }
