@@ -153,3 +153,33 @@ fn trl_vllm_refuses_a_share_larger_than_what_is_free() {
             .any(|w| w.contains("refuse"))
     );
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+    #[test]
+    fn every_catalog_model_and_setting_estimates_consistently(
+        m in 0usize..29, seqs in 1u64..64, prompt in 16u64..4096, completion in 16u64..8192,
+        rank in 1u64..512, gc in 0usize..3, unsloth: bool, quant in 0usize..3, beta: bool,
+        fused: bool, expandable: bool, share in proptest::option::of(1u64..19),
+    ) {
+        use vramfit::model::run::{Generation, Quant};
+        let ids: Vec<&str> = catalog::ids().collect();
+        let mut r = run(ids[m % ids.len()], seqs, completion, rank, gc > 0, if unsloth { Stack::Unsloth } else { Stack::Trl });
+        r.prompt_len = prompt;
+        r.max_seq_len = prompt + completion;
+        if gc == 2 && unsloth {
+            r.checkpointing = Checkpointing::UnslothOffload;
+        }
+        r.quant = [Quant::Bf16, Quant::Nf4, Quant::Int8][quant];
+        r.beta = if beta { 0.04 } else { 0.0 };
+        r.fused_logits = fused;
+        r.expandable_segments = expandable;
+        r.generation = share.map_or(Generation::Elsewhere, |s| Generation::ColocatedVllm { share: s as f64 * 0.05 });
+        let e = estimate(&r, GPU);
+        let sum: u64 = e.components.iter().map(|c| c.bytes).sum();
+        prop_assert_eq!(sum, e.total_bytes);
+        prop_assert!(e.training_peak_reserved_bytes >= e.training_peak_allocated_bytes);
+        prop_assert!(e.training_peak_allocated_bytes > 0);
+        prop_assert_eq!(e.fits, e.total_bytes <= GPU.capacity);
+    }
+}
