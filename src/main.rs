@@ -195,9 +195,9 @@ fn open_screen(source: &Source) -> Result<u8, String> {
     let unavailable = detected.as_ref().err().cloned();
     let (budget, _) = capacity(source, &file, detected)?;
     let name = match (&source.gpu_mem, &live) {
-        (Some(_), _) => "(--gpu-mem)".to_string(),
+        (Some(_), _) => "--gpu-mem".to_string(),
         (None, Some(g)) => g.name.clone(),
-        (None, None) => "(preset capacity)".to_string(),
+        (None, None) => "the file's capacity".to_string(),
     };
     let gpu = GpuState {
         capacity: budget.capacity,

@@ -98,9 +98,9 @@ fn header(frame: &mut Frame, app: &App, area: Rect) {
             }
         ),
         (None, Some(why)) => format!(
-            " GPU {} ({}) · no NVML: {why}",
-            g.name,
-            format_size(g.capacity)
+            " GPU {} from {} · no NVML: {why}",
+            format_size(g.capacity),
+            g.name
         ),
         (None, None) => format!(" GPU {} · {}", g.name, format_size(g.capacity)),
     };
