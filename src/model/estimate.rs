@@ -447,9 +447,9 @@ fn optimizer_bytes(opt: Optimizer, elements: u64) -> u64 {
 /// vLLM's weights copy, CUDA graphs and profiled activations: the part of its share that is not KV cache.
 fn vllm_fixed(run: &RunConfig, weights: u64) -> (u64, u64, u64) {
     let arch = &run.arch;
-    // vLLM profiles one forward of max_num_batched_tokens (at least max_model_len, default 8192
-    // in V1 for GPUs with less than 70 GiB... taken as max(8192, max_seq_len)) and keeps the
-    // sampler's fp32 logits for up to 256 sequences.
+    // vLLM profiles one forward of max_num_batched_tokens tokens, taken as max(8192, max_model_len)
+    // (vLLM V1's default budget), and keeps the sampler's fp32 logits for up to 256 sequences.
+    // Not measured here: an estimate of what vLLM's profiling run holds outside the KV cache.
     let tokens = run.max_seq_len.max(8192);
     let activations = tokens * (arch.intermediate * 2 * 2 + arch.hidden * 4) + 256 * arch.vocab * 4;
     (weights, VLLM_CUDA_GRAPHS, activations)
