@@ -4,8 +4,8 @@ use assert_cmd::Command;
 use predicates::prelude::*;
 use vramfit::config;
 use vramfit::model::estimate::{Estimator, GpuBudget, estimate};
+use vramfit::model::fit::levers;
 use vramfit::model::fit::{FitOutcome, cost_of, fit};
-use vramfit::model::levers::{apply, levers};
 
 fn seed() -> config::RunFile {
     config::load(
@@ -51,17 +51,16 @@ fn the_seed_scenario_is_brought_under_with_the_effective_batch_kept() {
 fn greedy(file: &config::RunFile) -> vramfit::model::run::RunConfig {
     let mut run = file.run.clone();
     let mut est = Estimator::new();
-    let target = run.effective_batch();
     for _ in 0..40 {
         let e = est.estimate(&run, gpu(file));
         if e.total_bytes as f64 <= 0.95 * e.capacity_bytes as f64 {
             break;
         }
-        let best = levers(&run, gpu(file), Some(target), &mut est)
+        run = levers(&run, gpu(file), &mut est)
             .into_iter()
             .next()
-            .unwrap();
-        apply(&mut run, best.knob, best.to, Some(target));
+            .unwrap()
+            .run;
     }
     run
 }
@@ -80,8 +79,12 @@ fn the_exact_search_beats_a_greedy_walk() {
         cost < greedy_cost,
         "exact {cost} ({run:?}) vs greedy {greedy_cost} ({greedy_run:?})"
     );
-    // the greedy walk shortened the sequences: training quality lost for nothing
-    assert!(greedy_run.sequence_len() < file.run.sequence_len());
+    // the greedy walk pulls the biggest saver (the micro-batch), the search the cheapest (vLLM's share)
+    assert!(
+        greedy_run.micro_batch < file.run.micro_batch,
+        "{greedy_run:?}"
+    );
+    assert_eq!(run.micro_batch, file.run.micro_batch);
     assert_eq!(run.sequence_len(), file.run.sequence_len());
 }
 

@@ -36,6 +36,19 @@ impl Lever {
         Lever::LoraRank,
     ];
 
+    /// The lever's name on screen.
+    pub fn label(self) -> &'static str {
+        match self {
+            Lever::VllmShare => "vLLM share",
+            Lever::MicroBatch => "micro-batch",
+            Lever::Checkpointing => "checkpointing",
+            Lever::FusedLogits => "fused logits",
+            Lever::SequenceLength => "sequence",
+            Lever::Generations => "generations",
+            Lever::LoraRank => "LoRA rank",
+        }
+    }
+
     pub fn trainer_key(self) -> &'static str {
         match self {
             Lever::Checkpointing => "use_gradient_checkpointing",
@@ -418,4 +431,38 @@ pub fn cost_of(run: &RunConfig, changed: &RunConfig) -> f64 {
         })
         .collect();
     grid.cost(&at)
+}
+
+/// One rung down a lever: the change, and the run it makes.
+#[derive(Debug, Clone)]
+pub struct LeverStep {
+    pub change: Change,
+    pub run: RunConfig,
+}
+
+/// One rung down each lever the solver may pull, largest saving first: the levers panel and
+/// the solver read the same grid.
+pub fn levers(run: &RunConfig, gpu: GpuBudget, est: &mut Estimator) -> Vec<LeverStep> {
+    let grid = Grid::new(run);
+    let base = est.estimate(run, gpu).total_bytes as i64;
+    let mut steps: Vec<LeverStep> = (0..Lever::ORDER.len())
+        .filter(|&d| grid.values[d].len() > 1)
+        .map(|d| {
+            let mut at = vec![0; Lever::ORDER.len()];
+            at[d] = 1;
+            let lower = grid.run_at(run, &at);
+            let lever = Lever::ORDER[d];
+            let change = Change {
+                lever,
+                key: lever.trainer_key(),
+                from: grid.show(d, 0),
+                to: grid.show(d, 1),
+                bytes_saved: base - est.estimate(&lower, gpu).total_bytes as i64,
+                trade_off: lever.trade_off(),
+            };
+            LeverStep { change, run: lower }
+        })
+        .collect();
+    steps.sort_by_key(|s| std::cmp::Reverse(s.change.bytes_saved));
+    steps
 }

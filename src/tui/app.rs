@@ -8,8 +8,9 @@ use crate::gpu::GpuInfo;
 use crate::model::catalog;
 use crate::model::estimate::{Estimate, Estimator, GpuBudget};
 use crate::model::fit::{FitOutcome, fit};
+use crate::model::fit::{LeverStep, levers};
 use crate::model::knobs::{Knob, accumulation_for};
-use crate::model::levers::{Lever, apply, levers};
+use crate::model::levers::apply;
 use crate::model::run::{Checkpointing, Optimizer, Quant, RunConfig, Stack};
 use crate::model::units::format_size;
 use crate::presets;
@@ -64,7 +65,7 @@ pub struct App {
     pub focus: usize,
     pub mode: Mode,
     pub estimate: Estimate,
-    pub levers: Vec<Lever>,
+    pub levers: Vec<LeverStep>,
     pub lock: bool,
     /// the effective batch the lock keeps
     pub target_batch: u64,
@@ -469,8 +470,7 @@ impl App {
     fn recompute(&mut self) {
         let gpu = budget(&self.gpu);
         self.estimate = self.estimator.estimate(&self.run, gpu);
-        let keep = self.lock.then_some(self.target_batch);
-        self.levers = levers(&self.run, gpu, keep, &mut self.estimator);
+        self.levers = levers(&self.run, gpu, &mut self.estimator);
     }
 }
 

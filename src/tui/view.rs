@@ -294,17 +294,18 @@ fn advice(frame: &mut Frame, app: &App, area: Rect) {
         lines.push(Line::styled(format!(" ! {w}"), app.theme.warn()));
     }
     lines.push(Line::raw(" levers, one step down:"));
-    for l in &app.levers {
+    for step in &app.levers {
+        let l = &step.change;
         let saved = if l.bytes_saved >= 0 {
             format!("saves {}", format_size(l.bytes_saved as u64))
         } else {
             format!("costs {}", format_size(l.bytes_saved.unsigned_abs()))
         };
         lines.push(Line::raw(format!(
-            "   {:<12} {:>6} → {:<6} {:<18} {}",
-            l.knob.label(),
-            l.knob.show(l.from),
-            l.knob.show(l.to),
+            "   {:<13} {:>6} → {:<6} {:<18} {}",
+            l.lever.label(),
+            l.from,
+            l.to,
             saved,
             l.trade_off
         )));
