@@ -25,7 +25,8 @@ pub enum Command {
         /// One JSON object instead of the table.
         #[arg(long)]
         json: bool,
-        /// Also write the run, as the trainer reads it, to this TOML file.
+        /// Also write the run, as the trainer reads it, to this TOML file (`-`: standard output,
+        /// instead of the table).
         #[arg(long, value_name = "OUT")]
         export: Option<PathBuf>,
         /// Let --export replace an existing file.

@@ -172,9 +172,10 @@ fn run_estimate(
     if let Some(out) = export {
         export_run(&file, &file.run, (gpu, &gpu_line), &est, out, force)?;
     }
+    let to_stdout = export.is_some_and(|o| o == std::path::Path::new("-"));
     if json {
         print_json(&est)?;
-    } else {
+    } else if !to_stdout {
         print!("{}", vramfit::report::table(&file.run, &est, &gpu_line));
     }
     Ok(if est.fits { FITS } else { DOES_NOT_FIT })
@@ -374,7 +375,12 @@ fn export_run(
         lock_effective_batch: file.lock_effective_batch,
         estimate: Some(estimate),
     };
-    write_atomically(out, &to_toml(run, &ctx), force)?;
+    let text = to_toml(run, &ctx);
+    if out == std::path::Path::new("-") {
+        print!("{text}");
+        return Ok(());
+    }
+    write_atomically(out, &text, force)?;
     eprintln!("wrote {}", out.display());
     Ok(())
 }

@@ -242,3 +242,18 @@ fn every_broken_file_exits_2_with_a_short_message_naming_it() {
     }
     assert!(seen >= 20, "only {seen} broken files");
 }
+
+#[test]
+fn export_to_standard_output_round_trips() {
+    let out = vramfit()
+        .args(["estimate", "--preset", "12gb", "--export", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("# vramfit run file"), "{text}");
+    let back = vramfit::config::parse(&text, "stdout", None).unwrap();
+    let preset =
+        vramfit::config::parse(vramfit::presets::built_in("12gb").unwrap(), "12gb", None).unwrap();
+    assert_eq!(back.run, preset.run);
+}
