@@ -10,11 +10,18 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
     let cap = est.capacity_bytes.max(1) as f64;
     let _ = writeln!(
         out,
-        "{} ({:?} stack, {} parameters, {:?})",
+        "{} ({} stack, {} parameters, {} weights)",
         run.model_name,
-        run.stack,
+        match run.stack {
+            crate::model::run::Stack::Trl => "trl",
+            crate::model::run::Stack::Unsloth => "unsloth",
+        },
         billions(run.arch.parameters()),
-        run.quant
+        match run.quant {
+            crate::model::run::Quant::Bf16 => "bf16",
+            crate::model::run::Quant::Int8 => "8-bit",
+            crate::model::run::Quant::Nf4 => "4-bit NF4",
+        }
     );
     let _ = writeln!(out, "GPU: {gpu_line}");
     let _ = writeln!(out);
