@@ -60,24 +60,43 @@ pub fn largest_tier_within(capacity: u64) -> Option<&'static str> {
     within.or(tiers.first()).map(|(_, name)| *name)
 }
 
-/// Every preset by name, built-in first then the user's ("name (yours)"), with a loader.
-pub fn all() -> Vec<(String, Result<crate::config::RunFile, String>)> {
-    let mut rows: Vec<(String, Result<crate::config::RunFile, String>)> = BUILT_IN
-        .iter()
-        .map(|(name, text)| {
-            (
-                name.to_string(),
-                crate::config::parse(text, name, None).map_err(|e| e.to_string()),
-            )
-        })
-        .collect();
-    for (name, path) in user_presets() {
-        rows.push((
-            format!("{name} (yours)"),
-            crate::config::load(&path).map_err(|e| e.to_string()),
-        ));
+/// Where a preset's text lives.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PresetSource {
+    BuiltIn(&'static str),
+    User(std::path::PathBuf),
+}
+
+impl PresetSource {
+    pub fn load(&self, name: &str) -> Result<crate::config::RunFile, String> {
+        match self {
+            PresetSource::BuiltIn(text) => crate::config::parse(text, name, None),
+            PresetSource::User(path) => crate::config::load(path),
+        }
+        .map_err(|e| e.to_string())
     }
-    rows
+}
+
+/// Every preset by name, built-in first then the user's ("name (yours)"), without reading them.
+pub fn list() -> Vec<(String, PresetSource)> {
+    let built_in = BUILT_IN
+        .iter()
+        .map(|(name, text)| (name.to_string(), PresetSource::BuiltIn(text)));
+    let user = user_presets()
+        .into_iter()
+        .map(|(name, path)| (format!("{name} (yours)"), PresetSource::User(path)));
+    built_in.chain(user).collect()
+}
+
+/// Every preset by name, loaded.
+pub fn all() -> Vec<(String, Result<crate::config::RunFile, String>)> {
+    list()
+        .into_iter()
+        .map(|(name, source)| {
+            let loaded = source.load(&name);
+            (name, loaded)
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -238,3 +238,15 @@ fn f_applies_the_fit_and_u_undoes_it() {
     keys(&mut a, "u");
     assert!(!a.estimate.fits);
 }
+
+#[test]
+fn the_preset_picker_loads_the_chosen_tier() {
+    let mut a = app();
+    keys(&mut a, "p");
+    key(&mut a, KeyCode::Down); // 8gb -> 12gb
+    assert!(screen(&a, 80, 24).contains("▶ 12gb"));
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(a.mode, Mode::Normal);
+    assert_eq!(a.run.model_name, "unsloth/Qwen2.5-1.5B-Instruct");
+    assert_eq!(a.message.as_deref(), Some("preset 12gb loaded"));
+}

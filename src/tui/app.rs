@@ -33,8 +33,10 @@ pub enum Mode {
         filter: String,
         selected: usize,
     },
+    /// the preset list read when the picker opened
     Presets {
         selected: usize,
+        choices: Vec<(String, presets::PresetSource)>,
     },
     /// the export file exists: `y` overwrites it
     ConfirmOverwrite(PathBuf),
@@ -129,7 +131,7 @@ impl App {
             Mode::Help => self.mode = Mode::Normal,
             Mode::Entry { knob, text, .. } => self.entry_key(knob, text, key),
             Mode::Models { filter, selected } => self.models_key(filter, selected, key),
-            Mode::Presets { selected } => self.presets_key(selected, key),
+            Mode::Presets { selected, choices } => self.presets_key(selected, choices, key),
             Mode::ConfirmOverwrite(path) => {
                 self.mode = Mode::Normal;
                 if key.code == KeyCode::Char('y') {
@@ -225,7 +227,12 @@ impl App {
                     selected: 0,
                 }
             }
-            Action::PickPreset => self.mode = Mode::Presets { selected: 0 },
+            Action::PickPreset => {
+                self.mode = Mode::Presets {
+                    selected: 0,
+                    choices: presets::list(),
+                }
+            }
             Action::Export => self.export(),
             Action::Fit => self.apply_fit(),
             Action::Help => self.mode = Mode::Help,
@@ -352,25 +359,33 @@ impl App {
         }
     }
 
-    fn presets_key(&mut self, selected: usize, key: KeyEvent) {
-        let count = presets::all().len();
+    fn presets_key(
+        &mut self,
+        selected: usize,
+        choices: Vec<(String, presets::PresetSource)>,
+        key: KeyEvent,
+    ) {
+        let last = choices.len().saturating_sub(1);
         match key.code {
             KeyCode::Esc => self.mode = Mode::Normal,
             KeyCode::Up => {
                 self.mode = Mode::Presets {
                     selected: selected.saturating_sub(1),
+                    choices,
                 }
             }
             KeyCode::Down => {
                 self.mode = Mode::Presets {
-                    selected: (selected + 1).min(count.saturating_sub(1)),
+                    selected: (selected + 1).min(last),
+                    choices,
                 }
             }
             KeyCode::Enter => {
                 self.mode = Mode::Normal;
-                let Some((name, loaded)) = presets::all().into_iter().nth(selected) else {
+                let Some((name, source)) = choices.get(selected) else {
                     return;
                 };
+                let (name, loaded) = (name.clone(), source.load(name));
                 match loaded {
                     Ok(file) => {
                         self.lock = file.lock_effective_batch;

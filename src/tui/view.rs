@@ -54,7 +54,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
     match &app.mode {
         Mode::Help => help(frame, area),
         Mode::Models { filter, selected } => models(frame, app, area, filter, *selected),
-        Mode::Presets { selected } => presets(frame, area, *selected),
+        Mode::Presets { selected, choices } => presets(frame, area, *selected, choices),
         _ => {}
     }
 }
@@ -365,27 +365,27 @@ fn popup(area: Rect, width: u16, height: u16) -> Rect {
     )
 }
 
+/// A framed overlay of `lines`, centred, over whatever is beneath.
+fn overlay(frame: &mut Frame, area: Rect, width: u16, lines: Vec<Line>, title: &str) {
+    let r = popup(area, width, lines.len() as u16 + 2);
+    frame.render_widget(Clear, r);
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title)),
+        r,
+    );
+}
+
 fn help(frame: &mut Frame, area: Rect) {
     let lines: Vec<Line> = BINDINGS
         .iter()
         .map(|b| Line::raw(format!(" {:<10} {}", b.keys, b.help)))
         .collect();
-    let r = popup(area, 58, lines.len() as u16 + 2);
-    frame.render_widget(Clear, r);
-    frame.render_widget(
-        Paragraph::new(lines).block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(" keys (any key closes) "),
-        ),
-        r,
-    );
+    overlay(frame, area, 58, lines, " keys (any key closes) ");
 }
 
 fn models(frame: &mut Frame, app: &App, area: Rect, filter: &str, selected: usize) {
     let matches = super::app::App::model_matches(filter);
-    let r = popup(area, 56, 16);
-    let visible = r.height.saturating_sub(3) as usize;
+    let visible = popup(area, 56, 16).height.saturating_sub(3) as usize;
     let first = selected.saturating_sub(visible.saturating_sub(1));
     let mut lines = vec![Line::raw(format!(" filter: {filter}▏"))];
     for (i, id) in matches.iter().enumerate().skip(first).take(visible) {
@@ -401,35 +401,30 @@ fn models(frame: &mut Frame, app: &App, area: Rect, filter: &str, selected: usiz
             " no match: give any model by its config.json in a run file",
         ));
     }
-    frame.render_widget(Clear, r);
-    frame.render_widget(
-        Paragraph::new(lines).block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(" model (type to filter, Enter picks, Esc) "),
-        ),
-        r,
+    // the popup keeps its height while the filter narrows the list
+    lines.resize(visible + 1, Line::raw(""));
+    overlay(
+        frame,
+        area,
+        56,
+        lines,
+        " model (type to filter, Enter picks, Esc) ",
     );
 }
 
-fn presets(frame: &mut Frame, area: Rect, selected: usize) {
-    let lines: Vec<Line> = crate::presets::all()
+fn presets(
+    frame: &mut Frame,
+    area: Rect,
+    selected: usize,
+    choices: &[(String, crate::presets::PresetSource)],
+) {
+    let lines: Vec<Line> = choices
         .iter()
-        .map(|(name, _)| name.as_str())
         .enumerate()
-        .map(|(i, n)| {
+        .map(|(i, (name, _))| {
             let mark = if i == selected { "▶" } else { " " };
-            Line::raw(format!(" {mark} {n}"))
+            Line::raw(format!(" {mark} {name}"))
         })
         .collect();
-    let r = popup(area, 40, lines.len() as u16 + 2);
-    frame.render_widget(Clear, r);
-    frame.render_widget(
-        Paragraph::new(lines).block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(" presets (Enter loads, Esc) "),
-        ),
-        r,
-    );
+    overlay(frame, area, 40, lines, " presets (Enter loads, Esc) ");
 }
