@@ -1,6 +1,7 @@
 //! vramfit: fit a GRPO fine-tuning run into a GPU before launching it.
 
 pub mod config;
+pub mod contract;
 pub mod gpu;
 pub mod model;
 pub mod presets;
