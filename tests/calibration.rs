@@ -1,5 +1,5 @@
 //! The estimator against real H200 measurements of the `trl` step:
-//! `../shared/calibration/h200-hf-peft.jsonl` (the shared ground truth) and
+//! `calibration/h200-hf-peft.jsonl` (the shared ground truth) and
 //! `calibration/h200-heldout-*.jsonl` (architectures and knob mixes measured later with the same
 //! script, never used to choose a constant). Prints median / p90 / max relative error.
 
@@ -145,7 +145,7 @@ fn root() -> PathBuf {
 
 #[test]
 fn shared_h200_measurements() {
-    let file = root().join("../shared/calibration/h200-hf-peft.jsonl");
+    let file = root().join("calibration/h200-hf-peft.jsonl");
     check(
         "shared/calibration/h200-hf-peft.jsonl",
         errors(&[file], false),
@@ -154,7 +154,7 @@ fn shared_h200_measurements() {
 
 #[test]
 fn shared_h200_measurements_with_expandable_segments() {
-    let file = root().join("../shared/calibration/h200-hf-peft-expandable-segments.jsonl");
+    let file = root().join("calibration/h200-hf-peft-expandable-segments.jsonl");
     // expandable_segments: median 5.27 % today, 0.27 points over the 5 % target (see the issue note).
     check(
         "shared/calibration/h200-hf-peft-expandable-segments.jsonl",

@@ -21,7 +21,7 @@ fn close(a: Option<u64>, b: f64) -> bool {
 fn the_shared_calibration_messages() {
     let text = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/calibration/oom-messages-torch-2.11.txt"),
+            .join("calibration/oom-messages-torch-2.11.txt"),
     )
     .unwrap();
     let messages: Vec<&str> = text
