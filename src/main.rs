@@ -86,8 +86,25 @@ fn detect(source: &Source) -> Result<GpuInfo, String> {
 /// The start state: `--config`, else `--preset`, else the preset of the largest tier that the
 /// GPU (`--gpu-mem` or detected) holds, else the 24 GB tier.
 fn load_source(source: &Source, detected: &Result<GpuInfo, String>) -> Result<RunFile, String> {
+    let (file, label) = read_source(source, detected)?;
+    for note in &file.notes {
+        eprintln!("vramfit: note: {label}: {note}");
+    }
+    Ok(file)
+}
+
+/// The run file and the name it is known by in messages.
+fn read_source(
+    source: &Source,
+    detected: &Result<GpuInfo, String>,
+) -> Result<(RunFile, String), String> {
+    let loaded = |path: &std::path::Path| {
+        config::load(path)
+            .map(|f| (f, path.display().to_string()))
+            .map_err(|e| e.to_string())
+    };
     if let Some(path) = &source.config {
-        return config::load(path).map_err(|e| e.to_string());
+        return loaded(path);
     }
     let capacity = match (&source.gpu_mem, detected) {
         (Some(text), _) => parse_size(text).ok(),
@@ -97,14 +114,17 @@ fn load_source(source: &Source, detected: &Result<GpuInfo, String>) -> Result<Ru
     let tier = capacity.and_then(presets::largest_tier_within);
     let name = source.preset.as_deref().or(tier).unwrap_or("24gb");
     if let Some(text) = presets::built_in(name) {
-        return config::parse(text, &format!("preset {name}"), None).map_err(|e| e.to_string());
+        let label = format!("preset {name}");
+        return config::parse(text, &label, None)
+            .map(|f| (f, label))
+            .map_err(|e| e.to_string());
     }
     if let Some((_, path)) = presets::user_presets().into_iter().find(|(n, _)| n == name) {
-        return config::load(&path).map_err(|e| e.to_string());
+        return loaded(&path);
     }
     let path = std::path::Path::new(name);
     if path.exists() {
-        return config::load(path).map_err(|e| e.to_string());
+        return loaded(path);
     }
     let folder = presets::user_dir().map_or(String::new(), |d| {
         format!(", your presets in {}", d.display())

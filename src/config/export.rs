@@ -1,8 +1,14 @@
 //! Writing a run file: each trainer table holds exactly the keyword arguments of one call for
 //! the chosen stack, `[env]` the environment, and a comment header the estimate it was made with.
 
+use super::model_name_key;
+use super::tables::VRAMFIT_KEYS;
+use crate::contract::Table;
 use crate::model::estimate::Estimate;
-use crate::model::run::{Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack};
+use crate::model::knobs::Knob;
+use crate::model::run::{
+    Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack, VllmVersion,
+};
 use crate::model::units::{exact_size, format_size};
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -33,120 +39,177 @@ fn quoted(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
 }
 
+/// The file being written, one table at a time; every trainer key it writes is one the
+/// stack's call takes (the contract test checks the same from outside).
+struct Writer {
+    out: String,
+    stack: Stack,
+    table: Table,
+}
+
+impl Writer {
+    fn table(&mut self, table: Table) {
+        if !self.out.is_empty() && !self.out.ends_with("\n\n") {
+            self.out.push('\n');
+        }
+        self.table = table;
+        let _ = writeln!(self.out, "[{}]", table.name());
+    }
+
+    fn key(&mut self, key: &str, value: impl std::fmt::Display) {
+        debug_assert!(
+            self.table.call(self.stack).is_none_or(|c| c.accepts(key))
+                || (self.table == Table::Vramfit && VRAMFIT_KEYS.contains(&key)),
+            "export writes `[{}] {key}`, which its call does not take",
+            self.table.name()
+        );
+        let _ = writeln!(self.out, "{key} = {value}");
+    }
+}
+
 pub fn to_toml(run: &RunConfig, ctx: &ExportContext) -> String {
-    let mut out = String::new();
-    header(&mut out, run, ctx);
-    let colocated = match run.generation {
+    let mut head = String::new();
+    header(&mut head, run, ctx);
+    let mut w = Writer {
+        out: String::new(),
+        stack: run.stack,
+        table: Table::Vramfit,
+    };
+    vramfit_table(&mut w, run, ctx);
+    model_table(&mut w, run);
+    lora_table(&mut w, run);
+    grpo_table(&mut w, run);
+    w.table(Table::Env);
+    if run.expandable_segments {
+        w.key(
+            "PYTORCH_CUDA_ALLOC_CONF",
+            quoted("expandable_segments:True"),
+        );
+    }
+    if run.unsloth_standby {
+        w.key("UNSLOTH_VLLM_STANDBY", quoted("1"));
+    }
+    head + &w.out
+}
+
+fn colocated_share(run: &RunConfig) -> Option<f64> {
+    match run.generation {
         Generation::ColocatedVllm { share } => Some(share),
         Generation::Elsewhere => None,
-    };
-    let mut w = |line: String| {
-        out.push_str(&line);
-        out.push('\n');
-    };
-    w("[vramfit]".into());
-    w(format!(
-        "stack = {}",
-        quoted(if run.stack == Stack::Trl {
-            "trl"
-        } else {
-            "unsloth"
-        })
-    ));
+    }
+}
+
+fn vramfit_table(w: &mut Writer, run: &RunConfig, ctx: &ExportContext) {
+    w.table(Table::Vramfit);
+    w.key("stack", quoted(run.stack.name()));
     if let Some(bytes) = ctx.gpu_memory {
-        w(format!("gpu_memory = {}", quoted(&exact_size(bytes))));
+        w.key("gpu_memory", quoted(&exact_size(bytes)));
     }
-    w(format!("gpus = {}", run.gpus));
+    w.key("gpus", run.gpus);
     if let Some(p) = ctx.model_config {
-        w(format!(
-            "model_config = {}",
-            quoted(&p.display().to_string())
-        ));
+        w.key("model_config", quoted(&p.display().to_string()));
     }
-    w(format!(
-        "lock_effective_batch = {}",
-        ctx.lock_effective_batch
-    ));
-    if run.stack == Stack::Trl {
-        w(format!("max_seq_length = {}", run.max_seq_len));
+    w.key("lock_effective_batch", ctx.lock_effective_batch);
+    w.key("max_prompt_length", run.prompt_len);
+    if run.vllm_version != VllmVersion::default() {
+        w.key("vllm_version", quoted(&run.vllm_version.to_string()));
     }
-    w(String::new());
-    w("[model]".into());
-    w(format!("model_name = {}", quoted(&run.model_name)));
+}
+
+/// `FastLanguageModel.from_pretrained` (Unsloth) or TRL's `ModelConfig`.
+fn model_table(w: &mut Writer, run: &RunConfig) {
+    w.table(Table::Model);
+    w.key(model_name_key(run.stack), quoted(&run.model_name));
+    let share = colocated_share(run);
     match run.stack {
         Stack::Unsloth => {
-            w(format!("max_seq_length = {}", run.max_seq_len));
-            w(format!("load_in_4bit = {}", run.quant == Quant::Nf4));
+            w.key(Knob::SequenceLength.key(run.stack).1, run.max_seq_len);
+            w.key("load_in_4bit", run.quant == Quant::Nf4);
             if run.quant == Quant::Int8 {
-                w("load_in_8bit = true".into());
+                w.key("load_in_8bit", true);
             }
-            w(format!("fast_inference = {}", colocated.is_some()));
-            if let Some(share) = colocated {
-                w(format!("gpu_memory_utilization = {share}"));
+            if run.quant == Quant::Fp8 {
+                w.key("load_in_fp8", true);
+            }
+            w.key("fast_inference", share.is_some());
+            if let Some(share) = share {
+                w.key(Knob::VllmShare.key(run.stack).1, share);
+                if run.vllm_kv_fp8 {
+                    w.key("float8_kv_cache", true);
+                }
+            }
+            if let Some(m) = run.max_lora_rank {
+                w.key("max_lora_rank", m);
             }
         }
         Stack::Trl => {
-            w(format!("dtype = {}", quoted("bfloat16")));
-            w(format!("load_in_4bit = {}", run.quant == Quant::Nf4));
+            let dtype = if run.quant == Quant::Fp32 {
+                "float32"
+            } else {
+                "bfloat16"
+            };
+            w.key("dtype", quoted(dtype));
+            w.key("load_in_4bit", run.quant == Quant::Nf4);
             if run.quant == Quant::Int8 {
-                w("load_in_8bit = true".into());
+                w.key("load_in_8bit", true);
             }
         }
     }
-    if let Some(m) = run.max_lora_rank {
-        w(format!("max_lora_rank = {m}"));
-    }
-    w(String::new());
-    w("[lora]".into());
-    w(format!("r = {}", run.lora_rank));
-    w(format!("lora_alpha = {}", run.lora_alpha));
+}
+
+/// `get_peft_model` (Unsloth) or PEFT's `LoraConfig`.
+fn lora_table(w: &mut Writer, run: &RunConfig) {
+    w.table(Table::Lora);
+    w.key(Knob::LoraRank.key(run.stack).1, run.lora_rank);
+    w.key("lora_alpha", run.lora_alpha);
     let targets: Vec<String> = run.lora_targets.iter().map(|t| quoted(t)).collect();
-    w(format!("target_modules = [{}]", targets.join(", ")));
+    w.key("target_modules", format!("[{}]", targets.join(", ")));
     match run.stack {
-        Stack::Unsloth => w(format!(
-            "use_gradient_checkpointing = {}",
+        Stack::Unsloth => w.key(
+            "use_gradient_checkpointing",
             match run.checkpointing {
                 Checkpointing::Off => "false".to_string(),
                 Checkpointing::On => "true".to_string(),
                 Checkpointing::UnslothOffload => quoted("unsloth"),
-            }
-        )),
-        Stack::Trl => w(format!("task_type = {}", quoted("CAUSAL_LM"))),
+            },
+        ),
+        Stack::Trl => w.key("task_type", quoted("CAUSAL_LM")),
     }
-    w(String::new());
-    w("[grpo]".into());
-    w(format!("per_device_train_batch_size = {}", run.micro_batch));
-    w(format!("gradient_accumulation_steps = {}", run.grad_accum));
-    w(format!("num_generations = {}", run.num_generations));
-    w(format!("max_prompt_length = {}", run.prompt_len));
-    w(format!("max_completion_length = {}", run.completion_len));
-    w(format!("beta = {:?}", run.beta));
-    w(format!("optim = {}", quoted(optimizer_name(run.optimizer))));
-    w(format!("use_vllm = {}", colocated.is_some()));
-    if let Some(share) = colocated {
-        w(format!("vllm_mode = {}", quoted("colocate")));
-        w(format!("vllm_gpu_memory_utilization = {share}"));
+}
+
+/// `trl.GRPOConfig`, both stacks.
+fn grpo_table(w: &mut Writer, run: &RunConfig) {
+    w.table(Table::Grpo);
+    let stack = run.stack;
+    w.key(Knob::MicroBatch.key(stack).1, run.micro_batch);
+    w.key(Knob::GradAccum.key(stack).1, run.grad_accum);
+    w.key(Knob::Generations.key(stack).1, run.num_generations);
+    w.key("max_completion_length", run.completion_len);
+    w.key("beta", format!("{:?}", run.beta));
+    w.key("optim", quoted(optimizer_name(run.optimizer)));
+    if let Some(n) = run.steps_per_generation {
+        w.key("steps_per_generation", n);
     }
-    w(format!(
-        "gradient_checkpointing = {}",
-        run.checkpointing != Checkpointing::Off
-    ));
-    w("bf16 = true".into());
-    if run.fused_logits {
-        w("use_liger_loss = true".into());
+    if let Some(n) = run.generation_batch_size {
+        w.key("generation_batch_size", n);
     }
-    w(String::new());
-    w("[env]".into());
-    if run.expandable_segments {
-        w(format!(
-            "PYTORCH_CUDA_ALLOC_CONF = {}",
-            quoted("expandable_segments:True")
-        ));
+    let share = colocated_share(run);
+    w.key("use_vllm", share.is_some());
+    if let Some(share) = share {
+        w.key("vllm_mode", quoted("colocate"));
+        w.key("vllm_gpu_memory_utilization", share);
+        if stack == Stack::Trl && run.vllm_sleep {
+            w.key("vllm_enable_sleep_mode", true);
+        }
     }
-    if run.unsloth_standby {
-        w(format!("UNSLOTH_VLLM_STANDBY = {}", quoted("1")));
+    if stack == Stack::Trl {
+        w.key(Knob::SequenceLength.key(stack).1, run.max_seq_len);
     }
-    out
+    w.key(
+        "gradient_checkpointing",
+        run.checkpointing != Checkpointing::Off,
+    );
+    w.key("bf16", true);
 }
 
 fn header(out: &mut String, run: &RunConfig, ctx: &ExportContext) {

@@ -2,14 +2,18 @@
 //! errors that name the file, the key and the value.
 
 pub mod export;
+pub mod tables;
 
-use crate::model::catalog::{self, ImpliedQuant, edit_distance};
+use crate::contract::{Call, Table as T};
+use crate::model::arch::Arch;
+use crate::model::catalog::{self, ImpliedQuant};
 use crate::model::config_json;
 use crate::model::run::{
-    ALL_LINEAR, Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack,
+    Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack, VllmVersion,
 };
 use crate::model::units::parse_size;
 use std::path::{Path, PathBuf};
+use tables::{Tables, suggest};
 use toml::{Table, Value};
 
 /// A run file that cannot be used.
@@ -35,81 +39,9 @@ pub struct RunFile {
     pub lock_effective_batch: bool,
     /// the `config.json` the architecture came from, when not the catalog
     pub model_config: Option<PathBuf>,
+    /// what the reader wants the user to know (retired keys, assumptions), in words
+    pub notes: Vec<String>,
 }
-
-const VRAMFIT_KEYS: &[&str] = &[
-    "stack",
-    "gpu_memory",
-    "gpus",
-    "model_config",
-    "lock_effective_batch",
-    "max_seq_length",
-];
-const MODEL_KEYS: &[&str] = &[
-    "model_name",
-    "max_seq_length",
-    "load_in_4bit",
-    "load_in_8bit",
-    "fast_inference",
-    "gpu_memory_utilization",
-    "max_lora_rank",
-    "dtype",
-    "torch_dtype",
-    "full_finetuning",
-    "float8_kv_cache",
-];
-const LORA_KEYS: &[&str] = &[
-    "r",
-    "lora_alpha",
-    "target_modules",
-    "use_gradient_checkpointing",
-    "lora_dropout",
-    "bias",
-    "task_type",
-    "random_state",
-    "use_rslora",
-    "loftq_config",
-];
-/// `trl.GRPOConfig` fields vramfit reads or passes through untouched.
-const GRPO_KEYS: &[&str] = &[
-    "per_device_train_batch_size",
-    "gradient_accumulation_steps",
-    "num_generations",
-    "max_prompt_length",
-    "max_completion_length",
-    "beta",
-    "optim",
-    "use_vllm",
-    "vllm_mode",
-    "vllm_gpu_memory_utilization",
-    "gradient_checkpointing",
-    "bf16",
-    "fp16",
-    "learning_rate",
-    "adam_beta1",
-    "adam_beta2",
-    "weight_decay",
-    "warmup_ratio",
-    "lr_scheduler_type",
-    "logging_steps",
-    "max_steps",
-    "num_train_epochs",
-    "save_steps",
-    "max_grad_norm",
-    "report_to",
-    "output_dir",
-    "temperature",
-    "top_p",
-    "loss_type",
-    "epsilon",
-    "seed",
-    "scale_rewards",
-    "generation_batch_size",
-    "steps_per_generation",
-    "num_iterations",
-    "mask_truncated_completions",
-    "use_liger_loss",
-];
 
 pub fn load(path: &Path) -> Result<RunFile, FileError> {
     let file = path.display().to_string();
@@ -193,83 +125,36 @@ struct Reader<'a> {
     dir: Option<&'a Path>,
 }
 
-fn suggest(key: &str, known: &[&str]) -> String {
-    let best = known.iter().min_by_key(|k| edit_distance(key, k));
-    match best {
-        Some(b) if edit_distance(key, b) <= 4 => format!(" (did you mean `{b}`?)"),
-        _ => String::new(),
-    }
-}
+/// vramfit's own assumption when a file does not say how long the dataset's prompts are: it is
+/// no trainer key (TRL 1.x removed `max_prompt_length`), and 512 tokens covers GSM8K- and
+/// NuminaMath-style prompts with a system prompt.
+pub const ASSUMED_PROMPT_LENGTH: u64 = 512;
 
 impl<'a> Reader<'a> {
-    fn table(&self, name: &str, known: Option<&[&str]>) -> Result<Option<&'a Table>, String> {
-        let Some(v) = self.root.get(name) else {
-            return Ok(None);
-        };
-        let t = v
-            .as_table()
-            .ok_or_else(|| format!("`{name}` must be a table ([{name}])"))?;
-        if let Some(known) = known {
-            for key in t.keys() {
-                if !known.contains(&key.as_str()) {
-                    return Err(format!(
-                        "unknown key `[{name}] {key}`{}",
-                        suggest(key, known)
-                    ));
-                }
-            }
-        }
-        Ok(Some(t))
-    }
-
     fn run_file(&self) -> Result<RunFile, String> {
-        for key in self.root.keys() {
-            let known = ["vramfit", "model", "lora", "grpo", "env"];
-            if !known.contains(&key.as_str()) {
-                return Err(format!("unknown table `[{key}]`{}", suggest(key, &known)));
-            }
-        }
-        let vf = self.table("vramfit", Some(VRAMFIT_KEYS))?;
-        let model = self.table("model", Some(MODEL_KEYS))?;
-        let lora = self.table("lora", Some(LORA_KEYS))?;
-        let grpo = self.table("grpo", Some(GRPO_KEYS))?;
-        let env = self.table("env", None)?;
-        let get = |t: Option<&'a Table>, k: &str| t.and_then(|t| t.get(k));
-
-        let stack = match get(vf, "stack")
-            .map(|v| text("vramfit", "stack", v))
-            .transpose()?
-        {
-            None | Some("unsloth") => Stack::Unsloth,
-            Some("trl") => Stack::Trl,
-            Some(other) => {
-                return Err(format!(
-                    "`[vramfit] stack = \"{other}\"`: expected \"unsloth\" or \"trl\""
-                ));
-            }
-        };
-        let gpu_memory = get(vf, "gpu_memory")
-            .map(|v| {
-                let s = text("vramfit", "gpu_memory", v)?;
-                parse_size(s).map_err(|e| format!("`[vramfit] gpu_memory`: {e}"))
-            })
+        let t = Tables::new(self.root)?;
+        let stack = t.stack;
+        let model = stack_model_call(stack);
+        let lora_call = T::Lora.call(stack).unwrap_or(Call::LoraConfig);
+        let gpu_memory = t
+            .text(T::Vramfit, "gpu_memory")?
+            .map(|s| parse_size(s).map_err(|e| format!("`[vramfit] gpu_memory`: {e}")))
             .transpose()?;
-        let gpus = int(get(vf, "gpus"), "vramfit", "gpus", 1, 1024)?.unwrap_or(1);
-        let lock = boolean(
-            get(vf, "lock_effective_batch"),
-            "vramfit",
-            "lock_effective_batch",
-        )?
-        .unwrap_or(true);
+        let gpus = t.int(T::Vramfit, "gpus", 1, 1024)?.unwrap_or(1);
+        let lock = t
+            .boolean(T::Vramfit, "lock_effective_batch")?
+            .unwrap_or(true);
 
-        let model_name = match get(model, "model_name") {
-            Some(v) => text("model", "model_name", v)?.to_string(),
-            None => return Err("missing `[model] model_name`".into()),
-        };
+        let name_key = model_name_key(stack);
+        let model_name = t
+            .text(T::Model, name_key)?
+            .ok_or_else(|| format!("missing `[model] {name_key}`"))?
+            .to_string();
+        let unknown_model = |name: &str| unknown_model(name_key, name);
         let mut model_config = None;
-        let (arch, implied) = match get(vf, "model_config") {
-            Some(v) => {
-                let p = PathBuf::from(text("vramfit", "model_config", v)?);
+        let (arch, implied) = match t.text(T::Vramfit, "model_config")? {
+            Some(text) => {
+                let p = PathBuf::from(text);
                 let p = match self.dir {
                     Some(d) if p.is_relative() => d.join(p),
                     _ => p,
@@ -284,82 +169,29 @@ impl<'a> Reader<'a> {
                 (found.arch, found.quant)
             }
         };
-        let four = boolean(get(model, "load_in_4bit"), "model", "load_in_4bit")?;
-        let eight = boolean(get(model, "load_in_8bit"), "model", "load_in_8bit")?.unwrap_or(false);
-        let quant = match (four, eight, implied) {
-            (Some(true), true, _) => {
-                return Err("`[model] load_in_4bit` and `load_in_8bit` are both true".into());
-            }
-            (Some(true), _, _) | (None, false, ImpliedQuant::FourBit) => Quant::Nf4,
-            (_, true, _) => Quant::Int8,
-            // Unsloth's from_pretrained loads in 4-bit unless told otherwise
-            (None, false, _) if stack == Stack::Unsloth => Quant::Nf4,
-            _ => Quant::Bf16,
-        };
+        let quant = self.quant(&t, implied)?;
 
-        let micro = int(
-            get(grpo, "per_device_train_batch_size"),
-            "grpo",
-            "per_device_train_batch_size",
-            1,
-            4096,
-        )?
-        .unwrap_or(8);
-        let accum = int(
-            get(grpo, "gradient_accumulation_steps"),
-            "grpo",
-            "gradient_accumulation_steps",
-            1,
-            65536,
-        )?
-        .unwrap_or(1);
-        let generations = int(
-            get(grpo, "num_generations"),
-            "grpo",
-            "num_generations",
-            1,
-            1024,
-        )?
-        .unwrap_or(8);
-        let prompt = int(
-            get(grpo, "max_prompt_length"),
-            "grpo",
-            "max_prompt_length",
-            1,
-            1 << 21,
-        )?
-        .unwrap_or(512);
-        let completion = int(
-            get(grpo, "max_completion_length"),
-            "grpo",
-            "max_completion_length",
-            1,
-            1 << 21,
-        )?
-        .unwrap_or(256);
-        // Unsloth's from_pretrained takes max_seq_length; for TRL only vramfit reads it, under [vramfit]
-        let in_model = int(
-            get(model, "max_seq_length"),
-            "model",
-            "max_seq_length",
-            16,
-            1 << 22,
-        )?;
-        let in_vramfit = int(
-            get(vf, "max_seq_length"),
-            "vramfit",
-            "max_seq_length",
-            16,
-            1 << 22,
-        )?;
-        if let (Some(a), Some(b)) = (in_model, in_vramfit) {
-            if a != b {
-                return Err(format!(
-                    "`[model] max_seq_length = {a}` and `[vramfit] max_seq_length = {b}` disagree"
-                ));
-            }
-        }
-        let max_seq = in_model.or(in_vramfit).unwrap_or(prompt + completion);
+        let grpo = Call::GrpoConfig;
+        let mut t_notes_liger = false;
+        let micro = t
+            .int(T::Grpo, "per_device_train_batch_size", 1, 4096)?
+            .or(grpo.default_u64("per_device_train_batch_size"))
+            .unwrap_or(8);
+        let accum = t
+            .int(T::Grpo, "gradient_accumulation_steps", 1, 65536)?
+            .or(grpo.default_u64("gradient_accumulation_steps"))
+            .unwrap_or(1);
+        let generations = t
+            .int(T::Grpo, "num_generations", 1, 1024)?
+            .or(grpo.default_u64("num_generations"))
+            .unwrap_or(8);
+        let prompt = t
+            .int(T::Vramfit, "max_prompt_length", 1, 1 << 21)?
+            .unwrap_or(ASSUMED_PROMPT_LENGTH);
+        let completion = t
+            .int(T::Grpo, "max_completion_length", 1, 1 << 21)?
+            .or(grpo.default_u64("max_completion_length"))
+            .unwrap_or(512);
         // 16 M tokens in one micro-batch is far past any GPU; beyond it byte counts lose meaning
         let tokens = micro.saturating_mul(prompt + completion);
         if tokens > 1 << 24 {
@@ -368,59 +200,112 @@ impl<'a> Reader<'a> {
                 prompt + completion
             ));
         }
-        // Missing keys take the trainer's own defaults: PEFT's LoraConfig r = lora_alpha = 8,
-        // Unsloth's get_peft_model r = lora_alpha = 16.
-        let default_rank = if stack == Stack::Unsloth { 16 } else { 8 };
-        let rank = int(get(lora, "r"), "lora", "r", 1, 4096)?.unwrap_or(default_rank);
-        let alpha =
-            int(get(lora, "lora_alpha"), "lora", "lora_alpha", 1, 1 << 16)?.unwrap_or(default_rank);
-        let max_lora_rank = int(
-            get(model, "max_lora_rank"),
-            "model",
-            "max_lora_rank",
-            1,
-            4096,
-        )?
-        .or((stack == Stack::Unsloth).then(|| crate::model::run::vllm_max_lora_rank(rank)));
-        let targets = match get(lora, "target_modules") {
-            // Unsloth targets all seven projections; PEFT's default for these models is q and v
-            None if stack == Stack::Unsloth => ALL_LINEAR.iter().map(|s| s.to_string()).collect(),
-            None if arch.family.fused_projections() => vec!["qkv_proj".to_string()],
-            None => vec!["q_proj".to_string(), "v_proj".to_string()],
-            Some(Value::String(s)) if s == "all-linear" => vec![s.clone()],
-            Some(Value::Array(a)) => a
-                .iter()
-                .map(|v| text("lora", "target_modules", v).map(str::to_string))
-                .collect::<Result<Vec<_>, _>>()?,
-            Some(v) => {
-                return Err(format!(
-                    "`[lora] target_modules = {v}`: expected a list of module names"
-                ));
-            }
+        let max_seq = match stack {
+            // Unsloth: from_pretrained's max_seq_length is vLLM's max_model_len too
+            Stack::Unsloth => t
+                .int(T::Model, "max_seq_length", 16, 1 << 22)?
+                .or(model.default_u64("max_seq_length"))
+                .unwrap_or(2048),
+            // TRL colocate: vllm_max_model_length, else vLLM takes the model's own context
+            // (GRPOTrainer.__init__ passes max_model_len=self.vllm_max_model_length, None when unset)
+            Stack::Trl => t
+                .int(T::Grpo, "vllm_max_model_length", 16, 1 << 22)?
+                .unwrap_or(arch.max_position),
         };
-        let beta = float(get(grpo, "beta"), "grpo", "beta", 0.0, 100.0)?.unwrap_or(0.0);
-        let optimizer = match get(grpo, "optim") {
-            // transformers' TrainingArguments default
-            None => Optimizer::AdamW,
-            Some(v) => {
-                let name = text("grpo", "optim", v)?;
-                Optimizer::from_trainer_name(name).ok_or_else(|| {
-                    let names: Vec<&str> = Optimizer::ALL.iter().map(|(n, _)| *n).collect();
+        let rank = t
+            .int(T::Lora, "r", 1, 4096)?
+            .or(lora_call.default_u64("r"))
+            .unwrap_or(8);
+        let alpha = t
+            .int(T::Lora, "lora_alpha", 1, 1 << 16)?
+            .or(lora_call.default_u64("lora_alpha"))
+            .unwrap_or(rank);
+        let max_lora_rank = match stack {
+            Stack::Unsloth => Some(
+                t.int(T::Model, "max_lora_rank", 1, 4096)?
+                    .or(model.default_u64("max_lora_rank"))
+                    .unwrap_or(64),
+            ),
+            Stack::Trl => None,
+        };
+        let targets = self.targets(&t, lora_call, &arch)?;
+        let beta = t
+            .float(T::Grpo, "beta", 0.0, 100.0)?
+            .or(grpo.default_f64("beta"))
+            .unwrap_or(0.0);
+        let optim_name = t
+            .text(T::Grpo, "optim")?
+            .or(grpo.default_str("optim"))
+            .unwrap_or("adamw_torch");
+        let optimizer = Optimizer::from_trainer_name(optim_name).ok_or_else(|| {
+            let names: Vec<&str> = Optimizer::ALL.iter().map(|(n, _)| *n).collect();
+            format!(
+                "`[grpo] optim = \"{optim_name}\"`: unknown optimizer{}; known: {}",
+                suggest(optim_name, names.iter().copied()),
+                names.join(", ")
+            )
+        })?;
+        let checkpointing = checkpointing(&t, lora_call)?;
+        let generation = generation(&t, model)?;
+        let expandable = t
+            .env("PYTORCH_CUDA_ALLOC_CONF")
+            .unwrap_or("")
+            .contains("expandable_segments:True");
+        let standby = t.env_flag("UNSLOTH_VLLM_STANDBY") && stack == Stack::Unsloth;
+        // Unsloth strips expandable_segments when standby is on (unsloth_zoo/__init__.py), and
+        // its patched vLLM allocator refuses to start with them
+        let expandable = expandable && !standby;
+        // TRL 1.x always projects through its fused LM head (GRPOTrainer.__init__ calls
+        // add_fused_lm_head); use_liger_kernel no longer touches the logits, since TRL forces
+        // Liger's fused cross-entropy off and applies only its layer kernels.
+        let fused_logits = stack == Stack::Trl;
+        if t.boolean(T::Grpo, "use_liger_kernel")? == Some(true) {
+            t_notes_liger = true;
+        }
+        let vllm_kv_fp8 = match stack {
+            Stack::Unsloth => t
+                .boolean(T::Model, "float8_kv_cache")?
+                .or(model.default_bool("float8_kv_cache"))
+                .unwrap_or(false),
+            Stack::Trl => false,
+        };
+        let vllm_sleep = match stack {
+            Stack::Trl => t
+                .boolean(T::Grpo, "vllm_enable_sleep_mode")?
+                .or(grpo.default_bool("vllm_enable_sleep_mode"))
+                .unwrap_or(false),
+            Stack::Unsloth => standby,
+        };
+        let steps_per_generation = t.int(T::Grpo, "steps_per_generation", 1, 1 << 16)?;
+        let generation_batch_size = t.int(T::Grpo, "generation_batch_size", 1, 1 << 24)?;
+        let vllm_version = t
+            .text(T::Vramfit, "vllm_version")?
+            .map(|v| {
+                VllmVersion::parse(v).ok_or_else(|| {
                     format!(
-                        "`[grpo] optim = \"{name}\"`: unknown optimizer{}; known: {}",
-                        suggest(name, &names),
-                        names.join(", ")
+                        "`[vramfit] vllm_version = \"{v}\"`: expected a version such as \"0.11.0\""
                     )
-                })?
-            }
-        };
-        let checkpointing = self.checkpointing(lora, grpo, stack)?;
-        let generation = self.generation(model, grpo, stack)?;
-        let alloc_conf = get(env, "PYTORCH_CUDA_ALLOC_CONF")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let standby = get(env, "UNSLOTH_VLLM_STANDBY")
-            .is_some_and(|v| v.as_str() == Some("1") || v.as_integer() == Some(1));
+                })
+            })
+            .transpose()?
+            .unwrap_or_default();
+        let prompt_given = t.get(T::Vramfit, "max_prompt_length")?.is_some();
+        let asked_expandable = t
+            .env("PYTORCH_CUDA_ALLOC_CONF")
+            .unwrap_or("")
+            .contains("expandable_segments:True");
+        let mut notes = t.notes.clone();
+        if standby && asked_expandable {
+            notes.push("`[env] PYTORCH_CUDA_ALLOC_CONF`: Unsloth removes expandable_segments when UNSLOTH_VLLM_STANDBY=1 (its standby allocator refuses them); estimated without".into());
+        }
+        if t_notes_liger {
+            notes.push("`[grpo] use_liger_kernel`: TRL 1.x applies only Liger's layer kernels (its fused LM head already keeps logits small); not exported, since it is deprecated".into());
+        }
+        if !prompt_given {
+            notes.push(format!(
+                "`[vramfit] max_prompt_length` not given: prompts of up to {ASSUMED_PROMPT_LENGTH} tokens assumed (set it to your dataset's longest prompt)"
+            ));
+        }
         Ok(RunFile {
             run: RunConfig {
                 stack,
@@ -442,179 +327,221 @@ impl<'a> Reader<'a> {
                 optimizer,
                 beta,
                 generation,
-                expandable_segments: alloc_conf.contains("expandable_segments:True"),
-                unsloth_standby: standby,
-                fused_logits: boolean(get(grpo, "use_liger_loss"), "grpo", "use_liger_loss")?
-                    .unwrap_or(false),
+                expandable_segments: expandable,
+                unsloth_standby: standby && stack == Stack::Unsloth,
+                fused_logits,
+                vllm_kv_fp8,
+                vllm_sleep,
+                steps_per_generation,
+                generation_batch_size,
+                vllm_version,
+                vllm_max_num_seqs: match stack {
+                    Stack::Unsloth => t.int(T::Model, "max_num_seqs", 1, 1 << 16)?,
+                    Stack::Trl => None,
+                },
+                vllm_max_num_batched_tokens: match stack {
+                    Stack::Unsloth => t.int(T::Model, "max_num_batched_tokens", 1, 1 << 24)?,
+                    Stack::Trl => None,
+                },
+                standby_keeps_share: t.env_flag("UNSLOTH_VLLM_STANDBY_UTIL_OVERRIDE"),
             },
             gpu_memory,
             lock_effective_batch: lock,
             model_config,
+            notes,
         })
     }
 
-    fn checkpointing(
-        &self,
-        lora: Option<&Table>,
-        grpo: Option<&Table>,
-        stack: Stack,
-    ) -> Result<Checkpointing, String> {
-        let from_lora = match lora.and_then(|t| t.get("use_gradient_checkpointing")) {
-            None => None,
-            Some(Value::Boolean(b)) => Some(if *b {
-                Checkpointing::On
-            } else {
-                Checkpointing::Off
-            }),
-            Some(Value::String(s)) if s == "unsloth" => Some(Checkpointing::UnslothOffload),
+    /// The base weights' format: 4-bit, 8-bit, fp8 or 16/32-bit, from the stack's own keys and defaults.
+    fn quant(&self, t: &Tables, implied: ImpliedQuant) -> Result<Quant, String> {
+        let model = stack_model_call(t.stack);
+        let four = t.boolean(T::Model, "load_in_4bit")?;
+        let eight = t.boolean(T::Model, "load_in_8bit")?.unwrap_or(false);
+        let fp8 = match t.stack {
+            // load_in_fp8 = true or "block": fp8 weights, one byte each (Unsloth's FP8 GRPO)
+            Stack::Unsloth => match t.get(T::Model, "load_in_fp8")? {
+                None | Some(Value::Boolean(false)) => false,
+                Some(Value::Boolean(true)) => true,
+                Some(Value::String(s)) if s == "block" => true,
+                Some(v) => {
+                    return Err(format!(
+                        "`[model] load_in_fp8 = {v}`: expected true, false or \"block\""
+                    ));
+                }
+            },
+            Stack::Trl => false,
+        };
+        if [four == Some(true), eight, fp8]
+            .iter()
+            .filter(|b| **b)
+            .count()
+            > 1
+        {
+            return Err(
+                "`[model] load_in_4bit`, `load_in_8bit` and `load_in_fp8`: more than one is true"
+                    .into(),
+            );
+        }
+        let four = four.unwrap_or_else(|| {
+            implied == ImpliedQuant::FourBit || model.default_bool("load_in_4bit") == Some(true)
+        });
+        Ok(if fp8 {
+            Quant::Fp8
+        } else if eight {
+            Quant::Int8
+        } else if four && !(eight || fp8) {
+            Quant::Nf4
+        } else {
+            match t.text(T::Model, "dtype")?.or(model.default_str("dtype")) {
+                // TRL's ModelConfig defaults dtype to "float32", and its scripts load with it
+                Some("float32") => Quant::Fp32,
+                Some("bfloat16" | "float16" | "auto") | None => Quant::Bf16,
+                Some(other) => {
+                    return Err(format!(
+                        "`[model] dtype = \"{other}\"`: expected \"bfloat16\", \"float16\", \"float32\" or \"auto\""
+                    ));
+                }
+            }
+        })
+    }
+
+    fn targets(&self, t: &Tables, call: Call, arch: &Arch) -> Result<Vec<String>, String> {
+        Ok(match t.get(T::Lora, "target_modules")? {
+            None => match call.default("target_modules").and_then(|v| v.as_array()) {
+                // Unsloth's get_peft_model: the seven projections
+                Some(list) => list
+                    .iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect(),
+                // PEFT's LoraConfig(target_modules=None) takes the model type's entry of
+                // TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING: q and v, Phi-3's fused qkv
+                None if arch.family.fused_projections() => vec!["qkv_proj".to_string()],
+                None => vec!["q_proj".to_string(), "v_proj".to_string()],
+            },
+            Some(Value::String(s)) if s == "all-linear" => vec![s.clone()],
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| tables::text(T::Lora, "target_modules", v).map(str::to_string))
+                .collect::<Result<Vec<_>, _>>()?,
             Some(v) => {
                 return Err(format!(
-                    "`[lora] use_gradient_checkpointing = {v}`: expected true, false or \"unsloth\""
+                    "`[lora] target_modules = {v}`: expected a list of module names"
                 ));
             }
-        };
-        let from_grpo = boolean(
-            grpo.and_then(|t| t.get("gradient_checkpointing")),
-            "grpo",
-            "gradient_checkpointing",
-        )?;
-        match (from_lora, from_grpo) {
-            (Some(Checkpointing::Off), Some(true))
-            | (Some(Checkpointing::On | Checkpointing::UnslothOffload), Some(false)) => Err(
-                "`[lora] use_gradient_checkpointing` and `[grpo] gradient_checkpointing` disagree"
-                    .into(),
-            ),
-            (Some(c), _) => Ok(c),
-            (None, Some(false)) => Ok(Checkpointing::Off),
-            (None, Some(true)) => Ok(Checkpointing::On),
-            // the trainers' defaults: Unsloth's get_peft_model "unsloth", TrainingArguments off
-            (None, None) if stack == Stack::Unsloth => Ok(Checkpointing::UnslothOffload),
-            (None, None) => Ok(Checkpointing::Off),
-        }
-    }
-
-    fn generation(
-        &self,
-        model: Option<&Table>,
-        grpo: Option<&Table>,
-        stack: Stack,
-    ) -> Result<Generation, String> {
-        let share_model = float(
-            model.and_then(|t| t.get("gpu_memory_utilization")),
-            "model",
-            "gpu_memory_utilization",
-            0.01,
-            1.0,
-        )?;
-        let share_grpo = float(
-            grpo.and_then(|t| t.get("vllm_gpu_memory_utilization")),
-            "grpo",
-            "vllm_gpu_memory_utilization",
-            0.01,
-            1.0,
-        )?;
-        if let (Some(a), Some(b)) = (share_model, share_grpo) {
-            if (a - b).abs() > 1e-9 {
-                return Err(format!(
-                    "`[model] gpu_memory_utilization = {a}` and `[grpo] vllm_gpu_memory_utilization = {b}` disagree: they are the same vLLM share"
-                ));
-            }
-        }
-        let use_vllm = boolean(grpo.and_then(|t| t.get("use_vllm")), "grpo", "use_vllm")?;
-        let fast = boolean(
-            model.and_then(|t| t.get("fast_inference")),
-            "model",
-            "fast_inference",
-        )?;
-        let mode = grpo
-            .and_then(|t| t.get("vllm_mode"))
-            .map(|v| text("grpo", "vllm_mode", v))
-            .transpose()?;
-        if let Some(m) = mode {
-            if m != "colocate" && m != "server" {
-                return Err(format!(
-                    "`[grpo] vllm_mode = \"{m}\"`: expected \"colocate\" or \"server\""
-                ));
-            }
-        }
-        let on = match stack {
-            Stack::Unsloth => fast.or(use_vllm).unwrap_or(false),
-            Stack::Trl => use_vllm.unwrap_or(false) && mode != Some("server"),
-        };
-        Ok(if on {
-            Generation::ColocatedVllm {
-                // TRL's vllm_gpu_memory_utilization defaults to 0.3, Unsloth's to 0.5
-                share: share_grpo
-                    .or(share_model)
-                    .unwrap_or(if stack == Stack::Trl { 0.3 } else { 0.5 }),
-            }
-        } else {
-            Generation::Elsewhere
         })
     }
 }
 
-fn unknown_model(name: &str) -> String {
+/// The call `[model]` feeds on `stack`.
+fn stack_model_call(stack: Stack) -> Call {
+    T::Model.call(stack).unwrap_or(Call::UnslothFromPretrained)
+}
+
+/// The key that names the model: Unsloth's `model_name`, TRL ModelConfig's `model_name_or_path`.
+pub fn model_name_key(stack: Stack) -> &'static str {
+    match stack {
+        Stack::Unsloth => "model_name",
+        Stack::Trl => "model_name_or_path",
+    }
+}
+
+fn checkpointing(t: &Tables, lora_call: Call) -> Result<Checkpointing, String> {
+    let from_lora = match t.get(T::Lora, "use_gradient_checkpointing")? {
+        None => None,
+        Some(Value::Boolean(b)) => Some(if *b {
+            Checkpointing::On
+        } else {
+            Checkpointing::Off
+        }),
+        Some(Value::String(s)) if s == "unsloth" => Some(Checkpointing::UnslothOffload),
+        Some(v) => {
+            return Err(format!(
+                "`[lora] use_gradient_checkpointing = {v}`: expected true, false or \"unsloth\""
+            ));
+        }
+    };
+    let from_grpo = t.boolean(T::Grpo, "gradient_checkpointing")?;
+    match (from_lora, from_grpo) {
+        (Some(Checkpointing::Off), Some(true))
+        | (Some(Checkpointing::On | Checkpointing::UnslothOffload), Some(false)) => Err(
+            "`[lora] use_gradient_checkpointing` and `[grpo] gradient_checkpointing` disagree"
+                .into(),
+        ),
+        (Some(c), _) => Ok(c),
+        (None, Some(false)) => Ok(Checkpointing::Off),
+        (None, Some(true)) => Ok(Checkpointing::On),
+        (None, None) => Ok(
+            // Unsloth's get_peft_model defaults to "unsloth"; TRL 1.x's _BaseConfig to true
+            match lora_call
+                .default("use_gradient_checkpointing")
+                .or(Call::GrpoConfig.default("gradient_checkpointing"))
+            {
+                Some(serde_json::Value::String(s)) if s == "unsloth" => {
+                    Checkpointing::UnslothOffload
+                }
+                Some(serde_json::Value::Bool(false)) => Checkpointing::Off,
+                _ => Checkpointing::On,
+            },
+        ),
+    }
+}
+
+fn generation(t: &Tables, model: Call) -> Result<Generation, String> {
+    let grpo = Call::GrpoConfig;
+    let share_model = match t.stack {
+        Stack::Unsloth => t.float(T::Model, "gpu_memory_utilization", 0.01, 1.0)?,
+        Stack::Trl => None,
+    };
+    let share_grpo = t.float(T::Grpo, "vllm_gpu_memory_utilization", 0.01, 1.0)?;
+    if let (Some(a), Some(b)) = (share_model, share_grpo) {
+        if (a - b).abs() > 1e-9 {
+            return Err(format!(
+                "`[model] gpu_memory_utilization = {a}` and `[grpo] vllm_gpu_memory_utilization = {b}` disagree: they are the same vLLM share"
+            ));
+        }
+    }
+    let use_vllm = t.boolean(T::Grpo, "use_vllm")?;
+    let mode = t.text(T::Grpo, "vllm_mode")?;
+    if let Some(m) = mode {
+        if m != "colocate" && m != "server" {
+            return Err(format!(
+                "`[grpo] vllm_mode = \"{m}\"`: expected \"colocate\" or \"server\""
+            ));
+        }
+    }
+    let on = match t.stack {
+        // Unsloth starts vLLM when from_pretrained has fast_inference = True, and its GRPO
+        // patch then sets use_vllm itself
+        Stack::Unsloth => t
+            .boolean(T::Model, "fast_inference")?
+            .or(use_vllm)
+            .or(model.default_bool("fast_inference"))
+            .unwrap_or(false),
+        Stack::Trl => {
+            use_vllm.or(grpo.default_bool("use_vllm")).unwrap_or(false)
+                && mode.or(grpo.default_str("vllm_mode")) != Some("server")
+        }
+    };
+    let share = match t.stack {
+        Stack::Unsloth => share_model
+            .or(share_grpo)
+            .or(model.default_f64("gpu_memory_utilization")),
+        Stack::Trl => share_grpo.or(grpo.default_f64("vllm_gpu_memory_utilization")),
+    };
+    Ok(if on {
+        Generation::ColocatedVllm {
+            share: share.unwrap_or(0.5),
+        }
+    } else {
+        Generation::Elsewhere
+    })
+}
+
+fn unknown_model(key: &str, name: &str) -> String {
     format!(
-        "`[model] model_name = \"{name}\"`: unknown model; closest in the catalog: {}. For any other model set `[vramfit] model_config = \"path/to/config.json\"` (run `vramfit models` for the list)",
+        "`[model] {key} = \"{name}\"`: unknown model; closest in the catalog: {}. For any other model set `[vramfit] model_config = \"path/to/config.json\"` (run `vramfit models` for the list)",
         catalog::closest(name, 3).join(", ")
     )
-}
-
-fn text<'v>(table: &str, key: &str, v: &'v Value) -> Result<&'v str, String> {
-    v.as_str()
-        .ok_or_else(|| format!("`[{table}] {key} = {v}`: expected a string"))
-}
-
-fn boolean(v: Option<&Value>, table: &str, key: &str) -> Result<Option<bool>, String> {
-    v.map(|v| {
-        v.as_bool()
-            .ok_or_else(|| format!("`[{table}] {key} = {v}`: expected true or false"))
-    })
-    .transpose()
-}
-
-fn int(
-    v: Option<&Value>,
-    table: &str,
-    key: &str,
-    min: u64,
-    max: u64,
-) -> Result<Option<u64>, String> {
-    v.map(|v| {
-        let n = v
-            .as_integer()
-            .ok_or_else(|| format!("`[{table}] {key} = {v}`: expected a whole number"))?;
-        if n < min as i64 || n > max as i64 {
-            return Err(format!(
-                "`[{table}] {key} = {n}`: out of range, expected {min}..={max}"
-            ));
-        }
-        Ok(n as u64)
-    })
-    .transpose()
-}
-
-fn float(
-    v: Option<&Value>,
-    table: &str,
-    key: &str,
-    min: f64,
-    max: f64,
-) -> Result<Option<f64>, String> {
-    v.map(|v| {
-        let x = v
-            .as_float()
-            .or_else(|| v.as_integer().map(|i| i as f64))
-            .ok_or_else(|| format!("`[{table}] {key} = {v}`: expected a number"))?;
-        if !x.is_finite() || x < min || x > max {
-            return Err(format!(
-                "`[{table}] {key} = {x}`: out of range, expected {min}..={max}"
-            ));
-        }
-        Ok(x)
-    })
-    .transpose()
 }
 
 #[cfg(test)]
@@ -624,20 +551,25 @@ mod tests {
     #[test]
     fn missing_keys_take_each_trainers_defaults() {
         let trl = parse(
-            "[vramfit]\nstack = \"trl\"\n[model]\nmodel_name = \"Qwen/Qwen2.5-1.5B\"\n[grpo]\nuse_vllm = true\n",
+            "[vramfit]\nstack = \"trl\"\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B\"\n[grpo]\nuse_vllm = true\n",
             "t",
             None,
         )
-        .unwrap()
-        .run;
-        assert_eq!((trl.lora_rank, trl.lora_alpha), (8, 8));
-        assert_eq!(trl.lora_targets, ["q_proj", "v_proj"]);
-        assert_eq!(trl.optimizer, Optimizer::AdamW);
-        assert_eq!(trl.checkpointing, Checkpointing::Off);
-        assert_eq!(trl.quant, Quant::Bf16);
-        assert_eq!(trl.generation, Generation::ColocatedVllm { share: 0.3 });
-        assert_eq!((trl.micro_batch, trl.num_generations), (8, 8));
-        assert_eq!((trl.prompt_len, trl.completion_len), (512, 256));
+        .unwrap();
+        let run = &trl.run;
+        // peft 0.21.2 LoraConfig; trl 1.15.0 GRPOConfig / _BaseConfig / ModelConfig
+        assert_eq!((run.lora_rank, run.lora_alpha), (8, 8));
+        assert_eq!(run.lora_targets, ["q_proj", "v_proj"]);
+        assert_eq!(run.optimizer, Optimizer::AdamW);
+        assert_eq!(run.checkpointing, Checkpointing::On);
+        assert_eq!(run.quant, Quant::Fp32);
+        assert_eq!(run.generation, Generation::ColocatedVllm { share: 0.3 });
+        assert_eq!((run.micro_batch, run.num_generations), (8, 8));
+        assert_eq!((run.prompt_len, run.completion_len), (512, 512));
+        // vLLM's context: the model's max_position_embeddings when vllm_max_model_length is unset
+        assert_eq!(run.max_seq_len, run.arch.max_position);
+        assert!(run.fused_logits);
+        assert_eq!(trl.notes.len(), 1, "{:?}", trl.notes);
 
         let unsloth = parse(
             "[model]\nmodel_name = \"unsloth/Qwen2.5-1.5B-Instruct\"\nfast_inference = true\n",
@@ -652,7 +584,49 @@ mod tests {
         assert_eq!(unsloth.lora_rank, 16);
         assert_eq!(unsloth.lora_targets.len(), 7);
         assert_eq!(unsloth.generation, Generation::ColocatedVllm { share: 0.5 });
-        assert_eq!(unsloth.max_lora_rank, Some(16));
+        assert_eq!(unsloth.max_lora_rank, Some(64));
+        assert_eq!(unsloth.max_seq_len, 2048);
+    }
+
+    #[test]
+    fn retired_keys_load_from_their_old_place_with_a_note() {
+        let old = parse(
+            "[vramfit]\nstack = \"trl\"\n[model]\nmodel_name = \"Qwen/Qwen2.5-1.5B\"\n[grpo]\nmax_prompt_length = 300\nuse_liger_loss = true\n",
+            "old.toml",
+            None,
+        )
+        .unwrap();
+        assert_eq!(old.run.prompt_len, 300);
+        assert_eq!(old.run.model_name, "Qwen/Qwen2.5-1.5B");
+        assert!(
+            old.notes.iter().any(|n| n.contains("max_prompt_length")),
+            "{:?}",
+            old.notes
+        );
+        assert!(
+            old.notes.iter().any(|n| n.contains("use_liger_kernel")),
+            "{:?}",
+            old.notes
+        );
+        let both = parse(
+            "[vramfit]\nmax_prompt_length = 200\n[model]\nmodel_name = \"unsloth/Qwen2.5-1.5B-Instruct\"\n[grpo]\nmax_prompt_length = 300\n",
+            "both.toml",
+            None,
+        )
+        .unwrap_err();
+        assert!(both.message.contains("disagree"), "{}", both.message);
+    }
+
+    #[test]
+    fn keys_outside_the_contract_are_refused_with_the_call_named() {
+        let err = parse(
+            "[vramfit]\nstack = \"trl\"\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B\"\n[lora]\nuse_gradient_checkpointing = \"unsloth\"\n",
+            "trl.toml",
+            None,
+        )
+        .unwrap_err();
+        assert!(err.message.contains("peft.LoraConfig"), "{}", err.message);
+        assert_eq!(err.file, "trl.toml:6");
     }
 
     #[test]
