@@ -17,11 +17,7 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
             crate::model::run::Stack::Unsloth => "unsloth",
         },
         billions(run.arch.parameters()),
-        match run.quant {
-            crate::model::run::Quant::Bf16 => "bf16",
-            crate::model::run::Quant::Int8 => "8-bit",
-            crate::model::run::Quant::Nf4 => "4-bit NF4",
-        }
+        run.quant.label()
     );
     let _ = writeln!(out, "GPU: {gpu_line}");
     let _ = writeln!(out);
@@ -61,6 +57,8 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
             format_size(margin),
             100.0 * margin as f64 / cap
         );
+    } else if let Some(reason) = est.vllm.as_ref().and_then(|v| v.refusal.as_ref()) {
+        let _ = writeln!(out, "DOES NOT FIT: {reason}");
     } else {
         let _ = writeln!(
             out,
@@ -138,17 +136,18 @@ pub fn fit_text(
             let _ = writeln!(
                 out,
                 "{:<30} {:>9} {:>9} {:>11}  trade-off",
-                "change", "from", "to", "saves"
+                "change", "from", "to", "memory"
             );
             for c in changes {
+                let memory = if c.bytes_saved >= 0 {
+                    format!("-{}", format_size(c.bytes_saved as u64))
+                } else {
+                    format!("+{}", format_size(c.bytes_saved.unsigned_abs()))
+                };
                 let _ = writeln!(
                     out,
                     "{:<30} {:>9} {:>9} {:>11}  {}",
-                    c.key,
-                    c.from,
-                    c.to,
-                    format_size(c.bytes_saved.max(0) as u64),
-                    c.trade_off
+                    c.key, c.from, c.to, memory, c.trade_off
                 );
             }
             let _ = writeln!(

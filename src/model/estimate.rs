@@ -5,7 +5,8 @@ use super::run::{
     Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack, vllm_max_lora_rank,
 };
 use super::step::{self, StepPeak, StepShape};
-use super::units::{GIB, MIB, format_size};
+use super::units::{GIB, MIB};
+use super::vllm;
 use serde::Serialize;
 
 /// NVML-visible memory above PyTorch's reserved memory, for the whole device with one training
@@ -18,10 +19,6 @@ pub const CUDA_CONTEXT: u64 = (1.363 * GIB as f64) as u64;
 /// thread and one for autograd's backward thread: `reserved_after_matmul` = 32 MiB in the shared
 /// calibration's environment record, and the first record's optimizer-state bytes carry it.
 pub const CUBLAS_WORKSPACES: u64 = 2 * 32 * MIB;
-
-/// vLLM's CUDA graphs: vLLM logs 0.2-1 GiB for graph capture of decode batch sizes up to 512;
-/// taken at 0.5 GiB (not measured here).
-pub const VLLM_CUDA_GRAPHS: u64 = GIB / 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -65,7 +62,9 @@ impl Part {
             Part::CudaContext => {
                 "driver, CUDA context, kernels and cuBLAS workspaces (measured on an H200)"
             }
-            Part::VllmWeights => "vLLM's copy of the model weights, inside its memory share",
+            Part::VllmWeights => {
+                "vLLM's own weights copy (TRL) or LoRA buffers (Unsloth), and its non-PyTorch memory"
+            }
             Part::SharedWeights => {
                 "one copy of the weights inside vLLM's share, used by training too (Unsloth)"
             }
@@ -91,12 +90,14 @@ pub struct Component {
     pub explanation: &'static str,
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct VllmPlan {
-    pub reservation_bytes: u64,
-    pub kv_cache_bytes: u64,
-    /// sequences of `max_seq_length` tokens the KV cache can hold at once
-    pub full_length_sequences: f64,
+pub use super::vllm::VllmPlan;
+
+/// The two phases of a GRPO step on one GPU: generating completions, then training on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Generation,
+    Training,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -112,6 +113,11 @@ pub struct Estimate {
     pub training_peak_allocated_bytes: u64,
     pub training_peak_reserved_bytes: u64,
     pub vllm: Option<VllmPlan>,
+    /// the phase whose memory is the peak (the components are that phase's)
+    pub peak_phase: Phase,
+    /// both phases, when vLLM shares the GPU (generation, then training)
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseMemory>,
     pub warnings: Vec<String>,
 }
 
@@ -208,7 +214,7 @@ fn estimate_using(
         rank: run.lora_rank,
         checkpointing: run.checkpointing != Checkpointing::Off,
         reference_pass: run.beta > 0.0,
-        quantised_base: run.quant != Quant::Bf16,
+        quantised_base: run.quant.is_quantised(),
         fused_logits: run.fused_logits && run.stack == Stack::Trl,
         expandable_segments: run.expandable_segments,
     };
@@ -220,70 +226,92 @@ fn estimate_using(
     let reserved_static = stat.reserved - if shares_weights { stat.weights } else { 0 };
     let reserved = (reserved_static + peak.reserved).max(allocated + stat.gradients);
 
-    let mut parts = vec![
-        (Part::CudaContext, CUDA_CONTEXT + CUBLAS_WORKSPACES),
-        (Part::BaseWeights, train_weights),
+    let context = (Part::CudaContext, CUDA_CONTEXT + CUBLAS_WORKSPACES);
+    let weights_part =
+        if shares_weights && matches!(run.generation, Generation::ColocatedVllm { .. }) {
+            Part::SharedWeights
+        } else {
+            Part::BaseWeights
+        };
+    let trainer_static = [
+        (weights_part, stat.weights),
         (Part::LoraAdapters, stat.adapters),
-        (Part::LoraGradients, stat.gradients),
         (Part::OptimizerStates, stat.optimizer),
+    ];
+    let step_parts = [
+        (Part::LoraGradients, stat.gradients),
         (Part::Activations, peak.activations),
         (Part::Logits, peak.logits),
         (Part::AllocatorSlack, reserved - allocated - stat.gradients),
     ];
-    let vllm = vllm_plan(run, gpu, stat.weights);
+    let vllm = vllm::plan(
+        run,
+        &vllm::Surroundings {
+            capacity: gpu.capacity,
+            used_by_others: gpu.used_by_others,
+            trainer_at_start: if shares_weights { 0 } else { stat.weights },
+            weights: stat.weights,
+        },
+    );
     let mut warnings = Vec::new();
+    let mut training = vec![context];
+    training.extend(trainer_static);
+    training.extend(step_parts);
+    let mut phases = Vec::new();
     if let Some(v) = &vllm {
-        let (w, g, a) = vllm_fixed(run, stat.weights);
-        let weights_part = if shares_weights {
-            Part::SharedWeights
+        if let Some(reason) = &v.refusal {
+            warnings.push(reason.clone());
+        }
+        // Unsloth's weights are vLLM's; the trainer's own copy is counted once, as vLLM's
+        let vllm_weights = if shares_weights {
+            v.weights_bytes - stat.weights
         } else {
-            Part::VllmWeights
+            v.weights_bytes
         };
-        parts.insert(1, (weights_part, w));
-        parts.insert(2, (Part::VllmCudaGraphs, g));
-        parts.insert(3, (Part::VllmActivations, a));
-        parts.insert(4, (Part::VllmKvCache, v.kv_cache_bytes));
-        if v.full_length_sequences < 1.0 {
-            warnings.push(format!(
-                "vLLM's KV cache ({}) cannot hold one sequence of {} tokens: raise the vLLM share or shorten max_seq_length",
-                format_size(v.kv_cache_bytes),
-                run.max_seq_len
-            ));
-        }
+        // Generation: vLLM whole, beside the trainer's static memory (weights, adapters,
+        // optimizer states: packed as the allocator reserves them).
+        let mut generation = vec![context];
+        generation.extend(trainer_static);
+        generation.push((Part::AllocatorSlack, static_slack(&stat, shares_weights)));
+        generation.extend([
+            (Part::VllmWeights, vllm_weights + v.non_torch_bytes),
+            (Part::VllmCudaGraphs, v.cuda_graphs_bytes),
+            (Part::VllmKvCache, v.kv_cache_bytes),
+            (Part::VllmActivations, v.activations_bytes),
+        ]);
+        // Training: the step, beside what vLLM keeps while it runs; vLLM's activation blocks
+        // are cache the step reuses.
+        let kept = v.kept_while_training_bytes;
+        let kv_kept =
+            kept.saturating_sub(v.weights_bytes + v.non_torch_bytes + v.cuda_graphs_bytes);
+        training.extend([
+            (
+                Part::VllmWeights,
+                kept.min(vllm_weights + v.non_torch_bytes),
+            ),
+            (
+                Part::VllmCudaGraphs,
+                if kv_kept > 0 { v.cuda_graphs_bytes } else { 0 },
+            ),
+            (Part::VllmKvCache, kv_kept),
+        ]);
+        phases.push(PhaseMemory::new(Phase::Generation, generation));
     }
-    if let (Generation::ColocatedVllm { share }, Stack::Trl) = (run.generation, run.stack) {
-        // TRL loads the training model first, then vLLM, which refuses to start when free
-        // memory is below `gpu_memory_utilization x total`.
-        let wanted = (gpu.capacity as f64 * share) as u64;
-        let free = gpu
-            .capacity
-            .saturating_sub(CUDA_CONTEXT + gpu.used_by_others + stat.weights);
-        if wanted > free {
-            warnings.push(format!(
-                "vLLM will refuse to start: it wants {share} x {} = {} but only {} is free once the training model is loaded",
-                format_size(gpu.capacity),
-                format_size(wanted),
-                format_size(free)
-            ));
-        }
+    phases.push(PhaseMemory::new(Phase::Training, training));
+    phases.sort_by_key(|p| std::cmp::Reverse(p.total_bytes));
+    let peak_phase = phases[0].phase;
+    let total = phases[0].total_bytes;
+    let components = phases[0].components.clone();
+    let phases = if phases.len() > 1 { phases } else { Vec::new() };
+    if run.quant == Quant::Fp32 {
+        warnings.push("fp32 weights (TRL's ModelConfig dtype default): the step's activations are modelled in 16-bit; set [model] dtype = \"bfloat16\" to match".into());
     }
-    let training_side = CUDA_CONTEXT + CUBLAS_WORKSPACES + reserved;
-    let total = match (&vllm, run.unsloth_standby && shares_weights) {
-        // Standby: vLLM's KV cache is released while training runs, so the peak is the larger phase.
-        (Some(v), true) => (CUDA_CONTEXT + v.reservation_bytes).max(training_side + stat.weights),
-        (Some(v), false) => training_side + v.reservation_bytes,
-        (None, _) => training_side + if shares_weights { stat.weights } else { 0 },
-    };
-    if vllm.is_none() && shares_weights {
-        parts[1] = (Part::BaseWeights, stat.weights);
-    }
-    let components = normalise(parts, total);
     warnings.extend(rule_warnings(run, micro, &targets));
     let headroom = gpu.capacity as i64 - total as i64;
     Estimate {
         capacity_bytes: gpu.capacity,
         total_bytes: total,
-        fits: headroom >= 0,
+        fits: headroom >= 0 && vllm.as_ref().is_none_or(|v| v.starts),
         headroom_bytes: headroom,
         components,
         effective_batch: run.effective_batch(),
@@ -292,33 +320,45 @@ fn estimate_using(
         training_peak_allocated_bytes: allocated,
         training_peak_reserved_bytes: reserved,
         vllm,
+        peak_phase,
+        phases,
         warnings,
     }
 }
 
-/// Components in display order, zero ones dropped; in standby mode the phases overlap, so the
-/// list is scaled to the phase that sets the peak by trimming the KV cache.
-fn normalise(parts: Vec<(Part, u64)>, total: u64) -> Vec<Component> {
-    let mut out: Vec<Component> = parts
-        .into_iter()
-        .filter(|(_, b)| *b > 0)
-        .map(|(part, bytes)| Component {
-            part,
-            name: part.label(),
-            bytes,
-            explanation: part.explanation(),
-        })
-        .collect();
-    let sum: u64 = out.iter().map(|c| c.bytes).sum();
-    if sum > total {
-        let mut excess = sum - total;
-        for c in out.iter_mut().filter(|c| c.part == Part::VllmKvCache) {
-            let cut = excess.min(c.bytes);
-            c.bytes -= cut;
-            excess -= cut;
+/// One phase's memory: its components, in display order, zero ones dropped.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseMemory {
+    pub phase: Phase,
+    pub total_bytes: u64,
+    pub components: Vec<Component>,
+}
+
+impl PhaseMemory {
+    fn new(phase: Phase, parts: Vec<(Part, u64)>) -> PhaseMemory {
+        let components: Vec<Component> = parts
+            .into_iter()
+            .filter(|(_, b)| *b > 0)
+            .map(|(part, bytes)| Component {
+                part,
+                name: part.label(),
+                bytes,
+                explanation: part.explanation(),
+            })
+            .collect();
+        PhaseMemory {
+            phase,
+            total_bytes: components.iter().map(|c| c.bytes).sum(),
+            components,
         }
     }
-    out
+}
+
+/// What the allocator reserves for the trainer's static tensors beyond their bytes.
+fn static_slack(stat: &Static, shares_weights: bool) -> u64 {
+    let held = if shares_weights { 0 } else { stat.weights } + stat.adapters + stat.optimizer;
+    let reserved = stat.reserved - if shares_weights { stat.weights } else { 0 };
+    reserved.saturating_sub(held + stat.gradients)
 }
 
 /// Which of the architecture's projections carry an adapter, by PEFT's name matching.
@@ -332,7 +372,12 @@ pub fn target_mask(arch: &Arch, targets: &[String]) -> Vec<bool> {
 
 fn tensor_bytes(elements: u64, quant: Quant, quantisable: bool) -> u64 {
     match (quant, quantisable) {
+        // TRL's ModelConfig default dtype: every tensor in fp32
+        (Quant::Fp32, _) => elements * 4,
         (Quant::Bf16, _) | (_, false) => elements * 2,
+        // fp8 e4m3 with one fp32 scale per 128 x 128 block (Unsloth's FP8 checkpoints,
+        // vLLM's block-wise fp8): a byte a weight
+        (Quant::Fp8, true) => elements + elements / (128 * 128) * 4,
         // LLM.int8: one byte a weight plus one fp32 scale per output row (taken as per 4096 weights)
         (Quant::Int8, true) => elements + elements / 1024,
         // NF4: half a byte a weight; one 8-bit absmax per 64 weights; one fp32 per 256 absmaxes
@@ -442,42 +487,6 @@ fn optimizer_bytes(opt: Optimizer, elements: u64) -> u64 {
         Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => block_bytes(eight_bit(elements)),
         Optimizer::Sgd => 0,
     }
-}
-
-/// vLLM's weights copy, CUDA graphs and profiled activations: the part of its share that is not KV cache.
-fn vllm_fixed(run: &RunConfig, weights: u64) -> (u64, u64, u64) {
-    let arch = &run.arch;
-    // vLLM profiles one forward of max_num_batched_tokens tokens, taken as max(8192, max_model_len)
-    // (vLLM V1's default budget), and keeps the sampler's fp32 logits for up to 256 sequences.
-    // Not measured here: an estimate of what vLLM's profiling run holds outside the KV cache.
-    let tokens = run.max_seq_len.max(8192);
-    let activations = tokens * (arch.intermediate * 2 * 2 + arch.hidden * 4) + 256 * arch.vocab * 4;
-    (weights, VLLM_CUDA_GRAPHS, activations)
-}
-
-fn vllm_plan(run: &RunConfig, gpu: GpuBudget, weights: u64) -> Option<VllmPlan> {
-    let Generation::ColocatedVllm { share } = run.generation else {
-        return None;
-    };
-    // TRL colocate: vLLM takes `share x total`; Unsloth: `share x free` at start-up.
-    let base = match run.stack {
-        Stack::Trl => gpu.capacity,
-        Stack::Unsloth => gpu
-            .capacity
-            .saturating_sub(CUDA_CONTEXT + gpu.used_by_others),
-    };
-    let share_bytes = (base as f64 * share) as u64;
-    let (w, g, a) = vllm_fixed(run, weights);
-    // A share too small for the weights, graphs and profiled activations does not shrink them:
-    // vLLM still needs that much (and has no KV cache left), so the larger figure is counted.
-    let reservation = share_bytes.max(w + g + a);
-    let kv = share_bytes.saturating_sub(w + g + a);
-    let per_sequence = run.arch.kv_bytes_for(run.max_seq_len).max(1);
-    Some(VllmPlan {
-        reservation_bytes: reservation,
-        kv_cache_bytes: kv,
-        full_length_sequences: kv as f64 / per_sequence as f64,
-    })
 }
 
 /// The trainer rules of SPEC section 1 that the knobs break.

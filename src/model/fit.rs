@@ -6,7 +6,7 @@
 
 use super::estimate::{Estimate, Estimator, GpuBudget};
 use super::knobs::{Knob, accumulation_for};
-use super::run::{Checkpointing, Generation, RunConfig, Stack};
+use super::run::{Checkpointing, Generation, Quant, RunConfig, Stack};
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashSet};
@@ -18,19 +18,22 @@ pub enum Lever {
     VllmShare,
     MicroBatch,
     Checkpointing,
-    /// TRL's fused, chunked logits (`use_liger_loss`)
-    FusedLogits,
+    /// vLLM's KV cache in fp8 (Unsloth's `float8_kv_cache`): twice the tokens in the same share
+    KvCacheFp8,
+    /// the base weights in 4-bit (QLoRA): about a quarter of their 16-bit bytes
+    FourBitWeights,
     SequenceLength,
     Generations,
     LoraRank,
 }
 
 impl Lever {
-    pub const ORDER: [Lever; 7] = [
+    pub const ORDER: [Lever; 8] = [
         Lever::VllmShare,
         Lever::MicroBatch,
         Lever::Checkpointing,
-        Lever::FusedLogits,
+        Lever::KvCacheFp8,
+        Lever::FourBitWeights,
         Lever::SequenceLength,
         Lever::Generations,
         Lever::LoraRank,
@@ -42,18 +45,21 @@ impl Lever {
             Lever::VllmShare => "vLLM share",
             Lever::MicroBatch => "micro-batch",
             Lever::Checkpointing => "checkpointing",
-            Lever::FusedLogits => "fused logits",
+            Lever::KvCacheFp8 => "fp8 KV cache",
+            Lever::FourBitWeights => "4-bit weights",
             Lever::SequenceLength => "sequence",
             Lever::Generations => "generations",
             Lever::LoraRank => "LoRA rank",
         }
     }
 
-    pub fn trainer_key(self) -> &'static str {
-        match self {
-            Lever::Checkpointing => "use_gradient_checkpointing",
-            Lever::FusedLogits => "use_liger_loss",
-            other => other.knob().map_or("", Knob::trainer_key),
+    pub fn trainer_key(self, stack: Stack) -> &'static str {
+        match (self, stack) {
+            (Lever::Checkpointing, Stack::Unsloth) => "use_gradient_checkpointing",
+            (Lever::Checkpointing, Stack::Trl) => "gradient_checkpointing",
+            (Lever::KvCacheFp8, _) => "float8_kv_cache",
+            (Lever::FourBitWeights, _) => "load_in_4bit",
+            (other, _) => other.knob().map_or("", |k| k.trainer_key(stack)),
         }
     }
 
@@ -64,7 +70,7 @@ impl Lever {
             Lever::SequenceLength => Knob::SequenceLength,
             Lever::Generations => Knob::Generations,
             Lever::LoraRank => Knob::LoraRank,
-            Lever::Checkpointing | Lever::FusedLogits => return None,
+            Lever::Checkpointing | Lever::KvCacheFp8 | Lever::FourBitWeights => return None,
         })
     }
 
@@ -73,8 +79,11 @@ impl Lever {
             Lever::Checkpointing => {
                 "layers are recomputed in the backward pass: about 30 % slower steps"
             }
-            Lever::FusedLogits => {
-                "needs the liger-kernel package; the loss runs in chunks, a little slower"
+            Lever::KvCacheFp8 => {
+                "fp8 keys and values: twice the sequences in the same share, slightly noisier sampling"
+            }
+            Lever::FourBitWeights => {
+                "QLoRA: the frozen weights in 4-bit NF4, somewhat slower and a little less accurate"
             }
             other => other.knob().map_or("", Knob::trade_off),
         }
@@ -87,7 +96,10 @@ impl Lever {
             Lever::VllmShare => 1.0,
             Lever::MicroBatch => 5.0,
             Lever::Checkpointing => 3.0,
-            Lever::FusedLogits => 4.0,
+            // fp8 KV barely moves sampling quality; 4-bit weights (QLoRA) cost some accuracy and
+            // speed, still less than cutting what the model learns from
+            Lever::KvCacheFp8 => 2.0,
+            Lever::FourBitWeights => 10.0,
             Lever::SequenceLength => 20.0,
             Lever::Generations => 40.0,
             Lever::LoraRank => 30.0,
@@ -155,8 +167,17 @@ impl Grid {
                     (checkpointing_rank(run.checkpointing)..=top).collect()
                 }
                 Lever::VllmShare if matches!(run.generation, Generation::Elsewhere) => vec![0],
-                Lever::FusedLogits if run.stack == Stack::Trl && !run.fused_logits => vec![0, 1],
-                Lever::FusedLogits => vec![u64::from(run.fused_logits)],
+                Lever::VllmShare => shares_nearest_first(run),
+                // Unsloth passes kv_cache_dtype="fp8" to vLLM; TRL's colocate call has no such key
+                Lever::KvCacheFp8
+                    if run.stack == Stack::Unsloth
+                        && !run.vllm_kv_fp8
+                        && matches!(run.generation, Generation::ColocatedVllm { .. }) =>
+                {
+                    vec![0, 1]
+                }
+                Lever::FourBitWeights if run.quant != Quant::Nf4 => vec![0, 1],
+                Lever::KvCacheFp8 | Lever::FourBitWeights => vec![0],
                 _ => {
                     let knob = lever.knob().expect("numeric lever");
                     let now = knob.get(run).unwrap_or(0);
@@ -199,7 +220,8 @@ impl Grid {
                         Checkpointing::UnslothOffload,
                     ][v as usize]
                 }
-                Lever::FusedLogits => run.fused_logits = v == 1,
+                Lever::KvCacheFp8 => run.vllm_kv_fp8 = v == 1,
+                Lever::FourBitWeights => run.quant = Quant::Nf4,
                 Lever::MicroBatch => {
                     Knob::MicroBatch.set(&mut run, v);
                     run.grad_accum = accumulation_for(target, v, run.gpus).0;
@@ -218,8 +240,8 @@ impl Grid {
             }
             let (from, to) = (self.values[d][0] as f64, self.values[d][at[d]] as f64);
             let steps = match lever {
-                Lever::VllmShare => (from - to) / 5.0,
-                Lever::Checkpointing | Lever::FusedLogits => to - from,
+                Lever::VllmShare => (from - to).abs() / 5.0,
+                Lever::Checkpointing | Lever::KvCacheFp8 | Lever::FourBitWeights => to - from,
                 _ => (from / to).log2(),
             };
             cost += CHANGE_COST + lever.rung_cost() * steps;
@@ -231,7 +253,7 @@ impl Grid {
         let v = self.values[d][i];
         match Lever::ORDER[d] {
             Lever::Checkpointing => ["false", "true", "\"unsloth\""][v as usize].to_string(),
-            Lever::FusedLogits => (v == 1).to_string(),
+            Lever::KvCacheFp8 | Lever::FourBitWeights => (v == 1).to_string(),
             lever => lever.knob().map_or(v.to_string(), |k| k.show(v)),
         }
     }
@@ -261,15 +283,26 @@ impl PartialOrd for Candidate {
     }
 }
 
-/// Whether `est` fits with `headroom` (a fraction of the capacity) to spare and vLLM can hold
-/// one full-length sequence.
+/// Whether `est` fits with `headroom` (a fraction of the capacity) to spare and vLLM starts
+/// (free memory for its share, and a KV cache that holds one sequence of its context).
 fn acceptable(est: &Estimate, headroom: f64) -> bool {
     let limit = est.capacity_bytes as f64 * (1.0 - headroom);
-    (est.total_bytes as f64) <= limit
-        && est
-            .vllm
-            .as_ref()
-            .is_none_or(|v| v.full_length_sequences >= 1.0)
+    (est.total_bytes as f64) <= limit && est.vllm.as_ref().is_none_or(|v| v.starts)
+}
+
+/// The vLLM share's candidates: the current one, then the others nearest first, up and down
+/// alike. A larger share can be what makes vLLM start (its KV cache must hold one sequence).
+fn shares_nearest_first(run: &RunConfig) -> Vec<u64> {
+    let now = Knob::VllmShare.get(run).unwrap_or(0);
+    let mut v: Vec<u64> = Knob::VllmShare
+        .ladder()
+        .iter()
+        .copied()
+        .filter(|&x| x != now)
+        .collect();
+    v.sort_by_key(|&x| (x.abs_diff(now), x));
+    v.insert(0, now);
+    v
 }
 
 pub fn fit(run: &RunConfig, gpu: GpuBudget, headroom: f64, est: &mut Estimator) -> FitOutcome {
@@ -344,20 +377,24 @@ fn impossible(
     est: &mut Estimator,
 ) -> FitOutcome {
     let mut floor: Vec<usize> = grid.values.iter().map(|v| v.len() - 1).collect();
-    // vLLM's floor is the smallest share that still holds one full-length sequence
-    let holds_one = |e: &Estimate| {
-        e.vllm
-            .as_ref()
-            .is_none_or(|v| v.full_length_sequences >= 1.0)
-    };
-    while floor[0] > 0 && !holds_one(&est.estimate(&grid.run_at(run, &floor), gpu)) {
-        floor[0] -= 1;
-    }
+    // vLLM's floor: of the shares with which it starts, the one needing least memory
+    floor[0] = (0..grid.values[0].len())
+        .filter_map(|share| {
+            let mut at = floor.clone();
+            at[0] = share;
+            let e = est.estimate(&grid.run_at(run, &at), gpu);
+            e.vllm
+                .as_ref()
+                .is_none_or(|v| v.starts)
+                .then_some((e.total_bytes, share))
+        })
+        .min()
+        .map_or(0, |(_, share)| share);
     let e = est.estimate(&grid.run_at(run, &floor), gpu);
     let floors = Lever::ORDER
         .iter()
         .enumerate()
-        .map(|(d, l)| format!("{} = {}", l.trainer_key(), grid.show(d, floor[d])))
+        .map(|(d, l)| format!("{} = {}", l.trainer_key(run.stack), grid.show(d, floor[d])))
         .collect();
     const STEP: u64 = 256 << 20;
     let fits_on = |capacity: u64, est: &mut Estimator| {
@@ -404,11 +441,15 @@ fn describe(
         let after = est.estimate(&grid.run_at(run, &applied), gpu).total_bytes as i64;
         changes.push(Change {
             lever,
-            key: lever.trainer_key(),
+            key: lever.trainer_key(run.stack),
             from: grid.show(d, 0),
             to: grid.show(d, at[d]),
             bytes_saved: before - after,
-            trade_off: lever.trade_off(),
+            trade_off: if lever == Lever::VllmShare && grid.values[d][at[d]] > grid.values[d][0] {
+                "larger vLLM share: vLLM can start and hold its context, less room left for training"
+            } else {
+                lever.trade_off()
+            },
         });
         before = after;
     }
@@ -424,7 +465,10 @@ pub fn cost_of(run: &RunConfig, changed: &RunConfig) -> f64 {
         .map(|(d, &lever)| {
             let v = match lever {
                 Lever::Checkpointing => checkpointing_rank(changed.checkpointing),
-                Lever::FusedLogits => u64::from(changed.fused_logits),
+                Lever::KvCacheFp8 => u64::from(changed.vllm_kv_fp8 && !run.vllm_kv_fp8),
+                Lever::FourBitWeights => {
+                    u64::from(changed.quant == Quant::Nf4 && run.quant != Quant::Nf4)
+                }
                 other => other.knob().and_then(|k| k.get(changed)).unwrap_or(0),
             };
             grid.values[d].iter().position(|&x| x == v).unwrap_or(0)
@@ -454,7 +498,7 @@ pub fn levers(run: &RunConfig, gpu: GpuBudget, est: &mut Estimator) -> Vec<Lever
             let lever = Lever::ORDER[d];
             let change = Change {
                 lever,
-                key: lever.trainer_key(),
+                key: lever.trainer_key(run.stack),
                 from: grid.show(d, 0),
                 to: grid.show(d, 1),
                 bytes_saved: base - est.estimate(&lower, gpu).total_bytes as i64,

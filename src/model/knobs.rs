@@ -1,7 +1,8 @@
 //! The six knobs: each one's range, steps and trainer key, declared once. The sliders, the
 //! levers, the validation and the help text all read them from here.
 
-use super::run::{Generation, RunConfig};
+use super::run::{Generation, RunConfig, Stack};
+use crate::contract::Table;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Knob {
@@ -50,16 +51,26 @@ impl Knob {
         }
     }
 
-    /// The trainer keyword the knob is exported as.
-    pub fn trainer_key(self) -> &'static str {
-        match self {
-            Knob::VllmShare => "vllm_gpu_memory_utilization",
-            Knob::Generations => "num_generations",
-            Knob::MicroBatch => "per_device_train_batch_size",
-            Knob::SequenceLength => "max_seq_length",
-            Knob::LoraRank => "r",
-            Knob::GradAccum => "gradient_accumulation_steps",
+    /// The table and trainer keyword the knob is read from and exported as, on `stack`: the vLLM
+    /// share is Unsloth's `from_pretrained(gpu_memory_utilization)` and TRL's
+    /// `vllm_gpu_memory_utilization`; the sequence is Unsloth's `max_seq_length` (vLLM's context
+    /// too) and TRL's `vllm_max_model_length`.
+    pub fn key(self, stack: Stack) -> (Table, &'static str) {
+        match (self, stack) {
+            (Knob::VllmShare, Stack::Unsloth) => (Table::Model, "gpu_memory_utilization"),
+            (Knob::VllmShare, Stack::Trl) => (Table::Grpo, "vllm_gpu_memory_utilization"),
+            (Knob::Generations, _) => (Table::Grpo, "num_generations"),
+            (Knob::MicroBatch, _) => (Table::Grpo, "per_device_train_batch_size"),
+            (Knob::SequenceLength, Stack::Unsloth) => (Table::Model, "max_seq_length"),
+            (Knob::SequenceLength, Stack::Trl) => (Table::Grpo, "vllm_max_model_length"),
+            (Knob::LoraRank, _) => (Table::Lora, "r"),
+            (Knob::GradAccum, _) => (Table::Grpo, "gradient_accumulation_steps"),
         }
+    }
+
+    /// The trainer keyword alone.
+    pub fn trainer_key(self, stack: Stack) -> &'static str {
+        self.key(stack).1
     }
 
     /// What one step down costs in training terms (the seed articles' trade-offs).

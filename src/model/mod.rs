@@ -13,3 +13,4 @@ pub mod oom;
 pub mod run;
 pub mod step;
 pub mod units;
+pub mod vllm;

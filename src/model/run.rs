@@ -12,10 +12,25 @@ pub enum Stack {
     Unsloth,
 }
 
+impl Stack {
+    /// The stack's name in run files and on screen.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stack::Trl => "trl",
+            Stack::Unsloth => "unsloth",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Quant {
+    /// 16-bit weights (bf16 or fp16)
     Bf16,
+    /// fp32 weights: TRL's ModelConfig when `dtype` is unset
+    Fp32,
+    /// fp8 weights (Unsloth's `load_in_fp8`, FP8 checkpoints): one byte a weight
+    Fp8,
     /// bitsandbytes LLM.int8
     Int8,
     /// bitsandbytes NF4 with double-quantised constants
@@ -62,6 +77,24 @@ impl Optimizer {
     }
 }
 
+impl Quant {
+    /// The weight format in the user's words.
+    pub fn label(self) -> &'static str {
+        match self {
+            Quant::Bf16 => "16-bit",
+            Quant::Fp32 => "fp32",
+            Quant::Fp8 => "fp8",
+            Quant::Int8 => "8-bit",
+            Quant::Nf4 => "4-bit NF4",
+        }
+    }
+
+    /// Whether the decoder's linear layers are stored below 16 bits and dequantised on use.
+    pub fn is_quantised(self) -> bool {
+        matches!(self, Quant::Int8 | Quant::Nf4 | Quant::Fp8)
+    }
+}
+
 /// Where generation runs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -102,9 +135,68 @@ pub struct RunConfig {
     pub expandable_segments: bool,
     /// `UNSLOTH_VLLM_STANDBY=1`
     pub unsloth_standby: bool,
-    /// TRL's `use_liger_loss`: the lm_head and the GRPO loss fused and chunked, so the
+    /// TRL's `use_liger_kernel`: the lm_head and the GRPO loss fused and chunked, so the
     /// micro-batch's logits are never materialised
     pub fused_logits: bool,
+    /// vLLM's KV cache in fp8 (Unsloth's `float8_kv_cache`): half the bytes a token
+    pub vllm_kv_fp8: bool,
+    /// vLLM sleeps while training runs (TRL's `vllm_enable_sleep_mode`, Unsloth's standby)
+    pub vllm_sleep: bool,
+    /// TRL's `steps_per_generation` and `generation_batch_size`, when set
+    pub steps_per_generation: Option<u64>,
+    pub generation_batch_size: Option<u64>,
+    /// the vLLM whose behaviour is modelled
+    pub vllm_version: VllmVersion,
+    /// `max_num_seqs` / `max_num_batched_tokens` given to Unsloth's vLLM loader, when set
+    pub vllm_max_num_seqs: Option<u64>,
+    pub vllm_max_num_batched_tokens: Option<u64>,
+    /// `UNSLOTH_VLLM_STANDBY_UTIL_OVERRIDE`: standby keeps the file's vLLM share
+    pub standby_keeps_share: bool,
+}
+
+/// A vLLM version, for behaviours that moved between releases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct VllmVersion {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl VllmVersion {
+    /// vLLM 0.21: CUDA-graph memory is profiled inside `gpu_memory_utilization`; before it,
+    /// graphs were captured after the KV cache was sized, outside the budget.
+    pub const GRAPHS_IN_BUDGET: VllmVersion = VllmVersion {
+        major: 0,
+        minor: 21,
+    };
+
+    /// `"0.11"`, `"0.11.2"`, `"v0.21.0"`.
+    pub fn parse(text: &str) -> Option<VllmVersion> {
+        let t = text.trim().trim_start_matches('v');
+        let mut parts = t.split('.');
+        let major = parts.next()?.parse().ok()?;
+        let minor = parts.next()?.parse().ok()?;
+        Some(VllmVersion { major, minor })
+    }
+
+    pub fn graphs_in_budget(self) -> bool {
+        self >= Self::GRAPHS_IN_BUDGET
+    }
+}
+
+impl Default for VllmVersion {
+    /// The current vLLM (0.33, the newest released when the contract was last read).
+    fn default() -> VllmVersion {
+        VllmVersion {
+            major: 0,
+            minor: 33,
+        }
+    }
+}
+
+impl std::fmt::Display for VllmVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
 }
 
 impl RunConfig {
@@ -155,6 +247,14 @@ impl RunConfig {
             expandable_segments: false,
             unsloth_standby: false,
             fused_logits: false,
+            vllm_kv_fp8: false,
+            vllm_sleep: false,
+            steps_per_generation: None,
+            generation_batch_size: None,
+            vllm_version: VllmVersion::default(),
+            vllm_max_num_seqs: None,
+            vllm_max_num_batched_tokens: None,
+            standby_keeps_share: false,
         }
     }
 }

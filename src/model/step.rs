@@ -23,7 +23,9 @@ pub struct StepShape {
     /// the base weights are bitsandbytes-quantised: their matmul saves its input too
     pub quantised_base: bool,
     pub expandable_segments: bool,
-    /// TRL's `use_liger_loss`: logits computed one completion at a time in fp32, fused with the loss
+    /// TRL 1.x's fused LM head (`add_fused_lm_head`): log-probabilities computed in tiles, the
+    /// micro-batch's logits never materialised. Off: logits materialised in bf16, as TRL 0.x and
+    /// the calibration harness (`measure.py`) do.
     pub fused_logits: bool,
 }
 
@@ -110,24 +112,44 @@ struct Logits {
     row: u64,
     /// one 128-row fp32 chunk of the entropy computation
     chunk: u64,
+    /// fused head: the completion tokens' hidden states gathered (`hidden_states[mask]`), N x H bf16
+    gathered: u64,
+    /// fused head: one tile of logits, min(N, 4096) x 32768 in bf16
+    tile: u64,
+    /// fused head: seven fp32 running statistics per token (max, sums, log_z, entropy...)
+    stats: u64,
 }
+
+/// `ChunkedLogProbFunction`'s tile: at most 4096 tokens (`TOKEN_CHUNK_SIZE`) by 32768 vocabulary
+/// entries (`_CHUNKED_LOGPROB_CHUNK_SIZE`), trl 1.15.0.
+const FUSED_TOKEN_CHUNK: u64 = 4096;
+const FUSED_VOCAB_CHUNK: u64 = 32768;
 
 impl Logits {
     fn new(arch: &Arch, s: &StepShape) -> Logits {
         let v = arch.vocab;
+        // the fused head projects the completion tokens only (labels != -100)
+        let tokens = s.seqs * s.completion;
         Logits {
             copy: s.seqs * s.completion * v * 2,
             head: s.seqs * (s.completion + 1) * v * 2,
             row: s.completion * v * 2,
             chunk: 128 * v * 4,
+            gathered: tokens * arch.hidden * 2,
+            tile: tokens.min(FUSED_TOKEN_CHUNK) * FUSED_VOCAB_CHUNK * 2,
+            stats: tokens * 7 * 4,
         }
     }
 
-    /// With the fused (Liger) GRPO loss: one completion's fp32 logits, its softmax and their
-    /// gradient at a time. Not measured: follows Liger's chunked fused-linear design (chunk of
-    /// one sequence); the micro-batch's logits never exist.
+    /// TRL 1.x's fused LM head (trl/trainer/utils.py `add_fused_lm_head`, the autograd function
+    /// `ChunkedLogProbFunction` in trl/kernels/chunked_logprob.py): the forward keeps the gathered
+    /// hidden states and fills one logits tile at a time; the backward holds an fp32 gradient of
+    /// the gathered states, a tile again, and that gradient cast back to bf16. Not measured: read
+    /// from the trl 1.15.0 wheel.
     fn fused_peak(&self) -> u64 {
-        3 * self.row * 2
+        let forward = self.gathered + self.tile + self.stats;
+        let backward = self.gathered + 2 * self.gathered + self.tile + self.gathered;
+        forward.max(backward)
     }
 
     /// The logits phase's peak above what is live before it.
@@ -217,8 +239,13 @@ fn simulate_reserved(
             }
             sim.free(x);
             if s.fused_logits {
-                let chunk: Vec<u32> = (0..2).map(|_| sim.alloc(2 * lg.row)).collect();
-                sim.free_all(chunk);
+                // no-grad: the gathered states, one tile and the statistics, then gone
+                let parts = vec![
+                    sim.alloc(lg.gathered),
+                    sim.alloc(lg.tile),
+                    sim.alloc(lg.stats),
+                ];
+                sim.free_all(parts);
             } else {
                 let (head, _) = sim.lm_head(arch, lg, false);
                 let copy = sim.alloc(lg.copy);
@@ -576,6 +603,25 @@ impl Sim {
         through_div
     }
 
+    /// TRL 1.x's fused head, forward then backward (see `Logits::fused_peak`); returns the
+    /// bf16 gradient of the gathered hidden states, for the caller to free.
+    fn fused_head(&mut self, lg: &Logits, reference_copy: Option<u32>) -> u32 {
+        let gathered = self.alloc(lg.gathered);
+        let (tile, stats) = (self.alloc(lg.tile), self.alloc(lg.stats));
+        self.free(tile);
+        self.free(stats);
+        if let Some(r) = reference_copy {
+            self.free(r);
+        }
+        let grad32 = self.alloc(2 * lg.gathered);
+        let tile = self.alloc(lg.tile);
+        self.free(tile);
+        let grad = self.alloc(lg.gathered);
+        self.free(grad32);
+        self.free(gathered);
+        grad
+    }
+
     fn forward_and_backward(
         &mut self,
         arch: &Arch,
@@ -601,13 +647,7 @@ impl Sim {
         let normed = self.alloc(sh.hid);
         self.free(input);
         let sliced = if s.fused_logits {
-            // Liger's fused loss: one completion's fp32 logits, softmax and gradient at a time
-            let chunk: Vec<u32> = (0..3).map(|_| self.alloc(2 * lg.row)).collect();
-            self.free_all(chunk);
-            if let Some(r) = reference_copy {
-                self.free(r);
-            }
-            0
+            self.fused_head(lg, reference_copy)
         } else {
             self.logits_phase(arch, s, lg, reference_copy)
         };

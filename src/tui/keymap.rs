@@ -151,7 +151,7 @@ pub const BINDINGS: &[Binding] = &[
         keys: "g",
         matches: |k| plain(k, &[KeyCode::Char('g')]),
         action: Action::ToggleFusedLogits,
-        help: "fused, chunked logits (TRL's use_liger_loss) on / off",
+        help: "fused, chunked logits (TRL's use_liger_kernel) on / off",
         footer: None,
     },
     Binding {

@@ -6,7 +6,7 @@ use super::theme::Theme;
 use super::widgets::{MemoryBar, Slider};
 use crate::config::export::optimizer_name;
 use crate::model::knobs::Knob;
-use crate::model::run::{Checkpointing, Quant, Stack};
+use crate::model::run::{Checkpointing, Stack};
 use crate::model::units::format_size;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -66,11 +66,7 @@ fn header(frame: &mut Frame, app: &App, area: Rect) {
     } else {
         "unsloth"
     };
-    let quant = match r.quant {
-        Quant::Bf16 => "bf16",
-        Quant::Int8 => "8-bit",
-        Quant::Nf4 => "4-bit",
-    };
+    let quant = r.quant.label();
     let gc = match r.checkpointing {
         Checkpointing::Off => "gc off",
         Checkpointing::On => "gc on",
@@ -183,7 +179,7 @@ fn sliders(frame: &mut Frame, app: &App, area: Rect) {
             cells[2],
         );
         frame.render_widget(
-            Paragraph::new(format!(" {}", knob.trainer_key())).style(app.theme.dim()),
+            Paragraph::new(format!(" {}", knob.trainer_key(app.run.stack))).style(app.theme.dim()),
             cells[3],
         );
     }
