@@ -179,37 +179,81 @@ fn diagnose_from_the_command_line() {
         .stdout(predicate::str::contains("VllmReservation"));
 }
 
+/// A TRL colocate run that leaves `vllm_max_model_length` unset: vLLM takes Llama 3.1's
+/// 131072-token context, whose one sequence its 0.3 share cannot hold.
+const TRL_LONG_CONTEXT: &str = r#"
+[vramfit]
+stack = "trl"
+max_prompt_length = 256
+
+[model]
+model_name_or_path = "meta-llama/Llama-3.1-8B-Instruct"
+dtype = "bfloat16"
+
+[lora]
+r = 16
+lora_alpha = 32
+target_modules = ["q_proj", "k_proj", "v_proj", "o_proj"]
+
+[grpo]
+per_device_train_batch_size = 8
+num_generations = 8
+max_completion_length = 1024
+use_vllm = true
+vllm_mode = "colocate"
+"#;
+
 #[test]
-fn trl_fit_reaches_for_fused_logits_before_shortening_sequences() {
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/seed-gemma-22gib.toml"),
-    )
-    .unwrap()
-    .replace("stack = \"unsloth\"", "stack = \"trl\"")
-    .lines()
-    .filter(|l| {
-        ![
-            "fast_inference",
-            "gpu_memory_utilization = ",
-            "use_gradient_checkpointing",
-            "max_lora_rank",
-        ]
-        .iter()
-        .any(|k| l.starts_with(k))
-    })
-    .map(|l| format!("{l}\n"))
-    .collect::<String>();
-    let file = config::parse(&text, "trl.toml", None).unwrap();
+fn a_vllm_that_cannot_start_does_not_fit_and_fit_raises_its_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trl.toml");
+    std::fs::write(&path, TRL_LONG_CONTEXT).unwrap();
+    Command::cargo_bin("vramfit")
+        .unwrap()
+        .args(["estimate", "--gpu-mem", "80GiB", "--config"])
+        .arg(&path)
+        .assert()
+        .code(3)
+        .stdout(predicate::str::contains(
+            "DOES NOT FIT: vLLM refuses to start",
+        ))
+        .stdout(predicate::str::contains("max_model_len 131072"));
+    let file = config::load(&path).unwrap();
+    let h200 = GpuBudget {
+        capacity: 80 << 30,
+        used_by_others: 0,
+    };
+    let FitOutcome::Fitted { run, estimate, .. } =
+        fit(&file.run, h200, 0.05, &mut Estimator::new())
+    else {
+        panic!("a larger share lets vLLM start");
+    };
+    assert!(estimate.vllm.as_ref().unwrap().starts);
+    let share = |r: &vramfit::model::run::RunConfig| vramfit::model::knobs::Knob::VllmShare.get(r);
+    assert!(
+        share(&run) > share(&file.run),
+        "{:?} -> {:?}",
+        share(&file.run),
+        share(&run)
+    );
+    assert_eq!(run.sequence_len(), file.run.sequence_len());
+}
+
+#[test]
+fn fit_reaches_for_4bit_weights_before_shortening_anything() {
+    let text = vramfit::presets::built_in("24gb").unwrap();
+    let file = config::parse(text, "24gb", None).unwrap();
     let small = GpuBudget {
-        capacity: 14 << 30,
+        capacity: 12 << 30,
         used_by_others: 0,
     };
     let FitOutcome::Fitted { run, changes, .. } =
         fit(&file.run, small, 0.05, &mut Estimator::new())
     else {
-        panic!("fits with fused logits");
+        panic!("the 24 GB preset fits a 12 GiB card in 4-bit");
     };
-    assert!(run.fused_logits, "{changes:?}");
+    assert_eq!(run.quant, vramfit::model::run::Quant::Nf4, "{changes:?}");
     assert_eq!(run.sequence_len(), file.run.sequence_len());
+    assert_eq!(run.num_generations, file.run.num_generations);
+    assert_eq!(run.lora_rank, file.run.lora_rank);
 }

@@ -130,10 +130,14 @@ fn trl_vllm_refuses_a_share_larger_than_what_is_free() {
         capacity: 24 << 30,
         used_by_others: 0,
     };
-    let w = estimate(&r, small).warnings;
+    let e = estimate(&r, small);
+    assert!(!e.fits, "a vLLM that cannot start is not a fit");
     assert!(
-        w.iter().any(|w| w.contains("vLLM will refuse to start")),
-        "{w:?}"
+        e.warnings
+            .iter()
+            .any(|w| w.contains("vLLM refuses to start: free memory on device")),
+        "{:?}",
+        e.warnings
     );
     r.generation = vramfit::model::run::Generation::ColocatedVllm { share: 0.5 };
     assert!(
@@ -180,6 +184,11 @@ proptest! {
         prop_assert_eq!(sum, e.total_bytes);
         prop_assert!(e.training_peak_reserved_bytes >= e.training_peak_allocated_bytes);
         prop_assert!(e.training_peak_allocated_bytes > 0);
-        prop_assert_eq!(e.fits, e.total_bytes <= GPU.capacity);
+        let starts = e.vllm.as_ref().is_none_or(|v| v.starts);
+        prop_assert_eq!(e.fits, e.total_bytes <= GPU.capacity && starts);
+        for p in &e.phases {
+            prop_assert!(p.total_bytes <= e.total_bytes);
+            prop_assert_eq!(p.components.iter().map(|c| c.bytes).sum::<u64>(), p.total_bytes);
+        }
     }
 }

@@ -92,9 +92,12 @@ fn run_strategy() -> impl Strategy<Value = RunConfig> {
             } else {
                 chosen
             };
-            run.expandable_segments = expandable;
-            run.unsloth_standby = standby;
-            run.fused_logits = expandable ^ standby;
+            // as the loader reads them: standby is Unsloth's and drops expandable segments; TRL
+            // 1.x always fuses its LM head
+            run.unsloth_standby = standby && stack == Stack::Unsloth;
+            run.vllm_sleep = run.unsloth_standby;
+            run.expandable_segments = expandable && !run.unsloth_standby;
+            run.fused_logits = stack == Stack::Trl;
             run
         })
 }
@@ -107,5 +110,14 @@ proptest! {
         let back = parse(&text, "export.toml", None).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
         prop_assert_eq!(&back.run, &run, "{}", text);
         prop_assert_eq!(back.gpu_memory, capacity);
+        prop_assert!(back.notes.iter().all(|n| !n.contains("not exported")), "{:?}", back.notes);
+        // every trainer key is a keyword its call takes, by name (trl 1.15, peft 0.21, unsloth 2026.10)
+        let root: toml::Table = text.parse().unwrap();
+        for table in vramfit::contract::Table::ALL {
+            let (Some(call), Some(t)) = (table.call(run.stack), root.get(table.name()).and_then(|v| v.as_table())) else { continue };
+            for key in t.keys() {
+                prop_assert!(call.accepts(key), "[{}] {} is no keyword of {}", table.name(), key, call.name());
+            }
+        }
     }
 }

@@ -1,118 +1,47 @@
-//! The exported file as a Python trainer script reads it: `tomllib` loads it, and each trainer
-//! table holds only keyword arguments its call accepts (TRL's `GRPOConfig`, PEFT's `LoraConfig`,
-//! Unsloth's `from_pretrained` / `get_peft_model`, transformers' `from_pretrained`).
+//! Exports against the trainer contract (`src/contract/trainers.json`, read from the pinned
+//! wheels): every trainer table of every preset's export, on both stacks, holds only keyword
+//! arguments its call accepts, as Python's `tomllib` reads the file; and the example scripts
+//! feed each table to the call the contract says.
 
 use assert_cmd::Command;
 use predicates::prelude::*;
+use std::path::{Path, PathBuf};
+use vramfit::config::{self, export};
+use vramfit::contract::{Call, Table};
+use vramfit::model::run::{Checkpointing, Stack};
 
-/// `trl.GRPOConfig` fields (with the `transformers.TrainingArguments` ones it inherits) that a
-/// GRPO run file may carry.
-const GRPO_CONFIG: &[&str] = &[
-    "per_device_train_batch_size",
-    "gradient_accumulation_steps",
-    "num_generations",
-    "max_prompt_length",
-    "max_completion_length",
-    "beta",
-    "optim",
-    "use_vllm",
-    "vllm_mode",
-    "vllm_gpu_memory_utilization",
-    "gradient_checkpointing",
-    "bf16",
-    "fp16",
-    "learning_rate",
-    "adam_beta1",
-    "adam_beta2",
-    "weight_decay",
-    "warmup_ratio",
-    "lr_scheduler_type",
-    "logging_steps",
-    "max_steps",
-    "num_train_epochs",
-    "save_steps",
-    "max_grad_norm",
-    "report_to",
-    "output_dir",
-    "temperature",
-    "top_p",
-    "loss_type",
-    "epsilon",
-    "seed",
-    "scale_rewards",
-    "generation_batch_size",
-    "steps_per_generation",
-    "num_iterations",
-    "mask_truncated_completions",
-    "use_liger_loss",
-];
-const UNSLOTH_FROM_PRETRAINED: &[&str] = &[
-    "model_name",
-    "max_seq_length",
-    "load_in_4bit",
-    "load_in_8bit",
-    "fast_inference",
-    "gpu_memory_utilization",
-    "max_lora_rank",
-    "dtype",
-    "full_finetuning",
-    "float8_kv_cache",
-];
-const UNSLOTH_GET_PEFT_MODEL: &[&str] = &[
-    "r",
-    "lora_alpha",
-    "target_modules",
-    "use_gradient_checkpointing",
-    "lora_dropout",
-    "bias",
-    "random_state",
-    "use_rslora",
-    "loftq_config",
-];
-/// transformers' `AutoModelForCausalLM.from_pretrained` keywords (the model name is positional).
-const HF_FROM_PRETRAINED: &[&str] = &[
-    "model_name",
-    "dtype",
-    "torch_dtype",
-    "load_in_4bit",
-    "load_in_8bit",
-];
-const PEFT_LORA_CONFIG: &[&str] = &[
-    "r",
-    "lora_alpha",
-    "target_modules",
-    "task_type",
-    "lora_dropout",
-    "bias",
-    "use_rslora",
-];
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
 
-fn check_with_python(path: &std::path::Path, model: &[&str], lora: &[&str]) {
-    let list = |xs: &[&str]| {
-        format!(
-            "{{{}}}",
-            xs.iter()
-                .map(|x| format!("'{x}'"))
-                .collect::<Vec<_>>()
-                .join(",")
-        )
-    };
-    let script = format!(
-        "import tomllib,sys\ncfg=tomllib.load(open(sys.argv[1],'rb'))\n\
-         for table,known in (('grpo',{}),('model',{}),('lora',{})):\n\
-         \x20   extra=set(cfg[table])-known\n\
-         \x20   assert not extra, (table, extra)\n\
-         g=cfg['grpo']\n\
-         assert isinstance(g['per_device_train_batch_size'],int) and isinstance(g['beta'],float)\n\
-         print('ok', sorted(cfg))",
-        list(GRPO_CONFIG),
-        list(model),
-        list(lora)
-    );
+/// The calls each stack's tables feed, as `table=call` pairs for the Python check.
+fn calls(stack: Stack) -> String {
+    [Table::Model, Table::Lora, Table::Grpo]
+        .iter()
+        .filter_map(|t| Some(format!("{}={}", t.name(), t.call(stack)?.name())))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Python reads the export with tomllib and the contract with json: each trainer table's keys
+/// are parameters of its call (by name: the export uses no `**kwargs` pass-through).
+fn check_with_python(path: &Path, stack: Stack) {
+    let script = "import json,sys,tomllib\n\
+        cfg=tomllib.load(open(sys.argv[1],'rb'))\n\
+        contract=json.load(open(sys.argv[2]))['calls']\n\
+        for pair in sys.argv[3].split(','):\n\
+        \x20   table,call=pair.split('=')\n\
+        \x20   extra=set(cfg[table])-set(contract[call]['params'])\n\
+        \x20   assert not extra, (table, call, extra)\n\
+        g=cfg['grpo']\n\
+        assert isinstance(g['per_device_train_batch_size'],int) and isinstance(g['beta'],float)\n\
+        print('ok')";
     let out = std::process::Command::new("python3")
         .arg("-c")
-        .arg(&script)
+        .arg(script)
         .arg(path)
+        .arg(root().join("src/contract/trainers.json"))
+        .arg(calls(stack))
         .output()
         .expect("python3 runs");
     assert!(
@@ -124,43 +53,109 @@ fn check_with_python(path: &std::path::Path, model: &[&str], lora: &[&str]) {
 }
 
 #[test]
-fn exports_load_in_python_with_only_real_keyword_arguments() {
+fn every_preset_exports_only_keywords_its_calls_take_on_both_stacks() {
     let dir = tempfile::tempdir().unwrap();
-    for preset in ["8gb", "16gb", "24gb", "141gb"] {
+    for preset in vramfit::presets::names() {
         let path = dir.path().join(format!("{preset}.toml"));
         Command::cargo_bin("vramfit")
             .unwrap()
             .args(["--no-gpu", "estimate", "--preset", preset, "--export"])
             .arg(&path)
             .assert()
-            .code(0);
-        check_with_python(&path, UNSLOTH_FROM_PRETRAINED, UNSLOTH_GET_PEFT_MODEL);
-        // the same run for TRL
-        let trl = dir.path().join(format!("{preset}-trl.toml"));
-        let text = std::fs::read_to_string(&path)
-            .unwrap()
-            .replace("stack = \"unsloth\"", "stack = \"trl\"");
-        let unsloth_only = [
-            "fast_inference",
-            "gpu_memory_utilization = ",
-            "use_gradient_checkpointing",
-            "max_lora_rank",
-        ];
-        let text: String = text
-            .lines()
-            .filter(|l| !unsloth_only.iter().any(|k| l.starts_with(k)))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        std::fs::write(dir.path().join("in.toml"), text).unwrap();
-        Command::cargo_bin("vramfit")
-            .unwrap()
-            .args(["--no-gpu", "estimate", "--config"])
-            .arg(dir.path().join("in.toml"))
-            .arg("--export")
-            .arg(&trl)
-            .assert()
-            // TRL holds two copies of the weights: the tier may be too small, the file is written anyway
+            // a preset may not fit the tier's exact capacity once vLLM's rules apply: written anyway
             .code(predicates::ord::eq(0).or(predicates::ord::eq(3)));
-        check_with_python(&trl, HF_FROM_PRETRAINED, PEFT_LORA_CONFIG);
+        check_with_python(&path, Stack::Unsloth);
+        // the same run on the TRL stack
+        let mut run = config::load(&path).unwrap().run;
+        run.stack = Stack::Trl;
+        run.fused_logits = true;
+        run.max_lora_rank = None;
+        if run.checkpointing == Checkpointing::UnslothOffload {
+            run.checkpointing = Checkpointing::On;
+        }
+        let text = export::to_toml(
+            &run,
+            &export::ExportContext {
+                gpu: "test",
+                gpu_memory: None,
+                model_config: None,
+                lock_effective_batch: true,
+                estimate: None,
+            },
+        );
+        let trl = dir.path().join(format!("{preset}-trl.toml"));
+        std::fs::write(&trl, &text).unwrap();
+        check_with_python(&trl, Stack::Trl);
+        assert_eq!(config::load(&trl).unwrap().run, run, "{text}");
     }
+}
+
+#[test]
+fn the_removed_keys_are_never_exported() {
+    for preset in vramfit::presets::names() {
+        let text = vramfit::presets::built_in(preset).unwrap();
+        for gone in ["use_liger_loss", "torch_dtype"] {
+            assert!(!text.contains(gone), "preset {preset} carries {gone}");
+        }
+        let grpo = text.split("[grpo]").nth(1).unwrap_or("");
+        assert!(
+            !grpo.contains("max_prompt_length"),
+            "preset {preset}: max_prompt_length is no GRPOConfig key in TRL 1.x"
+        );
+    }
+}
+
+/// The example scripts call `f(**cfg["table"])` for exactly the calls the contract maps the
+/// tables to (read with Python's `ast`, nothing imported).
+#[test]
+fn the_examples_feed_each_table_to_its_call() {
+    for (script, stack) in [
+        ("examples/train_unsloth.py", Stack::Unsloth),
+        ("examples/train_trl.py", Stack::Trl),
+    ] {
+        let expected: Vec<String> = [Table::Model, Table::Lora, Table::Grpo]
+            .iter()
+            .map(|t| {
+                let call = t.call(stack).unwrap().name();
+                // the Python name the script calls: the call's last dotted part, and its owner
+                let short = call.rsplit('.').take(2).collect::<Vec<_>>();
+                let name = if call.starts_with("unsloth.") {
+                    format!("{}.{}", short[1], short[0])
+                } else {
+                    short[0].to_string()
+                };
+                format!("{}={name}", t.name())
+            })
+            .collect();
+        let finder = "import ast,sys\n\
+            tree=ast.parse(open(sys.argv[1]).read())\n\
+            for n in ast.walk(tree):\n\
+            \x20   if isinstance(n,ast.Call):\n\
+            \x20       for k in n.keywords:\n\
+            \x20           v=k.value\n\
+            \x20           if k.arg is None and isinstance(v,ast.Subscript) and ast.unparse(v.value)=='cfg':\n\
+            \x20               print(ast.literal_eval(v.slice)+'='+ast.unparse(n.func))";
+        let out = std::process::Command::new("python3")
+            .arg("-c")
+            .arg(finder)
+            .arg(root().join(script))
+            .output()
+            .expect("python3 runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut found: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        found.sort();
+        let mut expected = expected;
+        expected.sort();
+        assert_eq!(found, expected, "{script}");
+    }
+    // the calls named are the contract's
+    assert!(Call::UnslothFromPretrained.accepts("max_seq_length"));
+    assert!(Call::TrlModelConfig.accepts("model_name_or_path"));
 }

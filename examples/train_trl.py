@@ -1,0 +1,52 @@
+"""GRPO with TRL (transformers + PEFT) from a vramfit run file: each table is the keyword
+arguments of one call, loaded the way TRL's own `trl/scripts/grpo.py` loads a model.
+
+    vramfit estimate --config my-trl-run.toml --export run.toml
+    python examples/train_trl.py run.toml
+
+Needs trl, peft and transformers (bitsandbytes for load_in_4bit; vllm for use_vllm). The
+dataset and reward below are placeholders: put yours in their place.
+"""
+
+import os
+import sys
+import tomllib
+
+cfg = tomllib.load(open(sys.argv[1] if len(sys.argv) > 1 else "run.toml", "rb"))
+
+# [env] must be in place before torch is imported (allocator settings)
+os.environ.update({key: str(value) for key, value in cfg.get("env", {}).items()})
+
+from datasets import Dataset  # noqa: E402  (after the environment is set)
+from peft import LoraConfig  # noqa: E402
+from transformers import AutoModelForCausalLM  # noqa: E402
+from trl import GRPOConfig, GRPOTrainer, ModelConfig, get_quantization_config  # noqa: E402
+
+model_args = ModelConfig(**cfg["model"])
+peft_config = LoraConfig(**cfg["lora"])
+args = GRPOConfig(**cfg["grpo"])
+
+quantization_config = get_quantization_config(model_args)
+model = AutoModelForCausalLM.from_pretrained(
+    model_args.model_name_or_path,
+    revision=model_args.model_revision,
+    dtype=model_args.dtype,
+    quantization_config=quantization_config,
+    device_map="auto" if quantization_config is not None else None,
+)
+
+prompts = Dataset.from_list([{"prompt": "Count from one to ten."}] * 64)
+
+
+def reward_length(completions, **kwargs):
+    return [-abs(len(c) - 40) / 40 for c in completions]
+
+
+trainer = GRPOTrainer(
+    model=model,
+    reward_funcs=[reward_length],
+    args=args,
+    train_dataset=prompts,
+    peft_config=peft_config,
+)
+trainer.train()
