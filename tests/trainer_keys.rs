@@ -8,7 +8,7 @@ use predicates::prelude::*;
 use std::path::{Path, PathBuf};
 use vramfit::config::{self, export};
 use vramfit::contract::{Call, Table};
-use vramfit::model::run::{Checkpointing, Stack};
+use vramfit::model::run::Stack;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -67,12 +67,7 @@ fn every_preset_exports_only_keywords_its_calls_take_on_both_stacks() {
         check_with_python(&path, Stack::Unsloth);
         // the same run on the TRL stack
         let mut run = config::load(&path).unwrap().run;
-        run.stack = Stack::Trl;
-        run.fused_logits = true;
-        run.max_lora_rank = None;
-        if run.checkpointing == Checkpointing::UnslothOffload {
-            run.checkpointing = Checkpointing::On;
-        }
+        run.switch_stack(Stack::Trl);
         let text = export::to_toml(
             &run,
             &export::ExportContext {

@@ -222,6 +222,36 @@ impl RunConfig {
         }
     }
 
+    /// Moves the run to `stack`, keeping what both stacks have and setting what each one's
+    /// trainer fixes: TRL 1.x always fuses its LM head and has no Unsloth checkpointing,
+    /// standby, fp8 KV or `max_lora_rank`; Unsloth's vLLM needs `max_lora_rank` to cover `r`.
+    pub fn switch_stack(&mut self, stack: Stack) {
+        self.stack = stack;
+        self.fused_logits = stack == Stack::Trl;
+        match stack {
+            Stack::Trl => {
+                if self.checkpointing == Checkpointing::UnslothOffload {
+                    self.checkpointing = Checkpointing::On;
+                }
+                self.max_lora_rank = None;
+                self.unsloth_standby = false;
+                self.standby_keeps_share = false;
+                self.vllm_sleep = false;
+                self.vllm_kv_fp8 = false;
+                self.vllm_max_num_seqs = None;
+                self.vllm_max_num_batched_tokens = None;
+            }
+            Stack::Unsloth => {
+                self.max_lora_rank = Some(vllm_max_lora_rank(self.lora_rank));
+                self.steps_per_generation = None;
+                self.generation_batch_size = None;
+                if self.quant == Quant::Fp32 {
+                    self.quant = Quant::Bf16;
+                }
+            }
+        }
+    }
+
     /// A default run of `arch` for tests and starting points.
     pub fn example(arch: Arch) -> RunConfig {
         RunConfig {

@@ -183,14 +183,11 @@ impl App {
                 self.batch_note = None;
             }
             Action::ToggleStack => self.change(|r| {
-                r.stack = if r.stack == Stack::Trl {
+                r.switch_stack(if r.stack == Stack::Trl {
                     Stack::Unsloth
                 } else {
                     Stack::Trl
-                };
-                if r.stack == Stack::Trl && r.checkpointing == Checkpointing::UnslothOffload {
-                    r.checkpointing = Checkpointing::On;
-                }
+                })
             }),
             Action::CycleCheckpointing => self.change(|r| {
                 r.checkpointing = match (r.checkpointing, r.stack) {
@@ -220,7 +217,6 @@ impl App {
                     .map_or(0, |i| (i + 1) % order.len());
                 r.optimizer = order[i];
             }),
-            Action::ToggleFusedLogits => self.change(|r| r.fused_logits = !r.fused_logits),
             Action::PickModel => {
                 self.mode = Mode::Models {
                     filter: String::new(),

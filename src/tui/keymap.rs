@@ -19,7 +19,6 @@ pub enum Action {
     ToggleFourBit,
     ToggleBeta,
     CycleOptimizer,
-    ToggleFusedLogits,
     PickModel,
     PickPreset,
     Export,
@@ -145,13 +144,6 @@ pub const BINDINGS: &[Binding] = &[
         matches: |k| plain(k, &[KeyCode::Char('o')]),
         action: Action::CycleOptimizer,
         help: "optimizer",
-        footer: None,
-    },
-    Binding {
-        keys: "g",
-        matches: |k| plain(k, &[KeyCode::Char('g')]),
-        action: Action::ToggleFusedLogits,
-        help: "fused, chunked logits (TRL's use_liger_kernel) on / off",
         footer: None,
     },
     Binding {

@@ -73,11 +73,10 @@ fn header(frame: &mut Frame, app: &App, area: Rect) {
         Checkpointing::UnslothOffload => "gc unsloth",
     };
     let title = format!(
-        " vramfit  {} · {stack} · {quant} · {gc} · {} · beta {}{}",
+        " vramfit  {} · {stack} · {quant} · {gc} · {} · beta {}",
         r.model_name,
         optimizer_name(r.optimizer),
         r.beta,
-        if r.fused_logits { " · liger" } else { "" }
     );
     let g = &app.gpu;
     let gpu = match (&g.live, &g.unavailable) {
