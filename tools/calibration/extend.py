@@ -1,4 +1,4 @@
-"""Extends ../shared/calibration with measurements the estimator is NOT fitted on.
+"""Extends the calibration set (calibration/, first copied from shared/calibration) with measurements the estimator is NOT fitted on.
 
 Runs on the GPU machine, importing the shared `measure.py` (same step, same
 accounting), and writes to $OUT:
