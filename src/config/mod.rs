@@ -172,7 +172,6 @@ impl<'a> Reader<'a> {
         let quant = self.quant(&t, implied)?;
 
         let grpo = Call::GrpoConfig;
-        let mut t_notes_liger = false;
         let micro = t
             .int(T::Grpo, "per_device_train_batch_size", 1, 4096)?
             .or(grpo.default_u64("per_device_train_batch_size"))
@@ -259,9 +258,7 @@ impl<'a> Reader<'a> {
         // add_fused_lm_head); use_liger_kernel no longer touches the logits, since TRL forces
         // Liger's fused cross-entropy off and applies only its layer kernels.
         let fused_logits = stack == Stack::Trl;
-        if t.boolean(T::Grpo, "use_liger_kernel")? == Some(true) {
-            t_notes_liger = true;
-        }
+        let liger_asked = t.boolean(T::Grpo, "use_liger_kernel")? == Some(true);
         let vllm_kv_fp8 = match stack {
             Stack::Unsloth => t
                 .boolean(T::Model, "float8_kv_cache")?
@@ -298,7 +295,7 @@ impl<'a> Reader<'a> {
         if standby && asked_expandable {
             notes.push("`[env] PYTORCH_CUDA_ALLOC_CONF`: Unsloth removes expandable_segments when UNSLOTH_VLLM_STANDBY=1 (its standby allocator refuses them); estimated without".into());
         }
-        if t_notes_liger {
+        if liger_asked {
             notes.push("`[grpo] use_liger_kernel`: TRL 1.x applies only Liger's layer kernels (its fused LM head already keeps logits small); not exported, since it is deprecated".into());
         }
         if !prompt_given {
@@ -328,7 +325,7 @@ impl<'a> Reader<'a> {
                 beta,
                 generation,
                 expandable_segments: expandable,
-                unsloth_standby: standby && stack == Stack::Unsloth,
+                unsloth_standby: standby,
                 fused_logits,
                 vllm_kv_fp8,
                 vllm_sleep,
@@ -389,7 +386,7 @@ impl<'a> Reader<'a> {
             Quant::Fp8
         } else if eight {
             Quant::Int8
-        } else if four && !(eight || fp8) {
+        } else if four {
             Quant::Nf4
         } else {
             match t.text(T::Model, "dtype")?.or(model.default_str("dtype")) {

@@ -364,12 +364,8 @@ def main():
     tmp = args.out.with_suffix(".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(args.out)
-    n = sum(len(c["params"]) for c in extract_cache(text)["calls"].values())
+    n = sum(len(c["params"]) for c in json.loads(text)["calls"].values())
     print(f"wrote {args.out}: {n} parameters in 6 calls")
-
-
-def extract_cache(text):
-    return json.loads(text)
 
 
 if __name__ == "__main__":
