@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 use vramfit::model::catalog;
 use vramfit::model::estimate::{GpuBudget, estimate};
-use vramfit::model::run::{Checkpointing, RunConfig, Stack};
+use vramfit::model::run::{Checkpointing, Generation, RunConfig, Stack};
 
 const GPU: GpuBudget = GpuBudget {
     capacity: 80 << 30,
@@ -36,16 +36,29 @@ const MODELS: [&str; 4] = [
 
 proptest! {
     #[test]
+    /// The training step only: Unsloth's scoring pass sizes its mini-batches from the free memory
+    /// with a rounding that is not monotone (`autotune_batch_and_chunks`: 16 rows go in one
+    /// forward of 16, 18 rows in two of 9), and above 24.5 GiB its log-prob kernel switches to
+    /// smaller tiles at 4096 rows; so Unsloth runs here generate without vLLM (no scoring pass)
+    /// on a 24 GiB card (tiled kernel throughout).
     fn more_of_any_knob_never_needs_less(m in 0usize..4, seqs in 1u64..16, completion in 64u64..2048,
                                          rank in 1u64..128, gc: bool, unsloth: bool) {
         let stack = if unsloth { Stack::Unsloth } else { Stack::Trl };
-        let base = estimate(&run(MODELS[m], seqs, completion, rank, gc, stack), GPU);
+        let gpu = if unsloth { GpuBudget { capacity: 24 << 30, used_by_others: 0 } } else { GPU };
+        let make = |seqs, completion, rank| {
+            let mut r = run(MODELS[m], seqs, completion, rank, gc, stack);
+            if unsloth {
+                r.generation = Generation::Transformers;
+            }
+            r
+        };
+        let base = estimate(&make(seqs, completion, rank), gpu);
         for bigger in [
-            run(MODELS[m], seqs + 1, completion, rank, gc, stack),
-            run(MODELS[m], seqs, completion + 64, rank, gc, stack),
-            run(MODELS[m], seqs, completion, rank * 2, gc, stack),
+            make(seqs + 1, completion, rank),
+            make(seqs, completion + 64, rank),
+            make(seqs, completion, rank * 2),
         ] {
-            let e = estimate(&bigger, GPU);
+            let e = estimate(&bigger, gpu);
             prop_assert!(e.training_peak_allocated_bytes >= base.training_peak_allocated_bytes);
         }
         let components: u64 = base.components.iter().map(|c| c.bytes).sum();
@@ -178,7 +191,7 @@ proptest! {
         r.beta = if beta { 0.04 } else { 0.0 };
         r.fused_logits = fused;
         r.expandable_segments = expandable;
-        r.generation = share.map_or(Generation::Elsewhere, |s| Generation::ColocatedVllm { share: s as f64 * 0.05 });
+        r.generation = share.map_or(Generation::Transformers, |s| Generation::ColocatedVllm { share: s as f64 * 0.05 });
         let e = estimate(&r, GPU);
         let sum: u64 = e.components.iter().map(|c| c.bytes).sum();
         prop_assert_eq!(sum, e.total_bytes);
@@ -191,4 +204,84 @@ proptest! {
             prop_assert_eq!(p.components.iter().map(|c| c.bytes).sum::<u64>(), p.total_bytes);
         }
     }
+}
+
+/// The seed article's OOM asked for 6.01 GiB of fp32 logits (8 x 769 x 262144 x 4 bytes) in
+/// Unsloth's 2025 scoring pass. Unsloth 2026.10 scores hidden states one fp32 block at a time
+/// (`fused_linear_logprobs`): no logits tensor of the step exceeds the 2 GiB block budget.
+#[test]
+fn unsloth_never_holds_a_micro_batch_of_logits() {
+    let mut r = run("google/gemma-3-1b-it", 8, 1024, 16, true, Stack::Unsloth);
+    r.checkpointing = Checkpointing::UnslothOffload;
+    r.generation = Generation::ColocatedVllm { share: 0.6 };
+    for capacity in [22u64 << 30, 80 << 30] {
+        let e = estimate(
+            &r,
+            GpuBudget {
+                capacity,
+                used_by_others: 0,
+            },
+        );
+        let logits = e
+            .phases
+            .iter()
+            .flat_map(|p| &p.components)
+            .filter(|c| c.name == "logits");
+        for c in logits {
+            assert!(
+                c.bytes <= 2 << 30,
+                "{} GiB of logits",
+                c.bytes as f64 / (1u64 << 30) as f64
+            );
+        }
+        let whole_batch = 8 * 1025 * r.arch.vocab * 4;
+        assert!(e.training_peak_allocated_bytes < whole_batch);
+    }
+}
+
+/// `use_vllm = false`: transformers' generate holds a KV cache for the whole generation batch
+/// (micro-batch x steps_per_generation rows at full length) on the training GPU.
+#[test]
+fn generating_without_vllm_holds_the_generation_batch_cache() {
+    let mut r = run("Qwen/Qwen2.5-1.5B", 8, 1024, 16, true, Stack::Trl);
+    r.fused_logits = true;
+    r.generation = Generation::Transformers;
+    let kv = |r: &RunConfig| {
+        let e = estimate(r, GPU);
+        e.phases
+            .iter()
+            .flat_map(|p| &p.components)
+            .find(|c| c.name == "generation KV cache")
+            .map(|c| c.bytes)
+    };
+    let one = kv(&r).expect("a generation phase with its KV cache");
+    assert_eq!(one, 8 * r.arch.kv_bytes_for(r.sequence_len()));
+    r.grad_accum = 4;
+    assert_eq!(kv(&r), Some(4 * one));
+    r.generation = Generation::VllmServer;
+    assert_eq!(kv(&r), None, "vLLM on its own GPUs leaves nothing here");
+}
+
+/// TRL 1.x scores the generation batch without gradients before training when vLLM generated
+/// (importance-sampling correction), when `beta > 0`, or when one generation serves parts of
+/// several optimizer steps (`_generate_and_score_completions`).
+#[test]
+fn trl_scores_before_training_when_its_trainer_does() {
+    let mut r = run("Qwen/Qwen2.5-1.5B", 16, 1024, 16, true, Stack::Trl);
+    r.fused_logits = true;
+    r.generation = Generation::Transformers;
+    assert!(!r.scores_before_training());
+    r.beta = 0.04;
+    assert!(r.scores_before_training());
+    r.beta = 0.0;
+    r.generation = Generation::VllmServer;
+    assert!(r.scores_before_training());
+    r.generation = Generation::Transformers;
+    assert!(!r.scores_before_training());
+    r.steps_per_generation = Some(2);
+    r.grad_accum = 3;
+    assert!(
+        r.scores_before_training(),
+        "one generation serving parts of two steps"
+    );
 }

@@ -41,6 +41,8 @@ struct Row {
     fits: (bool, bool),
     budget: Option<(f64, f64)>,
     kv: Option<(f64, f64)>,
+    /// the estimate's peak and its phase, beside a printed or noted peak when the run has one
+    peak: (f64, &'static str, Option<f64>),
 }
 
 fn gib(bytes: u64) -> f64 {
@@ -86,7 +88,14 @@ fn rows() -> Vec<Row> {
                     })
                 });
             let v = est.vllm.as_ref();
+            let phase = match est.peak_phase {
+                vramfit::model::estimate::Phase::Generation => "generation",
+                vramfit::model::estimate::Phase::Training => "training",
+            };
+            // "~9.5GB VRAM" in a notebook's comment: decimal gigabytes
+            let noted = printed("vram_GB_approx").map(|gb| gb * 1e9 / GIB as f64);
             Row {
+                peak: (gib(est.total_bytes), phase, noted),
                 fits: (est.fits, case["outcome"] == "fits"),
                 budget: v.and_then(|v| Some((gib(v.budget_bytes), observed_budget?))),
                 kv: v.and_then(|v| Some((gib(v.kv_cache_bytes), observed_kv?))),
@@ -120,16 +129,18 @@ const KNOWN_MISSES: &[(&str, &str)] = &[(
 fn real_runs() {
     let rows = rows();
     println!(
-        "{:<30} {:<13} {:<28} {:<28}",
+        "{:<30} {:<13} {:<28} {:<28} peak GiB (phase) / noted",
         "run", "fits (pred/obs)", "vLLM share GiB pred / printed", "KV cache GiB pred / printed"
     );
     for r in &rows {
+        let (peak, phase, noted) = r.peak;
         println!(
-            "{:<30} {:<13} {:<28} {:<28}",
+            "{:<30} {:<13} {:<28} {:<28} {peak:5.2} ({phase}){}",
             r.id,
             format!("{} / {}", r.fits.0, r.fits.1),
             cell(r.budget),
-            cell(r.kv)
+            cell(r.kv),
+            noted.map_or(String::new(), |n| format!(" / {n:.2}"))
         );
     }
     assert_eq!(rows.len(), 8);

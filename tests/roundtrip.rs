@@ -79,7 +79,7 @@ fn run_strategy() -> impl Strategy<Value = RunConfig> {
                 Some(s) => Generation::ColocatedVllm {
                     share: s as f64 * 0.05,
                 },
-                None => Generation::Elsewhere,
+                None => Generation::Transformers,
             };
             let chosen: Vec<String> = ALL_LINEAR
                 .iter()

@@ -95,7 +95,7 @@ pub fn to_toml(run: &RunConfig, ctx: &ExportContext) -> String {
 fn colocated_share(run: &RunConfig) -> Option<f64> {
     match run.generation {
         Generation::ColocatedVllm { share } => Some(share),
-        Generation::Elsewhere => None,
+        Generation::VllmServer | Generation::Transformers => None,
     }
 }
 
@@ -194,7 +194,10 @@ fn grpo_table(w: &mut Writer, run: &RunConfig) {
         w.key("generation_batch_size", n);
     }
     let share = colocated_share(run);
-    w.key("use_vllm", share.is_some());
+    w.key("use_vllm", run.generation.uses_vllm());
+    if run.generation == Generation::VllmServer {
+        w.key("vllm_mode", quoted("server"));
+    }
     if let Some(share) = share {
         w.key("vllm_mode", quoted("colocate"));
         w.key("vllm_gpu_memory_utilization", share);

@@ -525,12 +525,17 @@ fn generation(t: &Tables, model: Call) -> Result<Generation, String> {
             .or(model.default_f64("gpu_memory_utilization")),
         Stack::Trl => share_grpo.or(grpo.default_f64("vllm_gpu_memory_utilization")),
     };
+    let server = t.stack == Stack::Trl
+        && use_vllm.or(grpo.default_bool("use_vllm")).unwrap_or(false)
+        && mode == Some("server");
     Ok(if on {
         Generation::ColocatedVllm {
             share: share.unwrap_or(0.5),
         }
+    } else if server {
+        Generation::VllmServer
     } else {
-        Generation::Elsewhere
+        Generation::Transformers
     })
 }
 
@@ -544,6 +549,48 @@ fn unknown_model(key: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn where_generation_runs_is_read_and_written_back() {
+        let file = |grpo: &str| {
+            format!(
+                "[vramfit]\nstack = \"trl\"\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B\"\n[grpo]\n{grpo}\n"
+            )
+        };
+        for (grpo, generation, written) in [
+            (
+                "use_vllm = true\nvllm_mode = \"server\"",
+                Generation::VllmServer,
+                "vllm_mode = \"server\"",
+            ),
+            (
+                "use_vllm = false",
+                Generation::Transformers,
+                "use_vllm = false",
+            ),
+            (
+                "use_vllm = true",
+                Generation::ColocatedVllm { share: 0.3 },
+                "vllm_mode = \"colocate\"",
+            ),
+        ] {
+            let run = parse(&file(grpo), "t", None).unwrap().run;
+            assert_eq!(run.generation, generation, "{grpo}");
+            let ctx = export::ExportContext {
+                gpu: "test",
+                gpu_memory: None,
+                model_config: None,
+                lock_effective_batch: false,
+                estimate: None,
+            };
+            let text = export::to_toml(&run, &ctx);
+            assert!(text.contains(written), "{grpo}:\n{text}");
+            assert_eq!(
+                parse(&text, "back", None).unwrap().run.generation,
+                generation
+            );
+        }
+    }
 
     #[test]
     fn missing_keys_take_each_trainers_defaults() {

@@ -1,11 +1,13 @@
 //! The estimate: a list of named components that add up to the GPU memory a run needs.
 
 use super::arch::Arch;
+use super::generate::generate_memory;
 use super::run::{
     Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack, vllm_max_lora_rank,
 };
 use super::step::{self, StepPeak, StepShape};
 use super::units::{GIB, MIB};
+use super::unsloth_step::{SMALL_CARD, unsloth_step};
 use super::vllm;
 use serde::Serialize;
 
@@ -29,6 +31,7 @@ pub enum Part {
     VllmCudaGraphs,
     VllmActivations,
     VllmKvCache,
+    GenerationKvCache,
     BaseWeights,
     LoraAdapters,
     LoraGradients,
@@ -47,6 +50,7 @@ impl Part {
             Part::VllmCudaGraphs => "vLLM CUDA graphs",
             Part::VllmActivations => "vLLM activations",
             Part::VllmKvCache => "vLLM KV cache",
+            Part::GenerationKvCache => "generation KV cache",
             Part::BaseWeights => "base weights",
             Part::LoraAdapters => "LoRA adapters",
             Part::LoraGradients => "LoRA gradients",
@@ -71,12 +75,15 @@ impl Part {
             Part::VllmCudaGraphs => "decode CUDA graphs vLLM captures at start-up",
             Part::VllmActivations => "vLLM's profiled forward pass and sampler buffers",
             Part::VllmKvCache => "what is left of vLLM's share: the KV cache for generation",
+            Part::GenerationKvCache => {
+                "transformers' generate: keys and values of every completion being generated"
+            }
             Part::BaseWeights => "the frozen base model the trainer holds",
             Part::LoraAdapters => "trainable LoRA A/B matrices (fp32, as PEFT keeps them)",
             Part::LoraGradients => "gradients of the adapters live at the peak",
             Part::OptimizerStates => "optimizer moments for the adapter parameters",
             Part::Activations => "tensors autograd keeps for the backward pass at the peak",
-            Part::Logits => "logits, log-softmax rows and entropy chunks at the peak",
+            Part::Logits => "logits blocks and log-prob statistics at the peak",
             Part::AllocatorSlack => "blocks PyTorch's caching allocator holds but no tensor uses",
         }
     }
@@ -195,7 +202,34 @@ impl Estimator {
 fn step_peak(run: &RunConfig, targets: &[bool], shape: &StepShape) -> StepPeak {
     match run.stack {
         Stack::Trl => step::trl_step(&run.arch, targets, shape),
-        Stack::Unsloth => step::unsloth_step(&run.arch, targets, shape, run.checkpointing),
+        Stack::Unsloth => unsloth_step(&run.arch, targets, shape, run.checkpointing),
+    }
+}
+
+/// The step's shape. `free` is what the GPU has left when the step starts; only Unsloth's step
+/// reads it, so TRL's shape leaves it out and its peaks stay shared in the `Estimator`.
+fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
+    let unsloth = run.stack == Stack::Unsloth;
+    // TRL 1.x (fused head) and Unsloth score the generation batch before training on it; the
+    // calibration harness (`measure.py`, unfused logits) runs its reference pass inside the step
+    let trainer = unsloth || run.fused_logits;
+    StepShape {
+        seqs: run.running_micro_batch(),
+        prompt: run.prompt_len,
+        completion: run.completion_len,
+        rank: run.lora_rank,
+        checkpointing: run.checkpointing != Checkpointing::Off,
+        reference_pass: run.beta > 0.0 && !trainer,
+        quantised_base: run.quant.is_quantised(),
+        fused_logits: run.fused_logits && run.stack == Stack::Trl,
+        expandable_segments: run.expandable_segments,
+        scoring_rows: if trainer && run.scores_before_training() {
+            run.generation_rows()
+        } else {
+            0
+        },
+        free_at_step: if unsloth { free } else { 0 },
+        small_card: unsloth && capacity <= SMALL_CARD,
     }
 }
 
@@ -204,28 +238,10 @@ fn estimate_using(
     gpu: GpuBudget,
     mut step: impl FnMut(&RunConfig, &[bool], &StepShape) -> StepPeak,
 ) -> Estimate {
-    let arch = &run.arch;
-    let targets = target_mask(arch, &run.lora_targets);
+    let targets = target_mask(&run.arch, &run.lora_targets);
     let micro = run.running_micro_batch();
-    let shape = StepShape {
-        seqs: micro,
-        prompt: run.prompt_len,
-        completion: run.completion_len,
-        rank: run.lora_rank,
-        checkpointing: run.checkpointing != Checkpointing::Off,
-        reference_pass: run.beta > 0.0,
-        quantised_base: run.quant.is_quantised(),
-        fused_logits: run.fused_logits && run.stack == Stack::Trl,
-        expandable_segments: run.expandable_segments,
-    };
     let stat = static_memory(run, &targets);
-    let peak = step(run, &targets, &shape);
     let shares_weights = run.stack == Stack::Unsloth;
-    let train_weights = if shares_weights { 0 } else { stat.weights };
-    let allocated = train_weights + stat.adapters + stat.optimizer + peak.activations + peak.logits;
-    let reserved_static = stat.reserved - if shares_weights { stat.weights } else { 0 };
-    let reserved = (reserved_static + peak.reserved).max(allocated + stat.gradients);
-
     let context = (Part::CudaContext, CUDA_CONTEXT + CUBLAS_WORKSPACES);
     let weights_part =
         if shares_weights && matches!(run.generation, Generation::ColocatedVllm { .. }) {
@@ -238,12 +254,6 @@ fn estimate_using(
         (Part::LoraAdapters, stat.adapters),
         (Part::OptimizerStates, stat.optimizer),
     ];
-    let step_parts = [
-        (Part::LoraGradients, stat.gradients),
-        (Part::Activations, peak.activations),
-        (Part::Logits, peak.logits),
-        (Part::AllocatorSlack, reserved - allocated - stat.gradients),
-    ];
     let vllm = vllm::plan(
         run,
         &vllm::Surroundings {
@@ -253,50 +263,49 @@ fn estimate_using(
             weights: stat.weights,
         },
     );
-    let mut warnings = Vec::new();
-    let mut training = vec![context];
-    training.extend(trainer_static);
-    training.extend(step_parts);
+    // Before the step: the trainer's static memory and what vLLM keeps while training.
+    let mut before_step = vec![context];
+    before_step.extend(trainer_static);
     let mut phases = Vec::new();
+    let mut warnings = Vec::new();
     if let Some(v) = &vllm {
         if let Some(reason) = &v.refusal {
             warnings.push(reason.clone());
         }
-        // Unsloth's weights are vLLM's; the trainer's own copy is counted once, as vLLM's
-        let vllm_weights = if shares_weights {
-            v.weights_bytes - stat.weights
-        } else {
-            v.weights_bytes
-        };
-        // Generation: vLLM whole, beside the trainer's static memory (weights, adapters,
-        // optimizer states: packed as the allocator reserves them).
-        let mut generation = vec![context];
-        generation.extend(trainer_static);
-        generation.push((Part::AllocatorSlack, static_slack(&stat, shares_weights)));
-        generation.extend([
-            (Part::VllmWeights, vllm_weights + v.non_torch_bytes),
-            (Part::VllmCudaGraphs, v.cuda_graphs_bytes),
-            (Part::VllmKvCache, v.kv_cache_bytes),
-            (Part::VllmActivations, v.activations_bytes),
-        ]);
-        // Training: the step, beside what vLLM keeps while it runs; vLLM's activation blocks
-        // are cache the step reuses.
-        let kept = v.kept_while_training_bytes;
-        let kv_kept =
-            kept.saturating_sub(v.weights_bytes + v.non_torch_bytes + v.cuda_graphs_bytes);
-        training.extend([
-            (
-                Part::VllmWeights,
-                kept.min(vllm_weights + v.non_torch_bytes),
-            ),
-            (
-                Part::VllmCudaGraphs,
-                if kv_kept > 0 { v.cuda_graphs_bytes } else { 0 },
-            ),
-            (Part::VllmKvCache, kv_kept),
-        ]);
-        phases.push(PhaseMemory::new(Phase::Generation, generation));
+        phases.push(vllm_generation(
+            v,
+            &stat,
+            shares_weights,
+            context,
+            trainer_static,
+        ));
+        before_step.extend(vllm_while_training(v, &stat, shares_weights));
     }
+    if run.generation == Generation::Transformers {
+        phases.push(transformers_generation(
+            run,
+            &stat,
+            shares_weights,
+            context,
+            trainer_static,
+        ));
+    }
+    let resident: u64 = before_step.iter().map(|(_, b)| b).sum::<u64>()
+        + static_slack(&stat, shares_weights)
+        + gpu.used_by_others;
+    let shape = step_shape(run, gpu.capacity, gpu.capacity.saturating_sub(resident));
+    let peak = step(run, &targets, &shape);
+    let train_weights = if shares_weights { 0 } else { stat.weights };
+    let allocated = train_weights + stat.adapters + stat.optimizer + peak.activations + peak.logits;
+    let reserved_static = stat.reserved - if shares_weights { stat.weights } else { 0 };
+    let reserved = (reserved_static + peak.reserved).max(allocated + stat.gradients);
+    let mut training = before_step;
+    training.extend([
+        (Part::LoraGradients, stat.gradients),
+        (Part::Activations, peak.activations),
+        (Part::Logits, peak.logits),
+        (Part::AllocatorSlack, reserved - allocated - stat.gradients),
+    ]);
     phases.push(PhaseMemory::new(Phase::Training, training));
     phases.sort_by_key(|p| std::cmp::Reverse(p.total_bytes));
     let peak_phase = phases[0].phase;
@@ -324,6 +333,76 @@ fn estimate_using(
         phases,
         warnings,
     }
+}
+
+/// Generation with vLLM here: vLLM whole, beside the trainer's static memory (weights,
+/// adapters, optimizer states: packed as the allocator reserves them).
+fn vllm_generation(
+    v: &VllmPlan,
+    stat: &Static,
+    shares_weights: bool,
+    context: (Part, u64),
+    trainer_static: [(Part, u64); 3],
+) -> PhaseMemory {
+    let mut generation = vec![context];
+    generation.extend(trainer_static);
+    generation.push((Part::AllocatorSlack, static_slack(stat, shares_weights)));
+    generation.extend([
+        (
+            Part::VllmWeights,
+            vllm_own_weights(v, stat, shares_weights) + v.non_torch_bytes,
+        ),
+        (Part::VllmCudaGraphs, v.cuda_graphs_bytes),
+        (Part::VllmKvCache, v.kv_cache_bytes),
+        (Part::VllmActivations, v.activations_bytes),
+    ]);
+    PhaseMemory::new(Phase::Generation, generation)
+}
+
+/// What vLLM keeps while the step runs; its activation blocks are cache the step reuses.
+fn vllm_while_training(v: &VllmPlan, stat: &Static, shares_weights: bool) -> [(Part, u64); 3] {
+    let kept = v.kept_while_training_bytes;
+    let kv_kept = kept.saturating_sub(v.weights_bytes + v.non_torch_bytes + v.cuda_graphs_bytes);
+    [
+        (
+            Part::VllmWeights,
+            kept.min(vllm_own_weights(v, stat, shares_weights) + v.non_torch_bytes),
+        ),
+        (
+            Part::VllmCudaGraphs,
+            if kv_kept > 0 { v.cuda_graphs_bytes } else { 0 },
+        ),
+        (Part::VllmKvCache, kv_kept),
+    ]
+}
+
+/// vLLM's weights beyond the trainer's: Unsloth's trainer uses vLLM's, counted once as vLLM's.
+fn vllm_own_weights(v: &VllmPlan, stat: &Static, shares_weights: bool) -> u64 {
+    if shares_weights {
+        v.weights_bytes - stat.weights
+    } else {
+        v.weights_bytes
+    }
+}
+
+/// Generation by the trained model itself (`use_vllm = false`), beside its static memory.
+fn transformers_generation(
+    run: &RunConfig,
+    stat: &Static,
+    shares_weights: bool,
+    context: (Part, u64),
+    trainer_static: [(Part, u64); 3],
+) -> PhaseMemory {
+    let g = generate_memory(run);
+    let mut generation = vec![context];
+    generation.extend(trainer_static);
+    generation.push((Part::AllocatorSlack, static_slack(stat, shares_weights)));
+    generation.extend([
+        (Part::GenerationKvCache, g.kv_cache),
+        (Part::Activations, g.activations),
+        (Part::Logits, g.logits),
+    ]);
+    PhaseMemory::new(Phase::Generation, generation)
 }
 
 /// One phase's memory: its components, in display order, zero ones dropped.

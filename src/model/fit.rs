@@ -166,7 +166,9 @@ impl Grid {
                     let top = if run.stack == Stack::Unsloth { 2 } else { 1 };
                     (checkpointing_rank(run.checkpointing)..=top).collect()
                 }
-                Lever::VllmShare if matches!(run.generation, Generation::Elsewhere) => vec![0],
+                Lever::VllmShare if !matches!(run.generation, Generation::ColocatedVllm { .. }) => {
+                    vec![0]
+                }
                 Lever::VllmShare => shares_nearest_first(run),
                 // Unsloth passes kv_cache_dtype="fp8" to vLLM; TRL's colocate call has no such key
                 Lever::KvCacheFp8

@@ -118,7 +118,7 @@ impl Knob {
         Some(match self {
             Knob::VllmShare => match run.generation {
                 Generation::ColocatedVllm { share } => (share * 100.0).round() as u64,
-                Generation::Elsewhere => return None,
+                Generation::VllmServer | Generation::Transformers => return None,
             },
             Knob::Generations => run.num_generations,
             Knob::MicroBatch => run.micro_batch,

@@ -101,8 +101,18 @@ impl Quant {
 pub enum Generation {
     /// vLLM on this GPU, holding `share` of its memory.
     ColocatedVllm { share: f64 },
-    /// `use_vllm = false` or `vllm_mode = "server"`: nothing of vLLM on this GPU.
-    Elsewhere,
+    /// `vllm_mode = "server"`: vLLM generates on its own GPUs; nothing of it on this one.
+    VllmServer,
+    /// `use_vllm = false` (TRL) or `fast_inference = false` (Unsloth): the trained model
+    /// generates with transformers' `generate` on this GPU, between training steps.
+    Transformers,
+}
+
+impl Generation {
+    /// vLLM generates the completions, here or on its own GPUs.
+    pub fn uses_vllm(self) -> bool {
+        !matches!(self, Generation::Transformers)
+    }
 }
 
 /// Everything the estimate depends on. Knob values are the trainer's own.
@@ -211,6 +221,34 @@ impl RunConfig {
         self.prompt_len + self.completion_len
     }
 
+    /// Micro-batches generated at once (TRL's `steps_per_generation`): the file's value, else
+    /// `generation_batch_size / (per_device_train_batch_size x processes)`, else the gradient
+    /// accumulation (trl 1.15.0 `GRPOConfig.__post_init__`; Unsloth runs the same config).
+    pub fn steps_per_generation(&self) -> u64 {
+        let per_step = self.micro_batch.saturating_mul(self.gpus).max(1);
+        self.steps_per_generation
+            .or(self.generation_batch_size.map(|g| g / per_step))
+            .unwrap_or(self.grad_accum)
+            .max(1)
+    }
+
+    /// Completions this GPU generates and scores at once: `per_device_train_batch_size x
+    /// steps_per_generation` (trl 1.15.0 `_prepare_inputs` buffers one generation batch).
+    pub fn generation_rows(&self) -> u64 {
+        self.running_micro_batch()
+            .saturating_mul(self.steps_per_generation())
+    }
+
+    /// Whether the trainer scores the generation batch in a no-grad pass before training on it
+    /// (trl 1.15.0 `_generate_and_score_completions`): old log-probs when vLLM generated
+    /// (`vllm_importance_sampling_correction` defaults to True) or when one generation serves
+    /// several optimizer steps, reference log-probs when `beta != 0`.
+    pub fn scores_before_training(&self) -> bool {
+        self.generation.uses_vllm()
+            || self.beta != 0.0
+            || self.grad_accum % self.steps_per_generation() != 0
+    }
+
     /// The micro-batch that really runs. Unsloth's GRPO patch replaces `per_device_train_batch_size`
     /// by `num_generations` when `batch x accumulation x GPUs` is not a multiple of it.
     pub fn running_micro_batch(&self) -> u64 {
@@ -273,7 +311,7 @@ impl RunConfig {
             checkpointing: Checkpointing::On,
             optimizer: Optimizer::AdamW,
             beta: 0.0,
-            generation: Generation::Elsewhere,
+            generation: Generation::VllmServer,
             expandable_segments: false,
             unsloth_standby: false,
             fused_logits: false,

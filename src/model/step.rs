@@ -27,6 +27,13 @@ pub struct StepShape {
     /// micro-batch's logits never materialised. Off: logits materialised in bf16, as TRL 0.x and
     /// the calibration harness (`measure.py`) do.
     pub fused_logits: bool,
+    /// rows of the generation batch the trainer scores without gradients before training on
+    /// them (old and reference log-probs); 0 when it does not
+    pub scoring_rows: u64,
+    /// free memory when the step runs (Unsloth sizes its mini-batches and logits blocks from it)
+    pub free_at_step: u64,
+    /// a card of at most 24.5 GiB (Unsloth's tiled log-prob kernel for every row count)
+    pub small_card: bool,
 }
 
 /// Bytes per token of one decoder layer's tensors, split as the allocator sees them.
@@ -202,10 +209,50 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     };
     let activations = forward.max(backward) - if forward >= backward { logits_peak } else { 0 };
     let reserved = simulate_reserved(arch, targets, tokens, &logits, s);
-    StepPeak {
+    let step = StepPeak {
         activations,
         logits: if forward >= backward { logits_peak } else { 0 },
         reserved,
+    };
+    if s.scoring_rows == 0 {
+        return step;
+    }
+    let scoring = trl_scoring_pass(arch, s, &logits);
+    let reserved = step.reserved.max(scoring.activations + scoring.logits);
+    if scoring.activations + scoring.logits > step.activations + step.logits {
+        StepPeak {
+            reserved,
+            ..scoring
+        }
+    } else {
+        StepPeak { reserved, ..step }
+    }
+}
+
+/// The no-grad scoring before training (trl 1.15.0 `_generate_and_score_completions`): old
+/// log-probs, and reference log-probs with the adapter disabled when `beta > 0`, in chunks of
+/// `per_device_train_batch_size` rows, with gradient checkpointing switched off. Nothing is
+/// saved for a backward, so the peak is one layer's working set (residual stream, normed input,
+/// PEFT's fp32 copy of a projection's input, the MLP's gate, up and product), or the final
+/// norm's output and the fused head's forward. Read from the wheel; not measured.
+fn trl_scoring_pass(arch: &Arch, s: &StepShape, logits: &Logits) -> StepPeak {
+    let tokens = s.seqs * (s.prompt + s.completion);
+    let widest_input = arch.intermediate.max(arch.hidden);
+    let layer = tokens * (2 * arch.hidden * 2 + widest_input * 4 + 3 * arch.intermediate * 2);
+    let head = tokens * arch.hidden * 6;
+    let scoring = logits.gathered + logits.tile + logits.stats;
+    if layer >= head + scoring {
+        StepPeak {
+            activations: layer,
+            logits: 0,
+            reserved: 0,
+        }
+    } else {
+        StepPeak {
+            activations: head,
+            logits: scoring,
+            reserved: 0,
+        }
     }
 }
 
@@ -676,51 +723,48 @@ impl Sim {
     }
 }
 
-/// The step's peak for the `unsloth` stack. Not calibrated against measurements yet (the shared
-/// calibration covers `trl` only); it follows what Unsloth documents and ships:
-/// - its fused LoRA kernels and RMSNorm keep bf16 inputs (no fp32 casts of PEFT's path);
-/// - `use_gradient_checkpointing = "unsloth"` offloads layer inputs to CPU RAM, so about two
-///   layer inputs stay on the GPU;
-/// - the micro-batch's logits are upcast to fp32 (the seed article's 6.01 GiB request).
-pub fn unsloth_step(
-    arch: &Arch,
-    targets: &[bool],
-    s: &StepShape,
-    checkpointing: super::run::Checkpointing,
-) -> StepPeak {
-    use super::run::Checkpointing::*;
-    let tokens = s.seqs * (s.prompt + s.completion);
-    let hidden = tokens * arch.hidden * 2;
-    let (q, kv, i) = (arch.q_dim(), arch.kv_dim(), arch.intermediate);
-    let adapters = targets.iter().filter(|t| **t).count() as u64;
-    let per_token = 2 * (2 * q + 2 * kv)
-        + 2 * 3 * i
-        + arch.family.norms_per_layer() * 2 * arch.hidden
-        + adapters * 2 * s.rank
-        + if s.quantised_base { 2 * i } else { 0 };
-    let layer = per_token * tokens;
-    let stored = match checkpointing {
-        Off => arch.layers * layer,
-        On => arch.layers * hidden,
-        UnslothOffload => 2 * hidden,
-    };
-    // The micro-batch's logits in fp32, B x (K+1) x V x 4, plus one completion's fp32
-    // log-softmax. Evidence: the seed article's Unsloth OOM requested 6.01 GiB inside
-    // `logits = model(**model_inputs).logits` = 8 x 769 x 262144 x 4 bytes (Gemma 3 1B, 8
-    // completions of 768 tokens); not otherwise measured.
-    let logits = s.seqs * (s.completion + 1) * arch.vocab * 4 + s.completion * arch.vocab * 4;
-    let forward = stored + 2 * hidden;
-    let backward = if checkpointing == Off {
-        0
-    } else {
-        stored + layer + tokens * (i + arch.hidden) * 2
-    };
-    let activations = forward.max(backward);
-    // Slack: the median reserved/allocated ratio of the trl measurements without large logits (1.10).
-    let allocated = activations + logits;
-    StepPeak {
-        activations,
-        logits,
-        reserved: allocated + allocated / 10,
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::catalog;
+
+    fn shape(scoring_rows: u64) -> StepShape {
+        StepShape {
+            seqs: 8,
+            prompt: 256,
+            completion: 768,
+            rank: 16,
+            checkpointing: true,
+            reference_pass: false,
+            quantised_base: false,
+            expandable_segments: false,
+            fused_logits: true,
+            scoring_rows,
+            free_at_step: 0,
+            small_card: false,
+        }
+    }
+
+    /// The scoring pass goes a micro-batch at a time with nothing saved, so it neither grows
+    /// with the generation batch nor, for the catalog's models, outgrows a checkpointed step.
+    #[test]
+    fn trl_scoring_pass_stays_below_a_checkpointed_step() {
+        for id in catalog::ids() {
+            let arch = &catalog::find(id).expect("catalog id").arch;
+            let targets = vec![true; arch.projections().len()];
+            let s = shape(8);
+            let logits = Logits::new(arch, &s);
+            let pass = trl_scoring_pass(arch, &s, &logits);
+            let scored = trl_step(arch, &targets, &s);
+            let quiet = trl_step(arch, &targets, &shape(0));
+            assert_eq!(pass, trl_scoring_pass(arch, &shape(64), &logits));
+            assert!(pass.activations + pass.logits > 0);
+            assert!(
+                pass.activations + pass.logits < quiet.activations + quiet.logits,
+                "{}",
+                arch.name
+            );
+            assert_eq!(scored, quiet, "{}", arch.name);
+        }
     }
 }

@@ -229,13 +229,10 @@ fn vllm_weights(run: &RunConfig, training_weights: u64) -> u64 {
 /// file passes them to load_vllm.
 fn batch_limits(run: &RunConfig, budget: u64, weights: u64) -> (u64, u64) {
     match run.stack {
-        Stack::Trl => {
-            let steps = run.steps_per_generation.unwrap_or(run.grad_accum).max(1);
-            (
-                (run.micro_batch * steps).clamp(1, TRL_BATCHED_TOKENS),
-                TRL_BATCHED_TOKENS,
-            )
-        }
+        Stack::Trl => (
+            (run.micro_batch * run.steps_per_generation()).clamp(1, TRL_BATCHED_TOKENS),
+            TRL_BATCHED_TOKENS,
+        ),
         Stack::Unsloth => {
             // Unsloth's own KV estimate: its share less weights, LoRA and a CUDA-graph reserve
             // of 172 graphs x hidden x layers x 4 bytes, clamped to 0.15-1 GiB

@@ -23,10 +23,12 @@ impl Theme {
     pub fn fill(part: Part) -> char {
         match part {
             Part::CudaContext => '▒',
-            Part::VllmWeights | Part::SharedWeights => '█',
+            Part::SharedWeights => '█',
+            Part::VllmWeights => '▇',
             Part::VllmCudaGraphs => '▚',
             Part::VllmActivations => '▞',
             Part::VllmKvCache => '░',
+            Part::GenerationKvCache => '▒',
             Part::BaseWeights => '▓',
             Part::LoraAdapters => '#',
             Part::LoraGradients => '+',
@@ -47,6 +49,7 @@ impl Theme {
             Part::VllmCudaGraphs => Color::LightBlue,
             Part::VllmActivations => Color::Cyan,
             Part::VllmKvCache => Color::LightCyan,
+            Part::GenerationKvCache => Color::LightYellow,
             Part::BaseWeights => Color::Magenta,
             Part::LoraAdapters => Color::LightMagenta,
             Part::LoraGradients => Color::LightRed,
