@@ -11,6 +11,7 @@ pub mod generate;
 pub mod knobs;
 pub mod levers;
 pub mod oom;
+pub mod replay;
 pub mod run;
 pub mod step;
 pub mod units;
