@@ -4,6 +4,7 @@ use proptest::prelude::*;
 use vramfit::config::export::{ExportContext, to_toml};
 use vramfit::config::parse;
 use vramfit::model::catalog;
+use vramfit::model::knobs::Knob;
 use vramfit::model::run::{
     ALL_LINEAR, Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack,
 };
@@ -17,7 +18,8 @@ fn run_strategy() -> impl Strategy<Value = RunConfig> {
             0usize..3,
             1u64..64,
             1u64..64,
-            1u64..64,
+            // num_generations from its declared floor (GRPO needs two completions to compare)
+            Knob::Generations.range().0..64,
             1u64..4,
         ),
         (

@@ -8,6 +8,8 @@ use crate::contract::{Call, Table as T};
 use crate::model::arch::Arch;
 use crate::model::catalog::{self, ImpliedQuant};
 use crate::model::config_json;
+use crate::model::knobs::Knob;
+use crate::model::rules;
 use crate::model::run::{
     Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack, VllmVersion,
 };
@@ -173,15 +175,15 @@ impl<'a> Reader<'a> {
 
         let grpo = Call::GrpoConfig;
         let micro = t
-            .int(T::Grpo, "per_device_train_batch_size", 1, 4096)?
+            .knob(Knob::MicroBatch)?
             .or(grpo.default_u64("per_device_train_batch_size"))
             .unwrap_or(8);
         let accum = t
-            .int(T::Grpo, "gradient_accumulation_steps", 1, 65536)?
+            .knob(Knob::GradAccum)?
             .or(grpo.default_u64("gradient_accumulation_steps"))
             .unwrap_or(1);
         let generations = t
-            .int(T::Grpo, "num_generations", 1, 1024)?
+            .knob(Knob::Generations)?
             .or(grpo.default_u64("num_generations"))
             .unwrap_or(8);
         let prompt = t
@@ -191,28 +193,18 @@ impl<'a> Reader<'a> {
             .int(T::Grpo, "max_completion_length", 1, 1 << 21)?
             .or(grpo.default_u64("max_completion_length"))
             .unwrap_or(512);
-        // 16 M tokens in one micro-batch is far past any GPU; beyond it byte counts lose meaning
-        let tokens = micro.saturating_mul(prompt + completion);
-        if tokens > 1 << 24 {
-            return Err(format!(
-                "`[grpo] per_device_train_batch_size = {micro}` x (max_prompt_length + max_completion_length = {}) = {tokens} tokens in one micro-batch: absurd (at most 16777216)",
-                prompt + completion
-            ));
-        }
         let max_seq = match stack {
             // Unsloth: from_pretrained's max_seq_length is vLLM's max_model_len too
             Stack::Unsloth => t
-                .int(T::Model, "max_seq_length", 16, 1 << 22)?
+                .knob(Knob::SequenceLength)?
                 .or(model.default_u64("max_seq_length"))
                 .unwrap_or(2048),
             // TRL colocate: vllm_max_model_length, else vLLM takes the model's own context
             // (GRPOTrainer.__init__ passes max_model_len=self.vllm_max_model_length, None when unset)
-            Stack::Trl => t
-                .int(T::Grpo, "vllm_max_model_length", 16, 1 << 22)?
-                .unwrap_or(arch.max_position),
+            Stack::Trl => t.knob(Knob::SequenceLength)?.unwrap_or(arch.max_position),
         };
         let rank = t
-            .int(T::Lora, "r", 1, 4096)?
+            .knob(Knob::LoraRank)?
             .or(lora_call.default_u64("r"))
             .unwrap_or(8);
         let alpha = t
@@ -303,45 +295,50 @@ impl<'a> Reader<'a> {
                 "`[vramfit] max_prompt_length` not given: prompts of up to {ASSUMED_PROMPT_LENGTH} tokens assumed (set it to your dataset's longest prompt)"
             ));
         }
-        Ok(RunFile {
-            run: RunConfig {
-                stack,
-                arch,
-                model_name,
-                quant,
-                gpus,
-                micro_batch: micro,
-                grad_accum: accum,
-                num_generations: generations,
-                prompt_len: prompt,
-                completion_len: completion,
-                max_seq_len: max_seq,
-                lora_rank: rank,
-                lora_alpha: alpha,
-                max_lora_rank,
-                lora_targets: targets,
-                checkpointing,
-                optimizer,
-                beta,
-                generation,
-                expandable_segments: expandable,
-                unsloth_standby: standby,
-                fused_logits,
-                vllm_kv_fp8,
-                vllm_sleep,
-                steps_per_generation,
-                generation_batch_size,
-                vllm_version,
-                vllm_max_num_seqs: match stack {
-                    Stack::Unsloth => t.int(T::Model, "max_num_seqs", 1, 1 << 16)?,
-                    Stack::Trl => None,
-                },
-                vllm_max_num_batched_tokens: match stack {
-                    Stack::Unsloth => t.int(T::Model, "max_num_batched_tokens", 1, 1 << 24)?,
-                    Stack::Trl => None,
-                },
-                standby_keeps_share: t.env_flag("UNSLOTH_VLLM_STANDBY_UTIL_OVERRIDE"),
+        let run = RunConfig {
+            stack,
+            arch,
+            model_name,
+            quant,
+            gpus,
+            micro_batch: micro,
+            grad_accum: accum,
+            num_generations: generations,
+            prompt_len: prompt,
+            completion_len: completion,
+            max_seq_len: max_seq,
+            lora_rank: rank,
+            lora_alpha: alpha,
+            max_lora_rank,
+            lora_targets: targets,
+            checkpointing,
+            optimizer,
+            beta,
+            generation,
+            expandable_segments: expandable,
+            unsloth_standby: standby,
+            fused_logits,
+            vllm_kv_fp8,
+            vllm_sleep,
+            steps_per_generation,
+            generation_batch_size,
+            vllm_version,
+            vllm_max_num_seqs: match stack {
+                Stack::Unsloth => t.int(T::Model, "max_num_seqs", 1, 1 << 16)?,
+                Stack::Trl => None,
             },
+            vllm_max_num_batched_tokens: match stack {
+                Stack::Unsloth => t.int(T::Model, "max_num_batched_tokens", 1, 1 << 24)?,
+                Stack::Trl => None,
+            },
+            standby_keeps_share: t.env_flag("UNSLOTH_VLLM_STANDBY_UTIL_OVERRIDE"),
+        };
+        rules::validate(&run).map_err(|broken| match broken.knob {
+            Some(knob) => format!("[{}] {}", knob.key(stack).0.name(), broken.message),
+            None => broken.message,
+        })?;
+        Ok(RunFile {
+            run,
             gpu_memory,
             lock_effective_batch: lock,
             model_config,
@@ -486,10 +483,10 @@ fn checkpointing(t: &Tables, lora_call: Call) -> Result<Checkpointing, String> {
 fn generation(t: &Tables, model: Call) -> Result<Generation, String> {
     let grpo = Call::GrpoConfig;
     let share_model = match t.stack {
-        Stack::Unsloth => t.float(T::Model, "gpu_memory_utilization", 0.01, 1.0)?,
+        Stack::Unsloth => t.share(T::Model, "gpu_memory_utilization")?,
         Stack::Trl => None,
     };
-    let share_grpo = t.float(T::Grpo, "vllm_gpu_memory_utilization", 0.01, 1.0)?;
+    let share_grpo = t.share(T::Grpo, "vllm_gpu_memory_utilization")?;
     if let (Some(a), Some(b)) = (share_model, share_grpo) {
         if (a - b).abs() > 1e-9 {
             return Err(format!(

@@ -4,6 +4,7 @@
 
 use crate::contract::{self, Call, Table};
 use crate::model::catalog::edit_distance;
+use crate::model::knobs::Knob;
 use crate::model::run::Stack;
 use toml::Value;
 
@@ -160,7 +161,32 @@ impl<'a> Tables<'a> {
             .transpose()
     }
 
+    /// A whole-number knob's value, from the key and within the range its declaration gives
+    /// (`Knob::key`, `Knob::range`).
+    pub fn knob(&self, knob: Knob) -> Result<Option<u64>, String> {
+        let (table, key) = knob.key(self.stack);
+        let (lo, hi) = knob.range();
+        self.int_within(table, key, lo, hi, knob.range_reason())
+    }
+
+    /// A vLLM share under `key` (a fraction), within the share knob's range.
+    pub fn share(&self, table: Table, key: &str) -> Result<Option<f64>, String> {
+        let (lo, hi) = Knob::VllmShare.range();
+        self.float(table, key, lo as f64 / 100.0, hi as f64 / 100.0)
+    }
+
     pub fn int(&self, table: Table, key: &str, min: u64, max: u64) -> Result<Option<u64>, String> {
+        self.int_within(table, key, min, max, "")
+    }
+
+    fn int_within(
+        &self,
+        table: Table,
+        key: &str,
+        min: u64,
+        max: u64,
+        reason: &str,
+    ) -> Result<Option<u64>, String> {
         self.get(table, key)?
             .map(|v| {
                 let n = v.as_integer().ok_or_else(|| {
@@ -168,7 +194,7 @@ impl<'a> Tables<'a> {
                 })?;
                 if n < min as i64 || n > max as i64 {
                     return Err(format!(
-                        "`[{}] {key} = {n}`: out of range, expected {min}..={max}",
+                        "`[{}] {key} = {n}`: out of range, expected {min} to {max}{reason}",
                         table.name()
                     ));
                 }
@@ -192,9 +218,11 @@ impl<'a> Tables<'a> {
                     .ok_or_else(|| {
                         format!("`[{}] {key} = {v}`: expected a number", table.name())
                     })?;
-                if !x.is_finite() || x < min || x > max {
+                // a bound written as a decimal (0.95) may come back a hair past it (0.9500000000000001)
+                let slack = 1e-9 * max.abs().max(1.0);
+                if !x.is_finite() || x < min - slack || x > max + slack {
                     return Err(format!(
-                        "`[{}] {key} = {x}`: out of range, expected {min}..={max}",
+                        "`[{}] {key} = {x}`: out of range, expected {min} to {max}",
                         table.name()
                     ));
                 }

@@ -6,6 +6,7 @@
 
 use super::estimate::{Estimate, Estimator, GpuBudget};
 use super::knobs::{Knob, accumulation_for};
+use super::rules;
 use super::run::{Checkpointing, Generation, Quant, RunConfig, Stack};
 use serde::Serialize;
 use std::cmp::Ordering;
@@ -328,7 +329,8 @@ pub fn fit(run: &RunConfig, gpu: GpuBudget, headroom: f64, est: &mut Estimator) 
     while let Some(Candidate { cost, at }) = queue.pop() {
         let candidate = grid.run_at(run, &at);
         let e = est.estimate(&candidate, gpu);
-        if acceptable(&e, headroom) {
+        // the loader must accept what the fit proposes
+        if acceptable(&e, headroom) && rules::validate(&candidate).is_ok() {
             let changes = describe(&grid, run, &at, gpu, est);
             return FitOutcome::Fitted {
                 changes,

@@ -101,15 +101,27 @@ impl Knob {
         }
     }
 
-    /// The accepted range for typed values, in the knob's unit.
+    /// The values a run may hold, in the knob's unit: what the loader accepts, typed values
+    /// are checked against, the slider clamps to and `rules::validate` enforces.
     pub fn range(self) -> (u64, u64) {
         match self {
             Knob::VllmShare => (5, 95),
             Knob::Generations => (2, 1024),
-            Knob::MicroBatch => (1, 1024),
-            Knob::SequenceLength => (32, 262_144),
+            Knob::MicroBatch => (1, 4096),
+            // up to the longest context a config.json declares (Llama 4 Scout: 10 M)
+            Knob::SequenceLength => (16, 1 << 24),
             Knob::LoraRank => (1, 4096),
             Knob::GradAccum => (1, 65536),
+        }
+    }
+
+    /// Why the range ends where it does, when a trainer decides it.
+    pub fn range_reason(self) -> &'static str {
+        match self {
+            Knob::Generations => {
+                " (GRPO compares at least 2 completions per prompt: trl GRPOConfig.__post_init__)"
+            }
+            _ => "",
         }
     }
 

@@ -12,6 +12,7 @@ pub mod knobs;
 pub mod levers;
 pub mod oom;
 pub mod replay;
+pub mod rules;
 pub mod run;
 pub mod step;
 pub mod units;

@@ -1,0 +1,77 @@
+//! The rules a run must keep to be estimated at all, in one place: the loader, the screen and the
+//! fit search all call `validate`, so a run one of them can reach, the others accept.
+//! (What the trainers would merely warn about, or do differently, is a warning of the estimate.)
+
+use super::knobs::Knob;
+use super::run::RunConfig;
+
+/// Past 16 M tokens in one micro-batch no GPU comes close, and byte counts lose their meaning.
+pub const MAX_MICRO_BATCH_TOKENS: u64 = 1 << 24;
+
+/// One broken rule: the knob it concerns (when one does) and what is wrong, in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Broken {
+    pub knob: Option<Knob>,
+    pub message: String,
+}
+
+/// Checks `run` against every knob's declared range and the rules between knobs.
+pub fn validate(run: &RunConfig) -> Result<(), Broken> {
+    for knob in Knob::ALL {
+        let Some(value) = knob.get(run) else {
+            continue;
+        };
+        let (lo, hi) = knob.range();
+        if value < lo || value > hi {
+            return Err(Broken {
+                knob: Some(knob),
+                message: format!(
+                    "{} = {}: out of range, expected {} to {}{}",
+                    knob.trainer_key(run.stack),
+                    knob.show(value),
+                    knob.show(lo),
+                    knob.show(hi),
+                    knob.range_reason()
+                ),
+            });
+        }
+    }
+    let tokens = run.micro_batch.saturating_mul(run.sequence_len());
+    if tokens > MAX_MICRO_BATCH_TOKENS {
+        return Err(Broken {
+            knob: Some(Knob::MicroBatch),
+            message: format!(
+                "per_device_train_batch_size = {} x (prompt + completion = {}) = {tokens} tokens in one micro-batch: past any GPU (at most {MAX_MICRO_BATCH_TOKENS})",
+                run.micro_batch,
+                run.sequence_len()
+            ),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::catalog;
+
+    fn run() -> RunConfig {
+        RunConfig::example(catalog::find("Qwen/Qwen2.5-1.5B-Instruct").unwrap().arch)
+    }
+
+    #[test]
+    fn ranges_and_the_token_cap_are_checked() {
+        assert_eq!(validate(&run()), Ok(()));
+        let mut r = run();
+        r.num_generations = 1;
+        let e = validate(&r).unwrap_err();
+        assert_eq!(e.knob, Some(Knob::Generations));
+        assert!(e.message.contains("num_generations = 1"), "{}", e.message);
+        let mut r = run();
+        r.micro_batch = 1024;
+        r.max_seq_len = 262_144;
+        r.completion_len = 262_144 - r.prompt_len;
+        let e = validate(&r).unwrap_err();
+        assert_eq!(e.knob, Some(Knob::MicroBatch));
+    }
+}
