@@ -257,3 +257,24 @@ fn export_to_standard_output_round_trips() {
         vramfit::config::parse(vramfit::presets::built_in("12gb").unwrap(), "12gb", None).unwrap();
     assert_eq!(back.run, preset.run);
 }
+
+#[test]
+fn numbers_and_plurals_read_as_a_person_writes_them() {
+    // 4 x 2 completions in groups of 3: 8/3 prompts per step
+    let f = file_with(&PRESET_24.replace("num_generations = 4", "num_generations = 3"));
+    let out = vramfit()
+        .args(["estimate", "--config"])
+        .arg(f.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("x 1 GPU)"), "{text}");
+    assert!(!text.contains("666"), "{text}");
+    assert!(text.contains("2.67 prompts"), "{text}");
+    let out = vramfit()
+        .args(["fit", "--preset", "24gb", "--headroom", "2.5"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("keeping 2.5% free"), "{text}");
+}

@@ -14,6 +14,7 @@ use crate::model::levers::apply;
 use crate::model::run::{Checkpointing, Optimizer, Quant, RunConfig, Stack};
 use crate::model::units::format_size;
 use crate::presets;
+use crate::text::signed_count;
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use std::path::PathBuf;
 
@@ -253,8 +254,8 @@ impl App {
             let (_, off) = accumulation_for(target, self.run.micro_batch, self.run.gpus);
             self.batch_note = (off != 0).then(|| {
                 format!(
-                    "effective batch {} cannot be kept exactly: {:+} completions",
-                    target, off
+                    "effective batch {target} cannot be kept exactly: {}",
+                    signed_count(off, "completion", "completions")
                 )
             });
         } else if knob == Knob::GradAccum || !self.lock {

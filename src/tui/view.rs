@@ -8,6 +8,7 @@ use crate::config::export::optimizer_name;
 use crate::model::knobs::Knob;
 use crate::model::run::{Checkpointing, Stack};
 use crate::model::units::format_size;
+use crate::text::{count, count_f, decimal_places};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
@@ -265,17 +266,20 @@ fn batch(frame: &mut Frame, app: &App, area: Rect) {
     let e = &app.estimate;
     let lock = if app.lock { "locked" } else { "free" };
     let mut text = format!(
-        " batch {} ({}) = {} × {} accum × {} GPU · {} prompts × {} gens",
+        " batch {} ({}) = {} × {} accum × {} · {} × {} gens",
         e.effective_batch,
         lock,
         app.run.micro_batch,
         app.run.grad_accum,
-        app.run.gpus,
-        e.prompts_per_step,
+        count(app.run.gpus, "GPU", "GPUs"),
+        count_f(e.prompts_per_step, 2, "prompt", "prompts"),
         app.run.num_generations
     );
     if let Some(v) = &e.vllm {
-        text.push_str(&format!(" · KV {:.1} seq", v.full_length_sequences));
+        text.push_str(&format!(
+            " · KV {} seq",
+            decimal_places(v.full_length_sequences, 1)
+        ));
     }
     frame.render_widget(Paragraph::new(text), area);
 }
