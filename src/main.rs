@@ -142,7 +142,7 @@ fn capacity(
     detected: Result<GpuInfo, String>,
 ) -> Result<(GpuBudget, String), String> {
     if let Some(text) = &source.gpu_mem {
-        let bytes = parse_size(text).map_err(|e| format!("--gpu-mem: {e}"))?;
+        let bytes = parse_size(text).map_err(|e| format!("--gpu-mem {text}: {e}"))?;
         return Ok((
             GpuBudget {
                 capacity: bytes,

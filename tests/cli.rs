@@ -278,3 +278,48 @@ fn numbers_and_plurals_read_as_a_person_writes_them() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("keeping 2.5% free"), "{text}");
 }
+
+#[test]
+fn a_size_without_a_unit_is_refused_with_the_fix() {
+    vramfit()
+        .args(["estimate", "--preset", "24gb", "--gpu-mem", "24"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--gpu-mem 24: add a unit, e.g. 24GiB (or 24B for bytes)",
+        ));
+    vramfit()
+        .args(["estimate", "--preset", "24gb", "--gpu-mem", "25769803776B"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("24.00 GiB (--gpu-mem)"));
+    let f = file_with(&PRESET_24.replace("gpu_memory = \"24GiB\"", "gpu_memory = \"24\""));
+    let name = f.path().display().to_string();
+    vramfit()
+        .args(["estimate", "--config"])
+        .arg(f.path())
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains(name)
+                .and(predicate::str::contains("gpu_memory"))
+                .and(predicate::str::contains("\"24\""))
+                .and(predicate::str::contains("add a unit")),
+        );
+    vramfit()
+        .args(["estimate", "--help"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("a number alone is refused"));
+}
+
+#[test]
+fn absurd_gpu_sizes_are_refused_with_a_message() {
+    for bad in ["0GiB", "NaNGiB", "infGiB", "-24GiB", "65TiB", "0B"] {
+        vramfit()
+            .args(["estimate", "--preset", "24gb", "--gpu-mem", bad])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(format!("--gpu-mem {bad}")));
+    }
+}
