@@ -83,48 +83,99 @@ fn detect(source: &Source) -> Result<GpuInfo, String> {
     }
 }
 
-/// The start state: `--config`, else `--preset`, else the preset of the largest tier that the
-/// GPU (`--gpu-mem` or detected) holds, else the 24 GB tier.
-fn load_source(source: &Source, detected: &Result<GpuInfo, String>) -> Result<RunFile, String> {
-    let (file, label) = read_source(source, detected)?;
-    for note in &file.notes {
-        eprintln!("vramfit: note: {label}: {note}");
-    }
-    Ok(file)
+/// The run file, the names it goes by, and where it came from.
+struct Loaded {
+    file: RunFile,
+    /// what notes about the file are prefixed with: its path, `preset 24gb`
+    label: String,
+    /// the file as a sentence names it: its path, `the 24gb preset`
+    name: String,
+    /// why this run: `the 24gb preset (default; pass --config or --preset)`
+    origin: String,
 }
 
-/// The run file and the name it is known by in messages.
-fn read_source(
-    source: &Source,
-    detected: &Result<GpuInfo, String>,
-) -> Result<(RunFile, String), String> {
-    let loaded = |path: &std::path::Path| {
+/// `--gpu-mem`, read once: the tier it picks and the capacity it sets agree.
+fn gpu_mem(source: &Source) -> Result<Option<u64>, String> {
+    source
+        .gpu_mem
+        .as_deref()
+        .map(|text| parse_size(text).map_err(|e| format!("--gpu-mem {text}: {e}")))
+        .transpose()
+}
+
+/// The start state: `--config`, else `--preset`, else the preset of the largest tier that the
+/// GPU (`--gpu-mem` or detected) holds, else the 24 GB tier.
+fn load_source(source: &Source, detected: &Result<GpuInfo, String>) -> Result<Loaded, String> {
+    let loaded = read_source(source, detected)?;
+    for note in &loaded.file.notes {
+        eprintln!("vramfit: note: {}: {note}", loaded.label);
+    }
+    Ok(loaded)
+}
+
+fn read_source(source: &Source, detected: &Result<GpuInfo, String>) -> Result<Loaded, String> {
+    let loaded = |path: &std::path::Path, name: String, origin: String| {
         config::load(path)
-            .map(|f| (f, path.display().to_string()))
+            .map(|file| Loaded {
+                file,
+                label: path.display().to_string(),
+                name,
+                origin,
+            })
             .map_err(|e| e.to_string())
     };
     if let Some(path) = &source.config {
-        return loaded(path);
+        let shown = path.display().to_string();
+        return loaded(path, shown.clone(), format!("{shown} (--config)"));
     }
-    let capacity = match (&source.gpu_mem, detected) {
-        (Some(text), _) => parse_size(text).ok(),
-        (None, Ok(gpu)) => Some(gpu.total_bytes),
-        (None, Err(_)) => None,
+    let capacity = gpu_mem(source)?;
+    let (name, chooser) = match (&source.preset, capacity, detected) {
+        (Some(name), _, _) => (name.as_str(), "--preset".to_string()),
+        (None, Some(bytes), _) => (
+            presets::largest_tier_within(bytes).unwrap_or("24gb"),
+            "--gpu-mem".to_string(),
+        ),
+        (None, None, Ok(gpu)) => (
+            presets::largest_tier_within(gpu.total_bytes).unwrap_or("24gb"),
+            format!("the detected {}", gpu.name),
+        ),
+        (None, None, Err(_)) => ("24gb", String::new()),
     };
-    let tier = capacity.and_then(presets::largest_tier_within);
-    let name = source.preset.as_deref().or(tier).unwrap_or("24gb");
+    // why this file: named by --preset, the default, or the tier the GPU holds (the smallest
+    // when it holds none)
+    let why = |file: &RunFile| {
+        let holds = capacity.or(detected.as_ref().ok().map(|g| g.total_bytes));
+        match (source.preset.is_some(), holds, file.gpu_memory) {
+            (true, _, _) => chooser.clone(),
+            (false, None, _) => "default; pass --config or --preset".to_string(),
+            (false, Some(cap), Some(tier)) if tier > cap => {
+                format!("the smallest tier: {chooser} holds none; pass --config or --preset")
+            }
+            (false, Some(_), _) => {
+                format!("the largest tier that {chooser} holds; pass --config or --preset")
+            }
+        }
+    };
     if let Some(text) = presets::built_in(name) {
         let label = format!("preset {name}");
-        return config::parse(text, &label, None)
-            .map(|f| (f, label))
-            .map_err(|e| e.to_string());
+        let file = config::parse(text, &label, None).map_err(|e| e.to_string())?;
+        return Ok(Loaded {
+            origin: format!("the {name} preset ({})", why(&file)),
+            name: format!("the {name} preset"),
+            label,
+            file,
+        });
     }
     if let Some((_, path)) = presets::user_presets().into_iter().find(|(n, _)| n == name) {
-        return loaded(&path);
+        let mut l = loaded(&path, format!("your preset {name}"), String::new())?;
+        l.origin = format!("your preset {name}, {} ({})", path.display(), why(&l.file));
+        return Ok(l);
     }
     let path = std::path::Path::new(name);
     if path.exists() {
-        return loaded(path);
+        let mut l = loaded(path, name.to_string(), String::new())?;
+        l.origin = format!("{name} ({})", why(&l.file));
+        return Ok(l);
     }
     let folder = presets::user_dir().map_or(String::new(), |d| {
         format!(", your presets in {}", d.display())
@@ -135,46 +186,49 @@ fn read_source(
     ))
 }
 
-/// Capacity: `--gpu-mem`, else the detected GPU, else the file's `gpu_memory`.
+/// Capacity: `--gpu-mem`, else the detected GPU, else the run file's `gpu_memory`; and the
+/// line that says which.
 fn capacity(
     source: &Source,
-    file: &RunFile,
+    loaded: &Loaded,
     detected: Result<GpuInfo, String>,
 ) -> Result<(GpuBudget, String), String> {
-    if let Some(text) = &source.gpu_mem {
-        let bytes = parse_size(text).map_err(|e| format!("--gpu-mem {text}: {e}"))?;
-        return Ok((
-            GpuBudget {
-                capacity: bytes,
-                used_by_others: 0,
-            },
-            format!("{} (--gpu-mem)", format_size(bytes)),
-        ));
+    let budget = |capacity| GpuBudget {
+        capacity,
+        used_by_others: 0,
+    };
+    if let Some(bytes) = gpu_mem(source)? {
+        return Ok((budget(bytes), format!("{} (--gpu-mem)", format_size(bytes))));
     }
-    match (detected, file.gpu_memory) {
+    let why = |why: String| {
+        if source.no_gpu {
+            "--no-gpu: NVML not asked".to_string()
+        } else {
+            format!("no GPU detected: {why}")
+        }
+    };
+    match (detected, loaded.file.gpu_memory) {
         (Ok(gpu), _) => Ok((
-            GpuBudget {
-                capacity: gpu.total_bytes,
-                used_by_others: 0,
-            },
+            budget(gpu.total_bytes),
             format!(
                 "{}, {} (detected by NVML)",
                 gpu.name,
                 format_size(gpu.total_bytes)
             ),
         )),
-        (Err(why), Some(bytes)) => Ok((
-            GpuBudget {
-                capacity: bytes,
-                used_by_others: 0,
-            },
+        (Err(e), Some(bytes)) => Ok((
+            budget(bytes),
             format!(
-                "{} from the file's gpu_memory (no GPU detected: {why})",
-                format_size(bytes)
+                "{} from {}'s gpu_memory ({})",
+                format_size(bytes),
+                loaded.name,
+                why(e)
             ),
         )),
-        (Err(why), None) => Err(format!(
-            "no GPU detected ({why}) and the file sets no gpu_memory: pass --gpu-mem SIZE"
+        (Err(e), None) => Err(format!(
+            "{} and {} sets no gpu_memory: pass --gpu-mem SIZE",
+            why(e),
+            loaded.name
         )),
     }
 }
@@ -186,16 +240,18 @@ fn run_estimate(
     force: bool,
 ) -> Result<u8, String> {
     let detected = detect(source);
-    let file = load_source(source, &detected)?;
-    let (gpu, gpu_line) = capacity(source, &file, detected)?;
+    let loaded = load_source(source, &detected)?;
+    let (gpu, gpu_line) = capacity(source, &loaded, detected)?;
+    let file = &loaded.file;
     let est = estimate(&file.run, gpu);
     if let Some(out) = export {
-        export_run(&file, &file.run, (gpu, &gpu_line), &est, out, force)?;
+        export_run(file, &file.run, (gpu, &gpu_line), &est, out, force)?;
     }
     let to_stdout = export.is_some_and(|o| o == std::path::Path::new("-"));
     if json {
         print_json(&est)?;
     } else if !to_stdout {
+        println!("run: {}", loaded.origin);
         print!("{}", vramfit::report::table(&file.run, &est, &gpu_line));
     }
     Ok(if est.fits { FITS } else { DOES_NOT_FIT })
@@ -211,15 +267,16 @@ fn open_screen(source: &Source) -> Result<u8, String> {
         return run_estimate(source, false, None, false);
     }
     let detected = detect(source);
-    let file = load_source(source, &detected)?;
+    let loaded = load_source(source, &detected)?;
     let live = detected.as_ref().ok().cloned();
     let unavailable = detected.as_ref().err().cloned();
-    let (budget, _) = capacity(source, &file, detected)?;
+    let (budget, _) = capacity(source, &loaded, detected)?;
     let name = match (&source.gpu_mem, &live) {
         (Some(_), _) => "--gpu-mem".to_string(),
         (None, Some(g)) => g.name.clone(),
-        (None, None) => "the file's capacity".to_string(),
+        (None, None) => format!("{}'s gpu_memory", loaded.name),
     };
+    let file = loaded.file;
     let gpu = GpuState {
         capacity: budget.capacity,
         capacity_from_user: source.gpu_mem.is_some(),
@@ -275,13 +332,15 @@ fn run_fit(
         ));
     }
     let detected = detect(source);
-    let file = load_source(source, &detected)?;
-    let (gpu, gpu_line) = capacity(source, &file, detected)?;
+    let loaded = load_source(source, &detected)?;
+    let (gpu, gpu_line) = capacity(source, &loaded, detected)?;
+    let file = &loaded.file;
     let mut estimator = Estimator::new();
     let outcome = fit(&file.run, gpu, headroom / 100.0, &mut estimator);
     if json {
         print_json(&outcome)?;
     } else {
+        println!("run: {}", loaded.origin);
         print!(
             "{}",
             vramfit::report::fit_text(&file.run, &outcome, &gpu_line, headroom)
@@ -294,7 +353,7 @@ fn run_fit(
     };
     match (fitted, output) {
         (Some((run, est)), Some(out)) => {
-            export_run(&file, &run, (gpu, &gpu_line), est, out, force)?;
+            export_run(file, &run, (gpu, &gpu_line), est, out, force)?;
             Ok(FITS)
         }
         (Some(_), None) => Ok(FITS),

@@ -323,3 +323,42 @@ fn absurd_gpu_sizes_are_refused_with_a_message() {
             .stderr(predicate::str::contains(format!("--gpu-mem {bad}")));
     }
 }
+
+#[test]
+fn the_report_says_where_the_run_and_the_capacity_came_from() {
+    // neither --config nor --preset: the default preset, said so
+    vramfit().args(["estimate"]).assert().code(0).stdout(
+        predicate::str::contains("run: the 24gb preset (default; pass --config or --preset)")
+            .and(predicate::str::contains("the 24gb preset's gpu_memory"))
+            .and(predicate::str::contains("the file's").not()),
+    );
+    vramfit().args(["fit"]).assert().code(0).stdout(
+        predicate::str::contains("run: the 24gb preset (default; pass --config or --preset)")
+            .and(predicate::str::contains("the 24gb preset's gpu_memory")),
+    );
+    // --gpu-mem picks the tier and is named as the capacity
+    vramfit()
+        .args(["estimate", "--gpu-mem", "80GiB"])
+        .assert()
+        .stdout(
+            predicate::str::contains("run: the 80gb preset (the largest tier that --gpu-mem holds")
+                .and(predicate::str::contains("80.00 GiB (--gpu-mem)")),
+        );
+    vramfit()
+        .args(["estimate", "--preset", "12gb"])
+        .assert()
+        .stdout(
+            predicate::str::contains("run: the 12gb preset (--preset)")
+                .and(predicate::str::contains("the 12gb preset's gpu_memory")),
+        );
+    let f = file_with(PRESET_24);
+    let name = f.path().display().to_string();
+    vramfit()
+        .args(["estimate", "--config"])
+        .arg(f.path())
+        .assert()
+        .stdout(
+            predicate::str::contains(format!("run: {name} (--config)"))
+                .and(predicate::str::contains(format!("{name}'s gpu_memory"))),
+        );
+}

@@ -387,8 +387,12 @@ impl App {
                     Ok(file) => {
                         self.lock = file.lock_effective_batch;
                         self.model_config = file.model_config.clone();
-                        if !self.gpu.capacity_from_user && self.gpu.live.is_none() {
-                            self.gpu.capacity = file.gpu_memory.unwrap_or(self.gpu.capacity);
+                        if let Some(bytes) = file
+                            .gpu_memory
+                            .filter(|_| !self.gpu.capacity_from_user && self.gpu.live.is_none())
+                        {
+                            self.gpu.capacity = bytes;
+                            self.gpu.name = format!("the {name} preset's gpu_memory");
                         }
                         self.change(|r| *r = file.run);
                         self.target_batch = self.run.effective_batch();
