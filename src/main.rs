@@ -1,4 +1,5 @@
 use clap::Parser;
+use std::io::{self, Write};
 use std::process::ExitCode;
 use vramfit::config::export::{ExportContext, to_toml, write_atomically};
 use vramfit::config::{self, RunFile};
@@ -19,10 +20,46 @@ const FITS: u8 = 0;
 const BAD_INPUT: u8 = 2;
 const DOES_NOT_FIT: u8 = 3;
 const NO_GPU: u8 = 1;
+/// Standard output could not be written: the code of bad input, the one that says the command
+/// did not do its job (1 and 3 are answers: no GPU, does not fit).
+const FAILED: u8 = 2;
+
+/// Why a command stopped before its answer.
+enum Failure {
+    /// bad input, or a file that cannot be read or written: the message
+    Input(String),
+    /// writing standard output failed; `answer` is the exit code the command had reached
+    Output { error: io::Error, answer: u8 },
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure::Input(message)
+    }
+}
+
+/// Turns an error writing standard output into a `Failure` that keeps the command's answer.
+fn unwritten(answer: u8) -> impl FnOnce(io::Error) -> Failure {
+    move |error| Failure::Output { error, answer }
+}
+
+/// Writes to standard output, locked, through `f`, and flushes: every write error comes back
+/// as an `io::Error` instead of the panic of `print!`.
+fn emit(f: impl FnOnce(&mut io::StdoutLock<'static>) -> io::Result<()>) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    f(&mut out)?;
+    out.flush()
+}
+
+/// A line for the user on standard error. If even that cannot be written there is nobody left
+/// to tell, so its error is dropped rather than turned into a panic.
+fn say(line: &str) {
+    let _ = writeln!(io::stderr().lock(), "{line}");
+}
 
 fn main() -> ExitCode {
     if let Err(e) = color_eyre::install() {
-        eprintln!("vramfit: {e}");
+        say(&format!("vramfit: {e}"));
     }
     let cli = Cli::parse();
     let result = match cli.command {
@@ -47,20 +84,35 @@ fn main() -> ExitCode {
             json,
         ),
         Some(Command::Diagnose { file, config, json }) => {
-            run_diagnose(file.as_deref(), config.as_deref(), json)
+            run_diagnose(file.as_deref(), config.as_deref(), json).map_err(Failure::Input)
         }
         Some(Command::Models) => {
-            catalog::ids().for_each(|id| println!("{id}"));
-            Ok(FITS)
+            emit(|out| catalog::ids().try_for_each(|id| writeln!(out, "{id}")))
+                .map(|()| FITS)
+                .map_err(unwritten(FITS))
         }
         Some(Command::Presets) => list_presets(),
         Some(Command::Gpu { json }) => show_gpu(json),
     };
     match result {
         Ok(code) => ExitCode::from(code),
-        Err(message) => {
-            eprintln!("vramfit: {message}");
+        Err(Failure::Input(message)) => {
+            say(&format!("vramfit: {message}"));
             ExitCode::from(BAD_INPUT)
+        }
+        // The reader left early (`| head -1`, `| true`): that is no failure, and saying so on
+        // standard error would only be noise. Like ripgrep, which exits quietly with its
+        // answer's code on EPIPE (0, "found", since it had output to write), vramfit stops
+        // writing and exits with the answer it had already reached (0 fits, 3 does not fit,
+        // 1 no GPU), so that a script under `set -o pipefail` still reads the verdict.
+        Err(Failure::Output { error, answer }) if error.kind() == io::ErrorKind::BrokenPipe => {
+            ExitCode::from(answer)
+        }
+        Err(Failure::Output { error, .. }) => {
+            say(&format!(
+                "vramfit: cannot write to standard output: {error}"
+            ));
+            ExitCode::from(FAILED)
         }
     }
 }
@@ -108,7 +160,7 @@ fn gpu_mem(source: &Source) -> Result<Option<u64>, String> {
 fn load_source(source: &Source, detected: &Result<GpuInfo, String>) -> Result<Loaded, String> {
     let loaded = read_source(source, detected)?;
     for note in &loaded.file.notes {
-        eprintln!("vramfit: note: {}: {note}", loaded.label);
+        say(&format!("vramfit: note: {}: {note}", loaded.label));
     }
     Ok(loaded)
 }
@@ -238,32 +290,32 @@ fn run_estimate(
     json: bool,
     export: Option<&std::path::Path>,
     force: bool,
-) -> Result<u8, String> {
+) -> Result<u8, Failure> {
     let detected = detect(source);
     let loaded = load_source(source, &detected)?;
     let (gpu, gpu_line) = capacity(source, &loaded, detected)?;
     let file = &loaded.file;
     let est = estimate(&file.run, gpu);
+    let answer = if est.fits { FITS } else { DOES_NOT_FIT };
     if let Some(out) = export {
-        export_run(file, &file.run, (gpu, &gpu_line), &est, out, force)?;
+        export_run(file, &file.run, (gpu, &gpu_line), &est, out, force, answer)?;
     }
     let to_stdout = export.is_some_and(|o| o == std::path::Path::new("-"));
     if json {
-        print_json(&est)?;
+        let text = json_text(&est)?;
+        emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(answer))?;
     } else if !to_stdout {
-        println!("run: {}", loaded.origin);
-        print!("{}", vramfit::report::table(&file.run, &est, &gpu_line));
+        let table = vramfit::report::table(&file.run, &est, &gpu_line);
+        emit(|out| write!(out, "run: {}\n{table}", loaded.origin)).map_err(unwritten(answer))?;
     }
-    Ok(if est.fits { FITS } else { DOES_NOT_FIT })
+    Ok(answer)
 }
 
 /// The interactive screen; without a terminal, the estimate is printed instead.
-fn open_screen(source: &Source) -> Result<u8, String> {
+fn open_screen(source: &Source) -> Result<u8, Failure> {
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
-        eprintln!(
-            "vramfit: not a terminal: printing the estimate instead of the interactive screen"
-        );
+        say("vramfit: not a terminal: printing the estimate instead of the interactive screen");
         return run_estimate(source, false, None, false);
     }
     let detected = detect(source);
@@ -290,33 +342,38 @@ fn open_screen(source: &Source) -> Result<u8, String> {
     Ok(FITS)
 }
 
-fn show_gpu(json: bool) -> Result<u8, String> {
+fn show_gpu(json: bool) -> Result<u8, Failure> {
     let detected = NvmlProbe.probe();
-    if json {
-        let value = match &detected {
-            Ok(gpu) => serde_json::json!({ "detected": true, "gpu": gpu }),
-            Err(why) => serde_json::json!({ "detected": false, "reason": why }),
-        };
-        println!("{value}");
-    } else {
+    let answer = if detected.is_ok() { FITS } else { NO_GPU };
+    emit(|out| {
+        if json {
+            let value = match &detected {
+                Ok(gpu) => serde_json::json!({ "detected": true, "gpu": gpu }),
+                Err(why) => serde_json::json!({ "detected": false, "reason": why }),
+            };
+            return writeln!(out, "{value}");
+        }
         match &detected {
             Ok(g) => {
                 let opt = |b: Option<u64>| b.map_or("unknown".to_string(), format_size);
-                println!(
+                writeln!(
+                    out,
                     "{}: {} total, {} used, {} free",
                     g.name,
                     format_size(g.total_bytes),
                     opt(g.used_bytes),
                     opt(g.free_bytes)
-                );
+                )?;
                 for p in &g.processes {
-                    println!("  process {}: {}", p.pid, opt(p.bytes));
+                    writeln!(out, "  process {}: {}", p.pid, opt(p.bytes))?;
                 }
+                Ok(())
             }
-            Err(why) => println!("no GPU detected: {why}"),
+            Err(why) => writeln!(out, "no GPU detected: {why}"),
         }
-    }
-    Ok(if detected.is_ok() { FITS } else { NO_GPU })
+    })
+    .map_err(unwritten(answer))?;
+    Ok(answer)
 }
 
 fn run_fit(
@@ -325,11 +382,11 @@ fn run_fit(
     output: Option<&std::path::Path>,
     force: bool,
     json: bool,
-) -> Result<u8, String> {
+) -> Result<u8, Failure> {
     if !headroom.is_finite() || !(0.0..=50.0).contains(&headroom) {
-        return Err(format!(
+        return Err(Failure::Input(format!(
             "--headroom {headroom}: expected a percentage between 0 and 50"
-        ));
+        )));
     }
     let detected = detect(source);
     let loaded = load_source(source, &detected)?;
@@ -337,28 +394,25 @@ fn run_fit(
     let file = &loaded.file;
     let mut estimator = Estimator::new();
     let outcome = fit(&file.run, gpu, headroom / 100.0, &mut estimator);
-    if json {
-        print_json(&outcome)?;
+    let text = if json {
+        json_text(&outcome)?
     } else {
-        println!("run: {}", loaded.origin);
-        print!(
-            "{}",
-            vramfit::report::fit_text(&file.run, &outcome, &gpu_line, headroom)
-        );
-    }
+        let fitted = vramfit::report::fit_text(&file.run, &outcome, &gpu_line, headroom);
+        format!("run: {}\n{fitted}", loaded.origin)
+    };
+    // a reader gone from standard output does not stop the fitted file from being written
+    let printed = emit(|out| out.write_all(text.as_bytes()));
     let fitted = match &outcome {
         FitOutcome::AlreadyFits { estimate } => Some((file.run.clone(), estimate)),
         FitOutcome::Fitted { run, estimate, .. } => Some(((**run).clone(), estimate)),
         FitOutcome::Impossible { .. } => None,
     };
-    match (fitted, output) {
-        (Some((run, est)), Some(out)) => {
-            export_run(file, &run, (gpu, &gpu_line), est, out, force)?;
-            Ok(FITS)
-        }
-        (Some(_), None) => Ok(FITS),
-        (None, _) => Ok(DOES_NOT_FIT),
+    let answer = if fitted.is_some() { FITS } else { DOES_NOT_FIT };
+    if let (Some((run, est)), Some(out)) = (fitted, output) {
+        export_run(file, &run, (gpu, &gpu_line), est, out, force, answer)?;
     }
+    printed.map_err(unwritten(answer))?;
+    Ok(answer)
 }
 
 fn run_diagnose(
@@ -430,6 +484,14 @@ fn run_diagnose(
     Ok(FITS)
 }
 
+/// `value` as pretty JSON and a newline, for standard output.
+fn json_text(value: &impl serde::Serialize) -> Result<String, String> {
+    serde_json::to_string_pretty(value)
+        .map(|text| text + "\n")
+        .map_err(|e| e.to_string())
+}
+
+/// Only `diagnose` still prints through `print!` (its owner moves it to `emit`).
 fn print_json(value: &impl serde::Serialize) -> Result<(), String> {
     println!(
         "{}",
@@ -438,7 +500,8 @@ fn print_json(value: &impl serde::Serialize) -> Result<(), String> {
     Ok(())
 }
 
-/// Writes `run` as the trainer's TOML, with the header of the file it came from and its estimate.
+/// Writes `run` as the trainer's TOML, with the header of the file it came from and its estimate;
+/// `answer` is the command's exit code, kept if standard output (`-`) has no reader left.
 fn export_run(
     file: &RunFile,
     run: &vramfit::model::run::RunConfig,
@@ -446,7 +509,8 @@ fn export_run(
     estimate: &vramfit::model::estimate::Estimate,
     out: &std::path::Path,
     force: bool,
-) -> Result<(), String> {
+    answer: u8,
+) -> Result<(), Failure> {
     let ctx = ExportContext {
         gpu: gpu.1,
         gpu_memory: Some(gpu.0.capacity),
@@ -456,40 +520,44 @@ fn export_run(
     };
     let text = to_toml(run, &ctx);
     if out == std::path::Path::new("-") {
-        print!("{text}");
-        return Ok(());
+        return emit(|o| o.write_all(text.as_bytes())).map_err(unwritten(answer));
     }
     write_atomically(out, &text, force)?;
-    eprintln!("wrote {}", out.display());
+    say(&format!("wrote {}", out.display()));
     Ok(())
 }
 
-fn list_presets() -> Result<u8, String> {
+fn list_presets() -> Result<u8, Failure> {
     let rows = presets::all();
-    for (name, file) in rows {
-        match file {
-            Ok(file) => {
-                let cap = file.gpu_memory.unwrap_or(0);
-                let est = estimate(
-                    &file.run,
-                    GpuBudget {
-                        capacity: cap,
-                        used_by_others: 0,
-                    },
-                );
-                println!(
-                    "{name:<14} {:<44} capacity {:>10}  estimate {:>10}  {}",
-                    file.run.model_name,
-                    format_size(cap),
-                    format_size(est.total_bytes),
-                    if est.fits { "fits" } else { "does not fit" }
-                );
+    emit(|out| {
+        for (name, file) in rows {
+            match file {
+                Ok(file) => {
+                    let cap = file.gpu_memory.unwrap_or(0);
+                    let est = estimate(
+                        &file.run,
+                        GpuBudget {
+                            capacity: cap,
+                            used_by_others: 0,
+                        },
+                    );
+                    writeln!(
+                        out,
+                        "{name:<14} {:<44} capacity {:>10}  estimate {:>10}  {}",
+                        file.run.model_name,
+                        format_size(cap),
+                        format_size(est.total_bytes),
+                        if est.fits { "fits" } else { "does not fit" }
+                    )?;
+                }
+                Err(e) => writeln!(out, "{name:<14} cannot be read: {e}")?,
             }
-            Err(e) => println!("{name:<14} cannot be read: {e}"),
         }
-    }
-    if let Some(dir) = presets::user_dir() {
-        println!("your own presets: {}/*.toml", dir.display());
-    }
+        if let Some(dir) = presets::user_dir() {
+            writeln!(out, "your own presets: {}/*.toml", dir.display())?;
+        }
+        Ok(())
+    })
+    .map_err(unwritten(FITS))?;
     Ok(FITS)
 }

@@ -362,3 +362,89 @@ fn the_report_says_where_the_run_and_the_capacity_came_from() {
                 .and(predicate::str::contains(format!("{name}'s gpu_memory"))),
         );
 }
+
+/// Runs `vramfit --no-gpu ARGS` with its standard output a pipe whose read end is closed
+/// before the child writes a byte (what `| head -0` or `| true` does), and returns its exit
+/// code and standard error.
+fn with_stdout_closed(args: &[&str]) -> (Option<i32>, String) {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vramfit"))
+        .arg("--no-gpu")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // no reader left: the child's first write fails with EPIPE
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_reader_that_leaves_early_ends_the_output_quietly_with_the_answer() {
+    for (args, code) in [
+        (&["estimate", "--preset", "24gb", "--json"][..], 0),
+        (&["estimate", "--preset", "24gb"][..], 0),
+        (
+            &["estimate", "--preset", "24gb", "--gpu-mem", "8GiB"][..],
+            3,
+        ),
+        (&["estimate", "--preset", "12gb", "--export", "-"][..], 0),
+        (&["fit", "--preset", "24gb"][..], 0),
+        (&["fit", "--preset", "24gb", "--json"][..], 0),
+        (&["presets"][..], 0),
+        (&["models"][..], 0),
+        (&["--preset", "24gb"][..], 0),
+    ] {
+        let (got, err) = with_stdout_closed(args);
+        assert_eq!(got, Some(code), "{args:?}: {err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("Broken pipe"),
+            "{args:?}: {err}"
+        );
+    }
+    // `gpu` answers 0 with a GPU and 1 without, pipe or no pipe
+    for args in [&["gpu"][..], &["gpu", "--json"][..]] {
+        let (got, err) = with_stdout_closed(args);
+        assert!(matches!(got, Some(0 | 1)), "{args:?}: {got:?} {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_disk_on_standard_output_is_one_clear_error() {
+    for args in [
+        &["estimate", "--preset", "24gb", "--json"][..],
+        &["estimate", "--preset", "24gb"][..],
+        &["estimate", "--preset", "12gb", "--export", "-"][..],
+        &["fit", "--preset", "24gb"][..],
+        &["presets"][..],
+        &["models"][..],
+        &["gpu"][..],
+        &["gpu", "--json"][..],
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramfit"))
+            .arg("--no-gpu")
+            .args(args)
+            .stdout(full)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("standard output") && err.contains("No space left on device"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+}
