@@ -288,7 +288,12 @@ impl App {
                     error: None,
                 };
             }
-            KeyCode::Char(c) if text.len() < 12 && (c.is_ascii_digit() || c == '.') => {
+            KeyCode::Char(c)
+                if text.len() < 12
+                    && (c.is_ascii_digit()
+                        || c == '.'
+                        || (c == '%' && knob == Knob::VllmShare)) =>
+            {
                 text.push(c);
                 self.mode = Mode::Entry {
                     knob,

@@ -314,16 +314,18 @@ fn advice(frame: &mut Frame, app: &App, area: Rect) {
 
 fn message(frame: &mut Frame, app: &App, area: Rect) {
     let (text, style) = match &app.mode {
-        Mode::Entry { knob, text, error } => {
-            let err = error
-                .as_ref()
-                .map(|e| format!("  ({e})"))
-                .unwrap_or_default();
-            (
-                format!(" {} = {text}▏ Enter sets, Esc cancels{err}", knob.label()),
-                app.theme.focus(),
-            )
-        }
+        // the error, once there is one, takes the hint's place: both do not fit in 80 columns
+        Mode::Entry { knob, text, error } => (
+            match error {
+                Some(e) => format!(" {} = {text}▏ {e} · Esc cancels", knob.label()),
+                None => format!(
+                    " {} = {text}▏ {} · Enter sets, Esc cancels",
+                    knob.label(),
+                    knob.entry_hint()
+                ),
+            },
+            app.theme.focus(),
+        ),
         Mode::ConfirmOverwrite(p) => (
             format!(
                 " {} exists: y overwrites, any other key cancels",
