@@ -85,7 +85,8 @@ pub struct Source {
         conflicts_with = "config"
     )]
     pub preset: Option<String>,
-    /// GPU capacity, e.g. 24GiB, 24576MiB, 24GB; overrides what is detected.
+    /// GPU capacity with its unit: 24GiB, 24576MiB, 24GB (10^9 bytes) or 25769803776B; a number
+    /// alone is refused (24 would be 24 bytes). Overrides what is detected.
     #[arg(long, global = true, value_name = "SIZE", allow_hyphen_values = true)]
     pub gpu_mem: Option<String>,
     /// Do not ask NVML for the GPU.

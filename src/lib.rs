@@ -6,4 +6,5 @@ pub mod gpu;
 pub mod model;
 pub mod presets;
 pub mod report;
+pub mod text;
 pub mod tui;

@@ -1,4 +1,5 @@
 use clap::Parser;
+use std::io::{self, Write};
 use std::process::ExitCode;
 use vramfit::config::export::{ExportContext, to_toml, write_atomically};
 use vramfit::config::{self, RunFile};
@@ -19,10 +20,46 @@ const FITS: u8 = 0;
 const BAD_INPUT: u8 = 2;
 const DOES_NOT_FIT: u8 = 3;
 const NO_GPU: u8 = 1;
+/// Standard output could not be written: the code of bad input, the one that says the command
+/// did not do its job (1 and 3 are answers: no GPU, does not fit).
+const FAILED: u8 = 2;
+
+/// Why a command stopped before its answer.
+enum Failure {
+    /// bad input, or a file that cannot be read or written: the message
+    Input(String),
+    /// writing standard output failed; `answer` is the exit code the command had reached
+    Output { error: io::Error, answer: u8 },
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure::Input(message)
+    }
+}
+
+/// Turns an error writing standard output into a `Failure` that keeps the command's answer.
+fn unwritten(answer: u8) -> impl FnOnce(io::Error) -> Failure {
+    move |error| Failure::Output { error, answer }
+}
+
+/// Writes to standard output, locked, through `f`, and flushes: every write error comes back
+/// as an `io::Error` instead of the panic of `print!`.
+fn emit(f: impl FnOnce(&mut io::StdoutLock<'static>) -> io::Result<()>) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    f(&mut out)?;
+    out.flush()
+}
+
+/// A line for the user on standard error. If even that cannot be written there is nobody left
+/// to tell, so its error is dropped rather than turned into a panic.
+fn say(line: &str) {
+    let _ = writeln!(io::stderr().lock(), "{line}");
+}
 
 fn main() -> ExitCode {
     if let Err(e) = color_eyre::install() {
-        eprintln!("vramfit: {e}");
+        say(&format!("vramfit: {e}"));
     }
     let cli = Cli::parse();
     let result = match cli.command {
@@ -47,20 +84,35 @@ fn main() -> ExitCode {
             json,
         ),
         Some(Command::Diagnose { file, config, json }) => {
-            run_diagnose(file.as_deref(), config.as_deref(), json)
+            run_diagnose(file.as_deref(), config.as_deref(), json).map_err(Failure::Input)
         }
         Some(Command::Models) => {
-            catalog::ids().for_each(|id| println!("{id}"));
-            Ok(FITS)
+            emit(|out| catalog::ids().try_for_each(|id| writeln!(out, "{id}")))
+                .map(|()| FITS)
+                .map_err(unwritten(FITS))
         }
         Some(Command::Presets) => list_presets(),
         Some(Command::Gpu { json }) => show_gpu(json),
     };
     match result {
         Ok(code) => ExitCode::from(code),
-        Err(message) => {
-            eprintln!("vramfit: {message}");
+        Err(Failure::Input(message)) => {
+            say(&format!("vramfit: {message}"));
             ExitCode::from(BAD_INPUT)
+        }
+        // The reader left early (`| head -1`, `| true`): that is no failure, and saying so on
+        // standard error would only be noise. Like ripgrep, which exits quietly with its
+        // answer's code on EPIPE (0, "found", since it had output to write), vramfit stops
+        // writing and exits with the answer it had already reached (0 fits, 3 does not fit,
+        // 1 no GPU), so that a script under `set -o pipefail` still reads the verdict.
+        Err(Failure::Output { error, answer }) if error.kind() == io::ErrorKind::BrokenPipe => {
+            ExitCode::from(answer)
+        }
+        Err(Failure::Output { error, .. }) => {
+            say(&format!(
+                "vramfit: cannot write to standard output: {error}"
+            ));
+            ExitCode::from(FAILED)
         }
     }
 }
@@ -83,48 +135,99 @@ fn detect(source: &Source) -> Result<GpuInfo, String> {
     }
 }
 
-/// The start state: `--config`, else `--preset`, else the preset of the largest tier that the
-/// GPU (`--gpu-mem` or detected) holds, else the 24 GB tier.
-fn load_source(source: &Source, detected: &Result<GpuInfo, String>) -> Result<RunFile, String> {
-    let (file, label) = read_source(source, detected)?;
-    for note in &file.notes {
-        eprintln!("vramfit: note: {label}: {note}");
-    }
-    Ok(file)
+/// The run file, the names it goes by, and where it came from.
+struct Loaded {
+    file: RunFile,
+    /// what notes about the file are prefixed with: its path, `preset 24gb`
+    label: String,
+    /// the file as a sentence names it: its path, `the 24gb preset`
+    name: String,
+    /// why this run: `the 24gb preset (default; pass --config or --preset)`
+    origin: String,
 }
 
-/// The run file and the name it is known by in messages.
-fn read_source(
-    source: &Source,
-    detected: &Result<GpuInfo, String>,
-) -> Result<(RunFile, String), String> {
-    let loaded = |path: &std::path::Path| {
+/// `--gpu-mem`, read once: the tier it picks and the capacity it sets agree.
+fn gpu_mem(source: &Source) -> Result<Option<u64>, String> {
+    source
+        .gpu_mem
+        .as_deref()
+        .map(|text| parse_size(text).map_err(|e| format!("--gpu-mem {text}: {e}")))
+        .transpose()
+}
+
+/// The start state: `--config`, else `--preset`, else the preset of the largest tier that the
+/// GPU (`--gpu-mem` or detected) holds, else the 24 GB tier.
+fn load_source(source: &Source, detected: &Result<GpuInfo, String>) -> Result<Loaded, String> {
+    let loaded = read_source(source, detected)?;
+    for note in &loaded.file.notes {
+        say(&format!("vramfit: note: {}: {note}", loaded.label));
+    }
+    Ok(loaded)
+}
+
+fn read_source(source: &Source, detected: &Result<GpuInfo, String>) -> Result<Loaded, String> {
+    let loaded = |path: &std::path::Path, name: String, origin: String| {
         config::load(path)
-            .map(|f| (f, path.display().to_string()))
+            .map(|file| Loaded {
+                file,
+                label: path.display().to_string(),
+                name,
+                origin,
+            })
             .map_err(|e| e.to_string())
     };
     if let Some(path) = &source.config {
-        return loaded(path);
+        let shown = path.display().to_string();
+        return loaded(path, shown.clone(), format!("{shown} (--config)"));
     }
-    let capacity = match (&source.gpu_mem, detected) {
-        (Some(text), _) => parse_size(text).ok(),
-        (None, Ok(gpu)) => Some(gpu.total_bytes),
-        (None, Err(_)) => None,
+    let capacity = gpu_mem(source)?;
+    let (name, chooser) = match (&source.preset, capacity, detected) {
+        (Some(name), _, _) => (name.as_str(), "--preset".to_string()),
+        (None, Some(bytes), _) => (
+            presets::largest_tier_within(bytes).unwrap_or("24gb"),
+            "--gpu-mem".to_string(),
+        ),
+        (None, None, Ok(gpu)) => (
+            presets::largest_tier_within(gpu.total_bytes).unwrap_or("24gb"),
+            format!("the detected {}", gpu.name),
+        ),
+        (None, None, Err(_)) => ("24gb", String::new()),
     };
-    let tier = capacity.and_then(presets::largest_tier_within);
-    let name = source.preset.as_deref().or(tier).unwrap_or("24gb");
+    // why this file: named by --preset, the default, or the tier the GPU holds (the smallest
+    // when it holds none)
+    let why = |file: &RunFile| {
+        let holds = capacity.or(detected.as_ref().ok().map(|g| g.total_bytes));
+        match (source.preset.is_some(), holds, file.gpu_memory) {
+            (true, _, _) => chooser.clone(),
+            (false, None, _) => "default; pass --config or --preset".to_string(),
+            (false, Some(cap), Some(tier)) if tier > cap => {
+                format!("the smallest tier: {chooser} holds none; pass --config or --preset")
+            }
+            (false, Some(_), _) => {
+                format!("the largest tier that {chooser} holds; pass --config or --preset")
+            }
+        }
+    };
     if let Some(text) = presets::built_in(name) {
         let label = format!("preset {name}");
-        return config::parse(text, &label, None)
-            .map(|f| (f, label))
-            .map_err(|e| e.to_string());
+        let file = config::parse(text, &label, None).map_err(|e| e.to_string())?;
+        return Ok(Loaded {
+            origin: format!("the {name} preset ({})", why(&file)),
+            name: format!("the {name} preset"),
+            label,
+            file,
+        });
     }
     if let Some((_, path)) = presets::user_presets().into_iter().find(|(n, _)| n == name) {
-        return loaded(&path);
+        let mut l = loaded(&path, format!("your preset {name}"), String::new())?;
+        l.origin = format!("your preset {name}, {} ({})", path.display(), why(&l.file));
+        return Ok(l);
     }
     let path = std::path::Path::new(name);
     if path.exists() {
-        return loaded(path);
+        let mut l = loaded(path, name.to_string(), String::new())?;
+        l.origin = format!("{name} ({})", why(&l.file));
+        return Ok(l);
     }
     let folder = presets::user_dir().map_or(String::new(), |d| {
         format!(", your presets in {}", d.display())
@@ -135,46 +238,49 @@ fn read_source(
     ))
 }
 
-/// Capacity: `--gpu-mem`, else the detected GPU, else the file's `gpu_memory`.
+/// Capacity: `--gpu-mem`, else the detected GPU, else the run file's `gpu_memory`; and the
+/// line that says which.
 fn capacity(
     source: &Source,
-    file: &RunFile,
+    loaded: &Loaded,
     detected: Result<GpuInfo, String>,
 ) -> Result<(GpuBudget, String), String> {
-    if let Some(text) = &source.gpu_mem {
-        let bytes = parse_size(text).map_err(|e| format!("--gpu-mem: {e}"))?;
-        return Ok((
-            GpuBudget {
-                capacity: bytes,
-                used_by_others: 0,
-            },
-            format!("{} (--gpu-mem)", format_size(bytes)),
-        ));
+    let budget = |capacity| GpuBudget {
+        capacity,
+        used_by_others: 0,
+    };
+    if let Some(bytes) = gpu_mem(source)? {
+        return Ok((budget(bytes), format!("{} (--gpu-mem)", format_size(bytes))));
     }
-    match (detected, file.gpu_memory) {
+    let why = |why: String| {
+        if source.no_gpu {
+            "--no-gpu: NVML not asked".to_string()
+        } else {
+            format!("no GPU detected: {why}")
+        }
+    };
+    match (detected, loaded.file.gpu_memory) {
         (Ok(gpu), _) => Ok((
-            GpuBudget {
-                capacity: gpu.total_bytes,
-                used_by_others: 0,
-            },
+            budget(gpu.total_bytes),
             format!(
                 "{}, {} (detected by NVML)",
                 gpu.name,
                 format_size(gpu.total_bytes)
             ),
         )),
-        (Err(why), Some(bytes)) => Ok((
-            GpuBudget {
-                capacity: bytes,
-                used_by_others: 0,
-            },
+        (Err(e), Some(bytes)) => Ok((
+            budget(bytes),
             format!(
-                "{} from the file's gpu_memory (no GPU detected: {why})",
-                format_size(bytes)
+                "{} from {}'s gpu_memory ({})",
+                format_size(bytes),
+                loaded.name,
+                why(e)
             ),
         )),
-        (Err(why), None) => Err(format!(
-            "no GPU detected ({why}) and the file sets no gpu_memory: pass --gpu-mem SIZE"
+        (Err(e), None) => Err(format!(
+            "{} and {} sets no gpu_memory: pass --gpu-mem SIZE",
+            why(e),
+            loaded.name
         )),
     }
 }
@@ -184,42 +290,45 @@ fn run_estimate(
     json: bool,
     export: Option<&std::path::Path>,
     force: bool,
-) -> Result<u8, String> {
+) -> Result<u8, Failure> {
     let detected = detect(source);
-    let file = load_source(source, &detected)?;
-    let (gpu, gpu_line) = capacity(source, &file, detected)?;
+    let loaded = load_source(source, &detected)?;
+    let (gpu, gpu_line) = capacity(source, &loaded, detected)?;
+    let file = &loaded.file;
     let est = estimate(&file.run, gpu);
+    let answer = if est.fits { FITS } else { DOES_NOT_FIT };
     if let Some(out) = export {
-        export_run(&file, &file.run, (gpu, &gpu_line), &est, out, force)?;
+        export_run(file, &file.run, (gpu, &gpu_line), &est, out, force, answer)?;
     }
     let to_stdout = export.is_some_and(|o| o == std::path::Path::new("-"));
     if json {
-        print_json(&est)?;
+        let text = json_text(&est)?;
+        emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(answer))?;
     } else if !to_stdout {
-        print!("{}", vramfit::report::table(&file.run, &est, &gpu_line));
+        let table = vramfit::report::table(&file.run, &est, &gpu_line);
+        emit(|out| write!(out, "run: {}\n{table}", loaded.origin)).map_err(unwritten(answer))?;
     }
-    Ok(if est.fits { FITS } else { DOES_NOT_FIT })
+    Ok(answer)
 }
 
 /// The interactive screen; without a terminal, the estimate is printed instead.
-fn open_screen(source: &Source) -> Result<u8, String> {
+fn open_screen(source: &Source) -> Result<u8, Failure> {
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
-        eprintln!(
-            "vramfit: not a terminal: printing the estimate instead of the interactive screen"
-        );
+        say("vramfit: not a terminal: printing the estimate instead of the interactive screen");
         return run_estimate(source, false, None, false);
     }
     let detected = detect(source);
-    let file = load_source(source, &detected)?;
+    let loaded = load_source(source, &detected)?;
     let live = detected.as_ref().ok().cloned();
     let unavailable = detected.as_ref().err().cloned();
-    let (budget, _) = capacity(source, &file, detected)?;
+    let (budget, _) = capacity(source, &loaded, detected)?;
     let name = match (&source.gpu_mem, &live) {
         (Some(_), _) => "--gpu-mem".to_string(),
         (None, Some(g)) => g.name.clone(),
-        (None, None) => "the file's capacity".to_string(),
+        (None, None) => format!("{}'s gpu_memory", loaded.name),
     };
+    let file = loaded.file;
     let gpu = GpuState {
         capacity: budget.capacity,
         capacity_from_user: source.gpu_mem.is_some(),
@@ -233,33 +342,38 @@ fn open_screen(source: &Source) -> Result<u8, String> {
     Ok(FITS)
 }
 
-fn show_gpu(json: bool) -> Result<u8, String> {
+fn show_gpu(json: bool) -> Result<u8, Failure> {
     let detected = NvmlProbe.probe();
-    if json {
-        let value = match &detected {
-            Ok(gpu) => serde_json::json!({ "detected": true, "gpu": gpu }),
-            Err(why) => serde_json::json!({ "detected": false, "reason": why }),
-        };
-        println!("{value}");
-    } else {
+    let answer = if detected.is_ok() { FITS } else { NO_GPU };
+    emit(|out| {
+        if json {
+            let value = match &detected {
+                Ok(gpu) => serde_json::json!({ "detected": true, "gpu": gpu }),
+                Err(why) => serde_json::json!({ "detected": false, "reason": why }),
+            };
+            return writeln!(out, "{value}");
+        }
         match &detected {
             Ok(g) => {
                 let opt = |b: Option<u64>| b.map_or("unknown".to_string(), format_size);
-                println!(
+                writeln!(
+                    out,
                     "{}: {} total, {} used, {} free",
                     g.name,
                     format_size(g.total_bytes),
                     opt(g.used_bytes),
                     opt(g.free_bytes)
-                );
+                )?;
                 for p in &g.processes {
-                    println!("  process {}: {}", p.pid, opt(p.bytes));
+                    writeln!(out, "  process {}: {}", p.pid, opt(p.bytes))?;
                 }
+                Ok(())
             }
-            Err(why) => println!("no GPU detected: {why}"),
+            Err(why) => writeln!(out, "no GPU detected: {why}"),
         }
-    }
-    Ok(if detected.is_ok() { FITS } else { NO_GPU })
+    })
+    .map_err(unwritten(answer))?;
+    Ok(answer)
 }
 
 fn run_fit(
@@ -268,38 +382,37 @@ fn run_fit(
     output: Option<&std::path::Path>,
     force: bool,
     json: bool,
-) -> Result<u8, String> {
+) -> Result<u8, Failure> {
     if !headroom.is_finite() || !(0.0..=50.0).contains(&headroom) {
-        return Err(format!(
+        return Err(Failure::Input(format!(
             "--headroom {headroom}: expected a percentage between 0 and 50"
-        ));
+        )));
     }
     let detected = detect(source);
-    let file = load_source(source, &detected)?;
-    let (gpu, gpu_line) = capacity(source, &file, detected)?;
+    let loaded = load_source(source, &detected)?;
+    let (gpu, gpu_line) = capacity(source, &loaded, detected)?;
+    let file = &loaded.file;
     let mut estimator = Estimator::new();
     let outcome = fit(&file.run, gpu, headroom / 100.0, &mut estimator);
-    if json {
-        print_json(&outcome)?;
+    let text = if json {
+        json_text(&outcome)?
     } else {
-        print!(
-            "{}",
-            vramfit::report::fit_text(&file.run, &outcome, &gpu_line, headroom)
-        );
-    }
+        let fitted = vramfit::report::fit_text(&file.run, &outcome, &gpu_line, headroom);
+        format!("run: {}\n{fitted}", loaded.origin)
+    };
+    // a reader gone from standard output does not stop the fitted file from being written
+    let printed = emit(|out| out.write_all(text.as_bytes()));
     let fitted = match &outcome {
         FitOutcome::AlreadyFits { estimate } => Some((file.run.clone(), estimate)),
         FitOutcome::Fitted { run, estimate, .. } => Some(((**run).clone(), estimate)),
         FitOutcome::Impossible { .. } => None,
     };
-    match (fitted, output) {
-        (Some((run, est)), Some(out)) => {
-            export_run(&file, &run, (gpu, &gpu_line), est, out, force)?;
-            Ok(FITS)
-        }
-        (Some(_), None) => Ok(FITS),
-        (None, _) => Ok(DOES_NOT_FIT),
+    let answer = if fitted.is_some() { FITS } else { DOES_NOT_FIT };
+    if let (Some((run, est)), Some(out)) = (fitted, output) {
+        export_run(file, &run, (gpu, &gpu_line), est, out, force, answer)?;
     }
+    printed.map_err(unwritten(answer))?;
+    Ok(answer)
 }
 
 fn run_diagnose(
@@ -371,6 +484,14 @@ fn run_diagnose(
     Ok(FITS)
 }
 
+/// `value` as pretty JSON and a newline, for standard output.
+fn json_text(value: &impl serde::Serialize) -> Result<String, String> {
+    serde_json::to_string_pretty(value)
+        .map(|text| text + "\n")
+        .map_err(|e| e.to_string())
+}
+
+/// Only `diagnose` still prints through `print!` (its owner moves it to `emit`).
 fn print_json(value: &impl serde::Serialize) -> Result<(), String> {
     println!(
         "{}",
@@ -379,7 +500,8 @@ fn print_json(value: &impl serde::Serialize) -> Result<(), String> {
     Ok(())
 }
 
-/// Writes `run` as the trainer's TOML, with the header of the file it came from and its estimate.
+/// Writes `run` as the trainer's TOML, with the header of the file it came from and its estimate;
+/// `answer` is the command's exit code, kept if standard output (`-`) has no reader left.
 fn export_run(
     file: &RunFile,
     run: &vramfit::model::run::RunConfig,
@@ -387,7 +509,8 @@ fn export_run(
     estimate: &vramfit::model::estimate::Estimate,
     out: &std::path::Path,
     force: bool,
-) -> Result<(), String> {
+    answer: u8,
+) -> Result<(), Failure> {
     let ctx = ExportContext {
         gpu: gpu.1,
         gpu_memory: Some(gpu.0.capacity),
@@ -397,40 +520,44 @@ fn export_run(
     };
     let text = to_toml(run, &ctx);
     if out == std::path::Path::new("-") {
-        print!("{text}");
-        return Ok(());
+        return emit(|o| o.write_all(text.as_bytes())).map_err(unwritten(answer));
     }
     write_atomically(out, &text, force)?;
-    eprintln!("wrote {}", out.display());
+    say(&format!("wrote {}", out.display()));
     Ok(())
 }
 
-fn list_presets() -> Result<u8, String> {
+fn list_presets() -> Result<u8, Failure> {
     let rows = presets::all();
-    for (name, file) in rows {
-        match file {
-            Ok(file) => {
-                let cap = file.gpu_memory.unwrap_or(0);
-                let est = estimate(
-                    &file.run,
-                    GpuBudget {
-                        capacity: cap,
-                        used_by_others: 0,
-                    },
-                );
-                println!(
-                    "{name:<14} {:<44} capacity {:>10}  estimate {:>10}  {}",
-                    file.run.model_name,
-                    format_size(cap),
-                    format_size(est.total_bytes),
-                    if est.fits { "fits" } else { "does not fit" }
-                );
+    emit(|out| {
+        for (name, file) in rows {
+            match file {
+                Ok(file) => {
+                    let cap = file.gpu_memory.unwrap_or(0);
+                    let est = estimate(
+                        &file.run,
+                        GpuBudget {
+                            capacity: cap,
+                            used_by_others: 0,
+                        },
+                    );
+                    writeln!(
+                        out,
+                        "{name:<14} {:<44} capacity {:>10}  estimate {:>10}  {}",
+                        file.run.model_name,
+                        format_size(cap),
+                        format_size(est.total_bytes),
+                        if est.fits { "fits" } else { "does not fit" }
+                    )?;
+                }
+                Err(e) => writeln!(out, "{name:<14} cannot be read: {e}")?,
             }
-            Err(e) => println!("{name:<14} cannot be read: {e}"),
         }
-    }
-    if let Some(dir) = presets::user_dir() {
-        println!("your own presets: {}/*.toml", dir.display());
-    }
+        if let Some(dir) = presets::user_dir() {
+            writeln!(out, "your own presets: {}/*.toml", dir.display())?;
+        }
+        Ok(())
+    })
+    .map_err(unwritten(FITS))?;
     Ok(FITS)
 }

@@ -3,6 +3,7 @@
 use crate::model::estimate::Estimate;
 use crate::model::run::RunConfig;
 use crate::model::units::format_size;
+use crate::text::{count, count_f, decimal};
 use std::fmt::Write;
 
 pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
@@ -70,13 +71,13 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "effective batch {} completions ({} per device x {} accumulation x {} GPUs), {} prompts x {} generations",
-        est.effective_batch,
+        "effective batch {} ({} per device x {} accumulation x {}), {} x {}",
+        count(est.effective_batch, "completion", "completions"),
         run.micro_batch,
         run.grad_accum,
-        run.gpus,
-        est.prompts_per_step,
-        run.num_generations
+        count(run.gpus, "GPU", "GPUs"),
+        count_f(est.prompts_per_step, 2, "prompt", "prompts"),
+        count(run.num_generations, "generation", "generations")
     );
     let _ = writeln!(
         out,
@@ -90,10 +91,10 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
     if let Some(v) = &est.vllm {
         let _ = writeln!(
             out,
-            "vLLM: {} reserved, KV cache {} = {:.1} sequences of {} tokens",
+            "vLLM: {} reserved, KV cache {} = {} of {} tokens",
             format_size(v.reservation_bytes),
             format_size(v.kv_cache_bytes),
-            v.full_length_sequences,
+            count_f(v.full_length_sequences, 1, "sequence", "sequences"),
             run.max_seq_len
         );
     }
@@ -118,8 +119,9 @@ pub fn fit_text(
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{} on {gpu_line}, keeping {headroom}% free",
-        run.model_name
+        "{} on {gpu_line}, keeping {}% free",
+        run.model_name,
+        decimal(headroom)
     );
     match outcome {
         FitOutcome::AlreadyFits { estimate } => {

@@ -257,3 +257,194 @@ fn export_to_standard_output_round_trips() {
         vramfit::config::parse(vramfit::presets::built_in("12gb").unwrap(), "12gb", None).unwrap();
     assert_eq!(back.run, preset.run);
 }
+
+#[test]
+fn numbers_and_plurals_read_as_a_person_writes_them() {
+    // 4 x 2 completions in groups of 3: 8/3 prompts per step
+    let f = file_with(&PRESET_24.replace("num_generations = 4", "num_generations = 3"));
+    let out = vramfit()
+        .args(["estimate", "--config"])
+        .arg(f.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("x 1 GPU)"), "{text}");
+    assert!(!text.contains("666"), "{text}");
+    assert!(text.contains("2.67 prompts"), "{text}");
+    let out = vramfit()
+        .args(["fit", "--preset", "24gb", "--headroom", "2.5"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("keeping 2.5% free"), "{text}");
+}
+
+#[test]
+fn a_size_without_a_unit_is_refused_with_the_fix() {
+    vramfit()
+        .args(["estimate", "--preset", "24gb", "--gpu-mem", "24"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--gpu-mem 24: add a unit, e.g. 24GiB (or 24B for bytes)",
+        ));
+    vramfit()
+        .args(["estimate", "--preset", "24gb", "--gpu-mem", "25769803776B"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("24.00 GiB (--gpu-mem)"));
+    let f = file_with(&PRESET_24.replace("gpu_memory = \"24GiB\"", "gpu_memory = \"24\""));
+    let name = f.path().display().to_string();
+    vramfit()
+        .args(["estimate", "--config"])
+        .arg(f.path())
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains(name)
+                .and(predicate::str::contains("gpu_memory"))
+                .and(predicate::str::contains("\"24\""))
+                .and(predicate::str::contains("add a unit")),
+        );
+    vramfit()
+        .args(["estimate", "--help"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("a number alone is refused"));
+}
+
+#[test]
+fn absurd_gpu_sizes_are_refused_with_a_message() {
+    for bad in ["0GiB", "NaNGiB", "infGiB", "-24GiB", "65TiB", "0B"] {
+        vramfit()
+            .args(["estimate", "--preset", "24gb", "--gpu-mem", bad])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(format!("--gpu-mem {bad}")));
+    }
+}
+
+#[test]
+fn the_report_says_where_the_run_and_the_capacity_came_from() {
+    // neither --config nor --preset: the default preset, said so
+    vramfit().args(["estimate"]).assert().code(0).stdout(
+        predicate::str::contains("run: the 24gb preset (default; pass --config or --preset)")
+            .and(predicate::str::contains("the 24gb preset's gpu_memory"))
+            .and(predicate::str::contains("the file's").not()),
+    );
+    vramfit().args(["fit"]).assert().code(0).stdout(
+        predicate::str::contains("run: the 24gb preset (default; pass --config or --preset)")
+            .and(predicate::str::contains("the 24gb preset's gpu_memory")),
+    );
+    // --gpu-mem picks the tier and is named as the capacity
+    vramfit()
+        .args(["estimate", "--gpu-mem", "80GiB"])
+        .assert()
+        .stdout(
+            predicate::str::contains("run: the 80gb preset (the largest tier that --gpu-mem holds")
+                .and(predicate::str::contains("80.00 GiB (--gpu-mem)")),
+        );
+    vramfit()
+        .args(["estimate", "--preset", "12gb"])
+        .assert()
+        .stdout(
+            predicate::str::contains("run: the 12gb preset (--preset)")
+                .and(predicate::str::contains("the 12gb preset's gpu_memory")),
+        );
+    let f = file_with(PRESET_24);
+    let name = f.path().display().to_string();
+    vramfit()
+        .args(["estimate", "--config"])
+        .arg(f.path())
+        .assert()
+        .stdout(
+            predicate::str::contains(format!("run: {name} (--config)"))
+                .and(predicate::str::contains(format!("{name}'s gpu_memory"))),
+        );
+}
+
+/// Runs `vramfit --no-gpu ARGS` with its standard output a pipe whose read end is closed
+/// before the child writes a byte (what `| head -0` or `| true` does), and returns its exit
+/// code and standard error.
+fn with_stdout_closed(args: &[&str]) -> (Option<i32>, String) {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vramfit"))
+        .arg("--no-gpu")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // no reader left: the child's first write fails with EPIPE
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_reader_that_leaves_early_ends_the_output_quietly_with_the_answer() {
+    for (args, code) in [
+        (&["estimate", "--preset", "24gb", "--json"][..], 0),
+        (&["estimate", "--preset", "24gb"][..], 0),
+        (
+            &["estimate", "--preset", "24gb", "--gpu-mem", "8GiB"][..],
+            3,
+        ),
+        (&["estimate", "--preset", "12gb", "--export", "-"][..], 0),
+        (&["fit", "--preset", "24gb"][..], 0),
+        (&["fit", "--preset", "24gb", "--json"][..], 0),
+        (&["presets"][..], 0),
+        (&["models"][..], 0),
+        (&["--preset", "24gb"][..], 0),
+    ] {
+        let (got, err) = with_stdout_closed(args);
+        assert_eq!(got, Some(code), "{args:?}: {err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("Broken pipe"),
+            "{args:?}: {err}"
+        );
+    }
+    // `gpu` answers 0 with a GPU and 1 without, pipe or no pipe
+    for args in [&["gpu"][..], &["gpu", "--json"][..]] {
+        let (got, err) = with_stdout_closed(args);
+        assert!(matches!(got, Some(0 | 1)), "{args:?}: {got:?} {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_disk_on_standard_output_is_one_clear_error() {
+    for args in [
+        &["estimate", "--preset", "24gb", "--json"][..],
+        &["estimate", "--preset", "24gb"][..],
+        &["estimate", "--preset", "12gb", "--export", "-"][..],
+        &["fit", "--preset", "24gb"][..],
+        &["presets"][..],
+        &["models"][..],
+        &["gpu"][..],
+        &["gpu", "--json"][..],
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramfit"))
+            .arg("--no-gpu")
+            .args(args)
+            .stdout(full)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("standard output") && err.contains("No space left on device"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+}

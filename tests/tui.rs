@@ -114,6 +114,43 @@ fn typed_values_are_checked_before_they_are_set() {
     assert_eq!(a.run.lora_rank, 48);
 }
 
+/// Types `text` into the vLLM share's entry (focused at start) and presses Enter.
+fn type_share(text: &str) -> App {
+    let mut a = app();
+    key(&mut a, KeyCode::Enter);
+    for _ in 0..8 {
+        key(&mut a, KeyCode::Backspace);
+    }
+    keys(&mut a, text);
+    key(&mut a, KeyCode::Enter);
+    a
+}
+
+#[test]
+fn the_share_is_typed_as_a_fraction_or_a_percent() {
+    for text in ["0.15", "15", "15%"] {
+        let a = type_share(text);
+        assert_eq!(a.mode, Mode::Normal, "{text}");
+        assert_eq!(Knob::VllmShare.get(&a.run), Some(15), "{text}");
+    }
+    // 1 is 1 %, below the range, as 100 is above it: both refused, the range said
+    for text in ["1", "100", "1%", "0.99"] {
+        let a = type_share(text);
+        let Mode::Entry {
+            error: Some(error), ..
+        } = &a.mode
+        else {
+            panic!("{text} accepted: {:?}", a.mode);
+        };
+        assert!(error.contains("5%") && error.contains("95%"), "{error}");
+    }
+    // the prompt says how to write it
+    let mut a = app();
+    key(&mut a, KeyCode::Enter);
+    let text = screen(&a, 80, 24);
+    assert!(text.contains("15%"), "{text}");
+}
+
 #[test]
 fn toggles_and_model_picker() {
     let mut a = app();

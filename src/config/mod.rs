@@ -139,8 +139,17 @@ impl<'a> Reader<'a> {
         let model = stack_model_call(stack);
         let lora_call = T::Lora.call(stack).unwrap_or(Call::LoraConfig);
         let gpu_memory = t
-            .text(T::Vramfit, "gpu_memory")?
-            .map(|s| parse_size(s).map_err(|e| format!("`[vramfit] gpu_memory`: {e}")))
+            .get(T::Vramfit, "gpu_memory")?
+            .map(|v| match v {
+                toml::Value::String(s) => parse_size(s)
+                    .map_err(|e| format!("`[vramfit] gpu_memory = \"{s}\"`: {e}")),
+                toml::Value::Integer(_) | toml::Value::Float(_) => Err(format!(
+                    "`[vramfit] gpu_memory = {v}`: write the size in quotes with its unit, e.g. \"{v}GiB\" (or \"{v}B\" for bytes)"
+                )),
+                _ => Err(format!(
+                    "`[vramfit] gpu_memory = {v}`: expected a size in quotes, e.g. \"24GiB\""
+                )),
+            })
             .transpose()?;
         let gpus = t.int(T::Vramfit, "gpus", 1, 1024)?.unwrap_or(1);
         let lock = t

@@ -192,30 +192,63 @@ impl Knob {
         }
     }
 
-    /// Parses a typed value: the share as a fraction (`0.6`) or percent (`60`), others as integers.
+    /// How a typed value is written, for the entry's prompt.
+    pub fn entry_hint(self) -> &'static str {
+        match self {
+            Knob::VllmShare => "0.15, 15 or 15% (5% to 95%)",
+            _ => "a whole number",
+        }
+    }
+
+    /// Parses a typed value, others as whole numbers and the share by one rule: a number below 1
+    /// is a fraction (`0.15`), anything else a percentage, with or without `%` (`15`, `15%`).
+    /// So `1` is 1 %, refused like `100` as outside 5 % to 95 %; a share is whole percent.
     pub fn parse(self, text: &str) -> Result<u64, String> {
         let t = text.trim();
         let (lo, hi) = self.range();
         let value = if self == Knob::VllmShare {
-            let x: f64 = t.parse().map_err(|_| format!("\"{t}\" is not a number"))?;
-            if !x.is_finite() || x <= 0.0 {
-                return Err(format!("\"{t}\" is not a share between 0.05 and 0.95"));
-            }
-            (if x < 1.0 { x * 100.0 } else { x }).round() as u64
+            parse_share(t)?
         } else {
             t.parse::<u64>()
                 .map_err(|_| format!("\"{t}\" is not a whole number"))?
         };
         if value < lo || value > hi {
-            return Err(format!(
-                "{} must be {}..={}",
-                self.label(),
-                self.show(lo),
-                self.show(hi)
-            ));
+            return Err(match self {
+                Knob::VllmShare => format!(
+                    "{} must be {lo}% to {hi}% ({} to {})",
+                    self.label(),
+                    self.show(lo),
+                    self.show(hi)
+                ),
+                _ => format!("{} must be {lo} to {hi}", self.label()),
+            });
         }
         Ok(value)
     }
+}
+
+/// The share in whole percent: `0.15`, `15`, `15%` are all 15.
+fn parse_share(t: &str) -> Result<u64, String> {
+    let (number, percent) = match t.strip_suffix('%') {
+        Some(n) => (n.trim(), true),
+        None => (t, false),
+    };
+    let x: f64 = number
+        .parse()
+        .map_err(|_| format!("\"{t}\" is not a share: write 0.15, 15 or 15%"))?;
+    if !x.is_finite() || x <= 0.0 {
+        return Err(format!("\"{t}\" is not a share: write 0.15, 15 or 15%"));
+    }
+    let pct = if percent || x >= 1.0 { x } else { x * 100.0 };
+    let whole = pct.round();
+    if (pct - whole).abs() > 1e-6 {
+        return Err(format!(
+            "\"{t}\": the share is set in whole percent, e.g. {} or {}",
+            pct.floor(),
+            pct.ceil()
+        ));
+    }
+    Ok(whole as u64)
 }
 
 /// Keeps the effective batch when the micro-batch changes: the accumulation that comes closest
@@ -247,6 +280,29 @@ mod tests {
         assert_eq!(accumulation_for(16, 3, 1), (5, -1));
         assert_eq!(accumulation_for(16, 32, 1), (1, 16));
         assert_eq!(accumulation_for(64, 4, 2), (8, 0));
+    }
+
+    #[test]
+    fn the_share_is_a_fraction_below_one_or_a_percent() {
+        for text in ["0.15", "15", "15%", " 15 % ", "0.150"] {
+            assert_eq!(Knob::VllmShare.parse(text), Ok(15), "{text}");
+        }
+        assert_eq!(Knob::VllmShare.parse("95%"), Ok(95));
+        assert_eq!(Knob::VllmShare.parse("0.05"), Ok(5));
+        // 1 is 1 %, not 100 %: below the range, as 100 is above it
+        for text in [
+            "1", "1%", "100", "100%", "0.01", "0.99", "4", "96", "0", "-15", "NaN",
+        ] {
+            let e = Knob::VllmShare.parse(text).unwrap_err();
+            assert!(!e.is_empty(), "{text}");
+        }
+        let e = Knob::VllmShare.parse("1").unwrap_err();
+        assert!(e.contains("5%") && e.contains("95%"), "{e}");
+        // whole percent only: no silent rounding
+        assert!(Knob::VllmShare.parse("15.5").is_err());
+        assert!(Knob::VllmShare.parse("0.155").is_err());
+        assert!(Knob::VllmShare.parse("%").is_err());
+        assert!(Knob::VllmShare.parse("15%%").is_err());
     }
 
     #[test]

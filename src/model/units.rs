@@ -1,4 +1,4 @@
-//! Byte sizes as people write them: `24GiB`, `22.03 GiB`, `24576MiB`, `24GB`, `25769803776`.
+//! Byte sizes as people write them: `24GiB`, `22.03 GiB`, `24576MiB`, `24GB`, `25769803776B`.
 
 pub const KIB: u64 = 1 << 10;
 pub const MIB: u64 = 1 << 20;
@@ -7,22 +7,34 @@ pub const GIB: u64 = 1 << 30;
 /// The largest size accepted anywhere: 64 TiB, far beyond any single GPU.
 pub const ABSURD: u64 = 64 << 40;
 
+/// Reads a size with its unit. A number alone is refused rather than taken as bytes: `24`
+/// meant for 24 GiB would otherwise be 24 bytes. The error says what is wrong without repeating
+/// the text, so that the caller can name where it came from: `--gpu-mem 24: add a unit, ...`.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
+    if t.starts_with('-') {
+        return Err("a size cannot be negative".to_string());
+    }
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (number, unit) = (t[..split].trim(), t[split..].trim());
     if number.is_empty() {
-        return Err(format!(
-            "\"{text}\" is not a size: write e.g. 24GiB, 24576MiB, 24GB or a byte count"
-        ));
+        return Err(
+            "not a size: write a number and its unit, e.g. 24GiB, 24576MiB, 24GB or 25769803776B"
+                .to_string(),
+        );
     }
     let value: f64 = number
         .parse()
-        .map_err(|_| format!("\"{text}\" is not a size: \"{number}\" is not a number"))?;
+        .map_err(|_| format!("\"{number}\" is not a number"))?;
     let scale = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
+        "" => {
+            return Err(format!(
+                "add a unit, e.g. {number}GiB (or {number}B for bytes)"
+            ));
+        }
+        "b" => 1.0,
         "k" | "kib" => KIB as f64,
         "m" | "mib" => MIB as f64,
         "g" | "gib" => GIB as f64,
@@ -33,18 +45,16 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "tb" => 1e12,
         _ => {
             return Err(format!(
-                "\"{text}\": unknown unit \"{unit}\" (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
+                "unknown unit \"{unit}\" (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
             ));
         }
     };
     let bytes = value * scale;
     if !bytes.is_finite() || bytes < 1.0 {
-        return Err(format!(
-            "\"{text}\" is not a usable size: it must be more than zero"
-        ));
+        return Err("not a usable size: it must be more than zero".to_string());
     }
     if bytes > ABSURD as f64 {
-        return Err(format!("\"{text}\" is absurdly large (more than 64 TiB)"));
+        return Err("absurdly large: more than 64 TiB, far beyond any GPU".to_string());
     }
     Ok(bytes.round() as u64)
 }
@@ -79,12 +89,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_number_without_a_unit_is_refused() {
+        assert_eq!(
+            parse_size("24"),
+            Err("add a unit, e.g. 24GiB (or 24B for bytes)".to_string())
+        );
+        assert!(parse_size("25769803776").is_err());
+        assert_eq!(parse_size("24B"), Ok(24));
+        assert_eq!(parse_size("24 b"), Ok(24));
+    }
+
+    #[test]
     fn sizes_in_every_spelling() {
         assert_eq!(parse_size("24GiB"), Ok(24 * GIB));
         assert_eq!(parse_size("24 GiB"), Ok(24 * GIB));
         assert_eq!(parse_size("24576MiB"), Ok(24 * GIB));
         assert_eq!(parse_size("24GB"), Ok(24_000_000_000));
-        assert_eq!(parse_size("1024"), Ok(1024));
+        assert_eq!(parse_size("1024B"), Ok(1024));
         assert_eq!(
             parse_size("22.03GiB"),
             Ok((22.03 * GIB as f64).round() as u64)
@@ -112,6 +133,7 @@ mod tests {
             "24 parsecs",
             "100000TiB",
             "1.2.3G",
+            "65TiB",
         ] {
             assert!(parse_size(bad).is_err(), "{bad} was accepted");
         }

@@ -14,6 +14,7 @@ use crate::model::levers::apply;
 use crate::model::run::{Checkpointing, Optimizer, Quant, RunConfig, Stack};
 use crate::model::units::format_size;
 use crate::presets;
+use crate::text::signed_count;
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use std::path::PathBuf;
 
@@ -253,8 +254,8 @@ impl App {
             let (_, off) = accumulation_for(target, self.run.micro_batch, self.run.gpus);
             self.batch_note = (off != 0).then(|| {
                 format!(
-                    "effective batch {} cannot be kept exactly: {:+} completions",
-                    target, off
+                    "effective batch {target} cannot be kept exactly: {}",
+                    signed_count(off, "completion", "completions")
                 )
             });
         } else if knob == Knob::GradAccum || !self.lock {
@@ -287,7 +288,12 @@ impl App {
                     error: None,
                 };
             }
-            KeyCode::Char(c) if text.len() < 12 && (c.is_ascii_digit() || c == '.') => {
+            KeyCode::Char(c)
+                if text.len() < 12
+                    && (c.is_ascii_digit()
+                        || c == '.'
+                        || (c == '%' && knob == Knob::VllmShare)) =>
+            {
                 text.push(c);
                 self.mode = Mode::Entry {
                     knob,
@@ -386,8 +392,12 @@ impl App {
                     Ok(file) => {
                         self.lock = file.lock_effective_batch;
                         self.model_config = file.model_config.clone();
-                        if !self.gpu.capacity_from_user && self.gpu.live.is_none() {
-                            self.gpu.capacity = file.gpu_memory.unwrap_or(self.gpu.capacity);
+                        if let Some(bytes) = file
+                            .gpu_memory
+                            .filter(|_| !self.gpu.capacity_from_user && self.gpu.live.is_none())
+                        {
+                            self.gpu.capacity = bytes;
+                            self.gpu.name = format!("the {name} preset's gpu_memory");
                         }
                         self.change(|r| *r = file.run);
                         self.target_batch = self.run.effective_batch();

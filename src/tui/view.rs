@@ -8,6 +8,7 @@ use crate::config::export::optimizer_name;
 use crate::model::knobs::Knob;
 use crate::model::run::{Checkpointing, Stack};
 use crate::model::units::format_size;
+use crate::text::{count, count_f, decimal_places};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
@@ -265,17 +266,20 @@ fn batch(frame: &mut Frame, app: &App, area: Rect) {
     let e = &app.estimate;
     let lock = if app.lock { "locked" } else { "free" };
     let mut text = format!(
-        " batch {} ({}) = {} × {} accum × {} GPU · {} prompts × {} gens",
+        " batch {} ({}) = {} × {} accum × {} · {} × {} gens",
         e.effective_batch,
         lock,
         app.run.micro_batch,
         app.run.grad_accum,
-        app.run.gpus,
-        e.prompts_per_step,
+        count(app.run.gpus, "GPU", "GPUs"),
+        count_f(e.prompts_per_step, 2, "prompt", "prompts"),
         app.run.num_generations
     );
     if let Some(v) = &e.vllm {
-        text.push_str(&format!(" · KV {:.1} seq", v.full_length_sequences));
+        text.push_str(&format!(
+            " · KV {} seq",
+            decimal_places(v.full_length_sequences, 1)
+        ));
     }
     frame.render_widget(Paragraph::new(text), area);
 }
@@ -310,16 +314,18 @@ fn advice(frame: &mut Frame, app: &App, area: Rect) {
 
 fn message(frame: &mut Frame, app: &App, area: Rect) {
     let (text, style) = match &app.mode {
-        Mode::Entry { knob, text, error } => {
-            let err = error
-                .as_ref()
-                .map(|e| format!("  ({e})"))
-                .unwrap_or_default();
-            (
-                format!(" {} = {text}▏ Enter sets, Esc cancels{err}", knob.label()),
-                app.theme.focus(),
-            )
-        }
+        // the error, once there is one, takes the hint's place: both do not fit in 80 columns
+        Mode::Entry { knob, text, error } => (
+            match error {
+                Some(e) => format!(" {} = {text}▏ {e} · Esc cancels", knob.label()),
+                None => format!(
+                    " {} = {text}▏ {} · Enter sets, Esc cancels",
+                    knob.label(),
+                    knob.entry_hint()
+                ),
+            },
+            app.theme.focus(),
+        ),
         Mode::ConfirmOverwrite(p) => (
             format!(
                 " {} exists: y overwrites, any other key cancels",
