@@ -287,3 +287,70 @@ fn the_preset_picker_loads_the_chosen_tier() {
     assert_eq!(a.run.model_name, "unsloth/Qwen2.5-1.5B-Instruct");
     assert_eq!(a.message.as_deref(), Some("preset 12gb loaded"));
 }
+
+/// One key a person might press on the main screen, or a value typed into the focused knob.
+#[derive(Debug, Clone)]
+enum Press {
+    Key(char),
+    Arrow(KeyCode),
+    Typed(String),
+}
+
+fn press_strategy() -> impl proptest::strategy::Strategy<Value = Press> {
+    use proptest::prelude::*;
+    prop_oneof![
+        // knob focus, slider steps (fine and coarse), undo, lock, stack, checkpointing, 4-bit,
+        // beta, optimizer
+        prop::sample::select(vec![
+            'j', 'k', 'l', 'h', 'L', 'H', 'u', 'b', 't', 'c', '4', 'r', 'o'
+        ])
+        .prop_map(Press::Key),
+        prop::sample::select(vec![
+            KeyCode::Tab,
+            KeyCode::BackTab,
+            KeyCode::Right,
+            KeyCode::Left
+        ])
+        .prop_map(Press::Arrow),
+        // typed values, in range or not: the entry and the rules must keep the run loadable
+        prop::sample::select(vec![
+            "0", "1", "2", "15", "0.6", "64", "1024", "4096", "262144", "16777216", "99999999",
+        ])
+        .prop_map(|s| Press::Typed(s.to_string())),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// Whatever a walk over the screen reaches, `s` writes a file the loader reads back as the
+    /// same run.
+    #[test]
+    fn any_walk_exports_a_file_that_loads_back_equal(walk in proptest::collection::vec(press_strategy(), 1..40)) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = app_in(dir.path(), Theme::mono());
+        for p in &walk {
+            match p {
+                Press::Key(c) => key(&mut a, KeyCode::Char(*c)),
+                Press::Arrow(code) => key(&mut a, *code),
+                Press::Typed(text) => {
+                    key(&mut a, KeyCode::Char('e'));
+                    // clear what the entry starts with, then type
+                    for _ in 0..16 {
+                        key(&mut a, KeyCode::Backspace);
+                    }
+                    keys(&mut a, text);
+                    key(&mut a, KeyCode::Enter);
+                    if matches!(a.mode, Mode::Entry { .. }) {
+                        key(&mut a, KeyCode::Esc);
+                    }
+                }
+            }
+            proptest::prop_assert!(matches!(a.mode, Mode::Normal), "{:?} left {:?}", p, a.mode);
+        }
+        keys(&mut a, "s");
+        let name = a.run.model_name.rsplit('/').next().unwrap().to_ascii_lowercase();
+        let path = dir.path().join(format!("vramfit-{name}.toml"));
+        let back = config::load(&path).map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}\n{walk:?}")))?;
+        proptest::prop_assert_eq!(back.run, a.run.clone());
+    }
+}

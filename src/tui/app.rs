@@ -11,6 +11,7 @@ use crate::model::fit::{FitOutcome, fit};
 use crate::model::fit::{LeverStep, levers};
 use crate::model::knobs::{Knob, accumulation_for};
 use crate::model::levers::apply;
+use crate::model::rules;
 use crate::model::run::{Checkpointing, Optimizer, Quant, RunConfig, Stack};
 use crate::model::units::format_size;
 use crate::presets;
@@ -153,7 +154,9 @@ impl App {
                 let up = matches!(action, Action::Up | Action::UpCoarse);
                 let coarse = matches!(action, Action::UpCoarse | Action::DownCoarse);
                 match knob.get(&self.run) {
-                    Some(v) => self.set_knob(knob, knob.next(v, up, coarse)),
+                    Some(v) => {
+                        self.set_knob(knob, knob.next(v, up, coarse));
+                    }
                     None => {
                         self.message =
                             Some("no vLLM on this GPU: turn use_vllm on in the run file".into())
@@ -183,41 +186,51 @@ impl App {
                 self.target_batch = self.run.effective_batch();
                 self.batch_note = None;
             }
-            Action::ToggleStack => self.change(|r| {
-                r.switch_stack(if r.stack == Stack::Trl {
-                    Stack::Unsloth
-                } else {
-                    Stack::Trl
+            Action::ToggleStack => {
+                _ = self.change(|r| {
+                    r.switch_stack(if r.stack == Stack::Trl {
+                        Stack::Unsloth
+                    } else {
+                        Stack::Trl
+                    })
                 })
-            }),
-            Action::CycleCheckpointing => self.change(|r| {
-                r.checkpointing = match (r.checkpointing, r.stack) {
-                    (Checkpointing::Off, _) => Checkpointing::On,
-                    (Checkpointing::On, Stack::Unsloth) => Checkpointing::UnslothOffload,
-                    _ => Checkpointing::Off,
-                }
-            }),
-            Action::ToggleFourBit => self.change(|r| {
-                r.quant = if r.quant == Quant::Nf4 {
-                    Quant::Bf16
-                } else {
-                    Quant::Nf4
-                }
-            }),
-            Action::ToggleBeta => self.change(|r| r.beta = if r.beta > 0.0 { 0.0 } else { 0.04 }),
-            Action::CycleOptimizer => self.change(|r| {
-                let order = [
-                    Optimizer::AdamW,
-                    Optimizer::AdamW8bit,
-                    Optimizer::PagedAdamW8bit,
-                    Optimizer::Sgd,
-                ];
-                let i = order
-                    .iter()
-                    .position(|o| *o == r.optimizer)
-                    .map_or(0, |i| (i + 1) % order.len());
-                r.optimizer = order[i];
-            }),
+            }
+            Action::CycleCheckpointing => {
+                _ = self.change(|r| {
+                    r.checkpointing = match (r.checkpointing, r.stack) {
+                        (Checkpointing::Off, _) => Checkpointing::On,
+                        (Checkpointing::On, Stack::Unsloth) => Checkpointing::UnslothOffload,
+                        _ => Checkpointing::Off,
+                    }
+                })
+            }
+            Action::ToggleFourBit => {
+                _ = self.change(|r| {
+                    r.quant = if r.quant == Quant::Nf4 {
+                        Quant::Bf16
+                    } else {
+                        Quant::Nf4
+                    }
+                })
+            }
+            Action::ToggleBeta => {
+                _ = self.change(|r| r.beta = if r.beta > 0.0 { 0.0 } else { 0.04 })
+            }
+            Action::CycleOptimizer => {
+                _ = self.change(|r| {
+                    let order = [
+                        Optimizer::AdamW,
+                        Optimizer::AdamW8bit,
+                        Optimizer::PagedAdamW8bit,
+                        Optimizer::Sgd,
+                    ];
+                    let i = order
+                        .iter()
+                        .position(|o| *o == r.optimizer)
+                        .map_or(0, |i| (i + 1) % order.len());
+                    r.optimizer = order[i];
+                })
+            }
             Action::PickModel => {
                 self.mode = Mode::Models {
                     filter: String::new(),
@@ -237,19 +250,28 @@ impl App {
         }
     }
 
-    /// Applies a change to the run, keeping the previous run for undo.
-    fn change(&mut self, f: impl FnOnce(&mut RunConfig)) {
-        let before = self.run.clone();
-        f(&mut self.run);
-        if self.run != before {
-            self.undo.push(before);
+    /// Applies a change to the run, keeping the previous run for undo. A change that breaks a
+    /// rule the loader enforces (`rules::validate`) is refused with the rule, so whatever the
+    /// screen holds can be exported and loaded back. Returns whether it was applied.
+    fn change(&mut self, f: impl FnOnce(&mut RunConfig)) -> bool {
+        let mut next = self.run.clone();
+        f(&mut next);
+        if let Err(broken) = rules::validate(&next) {
+            self.message = Some(broken.message);
+            return false;
+        }
+        if next != self.run {
+            self.undo.push(std::mem::replace(&mut self.run, next));
             self.recompute();
         }
+        true
     }
 
-    fn set_knob(&mut self, knob: Knob, value: u64) {
+    fn set_knob(&mut self, knob: Knob, value: u64) -> bool {
         let keep = (self.lock && knob == Knob::MicroBatch).then_some(self.target_batch);
-        self.change(|r| apply(r, knob, value, keep));
+        if !self.change(|r| apply(r, knob, value, keep)) {
+            return false;
+        }
         if let Some(target) = keep {
             let (_, off) = accumulation_for(target, self.run.micro_batch, self.run.gpus);
             self.batch_note = (off != 0).then(|| {
@@ -262,6 +284,7 @@ impl App {
             self.target_batch = self.run.effective_batch();
             self.batch_note = None;
         }
+        true
     }
 
     fn entry_key(&mut self, knob: Knob, mut text: String, key: KeyEvent) {
@@ -270,7 +293,13 @@ impl App {
             KeyCode::Enter => match knob.parse(&text) {
                 Ok(v) => {
                     self.mode = Mode::Normal;
-                    self.set_knob(knob, v);
+                    if !self.set_knob(knob, v) {
+                        self.mode = Mode::Entry {
+                            knob,
+                            text,
+                            error: self.message.take(),
+                        };
+                    }
                 }
                 Err(e) => {
                     self.mode = Mode::Entry {
