@@ -327,7 +327,8 @@ fn run_diagnose(
         .map(config::load)
         .transpose()
         .map_err(|e| e.to_string())?;
-    let culprit = run.as_ref().and_then(|f| {
+    // a tensor is looked for only in PyTorch's requests: vLLM's are its share or its KV cache
+    let culprit = run.as_ref().filter(|_| !report.from_vllm()).and_then(|f| {
         report
             .requested_bytes
             .map(|r| vramfit::model::culprit::likely_request(&f.run, r))

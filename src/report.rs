@@ -180,24 +180,47 @@ pub fn fit_text(
     out
 }
 
-/// An OOM report as text.
+/// An OOM report as text: the figures the message gives, the verdict by name, the advice.
 pub fn diagnosis_text(r: &crate::model::oom::OomReport, culprit: Option<&str>) -> String {
     let mut out = String::new();
-    let opt = |b: Option<u64>| b.map_or("-".to_string(), format_size);
-    let _ = writeln!(out, "out-of-memory message ({})", r.format);
-    for (label, value) in [
-        ("requested", r.requested_bytes),
-        ("GPU total", r.total_bytes),
-        ("free", r.free_bytes),
-        ("this process", r.process_in_use_bytes),
-        ("allocated by PyTorch", r.allocated_bytes),
-        ("reserved, unused", r.reserved_unallocated_bytes),
-        ("allowed (cap)", r.allowed_bytes),
-        ("private pools", r.private_pools_bytes),
-        ("shortfall", r.shortfall_bytes),
-    ] {
-        if value.is_some() {
-            let _ = writeln!(out, "  {label:<22} {}", opt(value));
+    let size = |b: Option<u64>| b.map(format_size);
+    let tokens = |t: Option<u64>| t.map(|t| format!("{t} tokens"));
+    let rows: Vec<(&str, Option<String>)> = if r.from_vllm() {
+        let _ = writeln!(out, "vLLM start-up refusal ({})", r.format);
+        vec![
+            (
+                "vLLM share",
+                match (r.vllm_utilization, r.requested_bytes) {
+                    (Some(u), Some(b)) => Some(format!("{u} of the GPU = {}", format_size(b))),
+                    (Some(u), None) => Some(format!("{u} of the GPU")),
+                    (None, b) => size(b),
+                },
+            ),
+            ("free at start-up", size(r.free_bytes)),
+            ("GPU total", size(r.total_bytes)),
+            ("KV cache needed", size(r.kv_cache_needed_bytes)),
+            ("KV cache available", size(r.kv_cache_available_bytes)),
+            ("max_model_len", tokens(r.max_model_len)),
+            ("longest that fits", tokens(r.estimated_max_model_len)),
+            ("shortfall", size(r.shortfall_bytes)),
+        ]
+    } else {
+        let _ = writeln!(out, "out-of-memory message ({})", r.format);
+        vec![
+            ("requested", size(r.requested_bytes)),
+            ("GPU total", size(r.total_bytes)),
+            ("free", size(r.free_bytes)),
+            ("this process", size(r.process_in_use_bytes)),
+            ("allocated by PyTorch", size(r.allocated_bytes)),
+            ("reserved, unused", size(r.reserved_unallocated_bytes)),
+            ("allowed (cap)", size(r.allowed_bytes)),
+            ("private pools", size(r.private_pools_bytes)),
+            ("shortfall", size(r.shortfall_bytes)),
+        ]
+    };
+    for (label, value) in rows {
+        if let Some(value) = value {
+            let _ = writeln!(out, "  {label:<22} {value}");
         }
     }
     for p in &r.other_processes {
@@ -208,7 +231,7 @@ pub fn diagnosis_text(r: &crate::model::oom::OomReport, culprit: Option<&str>) -
             format_size(p.bytes)
         );
     }
-    let _ = writeln!(out, "verdict: {:?}: {}", r.verdict, r.verdict.advice());
+    let _ = writeln!(out, "verdict: {}: {}", r.verdict, r.verdict.advice());
     if let Some(c) = culprit {
         let _ = writeln!(out, "likely request: {c}");
     }

@@ -99,13 +99,76 @@ fn older_and_newer_pytorch_formats() {
 #[test]
 fn vllm_refusals() {
     let r = diagnose(&read("vllm-free-memory.txt")).unwrap();
-    assert_eq!(r.verdict, Verdict::VllmReservation);
+    assert_eq!(r.verdict, Verdict::VllmKvTooSmall);
     assert!(close(r.requested_bytes, 21.24 * GIB));
     assert!(close(r.free_bytes, 14.5 * GIB));
     assert!(close(r.total_bytes, 23.6 * GIB));
+    assert_eq!(r.vllm_utilization, Some(0.9));
+    // current vLLM names the device: "Free memory on device cuda:0 (10.52/23.55 GiB) ..."
+    let r = diagnose(&read("vllm-free-memory-device.txt")).unwrap();
+    assert_eq!(r.format, "vllm-startup-free-memory");
+    assert!(close(r.free_bytes, 10.52 * GIB));
+    assert!(close(r.total_bytes, 23.55 * GIB));
+    assert!(close(r.requested_bytes, 21.2 * GIB));
+    assert_eq!(r.vllm_utilization, Some(0.9));
+    assert!(close(r.shortfall_bytes, (21.2 - 10.52) * GIB));
+    assert_eq!(r.verdict, Verdict::VllmKvTooSmall);
+
     let r = diagnose(&read("vllm-kv-cache.txt")).unwrap();
     assert_eq!(r.format, "vllm-kv-cache");
     assert!(close(r.shortfall_bytes, 0.5 * GIB));
+    assert!(close(r.kv_cache_needed_bytes, 1.0 * GIB));
+    assert!(close(r.kv_cache_available_bytes, 0.5 * GIB));
+    assert_eq!(r.max_model_len, Some(8192));
+    assert_eq!(r.estimated_max_model_len, Some(4096));
+    // not a tensor request: no culprit is looked for
+    assert_eq!(r.requested_bytes, None);
+    assert_eq!(r.verdict, Verdict::VllmKvTooSmall);
+
+    let r = diagnose(&read("vllm-kv-cache-long.txt")).unwrap();
+    assert_eq!(r.max_model_len, Some(40960));
+    assert_eq!(r.estimated_max_model_len, Some(32768));
+    assert!(close(r.shortfall_bytes, (5.62 - 4.50) * GIB));
+
+    let r = diagnose(&read("vllm-no-cache-blocks.txt")).unwrap();
+    assert_eq!(r.format, "vllm-no-cache-blocks");
+    assert_eq!(r.verdict, Verdict::VllmKvTooSmall);
+
+    // vLLM before V1
+    let r = diagnose(
+        "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV cache (21456). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+    )
+    .unwrap();
+    assert_eq!(r.format, "vllm-kv-cache-tokens");
+    assert_eq!(r.max_model_len, Some(32768));
+    assert_eq!(r.estimated_max_model_len, Some(21456));
+    assert_eq!(r.verdict, Verdict::VllmKvTooSmall);
+}
+
+#[test]
+fn verdicts_have_user_facing_and_snake_case_names() {
+    for (verdict, shown, json) in [
+        (Verdict::DoesNotFit, "does not fit", "does_not_fit"),
+        (Verdict::Fragmentation, "fragmentation", "fragmentation"),
+        (
+            Verdict::OtherProcesses,
+            "other processes",
+            "other_processes",
+        ),
+        (
+            Verdict::VllmReservation,
+            "vLLM's share starves training",
+            "vllm_reservation",
+        ),
+        (
+            Verdict::VllmKvTooSmall,
+            "vLLM cannot start",
+            "vllm_kv_too_small",
+        ),
+    ] {
+        assert_eq!(verdict.to_string(), shown);
+        assert_eq!(serde_json::to_value(verdict).unwrap(), json);
+    }
 }
 
 #[test]

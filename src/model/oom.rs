@@ -3,8 +3,12 @@
 
 use regex::Regex;
 use serde::Serialize;
+use std::fmt;
 use std::sync::OnceLock;
 
+/// What made the memory run out. Shown by its [`Verdict::name`] (`Display`), serialised by its
+/// snake_case name (`does_not_fit`, `fragmentation`, `other_processes`, `vllm_reservation`,
+/// `vllm_kv_too_small`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
@@ -14,11 +18,25 @@ pub enum Verdict {
     Fragmentation,
     /// another process holds the difference
     OtherProcesses,
-    /// vLLM's share leaves too little (or vLLM refused to start)
+    /// vLLM's share, held while training runs, starves the training step
     VllmReservation,
+    /// vLLM refused to start: its KV cache cannot hold one sequence of its context, it has no
+    /// room for a single cache block, or its share asks for more than is free at start-up
+    VllmKvTooSmall,
 }
 
 impl Verdict {
+    /// The verdict in the user's words.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::DoesNotFit => "does not fit",
+            Verdict::Fragmentation => "fragmentation",
+            Verdict::OtherProcesses => "other processes",
+            Verdict::VllmReservation => "vLLM's share starves training",
+            Verdict::VllmKvTooSmall => "vLLM cannot start",
+        }
+    }
+
     pub fn advice(self) -> &'static str {
         match self {
             Verdict::DoesNotFit => {
@@ -33,7 +51,16 @@ impl Verdict {
             Verdict::VllmReservation => {
                 "lower the vLLM share (gpu_memory_utilization) or max_seq_length, or free the memory vLLM expects"
             }
+            Verdict::VllmKvTooSmall => {
+                "raise the vLLM share (gpu_memory_utilization) or shorten its context (max_seq_length), or store its KV cache in fp8 or the weights in 4-bit"
+            }
         }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -56,6 +83,14 @@ pub struct OomReport {
     pub allowed_bytes: Option<u64>,
     pub private_pools_bytes: Option<u64>,
     pub other_processes: Vec<OtherProcess>,
+    /// vLLM's start-up refusal: the share asked for (`gpu_memory_utilization`)
+    pub vllm_utilization: Option<f64>,
+    /// vLLM's KV refusal: the KV cache one sequence of `max_model_len` needs, and what there is
+    pub kv_cache_needed_bytes: Option<u64>,
+    pub kv_cache_available_bytes: Option<u64>,
+    /// vLLM's context (`max_model_len`), and the longest its KV cache could hold
+    pub max_model_len: Option<u64>,
+    pub estimated_max_model_len: Option<u64>,
     pub shortfall_bytes: Option<u64>,
     pub verdict: Verdict,
     /// the message as found in the log, trimmed
@@ -117,7 +152,7 @@ fn last_message_start(log: &str) -> Option<usize> {
     static START: OnceLock<Regex> = OnceLock::new();
     let r = re(
         &START,
-        r"(?i)(CUDA out of memory|OutOfMemoryError|Free memory on device|No available memory for the cache blocks|KV cache is needed, which is larger than the available KV cache memory|To serve at least one request)",
+        r"(?i)(CUDA out of memory|OutOfMemoryError|Free memory on device|No available memory for the cache blocks|KV cache is needed, which is larger than the available KV cache memory|To serve at least one request|is larger than the maximum number of tokens that can be stored in KV cache)",
     );
     let m = r.find_iter(log).last()?;
     // back up to the start of the line for vLLM's "To serve ..." sentence
@@ -225,6 +260,11 @@ fn read_torch(m: &str) -> OomReport {
         allowed_bytes: allowed,
         private_pools_bytes: private_pools,
         other_processes,
+        vllm_utilization: None,
+        kv_cache_needed_bytes: None,
+        kv_cache_available_bytes: None,
+        max_model_len: None,
+        estimated_max_model_len: None,
         shortfall_bytes: shortfall,
         verdict,
         message: m.to_string(),
@@ -249,11 +289,15 @@ fn read_vllm(m: &str) -> OomReport {
     static FREE: OnceLock<Regex> = OnceLock::new();
     static WANT: OnceLock<Regex> = OnceLock::new();
     static KV_NEED: OnceLock<Regex> = OnceLock::new();
-    // "Free memory on device (14.5/23.6 GiB) on startup is less than desired GPU memory
-    //  utilization (0.9, 21.24 GiB)"
+    static MAX_LEN: OnceLock<Regex> = OnceLock::new();
+    static ESTIMATE: OnceLock<Regex> = OnceLock::new();
+    static TOKENS: OnceLock<Regex> = OnceLock::new();
+    // vllm/v1/worker/utils.py request_memory: "Free memory on device cuda:0 (10.52/23.55 GiB) on
+    // startup is less than desired GPU memory utilization (0.9, 21.2 GiB)"; older releases
+    // name no device
     let free_total = re(
         &FREE,
-        r"Free memory on device \(([0-9.]+)/([0-9.]+) (GiB|MiB)\)",
+        r"Free memory on device(?: [^\s(]+)? \(([0-9.]+)/([0-9.]+) (GiB|MiB)\)",
     )
     .captures(m);
     let free = free_total
@@ -262,34 +306,78 @@ fn read_vllm(m: &str) -> OomReport {
     let total = free_total
         .as_ref()
         .and_then(|c| bytes(c.get(2)?.as_str(), c.get(3)?.as_str()));
-    let wanted = re(&WANT, r"utilization \(([0-9.]+), SIZE\)")
-        .captures(m)
-        .and_then(|c| size_of(&c, 2));
-    // "(1.00 GiB KV cache is needed, which is larger than the available KV cache memory (0.50 GiB)"
+    let want = re(&WANT, r"utilization \(([0-9.]+), SIZE\)").captures(m);
+    let utilization = want
+        .as_ref()
+        .and_then(|c| c.get(1)?.as_str().parse::<f64>().ok())
+        .filter(|u| u.is_finite() && *u > 0.0);
+    let wanted = want.as_ref().and_then(|c| size_of(c, 2));
+    // vllm/v1/core/kv_cache_utils.py: "To serve at least one request with the models's max seq
+    // len (8192), (1.00 GiB KV cache is needed, which is larger than the available KV cache
+    // memory (0.50 GiB). Based on the available memory, the estimated maximum model length is
+    // 4096. ..."
     let kv = re(
         &KV_NEED,
         r"SIZE KV cache is needed, which is larger than the available KV cache memory \(SIZE\)",
     )
     .captures(m);
-    let (format, requested, room) = match (wanted, kv) {
-        (Some(w), _) => ("vllm-startup-free-memory", Some(w), free),
-        (None, Some(c)) => ("vllm-kv-cache", size_of(&c, 1), size_of(&c, 3)),
-        (None, None) => ("vllm-no-cache-blocks", None, None),
+    let tokens = |cell: &'static OnceLock<Regex>, pattern: &str| {
+        re(cell, pattern)
+            .captures(m)
+            .and_then(|c| c.get(1)?.as_str().parse::<u64>().ok())
+    };
+    let max_model_len = tokens(&MAX_LEN, r"max seq len \((\d+)\)");
+    let mut estimated = tokens(&ESTIMATE, r"estimated maximum model length is (\d+)");
+    // vLLM before V1: "The model's max seq len (N) is larger than the maximum number of tokens
+    // that can be stored in KV cache (M)"
+    let stored = tokens(
+        &TOKENS,
+        r"maximum number of tokens that can be stored in KV cache \((\d+)\)",
+    );
+    let (needed, available) = (
+        kv.as_ref().and_then(|c| size_of(c, 1)),
+        kv.as_ref().and_then(|c| size_of(c, 3)),
+    );
+    let format = if want.is_some() || free_total.is_some() {
+        "vllm-startup-free-memory"
+    } else if kv.is_some() {
+        "vllm-kv-cache"
+    } else if stored.is_some() {
+        estimated = estimated.or(stored);
+        "vllm-kv-cache-tokens"
+    } else {
+        "vllm-no-cache-blocks"
+    };
+    let shortfall = match format {
+        "vllm-startup-free-memory" => wanted.zip(free).map(|(w, f)| w.saturating_sub(f)),
+        _ => needed.zip(available).map(|(n, a)| n.saturating_sub(a)),
     };
     OomReport {
         format,
-        requested_bytes: requested,
+        requested_bytes: wanted,
         total_bytes: total,
-        free_bytes: room,
+        free_bytes: free,
         process_in_use_bytes: None,
         allocated_bytes: None,
         reserved_unallocated_bytes: None,
         allowed_bytes: None,
         private_pools_bytes: None,
         other_processes: Vec::new(),
-        shortfall_bytes: requested.zip(room).map(|(r, f)| r.saturating_sub(f)),
-        verdict: Verdict::VllmReservation,
+        vllm_utilization: utilization,
+        kv_cache_needed_bytes: needed,
+        kv_cache_available_bytes: available,
+        max_model_len,
+        estimated_max_model_len: estimated,
+        shortfall_bytes: shortfall,
+        verdict: Verdict::VllmKvTooSmall,
         message: m.to_string(),
+    }
+}
+
+impl OomReport {
+    /// Whether the message is one of vLLM's start-up refusals rather than PyTorch's OOM.
+    pub fn from_vllm(&self) -> bool {
+        self.format.starts_with("vllm")
     }
 }
 

@@ -1,0 +1,132 @@
+//! `vramfit diagnose` end to end: the verdict's names, the direction of its advice, the numbers
+//! of vLLM's refusals, the cause that frees the most, and the options it takes.
+
+use assert_cmd::Command;
+use std::path::PathBuf;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+fn oom(name: &str) -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/oom")
+        .join(name)
+}
+
+/// Runs `vramfit diagnose ARGS... LOG`: (exit code, stdout, stderr).
+fn diagnose(args: &[&str], log: &str) -> (i32, String, String) {
+    let out = Command::cargo_bin("vramfit")
+        .unwrap()
+        .arg("diagnose")
+        .args(args)
+        .arg(oom(log))
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn diagnose_json(args: &[&str], log: &str) -> serde_json::Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let (code, stdout, stderr) = diagnose(&all, log);
+    assert_eq!(code, 0, "{stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+fn gib(v: &serde_json::Value) -> f64 {
+    v.as_u64()
+        .unwrap_or_else(|| panic!("not a byte count: {v}")) as f64
+        / GIB
+}
+
+const LOGS: [&str; 11] = [
+    "seed-article.txt",
+    "torch-1.13-old.txt",
+    "torch-1.4-cached.txt",
+    "torch-2.1-capacty.txt",
+    "torch-2.3-fragmentation.txt",
+    "torch-2.5-other-process.txt",
+    "torch-2.5-other-process-45gib.txt",
+    "vllm-free-memory.txt",
+    "vllm-free-memory-device.txt",
+    "vllm-kv-cache.txt",
+    "vllm-no-cache-blocks.txt",
+];
+
+#[test]
+fn no_debug_name_reaches_the_user() {
+    for log in LOGS {
+        let (code, stdout, stderr) = diagnose(&[], log);
+        assert_eq!(code, 0, "{log}: {stderr}");
+        for debug in [
+            "DoesNotFit",
+            "Fragmentation",
+            "OtherProcesses",
+            "VllmReservation",
+            "VllmKvTooSmall",
+            "Some(",
+            "None",
+        ] {
+            assert!(!stdout.contains(debug), "{log}: `{debug}` in\n{stdout}");
+        }
+        assert!(stdout.contains("verdict: "), "{log}:\n{stdout}");
+    }
+}
+
+#[test]
+fn json_verdicts_are_snake_case_names() {
+    for (log, verdict) in [
+        ("seed-article.txt", "does_not_fit"),
+        ("torch-2.3-fragmentation.txt", "fragmentation"),
+        ("torch-2.5-other-process.txt", "other_processes"),
+        ("vllm-kv-cache.txt", "vllm_kv_too_small"),
+        ("vllm-kv-cache-long.txt", "vllm_kv_too_small"),
+        ("vllm-no-cache-blocks.txt", "vllm_kv_too_small"),
+        ("vllm-free-memory.txt", "vllm_kv_too_small"),
+        ("vllm-free-memory-device.txt", "vllm_kv_too_small"),
+    ] {
+        let v = diagnose_json(&[], log);
+        assert_eq!(v["verdict"], verdict, "{log}");
+    }
+    // vLLM's share starving training needs the run's estimate
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/seed-gemma-22gib.toml");
+    let v = diagnose_json(&["--config", fixture.to_str().unwrap()], "seed-article.txt");
+    assert_eq!(v["verdict"], "vllm_reservation");
+}
+
+#[test]
+fn startup_refusal_numbers_are_read_and_shown() {
+    let v = diagnose_json(&[], "vllm-free-memory-device.txt");
+    assert!((gib(&v["free_bytes"]) - 10.52).abs() < 0.005, "{v}");
+    assert!((gib(&v["total_bytes"]) - 23.55).abs() < 0.005, "{v}");
+    assert!((gib(&v["requested_bytes"]) - 21.2).abs() < 0.005, "{v}");
+    assert_eq!(v["vllm_utilization"], 0.9);
+    assert!((gib(&v["shortfall_bytes"]) - 10.68).abs() < 0.005, "{v}");
+    let (_, stdout, _) = diagnose(&[], "vllm-free-memory-device.txt");
+    for shown in ["10.52 GiB", "23.55 GiB", "21.20 GiB", "0.9"] {
+        assert!(stdout.contains(shown), "`{shown}` missing:\n{stdout}");
+    }
+}
+
+#[test]
+fn kv_refusal_numbers_are_read_and_shown() {
+    let v = diagnose_json(&[], "vllm-kv-cache-long.txt");
+    assert!(
+        (gib(&v["kv_cache_needed_bytes"]) - 5.62).abs() < 0.005,
+        "{v}"
+    );
+    assert!(
+        (gib(&v["kv_cache_available_bytes"]) - 4.50).abs() < 0.005,
+        "{v}"
+    );
+    assert_eq!(v["max_model_len"], 40960);
+    assert_eq!(v["estimated_max_model_len"], 32768);
+    let (_, stdout, _) = diagnose(&[], "vllm-kv-cache-long.txt");
+    for shown in ["5.62 GiB", "4.50 GiB", "1.12 GiB", "40960", "32768"] {
+        assert!(stdout.contains(shown), "`{shown}` missing:\n{stdout}");
+    }
+}
