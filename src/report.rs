@@ -231,7 +231,15 @@ pub fn diagnosis_text(r: &crate::model::oom::OomReport, culprit: Option<&str>) -
             format_size(p.bytes)
         );
     }
-    let _ = writeln!(out, "verdict: {}: {}", r.verdict, r.verdict.advice());
+    // the cause whose removal frees the most, then the others
+    for (i, cause) in r.causes.iter().enumerate() {
+        let head = if i == 0 { "verdict" } else { "also" };
+        let _ = writeln!(out, "{head}: {}: {}", cause.verdict, cause.detail);
+    }
+    let _ = writeln!(out, "what to do:");
+    for cause in &r.causes {
+        let _ = writeln!(out, "  {}", cause.verdict.advice());
+    }
     if let Some(c) = culprit {
         let _ = writeln!(out, "likely request: {c}");
     }

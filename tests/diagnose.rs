@@ -90,6 +90,7 @@ fn json_verdicts_are_snake_case_names() {
     ] {
         let v = diagnose_json(&[], log);
         assert_eq!(v["verdict"], verdict, "{log}");
+        assert_eq!(v["causes"][0]["cause"], verdict, "{log}");
     }
     // vLLM's share starving training needs the run's estimate
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -129,4 +130,29 @@ fn kv_refusal_numbers_are_read_and_shown() {
     for shown in ["5.62 GiB", "4.50 GiB", "1.12 GiB", "40960", "32768"] {
         assert!(stdout.contains(shown), "`{shown}` missing:\n{stdout}");
     }
+}
+
+#[test]
+fn the_verdict_is_the_cause_that_frees_the_most() {
+    // another process holds 45 GiB of 80; the allocator's 421 MiB spare is a side issue
+    let v = diagnose_json(&[], "torch-2.5-other-process-45gib.txt");
+    assert_eq!(v["verdict"], "other_processes", "{v}");
+    assert_eq!(v["causes"][0]["cause"], "other_processes");
+    assert!((gib(&v["causes"][0]["bytes"]) - 45.02).abs() < 0.005, "{v}");
+    assert_eq!(v["causes"][1]["cause"], "fragmentation");
+    let (_, stdout, _) = diagnose(&[], "torch-2.5-other-process-45gib.txt");
+    let verdict = stdout
+        .lines()
+        .position(|l| l.starts_with("verdict: other processes"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let line = stdout.lines().nth(verdict).unwrap();
+    assert!(
+        line.contains("31337") && line.contains("45.02 GiB"),
+        "{line}"
+    );
+    let also = stdout
+        .lines()
+        .position(|l| l.contains("fragmentation") && l.contains("421.4 MiB"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(also > verdict, "{stdout}");
 }

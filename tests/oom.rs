@@ -44,6 +44,10 @@ fn the_shared_calibration_messages() {
     let qwen = diagnose(messages[1]).unwrap();
     assert!(close(qwen.requested_bytes, 4.06 * GIB));
     assert_eq!(qwen.verdict, Verdict::DoesNotFit);
+    // the 437 MiB PyTorch holds unused is a side issue, listed after: 3.63 GiB stay short
+    let listed: Vec<Verdict> = qwen.causes.iter().map(|c| c.verdict).collect();
+    assert_eq!(listed, [Verdict::DoesNotFit, Verdict::Fragmentation]);
+    assert!(close(Some(qwen.causes[0].bytes), 4.06 * GIB - 437.40 * MIB));
     let llama = diagnose(messages[2]).unwrap();
     assert!(close(llama.requested_bytes, 5.87 * GIB));
     assert!(close(llama.reserved_unallocated_bytes, 1022.73 * MIB));
@@ -80,7 +84,10 @@ fn older_and_newer_pytorch_formats() {
     assert!(close(r.allocated_bytes, 12.01 * GIB));
     assert!(close(r.free_bytes, 1.82 * GIB));
     assert!(close(r.reserved_unallocated_bytes, 1.44 * GIB));
-    assert_eq!(r.verdict, Verdict::DoesNotFit);
+    // 1.82 GiB free and 1.44 GiB stranded in PyTorch's segments: the 2 GiB would fit but for
+    // fragmentation, the 0.18 GiB short is not the run's size
+    assert_eq!(r.verdict, Verdict::Fragmentation);
+    assert_eq!(r.causes.len(), 1);
 
     let r = diagnose(&read("torch-1.4-cached.txt")).unwrap();
     assert!(close(r.requested_bytes, 20.0 * MIB));
@@ -94,6 +101,34 @@ fn older_and_newer_pytorch_formats() {
 
     let r = diagnose(&read("torch-2.3-fragmentation.txt")).unwrap();
     assert_eq!(r.verdict, Verdict::Fragmentation);
+}
+
+#[test]
+fn the_cause_that_frees_the_most_is_the_verdict() {
+    // another process holds 45 GiB of the 80 GiB card; PyTorch's 421 MiB reserved but unused
+    // would cover the 394 MiB request, but it is the lesser cause
+    let r = diagnose(&read("torch-2.5-other-process-45gib.txt")).unwrap();
+    assert_eq!(r.verdict, Verdict::OtherProcesses);
+    let listed: Vec<(Verdict, u64)> = r.causes.iter().map(|c| (c.verdict, c.bytes)).collect();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0].0, Verdict::OtherProcesses);
+    assert!(close(Some(listed[0].1), 45.02 * GIB));
+    assert_eq!(listed[1].0, Verdict::Fragmentation);
+    assert!(close(Some(listed[1].1), 421.37 * MIB));
+    assert!(r.causes[0].detail.contains("process 31337 holds 45.02 GiB"));
+
+    // a request larger than the GPU comes first whatever the rest would free
+    let r = diagnose(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 30.00 GiB. GPU 0 has a total capacity of 23.57 GiB of which 1.20 GiB is free. Process 4100 has 12.50 GiB memory in use. Including non-PyTorch memory, this process has 9.85 GiB memory in use. Of the allocated memory 8.90 GiB is allocated by PyTorch, and 400.00 MiB is reserved by PyTorch but unallocated.",
+    )
+    .unwrap();
+    assert_eq!(r.verdict, Verdict::DoesNotFit);
+    assert!(
+        r.causes[0]
+            .detail
+            .contains("more than the 23.57 GiB the GPU has")
+    );
+    assert_eq!(r.causes[1].verdict, Verdict::OtherProcesses);
 }
 
 #[test]

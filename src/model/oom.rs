@@ -1,6 +1,7 @@
 //! Reading an out-of-memory message: PyTorch's in all its formats since 1.x, and vLLM's
 //! start-up refusals. The seed article's method step one: read the error before changing anything.
 
+use super::units::format_size;
 use regex::Regex;
 use serde::Serialize;
 use std::fmt;
@@ -64,6 +65,18 @@ impl fmt::Display for Verdict {
     }
 }
 
+/// One cause of the shortfall and the bytes its removal frees.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cause {
+    #[serde(rename = "cause")]
+    pub verdict: Verdict,
+    /// What removing the cause frees; for `does_not_fit`, what no named cause can free (the
+    /// run must shrink by that much), or the request's excess over the GPU or the cap.
+    pub bytes: u64,
+    /// the cause in words, with its numbers
+    pub detail: String,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct OtherProcess {
     pub pid: u64,
@@ -92,7 +105,13 @@ pub struct OomReport {
     pub max_model_len: Option<u64>,
     pub estimated_max_model_len: Option<u64>,
     pub shortfall_bytes: Option<u64>,
+    /// what vLLM's KV cache holds while training runs, from the failed run's estimate
+    /// ([`refine`]); `None` without a run
+    pub vllm_kv_cache_bytes: Option<u64>,
+    /// the cause whose removal frees the most: `causes[0]`'s
     pub verdict: Verdict,
+    /// every cause found, the one that frees the most first
+    pub causes: Vec<Cause>,
     /// the message as found in the log, trimmed
     pub message: String,
 }
@@ -248,8 +267,7 @@ fn read_torch(m: &str) -> OomReport {
         _ => free,
     };
     let shortfall = requested.zip(room).map(|(r, f)| r.saturating_sub(f));
-    let verdict = torch_verdict(requested, shortfall, reserved_unallocated, &other_processes);
-    OomReport {
+    let mut report = OomReport {
         format,
         requested_bytes: requested,
         total_bytes: total,
@@ -266,23 +284,13 @@ fn read_torch(m: &str) -> OomReport {
         max_model_len: None,
         estimated_max_model_len: None,
         shortfall_bytes: shortfall,
-        verdict,
+        vllm_kv_cache_bytes: None,
+        verdict: Verdict::DoesNotFit,
+        causes: Vec::new(),
         message: m.to_string(),
-    }
-}
-
-fn torch_verdict(
-    requested: Option<u64>,
-    shortfall: Option<u64>,
-    reserved_unallocated: Option<u64>,
-    others: &[OtherProcess],
-) -> Verdict {
-    let others: u64 = others.iter().map(|p| p.bytes).sum();
-    match (requested, shortfall) {
-        (Some(r), _) if reserved_unallocated.is_some_and(|u| u >= r) => Verdict::Fragmentation,
-        (_, Some(s)) if others > 0 && others >= s => Verdict::OtherProcesses,
-        _ => Verdict::DoesNotFit,
-    }
+    };
+    report.conclude();
+    report
 }
 
 fn read_vllm(m: &str) -> OomReport {
@@ -352,7 +360,7 @@ fn read_vllm(m: &str) -> OomReport {
         "vllm-startup-free-memory" => wanted.zip(free).map(|(w, f)| w.saturating_sub(f)),
         _ => needed.zip(available).map(|(n, a)| n.saturating_sub(a)),
     };
-    OomReport {
+    let mut report = OomReport {
         format,
         requested_bytes: wanted,
         total_bytes: total,
@@ -369,9 +377,13 @@ fn read_vllm(m: &str) -> OomReport {
         max_model_len,
         estimated_max_model_len: estimated,
         shortfall_bytes: shortfall,
+        vllm_kv_cache_bytes: None,
         verdict: Verdict::VllmKvTooSmall,
+        causes: Vec::new(),
         message: m.to_string(),
-    }
+    };
+    report.conclude();
+    report
 }
 
 impl OomReport {
@@ -379,17 +391,180 @@ impl OomReport {
     pub fn from_vllm(&self) -> bool {
         self.format.starts_with("vllm")
     }
-}
 
-/// With the failed run's estimate: a shortfall that vLLM's KV cache alone could cover is the
-/// vLLM share's doing (the seed article's case: 13.2 GiB reserved before training starts).
-pub fn refine(report: &mut OomReport, estimate: &super::estimate::Estimate) {
-    let kv = estimate.vllm.as_ref().map(|v| v.kv_cache_bytes);
-    if let (Verdict::DoesNotFit, Some(short), Some(kv)) =
-        (report.verdict, report.shortfall_bytes, kv)
-    {
-        if kv >= short {
-            report.verdict = Verdict::VllmReservation;
+    /// The most the failing process could ever hold: the per-process cap, else the GPU.
+    pub fn limit_bytes(&self) -> Option<u64> {
+        self.allowed_bytes.or(self.total_bytes)
+    }
+
+    /// Sets `causes` from the figures, the one that frees the most first, and the verdict
+    /// from it.
+    fn conclude(&mut self) {
+        let mut causes = if self.from_vllm() {
+            vec![self.vllm_cause()]
+        } else {
+            self.torch_causes()
+        };
+        // largest first; a request larger than the GPU (or the cap) comes first whatever the
+        // rest frees, since no freeing makes it fit
+        let exceeds = self
+            .requested_bytes
+            .zip(self.limit_bytes())
+            .is_some_and(|(r, l)| r > l);
+        causes.sort_by_key(|c| {
+            (
+                !(exceeds && c.verdict == Verdict::DoesNotFit),
+                std::cmp::Reverse(c.bytes),
+            )
+        });
+        self.verdict = causes.first().map_or(Verdict::DoesNotFit, |c| c.verdict);
+        self.causes = causes;
+    }
+
+    fn torch_causes(&self) -> Vec<Cause> {
+        let mut causes = Vec::new();
+        let others: u64 = self.other_processes.iter().map(|p| p.bytes).sum();
+        // under a per-process cap ("N allowed"), what other processes hold is not this
+        // process's room
+        if others > 0 && self.allowed_bytes.is_none() {
+            let pids: Vec<String> = self
+                .other_processes
+                .iter()
+                .map(|p| p.pid.to_string())
+                .collect();
+            let who = match pids.as_slice() {
+                [one] => format!("process {one} holds"),
+                many => format!("processes {} hold", many.join(", ")),
+            };
+            causes.push(Cause {
+                verdict: Verdict::OtherProcesses,
+                bytes: others,
+                detail: format!("{who} {} of the GPU", format_size(others)),
+            });
+        }
+        if let Some(unused) = self.reserved_unallocated_bytes.filter(|&b| b > 0) {
+            causes.push(Cause {
+                verdict: Verdict::Fragmentation,
+                bytes: unused,
+                detail: format!(
+                    "{} reserved by PyTorch but unallocated (free pieces of partly used segments)",
+                    format_size(unused)
+                ),
+            });
+        }
+        if let Some(kv) = self.vllm_kv_cache_bytes.filter(|&b| b > 0) {
+            causes.push(Cause {
+                verdict: Verdict::VllmReservation,
+                bytes: kv,
+                detail: format!(
+                    "vLLM's KV cache holds {} while training runs (the run's estimate)",
+                    format_size(kv)
+                ),
+            });
+        }
+        let freeable: u64 = causes.iter().map(|c| c.bytes).sum();
+        let request = self.requested_bytes.map(format_size);
+        let does_not_fit = match (self.requested_bytes, self.limit_bytes()) {
+            (Some(r), Some(limit)) if r > limit => Some(Cause {
+                verdict: Verdict::DoesNotFit,
+                bytes: r - limit,
+                detail: format!(
+                    "the request alone, {}, is more than the {} {}",
+                    format_size(r),
+                    format_size(limit),
+                    if self.allowed_bytes.is_some() {
+                        "the process is allowed"
+                    } else {
+                        "the GPU has"
+                    }
+                ),
+            }),
+            _ => match (self.shortfall_bytes, causes.is_empty()) {
+                (Some(short), true) => Some(Cause {
+                    verdict: Verdict::DoesNotFit,
+                    bytes: short,
+                    detail: format!(
+                        "{} short, and the message names nothing else that holds memory: the run itself needs less",
+                        format_size(short)
+                    ),
+                }),
+                (Some(short), false) if short > freeable => Some(Cause {
+                    verdict: Verdict::DoesNotFit,
+                    bytes: short - freeable,
+                    detail: format!(
+                        "{} short even if everything else named here were freed ({} short in all): the run itself needs less",
+                        format_size(short - freeable),
+                        format_size(short)
+                    ),
+                }),
+                (None, true) => Some(Cause {
+                    verdict: Verdict::DoesNotFit,
+                    bytes: 0,
+                    detail: match request {
+                        Some(r) => format!(
+                            "{r} requested; the message gives no free memory to weigh it against"
+                        ),
+                        None => {
+                            "the message gives neither the request nor the free memory".to_string()
+                        }
+                    },
+                }),
+                _ => None,
+            },
+        };
+        causes.extend(does_not_fit);
+        causes
+    }
+
+    fn vllm_cause(&self) -> Cause {
+        let size = |b: Option<u64>| b.map_or("?".to_string(), format_size);
+        let detail = match self.format {
+            "vllm-startup-free-memory" => format!(
+                "its share{} asks for {}, {} more than the {} free{}",
+                self.vllm_utilization
+                    .map_or(String::new(), |u| format!(" {u}")),
+                size(self.requested_bytes),
+                size(self.shortfall_bytes),
+                size(self.free_bytes),
+                self.total_bytes
+                    .map_or(String::new(), |t| format!(" of {}", format_size(t)))
+            ),
+            "vllm-kv-cache" => format!(
+                "one sequence of {} needs {} of KV cache, {} more than the {} available",
+                self.max_model_len
+                    .map_or("max_model_len".to_string(), |t| format!("{t} tokens")),
+                size(self.kv_cache_needed_bytes),
+                size(self.shortfall_bytes),
+                size(self.kv_cache_available_bytes)
+            ),
+            "vllm-kv-cache-tokens" => format!(
+                "one sequence of {} tokens does not fit its KV cache of {} tokens",
+                self.max_model_len.map_or("?".to_string(), |t| t.to_string()),
+                self.estimated_max_model_len
+                    .map_or("?".to_string(), |t| t.to_string())
+            ),
+            _ => "its share leaves no memory for a single KV cache block once the weights, profiled activations and CUDA graphs are in".to_string(),
+        };
+        Cause {
+            verdict: Verdict::VllmKvTooSmall,
+            bytes: self.shortfall_bytes.unwrap_or(0),
+            detail,
         }
     }
+}
+
+/// With the failed run's estimate, vLLM's KV cache becomes one of the causes of a PyTorch OOM
+/// (the seed article's case: 13.2 GiB reserved before training starts), when vLLM keeps it
+/// while training runs (not asleep).
+pub fn refine(report: &mut OomReport, estimate: &super::estimate::Estimate) {
+    if report.from_vllm() {
+        return;
+    }
+    report.vllm_kv_cache_bytes = estimate
+        .vllm
+        .as_ref()
+        // asleep, vLLM keeps no more than its weights and non-torch memory
+        .filter(|v| v.kept_while_training_bytes > v.weights_bytes + v.non_torch_bytes)
+        .map(|v| v.kv_cache_bytes);
+    report.conclude();
 }
