@@ -350,8 +350,10 @@ fn run_diagnose(
         vramfit::model::oom::refine(&mut report, &estimator.estimate(&f.run, gpu));
         (fit(&f.run, gpu, 0.05, &mut estimator), capacity)
     });
+    let advice = vramfit::model::oom::advice(&report, run.as_ref().map(|f| &f.run));
     if json {
         let mut v = serde_json::to_value(&report).map_err(|e| e.to_string())?;
+        v["advice"] = serde_json::json!(advice);
         v["likely_request"] = serde_json::json!(culprit);
         v["fit"] =
             serde_json::to_value(proposal.as_ref().map(|p| &p.0)).map_err(|e| e.to_string())?;
@@ -359,7 +361,7 @@ fn run_diagnose(
     } else {
         print!(
             "{}",
-            vramfit::report::diagnosis_text(&report, culprit.as_deref())
+            vramfit::report::diagnosis_text(&report, &advice, culprit.as_deref())
         );
         if let (Some((outcome, capacity)), Some(f)) = (&proposal, &run) {
             let line = format!("{} (from the message)", format_size(*capacity));

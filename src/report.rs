@@ -180,8 +180,13 @@ pub fn fit_text(
     out
 }
 
-/// An OOM report as text: the figures the message gives, the verdict by name, the advice.
-pub fn diagnosis_text(r: &crate::model::oom::OomReport, culprit: Option<&str>) -> String {
+/// An OOM report as text: the figures the message gives, the verdict by name, the advice
+/// (`crate::model::oom::advice`).
+pub fn diagnosis_text(
+    r: &crate::model::oom::OomReport,
+    advice: &[String],
+    culprit: Option<&str>,
+) -> String {
     let mut out = String::new();
     let size = |b: Option<u64>| b.map(format_size);
     let tokens = |t: Option<u64>| t.map(|t| format!("{t} tokens"));
@@ -236,9 +241,11 @@ pub fn diagnosis_text(r: &crate::model::oom::OomReport, culprit: Option<&str>) -
         let head = if i == 0 { "verdict" } else { "also" };
         let _ = writeln!(out, "{head}: {}: {}", cause.verdict, cause.detail);
     }
-    let _ = writeln!(out, "what to do:");
-    for cause in &r.causes {
-        let _ = writeln!(out, "  {}", cause.verdict.advice());
+    if !advice.is_empty() {
+        let _ = writeln!(out, "what to do:");
+    }
+    for line in advice {
+        let _ = writeln!(out, "  - {line}");
     }
     if let Some(c) = culprit {
         let _ = writeln!(out, "likely request: {c}");

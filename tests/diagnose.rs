@@ -156,3 +156,69 @@ fn the_verdict_is_the_cause_that_frees_the_most() {
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(also > verdict, "{stdout}");
 }
+
+#[test]
+fn kv_too_small_advice_raises_the_share_or_shortens_the_context() {
+    for log in [
+        "vllm-kv-cache.txt",
+        "vllm-kv-cache-long.txt",
+        "vllm-no-cache-blocks.txt",
+    ] {
+        let (_, stdout, _) = diagnose(&[], log);
+        let advice = stdout.to_lowercase();
+        assert!(!advice.contains("lower the vllm share"), "{log}:\n{stdout}");
+        assert!(advice.contains("raise the vllm share"), "{log}:\n{stdout}");
+        assert!(
+            stdout.contains("gpu_memory_utilization")
+                && stdout.contains("vllm_gpu_memory_utilization"),
+            "{log}:\n{stdout}"
+        );
+        assert!(stdout.contains("load_in_4bit"), "{log}:\n{stdout}");
+    }
+    let (_, stdout, _) = diagnose(&[], "vllm-kv-cache-long.txt");
+    // the context vLLM says its memory holds
+    assert!(
+        stdout.contains("at most 32768 tokens")
+            && stdout.contains("max_seq_length")
+            && stdout.contains("vllm_max_model_length")
+            && stdout.contains("float8_kv_cache"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn kv_too_small_advice_names_the_runs_own_keys() {
+    let preset = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("presets/24gb.toml");
+    let (_, stdout, _) = diagnose(
+        &["--config", preset.to_str().unwrap()],
+        "vllm-kv-cache-long.txt",
+    );
+    // the 24 GB preset is an Unsloth run with a 0.45 share
+    assert!(
+        stdout.contains("raise the vLLM share (`gpu_memory_utilization`")
+            && stdout.contains("0.45"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("(`max_seq_length`)"), "{stdout}");
+    assert!(!stdout.contains("vllm_gpu_memory_utilization"), "{stdout}");
+    assert!(!stdout.contains("vllm_max_model_length"), "{stdout}");
+}
+
+#[test]
+fn startup_refusal_advice_lowers_the_share_below_free_over_total() {
+    let (_, stdout, _) = diagnose(&[], "vllm-free-memory-device.txt");
+    // 10.52 / 23.55 = 0.4467: a share of 0.44 asks for what is free
+    assert!(stdout.contains("at most 0.44"), "{stdout}");
+    assert!(
+        !stdout.to_lowercase().contains("raise the vllm share"),
+        "{stdout}"
+    );
+    // or free what is held: 23.55 - 10.52 = 13.03 GiB, of which 10.68 GiB must go
+    assert!(
+        stdout.contains("13.03 GiB") && stdout.contains("10.68 GiB"),
+        "{stdout}"
+    );
+    let (_, stdout, _) = diagnose(&[], "vllm-free-memory.txt");
+    // 14.5 / 23.6 = 0.614
+    assert!(stdout.contains("at most 0.61"), "{stdout}");
+}

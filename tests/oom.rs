@@ -1,7 +1,9 @@
 //! The OOM reader over real messages (the shared calibration's, the seed article's) and every
 //! PyTorch / vLLM format, including truncated and garbled ones.
 
-use vramfit::model::oom::{Verdict, diagnose};
+use vramfit::model::catalog;
+use vramfit::model::oom::{Verdict, advice, diagnose};
+use vramfit::model::run::{Generation, Quant, RunConfig, Stack};
 
 const GIB: f64 = (1u64 << 30) as f64;
 const MIB: f64 = (1u64 << 20) as f64;
@@ -222,4 +224,54 @@ fn truncated_garbled_and_absent_messages_do_not_panic() {
             .unwrap_or(text.len());
         let _ = diagnose(&text[..end]);
     }
+}
+
+fn gemma_run(stack: Stack) -> RunConfig {
+    let mut run = RunConfig::example(catalog::find("google/gemma-3-1b-it").unwrap().arch);
+    run.switch_stack(stack);
+    run.generation = Generation::ColocatedVllm { share: 0.3 };
+    run
+}
+
+#[test]
+fn advice_goes_the_way_that_helps() {
+    // vLLM's KV cache too small: a larger share, a shorter context, fp8 KV or 4-bit weights;
+    // never a smaller share
+    let kv = diagnose(&read("vllm-kv-cache-long.txt")).unwrap();
+    let lines = advice(&kv, None);
+    assert!(lines[0].starts_with("raise the vLLM share"), "{lines:?}");
+    assert!(lines.iter().all(|l| !l.contains("lower")), "{lines:?}");
+    assert!(lines[1].contains("at most 32768 tokens"), "{lines:?}");
+    // TRL's colocate call has no fp8 KV key: not offered; a run already in 4-bit is not told to
+    let mut trl = gemma_run(Stack::Trl);
+    trl.quant = Quant::Nf4;
+    let lines = advice(&kv, Some(&trl));
+    assert!(
+        lines[0].contains("`vllm_gpu_memory_utilization`, now 0.3"),
+        "{lines:?}"
+    );
+    assert!(lines[1].contains("`vllm_max_model_length`"), "{lines:?}");
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let unsloth = gemma_run(Stack::Unsloth);
+    let lines = advice(&kv, Some(&unsloth));
+    assert!(lines[2].contains("`float8_kv_cache = true`"), "{lines:?}");
+    assert!(lines[2].contains("`load_in_4bit = true`"), "{lines:?}");
+
+    // vLLM asks for more than is free at start-up: a smaller share, at most free / total
+    let start = diagnose(&read("vllm-free-memory-device.txt")).unwrap();
+    let lines = advice(&start, Some(&unsloth));
+    assert!(
+        lines[0].starts_with("lower the vLLM share (`gpu_memory_utilization`) to at most 0.44"),
+        "{lines:?}"
+    );
+    assert!(lines[1].contains("13.03 GiB"), "{lines:?}");
+
+    // one line (or two) per cause, in the causes' order
+    let other = diagnose(&read("torch-2.5-other-process-45gib.txt")).unwrap();
+    let lines = advice(&other, None);
+    assert!(
+        lines[0].starts_with("stop process 31337 (45.02 GiB)"),
+        "{lines:?}"
+    );
+    assert!(lines[1].contains("expandable_segments:True"), "{lines:?}");
 }
