@@ -190,6 +190,15 @@ pub fn diagnosis_text(
     let mut out = String::new();
     let size = |b: Option<u64>| b.map(format_size);
     let tokens = |t: Option<u64>| t.map(|t| format!("{t} tokens"));
+    let total = size(r.total_bytes).or_else(|| {
+        r.assumed_total_bytes.map(|b| {
+            format!(
+                "{} ({}; the message gives none)",
+                format_size(b),
+                r.assumed_total_from.unwrap_or("assumed")
+            )
+        })
+    });
     let rows: Vec<(&str, Option<String>)> = if r.from_vllm() {
         let _ = writeln!(out, "vLLM start-up refusal ({})", r.format);
         vec![
@@ -202,7 +211,7 @@ pub fn diagnosis_text(
                 },
             ),
             ("free at start-up", size(r.free_bytes)),
-            ("GPU total", size(r.total_bytes)),
+            ("GPU total", total),
             ("KV cache needed", size(r.kv_cache_needed_bytes)),
             ("KV cache available", size(r.kv_cache_available_bytes)),
             ("max_model_len", tokens(r.max_model_len)),
@@ -213,7 +222,7 @@ pub fn diagnosis_text(
         let _ = writeln!(out, "out-of-memory message ({})", r.format);
         vec![
             ("requested", size(r.requested_bytes)),
-            ("GPU total", size(r.total_bytes)),
+            ("GPU total", total),
             ("free", size(r.free_bytes)),
             ("this process", size(r.process_in_use_bytes)),
             ("allocated by PyTorch", size(r.allocated_bytes)),

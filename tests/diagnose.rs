@@ -222,3 +222,94 @@ fn startup_refusal_advice_lowers_the_share_below_free_over_total() {
     // 14.5 / 23.6 = 0.614
     assert!(stdout.contains("at most 0.61"), "{stdout}");
 }
+
+#[test]
+fn a_preset_run_and_its_gpu_size_the_share_to_raise() {
+    // the 24 GB preset: Unsloth, share 0.45 on 24 GiB; 1.12 GiB more KV is 0.05 of 24 GiB
+    let (_, stdout, _) = diagnose(&["--preset", "24gb"], "vllm-kv-cache-long.txt");
+    assert!(
+        stdout
+            .contains("raise the vLLM share (`gpu_memory_utilization`) from 0.45 to at least 0.5"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("vllm_gpu_memory_utilization"), "{stdout}");
+}
+
+#[test]
+fn a_preset_is_the_run_that_failed() {
+    let (code, stdout, stderr) = diagnose(&["--preset", "22gib"], "seed-article.txt");
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("likely request:"), "{stdout}");
+    assert!(stdout.contains("keeping 5% free"), "{stdout}");
+    let (code, _, stderr) = diagnose(&["--preset", "no-such-tier"], "seed-article.txt");
+    assert_eq!(code, 2);
+    assert!(stderr.contains("unknown preset"), "{stderr}");
+}
+
+#[test]
+fn gpu_mem_is_the_capacity_when_the_message_has_none() {
+    let v = diagnose_json(&["--gpu-mem", "24GiB"], "vllm-kv-cache-long.txt");
+    assert_eq!(v["assumed_total_bytes"], 24u64 << 30, "{v}");
+    let (_, stdout, _) = diagnose(&["--gpu-mem", "24GiB"], "vllm-kv-cache-long.txt");
+    // 1.12 GiB more KV cache is 0.05 of 24 GiB
+    assert!(stdout.contains("by at least 0.05"), "{stdout}");
+    assert!(stdout.contains("24.00 GiB"), "{stdout}");
+    // the message's own capacity wins, and the user is told
+    let (code, stdout, stderr) = diagnose(&["--gpu-mem", "80GiB"], "seed-article.txt");
+    assert_eq!(code, 0);
+    assert!(
+        stderr.contains("--gpu-mem") && stderr.contains("22.03 GiB"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("80.00 GiB"), "{stdout}");
+    let (code, _, stderr) = diagnose(&["--gpu-mem", "lots"], "vllm-kv-cache.txt");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--gpu-mem"), "{stderr}");
+}
+
+#[test]
+fn no_log_and_a_terminal_on_stdin_prints_usage_and_exits_2() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: `script` (util-linux) is not installed");
+        return;
+    }
+    let bin = assert_cmd::cargo::cargo_bin("vramfit");
+    // `script` gives the command a pseudo-terminal as standard input; ours stays open, so a
+    // diagnose that reads it would wait forever
+    let mut child = std::process::Command::new("script")
+        .args(["-qe", "-c"])
+        .arg(format!("{} diagnose", bin.display()))
+        .arg("/dev/null")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let status = status.unwrap_or_else(|| panic!("diagnose waited on the terminal: {text}"));
+    assert_eq!(status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("Usage:") && text.contains("diagnose"),
+        "{text}"
+    );
+    assert!(text.contains("terminal"), "{text}");
+}

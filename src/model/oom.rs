@@ -88,6 +88,10 @@ pub struct OomReport {
     pub max_model_len: Option<u64>,
     pub estimated_max_model_len: Option<u64>,
     pub shortfall_bytes: Option<u64>,
+    /// the GPU's memory when the message gives none: `--gpu-mem`, or the run file's
+    /// `gpu_memory` ([`OomReport::assume_total`]); `assumed_total_from` says which
+    pub assumed_total_bytes: Option<u64>,
+    pub assumed_total_from: Option<&'static str>,
     /// what vLLM's KV cache holds while training runs, from the failed run's estimate
     /// ([`refine`]); `None` without a run
     pub vllm_kv_cache_bytes: Option<u64>,
@@ -267,6 +271,8 @@ fn read_torch(m: &str) -> OomReport {
         max_model_len: None,
         estimated_max_model_len: None,
         shortfall_bytes: shortfall,
+        assumed_total_bytes: None,
+        assumed_total_from: None,
         vllm_kv_cache_bytes: None,
         verdict: Verdict::DoesNotFit,
         causes: Vec::new(),
@@ -360,6 +366,8 @@ fn read_vllm(m: &str) -> OomReport {
         max_model_len,
         estimated_max_model_len: estimated,
         shortfall_bytes: shortfall,
+        assumed_total_bytes: None,
+        assumed_total_from: None,
         vllm_kv_cache_bytes: None,
         verdict: Verdict::VllmKvTooSmall,
         causes: Vec::new(),
@@ -377,12 +385,24 @@ impl OomReport {
 
     /// The most the failing process could ever hold: the per-process cap, else the GPU.
     pub fn limit_bytes(&self) -> Option<u64> {
-        self.allowed_bytes.or(self.total_bytes)
+        self.allowed_bytes.or(self.capacity_bytes())
     }
 
-    /// The GPU's memory, as far as the message tells.
+    /// The GPU's memory: the message's, else the one assumed.
     pub fn capacity_bytes(&self) -> Option<u64> {
-        self.total_bytes
+        self.total_bytes.or(self.assumed_total_bytes)
+    }
+
+    /// Takes `bytes` as the GPU's memory (`from`: where the figure comes from, e.g.
+    /// `--gpu-mem`) when the message gives none; `false`, and nothing changed, when it does.
+    pub fn assume_total(&mut self, bytes: u64, from: &'static str) -> bool {
+        if self.total_bytes.is_some() {
+            return false;
+        }
+        self.assumed_total_bytes = Some(bytes);
+        self.assumed_total_from = Some(from);
+        self.conclude();
+        true
     }
 
     /// Sets `causes` from the figures, the one that frees the most first, and the verdict
