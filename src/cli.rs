@@ -50,13 +50,17 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Read an out-of-memory message from a log (a file, or - for standard input).
+    /// Read an out-of-memory message from a log (a file, or - for standard input): what caused
+    /// it and what to do. --config or --preset: the run that failed (names the tensor that made
+    /// the request, proposes the nearest configuration that fits); --gpu-mem: the GPU's memory
+    /// when the message gives none.
     Diagnose {
-        /// The log; standard input when absent or `-`.
+        /// The log; `-` for standard input (also read when absent, unless it is a terminal).
         file: Option<PathBuf>,
-        /// The run file of the run that failed: names the component that made the request.
-        #[arg(long, value_name = "FILE")]
-        config: Option<PathBuf>,
+        #[command(flatten)]
+        source: Source,
+        /// One JSON object: the message's figures, `verdict`, `causes`, `advice`,
+        /// `likely_request`, `fit`.
         #[arg(long)]
         json: bool,
     },

@@ -83,8 +83,8 @@ fn main() -> ExitCode {
             force,
             json,
         ),
-        Some(Command::Diagnose { file, config, json }) => {
-            run_diagnose(file.as_deref(), config.as_deref(), json).map_err(Failure::Input)
+        Some(Command::Diagnose { file, source, json }) => {
+            run_diagnose(file.as_deref(), &merge(&cli.source, &source), json)
         }
         Some(Command::Models) => {
             emit(|out| catalog::ids().try_for_each(|id| writeln!(out, "{id}")))
@@ -415,12 +415,30 @@ fn run_fit(
     Ok(answer)
 }
 
-fn run_diagnose(
-    log: Option<&std::path::Path>,
-    config_path: Option<&std::path::Path>,
-    json: bool,
-) -> Result<u8, String> {
-    use std::io::Read;
+/// `diagnose`: the last OOM message of a log, read with the run that failed (`--config` or
+/// `--preset`) and the GPU's memory (`--gpu-mem`, else the run file's) where the message gives
+/// none.
+fn run_diagnose(log: Option<&std::path::Path>, source: &Source, json: bool) -> Result<u8, Failure> {
+    use std::io::{IsTerminal, Read};
+    if log.is_none() && std::io::stdin().is_terminal() {
+        // nothing piped in: say what is expected rather than wait for a log typed by hand
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        cli.build();
+        let usage = cli
+            .find_subcommand_mut("diagnose")
+            .map(|c| c.render_usage().to_string())
+            .unwrap_or_default();
+        return Err(Failure::Input(format!(
+            "diagnose: no log given and standard input is a terminal: name the log file, or pipe the log in (`-` reads standard input)\n{usage}"
+        )));
+    }
+    let gpu_mem = source
+        .gpu_mem
+        .as_deref()
+        .map(parse_size)
+        .transpose()
+        .map_err(|e| format!("--gpu-mem: {e}"))?;
     let mut bytes = Vec::new();
     match log {
         Some(p) if p != std::path::Path::new("-") => {
@@ -436,23 +454,48 @@ fn run_diagnose(
     let shown = log.map_or("standard input".to_string(), |p| p.display().to_string());
     let mut report = vramfit::model::oom::diagnose(&text)
         .ok_or_else(|| format!("{shown}: no out-of-memory message found"))?;
-    let run = config_path
-        .map(config::load)
-        .transpose()
-        .map_err(|e| e.to_string())?;
-    let culprit = run.as_ref().and_then(|f| {
+    // the run that failed: --config or --preset (no GPU is detected: the message describes it)
+    let run = if source.config.is_some() || source.preset.is_some() {
+        Some(
+            load_source(
+                source,
+                &Err("diagnose takes the GPU from the message".to_string()),
+            )?
+            .file,
+        )
+    } else {
+        None
+    };
+    // the GPU's memory: the message's, else --gpu-mem, else the run file's gpu_memory
+    let assumed = gpu_mem.map(|b| (b, "--gpu-mem")).or_else(|| {
+        run.as_ref()
+            .and_then(|f| f.gpu_memory)
+            .map(|b| (b, "the run file's gpu_memory"))
+    });
+    if let Some((bytes, from)) = assumed {
+        if !report.assume_total(bytes, from) && from == "--gpu-mem" {
+            say(&format!(
+                "vramfit: note: --gpu-mem {} not used: the message gives the GPU's memory, {}",
+                format_size(bytes),
+                report.total_bytes.map_or_else(String::new, format_size)
+            ));
+        }
+    }
+    // a tensor is looked for only in PyTorch's requests: vLLM's are its share or its KV cache
+    let culprit = run.as_ref().filter(|_| !report.from_vllm()).and_then(|f| {
         report
             .requested_bytes
             .map(|r| vramfit::model::culprit::likely_request(&f.run, r))
     });
-    // With the run file: the verdict in the light of its estimate, and the fit on the GPU the
-    // message describes.
-    let proposal = run.as_ref().map(|f| {
-        let capacity = report
-            .allowed_bytes
-            .or(report.total_bytes)
-            .or(f.gpu_memory)
-            .unwrap_or(0);
+    // With the run: the verdict in the light of its estimate, and the fit on the GPU the
+    // message describes (less what other processes hold).
+    let limit = report.limit_bytes();
+    if run.is_some() && limit.is_none() {
+        say(
+            "vramfit: note: no fit proposed: neither the message nor the run file gives the GPU's memory (pass --gpu-mem SIZE)",
+        );
+    }
+    let proposal = run.as_ref().zip(limit).map(|(f, capacity)| {
         let others: u64 = report.other_processes.iter().map(|p| p.bytes).sum();
         let gpu = GpuBudget {
             capacity: capacity.saturating_sub(others),
@@ -462,25 +505,29 @@ fn run_diagnose(
         vramfit::model::oom::refine(&mut report, &estimator.estimate(&f.run, gpu));
         (fit(&f.run, gpu, 0.05, &mut estimator), capacity)
     });
-    if json {
+    let advice = vramfit::model::oom::advice(&report, run.as_ref().map(|f| &f.run));
+    let text = if json {
         let mut v = serde_json::to_value(&report).map_err(|e| e.to_string())?;
+        v["advice"] = serde_json::json!(advice);
         v["likely_request"] = serde_json::json!(culprit);
         v["fit"] =
             serde_json::to_value(proposal.as_ref().map(|p| &p.0)).map_err(|e| e.to_string())?;
-        print_json(&v)?;
+        json_text(&v)?
     } else {
-        print!(
-            "{}",
-            vramfit::report::diagnosis_text(&report, culprit.as_deref())
-        );
+        let mut text = vramfit::report::diagnosis_text(&report, &advice, culprit.as_deref());
         if let (Some((outcome, capacity)), Some(f)) = (&proposal, &run) {
-            let line = format!("{} (from the message)", format_size(*capacity));
-            print!(
-                "\n{}",
-                vramfit::report::fit_text(&f.run, outcome, &line, 5.0)
-            );
+            let from = match (report.allowed_bytes, report.total_bytes) {
+                (Some(_), _) => "the cap in the message",
+                (None, Some(_)) => "from the message",
+                (None, None) => report.assumed_total_from.unwrap_or("assumed"),
+            };
+            let line = format!("{} ({from})", format_size(*capacity));
+            text.push('\n');
+            text.push_str(&vramfit::report::fit_text(&f.run, outcome, &line, 5.0));
         }
-    }
+        text
+    };
+    emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(FITS))?;
     Ok(FITS)
 }
 
@@ -489,15 +536,6 @@ fn json_text(value: &impl serde::Serialize) -> Result<String, String> {
     serde_json::to_string_pretty(value)
         .map(|text| text + "\n")
         .map_err(|e| e.to_string())
-}
-
-/// Only `diagnose` still prints through `print!` (its owner moves it to `emit`).
-fn print_json(value: &impl serde::Serialize) -> Result<(), String> {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).map_err(|e| e.to_string())?
-    );
-    Ok(())
 }
 
 /// Writes `run` as the trainer's TOML, with the header of the file it came from and its estimate;

@@ -182,24 +182,61 @@ pub fn fit_text(
     out
 }
 
-/// An OOM report as text.
-pub fn diagnosis_text(r: &crate::model::oom::OomReport, culprit: Option<&str>) -> String {
+/// An OOM report as text: the figures the message gives, the verdict by name, the advice
+/// (`crate::model::oom::advice`).
+pub fn diagnosis_text(
+    r: &crate::model::oom::OomReport,
+    advice: &[String],
+    culprit: Option<&str>,
+) -> String {
     let mut out = String::new();
-    let opt = |b: Option<u64>| b.map_or("-".to_string(), format_size);
-    let _ = writeln!(out, "out-of-memory message ({})", r.format);
-    for (label, value) in [
-        ("requested", r.requested_bytes),
-        ("GPU total", r.total_bytes),
-        ("free", r.free_bytes),
-        ("this process", r.process_in_use_bytes),
-        ("allocated by PyTorch", r.allocated_bytes),
-        ("reserved, unused", r.reserved_unallocated_bytes),
-        ("allowed (cap)", r.allowed_bytes),
-        ("private pools", r.private_pools_bytes),
-        ("shortfall", r.shortfall_bytes),
-    ] {
-        if value.is_some() {
-            let _ = writeln!(out, "  {label:<22} {}", opt(value));
+    let size = |b: Option<u64>| b.map(format_size);
+    let tokens = |t: Option<u64>| t.map(|t| format!("{t} tokens"));
+    let total = size(r.total_bytes).or_else(|| {
+        r.assumed_total_bytes.map(|b| {
+            format!(
+                "{} ({}; the message gives none)",
+                format_size(b),
+                r.assumed_total_from.unwrap_or("assumed")
+            )
+        })
+    });
+    let rows: Vec<(&str, Option<String>)> = if r.from_vllm() {
+        let _ = writeln!(out, "vLLM start-up refusal ({})", r.format);
+        vec![
+            (
+                "vLLM share",
+                match (r.vllm_utilization, r.requested_bytes) {
+                    (Some(u), Some(b)) => Some(format!("{u} of the GPU = {}", format_size(b))),
+                    (Some(u), None) => Some(format!("{u} of the GPU")),
+                    (None, b) => size(b),
+                },
+            ),
+            ("free at start-up", size(r.free_bytes)),
+            ("GPU total", total),
+            ("KV cache needed", size(r.kv_cache_needed_bytes)),
+            ("KV cache available", size(r.kv_cache_available_bytes)),
+            ("max_model_len", tokens(r.max_model_len)),
+            ("longest that fits", tokens(r.estimated_max_model_len)),
+            ("shortfall", size(r.shortfall_bytes)),
+        ]
+    } else {
+        let _ = writeln!(out, "out-of-memory message ({})", r.format);
+        vec![
+            ("requested", size(r.requested_bytes)),
+            ("GPU total", total),
+            ("free", size(r.free_bytes)),
+            ("this process", size(r.process_in_use_bytes)),
+            ("allocated by PyTorch", size(r.allocated_bytes)),
+            ("reserved, unused", size(r.reserved_unallocated_bytes)),
+            ("allowed (cap)", size(r.allowed_bytes)),
+            ("private pools", size(r.private_pools_bytes)),
+            ("shortfall", size(r.shortfall_bytes)),
+        ]
+    };
+    for (label, value) in rows {
+        if let Some(value) = value {
+            let _ = writeln!(out, "  {label:<22} {value}");
         }
     }
     for p in &r.other_processes {
@@ -210,7 +247,17 @@ pub fn diagnosis_text(r: &crate::model::oom::OomReport, culprit: Option<&str>) -
             format_size(p.bytes)
         );
     }
-    let _ = writeln!(out, "verdict: {:?}: {}", r.verdict, r.verdict.advice());
+    // the cause whose removal frees the most, then the others
+    for (i, cause) in r.causes.iter().enumerate() {
+        let head = if i == 0 { "verdict" } else { "also" };
+        let _ = writeln!(out, "{head}: {}: {}", cause.verdict, cause.detail);
+    }
+    if !advice.is_empty() {
+        let _ = writeln!(out, "what to do:");
+    }
+    for line in advice {
+        let _ = writeln!(out, "  - {line}");
+    }
     if let Some(c) = culprit {
         let _ = writeln!(out, "likely request: {c}");
     }

@@ -178,7 +178,7 @@ fn diagnose_from_the_command_line() {
         .write_stdin(std::fs::read(oom.join("vllm-free-memory.txt")).unwrap())
         .assert()
         .code(0)
-        .stdout(predicate::str::contains("VllmReservation"));
+        .stdout(predicate::str::contains("verdict: vLLM cannot start"));
 }
 
 /// A TRL colocate run that leaves `vllm_max_model_length` unset: vLLM takes Llama 3.1's
