@@ -505,7 +505,21 @@ fn run_diagnose(log: Option<&std::path::Path>, source: &Source, json: bool) -> R
         vramfit::model::oom::refine(&mut report, &estimator.estimate(&f.run, gpu));
         (fit(&f.run, gpu, 0.05, &mut estimator), capacity)
     });
-    let advice = vramfit::model::oom::advice(&report, run.as_ref().map(|f| &f.run));
+    let mut advice = vramfit::model::oom::advice(&report, run.as_ref().map(|f| &f.run));
+    if let (Some(c), Some((FitOutcome::AlreadyFits { estimate }, _))) = (&culprit, &proposal) {
+        if c.matches && c.older_trainers_only {
+            advice.insert(
+                0,
+                format!(
+                    "this request is {}: today's trainers (trl 1.15, unsloth 2026.10) never build it, and the same run needs {} of {} with them; upgrade the trainer",
+                    c.tensor,
+                    format_size(estimate.total_bytes),
+                    format_size(estimate.capacity_bytes)
+                ),
+            );
+        }
+    }
+    let culprit = culprit.map(|c| c.sentence());
     let text = if json {
         let mut v = serde_json::to_value(&report).map_err(|e| e.to_string())?;
         v["advice"] = serde_json::json!(advice);

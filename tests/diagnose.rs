@@ -313,3 +313,26 @@ fn no_log_and_a_terminal_on_stdin_prints_usage_and_exits_2() {
     );
     assert!(text.contains("terminal"), "{text}");
 }
+
+/// The seed article's request is the micro-batch's fp32 logits, which only the trainers of 2025
+/// built: with a run file that reproduces it, the first advice is to upgrade, since the same run
+/// fits with today's trainers.
+#[test]
+fn a_request_only_old_trainers_made_is_answered_with_an_upgrade() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/seed-gemma-22gib.toml");
+    let text = std::fs::read_to_string(fixture).unwrap().replace(
+        "max_completion_length = 1024",
+        "max_completion_length = 768",
+    );
+    let config = dir.path().join("seed-768.toml");
+    std::fs::write(&config, text).unwrap();
+    let v = diagnose_json(&["--config", config.to_str().unwrap()], "seed-article.txt");
+    let first = v["advice"][0].as_str().unwrap();
+    assert!(
+        first.contains("8 x 769 x 262144") && first.contains("upgrade the trainer"),
+        "{first}"
+    );
+    assert!(v["likely_request"].as_str().unwrap().contains("matches"));
+}

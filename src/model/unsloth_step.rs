@@ -188,7 +188,7 @@ pub fn rows_per_forward(arch: &Arch, n: u64, length: u64, free: u64) -> u64 {
 ///   256 MiB, plus an fp32 rows x hidden accumulator when it computes `u`;
 /// - otherwise one reused fp32 block (`_Buffers`) of R rows x the vocabulary padded to 8, R a
 ///   power of two near `rows x hidden / vocab`, clamped to [min rows, 4096] and to the budget.
-fn logprob_block(arch: &Arch, rows: u64, gpu: GpuAtStep, with_grad: bool) -> u64 {
+pub fn logprob_block(arch: &Arch, rows: u64, gpu: GpuAtStep, with_grad: bool) -> u64 {
     if rows == 0 {
         return 0;
     }
