@@ -14,7 +14,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| estimate(black_box(&file.run), gpu))
     });
     let mut trl = file.run.clone();
-    trl.stack = Stack::Trl;
+    trl.switch_stack(Stack::Trl);
     c.bench_function("estimate: trl (allocator replay of the step)", |b| {
         b.iter(|| estimate(black_box(&trl), gpu))
     });
@@ -36,23 +36,23 @@ criterion_main!(benches);
 fn fit_search(c: &mut Criterion) {
     use vramfit::model::fit::fit;
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/seed-gemma-22gib.toml");
+        .join("tests/fixtures/qwen7b-unsloth-22gib.toml");
     let file = config::load(&path).unwrap();
     let gpu = GpuBudget {
         capacity: file.gpu_memory.unwrap(),
         used_by_others: 0,
     };
-    c.bench_function("fit: seed scenario, unsloth (fresh Estimator)", |b| {
+    c.bench_function("fit: Qwen2.5-7B unsloth on 22 GiB, does not fit (fresh Estimator)", |b| {
         b.iter(|| fit(black_box(&file.run), gpu, 0.05, &mut Estimator::new()))
     });
     let mut trl = file.run.clone();
-    trl.stack = Stack::Trl;
+    trl.switch_stack(Stack::Trl);
     let small = GpuBudget {
         capacity: 16 << 30,
         used_by_others: 0,
     };
     c.bench_function(
-        "fit: seed scenario as trl on 16 GiB (fresh Estimator)",
+        "fit: the same run as trl on 16 GiB (fresh Estimator)",
         |b| b.iter(|| fit(black_box(&trl), small, 0.05, &mut Estimator::new())),
     );
 }

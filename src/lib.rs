@@ -3,6 +3,7 @@
 pub mod config;
 pub mod contract;
 pub mod gpu;
+pub mod hub;
 pub mod model;
 pub mod presets;
 pub mod report;
