@@ -1,5 +1,8 @@
 //! The fit solver: a run that does not fit, a case where a greedy walk pays more, and the CLI.
 
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
 use assert_cmd::Command;
 use predicates::prelude::*;
 use vramfit::config;

@@ -182,7 +182,10 @@ impl Grid {
                 Lever::FourBitWeights if run.quant != Quant::Nf4 => vec![0, 1],
                 Lever::KvCacheFp8 | Lever::FourBitWeights => vec![0],
                 _ => {
-                    let knob = lever.knob().expect("numeric lever");
+                    // every other lever is a numeric knob; one without a knob stays where it is
+                    let Some(knob) = lever.knob() else {
+                        return vec![0];
+                    };
                     let now = knob.get(run).unwrap_or(0);
                     let mut v = vec![now];
                     v.extend(
@@ -229,7 +232,11 @@ impl Grid {
                     Knob::MicroBatch.set(&mut run, v);
                     run.grad_accum = accumulation_for(target, v, run.gpus).0;
                 }
-                other => other.knob().expect("numeric lever").set(&mut run, v),
+                other => {
+                    if let Some(knob) = other.knob() {
+                        knob.set(&mut run, v)
+                    }
+                }
             }
         }
         run
