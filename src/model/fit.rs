@@ -108,6 +108,12 @@ impl Lever {
     }
 }
 
+impl std::fmt::Display for Lever {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
 /// Cost of changing one more knob: fewer changes are preferred.
 const CHANGE_COST: f64 = 2.0;
 

@@ -4,9 +4,7 @@ use super::app::{App, Mode};
 use super::keymap::BINDINGS;
 use super::theme::Theme;
 use super::widgets::{MemoryBar, Slider};
-use crate::config::export::optimizer_name;
 use crate::model::knobs::Knob;
-use crate::model::run::{Checkpointing, Stack};
 use crate::model::units::format_size;
 use crate::text::{count, count_f, decimal_places};
 use ratatui::Frame;
@@ -62,22 +60,9 @@ pub fn draw(frame: &mut Frame, app: &App) {
 
 fn header(frame: &mut Frame, app: &App, area: Rect) {
     let r = &app.run;
-    let stack = if r.stack == Stack::Trl {
-        "trl"
-    } else {
-        "unsloth"
-    };
-    let quant = r.quant.label();
-    let gc = match r.checkpointing {
-        Checkpointing::Off => "gc off",
-        Checkpointing::On => "gc on",
-        Checkpointing::UnslothOffload => "gc unsloth",
-    };
     let title = format!(
-        " vramfit  {} · {stack} · {quant} · {gc} · {} · beta {}",
-        r.model_name,
-        optimizer_name(r.optimizer),
-        r.beta,
+        " vramfit  {} · {} · {} · gc {} · {} · beta {}",
+        r.model_name, r.stack, r.quant, r.checkpointing, r.optimizer, r.beta,
     );
     let g = &app.gpu;
     let gpu = match (&g.live, &g.unavailable) {
