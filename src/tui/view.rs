@@ -278,20 +278,20 @@ fn advice(frame: &mut Frame, app: &App, area: Rect) {
         lines.push(Line::styled(format!(" ! {w}"), app.theme.warn()));
     }
     lines.push(Line::raw(" levers, one step down:"));
-    for step in &app.levers {
-        let l = &step.change;
-        let saved = if l.bytes_saved >= 0 {
-            format!("saves {}", format_size(l.bytes_saved as u64))
+    for step in &app.step_downs {
+        let c = &step.change;
+        let saved = if c.bytes_saved >= 0 {
+            format!("saves {}", format_size(c.bytes_saved as u64))
         } else {
-            format!("costs {}", format_size(l.bytes_saved.unsigned_abs()))
+            format!("costs {}", format_size(c.bytes_saved.unsigned_abs()))
         };
         lines.push(Line::raw(format!(
             "   {:<13} {:>6} → {:<6} {:<18} {}",
-            l.lever.label(),
-            l.from,
-            l.to,
+            c.lever.label(),
+            c.from,
+            c.to,
             saved,
-            l.trade_off
+            c.trade_off
         )));
     }
     frame.render_widget(Paragraph::new(lines), area);
