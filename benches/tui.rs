@@ -1,3 +1,6 @@
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
 use criterion::{Criterion, criterion_group, criterion_main};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;

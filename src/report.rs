@@ -13,12 +13,9 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
         out,
         "{} ({} stack, {} parameters, {} weights)",
         run.model_name,
-        match run.stack {
-            crate::model::run::Stack::Trl => "trl",
-            crate::model::run::Stack::Unsloth => "unsloth",
-        },
+        run.stack,
         billions(run.arch.parameters()),
-        run.quant.label()
+        run.quant
     );
     let _ = writeln!(out, "GPU: {gpu_line}");
     let _ = writeln!(out);

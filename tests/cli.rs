@@ -1,5 +1,8 @@
 //! The binary as a user runs it: exit codes, JSON fields, and clear errors for bad input.
 
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
 use assert_cmd::Command;
 use predicates::prelude::*;
 use std::io::Write;

@@ -1,6 +1,9 @@
 //! `vramfit diagnose` end to end: the verdict's names, the direction of its advice, the numbers
 //! of vLLM's refusals, the cause that frees the most, and the options it takes.
 
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
 use assert_cmd::Command;
 use std::path::PathBuf;
 

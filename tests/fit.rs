@@ -1,10 +1,13 @@
 //! The fit solver: a run that does not fit, a case where a greedy walk pays more, and the CLI.
 
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
 use assert_cmd::Command;
 use predicates::prelude::*;
 use vramfit::config;
 use vramfit::model::estimate::{Estimator, GpuBudget, estimate};
-use vramfit::model::fit::levers;
+use vramfit::model::fit::step_downs;
 use vramfit::model::fit::{FitOutcome, cost_of, fit};
 
 /// Qwen2.5-7B in 16-bit with Unsloth on a 22 GiB card, vLLM on 90 % of free memory.
@@ -57,7 +60,7 @@ fn greedy(file: &config::RunFile) -> vramfit::model::run::RunConfig {
         if e.total_bytes as f64 <= 0.95 * e.capacity_bytes as f64 {
             break;
         }
-        run = levers(&run, gpu(file), &mut est)
+        run = step_downs(&run, gpu(file), &mut est)
             .into_iter()
             .next()
             .unwrap()

@@ -1,5 +1,8 @@
 //! Properties of the estimate over the knob space.
 
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
 use proptest::prelude::*;
 use vramfit::model::catalog;
 use vramfit::model::estimate::{GpuBudget, estimate};

@@ -1,5 +1,8 @@
 //! Export then import gives back the same run, over the whole knob space.
 
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
 use proptest::prelude::*;
 use vramfit::config::export::{ExportContext, to_toml};
 use vramfit::config::parse;

@@ -3,6 +3,9 @@
 //! arguments its call accepts, as Python's `tomllib` reads the file; and the example scripts
 //! feed each table to the call the contract says.
 
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
 use assert_cmd::Command;
 use predicates::prelude::*;
 use std::path::{Path, PathBuf};

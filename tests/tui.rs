@@ -1,6 +1,9 @@
 //! The interactive screen without a terminal: keys in, state out; whole-screen snapshots at
 //! 80x24 with a fixed GPU, in colour and without; any size drawn without panicking.
 
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};

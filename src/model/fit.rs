@@ -12,7 +12,9 @@ use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashSet};
 
-/// One lever the solver may pull, in the seed article's order.
+/// One lever the solver may pull, in the seed article's order: a dimension the fit moves along
+/// (a numeric [`Knob`], or checkpointing, fp8 KV cache, 4-bit weights). One rung down a lever is
+/// a [`StepDown`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Lever {
@@ -108,6 +110,12 @@ impl Lever {
     }
 }
 
+impl std::fmt::Display for Lever {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
 /// Cost of changing one more knob: fewer changes are preferred.
 const CHANGE_COST: f64 = 2.0;
 
@@ -182,7 +190,10 @@ impl Grid {
                 Lever::FourBitWeights if run.quant != Quant::Nf4 => vec![0, 1],
                 Lever::KvCacheFp8 | Lever::FourBitWeights => vec![0],
                 _ => {
-                    let knob = lever.knob().expect("numeric lever");
+                    // every other lever is a numeric knob; one without a knob stays where it is
+                    let Some(knob) = lever.knob() else {
+                        return vec![0];
+                    };
                     let now = knob.get(run).unwrap_or(0);
                     let mut v = vec![now];
                     v.extend(
@@ -229,7 +240,11 @@ impl Grid {
                     Knob::MicroBatch.set(&mut run, v);
                     run.grad_accum = accumulation_for(target, v, run.gpus).0;
                 }
-                other => other.knob().expect("numeric lever").set(&mut run, v),
+                other => {
+                    if let Some(knob) = other.knob() {
+                        knob.set(&mut run, v)
+                    }
+                }
             }
         }
         run
@@ -483,17 +498,17 @@ pub fn cost_of(run: &RunConfig, changed: &RunConfig) -> f64 {
 
 /// One rung down a lever: the change, and the run it makes.
 #[derive(Debug, Clone)]
-pub struct LeverStep {
+pub struct StepDown {
     pub change: Change,
     pub run: RunConfig,
 }
 
-/// One rung down each lever the solver may pull, largest saving first: the levers panel and
-/// the solver read the same grid.
-pub fn levers(run: &RunConfig, gpu: GpuBudget, est: &mut Estimator) -> Vec<LeverStep> {
+/// One rung down each lever the solver may pull, largest saving first: the screen's levers
+/// panel and the solver read the same grid.
+pub fn step_downs(run: &RunConfig, gpu: GpuBudget, est: &mut Estimator) -> Vec<StepDown> {
     let grid = Grid::new(run);
     let base = est.estimate(run, gpu).total_bytes as i64;
-    let mut steps: Vec<LeverStep> = (0..Lever::ORDER.len())
+    let mut steps: Vec<StepDown> = (0..Lever::ORDER.len())
         .filter(|&d| grid.values[d].len() > 1)
         .map(|d| {
             let mut at = vec![0; Lever::ORDER.len()];
@@ -508,7 +523,7 @@ pub fn levers(run: &RunConfig, gpu: GpuBudget, est: &mut Estimator) -> Vec<Lever
                 bytes_saved: base - est.estimate(&lower, gpu).total_bytes as i64,
                 trade_off: lever.trade_off(),
             };
-            LeverStep { change, run: lower }
+            StepDown { change, run: lower }
         })
         .collect();
     steps.sort_by_key(|s| std::cmp::Reverse(s.change.bytes_saved));

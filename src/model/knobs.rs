@@ -227,6 +227,12 @@ impl Knob {
     }
 }
 
+impl std::fmt::Display for Knob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
 /// The share in whole percent: `0.15`, `15`, `15%` are all 15.
 fn parse_share(t: &str) -> Result<u64, String> {
     let (number, percent) = match t.strip_suffix('%') {

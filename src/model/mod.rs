@@ -1,5 +1,6 @@
 //! The domain: architectures, runs, and the memory estimate. No terminal code here.
 
+pub mod adjust;
 pub mod allocator;
 pub mod arch;
 pub mod catalog;
@@ -9,7 +10,6 @@ pub mod estimate;
 pub mod fit;
 pub mod generate;
 pub mod knobs;
-pub mod levers;
 pub mod oom;
 pub mod replay;
 pub mod rules;

@@ -22,6 +22,12 @@ impl Stack {
     }
 }
 
+impl std::fmt::Display for Stack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Quant {
@@ -44,6 +50,23 @@ pub enum Checkpointing {
     On,
     /// Unsloth's `use_gradient_checkpointing = "unsloth"`: layer inputs offloaded to CPU RAM.
     UnslothOffload,
+}
+
+impl Checkpointing {
+    /// The setting in the user's words: Unsloth's `use_gradient_checkpointing` values.
+    pub fn label(self) -> &'static str {
+        match self {
+            Checkpointing::Off => "off",
+            Checkpointing::On => "on",
+            Checkpointing::UnslothOffload => "unsloth",
+        }
+    }
+}
+
+impl std::fmt::Display for Checkpointing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -75,6 +98,21 @@ impl Optimizer {
     pub fn from_trainer_name(name: &str) -> Option<Optimizer> {
         Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, o)| *o)
     }
+
+    /// The trainer's name for the optimizer (`optim`): the first of its names in [`Self::ALL`].
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, o)| *o == self)
+            .map(|(n, _)| *n)
+            .expect("Optimizer::ALL names every optimizer")
+    }
+}
+
+impl std::fmt::Display for Optimizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl Quant {
@@ -92,6 +130,12 @@ impl Quant {
     /// Whether the decoder's linear layers are stored below 16 bits and dequantised on use.
     pub fn is_quantised(self) -> bool {
         matches!(self, Quant::Int8 | Quant::Nf4 | Quant::Fp8)
+    }
+}
+
+impl std::fmt::Display for Quant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
     }
 }
 
@@ -348,4 +392,17 @@ pub fn vllm_max_lora_rank(r: u64) -> u64 {
         .copied()
         .find(|&x| x >= r)
         .unwrap_or(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_optimizer_has_a_trainer_name_that_reads_back() {
+        for (_, o) in Optimizer::ALL {
+            assert_eq!(Optimizer::from_trainer_name(o.name()), Some(o));
+            assert_eq!(o.to_string(), o.name());
+        }
+    }
 }

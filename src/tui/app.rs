@@ -5,12 +5,12 @@ use super::theme::Theme;
 use crate::config::RunFile;
 use crate::config::export::{ExportContext, to_toml, write_atomically};
 use crate::gpu::GpuInfo;
+use crate::model::adjust::apply_knob;
 use crate::model::catalog;
 use crate::model::estimate::{Estimate, Estimator, GpuBudget};
 use crate::model::fit::{FitOutcome, fit};
-use crate::model::fit::{LeverStep, levers};
+use crate::model::fit::{StepDown, step_downs};
 use crate::model::knobs::{Knob, accumulation_for};
-use crate::model::levers::apply;
 use crate::model::rules;
 use crate::model::run::{Checkpointing, Optimizer, Quant, RunConfig, Stack};
 use crate::model::units::format_size;
@@ -69,7 +69,7 @@ pub struct App {
     pub focus: usize,
     pub mode: Mode,
     pub estimate: Estimate,
-    pub levers: Vec<LeverStep>,
+    pub step_downs: Vec<StepDown>,
     pub lock: bool,
     /// the effective batch the lock keeps
     pub target_batch: u64,
@@ -94,7 +94,7 @@ impl App {
             focus: 0,
             mode: Mode::Normal,
             estimate,
-            levers: Vec::new(),
+            step_downs: Vec::new(),
             lock: file.lock_effective_batch,
             target_batch,
             batch_note: None,
@@ -269,7 +269,7 @@ impl App {
 
     fn set_knob(&mut self, knob: Knob, value: u64) -> bool {
         let keep = (self.lock && knob == Knob::MicroBatch).then_some(self.target_batch);
-        if !self.change(|r| apply(r, knob, value, keep)) {
+        if !self.change(|r| apply_knob(r, knob, value, keep)) {
             return false;
         }
         if let Some(target) = keep {
@@ -520,7 +520,7 @@ impl App {
     fn recompute(&mut self) {
         let gpu = budget(&self.gpu);
         self.estimate = self.estimator.estimate(&self.run, gpu);
-        self.levers = levers(&self.run, gpu, &mut self.estimator);
+        self.step_downs = step_downs(&self.run, gpu, &mut self.estimator);
     }
 }
 

@@ -4,9 +4,7 @@ use super::app::{App, Mode};
 use super::keymap::BINDINGS;
 use super::theme::Theme;
 use super::widgets::{MemoryBar, Slider};
-use crate::config::export::optimizer_name;
 use crate::model::knobs::Knob;
-use crate::model::run::{Checkpointing, Stack};
 use crate::model::units::format_size;
 use crate::text::{count, count_f, decimal_places};
 use ratatui::Frame;
@@ -62,22 +60,9 @@ pub fn draw(frame: &mut Frame, app: &App) {
 
 fn header(frame: &mut Frame, app: &App, area: Rect) {
     let r = &app.run;
-    let stack = if r.stack == Stack::Trl {
-        "trl"
-    } else {
-        "unsloth"
-    };
-    let quant = r.quant.label();
-    let gc = match r.checkpointing {
-        Checkpointing::Off => "gc off",
-        Checkpointing::On => "gc on",
-        Checkpointing::UnslothOffload => "gc unsloth",
-    };
     let title = format!(
-        " vramfit  {} · {stack} · {quant} · {gc} · {} · beta {}",
-        r.model_name,
-        optimizer_name(r.optimizer),
-        r.beta,
+        " vramfit  {} · {} · {} · gc {} · {} · beta {}",
+        r.model_name, r.stack, r.quant, r.checkpointing, r.optimizer, r.beta,
     );
     let g = &app.gpu;
     let gpu = match (&g.live, &g.unavailable) {
@@ -293,20 +278,20 @@ fn advice(frame: &mut Frame, app: &App, area: Rect) {
         lines.push(Line::styled(format!(" ! {w}"), app.theme.warn()));
     }
     lines.push(Line::raw(" levers, one step down:"));
-    for step in &app.levers {
-        let l = &step.change;
-        let saved = if l.bytes_saved >= 0 {
-            format!("saves {}", format_size(l.bytes_saved as u64))
+    for step in &app.step_downs {
+        let c = &step.change;
+        let saved = if c.bytes_saved >= 0 {
+            format!("saves {}", format_size(c.bytes_saved as u64))
         } else {
-            format!("costs {}", format_size(l.bytes_saved.unsigned_abs()))
+            format!("costs {}", format_size(c.bytes_saved.unsigned_abs()))
         };
         lines.push(Line::raw(format!(
             "   {:<13} {:>6} → {:<6} {:<18} {}",
-            l.lever.label(),
-            l.from,
-            l.to,
+            c.lever.label(),
+            c.from,
+            c.to,
             saved,
-            l.trade_off
+            c.trade_off
         )));
     }
     frame.render_widget(Paragraph::new(lines), area);
