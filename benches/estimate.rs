@@ -45,9 +45,10 @@ fn fit_search(c: &mut Criterion) {
         capacity: file.gpu_memory.unwrap(),
         used_by_others: 0,
     };
-    c.bench_function("fit: Qwen2.5-7B unsloth on 22 GiB, does not fit (fresh Estimator)", |b| {
-        b.iter(|| fit(black_box(&file.run), gpu, 0.05, &mut Estimator::new()))
-    });
+    c.bench_function(
+        "fit: Qwen2.5-7B unsloth on 22 GiB, does not fit (fresh Estimator)",
+        |b| b.iter(|| fit(black_box(&file.run), gpu, 0.05, &mut Estimator::new())),
+    );
     let mut trl = file.run.clone();
     trl.switch_stack(Stack::Trl);
     let small = GpuBudget {

@@ -52,7 +52,9 @@ pub fn base_name(name: &str) -> &str {
 /// re-upload, the base model's repository under any organisation.
 pub fn find(cache: &Path, name: &str) -> Option<Cached> {
     let repos = repositories(cache);
-    let exact = repos.iter().find(|(repo, _)| repo.eq_ignore_ascii_case(name));
+    let exact = repos
+        .iter()
+        .find(|(repo, _)| repo.eq_ignore_ascii_case(name));
     let base = base_name(name);
     let packaged = || {
         repos.iter().find(|(repo, _)| {
@@ -60,14 +62,13 @@ pub fn find(cache: &Path, name: &str) -> Option<Cached> {
             bare.eq_ignore_ascii_case(base) || base_name(repo).eq_ignore_ascii_case(base)
         })
     };
-    exact
-        .into_iter()
-        .chain(packaged())
-        .find_map(|(repo, dir)| snapshot_config(dir).map(|(revision, config)| Cached {
+    exact.into_iter().chain(packaged()).find_map(|(repo, dir)| {
+        snapshot_config(dir).map(|(revision, config)| Cached {
             repo: repo.clone(),
             revision,
             config,
-        }))
+        })
+    })
 }
 
 /// Every model repository in the cache: (`org/name`, its folder).
@@ -169,7 +170,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "Qwen/Qwen3-4B", "ccc", false);
         let found = find(dir.path(), "unsloth/Qwen3-4B-unsloth-bnb-4bit").unwrap();
-        assert_eq!((found.repo.as_str(), found.revision.as_str()), ("Qwen/Qwen3-4B", "ccc"));
+        assert_eq!(
+            (found.repo.as_str(), found.revision.as_str()),
+            ("Qwen/Qwen3-4B", "ccc")
+        );
         assert_eq!(base_name("unsloth/Qwen3-4B-bnb-4bit"), "Qwen3-4B");
         assert_eq!(base_name("Qwen3-4B"), "Qwen3-4B");
     }

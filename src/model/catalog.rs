@@ -309,6 +309,8 @@ pub enum ImpliedQuant {
 
 /// What a name resolved to.
 pub struct Found {
+    /// the catalog entry's Hugging Face id
+    pub id: &'static str,
     pub arch: Arch,
     pub quant: ImpliedQuant,
 }
@@ -340,6 +342,7 @@ pub fn find(name: &str) -> Option<Found> {
         ImpliedQuant::None
     };
     Some(Found {
+        id: entry.id,
         arch: entry.arch(),
         quant,
     })
