@@ -1,8 +1,12 @@
 //! The TOML run file shared by presets and exports (SPEC section 4): strict loading with
 //! errors that name the file, the key and the value.
 
+mod error;
 pub mod export;
+mod lines;
 pub mod tables;
+
+pub use error::{LoadError, Wording};
 
 use crate::contract::{Call, Table as T};
 use crate::model::arch::Arch;
@@ -14,24 +18,10 @@ use crate::model::run::{
     Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack, VllmVersion,
 };
 use crate::model::units::parse_size;
+use lines::{Lines, line_of_offset};
 use std::path::{Path, PathBuf};
 use tables::{Tables, suggest};
 use toml::{Table, Value};
-
-/// A run file that cannot be used.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FileError {
-    pub file: String,
-    pub message: String,
-}
-
-impl std::fmt::Display for FileError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.file, self.message)
-    }
-}
-
-impl std::error::Error for FileError {}
 
 /// A loaded file: the run, and the capacity it names (if any).
 #[derive(Debug, Clone)]
@@ -45,85 +35,41 @@ pub struct RunFile {
     pub notes: Vec<String>,
 }
 
-pub fn load(path: &Path) -> Result<RunFile, FileError> {
+pub fn load(path: &Path) -> Result<RunFile, LoadError> {
     let file = path.display().to_string();
-    let text = std::fs::read(path).map_err(|e| FileError {
-        file: file.clone(),
-        message: format!("cannot read: {e}"),
-    })?;
-    let text = String::from_utf8(text).map_err(|_| FileError {
-        file: file.clone(),
-        message: "not a text file (invalid UTF-8)".into(),
-    })?;
+    let text = std::fs::read(path)
+        .map_err(|e| LoadError::whole_file(format!("cannot read: {e}")).in_file(&file))?;
+    let text = String::from_utf8(text)
+        .map_err(|_| LoadError::whole_file("not a text file (invalid UTF-8)").in_file(&file))?;
     parse(&text, &file, path.parent())
 }
 
-/// Parses a run file's text; `dir` resolves a relative `model_config` path.
-pub fn parse(text: &str, file: &str, dir: Option<&Path>) -> Result<RunFile, FileError> {
+/// Parses a run file's text; `dir` resolves a relative `model_config` path. `file` names the
+/// text in errors (its path, or `preset 24gb`).
+pub fn parse(text: &str, file: &str, dir: Option<&Path>) -> Result<RunFile, LoadError> {
     let root: Table = text.parse().map_err(|e: toml::de::Error| {
-        let line = e.span().map(|span| line_of_offset(text, span.start));
-        FileError {
-            file: at_line(file, line),
-            message: format!("not valid TOML: {}", e.message().trim()),
-        }
+        LoadError::whole_file(format!("not valid TOML: {}", e.message().trim()))
+            .on_line(e.span().map(|span| line_of_offset(text, span.start)))
+            .in_file(file)
     })?;
-    Reader { root: &root, dir }
-        .run_file()
-        .map_err(|message| FileError {
-            file: at_line(file, locate_in_message(text, &message)),
-            message,
-        })
-}
-
-fn at_line(file: &str, line: Option<usize>) -> String {
-    match line {
-        Some(n) => format!("{file}:{n}"),
-        None => file.to_string(),
+    let lines = Lines::new(text);
+    Reader {
+        root: &root,
+        lines: &lines,
+        dir,
     }
-}
-
-fn line_of_offset(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].matches('\n').count() + 1
-}
-
-/// The line an error is about: the first `` `[table] key`` or `` `[table]`` it names.
-fn locate_in_message(text: &str, message: &str) -> Option<usize> {
-    let start = message.find("`[")? + 2;
-    let rest = &message[start..];
-    let close = rest.find(']')?;
-    let table = &rest[..close];
-    let key: String = rest[close + 1..]
-        .trim_start()
-        .chars()
-        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-        .collect();
-    locate(text, table, (!key.is_empty()).then_some(key.as_str()))
+    .run_file()
+    .map_err(|e| e.in_file(file))
 }
 
 /// The 1-based line of `[table]`'s `key = ...`, or of the `[table]` header itself.
 pub fn locate(text: &str, table: &str, key: Option<&str>) -> Option<usize> {
-    let mut current = "";
-    for (i, line) in text.lines().enumerate() {
-        let l = line.trim();
-        if let Some(name) = l.strip_prefix('[').and_then(|r| r.split(']').next()) {
-            current = name.trim();
-            if key.is_none() && current == table {
-                return Some(i + 1);
-            }
-            continue;
-        }
-        if let Some(k) = key {
-            let lhs = l.split('=').next().unwrap_or("").trim().trim_matches('"');
-            if current == table && lhs == k && l.contains('=') {
-                return Some(i + 1);
-            }
-        }
-    }
-    None
+    Lines::new(text).of(table, key)
 }
 
 struct Reader<'a> {
     root: &'a Table,
+    lines: &'a Lines<'a>,
     dir: Option<&'a Path>,
 }
 
@@ -133,8 +79,8 @@ struct Reader<'a> {
 pub const ASSUMED_PROMPT_LENGTH: u64 = 512;
 
 impl<'a> Reader<'a> {
-    fn run_file(&self) -> Result<RunFile, String> {
-        let t = Tables::new(self.root)?;
+    fn run_file(&self) -> Result<RunFile, LoadError> {
+        let t = Tables::new(self.root, self.lines)?;
         let stack = t.stack;
         let model = stack_model_call(stack);
         let lora_call = T::Lora.call(stack).unwrap_or(Call::LoraConfig);
@@ -142,12 +88,18 @@ impl<'a> Reader<'a> {
             .get(T::Vramfit, "gpu_memory")?
             .map(|v| match v {
                 toml::Value::String(s) => parse_size(s)
-                    .map_err(|e| format!("`[vramfit] gpu_memory = \"{s}\"`: {e}")),
-                toml::Value::Integer(_) | toml::Value::Float(_) => Err(format!(
-                    "`[vramfit] gpu_memory = {v}`: write the size in quotes with its unit, e.g. \"{v}GiB\" (or \"{v}B\" for bytes)"
+                    .map_err(|e| t.wrong(T::Vramfit, "gpu_memory", format!("\"{s}\""), e)),
+                toml::Value::Integer(_) | toml::Value::Float(_) => Err(t.wrong(
+                    T::Vramfit,
+                    "gpu_memory",
+                    v,
+                    format!("write the size in quotes with its unit, e.g. \"{v}GiB\" (or \"{v}B\" for bytes)"),
                 )),
-                _ => Err(format!(
-                    "`[vramfit] gpu_memory = {v}`: expected a size in quotes, e.g. \"24GiB\""
+                _ => Err(t.wrong(
+                    T::Vramfit,
+                    "gpu_memory",
+                    v,
+                    "expected a size in quotes, e.g. \"24GiB\"",
                 )),
             })
             .transpose()?;
@@ -159,9 +111,8 @@ impl<'a> Reader<'a> {
         let name_key = model_name_key(stack);
         let model_name = t
             .text(T::Model, name_key)?
-            .ok_or_else(|| format!("missing `[model] {name_key}`"))?
+            .ok_or_else(|| t.sentence(T::Model, name_key, format!("missing `[model] {name_key}`")))?
             .to_string();
-        let unknown_model = |name: &str| unknown_model(name_key, name);
         let mut model_config = None;
         let (arch, implied) = match t.text(T::Vramfit, "model_config")? {
             Some(text) => {
@@ -170,13 +121,14 @@ impl<'a> Reader<'a> {
                     Some(d) if p.is_relative() => d.join(p),
                     _ => p,
                 };
-                let arch =
-                    config_json::load(&p).map_err(|e| format!("`[vramfit] model_config`: {e}"))?;
+                let arch = config_json::load(&p)
+                    .map_err(|e| t.wrong_key(T::Vramfit, "model_config", e.to_string()))?;
                 model_config = Some(p);
                 (arch, ImpliedQuant::None)
             }
             None => {
-                let found = catalog::find(&model_name).ok_or_else(|| unknown_model(&model_name))?;
+                let found = catalog::find(&model_name)
+                    .ok_or_else(|| unknown_model(&t, name_key, &model_name))?;
                 (found.arch, found.quant)
             }
         };
@@ -239,11 +191,12 @@ impl<'a> Reader<'a> {
             .unwrap_or("adamw_torch");
         let optimizer = Optimizer::from_trainer_name(optim_name).ok_or_else(|| {
             let names: Vec<&str> = Optimizer::ALL.iter().map(|(n, _)| *n).collect();
-            format!(
-                "`[grpo] optim = \"{optim_name}\"`: unknown optimizer{}; known: {}",
+            let message = format!(
+                "unknown optimizer{}; known: {}",
                 suggest(optim_name, names.iter().copied()),
                 names.join(", ")
-            )
+            );
+            t.wrong(T::Grpo, "optim", format!("\"{optim_name}\""), message)
         })?;
         let checkpointing = checkpointing(&t, lora_call)?;
         let generation = generation(&t, model)?;
@@ -280,8 +233,11 @@ impl<'a> Reader<'a> {
             .text(T::Vramfit, "vllm_version")?
             .map(|v| {
                 VllmVersion::parse(v).ok_or_else(|| {
-                    format!(
-                        "`[vramfit] vllm_version = \"{v}\"`: expected a version such as \"0.11.0\""
+                    t.wrong(
+                        T::Vramfit,
+                        "vllm_version",
+                        format!("\"{v}\""),
+                        "expected a version such as \"0.11.0\"",
                     )
                 })
             })
@@ -342,10 +298,7 @@ impl<'a> Reader<'a> {
             },
             standby_keeps_share: t.env_flag("UNSLOTH_VLLM_STANDBY_UTIL_OVERRIDE"),
         };
-        rules::validate(&run).map_err(|broken| match broken.knob {
-            Some(knob) => format!("[{}] {}", knob.key(stack).0.name(), broken.message),
-            None => broken.message,
-        })?;
+        rules::validate(&run).map_err(|broken| broken_rule(&t, &run, broken))?;
         Ok(RunFile {
             run,
             gpu_memory,
@@ -356,7 +309,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The base weights' format: 4-bit, 8-bit, fp8 or 16/32-bit, from the stack's own keys and defaults.
-    fn quant(&self, t: &Tables, implied: ImpliedQuant) -> Result<Quant, String> {
+    fn quant(&self, t: &Tables, implied: ImpliedQuant) -> Result<Quant, LoadError> {
         let model = stack_model_call(t.stack);
         let four = t.boolean(T::Model, "load_in_4bit")?;
         let eight = t.boolean(T::Model, "load_in_8bit")?.unwrap_or(false);
@@ -367,23 +320,28 @@ impl<'a> Reader<'a> {
                 Some(Value::Boolean(true)) => true,
                 Some(Value::String(s)) if s == "block" => true,
                 Some(v) => {
-                    return Err(format!(
-                        "`[model] load_in_fp8 = {v}`: expected true, false or \"block\""
+                    return Err(t.wrong(
+                        T::Model,
+                        "load_in_fp8",
+                        v,
+                        "expected true, false or \"block\"",
                     ));
                 }
             },
             Stack::Trl => false,
         };
-        if [four == Some(true), eight, fp8]
-            .iter()
-            .filter(|b| **b)
-            .count()
-            > 1
-        {
-            return Err(
-                "`[model] load_in_4bit`, `load_in_8bit` and `load_in_fp8`: more than one is true"
-                    .into(),
-            );
+        let asked = [
+            ("load_in_4bit", four == Some(true)),
+            ("load_in_8bit", eight),
+            ("load_in_fp8", fp8),
+        ];
+        let mut on = asked.iter().filter(|(_, b)| *b).map(|(key, _)| *key);
+        if let (Some(first), Some(_)) = (on.next(), on.next()) {
+            return Err(t.sentence(
+                T::Model,
+                first,
+                "`[model] load_in_4bit`, `load_in_8bit` and `load_in_fp8`: more than one is true",
+            ));
         }
         let four = four.unwrap_or_else(|| {
             implied == ImpliedQuant::FourBit || model.default_bool("load_in_4bit") == Some(true)
@@ -400,15 +358,18 @@ impl<'a> Reader<'a> {
                 Some("float32") => Quant::Fp32,
                 Some("bfloat16" | "float16" | "auto") | None => Quant::Bf16,
                 Some(other) => {
-                    return Err(format!(
-                        "`[model] dtype = \"{other}\"`: expected \"bfloat16\", \"float16\", \"float32\" or \"auto\""
+                    return Err(t.wrong(
+                        T::Model,
+                        "dtype",
+                        format!("\"{other}\""),
+                        "expected \"bfloat16\", \"float16\", \"float32\" or \"auto\"",
                     ));
                 }
             }
         })
     }
 
-    fn targets(&self, t: &Tables, call: Call, arch: &Arch) -> Result<Vec<String>, String> {
+    fn targets(&self, t: &Tables, call: Call, arch: &Arch) -> Result<Vec<String>, LoadError> {
         Ok(match t.get(T::Lora, "target_modules")? {
             None => match call.default("target_modules").and_then(|v| v.as_array()) {
                 // Unsloth's get_peft_model: the seven projections
@@ -424,11 +385,14 @@ impl<'a> Reader<'a> {
             Some(Value::String(s)) if s == "all-linear" => vec![s.clone()],
             Some(Value::Array(a)) => a
                 .iter()
-                .map(|v| tables::text(T::Lora, "target_modules", v).map(str::to_string))
+                .map(|v| t.as_text(T::Lora, "target_modules", v).map(str::to_string))
                 .collect::<Result<Vec<_>, _>>()?,
             Some(v) => {
-                return Err(format!(
-                    "`[lora] target_modules = {v}`: expected a list of module names"
+                return Err(t.wrong(
+                    T::Lora,
+                    "target_modules",
+                    v,
+                    "expected a list of module names",
                 ));
             }
         })
@@ -448,7 +412,7 @@ pub fn model_name_key(stack: Stack) -> &'static str {
     }
 }
 
-fn checkpointing(t: &Tables, lora_call: Call) -> Result<Checkpointing, String> {
+fn checkpointing(t: &Tables, lora_call: Call) -> Result<Checkpointing, LoadError> {
     let from_lora = match t.get(T::Lora, "use_gradient_checkpointing")? {
         None => None,
         Some(Value::Boolean(b)) => Some(if *b {
@@ -458,18 +422,23 @@ fn checkpointing(t: &Tables, lora_call: Call) -> Result<Checkpointing, String> {
         }),
         Some(Value::String(s)) if s == "unsloth" => Some(Checkpointing::UnslothOffload),
         Some(v) => {
-            return Err(format!(
-                "`[lora] use_gradient_checkpointing = {v}`: expected true, false or \"unsloth\""
+            return Err(t.wrong(
+                T::Lora,
+                "use_gradient_checkpointing",
+                v,
+                "expected true, false or \"unsloth\"",
             ));
         }
     };
     let from_grpo = t.boolean(T::Grpo, "gradient_checkpointing")?;
     match (from_lora, from_grpo) {
         (Some(Checkpointing::Off), Some(true))
-        | (Some(Checkpointing::On | Checkpointing::UnslothOffload), Some(false)) => Err(
-            "`[lora] use_gradient_checkpointing` and `[grpo] gradient_checkpointing` disagree"
-                .into(),
-        ),
+        | (Some(Checkpointing::On | Checkpointing::UnslothOffload), Some(false)) => Err(t
+            .sentence(
+                T::Lora,
+                "use_gradient_checkpointing",
+                "`[lora] use_gradient_checkpointing` and `[grpo] gradient_checkpointing` disagree",
+            )),
         (Some(c), _) => Ok(c),
         (None, Some(false)) => Ok(Checkpointing::Off),
         (None, Some(true)) => Ok(Checkpointing::On),
@@ -489,7 +458,7 @@ fn checkpointing(t: &Tables, lora_call: Call) -> Result<Checkpointing, String> {
     }
 }
 
-fn generation(t: &Tables, model: Call) -> Result<Generation, String> {
+fn generation(t: &Tables, model: Call) -> Result<Generation, LoadError> {
     let grpo = Call::GrpoConfig;
     let share_model = match t.stack {
         Stack::Unsloth => t.share(T::Model, "gpu_memory_utilization")?,
@@ -498,17 +467,23 @@ fn generation(t: &Tables, model: Call) -> Result<Generation, String> {
     let share_grpo = t.share(T::Grpo, "vllm_gpu_memory_utilization")?;
     if let (Some(a), Some(b)) = (share_model, share_grpo) {
         if (a - b).abs() > 1e-9 {
-            return Err(format!(
+            let message = format!(
                 "`[model] gpu_memory_utilization = {a}` and `[grpo] vllm_gpu_memory_utilization = {b}` disagree: they are the same vLLM share"
-            ));
+            );
+            return Err(t
+                .sentence(T::Model, "gpu_memory_utilization", message)
+                .with_value(a));
         }
     }
     let use_vllm = t.boolean(T::Grpo, "use_vllm")?;
     let mode = t.text(T::Grpo, "vllm_mode")?;
     if let Some(m) = mode {
         if m != "colocate" && m != "server" {
-            return Err(format!(
-                "`[grpo] vllm_mode = \"{m}\"`: expected \"colocate\" or \"server\""
+            return Err(t.wrong(
+                T::Grpo,
+                "vllm_mode",
+                format!("\"{m}\""),
+                "expected \"colocate\" or \"server\"",
             ));
         }
     }
@@ -545,11 +520,26 @@ fn generation(t: &Tables, model: Call) -> Result<Generation, String> {
     })
 }
 
-fn unknown_model(key: &str, name: &str) -> String {
-    format!(
-        "`[model] {key} = \"{name}\"`: unknown model; closest in the catalog: {}. For any other model set `[vramfit] model_config = \"path/to/config.json\"` (run `vramfit models` for the list)",
+fn unknown_model(t: &Tables, key: &str, name: &str) -> LoadError {
+    let message = format!(
+        "unknown model; closest in the catalog: {}. For any other model set `[vramfit] model_config = \"path/to/config.json\"` (run `vramfit models` for the list)",
         catalog::closest(name, 3).join(", ")
-    )
+    );
+    t.wrong(T::Model, key, format!("\"{name}\""), message)
+}
+
+/// A rule of `rules::validate` the run breaks, on the line of the knob it concerns.
+fn broken_rule(t: &Tables, run: &RunConfig, broken: rules::Broken) -> LoadError {
+    let Some(knob) = broken.knob else {
+        return LoadError::whole_file(broken.message);
+    };
+    let (table, key) = knob.key(run.stack);
+    let message = format!("[{}] {}", table.name(), broken.message);
+    let value = knob.get(run).map(|v| knob.show(v));
+    LoadError {
+        value,
+        ..t.sentence(table, key, message)
+    }
 }
 
 #[cfg(test)]
@@ -676,7 +666,7 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.message.contains("peft.LoraConfig"), "{}", err.message);
-        assert_eq!(err.file, "trl.toml:6");
+        assert_eq!((err.file.as_str(), err.line), ("trl.toml", Some(6)));
     }
 
     #[test]
@@ -687,8 +677,8 @@ mod tests {
             None,
         )
         .unwrap_err();
-        assert_eq!(err.file, "f.toml:5");
-        assert!(err.message.contains("beta = -1"), "{}", err.message);
+        assert_eq!((err.file.as_str(), err.line), ("f.toml", Some(5)));
+        assert!(err.to_string().contains("beta = -1"), "{err}");
         assert_eq!(locate("[a]\nx = 1\n[b]\nx = 2\n", "b", Some("x")), Some(4));
         assert_eq!(locate("[a]\nx = 1\n[b]\n", "b", None), Some(3));
     }
