@@ -3,7 +3,8 @@
 
 use std::fmt;
 
-/// A run file that cannot be used.
+/// A run file that cannot be used. (The table, key and value are boxed `str`s, which keeps
+/// the error under clippy's `result_large_err` size.)
 ///
 /// Shown as `file:line: `[table] key = value`: message`, or `file:line: message` when the
 /// message names what it is about itself (`unknown key `[model] x``).
@@ -14,11 +15,11 @@ pub struct LoadError {
     /// the 1-based line the problem is on, when it is on one
     pub line: Option<usize>,
     /// the table concerned (`grpo`), as written in the file
-    pub table: Option<String>,
+    pub table: Option<Box<str>>,
     /// the key concerned (`per_device_train_batch_size`)
-    pub key: Option<String>,
+    pub key: Option<Box<str>>,
     /// the value as the file writes it (`0`, `"x"`)
-    pub value: Option<String>,
+    pub value: Option<Box<str>>,
     /// what is wrong, in words
     pub message: String,
     /// how `message` reads around the table and key
@@ -45,9 +46,9 @@ impl LoadError {
         LoadError {
             file: String::new(),
             line: None,
-            table: Some(table.to_string()),
-            key: Some(key.to_string()),
-            value,
+            table: Some(table.into()),
+            key: Some(key.into()),
+            value: value.map(String::into_boxed_str),
             message: message.into(),
             wording: Wording::AfterKey,
         }
@@ -56,8 +57,8 @@ impl LoadError {
     /// A whole sentence about `table` (and `key`, when there is one).
     pub fn sentence(table: &str, key: Option<&str>, message: impl Into<String>) -> LoadError {
         LoadError {
-            table: Some(table.to_string()),
-            key: key.map(str::to_string),
+            table: Some(table.into()),
+            key: key.map(Box::from),
             wording: Wording::Sentence,
             ..LoadError::whole_file(message)
         }
@@ -79,7 +80,7 @@ impl LoadError {
     /// The same error, with its value.
     pub fn with_value(self, value: impl fmt::Display) -> LoadError {
         LoadError {
-            value: Some(value.to_string()),
+            value: Some(value.to_string().into()),
             ..self
         }
     }

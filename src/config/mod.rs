@@ -131,9 +131,9 @@ fn broken_rule(t: &Tables, run: &RunConfig, broken: rules::Broken) -> LoadError 
     };
     let (table, key) = knob.key(run.stack);
     let message = format!("[{}] {}", table.name(), broken.message);
-    let value = knob.get(run).map(|v| knob.show(v));
-    LoadError {
-        value,
-        ..t.sentence(table, key, message)
+    let error = t.sentence(table, key, message);
+    match knob.get(run) {
+        Some(v) => error.with_value(knob.show(v)),
+        None => error,
     }
 }

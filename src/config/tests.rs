@@ -152,18 +152,20 @@ fn line_starting(text: &str, start: &str) -> usize {
     1 + text.lines().position(|l| l.starts_with(start)).unwrap()
 }
 
-/// `(table, key, value, line)` of the error loading `text`.
-fn refused(
-    text: &str,
-) -> (
+/// An error's table, key, value and line.
+type Place = (
     Option<String>,
     Option<String>,
     Option<String>,
     Option<usize>,
-) {
+);
+
+/// Where loading `text` is refused.
+fn refused(text: &str) -> Place {
     let e = parse(text, "run.toml", None).unwrap_err();
     assert_eq!(e.file, "run.toml");
-    (e.table, e.key, e.value, e.line)
+    let text = |s: Option<Box<str>>| s.map(String::from);
+    (text(e.table), text(e.key), text(e.value), e.line)
 }
 
 fn some(s: &str) -> Option<String> {
@@ -292,7 +294,10 @@ fn malformed_toml_takes_the_line_from_the_parser() {
     let text = preset_with("beta = 0.0", "beta = ");
     let e = parse(&text, "run.toml", None).unwrap_err();
     assert_eq!(e.line, Some(line_starting(&text, "beta = ")));
-    assert_eq!((e.table, e.key, e.value), (None, None, None));
+    assert_eq!(
+        (e.table.as_deref(), e.key.as_deref(), e.value.as_deref()),
+        (None, None, None)
+    );
     assert!(e.message.starts_with("not valid TOML: "), "{}", e.message);
 }
 
