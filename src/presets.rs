@@ -1,5 +1,7 @@
 //! The presets shipped inside the binary (one per VRAM tier), so `--preset 24gb` works anywhere.
 
+use crate::config::{LoadError, RunFile};
+
 pub const BUILT_IN: &[(&str, &str)] = &[
     ("8gb", include_str!("../presets/8gb.toml")),
     ("12gb", include_str!("../presets/12gb.toml")),
@@ -68,12 +70,11 @@ pub enum PresetSource {
 }
 
 impl PresetSource {
-    pub fn load(&self, name: &str) -> Result<crate::config::RunFile, String> {
+    pub fn load(&self, name: &str) -> Result<RunFile, LoadError> {
         match self {
             PresetSource::BuiltIn(text) => crate::config::parse(text, name, None),
             PresetSource::User(path) => crate::config::load(path),
         }
-        .map_err(|e| e.to_string())
     }
 }
 
@@ -89,7 +90,7 @@ pub fn list() -> Vec<(String, PresetSource)> {
 }
 
 /// Every preset by name, loaded.
-pub fn all() -> Vec<(String, Result<crate::config::RunFile, String>)> {
+pub fn all() -> Vec<(String, Result<RunFile, LoadError>)> {
     list()
         .into_iter()
         .map(|(name, source)| {

@@ -451,3 +451,41 @@ fn a_full_disk_on_standard_output_is_one_clear_error() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_bad_value_is_reported_as_path_line_table_key_value() {
+    let text = PRESET_24.replace(
+        "per_device_train_batch_size = 4",
+        "per_device_train_batch_size = 0",
+    );
+    let line = 1 + text
+        .lines()
+        .position(|l| l.starts_with("per_device_train_batch_size"))
+        .unwrap();
+    let f = file_with(&text);
+    let out = vramfit()
+        .args(["estimate", "--config"])
+        .arg(f.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let expected = format!(
+        "vramfit: {}:{line}: `[grpo] per_device_train_batch_size = 0`: out of range, expected 1 to ",
+        f.path().display()
+    );
+    assert!(err.starts_with(&expected), "{err}\nexpected: {expected}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    // malformed TOML: the line the parser stopped on
+    let f = file_with("[model]\nmodel_name = \"unsloth/Qwen2.5-3B-Instruct\"\n\n[grpo\n");
+    let out = vramfit()
+        .args(["estimate", "--config"])
+        .arg(f.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let expected = format!("vramfit: {}:4: not valid TOML: ", f.path().display());
+    assert!(err.starts_with(&expected), "{err}\nexpected: {expected}");
+}

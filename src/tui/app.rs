@@ -432,7 +432,7 @@ impl App {
                         self.target_batch = self.run.effective_batch();
                         self.message = Some(format!("preset {name} loaded"));
                     }
-                    Err(e) => self.message = Some(e),
+                    Err(e) => self.message = Some(e.to_string()),
                 }
             }
             _ => {}

@@ -1,0 +1,33 @@
+//! `[env]`: the environment variables that change memory: PyTorch's allocator settings and
+//! Unsloth's vLLM standby.
+
+use super::tables::Tables;
+use crate::model::run::Stack;
+
+/// What `[env]` sets.
+pub struct Env {
+    pub expandable_segments: bool,
+    pub unsloth_standby: bool,
+    pub standby_keeps_share: bool,
+    /// said when standby drops the expandable segments asked for
+    pub note: Option<String>,
+}
+
+/// Reads `[env]` (any variable may be there; only these are read).
+pub fn read_env(t: &Tables) -> Env {
+    let asked_expandable = t
+        .env("PYTORCH_CUDA_ALLOC_CONF")
+        .unwrap_or("")
+        .contains("expandable_segments:True");
+    let standby = t.env_flag("UNSLOTH_VLLM_STANDBY") && t.stack == Stack::Unsloth;
+    Env {
+        // Unsloth strips expandable_segments when standby is on (unsloth_zoo/__init__.py), and
+        // its patched vLLM allocator refuses to start with them
+        expandable_segments: asked_expandable && !standby,
+        unsloth_standby: standby,
+        standby_keeps_share: t.env_flag("UNSLOTH_VLLM_STANDBY_UTIL_OVERRIDE"),
+        note: (standby && asked_expandable).then(|| {
+            "`[env] PYTORCH_CUDA_ALLOC_CONF`: Unsloth removes expandable_segments when UNSLOTH_VLLM_STANDBY=1 (its standby allocator refuses them); estimated without".to_string()
+        }),
+    }
+}

@@ -1,0 +1,179 @@
+//! `[model]`: which model, where its architecture comes from, how its weights are stored, and
+//! how long a sequence it takes.
+
+use super::error::LoadError;
+use super::tables::Tables;
+use crate::contract::{Call, Table as T};
+use crate::model::arch::Arch;
+use crate::model::catalog::{self, ImpliedQuant};
+use crate::model::config_json;
+use crate::model::knobs::Knob;
+use crate::model::run::{Quant, Stack};
+use std::path::Path;
+use toml::Value;
+
+/// What `[model]` says, with the architecture it names.
+pub struct Model {
+    pub name: String,
+    pub arch: Arch,
+    pub quant: Quant,
+    /// the longest sequence, prompt and completion: vLLM's `max_model_len` too
+    pub max_seq_len: u64,
+    /// the largest LoRA rank vLLM makes room for (Unsloth's `from_pretrained`)
+    pub max_lora_rank: Option<u64>,
+}
+
+/// Reads `[model]`; the architecture comes from `model_config` when given (`[vramfit]`), else
+/// from the catalog.
+pub fn read_model(t: &Tables, model_config: Option<&Path>) -> Result<Model, LoadError> {
+    let name = model_name(t)?;
+    let (arch, implied) = match model_config {
+        Some(path) => (from_config_json(t, path)?, ImpliedQuant::None),
+        None => {
+            let found = catalog::find(&name).ok_or_else(|| unknown_model(t, &name))?;
+            (found.arch, found.quant)
+        }
+    };
+    let quant = quant(t, implied)?;
+    let max_seq_len = max_seq_len(t, &arch)?;
+    Ok(Model {
+        name,
+        arch,
+        quant,
+        max_seq_len,
+        max_lora_rank: max_lora_rank(t)?,
+    })
+}
+
+/// The call `[model]` feeds on `stack`.
+pub fn model_call(stack: Stack) -> Call {
+    T::Model.call(stack).unwrap_or(Call::UnslothFromPretrained)
+}
+
+/// The key that names the model: Unsloth's `model_name`, TRL ModelConfig's `model_name_or_path`.
+pub fn model_name_key(stack: Stack) -> &'static str {
+    match stack {
+        Stack::Unsloth => "model_name",
+        Stack::Trl => "model_name_or_path",
+    }
+}
+
+fn model_name(t: &Tables) -> Result<String, LoadError> {
+    let key = model_name_key(t.stack);
+    t.text(T::Model, key)?
+        .map(str::to_string)
+        .ok_or_else(|| t.sentence(T::Model, key, format!("missing `[model] {key}`")))
+}
+
+fn from_config_json(t: &Tables, path: &Path) -> Result<Arch, LoadError> {
+    config_json::load(path).map_err(|e| t.wrong_key(T::Vramfit, "model_config", e.to_string()))
+}
+
+fn unknown_model(t: &Tables, name: &str) -> LoadError {
+    let message = format!(
+        "unknown model; closest in the catalog: {}. For any other model set `[vramfit] model_config = \"path/to/config.json\"` (run `vramfit models` for the list)",
+        catalog::closest(name, 3).join(", ")
+    );
+    t.wrong(
+        T::Model,
+        model_name_key(t.stack),
+        format!("\"{name}\""),
+        message,
+    )
+}
+
+/// The base weights' format: 4-bit, 8-bit, fp8 or 16/32-bit, from the stack's own keys and
+/// defaults; `implied` by a catalog name such as `unsloth/...-bnb-4bit`.
+fn quant(t: &Tables, implied: ImpliedQuant) -> Result<Quant, LoadError> {
+    let model = model_call(t.stack);
+    let four = t.boolean(T::Model, "load_in_4bit")?;
+    let eight = t.boolean(T::Model, "load_in_8bit")?.unwrap_or(false);
+    let fp8 = fp8(t)?;
+    let asked = [
+        ("load_in_4bit", four == Some(true)),
+        ("load_in_8bit", eight),
+        ("load_in_fp8", fp8),
+    ];
+    let mut on = asked.iter().filter(|(_, b)| *b).map(|(key, _)| *key);
+    if let (Some(first), Some(_)) = (on.next(), on.next()) {
+        return Err(t.sentence(
+            T::Model,
+            first,
+            "`[model] load_in_4bit`, `load_in_8bit` and `load_in_fp8`: more than one is true",
+        ));
+    }
+    let four = four.unwrap_or_else(|| {
+        implied == ImpliedQuant::FourBit || model.default_bool("load_in_4bit") == Some(true)
+    });
+    if fp8 {
+        Ok(Quant::Fp8)
+    } else if eight {
+        Ok(Quant::Int8)
+    } else if four {
+        Ok(Quant::Nf4)
+    } else {
+        dtype(t)
+    }
+}
+
+/// `load_in_fp8 = true` or `"block"`: fp8 weights, one byte each (Unsloth's FP8 GRPO).
+fn fp8(t: &Tables) -> Result<bool, LoadError> {
+    if t.stack == Stack::Trl {
+        return Ok(false);
+    }
+    match t.get(T::Model, "load_in_fp8")? {
+        None | Some(Value::Boolean(false)) => Ok(false),
+        Some(Value::Boolean(true)) => Ok(true),
+        Some(Value::String(s)) if s == "block" => Ok(true),
+        Some(v) => Err(t.wrong(
+            T::Model,
+            "load_in_fp8",
+            v,
+            "expected true, false or \"block\"",
+        )),
+    }
+}
+
+/// 16- or 32-bit weights, from `dtype`.
+fn dtype(t: &Tables) -> Result<Quant, LoadError> {
+    match t
+        .text(T::Model, "dtype")?
+        .or(model_call(t.stack).default_str("dtype"))
+    {
+        // TRL's ModelConfig defaults dtype to "float32", and its scripts load with it
+        Some("float32") => Ok(Quant::Fp32),
+        Some("bfloat16" | "float16" | "auto") | None => Ok(Quant::Bf16),
+        Some(other) => Err(t.wrong(
+            T::Model,
+            "dtype",
+            format!("\"{other}\""),
+            "expected \"bfloat16\", \"float16\", \"float32\" or \"auto\"",
+        )),
+    }
+}
+
+/// The longest sequence the run takes.
+fn max_seq_len(t: &Tables, arch: &Arch) -> Result<u64, LoadError> {
+    let given = t.knob(Knob::SequenceLength)?;
+    Ok(match t.stack {
+        // Unsloth: from_pretrained's max_seq_length is vLLM's max_model_len too
+        Stack::Unsloth => given
+            .or(model_call(t.stack).default_u64("max_seq_length"))
+            .unwrap_or(2048),
+        // TRL colocate: vllm_max_model_length, else vLLM takes the model's own context
+        // (GRPOTrainer.__init__ passes max_model_len=self.vllm_max_model_length, None when unset)
+        Stack::Trl => given.unwrap_or(arch.max_position),
+    })
+}
+
+/// Unsloth's `max_lora_rank`: the LoRA rank vLLM makes room for.
+fn max_lora_rank(t: &Tables) -> Result<Option<u64>, LoadError> {
+    Ok(match t.stack {
+        Stack::Unsloth => Some(
+            t.int(T::Model, "max_lora_rank", 1, 4096)?
+                .or(model_call(t.stack).default_u64("max_lora_rank"))
+                .unwrap_or(64),
+        ),
+        Stack::Trl => None,
+    })
+}
