@@ -64,8 +64,13 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List the built-in model catalog.
-    Models,
+    /// List the built-in model catalog (any other model: its config.json in the Hugging Face
+    /// cache, or `[vramfit] model_config`).
+    Models {
+        /// One JSON array: name, parameters, layers, hidden size, vocabulary, context.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the presets: built-in tiers and your own.
     Presets,
     /// Show the GPU NVML detects (name, total, used, free), or why none was found. Exit 1 when none.

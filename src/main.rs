@@ -86,11 +86,7 @@ fn main() -> ExitCode {
         Some(Command::Diagnose { file, source, json }) => {
             run_diagnose(file.as_deref(), &merge(&cli.source, &source), json)
         }
-        Some(Command::Models) => {
-            emit(|out| catalog::ids().try_for_each(|id| writeln!(out, "{id}")))
-                .map(|()| FITS)
-                .map_err(unwritten(FITS))
-        }
+        Some(Command::Models { json }) => list_models(json),
         Some(Command::Presets) => list_presets(),
         Some(Command::Gpu { json }) => show_gpu(json),
     };
@@ -302,11 +298,21 @@ fn run_estimate(
     }
     let to_stdout = export.is_some_and(|o| o == std::path::Path::new("-"));
     if json {
-        let text = json_text(&est)?;
+        let mut v = serde_json::to_value(&est).map_err(|e| e.to_string())?;
+        v["parameters"] = serde_json::json!(file.run.arch.parameters());
+        v["model_source"] = serde_json::to_value(&file.model_source).map_err(|e| e.to_string())?;
+        let text = json_text(&v)?;
         emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(answer))?;
     } else if !to_stdout {
         let table = vramfit::report::table(&file.run, &est, &gpu_line);
-        emit(|out| write!(out, "run: {}\n{table}", loaded.origin)).map_err(unwritten(answer))?;
+        emit(|out| {
+            write!(
+                out,
+                "run: {}\nmodel: {}\n{table}",
+                loaded.origin, file.model_source
+            )
+        })
+        .map_err(unwritten(answer))?;
     }
     Ok(answer)
 }
@@ -577,6 +583,31 @@ fn export_run(
     write_atomically(out, &text, force)?;
     say(&format!("wrote {}", out.display()));
     Ok(())
+}
+
+fn list_models(json: bool) -> Result<u8, Failure> {
+    let text = if json {
+        let rows: Vec<serde_json::Value> = catalog::ids()
+            .filter_map(catalog::find)
+            .map(|found| {
+                let a = &found.arch;
+                serde_json::json!({
+                    "name": found.id,
+                    "parameters": a.parameters(),
+                    "layers": a.layers,
+                    "hidden_size": a.hidden,
+                    "vocab_size": a.vocab,
+                    "max_position_embeddings": a.max_position,
+                })
+            })
+            .collect();
+        json_text(&rows)?
+    } else {
+        catalog::ids().map(|id| format!("{id}\n")).collect()
+    };
+    emit(|out| out.write_all(text.as_bytes()))
+        .map(|()| FITS)
+        .map_err(unwritten(FITS))
 }
 
 fn list_presets() -> Result<u8, Failure> {

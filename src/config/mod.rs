@@ -22,6 +22,7 @@ pub use error::{LoadError, Wording};
 pub use read_model::model_name_key;
 pub use read_vramfit::ASSUMED_PROMPT_LENGTH;
 
+use crate::hub::ModelSource;
 use crate::model::rules;
 use crate::model::run::RunConfig;
 use lines::{Lines, line_of_offset};
@@ -36,6 +37,8 @@ pub struct RunFile {
     pub lock_effective_batch: bool,
     /// the `config.json` the architecture came from, when not the catalog
     pub model_config: Option<PathBuf>,
+    /// where the architecture was read: that config.json, the Hugging Face cache or the catalog
+    pub model_source: ModelSource,
     /// what the reader wants the user to know (retired keys, assumptions), in words
     pub notes: Vec<String>,
 }
@@ -120,6 +123,7 @@ fn run_file(t: &Tables, dir: Option<&Path>) -> Result<RunFile, LoadError> {
         gpu_memory: vramfit.gpu_memory,
         lock_effective_batch: vramfit.lock_effective_batch,
         model_config: vramfit.model_config,
+        model_source: model.source,
         notes,
     })
 }

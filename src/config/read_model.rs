@@ -4,9 +4,9 @@
 use super::error::LoadError;
 use super::tables::Tables;
 use crate::contract::{Call, Table as T};
+use crate::hub::{self, ModelSource};
 use crate::model::arch::Arch;
 use crate::model::catalog::{self, ImpliedQuant};
-use crate::model::config_json;
 use crate::model::knobs::Knob;
 use crate::model::run::{Quant, Stack};
 use std::path::Path;
@@ -21,27 +21,32 @@ pub struct Model {
     pub max_seq_len: u64,
     /// the largest LoRA rank vLLM makes room for (Unsloth's `from_pretrained`)
     pub max_lora_rank: Option<u64>,
+    /// where the architecture was read
+    pub source: ModelSource,
 }
 
 /// Reads `[model]`; the architecture comes from `model_config` when given (`[vramfit]`), else
-/// from the catalog.
+/// from the local Hugging Face cache, else from the catalog (`hub::resolve`).
 pub fn read_model(t: &Tables, model_config: Option<&Path>) -> Result<Model, LoadError> {
     let name = model_name(t)?;
-    let (arch, implied) = match model_config {
-        Some(path) => (from_config_json(t, path)?, ImpliedQuant::None),
-        None => {
-            let found = catalog::find(&name).ok_or_else(|| unknown_model(t, &name))?;
-            (found.arch, found.quant)
+    let cache = hub::cache::cache_dir();
+    let resolved = hub::resolve(&name, model_config, cache.as_deref()).map_err(|e| {
+        if model_config.is_some() {
+            t.wrong_key(T::Vramfit, "model_config", e)
+        } else {
+            t.wrong(T::Model, model_name_key(t.stack), format!("\"{name}\""), e)
         }
-    };
-    let quant = quant(t, implied)?;
-    let max_seq_len = max_seq_len(t, &arch)?;
+    })?;
+    let resolved = resolved.ok_or_else(|| unknown_model(t, &name, cache.as_deref()))?;
+    let quant = quant(t, resolved.quant)?;
+    let max_seq_len = max_seq_len(t, &resolved.arch)?;
     Ok(Model {
         name,
-        arch,
+        arch: resolved.arch,
         quant,
         max_seq_len,
         max_lora_rank: max_lora_rank(t)?,
+        source: resolved.source,
     })
 }
 
@@ -65,13 +70,12 @@ fn model_name(t: &Tables) -> Result<String, LoadError> {
         .ok_or_else(|| t.sentence(T::Model, key, format!("missing `[model] {key}`")))
 }
 
-fn from_config_json(t: &Tables, path: &Path) -> Result<Arch, LoadError> {
-    config_json::load(path).map_err(|e| t.wrong_key(T::Vramfit, "model_config", e.to_string()))
-}
-
-fn unknown_model(t: &Tables, name: &str) -> LoadError {
+fn unknown_model(t: &Tables, name: &str, cache: Option<&Path>) -> LoadError {
+    let cache = cache.map_or("no Hugging Face cache folder found".to_string(), |c| {
+        format!("not in the Hugging Face cache ({})", c.display())
+    });
     let message = format!(
-        "unknown model; closest in the catalog: {}. For any other model set `[vramfit] model_config = \"path/to/config.json\"` (run `vramfit models` for the list)",
+        "unknown model: {cache}, nor in the catalog (closest: {}). Download it once (`hf download {name} config.json`), or set `[vramfit] model_config = \"path/to/config.json\"` (run `vramfit models` for the catalog)",
         catalog::closest(name, 3).join(", ")
     );
     t.wrong(
