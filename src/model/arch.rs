@@ -18,6 +18,9 @@ pub enum Family {
     Gemma3,
     /// Phi-3 / Phi-4: fused `qkv_proj` and `gate_up_proj`.
     Phi3,
+    /// gpt-oss: biases on every attention projection, one attention sink per head, experts
+    /// and router with biases, alternating sliding-window layers.
+    GptOss,
 }
 
 impl Family {
@@ -31,11 +34,25 @@ impl Family {
         matches!(self, Family::Qwen3 | Family::Gemma3)
     }
     pub fn has_qkv_bias(self) -> bool {
-        matches!(self, Family::Qwen2)
+        matches!(self, Family::Qwen2 | Family::GptOss)
     }
     pub fn fused_projections(self) -> bool {
         matches!(self, Family::Phi3)
     }
+}
+
+/// A mixture-of-experts MLP in every layer: each token goes to `active` of `experts` experts.
+/// In transformers 5.x the experts are 3-D parameters of one module (`gate_up_proj` [experts,
+/// 2 x width, hidden], `down_proj` [experts, hidden, width], e.g. `Qwen3MoeExperts`), not linear
+/// layers: PEFT's `target_modules` cannot reach them, and bitsandbytes leaves them unquantised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Moe {
+    pub experts: u64,
+    pub active: u64,
+    /// one expert's intermediate width (`moe_intermediate_size`, or `intermediate_size`)
+    pub expert_intermediate: u64,
+    /// the always-on shared expert's width (Qwen2-MoE), 0 without one
+    pub shared_intermediate: u64,
 }
 
 /// The numbers that decide memory: everything else in a config is irrelevant here.
@@ -44,6 +61,8 @@ pub struct Arch {
     pub name: String,
     pub family: Family,
     pub hidden: u64,
+    /// the MLP width a token's activations pass through: `intermediate_size` for a dense model,
+    /// `active x expert width + shared width` for a mixture of experts
     pub intermediate: u64,
     pub layers: u64,
     pub heads: u64,
@@ -57,6 +76,7 @@ pub struct Arch {
     pub sliding_window: Option<u64>,
     pub sliding_layers: u64,
     pub max_position: u64,
+    pub moe: Option<Moe>,
 }
 
 /// A LoRA-targetable linear layer: its name in the checkpoint and its shape.
@@ -77,7 +97,7 @@ impl Arch {
 
     /// The linear layers of one decoder layer, as PEFT sees them.
     pub fn projections(&self) -> Vec<Projection> {
-        let (h, i) = (self.hidden, self.intermediate);
+        let (h, i) = (self.hidden, self.linear_mlp_width());
         let p = |name, fan_in, fan_out| Projection {
             name,
             fan_in,
@@ -91,16 +111,46 @@ impl Arch {
                 p("down_proj", i, h),
             ]
         } else {
-            vec![
+            let mut v = vec![
                 p("q_proj", h, self.q_dim()),
                 p("k_proj", h, self.kv_dim()),
                 p("v_proj", h, self.kv_dim()),
                 p("o_proj", self.q_dim(), h),
-                p("gate_proj", h, i),
-                p("up_proj", h, i),
-                p("down_proj", i, h),
-            ]
+            ];
+            if i > 0 {
+                v.extend([
+                    p("gate_proj", h, i),
+                    p("up_proj", h, i),
+                    p("down_proj", i, h),
+                ]);
+            }
+            v
         }
+    }
+
+    /// The width of the MLP's linear layers: the dense MLP, or a mixture's shared expert (0
+    /// when it has none: its experts are not linear layers).
+    fn linear_mlp_width(&self) -> u64 {
+        self.moe
+            .map_or(self.intermediate, |m| m.shared_intermediate)
+    }
+
+    /// One layer's expert parameters, beside its linear layers: the experts' `gate_up_proj` and
+    /// `down_proj` (quantisable as fp8 only), then the router (and gpt-oss's biases, Qwen2-MoE's
+    /// shared-expert gate).
+    pub fn expert_tensors(&self) -> Vec<u64> {
+        let Some(m) = self.moe else {
+            return Vec::new();
+        };
+        let (h, e, i) = (self.hidden, m.experts, m.expert_intermediate);
+        let mut t = vec![e * 2 * i * h, e * h * i, e * h];
+        if self.family == Family::GptOss {
+            t.extend([e * 2 * i, e * h, e]);
+        }
+        if m.shared_intermediate > 0 {
+            t.push(h);
+        }
+        t
     }
 
     /// Every parameter tensor's element count, in the order the model allocates them.
@@ -122,6 +172,7 @@ impl Arch {
             .map(|p| p.fan_in * p.fan_out)
             .collect();
         t.extend(self.layer_vectors());
+        t.extend(self.expert_tensors());
         t
     }
 
@@ -137,6 +188,10 @@ impl Arch {
         ));
         if self.family.has_qk_norm() {
             t.extend([self.head_dim, self.head_dim]);
+        }
+        if self.family == Family::GptOss {
+            // o_proj's bias and one attention sink per head
+            t.extend([self.hidden, self.heads]);
         }
         t
     }

@@ -1,6 +1,6 @@
 //! The built-in catalog of popular GRPO models, with their exact `config.json` numbers.
 
-use super::arch::{Arch, Family};
+use super::arch::{Arch, Family, Moe};
 
 /// One catalog row: the Hugging Face id people type, and the architecture numbers.
 struct Entry {
@@ -12,6 +12,9 @@ struct Entry {
     /// (window, sliding layers)
     sliding: Option<(u64, u64)>,
     max_position: u64,
+    /// a mixture of experts: (experts, active per token, shared expert width); the
+    /// intermediate of `dims` is then one expert's width
+    moe: Option<(u64, u64, u64)>,
 }
 
 const fn e(
@@ -29,6 +32,27 @@ const fn e(
         tied,
         sliding,
         max_position,
+        moe: None,
+    }
+}
+
+/// A mixture-of-experts entry: `dims` holds one expert's width as the intermediate.
+const fn m(
+    id: &'static str,
+    family: Family,
+    dims: [u64; 7],
+    sliding: Option<(u64, u64)>,
+    max_position: u64,
+    moe: (u64, u64, u64),
+) -> Entry {
+    Entry {
+        id,
+        family,
+        dims,
+        tied: false,
+        sliding,
+        max_position,
+        moe: Some(moe),
     }
 }
 
@@ -268,6 +292,31 @@ const ENTRIES: &[Entry] = &[
         None,
         131072,
     ),
+    // mixtures of experts: experts, active per token, shared expert width
+    m(
+        "Qwen/Qwen3-30B-A3B",
+        Qwen3,
+        [2048, 768, 48, 32, 4, 128, 151936],
+        None,
+        40960,
+        (128, 8, 0),
+    ),
+    m(
+        "openai/gpt-oss-20b",
+        GptOss,
+        [2880, 2880, 24, 64, 8, 64, 201088],
+        Some((128, 12)),
+        131072,
+        (32, 4, 0),
+    ),
+    m(
+        "mistralai/Mixtral-8x7B-Instruct-v0.1",
+        Llama,
+        [4096, 14336, 32, 32, 8, 128, 32000],
+        None,
+        32768,
+        (8, 2, 0),
+    ),
 ];
 
 impl Entry {
@@ -281,11 +330,19 @@ impl Entry {
             head_dim,
             vocab,
         ] = self.dims;
+        let moe = self.moe.map(|(experts, active, shared)| Moe {
+            experts,
+            active,
+            expert_intermediate: intermediate,
+            shared_intermediate: shared,
+        });
         Arch {
             name: self.id.to_string(),
             family: self.family,
             hidden,
-            intermediate,
+            intermediate: moe.map_or(intermediate, |m| {
+                m.active * m.expert_intermediate + m.shared_intermediate
+            }),
             layers,
             heads,
             kv_heads,
@@ -296,6 +353,7 @@ impl Entry {
             sliding_window: self.sliding.map(|(w, _)| w),
             sliding_layers: self.sliding.map_or(0, |(_, n)| n),
             max_position: self.max_position,
+            moe,
         }
     }
 }
@@ -397,6 +455,13 @@ mod tests {
         assert_eq!(count("Qwen/Qwen2.5-3B"), 3_085_938_688);
         assert_eq!(count("meta-llama/Llama-3.2-1B"), 1_235_814_400);
         assert_eq!(count("Qwen/Qwen3-4B"), 4_022_468_096);
+        // mixtures of experts: every expert resident (safetensors totals on the Hub)
+        assert_eq!(count("Qwen/Qwen3-30B-A3B"), 30_532_122_624);
+        assert_eq!(count("openai/gpt-oss-20b"), 20_914_757_184);
+        assert_eq!(
+            count("mistralai/Mixtral-8x7B-Instruct-v0.1"),
+            46_702_792_704
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Any model, from the path of its Hugging Face `config.json`.
 
-use super::arch::{Arch, Family};
+use super::arch::{Arch, Family, Moe};
 use serde_json::Value;
 use std::path::Path;
 
@@ -62,11 +62,15 @@ pub fn parse(root: &Value, name: &str) -> Result<Arch, String> {
     let head_dim = opt_num(cfg, "head_dim")?.unwrap_or(hidden / heads);
     let layers = num(cfg, "num_hidden_layers")?;
     let window = opt_num(cfg, "sliding_window")?.filter(|_| uses_sliding_window(family, cfg));
+    let moe = experts(cfg)?;
     let arch = Arch {
         name: str_field(root, "_name_or_path").unwrap_or_else(|| name.to_string()),
         family,
         hidden,
-        intermediate: num(cfg, "intermediate_size")?,
+        intermediate: match moe {
+            Some(m) => m.active * m.expert_intermediate + m.shared_intermediate,
+            None => num(cfg, "intermediate_size")?,
+        },
         layers,
         heads,
         kv_heads,
@@ -83,9 +87,50 @@ pub fn parse(root: &Value, name: &str) -> Result<Arch, String> {
         sliding_window: window,
         sliding_layers: window.map_or(0, |_| sliding_layers(family, cfg, layers)),
         max_position: opt_num(cfg, "max_position_embeddings")?.unwrap_or(4096),
+        moe,
     };
     check_sizes(&arch)?;
     Ok(arch)
+}
+
+/// The mixture-of-experts fields, under each family's names: `num_experts` (Qwen-MoE) or
+/// `num_local_experts` (Mixtral, gpt-oss); `num_experts_per_tok` or `experts_per_token`
+/// (gpt-oss); one expert's width in `moe_intermediate_size` (Qwen-MoE) or `intermediate_size`.
+fn experts(cfg: &Value) -> Result<Option<Moe>, String> {
+    let Some(experts) = opt_num(cfg, "num_experts")?
+        .or(opt_num(cfg, "num_local_experts")?)
+        .filter(|&e| e > 1)
+    else {
+        return Ok(None);
+    };
+    let dense_layers = cfg
+        .get("mlp_only_layers")
+        .and_then(Value::as_array)
+        .is_some_and(|l| !l.is_empty())
+        || opt_num(cfg, "decoder_sparse_step")?.is_some_and(|s| s > 1);
+    if dense_layers {
+        return Err(
+            "dense MLP layers between the expert layers (`mlp_only_layers`, `decoder_sparse_step`) are not modelled yet".into(),
+        );
+    }
+    let active = opt_num(cfg, "num_experts_per_tok")?
+        .or(opt_num(cfg, "experts_per_token")?)
+        .ok_or("missing field `num_experts_per_tok` for a mixture of experts")?;
+    if active == 0 || active > experts {
+        return Err(format!(
+            "field `num_experts_per_tok` = {active}: expected 1..={experts} (the experts)"
+        ));
+    }
+    let expert_intermediate = match opt_num(cfg, "moe_intermediate_size")? {
+        Some(w) => w,
+        None => num(cfg, "intermediate_size")?,
+    };
+    Ok(Some(Moe {
+        experts,
+        active,
+        expert_intermediate,
+        shared_intermediate: opt_num(cfg, "shared_expert_intermediate_size")?.unwrap_or(0),
+    }))
 }
 
 /// Zero or absurd sizes (beyond any published model by far) are refused with the field named.
@@ -115,9 +160,10 @@ fn check_sizes(a: &Arch) -> Result<(), String> {
 
 fn family_of(model_type: &str, cfg: &Value) -> Result<Family, String> {
     Ok(match model_type {
-        "llama" | "mistral" | "granite" => Family::Llama,
-        "qwen2" => Family::Qwen2,
-        "qwen3" => Family::Qwen3,
+        "llama" | "mistral" | "granite" | "mixtral" => Family::Llama,
+        "qwen2" | "qwen2_moe" => Family::Qwen2,
+        "qwen3" | "qwen3_moe" => Family::Qwen3,
+        "gpt_oss" => Family::GptOss,
         "gemma2" => Family::Gemma2,
         "gemma3" | "gemma3_text" => Family::Gemma3,
         "phi3" => Family::Phi3,
@@ -137,7 +183,7 @@ fn family_of(model_type: &str, cfg: &Value) -> Result<Family, String> {
 
 fn uses_sliding_window(family: Family, cfg: &Value) -> bool {
     match family {
-        Family::Gemma2 | Family::Gemma3 => true,
+        Family::Gemma2 | Family::Gemma3 | Family::GptOss => true,
         _ => cfg
             .get("use_sliding_window")
             .and_then(Value::as_bool)
@@ -262,5 +308,50 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("hidden_size"), "{err}");
+    }
+
+    /// The mixtures' config.json files (their published fields) read as the catalog has them.
+    #[test]
+    fn mixtures_of_experts_match_the_catalog() {
+        let qwen = parse(
+            &json!({"model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144,
+                    "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,
+                    "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4,
+                    "head_dim": 128, "vocab_size": 151936, "max_position_embeddings": 40960,
+                    "tie_word_embeddings": false, "decoder_sparse_step": 1, "mlp_only_layers": []}),
+            "Qwen/Qwen3-30B-A3B",
+        )
+        .unwrap();
+        let layer_types: Vec<&str> = (0..24)
+            .map(|i| {
+                if i % 2 == 0 {
+                    "sliding_attention"
+                } else {
+                    "full_attention"
+                }
+            })
+            .collect();
+        let oss = parse(
+            &json!({"model_type": "gpt_oss", "hidden_size": 2880, "intermediate_size": 2880,
+                    "num_local_experts": 32, "experts_per_token": 4, "num_hidden_layers": 24,
+                    "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+                    "vocab_size": 201088, "sliding_window": 128, "layer_types": layer_types,
+                    "max_position_embeddings": 131072, "tie_word_embeddings": false}),
+            "openai/gpt-oss-20b",
+        )
+        .unwrap();
+        for a in [qwen, oss] {
+            let catalog = crate::model::catalog::find(&a.name).unwrap().arch;
+            assert_eq!(a, catalog, "{}", a.name);
+        }
+        // dense layers between expert layers are refused, not silently mis-sized
+        let mixed = parse(
+            &json!({"model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144,
+                    "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,
+                    "num_hidden_layers": 48, "num_attention_heads": 32, "vocab_size": 151936,
+                    "mlp_only_layers": [0, 1]}),
+            "x",
+        );
+        assert!(mixed.unwrap_err().contains("mlp_only_layers"));
     }
 }

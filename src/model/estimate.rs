@@ -521,6 +521,11 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
     for v in arch.layer_vectors() {
         add(v, false, arch.layers);
     }
+    // the experts (3-D parameters, so bitsandbytes leaves them in 16-bit; fp8 checkpoints
+    // quantise them) and the router
+    for (k, t) in arch.expert_tensors().into_iter().enumerate() {
+        add(t, k < 2 && run.quant == Quant::Fp8, arch.layers);
+    }
     add(arch.hidden, false, 1);
     if !arch.tied_embeddings {
         add(embedding, false, 1);
@@ -607,6 +612,18 @@ fn rule_warnings(run: &RunConfig, micro: u64, targets: &[bool]) -> Vec<String> {
                 run.lora_rank
             ));
         }
+    }
+    if let Some(m) = run.arch.moe {
+        let expert_bytes: u64 = run.arch.expert_tensors().iter().take(2).sum::<u64>()
+            * run.arch.layers
+            * if run.quant == Quant::Fp8 { 1 } else { 2 };
+        w.push(format!(
+            "mixture of experts: all {} experts stay resident ({} of expert weights, 16-bit unless fp8: bitsandbytes does not quantise transformers 5's 3-D expert parameters); activations follow the {} active per token; LoRA reaches the attention{} only, since the experts are no linear layers",
+            m.experts,
+            super::units::format_size(expert_bytes),
+            m.active,
+            if m.shared_intermediate > 0 { " and the shared expert" } else { "" }
+        ));
     }
     if !targets.iter().any(|t| *t) {
         w.push(format!(

@@ -82,6 +82,8 @@ struct Shapes {
     qk_norm: bool,
     quantised: bool,
     checkpointing: bool,
+    /// a mixture of experts: the experts' gathered input rows and the router's fp32 probabilities
+    moe_saved: u64,
 }
 
 impl Shapes {
@@ -105,6 +107,9 @@ impl Shapes {
             qk_norm: arch.family.has_qk_norm(),
             quantised: s.quantised_base,
             checkpointing: s.checkpointing,
+            moe_saved: arch
+                .moe
+                .map_or(0, |m| tokens * (2 * arch.hidden * m.active + 4 * m.experts)),
         }
     }
 }
@@ -182,7 +187,8 @@ impl Sim {
     /// targeted, the fp32 input cast and rank-wide `lora_A` output (both saved), `lora_B`'s fp32
     /// output, its scaled copy, their fp32 sum with the frozen output, and the sum cast to bf16.
     fn projection(&mut self, sh: &Shapes, run: &mut LayerRun, index: usize, out: u64) -> u32 {
-        let (targeted, cast) = sh.casts[index];
+        // a mixture's experts are no linear layers: no adapter, the output alone
+        let (targeted, cast) = sh.casts.get(index).copied().unwrap_or((false, 0));
         let frozen = self.alloc(out);
         if !targeted || !run.adapters {
             return frozen;
@@ -282,6 +288,10 @@ impl Sim {
         self.free(o);
         self.free(attn_out);
         let normed = self.rms_norm(sh, &mut run, sh.hid32);
+        if sh.moe_saved > 0 {
+            let routed = self.alloc(sh.moe_saved);
+            self.keep(&mut run, routed);
+        }
         let prod = if sh.fused {
             let gate_up = self.projection(sh, &mut run, 2, 2 * sh.ffn);
             let act = self.alloc(sh.ffn);

@@ -96,6 +96,11 @@ pub fn layer_tensors(
     if quantised_base {
         saved.push(2 * i);
     }
+    if let Some(m) = arch.moe {
+        // each expert's linear saves its gathered input rows (`hidden_states[token_idx]`), and
+        // the router its fp32 probabilities (Qwen3MoeExperts / Qwen3MoeTopKRouter, transformers 5.17)
+        saved.extend([2 * h * m.active, 4 * m.experts]);
+    }
     LayerTensors { saved }
 }
 
@@ -303,8 +308,9 @@ mod tests {
 
     /// The replay (for the reserved peak) and the analytic step (for the allocated peak) walk
     /// the same tensors, so the replay's allocated peak must land near the analytic one. Found
-    /// on the catalog: 0 % without checkpointing, +2 to +12 % with it (the replay keeps the
-    /// recomputed layer's transients alive a little longer than the analytic peak counts).
+    /// on the catalog: 0 % without checkpointing, +2 to +15 % with it (the replay keeps the
+    /// recomputed layer's transients alive a little longer than the analytic peak counts; the
+    /// most for Mixtral, whose two active experts make a 28672-wide MLP).
     #[test]
     fn the_replay_tracks_the_analytic_allocated_peak() {
         let mut worst = (0.0f64, String::new());
@@ -341,7 +347,7 @@ mod tests {
                 }
             }
         }
-        assert!(worst.0 < 0.15, "worst {}", worst.1);
+        assert!(worst.0 < 0.20, "worst {}", worst.1);
         assert!(
             lowest > -0.02,
             "the replay's peak falls below the analytic one: {lowest}"
