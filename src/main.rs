@@ -598,6 +598,8 @@ fn list_models(json: bool) -> Result<u8, Failure> {
                     "hidden_size": a.hidden,
                     "vocab_size": a.vocab,
                     "max_position_embeddings": a.max_position,
+                    "experts": a.moe.map(|m| m.experts),
+                    "active_experts": a.moe.map(|m| m.active),
                 })
             })
             .collect();
