@@ -48,10 +48,21 @@ fn event_loop(
 ) -> Result<(), String> {
     let io = |e: std::io::Error| format!("terminal error: {e}");
     while !app.quit {
-        terminal.draw(|f| view::draw(f, app)).map_err(io)?;
+        let mut drawn = ratatui::layout::Rect::default();
+        terminal
+            .draw(|f| {
+                drawn = f.area();
+                view::draw(f, app)
+            })
+            .map_err(io)?;
+        // keys are read against what was drawn: below the minimum size they change nothing
+        if app.size != Some((drawn.width, drawn.height)) {
+            app.update(Msg::Resize(drawn.width, drawn.height));
+        }
         if event::poll(Duration::from_millis(250)).map_err(io)? {
             match event::read().map_err(io)? {
                 Event::Key(key) if key.kind == KeyEventKind::Press => app.update(Msg::Key(key)),
+                Event::Resize(w, h) => app.update(Msg::Resize(w, h)),
                 _ => {}
             }
         }
