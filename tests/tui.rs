@@ -869,3 +869,80 @@ fn the_pickers_scroll_with_the_same_keys_and_the_filter_takes_words_in_any_order
         assert_eq!(a.run.model_name, "unsloth/Qwen2.5-1.5B-Instruct");
     }
 }
+
+fn mouse(a: &mut App, kind: ratatui::crossterm::event::MouseEventKind, column: u16, row: u16) {
+    a.update(Msg::Mouse(ratatui::crossterm::event::MouseEvent {
+        kind,
+        column,
+        row,
+        modifiers: KeyModifiers::NONE,
+    }));
+}
+
+/// The track of `knob` on a `w` x `h` screen: (first column, last column, row).
+fn track(a: &App, knob: Knob, w: u16, h: u16) -> (u16, u16, u16) {
+    let sliders = view::areas(a, ratatui::layout::Rect::new(0, 0, w, h)).sliders;
+    let i = Knob::ALL.iter().position(|k| *k == knob).unwrap();
+    let (_, cells) = view::knob_rows(a, sliders)
+        .into_iter()
+        .find(|(k, _)| *k == i)
+        .unwrap();
+    (cells[1].x, cells[1].right() - 1, cells[1].y)
+}
+
+#[test]
+fn the_mouse_focuses_sets_drags_and_steps() {
+    use ratatui::crossterm::event::{MouseButton, MouseEventKind as M};
+    for (w, h) in SIZES {
+        let mut a = app();
+        a.update(Msg::Resize(w, h));
+        // a click on a knob's label focuses it
+        let (x0, x1, y) = track(&a, Knob::Generations, w, h);
+        mouse(&mut a, M::Down(MouseButton::Left), 3, y);
+        mouse(&mut a, M::Up(MouseButton::Left), 3, y);
+        assert_eq!(a.focused(), Knob::Generations);
+        assert_eq!(a.run.num_generations, 4);
+        // on its track: the ladder's rung there; a drag follows; one undo takes the whole drag
+        mouse(&mut a, M::Down(MouseButton::Left), x0, y);
+        assert_eq!(a.run.num_generations, 2);
+        mouse(&mut a, M::Drag(MouseButton::Left), (x0 + x1) / 2, y);
+        mouse(&mut a, M::Drag(MouseButton::Left), x1 + 5, y + 3);
+        mouse(&mut a, M::Up(MouseButton::Left), x1 + 5, y + 3);
+        assert_eq!(a.run.num_generations, 64, "{w}x{h}");
+        assert_eq!(a.focused(), Knob::Generations);
+        keys(&mut a, "u");
+        assert_eq!(a.run.num_generations, 4);
+        // the wheel over a knob focuses and steps it
+        let (_, _, y) = track(&a, Knob::LoraRank, w, h);
+        mouse(&mut a, M::ScrollUp, 2, y);
+        assert_eq!((a.focused(), a.run.lora_rank), (Knob::LoraRank, 64));
+        mouse(&mut a, M::ScrollDown, 2, y);
+        mouse(&mut a, M::ScrollDown, 2, y);
+        assert_eq!(a.run.lora_rank, 16);
+        // the lock holds under the mouse too: the far end of the micro-batch is 8 of 8
+        let (_, x1, y) = track(&a, Knob::MicroBatch, w, h);
+        mouse(&mut a, M::Down(MouseButton::Left), x1, y);
+        mouse(&mut a, M::Up(MouseButton::Left), x1, y);
+        assert_eq!((a.run.micro_batch, a.run.grad_accum), (8, 1));
+        // with a popup open, clicks do nothing; the wheel moves the list
+        keys(&mut a, "p");
+        mouse(&mut a, M::Down(MouseButton::Left), x1, y);
+        mouse(&mut a, M::ScrollDown, x1, y);
+        assert!(
+            matches!(a.mode, Mode::Presets { selected: 1, .. }),
+            "{:?}",
+            a.mode
+        );
+        key(&mut a, KeyCode::Esc);
+        assert_eq!(a.run.micro_batch, 8);
+    }
+    // below the minimum size the mouse changes nothing either
+    let mut a = app();
+    a.update(Msg::Resize(40, 12));
+    let run = a.run.clone();
+    for y in 0..12 {
+        mouse(&mut a, M::Down(MouseButton::Left), 20, y);
+        mouse(&mut a, M::ScrollUp, 20, y);
+    }
+    assert_eq!(a.run, run);
+}

@@ -83,6 +83,20 @@ fn change_a_slider_export_and_quit_in_a_real_terminal() {
     assert_ne!(before, after, "the total did not change");
     assert!(screen(&session).contains("0.50"));
 
+    // the mouse is on: a click (SGR report, 1-based) on the generations row focuses it
+    assert_eq!(mouse_flag(&session), "1");
+    let row = screen(&session)
+        .lines()
+        .position(|l| l.contains("generations"))
+        .unwrap()
+        + 1;
+    let click = format!("\x1b[<0;4;{row}M\x1b[<0;4;{row}m");
+    tmux(&["send-keys", "-t", &session, "-l", &click]);
+    let clicked = wait_for(&session, "▶ generations");
+    assert!(clicked.contains("▶ generations"), "{clicked}");
+    tmux(&["send-keys", "-t", &session, "k"]);
+    wait_for(&session, "▶ vLLM share");
+
     tmux(&["send-keys", "-t", &session, "s"]);
     let exported = wait_for(&session, "wrote ");
     let file = Path::new(dir_s).join("vramfit-qwen2.5-3b-instruct.toml");
@@ -92,10 +106,20 @@ fn change_a_slider_export_and_quit_in_a_real_terminal() {
 
     tmux(&["send-keys", "-t", &session, "q"]);
     let end = wait_for(&session, "EXIT=0");
+    // and the mouse is the terminal's again
+    let flag = mouse_flag(&session);
     tmux(&["kill-session", "-t", &session]);
     assert!(end.contains("EXIT=0"), "{end}");
+    assert_eq!(flag, "0");
     // the alternate screen is gone: the shell's own lines are back, the sliders are not
     assert!(!end.contains("vllm_gpu_memory_utilization"), "{end}");
+}
+
+/// Whether the program in the pane asked for mouse reports: "1" or "0".
+fn mouse_flag(session: &str) -> String {
+    tmux(&["display", "-p", "-t", session, "#{mouse_any_flag}"])
+        .trim()
+        .to_string()
 }
 
 fn tmux_missing() -> bool {
@@ -132,10 +156,12 @@ fn every_knob_is_reachable_and_seen_at_60x20() {
         .status()
         .unwrap();
     assert!(started.success());
-    let run = format!("{bin} --no-gpu --preset 24gb; echo EXIT=$?");
+    let run = format!("{bin} --no-gpu --no-mouse --preset 24gb; echo EXIT=$?");
     tmux(&["send-keys", "-t", &session, &run, "Enter"]);
     let first = wait_for(&session, "levers");
     assert!(first.contains("memory"), "{first}");
+    // --no-mouse: the terminal keeps its mouse
+    assert_eq!(mouse_flag(&session), "0");
     // the 24gb preset's knobs, in order
     let knobs = [
         ("vLLM share", "0.45"),

@@ -16,7 +16,9 @@ use crate::model::rules;
 use crate::model::run::{Checkpointing, Optimizer, Quant, RunConfig, Stack};
 use crate::model::units::format_size;
 use crate::presets;
-use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::crossterm::event::{
+    KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
 use std::path::PathBuf;
 
 /// What the screen shows on top of the main view.
@@ -72,6 +74,8 @@ pub enum Msg {
     Gpu(Result<GpuInfo, String>),
     /// the terminal's size at the last draw (columns, rows)
     Resize(u16, u16),
+    /// a click, a drag or the wheel (unless `--no-mouse`)
+    Mouse(MouseEvent),
 }
 
 /// Where the capacity comes from.
@@ -118,6 +122,8 @@ pub struct App {
     undo: Vec<Snapshot>,
     /// the state at start or at the last export: quitting away from it asks first
     exported: Snapshot,
+    /// the state before a click that is still being dragged: the whole drag is one undo
+    gesture: Option<Snapshot>,
     estimator: Estimator,
 }
 
@@ -151,6 +157,7 @@ impl App {
             model_config: file.model_config,
             undo: Vec::new(),
             exported,
+            gesture: None,
             estimator,
         };
         app.recompute();
@@ -179,7 +186,13 @@ impl App {
         match msg {
             Msg::Gpu(reading) => self.gpu_reading(reading),
             Msg::Resize(w, h) => self.size = Some((w, h)),
+            Msg::Mouse(event) => {
+                if !self.too_small() {
+                    self.mouse(event)
+                }
+            }
             Msg::Key(key) if keymap::is_interrupt(&key) => {
+                self.end_gesture();
                 if self.mode == Mode::ConfirmQuit {
                     self.quit = true;
                 } else {
@@ -187,6 +200,7 @@ impl App {
                 }
             }
             Msg::Key(key) => {
+                self.end_gesture();
                 if !self.too_small() || self.answers_when_too_small(&key) {
                     self.key(key)
                 }
@@ -425,10 +439,118 @@ impl App {
         }
         if next != before {
             self.restore(next);
-            self.undo.push(before);
+            // a drag's steps are one change, pushed when it ends
+            if self.gesture.is_none() {
+                self.undo.push(before);
+            }
             self.recompute();
         }
         true
+    }
+
+    /// Ends a click-and-drag: what it changed becomes one undo step.
+    fn end_gesture(&mut self) {
+        if let Some(start) = self.gesture.take()
+            && start != self.snapshot()
+        {
+            self.undo.push(start);
+        }
+    }
+
+    /// The mouse: a click on a knob focuses it, a click or a drag on its track sets it there,
+    /// the wheel steps the knob under it (or the focused one); in help and the pickers the
+    /// wheel scrolls.
+    fn mouse(&mut self, m: MouseEvent) {
+        let wheel = match m.kind {
+            MouseEventKind::ScrollUp => Some(true),
+            MouseEventKind::ScrollDown => Some(false),
+            _ => None,
+        };
+        if !matches!(self.mode, Mode::Normal) {
+            // the wheel moves what is open as ↑/↓ would; clicks are for the main view
+            if let Some(up) = wheel
+                && matches!(
+                    self.mode,
+                    Mode::Help { .. } | Mode::Models { .. } | Mode::Presets { .. }
+                )
+            {
+                let code = if up { KeyCode::Up } else { KeyCode::Down };
+                self.key(KeyEvent::new(code, KeyModifiers::NONE));
+            }
+            return;
+        }
+        let Some((w, h)) = self.size else {
+            return;
+        };
+        let at = ratatui::layout::Position::new(m.column, m.row);
+        let sliders = view::areas(self, ratatui::layout::Rect::new(0, 0, w, h)).sliders;
+        let rows = view::knob_rows(self, sliders);
+        let hit = rows
+            .iter()
+            .find(|(_, cells)| cells.iter().any(|c| c.contains(at)))
+            .cloned();
+        match m.kind {
+            MouseEventKind::Down(MouseButton::Left) => {
+                self.end_gesture();
+                if let Some((i, cells)) = hit {
+                    self.focus = i;
+                    self.message = None;
+                    if cells[1].contains(at) {
+                        self.gesture = Some(self.snapshot());
+                        self.set_from_track(cells[1], m.column);
+                    }
+                }
+            }
+            MouseEventKind::Drag(MouseButton::Left) if self.gesture.is_some() => {
+                // the drag follows the knob it started on, wherever the pointer goes
+                if let Some((_, cells)) = rows.iter().find(|(i, _)| *i == self.focus) {
+                    self.set_from_track(cells[1], m.column);
+                }
+            }
+            MouseEventKind::Up(_) => self.end_gesture(),
+            _ if wheel.is_some() => {
+                self.end_gesture();
+                if let Some((i, _)) = hit {
+                    self.focus = i;
+                }
+                self.message = None;
+                self.act(if wheel == Some(true) {
+                    Action::Up
+                } else {
+                    Action::Down
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// Sets the focused knob to the rung of its ladder at `column` on its `track` (the value
+    /// that keeps the locked batch nearest to it, when the lock binds the knob).
+    fn set_from_track(&mut self, track: ratatui::layout::Rect, column: u16) {
+        let knob = self.focused();
+        let Some(current) = knob.get(&self.run) else {
+            self.message = Some("no vLLM on this GPU: turn use_vllm on in the run file".into());
+            return;
+        };
+        let ladder = knob.ladder();
+        let x = column.clamp(track.x, track.right().saturating_sub(1)) - track.x;
+        let span = track.width.saturating_sub(1).max(1) as f64;
+        let rung = ((x as f64 / span) * (ladder.len() - 1) as f64).round() as usize;
+        let mut value = ladder[rung.min(ladder.len() - 1)];
+        let keep = self.lock.then_some(self.target_batch);
+        if let Some(values) = keep.and_then(|t| exact_values(knob, t, self.run.gpus)) {
+            let distance = |v: u64| ((v as f64).ln() - (value as f64).ln()).abs();
+            if let Some(nearest) = values
+                .iter()
+                .copied()
+                .min_by(|a, b| distance(*a).total_cmp(&distance(*b)))
+            {
+                value = nearest;
+            }
+        }
+        if value != current {
+            self.set_knob(knob, value);
+        }
     }
 
     /// A change to the run alone; the lock's target follows the run when the lock is off.

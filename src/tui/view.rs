@@ -314,27 +314,40 @@ pub fn first_knob(app: &App, rows: usize) -> usize {
     window_start(app.focus, Knob::ALL.len(), rows)
 }
 
-fn sliders(frame: &mut Frame, app: &App, area: Rect) {
+/// The knobs on screen in the sliders' `area`: each one's index in [`Knob::ALL`] and its cells
+/// (label, track, value, trainer key). The mouse reads the same geometry the draw uses.
+pub fn knob_rows(app: &App, area: Rect) -> Vec<(usize, std::rc::Rc<[Rect]>)> {
     let rows = area.height as usize;
     let first = first_knob(app, rows);
     let keys = if area.width >= KEYS_FROM_WIDTH { 29 } else { 0 };
-    for (row, i) in (first..Knob::ALL.len()).take(rows).enumerate() {
+    (first..Knob::ALL.len())
+        .take(rows)
+        .enumerate()
+        .map(|(row, i)| {
+            let line = Rect::new(area.x, area.y + row as u16, area.width, 1);
+            let cells = Layout::horizontal([
+                Constraint::Length(15),
+                Constraint::Min(10),
+                Constraint::Length(8),
+                Constraint::Length(keys),
+            ])
+            .split(line);
+            (i, cells)
+        })
+        .collect()
+}
+
+fn sliders(frame: &mut Frame, app: &App, area: Rect) {
+    let rows = area.height as usize;
+    let first = first_knob(app, rows);
+    for (row, (i, cells)) in knob_rows(app, area).into_iter().enumerate() {
         let knob = Knob::ALL[i];
-        let y = area.y + row as u16;
-        let line = Rect::new(area.x, y, area.width, 1);
         let focused = i == app.focus;
         let style = if focused {
             app.theme.focus()
         } else {
             Style::default()
         };
-        let cells = Layout::horizontal([
-            Constraint::Length(15),
-            Constraint::Min(10),
-            Constraint::Length(8),
-            Constraint::Length(keys),
-        ])
-        .split(line);
         let mark = if focused { "▶ " } else { "  " };
         // more knobs above or below the window
         let more = if row == 0 && first > 0 {
@@ -374,7 +387,7 @@ fn sliders(frame: &mut Frame, app: &App, area: Rect) {
             Paragraph::new(format!(" {shown:>6}")).style(style),
             cells[2],
         );
-        if keys > 0 {
+        if cells[3].width > 0 {
             frame.render_widget(
                 Paragraph::new(format!(" {}", knob.trainer_key(app.run.stack)))
                     .style(app.theme.dim()),
@@ -672,6 +685,11 @@ fn help_lines(app: &App, inner: usize) -> Vec<String> {
     );
     add(
         "  q, Ctrl-C  quit; with changes not exported, asks: export? y/n/cancel".into(),
+        13,
+        &mut out,
+    );
+    add(
+        "  mouse      click a knob to focus it, click or drag its track to set it, the wheel steps it (--no-mouse leaves the mouse to the terminal)".into(),
         13,
         &mut out,
     );
