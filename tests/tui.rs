@@ -706,10 +706,12 @@ fn help_text(a: &mut App, w: u16, h: u16) -> String {
                 .trim_start_matches('│')
                 .trim_end_matches('│')
                 .trim();
-            if !inner.is_empty() && !inner.starts_with('┌') && !inner.starts_with('└') {
-                if lines.last().map(String::as_str) != Some(inner) {
-                    lines.push(inner.to_string());
-                }
+            if !inner.is_empty()
+                && !inner.starts_with('┌')
+                && !inner.starts_with('└')
+                && lines.last().map(String::as_str) != Some(inner)
+            {
+                lines.push(inner.to_string());
             }
         }
     }
