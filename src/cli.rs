@@ -14,6 +14,10 @@ pub struct Cli {
     pub command: Option<Command>,
     #[command(flatten)]
     pub source: Source,
+    /// The interactive screen without the mouse (it then leaves clicks and selection to the
+    /// terminal).
+    #[arg(long)]
+    pub no_mouse: bool,
 }
 
 #[derive(Subcommand, Debug)]

@@ -63,7 +63,7 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let result = match cli.command {
-        None => open_screen(&cli.source),
+        None => open_screen(&cli.source, !cli.no_mouse),
         Some(Command::Estimate {
             source,
             json,
@@ -318,7 +318,7 @@ fn run_estimate(
 }
 
 /// The interactive screen; without a terminal, the estimate is printed instead.
-fn open_screen(source: &Source) -> Result<u8, Failure> {
+fn open_screen(source: &Source, mouse: bool) -> Result<u8, Failure> {
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         say("vramfit: not a terminal: printing the estimate instead of the interactive screen");
@@ -344,7 +344,7 @@ fn open_screen(source: &Source) -> Result<u8, Failure> {
     };
     let here = std::env::current_dir().unwrap_or_else(|_| ".".into());
     let app = App::new(file, gpu, Theme::from_env(), here);
-    vramfit::tui::run(app, !source.no_gpu)?;
+    vramfit::tui::run(app, !source.no_gpu, mouse)?;
     Ok(FITS)
 }
 

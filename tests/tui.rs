@@ -75,24 +75,6 @@ fn sliders_move_and_undo_restores() {
 }
 
 #[test]
-fn the_lock_keeps_the_effective_batch_through_the_micro_batch() {
-    let mut a = app();
-    keys(&mut a, "jj");
-    assert_eq!(a.focused(), Knob::MicroBatch);
-    assert_eq!(a.run.effective_batch(), 8);
-    key(&mut a, KeyCode::Left); // 4 -> 3: accumulation 3, 9 completions: not exact
-    assert_eq!(a.run.micro_batch, 3);
-    assert_eq!(a.run.grad_accum, 3);
-    assert!(a.batch_note.as_deref().unwrap().contains("+1"));
-    key(&mut a, KeyCode::Left); // 3 -> 2: accumulation 4, exactly 8 again
-    assert_eq!((a.run.micro_batch, a.run.grad_accum), (2, 4));
-    assert_eq!(a.batch_note, None);
-    keys(&mut a, "b"); // unlocked: accumulation stays put
-    key(&mut a, KeyCode::Right);
-    assert_eq!((a.run.micro_batch, a.run.grad_accum), (3, 4));
-}
-
-#[test]
 fn typed_values_are_checked_before_they_are_set() {
     let mut a = app();
     keys(&mut a, "jjjj"); // LoRA rank
@@ -165,13 +147,13 @@ fn toggles_and_model_picker() {
     assert_eq!(a.run.model_name, "meta-llama/Llama-3.1-8B-Instruct");
     assert_eq!(a.run.arch.parameters(), 8_030_261_248);
     keys(&mut a, "?");
-    assert_eq!(a.mode, Mode::Help);
+    assert!(matches!(a.mode, Mode::Help { .. }));
     keys(&mut a, "x");
     assert_eq!(a.mode, Mode::Normal);
-    a.update(Msg::Key(KeyEvent::new(
-        KeyCode::Char('c'),
-        KeyModifiers::CONTROL,
-    )));
+    // changed and not exported: Ctrl-C asks, a second one quits
+    ctrl_c(&mut a);
+    assert_eq!(a.mode, Mode::ConfirmQuit);
+    ctrl_c(&mut a);
     assert!(a.quit);
 }
 
@@ -185,7 +167,7 @@ fn export_writes_once_and_asks_before_overwriting() {
     assert_eq!(written.run, a.run);
     keys(&mut a, "l");
     keys(&mut a, "s");
-    assert!(matches!(a.mode, Mode::ConfirmOverwrite(_)));
+    assert!(matches!(a.mode, Mode::ConfirmOverwrite { .. }));
     keys(&mut a, "n");
     assert_eq!(config::load(&path).unwrap().run, written.run);
     keys(&mut a, "sy");
@@ -236,17 +218,25 @@ fn any_size_draws_without_panicking() {
     }
 }
 
+/// The sizes the screen is drawn at in the snapshots: the minimum, the classic terminal, a
+/// large one.
+const SIZES: [(u16, u16); 3] = [(60, 20), (80, 24), (200, 60)];
+
 #[test]
-fn snapshot_80x24_without_colour() {
-    insta::assert_snapshot!(screen(&app(), 80, 24));
+fn snapshots_without_colour() {
+    for (w, h) in SIZES {
+        insta::assert_snapshot!(format!("screen_{w}x{h}_no_colour"), screen(&app(), w, h));
+    }
 }
 
 #[test]
-fn snapshot_80x24_colour_styles() {
+fn snapshots_in_colour() {
     let a = app_in(std::path::Path::new("."), Theme { colour: true });
-    let mut t = Terminal::new(TestBackend::new(80, 24)).unwrap();
-    t.draw(|f| view::draw(f, &a)).unwrap();
-    insta::assert_debug_snapshot!(t.backend().buffer());
+    for (w, h) in SIZES {
+        let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+        t.draw(|f| view::draw(f, &a)).unwrap();
+        insta::assert_debug_snapshot!(format!("screen_{w}x{h}_colour"), t.backend().buffer());
+    }
 }
 
 #[test]
@@ -356,4 +346,605 @@ proptest::proptest! {
         let back = config::load(&path).map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}\n{walk:?}")))?;
         proptest::prop_assert_eq!(back.run, a.run.clone());
     }
+}
+
+/// The value `knob` shows on its slider row.
+fn shown(a: &App, knob: Knob) -> String {
+    knob.get(&a.run).map_or("-".into(), |v| knob.show(v))
+}
+
+/// The screen's line that holds the focused knob (`▶ label ... value`).
+fn focused_line(s: &str) -> Option<&str> {
+    s.lines().find(|l| l.starts_with("▶ "))
+}
+
+#[test]
+fn the_focused_knob_is_on_screen_at_every_size_down_to_the_minimum() {
+    for (w, h) in [(60, 20), (61, 21), (70, 22), (80, 24), (200, 60)] {
+        let mut a = app();
+        a.update(Msg::Resize(w, h));
+        for (i, knob) in Knob::ALL.iter().enumerate() {
+            assert_eq!(a.focused(), *knob);
+            let s = screen(&a, w, h);
+            let line = focused_line(&s).unwrap_or_else(|| panic!("{w}x{h}: no focused knob\n{s}"));
+            assert!(line.contains(knob.label()), "{w}x{h} {knob}: {line}\n{s}");
+            assert!(line.contains(&shown(&a, *knob)), "{w}x{h} {knob}: {line}");
+            // a step moves the focused knob and the change is on screen
+            if i > 0 {
+                key(&mut a, KeyCode::Right);
+                let s = screen(&a, w, h);
+                assert!(focused_line(&s).unwrap().contains(&shown(&a, *knob)), "{s}");
+                key(&mut a, KeyCode::Char('u'));
+            }
+            key(&mut a, KeyCode::Tab);
+        }
+        // and back up, past the top
+        for knob in Knob::ALL.iter().rev() {
+            key(&mut a, KeyCode::BackTab);
+            let s = screen(&a, w, h);
+            assert!(focused_line(&s).unwrap().contains(knob.label()), "{s}");
+        }
+    }
+}
+
+#[test]
+fn below_the_minimum_size_only_quit_and_help_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = app_in(dir.path(), Theme::mono());
+    a.update(Msg::Resize(40, 12));
+    let (run, focus) = (a.run.clone(), a.focus);
+    for c in "LlHhjkctr4obumpsfe".chars() {
+        key(&mut a, KeyCode::Char(c));
+        assert_eq!(a.mode, Mode::Normal, "{c}");
+    }
+    for code in [KeyCode::Right, KeyCode::Left, KeyCode::Tab, KeyCode::Enter] {
+        key(&mut a, code);
+    }
+    assert_eq!(a.run, run);
+    assert_eq!(a.focus, focus);
+    assert!(!a.quit);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    assert!(screen(&a, 40, 12).contains("60x20"));
+    keys(&mut a, "?");
+    assert!(matches!(a.mode, Mode::Help { .. }), "{:?}", a.mode);
+    key(&mut a, KeyCode::Esc);
+    assert_eq!(a.mode, Mode::Normal);
+    // grown back: keys work again
+    a.update(Msg::Resize(80, 24));
+    keys(&mut a, "l");
+    assert_ne!(a.run, run);
+    a.update(Msg::Resize(40, 12));
+    keys(&mut a, "q");
+    assert_eq!(a.mode, Mode::ConfirmQuit);
+    keys(&mut a, "n");
+    assert!(a.quit);
+}
+
+fn ctrl_c(a: &mut App) {
+    a.update(Msg::Key(KeyEvent::new(
+        KeyCode::Char('c'),
+        KeyModifiers::CONTROL,
+    )));
+}
+
+#[test]
+fn esc_never_quits_and_quitting_asks_before_losing_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("vramfit-qwen2.5-3b-instruct.toml");
+    // nothing changed: q quits at once; Esc does nothing
+    let mut a = app_in(dir.path(), Theme::mono());
+    key(&mut a, KeyCode::Esc);
+    assert!(!a.quit);
+    keys(&mut a, "q");
+    assert!(a.quit);
+    let mut a = app_in(dir.path(), Theme::mono());
+    ctrl_c(&mut a);
+    assert!(a.quit);
+
+    // changed: q asks; c and Esc cancel, n quits without writing
+    let mut a = app_in(dir.path(), Theme::mono());
+    key(&mut a, KeyCode::Right);
+    key(&mut a, KeyCode::Esc);
+    assert!(!a.quit);
+    keys(&mut a, "q");
+    assert_eq!(a.mode, Mode::ConfirmQuit);
+    assert!(!a.quit);
+    assert!(screen(&a, 80, 24).contains("export? y/n/cancel"));
+    keys(&mut a, "c");
+    assert_eq!(a.mode, Mode::Normal);
+    keys(&mut a, "q");
+    key(&mut a, KeyCode::Esc);
+    assert_eq!(a.mode, Mode::Normal);
+    assert!(!a.quit);
+    keys(&mut a, "qn");
+    assert!(a.quit);
+    assert!(!file.exists());
+
+    // y exports, then quits
+    let mut a = app_in(dir.path(), Theme::mono());
+    key(&mut a, KeyCode::Right);
+    keys(&mut a, "qy");
+    assert!(a.quit);
+    assert_eq!(config::load(&file).unwrap().run, a.run);
+
+    // y with the file there: asks to overwrite, then quits
+    let mut a = app_in(dir.path(), Theme::mono());
+    key(&mut a, KeyCode::Right);
+    key(&mut a, KeyCode::Right);
+    keys(&mut a, "qy");
+    assert!(!a.quit);
+    keys(&mut a, "y");
+    assert!(a.quit);
+    assert_eq!(config::load(&file).unwrap().run, a.run);
+
+    // exported: q quits at once; undone back to the start: nothing to lose either
+    let mut a = app_in(dir.path(), Theme::mono());
+    key(&mut a, KeyCode::Left);
+    keys(&mut a, "sy");
+    keys(&mut a, "q");
+    assert!(a.quit);
+    let mut a = app_in(dir.path(), Theme::mono());
+    key(&mut a, KeyCode::Left);
+    keys(&mut a, "uq");
+    assert!(a.quit);
+
+    // Ctrl-C asks too; a second Ctrl-C quits
+    let mut a = app_in(dir.path(), Theme::mono());
+    key(&mut a, KeyCode::Right);
+    ctrl_c(&mut a);
+    assert_eq!(a.mode, Mode::ConfirmQuit);
+    ctrl_c(&mut a);
+    assert!(a.quit);
+
+    // Esc cancels an entry and closes the pickers and help, never quits
+    let mut a = app();
+    for open in ["e", "m", "p", "?"] {
+        keys(&mut a, open);
+        assert_ne!(a.mode, Mode::Normal, "{open}");
+        key(&mut a, KeyCode::Esc);
+        assert_eq!(a.mode, Mode::Normal, "{open}");
+        assert!(!a.quit);
+    }
+}
+
+/// The micro-batch step the levers panel offers: (from, to).
+fn panel_micro_batch(a: &App) -> Option<(String, String)> {
+    a.step_downs
+        .iter()
+        .find(|s| s.change.lever == vramfit::model::fit::Lever::MicroBatch)
+        .map(|s| (s.change.from.clone(), s.change.to.clone()))
+}
+
+fn type_value(a: &mut App, text: &str) {
+    key(a, KeyCode::Enter);
+    for _ in 0..16 {
+        key(a, KeyCode::Backspace);
+    }
+    keys(a, text);
+    key(a, KeyCode::Enter);
+}
+
+#[test]
+fn the_lock_holds_the_effective_batch_exactly() {
+    let mut a = app();
+    keys(&mut a, "jj");
+    assert_eq!(a.focused(), Knob::MicroBatch);
+    assert!(a.lock);
+    assert_eq!((a.run.micro_batch, a.run.grad_accum), (4, 2));
+    // micro-batch: only the divisors of 8
+    let mut seen = vec![];
+    for _ in 0..3 {
+        key(&mut a, KeyCode::Left);
+        seen.push((a.run.micro_batch, a.run.grad_accum));
+    }
+    for _ in 0..4 {
+        key(&mut a, KeyCode::Right);
+        seen.push((a.run.micro_batch, a.run.grad_accum));
+    }
+    assert_eq!(
+        seen,
+        [(2, 4), (1, 8), (1, 8), (2, 4), (4, 2), (8, 1), (8, 1)]
+    );
+    assert!(screen(&a, 80, 24).contains("batch 8 (locked)"));
+    // a typed micro-batch that cannot keep 8 is refused, saying which can
+    for typed in ["1024", "3", "6"] {
+        type_value(&mut a, typed);
+        let Mode::Entry { error: Some(e), .. } = &a.mode else {
+            panic!("{typed} accepted: {:?} {:?}", a.mode, a.run.micro_batch);
+        };
+        assert!(e.contains("1, 2, 4 or 8"), "{e}");
+        key(&mut a, KeyCode::Esc);
+        assert_eq!(a.run.effective_batch(), 8);
+    }
+    type_value(&mut a, "2");
+    assert_eq!((a.run.micro_batch, a.run.grad_accum), (2, 4));
+    // accumulation: the same divisors, the micro-batch follows
+    keys(&mut a, "jjj");
+    assert_eq!(a.focused(), Knob::GradAccum);
+    key(&mut a, KeyCode::Left);
+    assert_eq!((a.run.micro_batch, a.run.grad_accum), (4, 2));
+    keys(&mut a, "H");
+    assert_eq!((a.run.micro_batch, a.run.grad_accum), (8, 1));
+    keys(&mut a, "L");
+    assert_eq!((a.run.micro_batch, a.run.grad_accum), (1, 8));
+    type_value(&mut a, "3");
+    assert!(matches!(a.mode, Mode::Entry { error: Some(_), .. }));
+    key(&mut a, KeyCode::Esc);
+    assert_eq!(a.run.effective_batch(), 8);
+
+    // unlocked, accumulation 9: 36 completions; locked again, the micro-batch steps through
+    // 36's divisors (9 and 12 are not on the unlocked ladder's way down) and the levers panel
+    // offers the same step down as ←
+    keys(&mut a, "b");
+    type_value(&mut a, "9");
+    keys(&mut a, "b");
+    keys(&mut a, "kkk");
+    assert_eq!(a.focused(), Knob::MicroBatch);
+    assert_eq!((a.run.micro_batch, a.run.effective_batch()), (1, 9));
+    keys(&mut a, "b");
+    type_value(&mut a, "4");
+    keys(&mut a, "b");
+    assert_eq!(a.run.effective_batch(), 36);
+    for expected in [6, 9, 12, 18, 36] {
+        key(&mut a, KeyCode::Right);
+        assert_eq!(a.run.micro_batch, expected);
+        assert_eq!(a.run.effective_batch(), 36);
+    }
+    for _ in 0..8 {
+        let from = a.run.micro_batch;
+        let panel = panel_micro_batch(&a);
+        key(&mut a, KeyCode::Left);
+        let to = a.run.micro_batch;
+        if to == from {
+            assert_eq!(panel, None);
+            break;
+        }
+        assert_eq!(panel, Some((from.to_string(), to.to_string())));
+        assert_eq!(a.run.effective_batch(), 36);
+    }
+    assert_eq!(a.run.micro_batch, 1);
+}
+
+fn app_without_nvml() -> App {
+    let file = config::parse(vramfit::presets::built_in("24gb").unwrap(), "24gb", None).unwrap();
+    let gpu = GpuState {
+        capacity: 24 << 30,
+        capacity_from_user: false,
+        name: "24gb's gpu_memory".into(),
+        live: None,
+        unavailable: Some("no driver".into()),
+    };
+    App::new(file, gpu, Theme::mono(), std::path::PathBuf::from("."))
+}
+
+#[test]
+fn undo_restores_the_whole_state() {
+    let mut a = app_without_nvml();
+    let (run, capacity) = (a.run.clone(), a.estimate.capacity_bytes);
+    keys(&mut a, "p");
+    key(&mut a, KeyCode::Down);
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(a.run.model_name, "unsloth/Qwen2.5-1.5B-Instruct");
+    assert_ne!(a.gpu.capacity, capacity);
+    keys(&mut a, "u");
+    assert_eq!(a.run, run);
+    assert_eq!(a.gpu.capacity, capacity);
+    assert_eq!(a.estimate.capacity_bytes, capacity);
+    assert_eq!(a.gpu.name, "24gb's gpu_memory");
+    // the lock too
+    assert!(a.lock);
+    keys(&mut a, "b");
+    assert!(!a.lock);
+    keys(&mut a, "u");
+    assert!(a.lock);
+}
+
+/// The header: the lines above the GPU's.
+fn header_of(s: &str) -> String {
+    s.lines()
+        .take_while(|l| !l.starts_with(" GPU"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn every_setting_is_in_the_header_whole_at_every_size() {
+    let unsloth = [
+        "unsloth",
+        "16-bit weights",
+        "gc unsloth",
+        "ref off",
+        "adamw_8bit",
+        "standby off",
+        "fp8 KV off",
+    ];
+    let trl = [
+        "trl",
+        "4-bit NF4 weights",
+        "gc on",
+        "ref β 0.04",
+        "paged_adamw_8bit",
+        "vLLM sleep off",
+    ];
+    for (w, h) in SIZES {
+        let mut a = app();
+        let s = screen(&a, w, h);
+        for setting in unsloth {
+            assert!(header_of(&s).contains(setting), "{w}x{h}: {setting}\n{s}");
+        }
+        keys(&mut a, "t4ro");
+        let s = screen(&a, w, h);
+        for setting in trl {
+            assert!(header_of(&s).contains(setting), "{w}x{h}: {setting}\n{s}");
+        }
+        assert!(!header_of(&s).contains("fp8 KV"), "{s}");
+    }
+}
+
+/// All of help's text at `w` x `h`, page after page, its frame taken off and its lines joined
+/// with single spaces.
+fn help_text(a: &mut App, w: u16, h: u16) -> String {
+    a.update(Msg::Resize(w, h));
+    keys(a, "?");
+    let mut pages = vec![];
+    loop {
+        let s = screen(a, w, h);
+        if pages.last() == Some(&s) {
+            break;
+        }
+        pages.push(s);
+        key(a, KeyCode::PageDown);
+        assert!(matches!(a.mode, Mode::Help { .. }));
+    }
+    key(a, KeyCode::Esc);
+    assert_eq!(a.mode, Mode::Normal);
+    let mut lines: Vec<String> = vec![];
+    for page in &pages {
+        for l in page.lines() {
+            let inner = l
+                .trim()
+                .trim_start_matches('│')
+                .trim_end_matches('│')
+                .trim();
+            if !inner.is_empty()
+                && !inner.starts_with('┌')
+                && !inner.starts_with('└')
+                && lines.last().map(String::as_str) != Some(inner)
+            {
+                lines.push(inner.to_string());
+            }
+        }
+    }
+    lines
+        .join(" ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+fn long_text_is_cut_at_a_word_and_help_has_all_of_it() {
+    let mut a = app();
+    let mut cut = 0;
+    for (w, h) in SIZES {
+        let s = screen(&a, w, h);
+        for step in &a.step_downs {
+            let c = &step.change;
+            let Some(line) = s
+                .lines()
+                .find(|l| l.contains(c.lever.label()) && l.contains(&format!("{} → ", c.from)))
+            else {
+                continue;
+            };
+            // the trade-off follows what the step saves or costs
+            let first_word = c.trade_off.split(' ').next().unwrap();
+            let Some(saved) = line.find("saves ").or(line.find("costs ")) else {
+                continue;
+            };
+            let Some(at) = line[saved..].find(first_word).map(|i| saved + i) else {
+                continue;
+            };
+            let shown = &line[at..];
+            match shown.strip_suffix('…') {
+                Some(part) => {
+                    cut += 1;
+                    assert!(c.trade_off.starts_with(part), "{line}");
+                    assert!(
+                        c.trade_off[part.len()..].starts_with(' '),
+                        "cut in a word: {line}"
+                    );
+                }
+                None => assert_eq!(shown, c.trade_off, "{w}x{h}"),
+            }
+        }
+    }
+    assert!(cut > 0, "nothing was long enough to be shortened");
+    // help has the whole of it, at the minimum size (wrapped, paged) as at 200 columns (each on
+    // one line), and its own lines are never cut
+    for (w, h) in [(60, 20), (200, 60)] {
+        let text = help_text(&mut a, w, h);
+        for step in &a.step_downs {
+            assert!(
+                text.contains(step.change.trade_off),
+                "{w}x{h}: {}\n{text}",
+                step.change.trade_off
+            );
+        }
+        assert!(
+            text.contains("fit: the nearest configuration that fits (5% headroom)"),
+            "{text}"
+        );
+        assert!(text.contains("q, Ctrl-C"), "{text}");
+    }
+    a.update(Msg::Resize(200, 60));
+    keys(&mut a, "?");
+    let s = screen(&a, 200, 60);
+    for step in &a.step_downs {
+        assert!(s.lines().any(|l| l.contains(step.change.trade_off)), "{s}");
+    }
+    assert!(
+        s.contains("fit: the nearest configuration that fits (5% headroom)"),
+        "{s}"
+    );
+}
+
+/// The id or preset name on a picker's selected row (`│ ▶ name ...`).
+fn selected_row(s: &str) -> Option<String> {
+    s.lines()
+        .find_map(|l| l.split_once("│ ▶ ").map(|(_, rest)| rest.to_string()))
+}
+
+#[test]
+fn the_pickers_scroll_with_the_same_keys_and_the_filter_takes_words_in_any_order() {
+    assert_eq!(App::model_matches("qwen3 8b"), ["Qwen/Qwen3-8B"]);
+    assert_eq!(App::model_matches("8B QWEN3"), ["Qwen/Qwen3-8B"]);
+    let mut a = app();
+    keys(&mut a, "m");
+    keys(&mut a, "8b qwen3");
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(a.run.model_name, "Qwen/Qwen3-8B");
+
+    for (w, h) in [(60, 20), (80, 24)] {
+        let mut a = app();
+        a.update(Msg::Resize(w, h));
+        let all = App::model_matches("");
+        keys(&mut a, "m");
+        key(&mut a, KeyCode::Tab); // browse: j/k move
+        key(&mut a, KeyCode::Home);
+        // every model can be reached and is on screen when selected
+        for (i, id) in all.iter().enumerate() {
+            let Mode::Models { selected, .. } = a.mode else {
+                panic!("{:?}", a.mode)
+            };
+            assert_eq!(selected, i);
+            let s = screen(&a, w, h);
+            let row = selected_row(&s).unwrap_or_default();
+            assert!(row.starts_with(id), "{w}x{h} {id}: {row}\n{s}");
+            keys(&mut a, "j");
+        }
+        key(&mut a, KeyCode::Home);
+        key(&mut a, KeyCode::PageDown);
+        let Mode::Models { selected, .. } = a.mode else {
+            panic!()
+        };
+        assert!(selected > 1 && selected < all.len() - 1, "{selected}");
+        key(&mut a, KeyCode::PageUp);
+        assert!(matches!(a.mode, Mode::Models { selected: 0, .. }));
+        key(&mut a, KeyCode::End);
+        assert!(
+            selected_row(&screen(&a, w, h))
+                .unwrap()
+                .starts_with(all[all.len() - 1])
+        );
+        keys(&mut a, "k");
+        assert!(
+            selected_row(&screen(&a, w, h))
+                .unwrap()
+                .starts_with(all[all.len() - 2])
+        );
+        key(&mut a, KeyCode::Esc);
+
+        // presets: the same keys; each row shows the model and the capacity
+        keys(&mut a, "p");
+        keys(&mut a, "j");
+        let s = screen(&a, w, h);
+        let row = selected_row(&s).unwrap();
+        assert!(row.starts_with("12gb"), "{s}");
+        assert!(
+            row.contains("unsloth/Qwen2.5-1.5B-Instruct") || w < 80,
+            "{row}"
+        );
+        assert!(row.contains("GiB") || row.contains("GB"), "{row}");
+        key(&mut a, KeyCode::End);
+        key(&mut a, KeyCode::Home);
+        key(&mut a, KeyCode::PageDown);
+        keys(&mut a, "k");
+        key(&mut a, KeyCode::Up);
+        key(&mut a, KeyCode::Down);
+        let Mode::Presets { selected, .. } = &a.mode else {
+            panic!()
+        };
+        assert!(*selected > 0);
+        key(&mut a, KeyCode::Home);
+        keys(&mut a, "j");
+        key(&mut a, KeyCode::Enter);
+        assert_eq!(a.run.model_name, "unsloth/Qwen2.5-1.5B-Instruct");
+    }
+}
+
+fn mouse(a: &mut App, kind: ratatui::crossterm::event::MouseEventKind, column: u16, row: u16) {
+    a.update(Msg::Mouse(ratatui::crossterm::event::MouseEvent {
+        kind,
+        column,
+        row,
+        modifiers: KeyModifiers::NONE,
+    }));
+}
+
+/// The track of `knob` on a `w` x `h` screen: (first column, last column, row).
+fn track(a: &App, knob: Knob, w: u16, h: u16) -> (u16, u16, u16) {
+    let sliders = view::areas(a, ratatui::layout::Rect::new(0, 0, w, h)).sliders;
+    let i = Knob::ALL.iter().position(|k| *k == knob).unwrap();
+    let (_, cells) = view::knob_rows(a, sliders)
+        .into_iter()
+        .find(|(k, _)| *k == i)
+        .unwrap();
+    (cells[1].x, cells[1].right() - 1, cells[1].y)
+}
+
+#[test]
+fn the_mouse_focuses_sets_drags_and_steps() {
+    use ratatui::crossterm::event::{MouseButton, MouseEventKind as M};
+    for (w, h) in SIZES {
+        let mut a = app();
+        a.update(Msg::Resize(w, h));
+        // a click on a knob's label focuses it
+        let (x0, x1, y) = track(&a, Knob::Generations, w, h);
+        mouse(&mut a, M::Down(MouseButton::Left), 3, y);
+        mouse(&mut a, M::Up(MouseButton::Left), 3, y);
+        assert_eq!(a.focused(), Knob::Generations);
+        assert_eq!(a.run.num_generations, 4);
+        // on its track: the ladder's rung there; a drag follows; one undo takes the whole drag
+        mouse(&mut a, M::Down(MouseButton::Left), x0, y);
+        assert_eq!(a.run.num_generations, 2);
+        mouse(&mut a, M::Drag(MouseButton::Left), (x0 + x1) / 2, y);
+        mouse(&mut a, M::Drag(MouseButton::Left), x1 + 5, y + 3);
+        mouse(&mut a, M::Up(MouseButton::Left), x1 + 5, y + 3);
+        assert_eq!(a.run.num_generations, 64, "{w}x{h}");
+        assert_eq!(a.focused(), Knob::Generations);
+        keys(&mut a, "u");
+        assert_eq!(a.run.num_generations, 4);
+        // the wheel over a knob focuses and steps it
+        let (_, _, y) = track(&a, Knob::LoraRank, w, h);
+        mouse(&mut a, M::ScrollUp, 2, y);
+        assert_eq!((a.focused(), a.run.lora_rank), (Knob::LoraRank, 64));
+        mouse(&mut a, M::ScrollDown, 2, y);
+        mouse(&mut a, M::ScrollDown, 2, y);
+        assert_eq!(a.run.lora_rank, 16);
+        // the lock holds under the mouse too: the far end of the micro-batch is 8 of 8
+        let (_, x1, y) = track(&a, Knob::MicroBatch, w, h);
+        mouse(&mut a, M::Down(MouseButton::Left), x1, y);
+        mouse(&mut a, M::Up(MouseButton::Left), x1, y);
+        assert_eq!((a.run.micro_batch, a.run.grad_accum), (8, 1));
+        // with a popup open, clicks do nothing; the wheel moves the list
+        keys(&mut a, "p");
+        mouse(&mut a, M::Down(MouseButton::Left), x1, y);
+        mouse(&mut a, M::ScrollDown, x1, y);
+        assert!(
+            matches!(a.mode, Mode::Presets { selected: 1, .. }),
+            "{:?}",
+            a.mode
+        );
+        key(&mut a, KeyCode::Esc);
+        assert_eq!(a.run.micro_batch, 8);
+    }
+    // below the minimum size the mouse changes nothing either
+    let mut a = app();
+    a.update(Msg::Resize(40, 12));
+    let run = a.run.clone();
+    for y in 0..12 {
+        mouse(&mut a, M::Down(MouseButton::Left), 20, y);
+        mouse(&mut a, M::ScrollUp, 20, y);
+    }
+    assert_eq!(a.run, run);
 }

@@ -1,5 +1,6 @@
 //! The real binary in a real pseudo-terminal (tmux): change a slider and see the bar's total
-//! change, export, quit, and find the shell's screen back. CI installs tmux (`.ci/run`); where
+//! change, export, quit, and find the shell's screen back; at the minimum size (60x20), walk to
+//! every knob and find its value on screen, and shrink below it and see keys change nothing. CI installs tmux (`.ci/run`); where
 //! tmux is missing outside CI the test says so and passes.
 
 use std::path::Path;
@@ -37,9 +38,7 @@ fn total_line(screen: &str) -> String {
 
 #[test]
 fn change_a_slider_export_and_quit_in_a_real_terminal() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        assert!(std::env::var_os("CI").is_none(), "CI must install tmux");
-        eprintln!("tmux is not installed: the pseudo-terminal test did not run");
+    if tmux_missing() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -84,6 +83,20 @@ fn change_a_slider_export_and_quit_in_a_real_terminal() {
     assert_ne!(before, after, "the total did not change");
     assert!(screen(&session).contains("0.50"));
 
+    // the mouse is on: a click (SGR report, 1-based) on the generations row focuses it
+    assert_eq!(mouse_flag(&session), "1");
+    let row = screen(&session)
+        .lines()
+        .position(|l| l.contains("generations"))
+        .unwrap()
+        + 1;
+    let click = format!("\x1b[<0;4;{row}M\x1b[<0;4;{row}m");
+    tmux(&["send-keys", "-t", &session, "-l", &click]);
+    let clicked = wait_for(&session, "▶ generations");
+    assert!(clicked.contains("▶ generations"), "{clicked}");
+    tmux(&["send-keys", "-t", &session, "k"]);
+    wait_for(&session, "▶ vLLM share");
+
     tmux(&["send-keys", "-t", &session, "s"]);
     let exported = wait_for(&session, "wrote ");
     let file = Path::new(dir_s).join("vramfit-qwen2.5-3b-instruct.toml");
@@ -93,8 +106,111 @@ fn change_a_slider_export_and_quit_in_a_real_terminal() {
 
     tmux(&["send-keys", "-t", &session, "q"]);
     let end = wait_for(&session, "EXIT=0");
+    // and the mouse is the terminal's again
+    let flag = mouse_flag(&session);
     tmux(&["kill-session", "-t", &session]);
     assert!(end.contains("EXIT=0"), "{end}");
+    assert_eq!(flag, "0");
     // the alternate screen is gone: the shell's own lines are back, the sliders are not
     assert!(!end.contains("vllm_gpu_memory_utilization"), "{end}");
+}
+
+/// Whether the program in the pane asked for mouse reports: "1" or "0".
+fn mouse_flag(session: &str) -> String {
+    tmux(&["display", "-p", "-t", session, "#{mouse_any_flag}"])
+        .trim()
+        .to_string()
+}
+
+fn tmux_missing() -> bool {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "CI must install tmux");
+        eprintln!("tmux is not installed: the pseudo-terminal test did not run");
+        return true;
+    }
+    false
+}
+
+/// The line of the focused knob (`▶ label ... value`).
+fn focused(screen: &str) -> String {
+    screen
+        .lines()
+        .find(|l| l.starts_with("▶ "))
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn every_knob_is_reachable_and_seen_at_60x20() {
+    if tmux_missing() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let session = format!("vramfit-small-{}", std::process::id());
+    let bin = env!("CARGO_BIN_EXE_vramfit");
+    tmux(&["kill-session", "-t", &session]);
+    let started = Command::new("tmux")
+        .args(["new-session", "-d", "-s", &session, "-x", "60", "-y", "20"])
+        .args(["-c", dir.path().to_str().unwrap()])
+        .env("NO_COLOR", "1")
+        .status()
+        .unwrap();
+    assert!(started.success());
+    let run = format!("{bin} --no-gpu --no-mouse --preset 24gb; echo EXIT=$?");
+    tmux(&["send-keys", "-t", &session, &run, "Enter"]);
+    let first = wait_for(&session, "levers");
+    assert!(first.contains("memory"), "{first}");
+    // --no-mouse: the terminal keeps its mouse
+    assert_eq!(mouse_flag(&session), "0");
+    // the 24gb preset's knobs, in order
+    let knobs = [
+        ("vLLM share", "0.45"),
+        ("generations", "4"),
+        ("micro-batch", "4"),
+        ("sequence", "1024"),
+        ("LoRA rank", "32"),
+        ("grad accum", "2"),
+    ];
+    for (i, (label, value)) in knobs.iter().enumerate() {
+        if i > 0 {
+            tmux(&["send-keys", "-t", &session, "j"]);
+        }
+        let start = Instant::now();
+        let mut line = String::new();
+        while start.elapsed() < Duration::from_secs(10) {
+            line = focused(&screen(&session));
+            if line.contains(label) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(
+            line.contains(label),
+            "{label}: {line}\n{}",
+            screen(&session)
+        );
+        assert!(
+            line.split_whitespace().any(|w| w == *value),
+            "{label} = {value}: {line}"
+        );
+    }
+
+    // below the minimum: the notice, and a key that would change the run changes nothing
+    tmux(&["resize-window", "-t", &session, "-x", "40", "-y", "12"]);
+    let small = wait_for(&session, "needs 60x20");
+    assert!(small.contains("needs 60x20"), "{small}");
+    std::thread::sleep(Duration::from_millis(300));
+    tmux(&["send-keys", "-t", &session, "L"]);
+    std::thread::sleep(Duration::from_millis(300));
+    tmux(&["resize-window", "-t", &session, "-x", "60", "-y", "20"]);
+    let back = wait_for(&session, "levers");
+    let line = focused(&back);
+    assert!(line.contains("grad accum"), "{back}");
+    assert!(line.split_whitespace().any(|w| w == "2"), "{line}");
+
+    // nothing changed: q quits at once
+    tmux(&["send-keys", "-t", &session, "q"]);
+    let end = wait_for(&session, "EXIT=0");
+    tmux(&["kill-session", "-t", &session]);
+    assert!(end.contains("EXIT=0"), "{end}");
 }

@@ -4,6 +4,7 @@
 //! the ones that change what is learned (sequence length, generations, LoRA rank), and fewer
 //! knobs changed is better. Costs add up, so a best-first search finds the cheapest fit first.
 
+use super::adjust::exact_values;
 use super::estimate::{Estimate, Estimator, GpuBudget};
 use super::knobs::{Knob, accumulation_for};
 use super::rules;
@@ -167,7 +168,6 @@ fn checkpointing_rank(c: Checkpointing) -> u64 {
 impl Grid {
     fn new(run: &RunConfig) -> Grid {
         let batch = run.effective_batch();
-        let per_gpu = batch / run.gpus.max(1);
         let values = Lever::ORDER
             .iter()
             .map(|&lever| match lever {
@@ -195,21 +195,24 @@ impl Grid {
                         return vec![0];
                     };
                     let now = knob.get(run).unwrap_or(0);
+                    // keep the effective batch exactly: the micro-batches that divide it, the
+                    // values the screen's locked slider steps through
+                    let values = match lever {
+                        Lever::MicroBatch => {
+                            exact_values(knob, batch, run.gpus).unwrap_or_default()
+                        }
+                        _ => knob.ladder().to_vec(),
+                    };
                     let mut v = vec![now];
                     v.extend(
-                        knob.ladder()
-                            .iter()
-                            .rev()
-                            .copied()
-                            .filter(|&x| x < now)
-                            .filter(|&x| match lever {
-                                // keep the effective batch exactly: micro-batches that divide it
-                                Lever::MicroBatch => per_gpu % x == 0,
+                        values.iter().rev().copied().filter(|&x| x < now).filter(
+                            |&x| match lever {
                                 // keep the generation batch divisible by the generations
                                 Lever::Generations => batch % x == 0,
                                 Lever::SequenceLength => x >= run.prompt_len + 64,
                                 _ => true,
-                            }),
+                            },
+                        ),
                     );
                     v
                 }

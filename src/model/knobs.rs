@@ -171,17 +171,7 @@ impl Knob {
 
     /// The next value on the ladder up (`up`) or down from `current`; `coarse` skips three rungs.
     pub fn next(self, current: u64, up: bool, coarse: bool) -> u64 {
-        let ladder = self.ladder();
-        let rungs = if coarse { 3 } else { 1 };
-        let mut v = current;
-        for _ in 0..rungs {
-            v = if up {
-                ladder.iter().copied().find(|&x| x > v).unwrap_or(v)
-            } else {
-                ladder.iter().rev().copied().find(|&x| x < v).unwrap_or(v)
-            };
-        }
-        v
+        step_along(self.ladder(), current, up, coarse)
     }
 
     /// Human text for a value: `0.60`, `1024`.
@@ -255,6 +245,21 @@ fn parse_share(t: &str) -> Result<u64, String> {
         ));
     }
     Ok(whole as u64)
+}
+
+/// The next value of `values` (ascending) up (`up`) or down from `current`, three of them with
+/// `coarse`; `current` itself at either end.
+pub fn step_along(values: &[u64], current: u64, up: bool, coarse: bool) -> u64 {
+    let rungs = if coarse { 3 } else { 1 };
+    let mut v = current;
+    for _ in 0..rungs {
+        v = if up {
+            values.iter().copied().find(|&x| x > v).unwrap_or(v)
+        } else {
+            values.iter().rev().copied().find(|&x| x < v).unwrap_or(v)
+        };
+    }
+    v
 }
 
 /// Keeps the effective batch when the micro-batch changes: the accumulation that comes closest

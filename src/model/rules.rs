@@ -8,6 +8,10 @@ use super::run::RunConfig;
 /// Past 16 M tokens in one micro-batch no GPU comes close, and byte counts lose their meaning.
 pub const MAX_MICRO_BATCH_TOKENS: u64 = 1 << 24;
 
+/// The loader's range for `max_prompt_length` and `max_completion_length`, the two parts of the
+/// sequence (src/config reads both up to it): a longer part would be exported and refused on load.
+pub const MAX_PART_LENGTH: u64 = 1 << 21;
+
 /// One broken rule: the knob it concerns (when one does) and what is wrong, in words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Broken {
@@ -32,6 +36,20 @@ pub fn validate(run: &RunConfig) -> Result<(), Broken> {
                     knob.show(lo),
                     knob.show(hi),
                     knob.range_reason()
+                ),
+            });
+        }
+    }
+    for (key, value) in [
+        ("max_prompt_length", run.prompt_len),
+        ("max_completion_length", run.completion_len),
+    ] {
+        if value == 0 || value > MAX_PART_LENGTH {
+            return Err(Broken {
+                knob: Some(Knob::SequenceLength),
+                message: format!(
+                    "{key} = {value}: out of range, expected 1 to {MAX_PART_LENGTH} (a sequence of {} is too long)",
+                    run.sequence_len()
                 ),
             });
         }
@@ -73,5 +91,10 @@ mod tests {
         r.completion_len = 262_144 - r.prompt_len;
         let e = validate(&r).unwrap_err();
         assert_eq!(e.knob, Some(Knob::MicroBatch));
+        // the loader reads the completion up to 2^21 tokens: a longer one is refused here too
+        let mut r = run();
+        Knob::SequenceLength.set(&mut r, 1 << 24);
+        let e = validate(&r).unwrap_err();
+        assert!(e.message.contains("max_completion_length"), "{}", e.message);
     }
 }

@@ -2,46 +2,69 @@
 
 use super::keymap::{self, Action};
 use super::theme::Theme;
+use super::view;
 use crate::config::RunFile;
 use crate::config::export::{ExportContext, to_toml, write_atomically};
 use crate::gpu::GpuInfo;
-use crate::model::adjust::apply_knob;
+use crate::model::adjust::{apply_knob, exact_values, step_knob};
 use crate::model::catalog;
 use crate::model::estimate::{Estimate, Estimator, GpuBudget};
 use crate::model::fit::{FitOutcome, fit};
 use crate::model::fit::{StepDown, step_downs};
-use crate::model::knobs::{Knob, accumulation_for};
+use crate::model::knobs::Knob;
 use crate::model::rules;
 use crate::model::run::{Checkpointing, Optimizer, Quant, RunConfig, Stack};
 use crate::model::units::format_size;
 use crate::presets;
-use crate::text::signed_count;
-use ratatui::crossterm::event::{KeyCode, KeyEvent};
+use ratatui::crossterm::event::{
+    KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
 use std::path::PathBuf;
 
 /// What the screen shows on top of the main view.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mode {
     Normal,
-    Help,
+    /// the keys and the whole text of what the main view shortens, scrolled by `scroll` lines
+    Help {
+        scroll: usize,
+    },
     /// typing an exact value for a knob
     Entry {
         knob: Knob,
         text: String,
         error: Option<String>,
     },
-    /// the model catalog, filtered by what was typed
+    /// the model catalog, filtered by what was typed; `typing`: letters go to the filter (else
+    /// j/k move the selection)
     Models {
         filter: String,
         selected: usize,
+        typing: bool,
     },
     /// the preset list read when the picker opened
     Presets {
         selected: usize,
-        choices: Vec<(String, presets::PresetSource)>,
+        choices: Vec<PresetChoice>,
     },
-    /// the export file exists: `y` overwrites it
-    ConfirmOverwrite(PathBuf),
+    /// the export file exists: `y` overwrites it (and quits, when the export came from quitting)
+    ConfirmOverwrite {
+        path: PathBuf,
+        then_quit: bool,
+    },
+    /// quitting with changes not exported: y exports then quits, n quits, c or Esc stays
+    ConfirmQuit,
+}
+
+/// One preset in the picker: its name, where it lives, and what it holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PresetChoice {
+    pub name: String,
+    pub source: presets::PresetSource,
+    /// the model, or why the preset does not load
+    pub model: String,
+    /// the preset's `gpu_memory`
+    pub capacity: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -49,6 +72,10 @@ pub enum Msg {
     Key(KeyEvent),
     /// a new NVML reading (or why there is none)
     Gpu(Result<GpuInfo, String>),
+    /// the terminal's size at the last draw (columns, rows)
+    Resize(u16, u16),
+    /// a click, a drag or the wheel (unless `--no-mouse`)
+    Mouse(MouseEvent),
 }
 
 /// Where the capacity comes from.
@@ -63,6 +90,18 @@ pub struct GpuState {
     pub unavailable: Option<String>,
 }
 
+/// Everything a change can touch, kept whole for undo: the run, the lock and its target, the
+/// capacity and where it came from, the model's config.json.
+#[derive(Debug, Clone, PartialEq)]
+struct Snapshot {
+    run: RunConfig,
+    lock: bool,
+    target_batch: u64,
+    capacity: u64,
+    gpu_name: String,
+    model_config: Option<PathBuf>,
+}
+
 pub struct App {
     pub run: RunConfig,
     pub gpu: GpuState,
@@ -73,13 +112,18 @@ pub struct App {
     pub lock: bool,
     /// the effective batch the lock keeps
     pub target_batch: u64,
-    pub batch_note: Option<String>,
     pub message: Option<String>,
     pub quit: bool,
     pub theme: Theme,
     pub export_dir: PathBuf,
+    /// the terminal's size at the last draw; `None` before the first
+    pub size: Option<(u16, u16)>,
     model_config: Option<PathBuf>,
-    undo: Vec<RunConfig>,
+    undo: Vec<Snapshot>,
+    /// the state at start or at the last export: quitting away from it asks first
+    exported: Snapshot,
+    /// the state before a click that is still being dragged: the whole drag is one undo
+    gesture: Option<Snapshot>,
     estimator: Estimator,
 }
 
@@ -88,6 +132,14 @@ impl App {
         let target_batch = file.run.effective_batch();
         let mut estimator = Estimator::new();
         let estimate = estimator.estimate(&file.run, budget(&gpu));
+        let exported = Snapshot {
+            run: file.run.clone(),
+            lock: file.lock_effective_batch,
+            target_batch,
+            capacity: gpu.capacity,
+            gpu_name: gpu.name.clone(),
+            model_config: file.model_config.clone(),
+        };
         let mut app = App {
             run: file.run,
             gpu,
@@ -97,13 +149,15 @@ impl App {
             step_downs: Vec::new(),
             lock: file.lock_effective_batch,
             target_batch,
-            batch_note: None,
             message: None,
             quit: false,
             theme,
             export_dir,
+            size: None,
             model_config: file.model_config,
             undo: Vec::new(),
+            exported,
+            gesture: None,
             estimator,
         };
         app.recompute();
@@ -114,11 +168,67 @@ impl App {
         Knob::ALL[self.focus]
     }
 
+    /// Whether the last draw was below the smallest screen the view fits in: then only quit and
+    /// help answer, since nothing a key changes could be seen.
+    pub fn too_small(&self) -> bool {
+        self.size.is_some_and(|(w, h)| view::too_small(w, h))
+    }
+
+    /// Whether the run, the lock or the model's config.json differ from what was last exported
+    /// (or loaded at start).
+    pub fn unsaved(&self) -> bool {
+        self.run != self.exported.run
+            || self.lock != self.exported.lock
+            || self.model_config != self.exported.model_config
+    }
+
     pub fn update(&mut self, msg: Msg) {
         match msg {
             Msg::Gpu(reading) => self.gpu_reading(reading),
-            Msg::Key(key) if keymap::is_interrupt(&key) => self.quit = true,
-            Msg::Key(key) => self.key(key),
+            Msg::Resize(w, h) => self.size = Some((w, h)),
+            Msg::Mouse(event) => {
+                if !self.too_small() {
+                    self.mouse(event)
+                }
+            }
+            Msg::Key(key) if keymap::is_interrupt(&key) => {
+                self.end_gesture();
+                if self.mode == Mode::ConfirmQuit {
+                    self.quit = true;
+                } else {
+                    self.request_quit();
+                }
+            }
+            Msg::Key(key) => {
+                self.end_gesture();
+                if !self.too_small() || self.answers_when_too_small(&key) {
+                    self.key(key)
+                }
+            }
+        }
+    }
+
+    /// Below the minimum size: quit, help, and the keys that close what is open (a question
+    /// asked before the screen shrank is still answered).
+    fn answers_when_too_small(&self, key: &KeyEvent) -> bool {
+        match &self.mode {
+            Mode::Normal => matches!(
+                keymap::action_for(key),
+                Some(Action::Quit) | Some(Action::Help)
+            ),
+            Mode::Help { .. } | Mode::ConfirmQuit | Mode::ConfirmOverwrite { .. } => true,
+            Mode::Entry { .. } | Mode::Models { .. } | Mode::Presets { .. } => {
+                key.code == KeyCode::Esc
+            }
+        }
+    }
+
+    /// q, Ctrl-C: quits, asking first when the changes were not exported.
+    fn request_quit(&mut self) {
+        if self.unsaved() {
+            self.mode = Mode::ConfirmQuit;
+        } else {
+            self.quit = true;
         }
     }
 
@@ -130,18 +240,42 @@ impl App {
                     self.act(action);
                 }
             }
-            Mode::Help => self.mode = Mode::Normal,
+            Mode::Help { scroll } => {
+                let (w, h) = self.size.unwrap_or((80, 24));
+                let max = view::help_max_scroll(self, w, h);
+                let page = view::help_rows(self, w, h).max(1);
+                self.mode = match list_nav(&key, scroll, max + 1, page, true) {
+                    Some(scroll) => Mode::Help { scroll },
+                    None => Mode::Normal,
+                };
+            }
             Mode::Entry { knob, text, .. } => self.entry_key(knob, text, key),
-            Mode::Models { filter, selected } => self.models_key(filter, selected, key),
+            Mode::Models {
+                filter,
+                selected,
+                typing,
+            } => self.models_key(filter, selected, typing, key),
             Mode::Presets { selected, choices } => self.presets_key(selected, choices, key),
-            Mode::ConfirmOverwrite(path) => {
+            Mode::ConfirmOverwrite { path, then_quit } => {
                 self.mode = Mode::Normal;
                 if key.code == KeyCode::Char('y') {
-                    self.write_export(path, true);
+                    self.write_export(path, true, then_quit);
                 } else {
                     self.message = Some("export cancelled".into());
                 }
             }
+            Mode::ConfirmQuit => match key.code {
+                KeyCode::Char('y') => {
+                    self.mode = Mode::Normal;
+                    self.export(true);
+                }
+                KeyCode::Char('n') => self.quit = true,
+                KeyCode::Char('c') | KeyCode::Esc => {
+                    self.mode = Mode::Normal;
+                    self.message = Some("still here: nothing exported".into());
+                }
+                _ => {}
+            },
         }
     }
 
@@ -153,9 +287,25 @@ impl App {
             Action::Up | Action::Down | Action::UpCoarse | Action::DownCoarse => {
                 let up = matches!(action, Action::Up | Action::UpCoarse);
                 let coarse = matches!(action, Action::UpCoarse | Action::DownCoarse);
-                match knob.get(&self.run) {
+                let keep = self.lock.then_some(self.target_batch);
+                match step_knob(&self.run, knob, up, coarse, keep) {
+                    Some(v) if Some(v) == knob.get(&self.run) => {
+                        let end = if up { "largest" } else { "smallest" };
+                        self.message = Some(
+                            match keep.and_then(|t| exact_values(knob, t, self.run.gpus)) {
+                                Some(_) => format!(
+                                    "{knob} {} is the {end} that keeps the locked batch {} (b unlocks)",
+                                    knob.show(v),
+                                    self.target_batch
+                                ),
+                                None => {
+                                    format!("{knob} is at its {end} step: Enter types any value")
+                                }
+                            },
+                        );
+                    }
                     Some(v) => {
-                        self.set_knob(knob, knob.next(v, up, coarse));
+                        self.set_knob(knob, v);
                     }
                     None => {
                         self.message =
@@ -176,15 +326,16 @@ impl App {
             }
             Action::Undo => match self.undo.pop() {
                 Some(previous) => {
-                    self.run = previous;
+                    self.restore(previous);
                     self.recompute();
                 }
                 None => self.message = Some("nothing to undo".into()),
             },
             Action::ToggleLock => {
-                self.lock = !self.lock;
-                self.target_batch = self.run.effective_batch();
-                self.batch_note = None;
+                self.change_all(|s| {
+                    s.lock = !s.lock;
+                    s.target_batch = s.run.effective_batch();
+                });
             }
             Action::ToggleStack => {
                 _ = self.change(|r| {
@@ -232,61 +383,202 @@ impl App {
                 })
             }
             Action::PickModel => {
+                let selected = Self::model_matches("")
+                    .iter()
+                    .position(|id| *id == self.run.model_name)
+                    .unwrap_or(0);
                 self.mode = Mode::Models {
                     filter: String::new(),
-                    selected: 0,
+                    selected,
+                    typing: true,
                 }
             }
             Action::PickPreset => {
                 self.mode = Mode::Presets {
                     selected: 0,
-                    choices: presets::list(),
+                    choices: preset_choices(),
                 }
             }
-            Action::Export => self.export(),
+            Action::Export => self.export(false),
             Action::Fit => self.apply_fit(),
-            Action::Help => self.mode = Mode::Help,
-            Action::Quit => self.quit = true,
+            Action::Help => self.mode = Mode::Help { scroll: 0 },
+            Action::Quit => self.request_quit(),
         }
     }
 
-    /// Applies a change to the run, keeping the previous run for undo. A change that breaks a
-    /// rule the loader enforces (`rules::validate`) is refused with the rule, so whatever the
-    /// screen holds can be exported and loaded back. Returns whether it was applied.
-    fn change(&mut self, f: impl FnOnce(&mut RunConfig)) -> bool {
-        let mut next = self.run.clone();
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            run: self.run.clone(),
+            lock: self.lock,
+            target_batch: self.target_batch,
+            capacity: self.gpu.capacity,
+            gpu_name: self.gpu.name.clone(),
+            model_config: self.model_config.clone(),
+        }
+    }
+
+    fn restore(&mut self, s: Snapshot) {
+        self.run = s.run;
+        self.lock = s.lock;
+        self.target_batch = s.target_batch;
+        self.gpu.capacity = s.capacity;
+        self.gpu.name = s.gpu_name;
+        self.model_config = s.model_config;
+    }
+
+    /// Applies a change to the whole state, keeping the previous state for undo. A run that
+    /// breaks a rule the loader enforces (`rules::validate`) is refused with the rule, so
+    /// whatever the screen holds can be exported and loaded back. Returns whether it was applied.
+    fn change_all(&mut self, f: impl FnOnce(&mut Snapshot)) -> bool {
+        let before = self.snapshot();
+        let mut next = before.clone();
         f(&mut next);
-        if let Err(broken) = rules::validate(&next) {
+        if let Err(broken) = rules::validate(&next.run) {
             self.message = Some(broken.message);
             return false;
         }
-        if next != self.run {
-            self.undo.push(std::mem::replace(&mut self.run, next));
+        if next != before {
+            self.restore(next);
+            // a drag's steps are one change, pushed when it ends
+            if self.gesture.is_none() {
+                self.undo.push(before);
+            }
             self.recompute();
         }
         true
     }
 
-    fn set_knob(&mut self, knob: Knob, value: u64) -> bool {
-        let keep = (self.lock && knob == Knob::MicroBatch).then_some(self.target_batch);
-        if !self.change(|r| apply_knob(r, knob, value, keep)) {
-            return false;
+    /// Ends a click-and-drag: what it changed becomes one undo step.
+    fn end_gesture(&mut self) {
+        if let Some(start) = self.gesture.take()
+            && start != self.snapshot()
+        {
+            self.undo.push(start);
         }
-        if let Some(target) = keep {
-            let (_, off) = accumulation_for(target, self.run.micro_batch, self.run.gpus);
-            self.batch_note = (off != 0).then(|| {
-                format!(
-                    "effective batch {target} cannot be kept exactly: {}",
-                    signed_count(off, "completion", "completions")
-                )
-            });
-        } else if knob == Knob::GradAccum || !self.lock {
-            self.target_batch = self.run.effective_batch();
-            self.batch_note = None;
-        }
-        true
     }
 
+    /// The mouse: a click on a knob focuses it, a click or a drag on its track sets it there,
+    /// the wheel steps the knob under it (or the focused one); in help and the pickers the
+    /// wheel scrolls.
+    fn mouse(&mut self, m: MouseEvent) {
+        let wheel = match m.kind {
+            MouseEventKind::ScrollUp => Some(true),
+            MouseEventKind::ScrollDown => Some(false),
+            _ => None,
+        };
+        if !matches!(self.mode, Mode::Normal) {
+            // the wheel moves what is open as ↑/↓ would; clicks are for the main view
+            if let Some(up) = wheel
+                && matches!(
+                    self.mode,
+                    Mode::Help { .. } | Mode::Models { .. } | Mode::Presets { .. }
+                )
+            {
+                let code = if up { KeyCode::Up } else { KeyCode::Down };
+                self.key(KeyEvent::new(code, KeyModifiers::NONE));
+            }
+            return;
+        }
+        let Some((w, h)) = self.size else {
+            return;
+        };
+        let at = ratatui::layout::Position::new(m.column, m.row);
+        let sliders = view::areas(self, ratatui::layout::Rect::new(0, 0, w, h)).sliders;
+        let rows = view::knob_rows(self, sliders);
+        let hit = rows
+            .iter()
+            .find(|(_, cells)| cells.iter().any(|c| c.contains(at)))
+            .cloned();
+        match m.kind {
+            MouseEventKind::Down(MouseButton::Left) => {
+                self.end_gesture();
+                if let Some((i, cells)) = hit {
+                    self.focus = i;
+                    self.message = None;
+                    if cells[1].contains(at) {
+                        self.gesture = Some(self.snapshot());
+                        self.set_from_track(cells[1], m.column);
+                    }
+                }
+            }
+            MouseEventKind::Drag(MouseButton::Left) if self.gesture.is_some() => {
+                // the drag follows the knob it started on, wherever the pointer goes
+                if let Some((_, cells)) = rows.iter().find(|(i, _)| *i == self.focus) {
+                    self.set_from_track(cells[1], m.column);
+                }
+            }
+            MouseEventKind::Up(_) => self.end_gesture(),
+            _ if wheel.is_some() => {
+                self.end_gesture();
+                if let Some((i, _)) = hit {
+                    self.focus = i;
+                }
+                self.message = None;
+                self.act(if wheel == Some(true) {
+                    Action::Up
+                } else {
+                    Action::Down
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// Sets the focused knob to the rung of its ladder at `column` on its `track` (the value
+    /// that keeps the locked batch nearest to it, when the lock binds the knob).
+    fn set_from_track(&mut self, track: ratatui::layout::Rect, column: u16) {
+        let knob = self.focused();
+        let Some(current) = knob.get(&self.run) else {
+            self.message = Some("no vLLM on this GPU: turn use_vllm on in the run file".into());
+            return;
+        };
+        let ladder = knob.ladder();
+        let x = column.clamp(track.x, track.right().saturating_sub(1)) - track.x;
+        let span = track.width.saturating_sub(1).max(1) as f64;
+        let rung = ((x as f64 / span) * (ladder.len() - 1) as f64).round() as usize;
+        let mut value = ladder[rung.min(ladder.len() - 1)];
+        let keep = self.lock.then_some(self.target_batch);
+        if let Some(values) = keep.and_then(|t| exact_values(knob, t, self.run.gpus)) {
+            let distance = |v: u64| ((v as f64).ln() - (value as f64).ln()).abs();
+            if let Some(nearest) = values
+                .iter()
+                .copied()
+                .min_by(|a, b| distance(*a).total_cmp(&distance(*b)))
+            {
+                value = nearest;
+            }
+        }
+        if value != current {
+            self.set_knob(knob, value);
+        }
+    }
+
+    /// A change to the run alone; the lock's target follows the run when the lock is off.
+    fn change(&mut self, f: impl FnOnce(&mut RunConfig)) -> bool {
+        self.change_all(|s| {
+            f(&mut s.run);
+            if !s.lock {
+                s.target_batch = s.run.effective_batch();
+            }
+        })
+    }
+
+    /// Sets a knob. With the effective batch locked, the micro-batch and the accumulation take
+    /// only the values that keep it exact ([`exact_values`]); any other is refused, naming them.
+    fn set_knob(&mut self, knob: Knob, value: u64) -> bool {
+        let keep = self.lock.then_some(self.target_batch);
+        if let Some(values) = keep.and_then(|t| exact_values(knob, t, self.run.gpus))
+            && !values.contains(&value)
+        {
+            self.message = Some(format!(
+                "batch locked at {}: {knob} {} keeps it (b unlocks)",
+                self.target_batch,
+                one_of(&values, value)
+            ));
+            return false;
+        }
+        self.change(|r| apply_knob(r, knob, value, keep))
+    }
     fn entry_key(&mut self, knob: Knob, mut text: String, key: KeyEvent) {
         match key.code {
             KeyCode::Esc => self.mode = Mode::Normal,
@@ -334,29 +626,52 @@ impl App {
         }
     }
 
-    /// Catalog ids matching the filter (case-insensitive substring).
+    /// Catalog ids matching the filter: every word of it, in any order, case-insensitive
+    /// (`qwen3 8b` finds `Qwen/Qwen3-8B`).
     pub fn model_matches(filter: &str) -> Vec<&'static str> {
-        let f = filter.to_ascii_lowercase();
+        let words: Vec<String> = filter
+            .split_whitespace()
+            .map(|w| w.to_ascii_lowercase())
+            .collect();
         catalog::ids()
-            .filter(|id| id.to_ascii_lowercase().contains(&f))
+            .filter(|id| {
+                let id = id.to_ascii_lowercase();
+                words.iter().all(|w| id.contains(w.as_str()))
+            })
             .collect()
     }
 
-    fn models_key(&mut self, mut filter: String, selected: usize, key: KeyEvent) {
+    /// Rows a picker's list shows at the last drawn size, for PgUp/PgDn.
+    fn picker_page(&self) -> usize {
+        let (w, h) = self.size.unwrap_or((80, 24));
+        view::picker_rows(&self.mode, w, h).max(1)
+    }
+
+    fn models_key(&mut self, mut filter: String, selected: usize, typing: bool, key: KeyEvent) {
         let matches = Self::model_matches(&filter);
+        if let Some(selected) = list_nav(&key, selected, matches.len(), self.picker_page(), !typing)
+        {
+            self.mode = Mode::Models {
+                filter,
+                selected,
+                typing,
+            };
+            return;
+        }
         match key.code {
             KeyCode::Esc => self.mode = Mode::Normal,
-            KeyCode::Up => {
+            KeyCode::Tab | KeyCode::BackTab => {
                 self.mode = Mode::Models {
                     filter,
-                    selected: selected.saturating_sub(1),
+                    selected,
+                    typing: !typing,
                 }
             }
-            KeyCode::Down => {
-                let last = matches.len().saturating_sub(1);
+            KeyCode::Char('/') if !typing => {
                 self.mode = Mode::Models {
                     filter,
-                    selected: (selected + 1).min(last),
+                    selected,
+                    typing: true,
                 }
             }
             KeyCode::Enter => {
@@ -364,10 +679,10 @@ impl App {
                 if let Some(id) = matches.get(selected) {
                     let found = catalog::find(id).map(|f| f.arch);
                     if let Some(arch) = found {
-                        self.model_config = None;
-                        self.change(|r| {
-                            r.arch = arch;
-                            r.model_name = id.to_string();
+                        self.change_all(|s| {
+                            s.model_config = None;
+                            s.run.arch = arch;
+                            s.run.model_name = id.to_string();
                         });
                     }
                 }
@@ -377,59 +692,47 @@ impl App {
                 self.mode = Mode::Models {
                     filter,
                     selected: 0,
+                    typing: true,
                 };
             }
-            KeyCode::Char(c) if filter.len() < 40 => {
+            KeyCode::Char(c) if typing && filter.len() < 40 && !c.is_control() => {
                 filter.push(c);
                 self.mode = Mode::Models {
                     filter,
                     selected: 0,
+                    typing,
                 };
             }
             _ => {}
         }
     }
 
-    fn presets_key(
-        &mut self,
-        selected: usize,
-        choices: Vec<(String, presets::PresetSource)>,
-        key: KeyEvent,
-    ) {
-        let last = choices.len().saturating_sub(1);
+    fn presets_key(&mut self, selected: usize, choices: Vec<PresetChoice>, key: KeyEvent) {
+        if let Some(selected) = list_nav(&key, selected, choices.len(), self.picker_page(), true) {
+            self.mode = Mode::Presets { selected, choices };
+            return;
+        }
         match key.code {
             KeyCode::Esc => self.mode = Mode::Normal,
-            KeyCode::Up => {
-                self.mode = Mode::Presets {
-                    selected: selected.saturating_sub(1),
-                    choices,
-                }
-            }
-            KeyCode::Down => {
-                self.mode = Mode::Presets {
-                    selected: (selected + 1).min(last),
-                    choices,
-                }
-            }
             KeyCode::Enter => {
                 self.mode = Mode::Normal;
-                let Some((name, source)) = choices.get(selected) else {
+                let Some(choice) = choices.get(selected) else {
                     return;
                 };
-                let (name, loaded) = (name.clone(), source.load(name));
-                match loaded {
+                let name = choice.name.clone();
+                match choice.source.load(&name) {
                     Ok(file) => {
-                        self.lock = file.lock_effective_batch;
-                        self.model_config = file.model_config.clone();
-                        if let Some(bytes) = file
-                            .gpu_memory
-                            .filter(|_| !self.gpu.capacity_from_user && self.gpu.live.is_none())
-                        {
-                            self.gpu.capacity = bytes;
-                            self.gpu.name = format!("the {name} preset's gpu_memory");
-                        }
-                        self.change(|r| *r = file.run);
-                        self.target_batch = self.run.effective_batch();
+                        let take_capacity = !self.gpu.capacity_from_user && self.gpu.live.is_none();
+                        self.change_all(|s| {
+                            s.lock = file.lock_effective_batch;
+                            s.model_config = file.model_config.clone();
+                            if let Some(bytes) = file.gpu_memory.filter(|_| take_capacity) {
+                                s.capacity = bytes;
+                                s.gpu_name = format!("the {name} preset's gpu_memory");
+                            }
+                            s.run = file.run;
+                            s.target_batch = s.run.effective_batch();
+                        });
                         self.message = Some(format!("preset {name} loaded"));
                     }
                     Err(e) => self.message = Some(e.to_string()),
@@ -449,8 +752,10 @@ impl App {
                     .iter()
                     .map(|c| format!("{} {} → {}", c.key, c.from, c.to))
                     .collect();
-                self.change(|r| *r = *run);
-                self.target_batch = self.run.effective_batch();
+                self.change_all(|s| {
+                    s.run = *run;
+                    s.target_batch = s.run.effective_batch();
+                });
                 format!("fit: {}", said.join(", "))
             }
             FitOutcome::Impossible {
@@ -464,7 +769,9 @@ impl App {
         });
     }
 
-    fn export(&mut self) {
+    /// Writes the run to `vramfit-<model>.toml`, asking first when the file exists; quits after
+    /// with `then_quit` (the export quitting asked for).
+    fn export(&mut self, then_quit: bool) {
         let name = self
             .run
             .model_name
@@ -474,13 +781,13 @@ impl App {
             .to_ascii_lowercase();
         let path = self.export_dir.join(format!("vramfit-{name}.toml"));
         if path.exists() {
-            self.mode = Mode::ConfirmOverwrite(path);
+            self.mode = Mode::ConfirmOverwrite { path, then_quit };
         } else {
-            self.write_export(path, false);
+            self.write_export(path, false, then_quit);
         }
     }
 
-    fn write_export(&mut self, path: PathBuf, overwrite: bool) {
+    fn write_export(&mut self, path: PathBuf, overwrite: bool, then_quit: bool) {
         let gpu_line = format!("{} {}", self.gpu.name, format_size(self.gpu.capacity));
         let ctx = ExportContext {
             gpu: &gpu_line,
@@ -489,12 +796,15 @@ impl App {
             lock_effective_batch: self.lock,
             estimate: Some(&self.estimate),
         };
-        self.message = Some(
-            match write_atomically(&path, &to_toml(&self.run, &ctx), overwrite) {
-                Ok(()) => format!("wrote {}", path.display()),
-                Err(e) => e,
-            },
-        );
+        match write_atomically(&path, &to_toml(&self.run, &ctx), overwrite) {
+            Ok(()) => {
+                self.message = Some(format!("wrote {}", path.display()));
+                self.exported = self.snapshot();
+                self.quit = then_quit;
+            }
+            // the error is shown and the screen stays, whether or not quitting asked for it
+            Err(e) => self.message = Some(e),
+        }
     }
 
     fn gpu_reading(&mut self, reading: Result<GpuInfo, String>) {
@@ -528,5 +838,80 @@ fn budget(gpu: &GpuState) -> GpuBudget {
     GpuBudget {
         capacity: gpu.capacity,
         used_by_others: 0,
+    }
+}
+
+/// The presets, each read once to show its model and capacity.
+fn preset_choices() -> Vec<PresetChoice> {
+    presets::list()
+        .into_iter()
+        .map(|(name, source)| {
+            let (model, capacity) = match source.load(&name) {
+                Ok(file) => (file.run.model_name, file.gpu_memory),
+                Err(e) => (format!("does not load: {e}"), None),
+            };
+            PresetChoice {
+                name,
+                source,
+                model,
+                capacity,
+            }
+        })
+        .collect()
+}
+
+/// A list's selection moved by a navigation key: ↑/↓ (and j/k with `letters`), PgUp/PgDn by
+/// `page`, Home/End; `None` when the key is not one of them.
+fn list_nav(
+    key: &KeyEvent,
+    selected: usize,
+    len: usize,
+    page: usize,
+    letters: bool,
+) -> Option<usize> {
+    let last = len.saturating_sub(1);
+    let plain = !key
+        .modifiers
+        .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+    Some(match key.code {
+        KeyCode::Up => selected.saturating_sub(1),
+        KeyCode::Down => (selected + 1).min(last),
+        KeyCode::Char('k') if letters && plain => selected.saturating_sub(1),
+        KeyCode::Char('j') if letters && plain => (selected + 1).min(last),
+        KeyCode::PageUp => selected.saturating_sub(page),
+        KeyCode::PageDown => (selected + page).min(last),
+        KeyCode::Home => 0,
+        KeyCode::End => last,
+        _ => return None,
+    })
+}
+
+/// `1, 2, 4 or 8`; a long list is cut to its ends and the values around `near`:
+/// `1, 2 … 9, 10, 12, 15 … 360 or 720`.
+fn one_of(values: &[u64], near: u64) -> String {
+    let shown: Vec<String> = if values.len() <= 8 {
+        values.iter().map(u64::to_string).collect()
+    } else {
+        let at = values.partition_point(|&v| v < near);
+        let (from, to) = (at.saturating_sub(2), (at + 2).min(values.len()));
+        let mut keep: Vec<usize> = vec![0, values.len() - 1];
+        keep.extend(from..to);
+        keep.sort_unstable();
+        keep.dedup();
+        let mut out = Vec::new();
+        for (i, &k) in keep.iter().enumerate() {
+            let s = values[k].to_string();
+            if i > 0 && k > keep[i - 1] + 1 {
+                out.push(format!("… {s}"));
+            } else {
+                out.push(s);
+            }
+        }
+        out
+    };
+    match shown.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => "nothing".into(),
     }
 }

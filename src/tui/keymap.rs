@@ -183,9 +183,9 @@ pub const BINDINGS: &[Binding] = &[
     },
     Binding {
         keys: "q",
-        matches: |k| plain(k, &[KeyCode::Char('q'), KeyCode::Esc]),
+        matches: |k| plain(k, &[KeyCode::Char('q')]),
         action: Action::Quit,
-        help: "quit",
+        help: "quit (asks to export changes first)",
         footer: Some(("q", "quit")),
     },
 ];

@@ -9,7 +9,9 @@ pub mod widgets;
 
 use crate::gpu::{GpuProbe, NvmlSession};
 use app::{App, Msg};
-use ratatui::crossterm::event::{self, Event, KeyEventKind};
+use ratatui::crossterm::event::{
+    self, DisableMouseCapture, EnableMouseCapture, Event, KeyEventKind,
+};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -32,11 +34,41 @@ fn spawn_gpu_poller() -> mpsc::Receiver<Result<crate::gpu::GpuInfo, String>> {
     rx
 }
 
-/// Runs the screen until the user quits. `poll_gpu` is false with `--no-gpu`.
-pub fn run(mut app: App, poll_gpu: bool) -> Result<(), String> {
+/// Mouse reporting on while it lives: turned off again however the screen ends (a return, an
+/// error, a panic unwinding through it).
+struct MouseCapture;
+
+impl MouseCapture {
+    fn on() -> std::io::Result<MouseCapture> {
+        ratatui::crossterm::execute!(std::io::stdout(), EnableMouseCapture)?;
+        Ok(MouseCapture)
+    }
+}
+
+impl Drop for MouseCapture {
+    fn drop(&mut self) {
+        _ = ratatui::crossterm::execute!(std::io::stdout(), DisableMouseCapture);
+    }
+}
+
+/// Runs the screen until the user quits. `poll_gpu` is false with `--no-gpu`, `mouse` with
+/// `--no-mouse`.
+pub fn run(mut app: App, poll_gpu: bool, mouse: bool) -> Result<(), String> {
     let readings = poll_gpu.then(spawn_gpu_poller);
     let mut terminal = ratatui::try_init().map_err(|e| format!("cannot open the terminal: {e}"))?;
+    let capture = if mouse {
+        match MouseCapture::on() {
+            Ok(c) => Some(c),
+            Err(e) => {
+                ratatui::restore();
+                return Err(format!("cannot turn the mouse on ({e}): try --no-mouse"));
+            }
+        }
+    } else {
+        None
+    };
     let result = event_loop(&mut terminal, &mut app, readings.as_ref());
+    drop(capture);
     ratatui::restore();
     result
 }
@@ -48,10 +80,22 @@ fn event_loop(
 ) -> Result<(), String> {
     let io = |e: std::io::Error| format!("terminal error: {e}");
     while !app.quit {
-        terminal.draw(|f| view::draw(f, app)).map_err(io)?;
+        let mut drawn = ratatui::layout::Rect::default();
+        terminal
+            .draw(|f| {
+                drawn = f.area();
+                view::draw(f, app)
+            })
+            .map_err(io)?;
+        // keys are read against what was drawn: below the minimum size they change nothing
+        if app.size != Some((drawn.width, drawn.height)) {
+            app.update(Msg::Resize(drawn.width, drawn.height));
+        }
         if event::poll(Duration::from_millis(250)).map_err(io)? {
             match event::read().map_err(io)? {
                 Event::Key(key) if key.kind == KeyEventKind::Press => app.update(Msg::Key(key)),
+                Event::Resize(w, h) => app.update(Msg::Resize(w, h)),
+                Event::Mouse(m) => app.update(Msg::Mouse(m)),
                 _ => {}
             }
         }

@@ -1,15 +1,19 @@
-//! Drawing: a pure function of the app state.
+//! Drawing: a pure function of the app state. The layout gives the sliders their rows first,
+//! lets the list scroll to the focused knob when they do not all fit, wraps the header's
+//! settings rather than clipping them, and shortens long text at a word with `…` (help has the
+//! whole of it).
 
-use super::app::{App, Mode};
+use super::app::{App, Mode, PresetChoice};
 use super::keymap::BINDINGS;
 use super::theme::Theme;
-use super::widgets::{MemoryBar, Slider};
+use super::widgets::{MemoryBar, PickList, Slider, window_start};
 use crate::model::knobs::Knob;
+use crate::model::run::{Generation, Stack};
 use crate::model::units::format_size;
 use crate::text::{count, count_f, decimal_places};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::Style;
+use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
@@ -17,55 +21,249 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 pub const MIN_WIDTH: u16 = 60;
 pub const MIN_HEIGHT: u16 = 20;
 
+/// Whether a `w` x `h` screen is below the minimum: the view is a notice, and only quit and
+/// help answer.
+pub fn too_small(w: u16, h: u16) -> bool {
+    w < MIN_WIDTH || h < MIN_HEIGHT
+}
+
 pub fn draw(frame: &mut Frame, app: &App) {
     let area = frame.area();
-    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+    if too_small(area.width, area.height) {
         let text = format!(
-            "vramfit needs {MIN_WIDTH}x{MIN_HEIGHT}, this is {}x{}; q quits",
+            "vramfit needs {MIN_WIDTH}x{MIN_HEIGHT}, this is {}x{}; q quits, ? helps",
             area.width, area.height
         );
         frame.render_widget(
             Paragraph::new(text).wrap(ratatui::widgets::Wrap { trim: true }),
             area,
         );
-        return;
+    } else {
+        let a = areas(app, area);
+        header(frame, app, a.header);
+        sliders(frame, app, a.sliders);
+        bar(frame, app, a.bar);
+        legend(frame, app, a.legend);
+        frame.render_widget(Paragraph::new(batch_line(app, area.width)), a.batch);
+        frame.render_widget(Paragraph::new(advice_lines(app, area.width)), a.advice);
+        frame.render_widget(Paragraph::new(message_lines(app, area.width)), a.message);
+        footer(frame, app, a.footer);
     }
-    let legend_height = legend_rows(area.width, app.estimate.components.len()).min(6);
-    let rows = Layout::vertical([
-        Constraint::Length(2), // title, GPU
-        Constraint::Length(6), // sliders
-        Constraint::Length(3), // bar title, bar, scale
-        Constraint::Length(legend_height),
-        Constraint::Length(1), // effective batch
-        Constraint::Min(2),    // warnings and levers
-        Constraint::Length(1), // message / entry
-        Constraint::Length(1), // footer
-    ])
-    .split(area);
-    header(frame, app, rows[0]);
-    sliders(frame, app, rows[1]);
-    bar(frame, app, rows[2]);
-    legend(frame, app, rows[3]);
-    batch(frame, app, rows[4]);
-    advice(frame, app, rows[5]);
-    message(frame, app, rows[6]);
-    footer(frame, app, rows[7]);
     match &app.mode {
-        Mode::Help => help(frame, area),
-        Mode::Models { filter, selected } => models(frame, app, area, filter, *selected),
-        Mode::Presets { selected, choices } => presets(frame, area, *selected, choices),
+        Mode::Help { scroll } => help(frame, app, area, *scroll),
+        Mode::Models {
+            filter,
+            selected,
+            typing,
+        } => models(frame, app, area, filter, *selected, *typing),
+        Mode::Presets { selected, choices } => presets(frame, app, area, *selected, choices),
         _ => {}
     }
 }
 
-fn header(frame: &mut Frame, app: &App, area: Rect) {
+/// Where each part of the main view goes on a screen of `area` (at least the minimum size).
+pub struct Areas {
+    pub header: Rect,
+    pub sliders: Rect,
+    pub bar: Rect,
+    pub legend: Rect,
+    pub batch: Rect,
+    pub advice: Rect,
+    pub message: Rect,
+    pub footer: Rect,
+}
+
+/// The header, the bar, the batch line, the message and the footer take what they need; the
+/// sliders come next (all six when the height allows), then the levers panel (up to four
+/// lines), then the legend; the panel takes whatever is left.
+pub fn areas(app: &App, area: Rect) -> Areas {
+    let w = area.width;
+    let header_h = header_lines(app, w).len() as u16;
+    let message_h = message_lines(app, w).len() as u16;
+    let fixed = header_h + 3 + 1 + message_h + 1;
+    let rest = area.height.saturating_sub(fixed);
+    let slider_h = (Knob::ALL.len() as u16).min(rest.saturating_sub(2).max(rest.min(1)));
+    let rest = rest - slider_h;
+    let advice_wants = (advice_lines(app, w).len() as u16).min(4);
+    let components = app.estimate.components.len();
+    let mut legend_h = legend_rows(w, components).min(rest.saturating_sub(advice_wants));
+    if legend_h == 1 && legend_columns(w) == 1 && components > 1 {
+        // one cell would only count the components: the bar says as much
+        legend_h = 0;
+    }
+    let advice_h = rest - legend_h;
+    let rows = Layout::vertical([
+        Constraint::Length(header_h),
+        Constraint::Length(slider_h),
+        Constraint::Length(3),
+        Constraint::Length(legend_h),
+        Constraint::Length(1),
+        Constraint::Length(advice_h),
+        Constraint::Length(message_h),
+        Constraint::Length(1),
+    ])
+    .split(area);
+    Areas {
+        header: rows[0],
+        sliders: rows[1],
+        bar: rows[2],
+        legend: rows[3],
+        batch: rows[4],
+        advice: rows[5],
+        message: rows[6],
+        footer: rows[7],
+    }
+}
+
+/// Display width of `text` in cells.
+fn width_of(text: &str) -> usize {
+    Span::raw(text).width()
+}
+
+/// `text` in at most `width` cells: whole words, then `…` when something was left out. Only a
+/// single word longer than the whole width is cut inside.
+pub fn ellipsize(text: &str, width: usize) -> String {
+    if width_of(text) <= width {
+        return text.to_string();
+    }
+    // the leading spaces are the text's margin: kept
+    let body = text.trim_start_matches(' ');
+    let lead = &text[..text.len() - body.len()];
+    if width <= lead.len() {
+        return " ".repeat(width);
+    }
+    format!("{lead}{}", ellipsize_words(body, width - lead.len()))
+}
+
+fn ellipsize_words(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    for word in text.split(' ') {
+        let candidate = if out.is_empty() {
+            word.to_string()
+        } else {
+            format!("{out} {word}")
+        };
+        if width_of(&candidate) + 1 > width {
+            break;
+        }
+        out = candidate;
+    }
+    let out = out
+        .trim_end_matches([' ', ',', ';', ':', '·', '(', '-'])
+        .to_string();
+    if out.is_empty() {
+        // one word wider than the line: its start
+        let mut cut = String::new();
+        for c in text.chars() {
+            if width_of(&cut) + width_of(&c.to_string()) + 1 > width {
+                break;
+            }
+            cut.push(c);
+        }
+        return format!("{cut}…");
+    }
+    format!("{out}…")
+}
+
+/// `text` broken at spaces into lines of at most `width` cells, the lines after the first
+/// indented by `indent` spaces; a word wider than a line is cut.
+pub fn wrap(text: &str, width: usize, indent: usize) -> Vec<String> {
+    let width = width.max(indent + 8);
+    let body = text.trim_start_matches(' ');
+    let mut lines = Vec::new();
+    // the first line keeps the text's leading spaces
+    let mut line = text[..text.len() - body.len()].to_string();
+    for word in body.split(' ') {
+        let candidate = if line.trim().is_empty() {
+            format!("{line}{word}")
+        } else {
+            format!("{line} {word}")
+        };
+        if width_of(&candidate) <= width || line.trim().is_empty() {
+            line = candidate;
+        } else {
+            lines.push(std::mem::replace(
+                &mut line,
+                format!("{}{word}", " ".repeat(indent)),
+            ));
+        }
+    }
+    lines.push(line);
+    lines
+        .into_iter()
+        .flat_map(|l| {
+            // a single overlong word: hard breaks
+            let chars: Vec<char> = l.chars().collect();
+            if width_of(&l) <= width {
+                return vec![l];
+            }
+            chars.chunks(width).map(|c| c.iter().collect()).collect()
+        })
+        .collect()
+}
+
+/// Every setting a key toggles, where it applies to the run: what the header shows.
+pub fn settings(app: &App) -> Vec<String> {
     let r = &app.run;
-    let title = format!(
-        " vramfit  {} · {} · {} · gc {} · {} · beta {}",
-        r.model_name, r.stack, r.quant, r.checkpointing, r.optimizer, r.beta,
-    );
+    let on = |b: bool| if b { "on" } else { "off" };
+    let mut s = vec![
+        r.stack.to_string(),
+        format!("{} weights", r.quant),
+        format!("gc {}", r.checkpointing),
+        if r.beta > 0.0 {
+            format!("ref β {}", r.beta)
+        } else {
+            "ref off".into()
+        },
+        r.optimizer.to_string(),
+    ];
+    match r.generation {
+        Generation::ColocatedVllm { .. } => {
+            match r.stack {
+                Stack::Unsloth => s.push(format!("standby {}", on(r.unsloth_standby))),
+                Stack::Trl => s.push(format!("vLLM sleep {}", on(r.vllm_sleep))),
+            }
+            if r.stack == Stack::Unsloth {
+                s.push(format!("fp8 KV {}", on(r.vllm_kv_fp8)));
+            }
+        }
+        Generation::VllmServer => s.push("vLLM server".into()),
+        Generation::Transformers => s.push("no vLLM: transformers generate".into()),
+    }
+    s
+}
+
+/// The model, then the settings, wrapped at a setting (never inside one), then the GPU.
+fn header_lines(app: &App, width: u16) -> Vec<Line<'static>> {
+    let w = width as usize;
+    let model = ellipsize(&app.run.model_name, w.saturating_sub(1));
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    let mut spans = vec![
+        Span::raw(" "),
+        Span::styled(model.clone(), Style::default().add_modifier(Modifier::BOLD)),
+    ];
+    let mut used = 1 + width_of(&model);
+    let sep = app.theme.dim();
+    for s in settings(app) {
+        let sw = width_of(&s);
+        if used + 3 + sw <= w {
+            spans.push(Span::styled(" · ", sep));
+            used += 3 + sw;
+        } else {
+            lines.push(Line::from(std::mem::take(&mut spans)));
+            spans.push(Span::raw(" "));
+            used = 1 + sw;
+        }
+        spans.push(Span::raw(s));
+    }
+    lines.push(Line::from(spans));
+    lines.push(Line::raw(ellipsize(&gpu_text(app), w)));
+    lines
+}
+
+fn gpu_text(app: &App) -> String {
     let g = &app.gpu;
-    let gpu = match (&g.live, &g.unavailable) {
+    match (&g.live, &g.unavailable) {
         (Some(live), _) => format!(
             " GPU {} · {} · NVML in use {}{}{}",
             live.name,
@@ -84,15 +282,11 @@ fn header(frame: &mut Frame, app: &App, area: Rect) {
             g.name
         ),
         (None, None) => format!(" GPU {} · {}", g.name, format_size(g.capacity)),
-    };
-    let lines = vec![
-        Line::styled(
-            title,
-            Style::default().add_modifier(ratatui::style::Modifier::BOLD),
-        ),
-        Line::raw(gpu),
-    ];
-    frame.render_widget(Paragraph::new(lines), area);
+    }
+}
+
+fn header(frame: &mut Frame, app: &App, area: Rect) {
+    frame.render_widget(Paragraph::new(header_lines(app, area.width)), area);
 }
 
 /// ` · pid 4242 1.00 GiB, pid 17 …`: who holds the GPU, biggest first.
@@ -111,33 +305,63 @@ fn processes(gpu: &crate::gpu::GpuInfo) -> String {
     }
 }
 
+/// The trainer keys column shows from this width on; narrower, the slider takes its room.
+const KEYS_FROM_WIDTH: u16 = 70;
+
+/// The index of the first knob on screen when `rows` of them fit: the focused one is always
+/// among them.
+pub fn first_knob(app: &App, rows: usize) -> usize {
+    window_start(app.focus, Knob::ALL.len(), rows)
+}
+
+/// The knobs on screen in the sliders' `area`: each one's index in [`Knob::ALL`] and its cells
+/// (label, track, value, trainer key). The mouse reads the same geometry the draw uses.
+pub fn knob_rows(app: &App, area: Rect) -> Vec<(usize, std::rc::Rc<[Rect]>)> {
+    let rows = area.height as usize;
+    let first = first_knob(app, rows);
+    let keys = if area.width >= KEYS_FROM_WIDTH { 29 } else { 0 };
+    (first..Knob::ALL.len())
+        .take(rows)
+        .enumerate()
+        .map(|(row, i)| {
+            let line = Rect::new(area.x, area.y + row as u16, area.width, 1);
+            let cells = Layout::horizontal([
+                Constraint::Length(15),
+                Constraint::Min(10),
+                Constraint::Length(8),
+                Constraint::Length(keys),
+            ])
+            .split(line);
+            (i, cells)
+        })
+        .collect()
+}
+
 fn sliders(frame: &mut Frame, app: &App, area: Rect) {
-    for (i, knob) in Knob::ALL.iter().enumerate() {
-        let y = area.y + i as u16;
-        if y >= area.bottom() {
-            break;
-        }
-        let row = Rect::new(area.x, y, area.width, 1);
+    let rows = area.height as usize;
+    let first = first_knob(app, rows);
+    for (row, (i, cells)) in knob_rows(app, area).into_iter().enumerate() {
+        let knob = Knob::ALL[i];
         let focused = i == app.focus;
         let style = if focused {
             app.theme.focus()
         } else {
             Style::default()
         };
-        let value = knob.get(&app.run);
-        let cells = Layout::horizontal([
-            Constraint::Length(15),
-            Constraint::Min(10),
-            Constraint::Length(8),
-            Constraint::Length(29),
-        ])
-        .split(row);
         let mark = if focused { "▶ " } else { "  " };
+        // more knobs above or below the window
+        let more = if row == 0 && first > 0 {
+            "↑"
+        } else if row + 1 == rows && i + 1 < Knob::ALL.len() {
+            "↓"
+        } else {
+            ""
+        };
         frame.render_widget(
-            Paragraph::new(format!("{mark}{}", knob.label())).style(style),
+            Paragraph::new(format!("{mark}{:<12}{more}", knob.label())).style(style),
             cells[0],
         );
-        let shown = match value {
+        let shown = match knob.get(&app.run) {
             Some(v) => {
                 let ladder = knob.ladder();
                 let rung = ladder
@@ -163,10 +387,13 @@ fn sliders(frame: &mut Frame, app: &App, area: Rect) {
             Paragraph::new(format!(" {shown:>6}")).style(style),
             cells[2],
         );
-        frame.render_widget(
-            Paragraph::new(format!(" {}", knob.trainer_key(app.run.stack))).style(app.theme.dim()),
-            cells[3],
-        );
+        if cells[3].width > 0 {
+            frame.render_widget(
+                Paragraph::new(format!(" {}", knob.trainer_key(app.run.stack)))
+                    .style(app.theme.dim()),
+                cells[3],
+            );
+        }
     }
 }
 
@@ -225,17 +452,26 @@ fn legend_rows(width: u16, components: usize) -> u16 {
     components.div_ceil(legend_columns(width)) as u16
 }
 
+/// The components by column; when they do not all fit, the last cell counts the rest.
 fn legend(frame: &mut Frame, app: &App, area: Rect) {
+    if area.height == 0 {
+        return;
+    }
     let n = legend_columns(area.width);
     let columns = Layout::horizontal(vec![Constraint::Ratio(1, n as u32); n]).split(area);
-    let rows = area.height.max(1) as usize;
-    for (i, c) in app.estimate.components.iter().enumerate() {
-        let col = i / rows;
-        if col >= n {
-            break;
-        }
-        let cell = columns[col];
-        let y = cell.y + (i % rows) as u16;
+    let rows = area.height as usize;
+    let all = &app.estimate.components;
+    let cells = n * rows;
+    let shown = if all.len() > cells {
+        cells - 1
+    } else {
+        all.len()
+    };
+    let cell_at = |i: usize| {
+        let cell = columns[i / rows];
+        Rect::new(cell.x, cell.y + (i % rows) as u16, cell.width, 1)
+    };
+    for (i, c) in all.iter().take(shown).enumerate() {
         let line = Line::from(vec![
             Span::styled(
                 format!(" {}{} ", Theme::fill(c.part), Theme::fill(c.part)),
@@ -243,63 +479,107 @@ fn legend(frame: &mut Frame, app: &App, area: Rect) {
             ),
             Span::raw(format!("{:<17}{:>11}", c.name, format_size(c.bytes))),
         ]);
-        frame.render_widget(Paragraph::new(line), Rect::new(cell.x, y, cell.width, 1));
+        frame.render_widget(Paragraph::new(line), cell_at(i));
+    }
+    if shown < all.len() {
+        let rest = &all[shown..];
+        let bytes: u64 = rest.iter().map(|c| c.bytes).sum();
+        let name = format!("+{} more", rest.len());
+        frame.render_widget(
+            Paragraph::new(format!("    {name:<17}{:>11}", format_size(bytes)))
+                .style(app.theme.dim()),
+            cell_at(shown),
+        );
     }
 }
 
-fn batch(frame: &mut Frame, app: &App, area: Rect) {
+/// The effective batch and what it is made of, then the prompts, then vLLM's KV room: as many
+/// of the three as fit.
+fn batch_line(app: &App, width: u16) -> String {
     let e = &app.estimate;
     let lock = if app.lock { "locked" } else { "free" };
-    let mut text = format!(
-        " batch {} ({}) = {} × {} accum × {} · {} × {} gens",
-        e.effective_batch,
-        lock,
-        app.run.micro_batch,
-        app.run.grad_accum,
-        count(app.run.gpus, "GPU", "GPUs"),
-        count_f(e.prompts_per_step, 2, "prompt", "prompts"),
-        app.run.num_generations
-    );
+    let mut parts = vec![
+        format!(
+            " batch {} ({}) = {} × {} accum × {}",
+            e.effective_batch,
+            lock,
+            app.run.micro_batch,
+            app.run.grad_accum,
+            count(app.run.gpus, "GPU", "GPUs"),
+        ),
+        format!(
+            "{} × {} gens",
+            count_f(e.prompts_per_step, 2, "prompt", "prompts"),
+            app.run.num_generations
+        ),
+    ];
     if let Some(v) = &e.vllm {
-        text.push_str(&format!(
-            " · KV {} seq",
+        parts.push(format!(
+            "KV {} seq",
             decimal_places(v.full_length_sequences, 1)
         ));
     }
-    frame.render_widget(Paragraph::new(text), area);
+    let mut line = String::new();
+    for p in parts {
+        let next = if line.is_empty() {
+            p
+        } else {
+            format!("{line} · {p}")
+        };
+        if !line.is_empty() && width_of(&next) > width as usize {
+            break;
+        }
+        line = next;
+    }
+    ellipsize(&line, width as usize)
 }
 
-fn advice(frame: &mut Frame, app: &App, area: Rect) {
-    let mut lines: Vec<Line> = Vec::new();
-    if let Some(note) = &app.batch_note {
-        lines.push(Line::styled(format!(" ! {note}"), app.theme.warn()));
+/// A lever's one step down: `(label, from → to, saves or costs)`.
+fn step_parts(step: &crate::model::fit::StepDown) -> (String, String, String) {
+    let c = &step.change;
+    let saved = if c.bytes_saved >= 0 {
+        format!("saves {}", format_size(c.bytes_saved as u64))
+    } else {
+        format!("costs {}", format_size(c.bytes_saved.unsigned_abs()))
+    };
+    (
+        c.lever.label().to_string(),
+        format!("{} → {}", c.from, c.to),
+        saved,
+    )
+}
+
+/// Warnings, then each lever's one step down with its trade-off, shortened at a word to one
+/// line each (help shows them whole).
+fn advice_lines(app: &App, width: u16) -> Vec<Line<'static>> {
+    let w = width as usize;
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    for warning in &app.estimate.warnings {
+        lines.push(Line::styled(
+            ellipsize(&format!(" ! {warning}"), w),
+            app.theme.warn(),
+        ));
     }
-    for w in app.estimate.warnings.iter().take(2) {
-        lines.push(Line::styled(format!(" ! {w}"), app.theme.warn()));
-    }
-    lines.push(Line::raw(" levers, one step down:"));
+    lines.push(Line::raw(" levers, one step down (? shows all of it):"));
     for step in &app.step_downs {
         let c = &step.change;
-        let saved = if c.bytes_saved >= 0 {
-            format!("saves {}", format_size(c.bytes_saved as u64))
+        let (label, _, saved) = step_parts(step);
+        let head = format!("   {label:<13} {:>6} → {:<6} {saved:<15} ", c.from, c.to);
+        let room = w.saturating_sub(width_of(&head));
+        let tail = if room >= 8 {
+            ellipsize(c.trade_off, room)
         } else {
-            format!("costs {}", format_size(c.bytes_saved.unsigned_abs()))
+            String::new()
         };
-        lines.push(Line::raw(format!(
-            "   {:<13} {:>6} → {:<6} {:<18} {}",
-            c.lever.label(),
-            c.from,
-            c.to,
-            saved,
-            c.trade_off
-        )));
+        lines.push(Line::raw(ellipsize(&format!("{head}{tail}"), w)));
     }
-    frame.render_widget(Paragraph::new(lines), area);
+    lines
 }
 
-fn message(frame: &mut Frame, app: &App, area: Rect) {
+/// The message line (two when it needs them): the entry, a question, or the last message.
+fn message_lines(app: &App, width: u16) -> Vec<Line<'static>> {
     let (text, style) = match &app.mode {
-        // the error, once there is one, takes the hint's place: both do not fit in 80 columns
+        // the error, once there is one, takes the hint's place
         Mode::Entry { knob, text, error } => (
             match error {
                 Some(e) => format!(" {} = {text}▏ {e} · Esc cancels", knob.label()),
@@ -311,11 +591,15 @@ fn message(frame: &mut Frame, app: &App, area: Rect) {
             },
             app.theme.focus(),
         ),
-        Mode::ConfirmOverwrite(p) => (
+        Mode::ConfirmOverwrite { path, .. } => (
             format!(
                 " {} exists: y overwrites, any other key cancels",
-                p.display()
+                path.display()
             ),
+            app.theme.warn(),
+        ),
+        Mode::ConfirmQuit => (
+            " changes not exported: export? y/n/cancel".to_string(),
             app.theme.warn(),
         ),
         _ => (
@@ -326,16 +610,49 @@ fn message(frame: &mut Frame, app: &App, area: Rect) {
             Style::default(),
         ),
     };
-    frame.render_widget(Paragraph::new(text).style(style), area);
+    let w = width as usize;
+    let mut lines = wrap(&text, w, 1);
+    if lines.len() > 2 {
+        let rest = lines[1..].join(" ");
+        lines.truncate(1);
+        lines.push(ellipsize(&format!(" {}", rest.trim()), w));
+    }
+    lines.into_iter().map(|l| Line::styled(l, style)).collect()
 }
 
+/// The footer's keys; when they do not all fit, the pickers give way first, then undo, fit and
+/// export (help and quit always stay: help lists every key).
 fn footer(frame: &mut Frame, app: &App, area: Rect) {
-    let mut spans = vec![Span::raw(" ")];
-    for b in BINDINGS {
-        if let Some((keys, word)) = b.footer {
-            spans.push(Span::styled(keys, app.theme.focus()));
-            spans.push(Span::raw(format!(" {word}  ")));
+    use super::keymap::Action;
+    let mut shown: Vec<(Action, (&str, &str))> = BINDINGS
+        .iter()
+        .filter_map(|b| b.footer.map(|f| (b.action, f)))
+        .collect();
+    let width = |s: &[(Action, (&str, &str))]| {
+        s.iter()
+            .map(|(_, (k, w))| 1 + width_of(k) + 1 + width_of(w) + 1)
+            .sum::<usize>()
+    };
+    let give_way = [
+        Action::PickModel,
+        Action::PickPreset,
+        Action::Undo,
+        Action::Fit,
+        Action::Export,
+        Action::NextKnob,
+        Action::Up,
+    ];
+    for action in give_way {
+        if width(&shown) <= area.width as usize {
+            break;
         }
+        shown.retain(|(a, _)| *a != action);
+    }
+    let shown = shown.into_iter().map(|(_, f)| f);
+    let mut spans = vec![Span::raw(" ")];
+    for (keys, word) in shown {
+        spans.push(Span::styled(keys, app.theme.focus()));
+        spans.push(Span::raw(format!(" {word}  ")));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
@@ -351,66 +668,217 @@ fn popup(area: Rect, width: u16, height: u16) -> Rect {
     )
 }
 
-/// A framed overlay of `lines`, centred, over whatever is beneath.
-fn overlay(frame: &mut Frame, area: Rect, width: u16, lines: Vec<Line>, title: &str) {
-    let r = popup(area, width, lines.len() as u16 + 2);
+/// Help's text for a popup `inner` cells wide: the keys, then the whole of what the main view
+/// shortens (the levers' trade-offs, the warnings, the settings, the batch and the GPU).
+fn help_lines(app: &App, inner: usize) -> Vec<String> {
+    let mut out = vec![" keys".to_string()];
+    let add = |text: String, indent: usize, out: &mut Vec<String>| {
+        out.extend(wrap(&text, inner, indent));
+    };
+    for b in BINDINGS {
+        add(format!("  {:<10} {}", b.keys, b.help), 13, &mut out);
+    }
+    add(
+        "  Esc        closes a popup, cancels an entry (never quits)".into(),
+        13,
+        &mut out,
+    );
+    add(
+        "  q, Ctrl-C  quit; with changes not exported, asks: export? y/n/cancel".into(),
+        13,
+        &mut out,
+    );
+    add(
+        "  mouse      click a knob to focus it, click or drag its track to set it, the wheel steps it (--no-mouse leaves the mouse to the terminal)".into(),
+        13,
+        &mut out,
+    );
+    out.push(String::new());
+    out.push(" levers, one step down".into());
+    for step in &app.step_downs {
+        let (label, change, saved) = step_parts(step);
+        add(
+            format!("  {label} {change}: {saved}; {}", step.change.trade_off),
+            4,
+            &mut out,
+        );
+    }
+    if !app.estimate.warnings.is_empty() {
+        out.push(String::new());
+        out.push(" warnings".into());
+        for w in &app.estimate.warnings {
+            add(format!("  ! {w}"), 4, &mut out);
+        }
+    }
+    out.push(String::new());
+    out.push(" run".into());
+    add(
+        format!("  {} · {}", app.run.model_name, settings(app).join(" · ")),
+        4,
+        &mut out,
+    );
+    add(format!(" {}", batch_line(app, u16::MAX)), 4, &mut out);
+    add(format!(" {}", gpu_text(app)), 4, &mut out);
+    out
+}
+
+/// The help popup on `area`: as wide as its longest line allows, within the screen.
+fn help_area(app: &App, area: Rect) -> (Rect, Vec<String>) {
+    let natural = help_lines(app, usize::MAX / 2)
+        .iter()
+        .map(|l| width_of(l))
+        .max()
+        .unwrap_or(0) as u16;
+    let w = (natural + 3).min(area.width);
+    let lines = help_lines(app, w.saturating_sub(3) as usize);
+    let r = popup(area, w, lines.len() as u16 + 2);
+    (r, lines)
+}
+
+/// Lines of help on screen at `w` x `h`.
+pub fn help_rows(app: &App, w: u16, h: u16) -> usize {
+    help_area(app, Rect::new(0, 0, w, h))
+        .0
+        .height
+        .saturating_sub(2) as usize
+}
+
+/// How far help scrolls at `w` x `h`.
+pub fn help_max_scroll(app: &App, w: u16, h: u16) -> usize {
+    let (_, lines) = help_area(app, Rect::new(0, 0, w, h));
+    lines.len().saturating_sub(help_rows(app, w, h))
+}
+
+fn help(frame: &mut Frame, app: &App, area: Rect, scroll: usize) {
+    let (r, lines) = help_area(app, area);
+    let rows = r.height.saturating_sub(2) as usize;
+    let scroll = scroll.min(lines.len().saturating_sub(rows));
+    let title = if lines.len() > rows {
+        format!(
+            " help {}-{} of {} · ↑↓ PgUp PgDn · other keys close ",
+            scroll + 1,
+            (scroll + rows).min(lines.len()),
+            lines.len()
+        )
+    } else {
+        " help · any key closes ".to_string()
+    };
+    let shown: Vec<Line> = lines
+        .into_iter()
+        .skip(scroll)
+        .take(rows)
+        .map(Line::raw)
+        .collect();
     frame.render_widget(Clear, r);
     frame.render_widget(
-        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title)),
+        Paragraph::new(shown).block(Block::default().borders(Borders::ALL).title(title)),
         r,
     );
 }
 
-fn help(frame: &mut Frame, area: Rect) {
-    let lines: Vec<Line> = BINDINGS
-        .iter()
-        .map(|b| Line::raw(format!(" {:<10} {}", b.keys, b.help)))
-        .collect();
-    overlay(frame, area, 58, lines, " keys (any key closes) ");
+/// A picker's frame on `area`.
+fn picker_area(mode: &Mode, area: Rect) -> Rect {
+    match mode {
+        Mode::Presets { choices, .. } => popup(area, 72, choices.len() as u16 + 2),
+        _ => popup(area, 64, 20),
+    }
 }
 
-fn models(frame: &mut Frame, app: &App, area: Rect, filter: &str, selected: usize) {
-    let matches = super::app::App::model_matches(filter);
-    let visible = popup(area, 56, 16).height.saturating_sub(3) as usize;
-    let first = selected.saturating_sub(visible.saturating_sub(1));
-    let mut lines = vec![Line::raw(format!(" filter: {filter}▏"))];
-    for (i, id) in matches.iter().enumerate().skip(first).take(visible) {
-        let style = if i == selected {
+/// Rows of a picker's list at `w` x `h` (PgUp/PgDn move this many).
+pub fn picker_rows(mode: &Mode, w: u16, h: u16) -> usize {
+    let r = picker_area(mode, Rect::new(0, 0, w, h));
+    let filter = u16::from(matches!(mode, Mode::Models { .. }));
+    r.height.saturating_sub(2 + filter) as usize
+}
+
+fn framed(frame: &mut Frame, r: Rect, title: String, bottom: &str) -> Rect {
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(title)
+        .title_bottom(bottom.to_string());
+    let inner = block.inner(r);
+    frame.render_widget(Clear, r);
+    frame.render_widget(block, r);
+    inner
+}
+
+fn models(frame: &mut Frame, app: &App, area: Rect, filter: &str, selected: usize, typing: bool) {
+    let matches = App::model_matches(filter);
+    let r = picker_area(&app.mode, area);
+    let bottom = if typing {
+        " ↑↓ PgUp PgDn Home End · Tab: j/k · Enter · Esc "
+    } else {
+        " j/k ↑↓ PgUp PgDn Home End · / types · Enter · Esc "
+    };
+    let title = format!(
+        " model {}/{} ",
+        (selected + 1).min(matches.len()),
+        matches.len()
+    );
+    let inner = framed(frame, r, title, bottom);
+    if inner.height == 0 {
+        return;
+    }
+    let cursor = if typing { "▏" } else { "" };
+    frame.render_widget(
+        Paragraph::new(format!(" filter: {filter}{cursor}")).style(if typing {
             app.theme.focus()
         } else {
             Style::default()
-        };
-        lines.push(Line::styled(format!(" {id}"), style));
-    }
-    if matches.is_empty() {
-        lines.push(Line::raw(
-            " no match: give any model by its config.json in a run file",
-        ));
-    }
-    // the popup keeps its height while the filter narrows the list
-    lines.resize(visible + 1, Line::raw(""));
-    overlay(
-        frame,
-        area,
-        56,
-        lines,
-        " model (type to filter, Enter picks, Esc) ",
+        }),
+        Rect { height: 1, ..inner },
     );
+    let list = Rect::new(
+        inner.x,
+        inner.y + 1,
+        inner.width,
+        inner.height.saturating_sub(1),
+    );
+    if matches.is_empty() {
+        frame.render_widget(
+            Paragraph::new(" no match: give any model by its config.json in a run file")
+                .wrap(ratatui::widgets::Wrap { trim: true }),
+            list,
+        );
+        return;
+    }
+    let items = matches.iter().map(|id| Line::raw(id.to_string())).collect();
+    let widget = PickList {
+        items,
+        selected,
+        highlight: app.theme.focus(),
+    };
+    frame.render_widget(&widget, list);
 }
 
-fn presets(
-    frame: &mut Frame,
-    area: Rect,
-    selected: usize,
-    choices: &[(String, crate::presets::PresetSource)],
-) {
-    let lines: Vec<Line> = choices
+fn presets(frame: &mut Frame, app: &App, area: Rect, selected: usize, choices: &[PresetChoice]) {
+    let r = picker_area(&app.mode, area);
+    let title = format!(
+        " preset {}/{} ",
+        (selected + 1).min(choices.len()),
+        choices.len()
+    );
+    let inner = framed(
+        frame,
+        r,
+        title,
+        " j/k ↑↓ PgUp PgDn Home End · Enter loads · Esc ",
+    );
+    let name_w = choices.iter().map(|c| width_of(&c.name)).max().unwrap_or(0);
+    let items = choices
         .iter()
-        .enumerate()
-        .map(|(i, (name, _))| {
-            let mark = if i == selected { "▶" } else { " " };
-            Line::raw(format!(" {mark} {name}"))
+        .map(|c| {
+            let capacity = c.capacity.map_or("-".into(), format_size);
+            Line::from(vec![
+                Span::raw(format!("{:<name_w$}  {capacity:>10}  ", c.name)),
+                Span::styled(c.model.clone(), app.theme.dim()),
+            ])
         })
         .collect();
-    overlay(frame, area, 40, lines, " presets (Enter loads, Esc) ");
+    let widget = PickList {
+        items,
+        selected,
+        highlight: app.theme.focus(),
+    };
+    frame.render_widget(&widget, inner);
 }

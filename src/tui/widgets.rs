@@ -6,6 +6,7 @@ use crate::model::estimate::Component;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
+use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
 
 /// A horizontal track with a thumb at `position` (0..=1).
@@ -38,6 +39,61 @@ impl Widget for &Slider {
             buf[(area.x + i as u16, area.y)]
                 .set_symbol(symbol)
                 .set_style(self.style);
+        }
+    }
+}
+
+/// The first of `len` rows to show in `rows` so that `selected` is among them: the selection
+/// kept near the middle once the list scrolls, the window never past either end.
+pub fn window_start(selected: usize, len: usize, rows: usize) -> usize {
+    if rows == 0 || len <= rows {
+        return 0;
+    }
+    selected.saturating_sub(rows / 2).min(len - rows)
+}
+
+/// A scrolling list with one selected row, marked `▶` and drawn in `highlight`; it scrolls so
+/// the selection is always on screen, with `↑`/`↓` at the right edge when rows are hidden.
+/// The model and preset pickers both draw one.
+pub struct PickList<'a> {
+    pub items: Vec<Line<'a>>,
+    pub selected: usize,
+    pub highlight: Style,
+}
+
+impl Widget for &PickList<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let area = area.intersection(buf.area);
+        if area.width == 0 || area.height == 0 {
+            return;
+        }
+        let rows = area.height as usize;
+        let len = self.items.len();
+        let first = window_start(self.selected, len, rows);
+        for (row, (i, item)) in self
+            .items
+            .iter()
+            .enumerate()
+            .skip(first)
+            .take(rows)
+            .enumerate()
+        {
+            let y = area.y + row as u16;
+            let chosen = i == self.selected;
+            let mark = if chosen { " ▶ " } else { "   " };
+            let mut spans = vec![Span::raw(mark)];
+            spans.extend(item.spans.iter().cloned());
+            buf.set_line(area.x, y, &Line::from(spans), area.width);
+            if chosen {
+                buf.set_style(Rect::new(area.x, y, area.width, 1), self.highlight);
+            }
+        }
+        let right = area.x + area.width - 1;
+        if first > 0 {
+            buf[(right, area.y)].set_symbol("↑");
+        }
+        if first + rows < len {
+            buf[(right, area.y + area.height - 1)].set_symbol("↓");
         }
     }
 }
