@@ -5,6 +5,7 @@ use super::error::LoadError;
 use super::tables::{Tables, suggest};
 use crate::contract::{Call, Table as T};
 use crate::model::knobs::Knob;
+use crate::model::rules;
 use crate::model::run::{Optimizer, Stack};
 
 /// What `[grpo]` says about training.
@@ -34,7 +35,7 @@ pub fn read_grpo(t: &Tables) -> Result<Grpo, LoadError> {
         grad_accum: knob(Knob::GradAccum, "gradient_accumulation_steps", 1)?,
         num_generations: knob(Knob::Generations, "num_generations", 8)?,
         completion_len: t
-            .int(T::Grpo, "max_completion_length", 1, 1 << 21)?
+            .int(T::Grpo, "max_completion_length", 1, rules::MAX_PART_LENGTH)?
             .or(grpo.default_u64("max_completion_length"))
             .unwrap_or(512),
         beta: t

@@ -8,8 +8,8 @@ use super::run::RunConfig;
 /// Past 16 M tokens in one micro-batch no GPU comes close, and byte counts lose their meaning.
 pub const MAX_MICRO_BATCH_TOKENS: u64 = 1 << 24;
 
-/// The loader's range for `max_prompt_length` and `max_completion_length`, the two parts of the
-/// sequence (src/config reads both up to it): a longer part would be exported and refused on load.
+/// The longest prompt or completion (`max_prompt_length`, `max_completion_length`): the loader
+/// reads both within it, and the screen cannot go past it.
 pub const MAX_PART_LENGTH: u64 = 1 << 21;
 
 /// One broken rule: the knob it concerns (when one does) and what is wrong, in words.
