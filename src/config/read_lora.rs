@@ -6,7 +6,7 @@ use super::tables::Tables;
 use crate::contract::{Call, Table as T};
 use crate::model::arch::Arch;
 use crate::model::knobs::Knob;
-use crate::model::run::Checkpointing;
+use crate::model::run::{Checkpointing, Stack};
 use toml::Value;
 
 /// What `[lora]` says.
@@ -19,6 +19,7 @@ pub struct Lora {
 
 /// Reads `[lora]`; `arch` decides PEFT's default target modules.
 pub fn read_lora(t: &Tables, arch: &Arch) -> Result<Lora, LoadError> {
+    refuse_full_finetuning(t)?;
     let call = lora_call(t);
     let rank = t
         .knob(Knob::LoraRank)?
@@ -34,6 +35,25 @@ pub fn read_lora(t: &Tables, arch: &Arch) -> Result<Lora, LoadError> {
         targets: targets(t, arch)?,
         checkpointing: checkpointing(t)?,
     })
+}
+
+/// Full fine-tuning (Unsloth's `from_pretrained(full_finetuning=True)`, TRL ModelConfig's
+/// `use_peft = false` said outright) trains every weight: gradients and optimizer states for all
+/// of them, which vramfit does not model yet. Refused, rather than estimated as LoRA.
+fn refuse_full_finetuning(t: &Tables) -> Result<(), LoadError> {
+    let (key, full) = match t.stack {
+        Stack::Unsloth => ("full_finetuning", true),
+        Stack::Trl => ("use_peft", false),
+    };
+    if t.boolean(T::Model, key)? == Some(full) {
+        return Err(t.wrong(
+            T::Model,
+            key,
+            full,
+            "full fine-tuning is not modelled yet (every weight's gradient and optimizer states): vramfit estimates LoRA runs only",
+        ));
+    }
+    Ok(())
 }
 
 /// The call `[lora]` feeds: Unsloth's `get_peft_model`, or PEFT's `LoraConfig`.

@@ -352,3 +352,22 @@ fn retired_keys_still_load_with_their_notes() {
     assert!(file.notes[0].starts_with("`[model] model_name` is read but not exported"));
     assert!(file.notes[1].starts_with("`[grpo] max_prompt_length` is read but not exported"));
 }
+
+#[test]
+fn full_fine_tuning_is_refused_not_estimated_as_lora() {
+    let unsloth = "[vramfit]\nstack = \"unsloth\"\n[model]\nmodel_name = \"unsloth/gemma-3-1b-it\"\nfull_finetuning = true\n";
+    let err = parse(unsloth, "u.toml", None).unwrap_err();
+    assert_eq!(
+        (err.line, err.key.as_deref()),
+        (Some(5), Some("full_finetuning"))
+    );
+    assert!(
+        err.to_string().contains("full fine-tuning is not modelled"),
+        "{err}"
+    );
+    let trl = "[vramfit]\nstack = \"trl\"\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B\"\nuse_peft = false\n";
+    assert!(parse(trl, "t.toml", None).is_err());
+    // saying LoRA outright, or nothing, loads
+    assert!(parse(&unsloth.replace("= true", "= false"), "u.toml", None).is_ok());
+    assert!(parse(&trl.replace("use_peft = false\n", ""), "t.toml", None).is_ok());
+}
