@@ -1,0 +1,389 @@
+//! The commands: each resolves its inputs (inputs.rs), does its one job and writes its answer
+//! (output.rs).
+
+use crate::cli::{Cli, Source};
+use crate::inputs::{Inputs, load_source, resolve};
+use crate::output::*;
+use std::io::Write;
+use vramfit::config::RunFile;
+use vramfit::config::export::{ExportContext, to_toml, write_atomically};
+use vramfit::gpu::{GpuProbe, NvmlProbe};
+use vramfit::model::catalog;
+use vramfit::model::estimate::{Estimator, GpuBudget, estimate};
+use vramfit::model::fit::{FitOutcome, fit};
+use vramfit::model::units::{format_size, parse_size};
+use vramfit::presets;
+use vramfit::tui::app::{App, GpuState};
+use vramfit::tui::theme::Theme;
+
+pub fn run_estimate(
+    source: &Source,
+    json: bool,
+    export: Option<&std::path::Path>,
+    force: bool,
+) -> Result<u8, Failure> {
+    let Inputs {
+        loaded,
+        gpu,
+        gpu_line,
+        ..
+    } = resolve(source)?;
+    let file = &loaded.file;
+    let est = estimate(&file.run, gpu);
+    let answer = if est.fits { FITS } else { DOES_NOT_FIT };
+    if let Some(out) = export {
+        export_run(file, &file.run, (gpu, &gpu_line), &est, out, force, answer)?;
+    }
+    let to_stdout = export.is_some_and(|o| o == std::path::Path::new("-"));
+    if json {
+        let mut v = serde_json::to_value(&est).map_err(|e| e.to_string())?;
+        v["parameters"] = serde_json::json!(file.run.arch.parameters());
+        v["model_source"] = serde_json::to_value(&file.model_source).map_err(|e| e.to_string())?;
+        let text = json_text(&v)?;
+        emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(answer))?;
+    } else if !to_stdout {
+        let table = vramfit::report::table(&file.run, &est, &gpu_line);
+        emit(|out| {
+            write!(
+                out,
+                "run: {}\nmodel: {}\n{table}",
+                loaded.origin, file.model_source
+            )
+        })
+        .map_err(unwritten(answer))?;
+    }
+    Ok(answer)
+}
+
+/// The interactive screen; without a terminal, the estimate is printed instead.
+pub fn open_screen(source: &Source, mouse: bool) -> Result<u8, Failure> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        say("vramfit: not a terminal: printing the estimate instead of the interactive screen");
+        return run_estimate(source, false, None, false);
+    }
+    let Inputs {
+        loaded,
+        gpu: budget,
+        detected,
+        ..
+    } = resolve(source)?;
+    let live = detected.as_ref().ok().cloned();
+    let unavailable = detected.as_ref().err().cloned();
+    let name = match (&source.gpu_mem, &live) {
+        (Some(_), _) => "--gpu-mem".to_string(),
+        (None, Some(g)) => g.name.clone(),
+        (None, None) => format!("{}'s gpu_memory", loaded.name),
+    };
+    let file = loaded.file;
+    let gpu = GpuState {
+        capacity: budget.capacity,
+        capacity_from_user: source.gpu_mem.is_some(),
+        name,
+        live,
+        unavailable,
+    };
+    let here = std::env::current_dir().unwrap_or_else(|_| ".".into());
+    let app = App::new(file, gpu, Theme::from_env(), here);
+    vramfit::tui::run(app, !source.no_gpu, mouse)?;
+    Ok(FITS)
+}
+
+pub fn show_gpu(json: bool) -> Result<u8, Failure> {
+    let detected = NvmlProbe.probe();
+    let answer = if detected.is_ok() { FITS } else { NO_GPU };
+    emit(|out| {
+        if json {
+            let value = match &detected {
+                Ok(gpu) => serde_json::json!({ "detected": true, "gpu": gpu }),
+                Err(why) => serde_json::json!({ "detected": false, "reason": why }),
+            };
+            return writeln!(out, "{value}");
+        }
+        match &detected {
+            Ok(g) => {
+                let opt = |b: Option<u64>| b.map_or("unknown".to_string(), format_size);
+                writeln!(
+                    out,
+                    "{}: {} total, {} used, {} free",
+                    g.name,
+                    format_size(g.total_bytes),
+                    opt(g.used_bytes),
+                    opt(g.free_bytes)
+                )?;
+                for p in &g.processes {
+                    writeln!(out, "  process {}: {}", p.pid, opt(p.bytes))?;
+                }
+                Ok(())
+            }
+            Err(why) => writeln!(out, "no GPU detected: {why}"),
+        }
+    })
+    .map_err(unwritten(answer))?;
+    Ok(answer)
+}
+
+pub fn run_fit(
+    source: &Source,
+    headroom: f64,
+    output: Option<&std::path::Path>,
+    force: bool,
+    json: bool,
+) -> Result<u8, Failure> {
+    if !headroom.is_finite() || !(0.0..=50.0).contains(&headroom) {
+        return Err(Failure::Input(format!(
+            "--headroom {headroom}: expected a percentage between 0 and 50"
+        )));
+    }
+    let Inputs {
+        loaded,
+        gpu,
+        gpu_line,
+        ..
+    } = resolve(source)?;
+    let file = &loaded.file;
+    let mut estimator = Estimator::new();
+    let outcome = fit(&file.run, gpu, headroom / 100.0, &mut estimator);
+    let text = if json {
+        json_text(&outcome)?
+    } else {
+        let fitted = vramfit::report::fit_text(&file.run, &outcome, &gpu_line, headroom);
+        format!("run: {}\n{fitted}", loaded.origin)
+    };
+    // a reader gone from standard output does not stop the fitted file from being written
+    let printed = emit(|out| out.write_all(text.as_bytes()));
+    let fitted = match &outcome {
+        FitOutcome::AlreadyFits { estimate } => Some((file.run.clone(), estimate)),
+        FitOutcome::Fitted { run, estimate, .. } => Some(((**run).clone(), estimate)),
+        FitOutcome::Impossible { .. } => None,
+    };
+    let answer = if fitted.is_some() { FITS } else { DOES_NOT_FIT };
+    if let (Some((run, est)), Some(out)) = (fitted, output) {
+        export_run(file, &run, (gpu, &gpu_line), est, out, force, answer)?;
+    }
+    printed.map_err(unwritten(answer))?;
+    Ok(answer)
+}
+
+/// `diagnose`: the last OOM message of a log, read with the run that failed (`--config` or
+/// `--preset`) and the GPU's memory (`--gpu-mem`, else the run file's) where the message gives
+/// none.
+pub fn run_diagnose(
+    log: Option<&std::path::Path>,
+    source: &Source,
+    json: bool,
+) -> Result<u8, Failure> {
+    use std::io::{IsTerminal, Read};
+    if log.is_none() && std::io::stdin().is_terminal() {
+        // nothing piped in: say what is expected rather than wait for a log typed by hand
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        cli.build();
+        let usage = cli
+            .find_subcommand_mut("diagnose")
+            .map(|c| c.render_usage().to_string())
+            .unwrap_or_default();
+        return Err(Failure::Input(format!(
+            "diagnose: no log given and standard input is a terminal: name the log file, or pipe the log in (`-` reads standard input)\n{usage}"
+        )));
+    }
+    let gpu_mem = source
+        .gpu_mem
+        .as_deref()
+        .map(parse_size)
+        .transpose()
+        .map_err(|e| format!("--gpu-mem: {e}"))?;
+    let mut bytes = Vec::new();
+    match log {
+        Some(p) if p != std::path::Path::new("-") => {
+            bytes = std::fs::read(p).map_err(|e| format!("{}: cannot read: {e}", p.display()))?
+        }
+        _ => {
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .map_err(|e| format!("standard input: {e}"))?;
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let shown = log.map_or("standard input".to_string(), |p| p.display().to_string());
+    let mut report = vramfit::model::oom::diagnose(&text)
+        .ok_or_else(|| format!("{shown}: no out-of-memory message found"))?;
+    // the run that failed: --config or --preset (no GPU is detected: the message describes it)
+    let run = if source.config.is_some() || source.preset.is_some() {
+        Some(
+            load_source(
+                source,
+                &Err("diagnose takes the GPU from the message".to_string()),
+            )?
+            .file,
+        )
+    } else {
+        None
+    };
+    // the GPU's memory: the message's, else --gpu-mem, else the run file's gpu_memory
+    let assumed = gpu_mem.map(|b| (b, "--gpu-mem")).or_else(|| {
+        run.as_ref()
+            .and_then(|f| f.gpu_memory)
+            .map(|b| (b, "the run file's gpu_memory"))
+    });
+    if let Some((bytes, from)) = assumed {
+        if !report.assume_total(bytes, from) && from == "--gpu-mem" {
+            say(&format!(
+                "vramfit: note: --gpu-mem {} not used: the message gives the GPU's memory, {}",
+                format_size(bytes),
+                report.total_bytes.map_or_else(String::new, format_size)
+            ));
+        }
+    }
+    // a tensor is looked for only in PyTorch's requests: vLLM's are its share or its KV cache
+    let culprit = run.as_ref().filter(|_| !report.from_vllm()).and_then(|f| {
+        report
+            .requested_bytes
+            .map(|r| vramfit::model::culprit::likely_request(&f.run, r))
+    });
+    // With the run: the verdict in the light of its estimate, and the fit on the GPU the
+    // message describes (less what other processes hold).
+    let limit = report.limit_bytes();
+    if run.is_some() && limit.is_none() {
+        say(
+            "vramfit: note: no fit proposed: neither the message nor the run file gives the GPU's memory (pass --gpu-mem SIZE)",
+        );
+    }
+    let proposal = run.as_ref().zip(limit).map(|(f, capacity)| {
+        let others: u64 = report.other_processes.iter().map(|p| p.bytes).sum();
+        let gpu = GpuBudget {
+            capacity: capacity.saturating_sub(others),
+            used_by_others: 0,
+        };
+        let mut estimator = Estimator::new();
+        vramfit::model::oom::refine(&mut report, &estimator.estimate(&f.run, gpu));
+        (fit(&f.run, gpu, 0.05, &mut estimator), capacity)
+    });
+    let mut advice = vramfit::model::oom::advice(&report, run.as_ref().map(|f| &f.run));
+    if let (Some(c), Some((FitOutcome::AlreadyFits { estimate }, _))) = (&culprit, &proposal) {
+        if c.matches && c.older_trainers_only {
+            advice.insert(
+                0,
+                format!(
+                    "this request is {}: today's trainers (trl 1.15, unsloth 2026.10) never build it, and the same run needs {} of {} with them; upgrade the trainer",
+                    c.tensor,
+                    format_size(estimate.total_bytes),
+                    format_size(estimate.capacity_bytes)
+                ),
+            );
+        }
+    }
+    let culprit = culprit.map(|c| c.sentence());
+    let text = if json {
+        let mut v = serde_json::to_value(&report).map_err(|e| e.to_string())?;
+        v["advice"] = serde_json::json!(advice);
+        v["likely_request"] = serde_json::json!(culprit);
+        v["fit"] =
+            serde_json::to_value(proposal.as_ref().map(|p| &p.0)).map_err(|e| e.to_string())?;
+        json_text(&v)?
+    } else {
+        let mut text = vramfit::report::diagnosis_text(&report, &advice, culprit.as_deref());
+        if let (Some((outcome, capacity)), Some(f)) = (&proposal, &run) {
+            let from = match (report.allowed_bytes, report.total_bytes) {
+                (Some(_), _) => "the cap in the message",
+                (None, Some(_)) => "from the message",
+                (None, None) => report.assumed_total_from.unwrap_or("assumed"),
+            };
+            let line = format!("{} ({from})", format_size(*capacity));
+            text.push('\n');
+            text.push_str(&vramfit::report::fit_text(&f.run, outcome, &line, 5.0));
+        }
+        text
+    };
+    emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(FITS))?;
+    Ok(FITS)
+}
+
+/// Writes `run` as the trainer's TOML, with the header of the file it came from and its estimate;
+/// `answer` is the command's exit code, kept if standard output (`-`) has no reader left.
+pub fn export_run(
+    file: &RunFile,
+    run: &vramfit::model::run::RunConfig,
+    gpu: (GpuBudget, &str),
+    estimate: &vramfit::model::estimate::Estimate,
+    out: &std::path::Path,
+    force: bool,
+    answer: u8,
+) -> Result<(), Failure> {
+    let ctx = ExportContext {
+        gpu: gpu.1,
+        gpu_memory: Some(gpu.0.capacity),
+        model_config: file.model_config.as_deref(),
+        lock_effective_batch: file.lock_effective_batch,
+        estimate: Some(estimate),
+    };
+    let text = to_toml(run, &ctx);
+    if out == std::path::Path::new("-") {
+        return emit(|o| o.write_all(text.as_bytes())).map_err(unwritten(answer));
+    }
+    write_atomically(out, &text, force)?;
+    say(&format!("wrote {}", out.display()));
+    Ok(())
+}
+
+pub fn list_models(json: bool) -> Result<u8, Failure> {
+    let text = if json {
+        let rows: Vec<serde_json::Value> = catalog::ids()
+            .filter_map(catalog::find)
+            .map(|found| {
+                let a = &found.arch;
+                serde_json::json!({
+                    "name": found.id,
+                    "parameters": a.parameters(),
+                    "layers": a.layers,
+                    "hidden_size": a.hidden,
+                    "vocab_size": a.vocab,
+                    "max_position_embeddings": a.max_position,
+                    "experts": a.moe.map(|m| m.experts),
+                    "active_experts": a.moe.map(|m| m.active),
+                })
+            })
+            .collect();
+        json_text(&rows)?
+    } else {
+        catalog::ids().map(|id| format!("{id}\n")).collect()
+    };
+    emit(|out| out.write_all(text.as_bytes()))
+        .map(|()| FITS)
+        .map_err(unwritten(FITS))
+}
+
+pub fn list_presets() -> Result<u8, Failure> {
+    let rows = presets::all();
+    emit(|out| {
+        for (name, file) in rows {
+            match file {
+                Ok(file) => {
+                    let cap = file.gpu_memory.unwrap_or(0);
+                    let est = estimate(
+                        &file.run,
+                        GpuBudget {
+                            capacity: cap,
+                            used_by_others: 0,
+                        },
+                    );
+                    writeln!(
+                        out,
+                        "{name:<14} {:<44} capacity {:>10}  estimate {:>10}  {}",
+                        file.run.model_name,
+                        format_size(cap),
+                        format_size(est.total_bytes),
+                        if est.fits { "fits" } else { "does not fit" }
+                    )?;
+                }
+                Err(e) => writeln!(out, "{name:<14} cannot be read: {e}")?,
+            }
+        }
+        if let Some(dir) = presets::user_dir() {
+            writeln!(out, "your own presets: {}/*.toml", dir.display())?;
+        }
+        Ok(())
+    })
+    .map_err(unwritten(FITS))?;
+    Ok(FITS)
+}

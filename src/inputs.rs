@@ -1,0 +1,202 @@
+//! Which run and which GPU a command works on, and where each came from: `--config`, a
+//! preset or the default; `--gpu-mem`, NVML or the file. The screen and every command resolve
+//! their inputs here (clap's raw flags are in cli.rs).
+
+use crate::cli::Source;
+use crate::output::say;
+use vramfit::config::{self, RunFile};
+use vramfit::gpu::{GpuInfo, GpuProbe, NvmlProbe};
+use vramfit::model::estimate::GpuBudget;
+use vramfit::model::units::{format_size, parse_size};
+use vramfit::presets;
+
+pub fn merge(outer: &Source, inner: &Source) -> Source {
+    Source {
+        config: inner.config.clone().or_else(|| outer.config.clone()),
+        preset: inner.preset.clone().or_else(|| outer.preset.clone()),
+        gpu_mem: inner.gpu_mem.clone().or_else(|| outer.gpu_mem.clone()),
+        no_gpu: inner.no_gpu || outer.no_gpu,
+    }
+}
+
+/// The GPU NVML sees, unless `--no-gpu`.
+pub fn detect(source: &Source) -> Result<GpuInfo, String> {
+    if source.no_gpu {
+        Err("--no-gpu".to_string())
+    } else {
+        NvmlProbe.probe()
+    }
+}
+
+/// The run file, the names it goes by, and where it came from.
+pub struct Loaded {
+    pub file: RunFile,
+    /// what notes about the file are prefixed with: its path, `preset 24gb`
+    pub label: String,
+    /// the file as a sentence names it: its path, `the 24gb preset`
+    pub name: String,
+    /// why this run: `the 24gb preset (default; pass --config or --preset)`
+    pub origin: String,
+}
+
+/// `--gpu-mem`, read once: the tier it picks and the capacity it sets agree.
+pub fn gpu_mem(source: &Source) -> Result<Option<u64>, String> {
+    source
+        .gpu_mem
+        .as_deref()
+        .map(|text| parse_size(text).map_err(|e| format!("--gpu-mem {text}: {e}")))
+        .transpose()
+}
+
+/// The start state: `--config`, else `--preset`, else the preset of the largest tier that the
+/// GPU (`--gpu-mem` or detected) holds, else the 24 GB tier.
+pub fn load_source(source: &Source, detected: &Result<GpuInfo, String>) -> Result<Loaded, String> {
+    let loaded = read_source(source, detected)?;
+    for note in &loaded.file.notes {
+        say(&format!("vramfit: note: {}: {note}", loaded.label));
+    }
+    Ok(loaded)
+}
+
+pub fn read_source(source: &Source, detected: &Result<GpuInfo, String>) -> Result<Loaded, String> {
+    let loaded = |path: &std::path::Path, name: String, origin: String| {
+        config::load(path)
+            .map(|file| Loaded {
+                file,
+                label: path.display().to_string(),
+                name,
+                origin,
+            })
+            .map_err(|e| e.to_string())
+    };
+    if let Some(path) = &source.config {
+        let shown = path.display().to_string();
+        return loaded(path, shown.clone(), format!("{shown} (--config)"));
+    }
+    let capacity = gpu_mem(source)?;
+    let (name, chooser) = match (&source.preset, capacity, detected) {
+        (Some(name), _, _) => (name.as_str(), "--preset".to_string()),
+        (None, Some(bytes), _) => (
+            presets::largest_tier_within(bytes).unwrap_or("24gb"),
+            "--gpu-mem".to_string(),
+        ),
+        (None, None, Ok(gpu)) => (
+            presets::largest_tier_within(gpu.total_bytes).unwrap_or("24gb"),
+            format!("the detected {}", gpu.name),
+        ),
+        (None, None, Err(_)) => ("24gb", String::new()),
+    };
+    // why this file: named by --preset, the default, or the tier the GPU holds (the smallest
+    // when it holds none)
+    let why = |file: &RunFile| {
+        let holds = capacity.or(detected.as_ref().ok().map(|g| g.total_bytes));
+        match (source.preset.is_some(), holds, file.gpu_memory) {
+            (true, _, _) => chooser.clone(),
+            (false, None, _) => "default; pass --config or --preset".to_string(),
+            (false, Some(cap), Some(tier)) if tier > cap => {
+                format!("the smallest tier: {chooser} holds none; pass --config or --preset")
+            }
+            (false, Some(_), _) => {
+                format!("the largest tier that {chooser} holds; pass --config or --preset")
+            }
+        }
+    };
+    if let Some(text) = presets::built_in(name) {
+        let label = format!("preset {name}");
+        let file = config::parse(text, &label, None).map_err(|e| e.to_string())?;
+        return Ok(Loaded {
+            origin: format!("the {name} preset ({})", why(&file)),
+            name: format!("the {name} preset"),
+            label,
+            file,
+        });
+    }
+    if let Some((_, path)) = presets::user_presets().into_iter().find(|(n, _)| n == name) {
+        let mut l = loaded(&path, format!("your preset {name}"), String::new())?;
+        l.origin = format!("your preset {name}, {} ({})", path.display(), why(&l.file));
+        return Ok(l);
+    }
+    let path = std::path::Path::new(name);
+    if path.exists() {
+        let mut l = loaded(path, name.to_string(), String::new())?;
+        l.origin = format!("{name} ({})", why(&l.file));
+        return Ok(l);
+    }
+    let folder = presets::user_dir().map_or(String::new(), |d| {
+        format!(", your presets in {}", d.display())
+    });
+    Err(format!(
+        "unknown preset `{name}`: built-in presets are {}{folder}, or give a file path",
+        presets::names().join(", ")
+    ))
+}
+
+/// Capacity: `--gpu-mem`, else the detected GPU, else the run file's `gpu_memory`; and the
+/// line that says which.
+pub fn capacity(
+    source: &Source,
+    loaded: &Loaded,
+    detected: &Result<GpuInfo, String>,
+) -> Result<(GpuBudget, String), String> {
+    let budget = |capacity| GpuBudget {
+        capacity,
+        used_by_others: 0,
+    };
+    if let Some(bytes) = gpu_mem(source)? {
+        return Ok((budget(bytes), format!("{} (--gpu-mem)", format_size(bytes))));
+    }
+    let why = |why: &String| {
+        if source.no_gpu {
+            "--no-gpu: NVML not asked".to_string()
+        } else {
+            format!("no GPU detected: {why}")
+        }
+    };
+    match (detected, loaded.file.gpu_memory) {
+        (Ok(gpu), _) => Ok((
+            budget(gpu.total_bytes),
+            format!(
+                "{}, {} (detected by NVML)",
+                gpu.name,
+                format_size(gpu.total_bytes)
+            ),
+        )),
+        (Err(e), Some(bytes)) => Ok((
+            budget(bytes),
+            format!(
+                "{} from {}'s gpu_memory ({})",
+                format_size(bytes),
+                loaded.name,
+                why(e)
+            ),
+        )),
+        (Err(e), None) => Err(format!(
+            "{} and {} sets no gpu_memory: pass --gpu-mem SIZE",
+            why(e),
+            loaded.name
+        )),
+    }
+}
+
+/// A command's inputs, resolved once: the run and where it came from, the GPU and the line
+/// that says where its capacity came from, and what NVML answered.
+pub struct Inputs {
+    pub loaded: Loaded,
+    pub gpu: GpuBudget,
+    pub gpu_line: String,
+    pub detected: Result<GpuInfo, String>,
+}
+
+/// Resolves `source`: the GPU first (NVML unless `--no-gpu`), then the run (its notes said on
+/// standard error), then the capacity.
+pub fn resolve(source: &Source) -> Result<Inputs, String> {
+    let detected = detect(source);
+    let loaded = load_source(source, &detected)?;
+    let (gpu, gpu_line) = capacity(source, &loaded, &detected)?;
+    Ok(Inputs {
+        loaded,
+        gpu,
+        gpu_line,
+        detected,
+    })
+}

@@ -1,0 +1,53 @@
+//! Standard output and error, and the exit codes: every write checked, a closed pipe ended
+//! quietly with the command's answer.
+
+use std::io::{self, Write};
+
+/// Exit codes of SPEC section 3.
+pub const FITS: u8 = 0;
+pub const BAD_INPUT: u8 = 2;
+pub const DOES_NOT_FIT: u8 = 3;
+pub const NO_GPU: u8 = 1;
+/// Standard output could not be written: the code of bad input, the one that says the command
+/// did not do its job (1 and 3 are answers: no GPU, does not fit).
+pub const FAILED: u8 = 2;
+
+/// Why a command stopped before its answer.
+pub enum Failure {
+    /// bad input, or a file that cannot be read or written: the message
+    Input(String),
+    /// writing standard output failed; `answer` is the exit code the command had reached
+    Output { error: io::Error, answer: u8 },
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure::Input(message)
+    }
+}
+
+/// Turns an error writing standard output into a `Failure` that keeps the command's answer.
+pub fn unwritten(answer: u8) -> impl FnOnce(io::Error) -> Failure {
+    move |error| Failure::Output { error, answer }
+}
+
+/// Writes to standard output, locked, through `f`, and flushes: every write error comes back
+/// as an `io::Error` instead of the panic of `print!`.
+pub fn emit(f: impl FnOnce(&mut io::StdoutLock<'static>) -> io::Result<()>) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    f(&mut out)?;
+    out.flush()
+}
+
+/// A line for the user on standard error. If even that cannot be written there is nobody left
+/// to tell, so its error is dropped rather than turned into a panic.
+pub fn say(line: &str) {
+    let _ = writeln!(io::stderr().lock(), "{line}");
+}
+
+/// `value` as pretty JSON and a newline, for standard output.
+pub fn json_text(value: &impl serde::Serialize) -> Result<String, String> {
+    serde_json::to_string_pretty(value)
+        .map(|text| text + "\n")
+        .map_err(|e| e.to_string())
+}
