@@ -2,6 +2,7 @@
 //! `config.json`, the local Hugging Face cache, or the built-in catalog, in that order.
 
 pub mod cache;
+pub mod safetensors;
 
 use crate::model::arch::Arch;
 use crate::model::catalog::{self, ImpliedQuant};
