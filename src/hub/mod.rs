@@ -2,6 +2,7 @@
 //! `config.json`, the local Hugging Face cache, or the built-in catalog, in that order.
 
 pub mod cache;
+pub mod safetensors;
 
 use crate::model::arch::Arch;
 use crate::model::catalog::{self, ImpliedQuant};
@@ -43,10 +44,14 @@ pub struct Resolved {
     pub arch: Arch,
     pub quant: ImpliedQuant,
     pub source: ModelSource,
+    /// what the snapshot's safetensors headers say: for a cache hit on the repository named
+    /// (not a base model standing in for a re-upload) whose snapshot has them
+    pub weights: Option<safetensors::WeightsOnDisk>,
 }
 
 /// Resolves `name`: `model_config` when the file names one, else the Hugging Face cache at
-/// `cache` (see `cache::cache_dir`), else the catalog. `None` when none knows it.
+/// `cache` (see `cache::cache_dir`), else the catalog. `None` when none knows it. A cache hit
+/// also reads its snapshot's safetensors headers (`safetensors::read_snapshot`).
 pub fn resolve(
     name: &str,
     model_config: Option<&Path>,
@@ -60,14 +65,28 @@ pub fn resolve(
             source: ModelSource::Config {
                 path: path.to_path_buf(),
             },
+            weights: None,
         }));
     }
     if let Some(found) = cache.and_then(|c| cache::find(c, name)) {
         let mut arch = config_json::load(&found.config).map_err(|e| e.to_string())?;
         arch.name = found.repo.clone();
+        // a base model's weights are not its re-upload's (`-bnb-4bit` packs them)
+        let weights = match found.config.parent() {
+            Some(snapshot) if found.repo.eq_ignore_ascii_case(name) => {
+                safetensors::read_snapshot(snapshot).map_err(|e| {
+                    format!(
+                        "the weights of {} in the Hugging Face cache: {e}",
+                        found.repo
+                    )
+                })?
+            }
+            _ => None,
+        };
         return Ok(Some(Resolved {
             arch,
             quant: implied_quant(name),
+            weights,
             source: ModelSource::Cache {
                 repo: found.repo,
                 revision: found.revision,
@@ -81,6 +100,7 @@ pub fn resolve(
         source: ModelSource::Catalog {
             id: found.id.to_string(),
         },
+        weights: None,
     }))
 }
 
@@ -139,5 +159,64 @@ mod tests {
                 id: "Qwen/Qwen3-4B".into()
             }
         );
+        // a snapshot with config.json alone has no weights to read
+        assert_eq!(r.weights, None);
+        assert_eq!(catalog.weights, None);
+    }
+
+    fn snapshot() -> &'static str {
+        "models--Qwen--Qwen3-4B-Instruct-2507/snapshots/cdbee75f17c01a7cc42f958dc650907174af0554"
+    }
+
+    #[test]
+    fn a_cache_hit_reads_its_safetensors_headers() {
+        let cache = cache_with_qwen3_2507();
+        let snap = cache.path().join(snapshot());
+        let (a, b) = (
+            "model-00001-of-00002.safetensors",
+            "model-00002-of-00002.safetensors",
+        );
+        let index = serde_json::json!({"weight_map": {"embed.weight": a, "norm.weight": b}});
+        safetensors::tests::write_linked(
+            &snap,
+            &[
+                (
+                    a,
+                    &safetensors::tests::file(&[("embed.weight", "BF16", &[10, 4])]),
+                ),
+                (
+                    b,
+                    &safetensors::tests::file(&[("norm.weight", "F32", &[4])]),
+                ),
+                (safetensors::INDEX_FILE, index.to_string().as_bytes()),
+            ],
+        );
+        let r = resolve("Qwen/Qwen3-4B-Instruct-2507", None, Some(cache.path()))
+            .unwrap()
+            .unwrap();
+        let w = r.weights.unwrap();
+        assert_eq!((w.files, w.tensors, w.bytes, w.parameters), (2, 2, 96, 44));
+        // a re-upload's name finds the base model's architecture, not its weights
+        let r = resolve(
+            "unsloth/Qwen3-4B-Instruct-2507-bnb-4bit",
+            None,
+            Some(cache.path()),
+        )
+        .unwrap()
+        .unwrap();
+        assert!(matches!(r.source, ModelSource::Cache { .. }));
+        assert_eq!(r.weights, None);
+    }
+
+    #[test]
+    fn a_broken_safetensors_file_names_the_model_and_the_file() {
+        let cache = cache_with_qwen3_2507();
+        let snap = cache.path().join(snapshot());
+        std::fs::write(snap.join("model.safetensors"), 1u64.to_le_bytes()).unwrap();
+        let err = resolve("Qwen/Qwen3-4B-Instruct-2507", None, Some(cache.path()))
+            .err()
+            .unwrap();
+        assert!(err.contains("Qwen/Qwen3-4B-Instruct-2507"), "{err}");
+        assert!(err.contains("model.safetensors: header length 1"), "{err}");
     }
 }
