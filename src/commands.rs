@@ -39,14 +39,17 @@ pub fn run_estimate(
         let mut v = serde_json::to_value(&est).map_err(|e| e.to_string())?;
         v["parameters"] = serde_json::json!(file.run.arch.parameters());
         v["model_source"] = serde_json::to_value(&file.model_source).map_err(|e| e.to_string())?;
+        v["stored_weights"] =
+            serde_json::to_value(file.run.stored_weights).map_err(|e| e.to_string())?;
         let text = json_text(&v)?;
         emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(answer))?;
     } else if !to_stdout {
         let table = vramfit::report::table(&file.run, &est, &gpu_line);
+        let weights = vramfit::report::stored_weights_note(&file.run);
         emit(|out| {
             write!(
                 out,
-                "run: {}\nmodel: {}\n{table}",
+                "run: {}\nmodel: {}{weights}\n{table}",
                 loaded.origin, file.model_source
             )
         })

@@ -260,3 +260,24 @@ pub fn diagnosis_text(
     }
     out
 }
+
+/// `; weights 7.50 GiB as stored (safetensors headers)`, when the checkpoint's headers were read:
+/// whether those exact bytes are the estimate's weights, or why not.
+pub fn stored_weights_note(run: &RunConfig) -> String {
+    let Some(s) = run.stored_weights else {
+        return String::new();
+    };
+    if s.stored_as == run.quant {
+        format!(
+            "; weights {} as stored (safetensors headers, used)",
+            format_size(s.bytes)
+        )
+    } else {
+        format!(
+            "; weights {} stored as {} (safetensors headers), loaded as {}: estimated by formula",
+            format_size(s.bytes),
+            s.stored_as,
+            run.quant
+        )
+    }
+}

@@ -116,6 +116,7 @@ fn run_file(t: &Tables, dir: Option<&Path>) -> Result<RunFile, LoadError> {
         vllm_max_num_seqs: generating.vllm_max_num_seqs,
         vllm_max_num_batched_tokens: generating.vllm_max_num_batched_tokens,
         standby_keeps_share: env.standby_keeps_share,
+        stored_weights: model.stored_weights,
     };
     rules::validate(&run).map_err(|broken| broken_rule(t, &run, broken))?;
     Ok(RunFile {

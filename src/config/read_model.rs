@@ -4,11 +4,12 @@
 use super::error::LoadError;
 use super::tables::Tables;
 use crate::contract::{Call, Table as T};
+use crate::hub::safetensors::WeightsOnDisk;
 use crate::hub::{self, ModelSource};
 use crate::model::arch::Arch;
 use crate::model::catalog::{self, ImpliedQuant};
 use crate::model::knobs::Knob;
-use crate::model::run::{Quant, Stack};
+use crate::model::run::{Quant, Stack, StoredWeights};
 use std::path::Path;
 use toml::Value;
 
@@ -23,6 +24,8 @@ pub struct Model {
     pub max_lora_rank: Option<u64>,
     /// where the architecture was read
     pub source: ModelSource,
+    /// the checkpoint's weights, from its safetensors headers in the cache
+    pub stored_weights: Option<StoredWeights>,
 }
 
 /// Reads `[model]`; the architecture comes from `model_config` when given (`[vramfit]`), else
@@ -40,6 +43,11 @@ pub fn read_model(t: &Tables, model_config: Option<&Path>) -> Result<Model, Load
     let resolved = resolved.ok_or_else(|| unknown_model(t, &name, cache.as_deref()))?;
     let quant = quant(t, resolved.quant)?;
     let max_seq_len = max_seq_len(t, &resolved.arch)?;
+    let stored_weights = resolved
+        .weights
+        .as_ref()
+        .and_then(stored_weights)
+        .filter(|w| agrees(w.parameters, resolved.arch.parameters()));
     Ok(Model {
         name,
         arch: resolved.arch,
@@ -47,6 +55,41 @@ pub fn read_model(t: &Tables, model_config: Option<&Path>) -> Result<Model, Load
         max_seq_len,
         max_lora_rank: max_lora_rank(t)?,
         source: resolved.source,
+        stored_weights,
+    })
+}
+
+/// Whether the headers' parameters are the config's: a snapshot holding part of its shards, or
+/// other files than the model's, leaves the formula in charge. The formula is exact for the
+/// catalog's models (their parameter-count tests), so 1 % covers extra tensors a checkpoint
+/// may carry (rotary buffers, an untied copy).
+fn agrees(stored: u64, formula: u64) -> bool {
+    stored.abs_diff(formula) as f64 <= 0.01 * formula as f64
+}
+
+/// How a checkpoint's headers say its weights are stored: bitsandbytes NF4 or FP8 when its
+/// linear layers are packed so, else the 16- or 32-bit float most of its bytes are in. MXFP4
+/// and other packings vramfit does not model leave the formula in charge (None).
+fn stored_weights(w: &WeightsOnDisk) -> Option<StoredWeights> {
+    let p = &w.packed;
+    let stored_as = if p.mxfp4.tensors > 0 || p.bnb_fp4.tensors > 0 {
+        return None;
+    } else if p.bnb_nf4.tensors > 0 {
+        Quant::Nf4
+    } else if p.fp8.tensors > 0 {
+        Quant::Fp8
+    } else {
+        let (dtype, _) = w.bytes_by_dtype.iter().max_by_key(|(_, b)| **b)?;
+        match dtype.as_str() {
+            "BF16" | "F16" => Quant::Bf16,
+            "F32" => Quant::Fp32,
+            _ => return None,
+        }
+    };
+    Some(StoredWeights {
+        bytes: w.bytes,
+        parameters: w.parameters,
+        stored_as,
     })
 }
 

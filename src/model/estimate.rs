@@ -545,12 +545,21 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
     // Gradients live all together only after the backward pass, when activations are gone;
     // at the step's peak one layer's worth exists.
     let gradients = adapters / arch.layers.max(1);
+    let mut reserved = packing.reserved();
+    // Loaded as stored: the checkpoint's own bytes (its safetensors headers) replace the
+    // formula's, and what the allocator reserves moves with them.
+    if let Some(stored) = run.stored_weights.filter(|s| s.stored_as == run.quant) {
+        reserved = (reserved + stored.bytes)
+            .saturating_sub(weights)
+            .max(stored.bytes);
+        weights = stored.bytes;
+    }
     Static {
         weights,
         adapters,
         gradients,
         optimizer,
-        reserved: packing.reserved(),
+        reserved,
     }
 }
 

@@ -206,6 +206,17 @@ pub struct RunConfig {
     pub vllm_max_num_batched_tokens: Option<u64>,
     /// `UNSLOTH_VLLM_STANDBY_UTIL_OVERRIDE`: standby keeps the file's vLLM share
     pub standby_keeps_share: bool,
+    /// the checkpoint's weights as its safetensors headers give them, when read
+    pub stored_weights: Option<StoredWeights>,
+}
+
+/// A checkpoint's weights on disk: their exact bytes, and how they are stored. When the run
+/// loads them as stored, these bytes are the weights' memory, not the formula's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct StoredWeights {
+    pub bytes: u64,
+    pub parameters: u64,
+    pub stored_as: Quant,
 }
 
 /// A vLLM version, for behaviours that moved between releases.
@@ -367,6 +378,7 @@ impl RunConfig {
             vllm_max_num_seqs: None,
             vllm_max_num_batched_tokens: None,
             standby_keeps_share: false,
+            stored_weights: None,
         }
     }
 }
