@@ -114,6 +114,23 @@ pub struct StepPeak {
     pub reserved: u64,
 }
 
+impl StepPeak {
+    /// The larger of two moments of a pass: one holding activations alone, and one holding
+    /// `(activations, logits)` (the scoring at the end of a forward).
+    pub fn larger_moment(activations_only: u64, scoring: (u64, u64)) -> StepPeak {
+        let (activations, logits) = if activations_only >= scoring.0 + scoring.1 {
+            (activations_only, 0)
+        } else {
+            scoring
+        };
+        StepPeak {
+            activations,
+            logits,
+            reserved: 0,
+        }
+    }
+}
+
 /// Sizes of the logits-phase tensors.
 pub(super) struct Logits {
     /// `logits[:, -keep:] / temperature`: B x K x V bf16
@@ -246,19 +263,7 @@ fn trl_scoring_pass(arch: &Arch, s: &StepShape, logits: &Logits) -> StepPeak {
     let layer = tokens * (2 * arch.hidden * 2 + widest_input * 4 + 3 * arch.intermediate * 2);
     let head = tokens * arch.hidden * 6;
     let scoring = logits.gathered + logits.tile + logits.stats;
-    if layer >= head + scoring {
-        StepPeak {
-            activations: layer,
-            logits: 0,
-            reserved: 0,
-        }
-    } else {
-        StepPeak {
-            activations: head,
-            logits: scoring,
-            reserved: 0,
-        }
-    }
+    StepPeak::larger_moment(layer, (head, scoring))
 }
 
 #[cfg(test)]

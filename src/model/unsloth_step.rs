@@ -114,19 +114,7 @@ fn gradient_pass(
     } else {
         stored + layer + tokens * (i + arch.hidden) * 2
     };
-    if forward + logits >= backward {
-        StepPeak {
-            activations: forward,
-            logits,
-            reserved: 0,
-        }
-    } else {
-        StepPeak {
-            activations: backward,
-            logits: 0,
-            reserved: 0,
-        }
-    }
+    StepPeak::larger_moment(backward, (forward, logits))
 }
 
 /// The no-grad scoring of the generation batch (`_get_per_token_logps_and_entropies`, Unsloth's
@@ -141,20 +129,8 @@ fn scoring_pass(arch: &Arch, s: &StepShape, gpu: GpuAtStep) -> StepPeak {
     let hidden = tokens * arch.hidden * 2;
     let layer = 2 * hidden + tokens * 3 * arch.intermediate * 2;
     let rows = b * s.completion;
-    let scoring = hidden + rows * arch.hidden * 2 + logprob_block(arch, rows, gpu, false);
-    if layer >= scoring {
-        StepPeak {
-            activations: layer,
-            logits: 0,
-            reserved: 0,
-        }
-    } else {
-        StepPeak {
-            activations: hidden,
-            logits: scoring - hidden,
-            reserved: 0,
-        }
-    }
+    let scoring = rows * arch.hidden * 2 + logprob_block(arch, rows, gpu, false);
+    StepPeak::larger_moment(layer, (hidden, scoring))
 }
 
 /// Rows per forward in the scoring pass: `autotune_batch_and_chunks` (unsloth_zoo
