@@ -77,7 +77,8 @@ fn sliders_move_and_undo_restores() {
 #[test]
 fn typed_values_are_checked_before_they_are_set() {
     let mut a = app();
-    keys(&mut a, "jjjj"); // LoRA rank
+    keys(&mut a, "jjjjjj"); // LoRA rank
+    assert_eq!(a.focused(), Knob::LoraRank);
     key(&mut a, KeyCode::Enter);
     assert!(matches!(a.mode, Mode::Entry { .. }));
     for _ in 0..4 {
@@ -240,6 +241,79 @@ fn snapshots_in_colour() {
 }
 
 #[test]
+fn prompt_and_completion_are_knobs_of_their_own_and_the_sequence_rewrites_neither() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = app_in(dir.path(), Theme::mono());
+    // the 24gb preset: prompt 256, completion 768, max_seq_length 1024
+    let parts = |a: &App| (a.run.max_seq_len, a.run.prompt_len, a.run.completion_len);
+    assert_eq!(parts(&a), (1024, 256, 768));
+    keys(&mut a, "jjj");
+    assert_eq!(a.focused(), Knob::SequenceLength);
+    type_value(&mut a, "100");
+    assert_eq!(a.mode, Mode::Normal);
+    assert_eq!(parts(&a), (100, 256, 768));
+    // too short a sequence is the estimate's warning, and it stays on screen at every size
+    let warning = "max_seq_length 100 is smaller than prompt + completion = 1024";
+    assert!(
+        a.estimate.warnings.iter().any(|w| w == warning),
+        "{:?}",
+        a.estimate.warnings
+    );
+    for (w, h) in SIZES {
+        let s = screen(&a, w, h);
+        assert!(
+            s.contains("max_seq_length 100 is smaller than"),
+            "{w}x{h}\n{s}"
+        );
+    }
+    type_value(&mut a, "4096");
+    assert_eq!(parts(&a), (4096, 256, 768));
+    assert!(
+        !a.estimate
+            .warnings
+            .iter()
+            .any(|w| w.contains("max_seq_length"))
+    );
+    // the prompt and the completion: sliders of their own, each on screen with its key
+    key(&mut a, KeyCode::Tab);
+    assert_eq!(a.focused(), Knob::PromptLength);
+    let s = screen(&a, 80, 24);
+    let line = focused_line(&s).unwrap();
+    assert!(
+        line.contains("prompt") && line.contains("256") && line.contains("max_prompt_length"),
+        "{line}"
+    );
+    key(&mut a, KeyCode::Right);
+    assert_eq!(parts(&a), (4096, 384, 768));
+    key(&mut a, KeyCode::Tab);
+    assert_eq!(a.focused(), Knob::CompletionLength);
+    type_value(&mut a, "2000");
+    assert_eq!(parts(&a), (4096, 384, 2000));
+    let s = screen(&a, 80, 24);
+    let line = focused_line(&s).unwrap();
+    assert!(
+        line.contains("completion")
+            && line.contains("2000")
+            && line.contains("max_completion_length"),
+        "{line}"
+    );
+    // the export writes each under its own key, and it loads back the same
+    keys(&mut a, "s");
+    let path = dir.path().join("vramfit-qwen2.5-3b-instruct.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    for line in [
+        "max_prompt_length = 384",
+        "max_completion_length = 2000",
+        "max_seq_length = 4096",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+    }
+    assert_eq!(config::load(&path).unwrap().run, a.run);
+    keys(&mut a, "uuuu");
+    assert_eq!(parts(&a), (1024, 256, 768));
+}
+
+#[test]
 fn overflow_is_shown_as_a_shortfall() {
     let mut a = app();
     for _ in 0..10 {
@@ -307,7 +381,8 @@ fn press_strategy() -> impl proptest::strategy::Strategy<Value = Press> {
         .prop_map(Press::Arrow),
         // typed values, in range or not: the entry and the rules must keep the run loadable
         prop::sample::select(vec![
-            "0", "1", "2", "15", "0.6", "64", "1024", "4096", "262144", "16777216", "99999999",
+            "0", "1", "2", "15", "0.6", "64", "100", "1024", "4096", "262144", "2097152",
+            "2097153", "16777216", "99999999",
         ])
         .prop_map(|s| Press::Typed(s.to_string())),
     ]
@@ -559,7 +634,7 @@ fn the_lock_holds_the_effective_batch_exactly() {
     type_value(&mut a, "2");
     assert_eq!((a.run.micro_batch, a.run.grad_accum), (2, 4));
     // accumulation: the same divisors, the micro-batch follows
-    keys(&mut a, "jjj");
+    keys(&mut a, "jjjjj");
     assert_eq!(a.focused(), Knob::GradAccum);
     key(&mut a, KeyCode::Left);
     assert_eq!((a.run.micro_batch, a.run.grad_accum), (4, 2));
@@ -578,7 +653,7 @@ fn the_lock_holds_the_effective_batch_exactly() {
     keys(&mut a, "b");
     type_value(&mut a, "9");
     keys(&mut a, "b");
-    keys(&mut a, "kkk");
+    keys(&mut a, "kkkkk");
     assert_eq!(a.focused(), Knob::MicroBatch);
     assert_eq!((a.run.micro_batch, a.run.effective_batch()), (1, 9));
     keys(&mut a, "b");

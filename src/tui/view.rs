@@ -74,7 +74,7 @@ pub struct Areas {
 }
 
 /// The header, the bar, the batch line, the message and the footer take what they need; the
-/// sliders come next (all six when the height allows), then the levers panel (up to four
+/// sliders come next (all of them when the height allows), then the levers panel (up to four
 /// lines), then the legend; the panel takes whatever is left.
 pub fn areas(app: &App, area: Rect) -> Areas {
     let w = area.width;
