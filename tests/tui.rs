@@ -9,14 +9,21 @@ use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use vramfit::config;
 use vramfit::gpu::GpuInfo;
+use vramfit::model::estimate::Phase;
 use vramfit::model::knobs::Knob;
 use vramfit::model::run::Stack;
+use vramfit::model::units::format_size;
 use vramfit::tui::app::{App, GpuState, Mode, Msg};
 use vramfit::tui::theme::Theme;
 use vramfit::tui::view;
 
 fn app_in(dir: &std::path::Path, theme: Theme) -> App {
-    let file = config::parse(vramfit::presets::built_in("24gb").unwrap(), "24gb", None).unwrap();
+    app_of(vramfit::presets::built_in("24gb").unwrap(), dir, theme)
+}
+
+/// The screen on the run file `text`, with the fixed 24 GiB test GPU.
+fn app_of(text: &str, dir: &std::path::Path, theme: Theme) -> App {
+    let file = config::parse(text, "test", None).unwrap();
     let gpu = GpuState {
         capacity: 24 << 30,
         capacity_from_user: false,
@@ -311,6 +318,82 @@ fn prompt_and_completion_are_knobs_of_their_own_and_the_sequence_rewrites_neithe
     assert_eq!(config::load(&path).unwrap().run, a.run);
     keys(&mut a, "uuuu");
     assert_eq!(parts(&a), (1024, 256, 768));
+}
+
+/// The screen's line for `phase`'s bar (its label starts the line).
+fn phase_line(s: &str, phase: Phase) -> Option<&str> {
+    let label = format!("{} ", phase.label());
+    s.lines().find(|l| l.trim_start().starts_with(&label))
+}
+
+#[test]
+fn two_phases_are_two_bars_each_with_its_total_and_the_peak_marked() {
+    let here = std::path::Path::new(".");
+    let preset = vramfit::presets::built_in("24gb").unwrap();
+    // vLLM colocated, everything kept while training: training is the peak; in standby vLLM
+    // gives its KV cache back, and generation is
+    let standby = preset.replace("[env]\n", "[env]\nUNSLOTH_VLLM_STANDBY = \"1\"\n");
+    for (text, peak) in [
+        (preset, Phase::Training),
+        (standby.as_str(), Phase::Generation),
+    ] {
+        let a = app_of(text, here, Theme::mono());
+        let e = &a.estimate;
+        assert_eq!(e.phases.len(), 2);
+        assert_eq!(e.peak_phase, peak);
+        for (w, h) in [(60, 20), (80, 24), (200, 60)] {
+            let s = screen(&a, w, h);
+            let lines: Vec<&str> = s.lines().collect();
+            let at = |phase| {
+                let line =
+                    phase_line(&s, phase).unwrap_or_else(|| panic!("{w}x{h}: no {phase} bar\n{s}"));
+                lines.iter().position(|l| *l == line).unwrap()
+            };
+            // generation above training, one right under the other, the scale under both
+            let (g, t) = (at(Phase::Generation), at(Phase::Training));
+            assert_eq!(t, g + 1, "{s}");
+            assert!(lines[t + 1].contains('┃'), "{s}");
+            for p in &e.phases {
+                let line = phase_line(&s, p.phase).unwrap();
+                assert!(line.contains(&format_size(p.total_bytes)), "{line}");
+                assert_eq!(line.contains(" peak "), p.phase == peak, "{w}x{h}: {line}");
+            }
+            // the title gives the peak's total
+            assert!(
+                s.contains(&format!("memory {} of", format_size(e.total_bytes))),
+                "{s}"
+            );
+        }
+        // help has each phase whole, component by component
+        let mut a = a;
+        let text = help_text(&mut a, 200, 60);
+        for p in &a.estimate.phases {
+            assert!(
+                text.contains(&format!(
+                    "{} {}",
+                    p.phase.label(),
+                    format_size(p.total_bytes)
+                )),
+                "{text}"
+            );
+            for c in &p.components {
+                assert!(
+                    text.contains(&format!("{} {}", c.name, format_size(c.bytes))),
+                    "{text}"
+                );
+            }
+        }
+    }
+    // vLLM on its own GPUs: one phase, one bar without labels
+    let server = "[vramfit]\nstack = \"trl\"\nmax_prompt_length = 256\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n[grpo]\nuse_vllm = true\nvllm_mode = \"server\"\n";
+    let a = app_of(server, here, Theme::mono());
+    assert!(a.estimate.phases.is_empty());
+    let s = screen(&a, 80, 24);
+    assert!(
+        phase_line(&s, Phase::Generation).is_none() && phase_line(&s, Phase::Training).is_none(),
+        "{s}"
+    );
+    assert!(!s.contains(" peak "), "{s}");
 }
 
 #[test]
@@ -990,11 +1073,14 @@ fn the_mouse_focuses_sets_drags_and_steps() {
         keys(&mut a, "u");
         assert_eq!(a.run.num_generations, 4);
         // the wheel over a knob focuses and steps it
+        // (the list may scroll to keep the focused knob mid-window: its row is found again)
         let (_, _, y) = track(&a, Knob::LoraRank, w, h);
         mouse(&mut a, M::ScrollUp, 2, y);
         assert_eq!((a.focused(), a.run.lora_rank), (Knob::LoraRank, 64));
-        mouse(&mut a, M::ScrollDown, 2, y);
-        mouse(&mut a, M::ScrollDown, 2, y);
+        for _ in 0..2 {
+            let (_, _, y) = track(&a, Knob::LoraRank, w, h);
+            mouse(&mut a, M::ScrollDown, 2, y);
+        }
         assert_eq!(a.run.lora_rank, 16);
         // the lock holds under the mouse too: the far end of the micro-batch is 8 of 8
         let (_, x1, y) = track(&a, Knob::MicroBatch, w, h);

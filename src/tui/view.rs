@@ -7,6 +7,7 @@ use super::app::{App, Mode, PresetChoice};
 use super::keymap::BINDINGS;
 use super::theme::Theme;
 use super::widgets::{MemoryBar, PickList, Slider, window_start};
+use crate::model::estimate::{Component, Phase, PhaseMemory};
 use crate::model::knobs::Knob;
 use crate::model::run::{Generation, Stack};
 use crate::model::units::format_size;
@@ -73,6 +74,25 @@ pub struct Areas {
     pub footer: Rect,
 }
 
+/// The phases the bars show, in their order (generation, then training): both when the
+/// estimate has two, else none (one bar for the run).
+pub fn phases(app: &App) -> Vec<&PhaseMemory> {
+    let mut phases: Vec<&PhaseMemory> = app.estimate.phases.iter().collect();
+    if phases.len() < 2 {
+        return Vec::new();
+    }
+    phases.sort_by_key(|p| match p.phase {
+        Phase::Generation => 0,
+        Phase::Training => 1,
+    });
+    phases
+}
+
+/// The bar's rows: its title, one bar per phase (or one for the run), the scale.
+fn bar_rows(app: &App) -> u16 {
+    2 + phases(app).len().max(1) as u16
+}
+
 /// The header, the bar, the batch line, the message and the footer take what they need; the
 /// sliders come next (all of them when the height allows), then the levers panel (up to four
 /// lines), then the legend; the panel takes whatever is left.
@@ -80,12 +100,13 @@ pub fn areas(app: &App, area: Rect) -> Areas {
     let w = area.width;
     let header_h = header_lines(app, w).len() as u16;
     let message_h = message_lines(app, w).len() as u16;
-    let fixed = header_h + 3 + 1 + message_h + 1;
+    let bar_h = bar_rows(app);
+    let fixed = header_h + bar_h + 1 + message_h + 1;
     let rest = area.height.saturating_sub(fixed);
     let slider_h = (Knob::ALL.len() as u16).min(rest.saturating_sub(2).max(rest.min(1)));
     let rest = rest - slider_h;
     let advice_wants = (advice_lines(app, w).len() as u16).min(4);
-    let components = app.estimate.components.len();
+    let components = legend_len(app);
     let mut legend_h = legend_rows(w, components).min(rest.saturating_sub(advice_wants));
     if legend_h == 1 && legend_columns(w) == 1 && components > 1 {
         // one cell would only count the components: the bar says as much
@@ -95,7 +116,7 @@ pub fn areas(app: &App, area: Rect) -> Areas {
     let rows = Layout::vertical([
         Constraint::Length(header_h),
         Constraint::Length(slider_h),
-        Constraint::Length(3),
+        Constraint::Length(bar_h),
         Constraint::Length(legend_h),
         Constraint::Length(1),
         Constraint::Length(advice_h),
@@ -429,17 +450,50 @@ fn bar(frame: &mut Frame, app: &App, area: Rect) {
         verdict,
     ]);
     frame.render_widget(Paragraph::new(title), Rect { height: 1, ..area });
-    if area.height < 3 {
-        return;
+    let phases = phases(app);
+    // each phase's bar is labelled with its name and total, the one that sets the peak marked
+    let label_w: u16 = if phases.is_empty() { 0 } else { 27 };
+    for (i, p) in phases.iter().enumerate() {
+        let peak = p.phase == e.peak_phase;
+        let label = format!(
+            "{:<10} {:>10} {}",
+            p.phase.label(),
+            format_size(p.total_bytes),
+            if peak { "peak" } else { "" }
+        );
+        let style = if peak {
+            Style::default().add_modifier(Modifier::BOLD)
+        } else {
+            app.theme.dim()
+        };
+        let row = Rect::new(
+            area.x + 1,
+            area.y + 1 + i as u16,
+            label_w.min(area.width.saturating_sub(1)),
+            1,
+        );
+        frame.render_widget(Paragraph::new(label).style(style), row.intersection(area));
     }
-    let bar_area = Rect::new(area.x + 1, area.y + 1, area.width.saturating_sub(2), 2);
+    let bars: Vec<&[Component]> = if phases.is_empty() {
+        vec![&e.components]
+    } else {
+        phases.iter().map(|p| p.components.as_slice()).collect()
+    };
+    let x = area.x + 1 + label_w;
+    let bar_area = Rect::new(
+        x,
+        area.y + 1,
+        area.width.saturating_sub(2 + label_w),
+        area.height.saturating_sub(1),
+    );
     let widget = MemoryBar {
-        components: &e.components,
+        bars,
         capacity: e.capacity_bytes,
         live_used: app.gpu.live.as_ref().and_then(|g| g.used_bytes),
+        pinned: None,
         theme: app.theme,
     };
-    frame.render_widget(&widget, bar_area);
+    frame.render_widget(&widget, bar_area.intersection(area));
 }
 
 /// Legend columns that fit in `width`: each needs about 38 cells.
@@ -452,7 +506,31 @@ fn legend_rows(width: u16, components: usize) -> u16 {
     components.div_ceil(legend_columns(width)) as u16
 }
 
-/// The components by column; when they do not all fit, the last cell counts the rest.
+/// The parts only the phase that does not set the peak holds (vLLM's profiled activations,
+/// transformers' generation cache...): the legend names their fills too, after the peak's.
+fn other_phase_parts(app: &App) -> Vec<&Component> {
+    let e = &app.estimate;
+    let mut out: Vec<&Component> = Vec::new();
+    for p in e.phases.iter().filter(|p| p.phase != e.peak_phase) {
+        for c in &p.components {
+            if !e.components.iter().any(|k| k.part == c.part)
+                && !out.iter().any(|k| k.part == c.part)
+            {
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// Entries the legend has: the peak's components, then the other phase's own parts.
+fn legend_len(app: &App) -> usize {
+    app.estimate.components.len() + other_phase_parts(app).len()
+}
+
+/// The components by column: the peak's (summing to the total), then, dimmed, the parts only
+/// the other phase holds, with that phase's bytes. When the peak's do not all fit, the last
+/// cell counts the rest of them.
 fn legend(frame: &mut Frame, app: &App, area: Rect) {
     if area.height == 0 {
         return;
@@ -471,15 +549,24 @@ fn legend(frame: &mut Frame, app: &App, area: Rect) {
         let cell = columns[i / rows];
         Rect::new(cell.x, cell.y + (i % rows) as u16, cell.width, 1)
     };
-    for (i, c) in all.iter().take(shown).enumerate() {
-        let line = Line::from(vec![
+    let entry = |c: &Component, other: bool| {
+        Line::from(vec![
             Span::styled(
                 format!(" {}{} ", Theme::fill(c.part), Theme::fill(c.part)),
                 app.theme.segment(c.part),
             ),
-            Span::raw(format!("{:<17}{:>11}", c.name, format_size(c.bytes))),
-        ]);
-        frame.render_widget(Paragraph::new(line), cell_at(i));
+            Span::styled(
+                format!("{:<17}{:>11}", c.name, format_size(c.bytes)),
+                if other {
+                    app.theme.dim()
+                } else {
+                    Style::default()
+                },
+            ),
+        ])
+    };
+    for (i, c) in all.iter().take(shown).enumerate() {
+        frame.render_widget(Paragraph::new(entry(c, false)), cell_at(i));
     }
     if shown < all.len() {
         let rest = &all[shown..];
@@ -490,6 +577,14 @@ fn legend(frame: &mut Frame, app: &App, area: Rect) {
                 .style(app.theme.dim()),
             cell_at(shown),
         );
+        return;
+    }
+    for (i, c) in other_phase_parts(app)
+        .into_iter()
+        .enumerate()
+        .take(cells - shown)
+    {
+        frame.render_widget(Paragraph::new(entry(c, true)), cell_at(shown + i));
     }
 }
 
@@ -711,6 +806,8 @@ fn help_lines(app: &App, inner: usize) -> Vec<String> {
         }
     }
     out.push(String::new());
+    out.extend(memory_lines(app));
+    out.push(String::new());
     out.push(" run".into());
     add(
         format!("  {} · {}", app.run.model_name, settings(app).join(" · ")),
@@ -719,6 +816,50 @@ fn help_lines(app: &App, inner: usize) -> Vec<String> {
     );
     add(format!(" {}", batch_line(app, u16::MAX)), 4, &mut out);
     add(format!(" {}", gpu_text(app)), 4, &mut out);
+    out
+}
+
+/// Help's memory table: each phase's components (the run's, with one phase), the peak named.
+fn memory_lines(app: &App) -> Vec<String> {
+    let e = &app.estimate;
+    let mut out = vec![" memory, component by component".to_string()];
+    let phases = phases(app);
+    let tables: Vec<(String, &[Component])> = if phases.is_empty() {
+        vec![(
+            format!("  {:<20} {:>10}", "the run", format_size(e.total_bytes)),
+            &e.components,
+        )]
+    } else {
+        phases
+            .iter()
+            .map(|p| {
+                let peak = if p.phase == e.peak_phase {
+                    "  the peak"
+                } else {
+                    ""
+                };
+                (
+                    format!(
+                        "  {:<20} {:>10}{peak}",
+                        p.phase.label(),
+                        format_size(p.total_bytes)
+                    ),
+                    p.components.as_slice(),
+                )
+            })
+            .collect()
+    };
+    for (head, components) in tables {
+        out.push(head);
+        for c in components {
+            out.push(format!(
+                "    {} {:<16} {:>10}",
+                Theme::fill(c.part),
+                c.name,
+                format_size(c.bytes)
+            ));
+        }
+    }
     out
 }
 
