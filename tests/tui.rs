@@ -12,7 +12,7 @@ use vramfit::gpu::GpuInfo;
 use vramfit::model::estimate::Phase;
 use vramfit::model::knobs::Knob;
 use vramfit::model::run::Stack;
-use vramfit::model::units::format_size;
+use vramfit::model::units::{format_change, format_size};
 use vramfit::tui::app::{App, GpuState, Mode, Msg};
 use vramfit::tui::theme::Theme;
 use vramfit::tui::view;
@@ -397,6 +397,106 @@ fn two_phases_are_two_bars_each_with_its_total_and_the_peak_marked() {
 }
 
 #[test]
+fn x_pins_a_baseline_that_undo_keeps_and_x_again_unpins() {
+    let mut a = app();
+    let pin = a.estimate.clone();
+    assert!(a.pinned.is_none());
+    keys(&mut a, "x");
+    assert_eq!(
+        a.pinned.as_ref().map(|p| p.total_bytes),
+        Some(pin.total_bytes)
+    );
+    // pinning changes nothing to export: q still quits at once
+    assert!(!a.unsaved());
+    // the LoRA rank up, 32 to 64: the adapters and their states grow
+    keys(&mut a, "jjjjjj");
+    key(&mut a, KeyCode::Right);
+    assert_eq!(a.run.lora_rank, 64);
+    let then = |part| {
+        pin.components
+            .iter()
+            .filter(|c| c.part == part)
+            .map(|c| c.bytes)
+            .sum::<u64>()
+    };
+    let total = format_change(a.estimate.total_bytes as i64 - pin.total_bytes as i64);
+    assert_ne!(total, "±0");
+    let s = screen(&a, 200, 60);
+    // the title: the pin and the change since
+    assert!(
+        s.contains(&format!("◇ pin {} ({total})", format_size(pin.total_bytes))),
+        "{s}"
+    );
+    // the legend: each component, its bytes and its change since the pin
+    let mut changed = 0;
+    for c in &a.estimate.components {
+        let change = c.bytes as i64 - then(c.part) as i64;
+        changed += usize::from(change != 0);
+        let cell = format!(
+            "{:<16}{:>10} {:>9}",
+            c.name,
+            format_size(c.bytes),
+            format_change(change)
+        );
+        assert!(s.contains(&cell), "{cell}\n{s}");
+    }
+    assert!(changed >= 2, "{s}");
+    // the ghost: ◇ on the scale row at the pinned total (the bars start after their labels, 27
+    // cells, and span 171 cells for the 24 GiB card)
+    let lines: Vec<&str> = s.lines().collect();
+    let scale = lines.iter().find(|l| l.contains('┃')).unwrap();
+    let column = 28 + (pin.total_bytes as f64 / (24u64 << 30) as f64 * 171.0).round() as usize;
+    assert_eq!(scale.chars().nth(column), Some('◇'), "{scale}");
+    // smaller screens: the marker and the total's change still
+    for (w, h) in [(60, 20), (80, 24)] {
+        let s = screen(&a, w, h);
+        assert!(s.contains('◇') && s.contains(&total), "{w}x{h}\n{s}");
+    }
+    // help says what x does, and has every change
+    let text = help_text(&mut a, 200, 60);
+    assert!(text.contains("x pin this run as a baseline"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "since the pin ◇ {} {total}",
+            format_size(pin.total_bytes)
+        )),
+        "{text}"
+    );
+    // undo goes back to the pinned run and keeps the pin: every change is ±0
+    keys(&mut a, "u");
+    assert_eq!(a.run.lora_rank, 32);
+    assert_eq!(
+        a.pinned.as_ref().map(|p| p.total_bytes),
+        Some(pin.total_bytes)
+    );
+    let s = screen(&a, 200, 60);
+    assert!(
+        s.contains(&format!("◇ pin {} (±0)", format_size(pin.total_bytes))),
+        "{s}"
+    );
+    for c in &a.estimate.components {
+        assert!(
+            s.contains(&format!(
+                "{:<16}{:>10}        ±0",
+                c.name,
+                format_size(c.bytes)
+            )),
+            "{s}"
+        );
+    }
+    // a preset loaded and undone: still pinned
+    keys(&mut a, "p");
+    key(&mut a, KeyCode::Enter);
+    keys(&mut a, "u");
+    assert!(a.pinned.is_some());
+    // x again: unpinned, nothing of it left on screen
+    keys(&mut a, "x");
+    assert!(a.pinned.is_none());
+    let s = screen(&a, 200, 60);
+    assert!(!s.contains('◇') && !s.contains("±0"), "{s}");
+}
+
+#[test]
 fn overflow_is_shown_as_a_shortfall() {
     let mut a = app();
     for _ in 0..10 {
@@ -551,7 +651,7 @@ fn below_the_minimum_size_only_quit_and_help_answer() {
     let mut a = app_in(dir.path(), Theme::mono());
     a.update(Msg::Resize(40, 12));
     let (run, focus) = (a.run.clone(), a.focus);
-    for c in "LlHhjkctr4obumpsfe".chars() {
+    for c in "LlHhjkctr4obumpsfex".chars() {
         key(&mut a, KeyCode::Char(c));
         assert_eq!(a.mode, Mode::Normal, "{c}");
     }
@@ -560,6 +660,7 @@ fn below_the_minimum_size_only_quit_and_help_answer() {
     }
     assert_eq!(a.run, run);
     assert_eq!(a.focus, focus);
+    assert!(a.pinned.is_none());
     assert!(!a.quit);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     assert!(screen(&a, 40, 12).contains("60x20"));
