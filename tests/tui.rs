@@ -550,9 +550,9 @@ fn press_strategy() -> impl proptest::strategy::Strategy<Value = Press> {
     use proptest::prelude::*;
     prop_oneof![
         // knob focus, slider steps (fine and coarse), undo, lock, stack, checkpointing, 4-bit,
-        // beta, optimizer
+        // beta, optimizer, pin
         prop::sample::select(vec![
-            'j', 'k', 'l', 'h', 'L', 'H', 'u', 'b', 't', 'c', '4', 'r', 'o'
+            'j', 'k', 'l', 'h', 'L', 'H', 'u', 'b', 't', 'c', '4', 'r', 'o', 'x'
         ])
         .prop_map(Press::Key),
         prop::sample::select(vec![
