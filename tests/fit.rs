@@ -263,3 +263,45 @@ fn fit_reaches_for_4bit_weights_before_shortening_anything() {
     assert_eq!(run.num_generations, file.run.num_generations);
     assert_eq!(run.lora_rank, file.run.lora_rank);
 }
+
+/// The prompt is the dataset's, not a choice: no step down and no fit shortens it. The sequence
+/// lever takes the completion down with the context, keeping the whole prompt.
+#[test]
+fn the_fit_never_shortens_the_prompt() {
+    use vramfit::model::fit::Lever;
+    let mut est = Estimator::new();
+    for name in vramfit::presets::names() {
+        let file = config::parse(vramfit::presets::built_in(name).unwrap(), name, None).unwrap();
+        for gib in [4u64, 6, 8, 12, 16] {
+            let gpu = GpuBudget {
+                capacity: gib << 30,
+                used_by_others: 0,
+            };
+            for step in step_downs(&file.run, gpu, &mut est) {
+                assert_eq!(step.run.prompt_len, file.run.prompt_len, "{name}: {step:?}");
+            }
+            if let FitOutcome::Fitted { run, .. } = fit(&file.run, gpu, 0.05, &mut est) {
+                assert_eq!(run.prompt_len, file.run.prompt_len, "{name} on {gib} GiB");
+            }
+        }
+    }
+    // prompt 512 + completion 512 in a 1024 context: one step down the sequence is 768, and the
+    // completion gives up the 256 tokens, not the prompt
+    let text = vramfit::presets::built_in("24gb")
+        .unwrap()
+        .replace("max_prompt_length = 256", "max_prompt_length = 512")
+        .replace("max_completion_length = 768", "max_completion_length = 512");
+    let file = config::parse(&text, "24gb", None).unwrap();
+    let step = step_downs(&file.run, gpu(&file), &mut est)
+        .into_iter()
+        .find(|s| s.change.lever == Lever::SequenceLength)
+        .unwrap();
+    assert_eq!(
+        (
+            step.run.max_seq_len,
+            step.run.prompt_len,
+            step.run.completion_len
+        ),
+        (768, 512, 256)
+    );
+}

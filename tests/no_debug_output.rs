@@ -37,6 +37,8 @@ const DEBUG_WORDS: &[&str] = &[
     "VllmShare",
     "MicroBatch",
     "SequenceLength",
+    "PromptLength",
+    "CompletionLength",
     "LoraRank",
     "GradAccum",
     "KvCacheFp8",

@@ -8,6 +8,7 @@ use vramfit::config::export::{ExportContext, to_toml};
 use vramfit::config::parse;
 use vramfit::model::catalog;
 use vramfit::model::knobs::Knob;
+use vramfit::model::rules;
 use vramfit::model::run::{
     ALL_LINEAR, Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack,
 };
@@ -61,7 +62,13 @@ fn run_strategy() -> impl Strategy<Value = RunConfig> {
             run.gpus = gpus;
             run.prompt_len = prompt;
             run.completion_len = completion;
-            run.max_seq_len = (prompt + completion + extra).max(16);
+            // at times shorter than prompt + completion: the estimate warns, the file keeps it
+            run.max_seq_len = if extra % 5 == 0 {
+                (prompt + completion) / 2
+            } else {
+                prompt + completion + extra
+            }
+            .max(16);
             run.lora_rank = rank;
             run.lora_alpha = alpha;
             // Unsloth files always say max_lora_rank (the loader fills in vLLM's rank for r)
@@ -107,22 +114,85 @@ fn run_strategy() -> impl Strategy<Value = RunConfig> {
         })
 }
 
+/// Exports `run`, loads it back, and checks it is the same run, every trainer key one its call
+/// takes.
+fn round_trip(run: &RunConfig, capacity: Option<u64>) -> Result<(), TestCaseError> {
+    let ctx = ExportContext {
+        gpu: "test",
+        gpu_memory: capacity,
+        model_config: None,
+        lock_effective_batch: true,
+        estimate: None,
+    };
+    let text = to_toml(run, &ctx);
+    let back = parse(&text, "export.toml", None)
+        .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+    prop_assert_eq!(&back.run, run, "{}", text);
+    prop_assert_eq!(back.gpu_memory, capacity);
+    prop_assert!(
+        back.notes.iter().all(|n| !n.contains("not exported")),
+        "{:?}",
+        back.notes
+    );
+    // every trainer key is a keyword its call takes, by name (trl 1.15, peft 0.21, unsloth 2026.10)
+    let root: toml::Table = text.parse().unwrap();
+    for table in vramfit::contract::Table::ALL {
+        let (Some(call), Some(t)) = (
+            table.call(run.stack),
+            root.get(table.name()).and_then(|v| v.as_table()),
+        ) else {
+            continue;
+        };
+        for key in t.keys() {
+            prop_assert!(
+                call.accepts(key),
+                "[{}] {} is no keyword of {}",
+                table.name(),
+                key,
+                call.name()
+            );
+        }
+    }
+    // each knob is written under its own key, with its value
+    for knob in Knob::ALL {
+        let Some(value) = knob.get(run) else { continue };
+        let (table, key) = knob.key(run.stack);
+        let written = root
+            .get(table.name())
+            .and_then(|t| t.get(key))
+            .and_then(|v| match knob {
+                // the share in whole hundredths, as the knob holds it
+                Knob::VllmShare => v.as_float().map(|x| (x * 100.0).round() as i64),
+                _ => v.as_integer(),
+            });
+        prop_assert_eq!(written, Some(value as i64), "{} {}", knob, text);
+    }
+    Ok(())
+}
+
 proptest! {
     #[test]
     fn load_of_export_is_the_same_run(run in run_strategy(), capacity in proptest::option::of(1u64..(200u64 << 30))) {
-        let ctx = ExportContext { gpu: "test", gpu_memory: capacity, model_config: None, lock_effective_batch: true, estimate: None };
-        let text = to_toml(&run, &ctx);
-        let back = parse(&text, "export.toml", None).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
-        prop_assert_eq!(&back.run, &run, "{}", text);
-        prop_assert_eq!(back.gpu_memory, capacity);
-        prop_assert!(back.notes.iter().all(|n| !n.contains("not exported")), "{:?}", back.notes);
-        // every trainer key is a keyword its call takes, by name (trl 1.15, peft 0.21, unsloth 2026.10)
-        let root: toml::Table = text.parse().unwrap();
-        for table in vramfit::contract::Table::ALL {
-            let (Some(call), Some(t)) = (table.call(run.stack), root.get(table.name()).and_then(|v| v.as_table())) else { continue };
-            for key in t.keys() {
-                prop_assert!(call.accepts(key), "[{}] {} is no keyword of {}", table.name(), key, call.name());
-            }
+        round_trip(&run, capacity)?;
+    }
+
+    /// Each knob at any value of its declared range (log-uniform, both ends included), the
+    /// others as drawn: exported under its key and loaded back the same. A sequence shorter
+    /// than prompt + completion is a warning, not a change, so it loads back as written too.
+    #[test]
+    fn every_knob_anywhere_in_its_range_loads_back(
+        run in run_strategy(),
+        knob in prop::sample::select(Knob::ALL.to_vec()),
+        at in prop_oneof![Just(0.0), Just(1.0), 0.0f64..1.0],
+    ) {
+        let (lo, hi) = knob.range();
+        let value = ((lo as f64) * (hi as f64 / lo as f64).powf(at)).round() as u64;
+        let mut run = run;
+        knob.set(&mut run, value.clamp(lo, hi));
+        prop_assume!(rules::validate(&run).is_ok());
+        if knob.get(&run).is_some() {
+            prop_assert_eq!(knob.get(&run), Some(value.clamp(lo, hi)));
         }
+        round_trip(&run, None)?;
     }
 }

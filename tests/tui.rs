@@ -9,14 +9,21 @@ use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use vramfit::config;
 use vramfit::gpu::GpuInfo;
+use vramfit::model::estimate::Phase;
 use vramfit::model::knobs::Knob;
 use vramfit::model::run::Stack;
+use vramfit::model::units::{format_change, format_size};
 use vramfit::tui::app::{App, GpuState, Mode, Msg};
 use vramfit::tui::theme::Theme;
 use vramfit::tui::view;
 
 fn app_in(dir: &std::path::Path, theme: Theme) -> App {
-    let file = config::parse(vramfit::presets::built_in("24gb").unwrap(), "24gb", None).unwrap();
+    app_of(vramfit::presets::built_in("24gb").unwrap(), dir, theme)
+}
+
+/// The screen on the run file `text`, with the fixed 24 GiB test GPU.
+fn app_of(text: &str, dir: &std::path::Path, theme: Theme) -> App {
+    let file = config::parse(text, "test", None).unwrap();
     let gpu = GpuState {
         capacity: 24 << 30,
         capacity_from_user: false,
@@ -77,7 +84,8 @@ fn sliders_move_and_undo_restores() {
 #[test]
 fn typed_values_are_checked_before_they_are_set() {
     let mut a = app();
-    keys(&mut a, "jjjj"); // LoRA rank
+    keys(&mut a, "jjjjjj"); // LoRA rank
+    assert_eq!(a.focused(), Knob::LoraRank);
     key(&mut a, KeyCode::Enter);
     assert!(matches!(a.mode, Mode::Entry { .. }));
     for _ in 0..4 {
@@ -240,6 +248,255 @@ fn snapshots_in_colour() {
 }
 
 #[test]
+fn prompt_and_completion_are_knobs_of_their_own_and_the_sequence_rewrites_neither() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = app_in(dir.path(), Theme::mono());
+    // the 24gb preset: prompt 256, completion 768, max_seq_length 1024
+    let parts = |a: &App| (a.run.max_seq_len, a.run.prompt_len, a.run.completion_len);
+    assert_eq!(parts(&a), (1024, 256, 768));
+    keys(&mut a, "jjj");
+    assert_eq!(a.focused(), Knob::SequenceLength);
+    type_value(&mut a, "100");
+    assert_eq!(a.mode, Mode::Normal);
+    assert_eq!(parts(&a), (100, 256, 768));
+    // too short a sequence is the estimate's warning, and it stays on screen at every size
+    let warning = "max_seq_length 100 is smaller than prompt + completion = 1024";
+    assert!(
+        a.estimate.warnings.iter().any(|w| w == warning),
+        "{:?}",
+        a.estimate.warnings
+    );
+    for (w, h) in SIZES {
+        let s = screen(&a, w, h);
+        assert!(
+            s.contains("max_seq_length 100 is smaller than"),
+            "{w}x{h}\n{s}"
+        );
+    }
+    type_value(&mut a, "4096");
+    assert_eq!(parts(&a), (4096, 256, 768));
+    assert!(
+        !a.estimate
+            .warnings
+            .iter()
+            .any(|w| w.contains("max_seq_length"))
+    );
+    // the prompt and the completion: sliders of their own, each on screen with its key
+    key(&mut a, KeyCode::Tab);
+    assert_eq!(a.focused(), Knob::PromptLength);
+    let s = screen(&a, 80, 24);
+    let line = focused_line(&s).unwrap();
+    assert!(
+        line.contains("prompt") && line.contains("256") && line.contains("max_prompt_length"),
+        "{line}"
+    );
+    key(&mut a, KeyCode::Right);
+    assert_eq!(parts(&a), (4096, 384, 768));
+    key(&mut a, KeyCode::Tab);
+    assert_eq!(a.focused(), Knob::CompletionLength);
+    type_value(&mut a, "2000");
+    assert_eq!(parts(&a), (4096, 384, 2000));
+    let s = screen(&a, 80, 24);
+    let line = focused_line(&s).unwrap();
+    assert!(
+        line.contains("completion")
+            && line.contains("2000")
+            && line.contains("max_completion_length"),
+        "{line}"
+    );
+    // the export writes each under its own key, and it loads back the same
+    keys(&mut a, "s");
+    let path = dir.path().join("vramfit-qwen2.5-3b-instruct.toml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    for line in [
+        "max_prompt_length = 384",
+        "max_completion_length = 2000",
+        "max_seq_length = 4096",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+    }
+    assert_eq!(config::load(&path).unwrap().run, a.run);
+    keys(&mut a, "uuuu");
+    assert_eq!(parts(&a), (1024, 256, 768));
+}
+
+/// The screen's line for `phase`'s bar (its label starts the line).
+fn phase_line(s: &str, phase: Phase) -> Option<&str> {
+    let label = format!("{} ", phase.label());
+    s.lines().find(|l| l.trim_start().starts_with(&label))
+}
+
+#[test]
+fn two_phases_are_two_bars_each_with_its_total_and_the_peak_marked() {
+    let here = std::path::Path::new(".");
+    let preset = vramfit::presets::built_in("24gb").unwrap();
+    // vLLM colocated, everything kept while training: training is the peak; in standby vLLM
+    // gives its KV cache back, and generation is
+    let standby = preset.replace("[env]\n", "[env]\nUNSLOTH_VLLM_STANDBY = \"1\"\n");
+    for (text, peak) in [
+        (preset, Phase::Training),
+        (standby.as_str(), Phase::Generation),
+    ] {
+        let a = app_of(text, here, Theme::mono());
+        let e = &a.estimate;
+        assert_eq!(e.phases.len(), 2);
+        assert_eq!(e.peak_phase, peak);
+        for (w, h) in [(60, 20), (80, 24), (200, 60)] {
+            let s = screen(&a, w, h);
+            let lines: Vec<&str> = s.lines().collect();
+            let at = |phase| {
+                let line =
+                    phase_line(&s, phase).unwrap_or_else(|| panic!("{w}x{h}: no {phase} bar\n{s}"));
+                lines.iter().position(|l| *l == line).unwrap()
+            };
+            // generation above training, one right under the other, the scale under both
+            let (g, t) = (at(Phase::Generation), at(Phase::Training));
+            assert_eq!(t, g + 1, "{s}");
+            assert!(lines[t + 1].contains('┃'), "{s}");
+            for p in &e.phases {
+                let line = phase_line(&s, p.phase).unwrap();
+                assert!(line.contains(&format_size(p.total_bytes)), "{line}");
+                assert_eq!(line.contains(" peak "), p.phase == peak, "{w}x{h}: {line}");
+            }
+            // the title gives the peak's total
+            assert!(
+                s.contains(&format!("memory {} of", format_size(e.total_bytes))),
+                "{s}"
+            );
+        }
+        // help has each phase whole, component by component
+        let mut a = a;
+        let text = help_text(&mut a, 200, 60);
+        for p in &a.estimate.phases {
+            assert!(
+                text.contains(&format!(
+                    "{} {}",
+                    p.phase.label(),
+                    format_size(p.total_bytes)
+                )),
+                "{text}"
+            );
+            for c in &p.components {
+                assert!(
+                    text.contains(&format!("{} {}", c.name, format_size(c.bytes))),
+                    "{text}"
+                );
+            }
+        }
+    }
+    // vLLM on its own GPUs: one phase, one bar without labels
+    let server = "[vramfit]\nstack = \"trl\"\nmax_prompt_length = 256\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n[grpo]\nuse_vllm = true\nvllm_mode = \"server\"\n";
+    let a = app_of(server, here, Theme::mono());
+    assert!(a.estimate.phases.is_empty());
+    let s = screen(&a, 80, 24);
+    assert!(
+        phase_line(&s, Phase::Generation).is_none() && phase_line(&s, Phase::Training).is_none(),
+        "{s}"
+    );
+    assert!(!s.contains(" peak "), "{s}");
+}
+
+#[test]
+fn x_pins_a_baseline_that_undo_keeps_and_x_again_unpins() {
+    let mut a = app();
+    let pin = a.estimate.clone();
+    assert!(a.pinned.is_none());
+    keys(&mut a, "x");
+    assert_eq!(
+        a.pinned.as_ref().map(|p| p.total_bytes),
+        Some(pin.total_bytes)
+    );
+    // pinning changes nothing to export: q still quits at once
+    assert!(!a.unsaved());
+    // the LoRA rank up, 32 to 64: the adapters and their states grow
+    keys(&mut a, "jjjjjj");
+    key(&mut a, KeyCode::Right);
+    assert_eq!(a.run.lora_rank, 64);
+    let then = |part| {
+        pin.components
+            .iter()
+            .filter(|c| c.part == part)
+            .map(|c| c.bytes)
+            .sum::<u64>()
+    };
+    let total = format_change(a.estimate.total_bytes as i64 - pin.total_bytes as i64);
+    assert_ne!(total, "±0");
+    let s = screen(&a, 200, 60);
+    // the title: the pin and the change since
+    assert!(
+        s.contains(&format!("◇ pin {} ({total})", format_size(pin.total_bytes))),
+        "{s}"
+    );
+    // the legend: each component, its bytes and its change since the pin
+    let mut changed = 0;
+    for c in &a.estimate.components {
+        let change = c.bytes as i64 - then(c.part) as i64;
+        changed += usize::from(change != 0);
+        let cell = format!(
+            "{:<16}{:>10} {:>9}",
+            c.name,
+            format_size(c.bytes),
+            format_change(change)
+        );
+        assert!(s.contains(&cell), "{cell}\n{s}");
+    }
+    assert!(changed >= 2, "{s}");
+    // the ghost: ◇ on the scale row at the pinned total (the bars start after their labels, 27
+    // cells, and span 171 cells for the 24 GiB card)
+    let lines: Vec<&str> = s.lines().collect();
+    let scale = lines.iter().find(|l| l.contains('┃')).unwrap();
+    let column = 28 + (pin.total_bytes as f64 / (24u64 << 30) as f64 * 171.0).round() as usize;
+    assert_eq!(scale.chars().nth(column), Some('◇'), "{scale}");
+    // smaller screens: the marker and the total's change still
+    for (w, h) in [(60, 20), (80, 24)] {
+        let s = screen(&a, w, h);
+        assert!(s.contains('◇') && s.contains(&total), "{w}x{h}\n{s}");
+    }
+    // help says what x does, and has every change
+    let text = help_text(&mut a, 200, 60);
+    assert!(text.contains("x pin this run as a baseline"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "since the pin ◇ {} {total}",
+            format_size(pin.total_bytes)
+        )),
+        "{text}"
+    );
+    // undo goes back to the pinned run and keeps the pin: every change is ±0
+    keys(&mut a, "u");
+    assert_eq!(a.run.lora_rank, 32);
+    assert_eq!(
+        a.pinned.as_ref().map(|p| p.total_bytes),
+        Some(pin.total_bytes)
+    );
+    let s = screen(&a, 200, 60);
+    assert!(
+        s.contains(&format!("◇ pin {} (±0)", format_size(pin.total_bytes))),
+        "{s}"
+    );
+    for c in &a.estimate.components {
+        assert!(
+            s.contains(&format!(
+                "{:<16}{:>10}        ±0",
+                c.name,
+                format_size(c.bytes)
+            )),
+            "{s}"
+        );
+    }
+    // a preset loaded and undone: still pinned
+    keys(&mut a, "p");
+    key(&mut a, KeyCode::Enter);
+    keys(&mut a, "u");
+    assert!(a.pinned.is_some());
+    // x again: unpinned, nothing of it left on screen
+    keys(&mut a, "x");
+    assert!(a.pinned.is_none());
+    let s = screen(&a, 200, 60);
+    assert!(!s.contains('◇') && !s.contains("±0"), "{s}");
+}
+
+#[test]
 fn overflow_is_shown_as_a_shortfall() {
     let mut a = app();
     for _ in 0..10 {
@@ -293,9 +550,9 @@ fn press_strategy() -> impl proptest::strategy::Strategy<Value = Press> {
     use proptest::prelude::*;
     prop_oneof![
         // knob focus, slider steps (fine and coarse), undo, lock, stack, checkpointing, 4-bit,
-        // beta, optimizer
+        // beta, optimizer, pin
         prop::sample::select(vec![
-            'j', 'k', 'l', 'h', 'L', 'H', 'u', 'b', 't', 'c', '4', 'r', 'o'
+            'j', 'k', 'l', 'h', 'L', 'H', 'u', 'b', 't', 'c', '4', 'r', 'o', 'x'
         ])
         .prop_map(Press::Key),
         prop::sample::select(vec![
@@ -307,7 +564,8 @@ fn press_strategy() -> impl proptest::strategy::Strategy<Value = Press> {
         .prop_map(Press::Arrow),
         // typed values, in range or not: the entry and the rules must keep the run loadable
         prop::sample::select(vec![
-            "0", "1", "2", "15", "0.6", "64", "1024", "4096", "262144", "16777216", "99999999",
+            "0", "1", "2", "15", "0.6", "64", "100", "1024", "4096", "262144", "2097152",
+            "2097153", "16777216", "99999999",
         ])
         .prop_map(|s| Press::Typed(s.to_string())),
     ]
@@ -393,7 +651,7 @@ fn below_the_minimum_size_only_quit_and_help_answer() {
     let mut a = app_in(dir.path(), Theme::mono());
     a.update(Msg::Resize(40, 12));
     let (run, focus) = (a.run.clone(), a.focus);
-    for c in "LlHhjkctr4obumpsfe".chars() {
+    for c in "LlHhjkctr4obumpsfex".chars() {
         key(&mut a, KeyCode::Char(c));
         assert_eq!(a.mode, Mode::Normal, "{c}");
     }
@@ -402,6 +660,7 @@ fn below_the_minimum_size_only_quit_and_help_answer() {
     }
     assert_eq!(a.run, run);
     assert_eq!(a.focus, focus);
+    assert!(a.pinned.is_none());
     assert!(!a.quit);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     assert!(screen(&a, 40, 12).contains("60x20"));
@@ -559,7 +818,7 @@ fn the_lock_holds_the_effective_batch_exactly() {
     type_value(&mut a, "2");
     assert_eq!((a.run.micro_batch, a.run.grad_accum), (2, 4));
     // accumulation: the same divisors, the micro-batch follows
-    keys(&mut a, "jjj");
+    keys(&mut a, "jjjjj");
     assert_eq!(a.focused(), Knob::GradAccum);
     key(&mut a, KeyCode::Left);
     assert_eq!((a.run.micro_batch, a.run.grad_accum), (4, 2));
@@ -578,7 +837,7 @@ fn the_lock_holds_the_effective_batch_exactly() {
     keys(&mut a, "b");
     type_value(&mut a, "9");
     keys(&mut a, "b");
-    keys(&mut a, "kkk");
+    keys(&mut a, "kkkkk");
     assert_eq!(a.focused(), Knob::MicroBatch);
     assert_eq!((a.run.micro_batch, a.run.effective_batch()), (1, 9));
     keys(&mut a, "b");
@@ -915,11 +1174,14 @@ fn the_mouse_focuses_sets_drags_and_steps() {
         keys(&mut a, "u");
         assert_eq!(a.run.num_generations, 4);
         // the wheel over a knob focuses and steps it
+        // (the list may scroll to keep the focused knob mid-window: its row is found again)
         let (_, _, y) = track(&a, Knob::LoraRank, w, h);
         mouse(&mut a, M::ScrollUp, 2, y);
         assert_eq!((a.focused(), a.run.lora_rank), (Knob::LoraRank, 64));
-        mouse(&mut a, M::ScrollDown, 2, y);
-        mouse(&mut a, M::ScrollDown, 2, y);
+        for _ in 0..2 {
+            let (_, _, y) = track(&a, Knob::LoraRank, w, h);
+            mouse(&mut a, M::ScrollDown, 2, y);
+        }
         assert_eq!(a.run.lora_rank, 16);
         // the lock holds under the mouse too: the far end of the micro-batch is 8 of 8
         let (_, x1, y) = track(&a, Knob::MicroBatch, w, h);

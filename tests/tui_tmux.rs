@@ -168,6 +168,8 @@ fn every_knob_is_reachable_and_seen_at_60x20() {
         ("generations", "4"),
         ("micro-batch", "4"),
         ("sequence", "1024"),
+        ("prompt", "256"),
+        ("completion", "768"),
         ("LoRA rank", "32"),
         ("grad accum", "2"),
     ];

@@ -65,6 +65,13 @@ impl Writer {
         );
         let _ = writeln!(self.out, "{key} = {value}");
     }
+
+    /// A knob's value under its own key (`Knob::key`), which is in the table being written.
+    fn knob(&mut self, knob: Knob, value: impl std::fmt::Display) {
+        let (table, key) = knob.key(self.stack);
+        debug_assert_eq!(table, self.table, "{knob} is written in [{}]", table.name());
+        self.key(key, value);
+    }
 }
 
 pub fn to_toml(run: &RunConfig, ctx: &ExportContext) -> String {
@@ -110,7 +117,7 @@ fn vramfit_table(w: &mut Writer, run: &RunConfig, ctx: &ExportContext) {
         w.key("model_config", quoted(&p.display().to_string()));
     }
     w.key("lock_effective_batch", ctx.lock_effective_batch);
-    w.key("max_prompt_length", run.prompt_len);
+    w.knob(Knob::PromptLength, run.prompt_len);
     if run.vllm_version != VllmVersion::default() {
         w.key("vllm_version", quoted(&run.vllm_version.to_string()));
     }
@@ -123,7 +130,7 @@ fn model_table(w: &mut Writer, run: &RunConfig) {
     let share = colocated_share(run);
     match run.stack {
         Stack::Unsloth => {
-            w.key(Knob::SequenceLength.key(run.stack).1, run.max_seq_len);
+            w.knob(Knob::SequenceLength, run.max_seq_len);
             w.key("load_in_4bit", run.quant == Quant::Nf4);
             if run.quant == Quant::Int8 {
                 w.key("load_in_8bit", true);
@@ -133,7 +140,7 @@ fn model_table(w: &mut Writer, run: &RunConfig) {
             }
             w.key("fast_inference", share.is_some());
             if let Some(share) = share {
-                w.key(Knob::VllmShare.key(run.stack).1, share);
+                w.knob(Knob::VllmShare, share);
                 if run.vllm_kv_fp8 {
                     w.key("float8_kv_cache", true);
                 }
@@ -160,7 +167,7 @@ fn model_table(w: &mut Writer, run: &RunConfig) {
 /// `get_peft_model` (Unsloth) or PEFT's `LoraConfig`.
 fn lora_table(w: &mut Writer, run: &RunConfig) {
     w.table(Table::Lora);
-    w.key(Knob::LoraRank.key(run.stack).1, run.lora_rank);
+    w.knob(Knob::LoraRank, run.lora_rank);
     w.key("lora_alpha", run.lora_alpha);
     let targets: Vec<String> = run.lora_targets.iter().map(|t| quoted(t)).collect();
     w.key("target_modules", format!("[{}]", targets.join(", ")));
@@ -181,10 +188,10 @@ fn lora_table(w: &mut Writer, run: &RunConfig) {
 fn grpo_table(w: &mut Writer, run: &RunConfig) {
     w.table(Table::Grpo);
     let stack = run.stack;
-    w.key(Knob::MicroBatch.key(stack).1, run.micro_batch);
-    w.key(Knob::GradAccum.key(stack).1, run.grad_accum);
-    w.key(Knob::Generations.key(stack).1, run.num_generations);
-    w.key("max_completion_length", run.completion_len);
+    w.knob(Knob::MicroBatch, run.micro_batch);
+    w.knob(Knob::GradAccum, run.grad_accum);
+    w.knob(Knob::Generations, run.num_generations);
+    w.knob(Knob::CompletionLength, run.completion_len);
     w.key("beta", format!("{:?}", run.beta));
     w.key("optim", quoted(optimizer_name(run.optimizer)));
     if let Some(n) = run.steps_per_generation {
@@ -206,7 +213,7 @@ fn grpo_table(w: &mut Writer, run: &RunConfig) {
         }
     }
     if stack == Stack::Trl {
-        w.key(Knob::SequenceLength.key(stack).1, run.max_seq_len);
+        w.knob(Knob::SequenceLength, run.max_seq_len);
     }
     w.key(
         "gradient_checkpointing",

@@ -5,7 +5,6 @@ use super::error::LoadError;
 use super::tables::{Tables, suggest};
 use crate::contract::{Call, Table as T};
 use crate::model::knobs::Knob;
-use crate::model::rules;
 use crate::model::run::{Optimizer, Stack};
 
 /// What `[grpo]` says about training.
@@ -27,17 +26,16 @@ pub struct Grpo {
 /// Reads `[grpo]`, with GRPOConfig's defaults for what it leaves out.
 pub fn read_grpo(t: &Tables) -> Result<Grpo, LoadError> {
     let grpo = Call::GrpoConfig;
-    let knob = |knob: Knob, key: &str, default: u64| -> Result<u64, LoadError> {
+    // a knob's value under its key, else GRPOConfig's default for that key, else `default`
+    let knob = |knob: Knob, default: u64| -> Result<u64, LoadError> {
+        let key = knob.trainer_key(t.stack);
         Ok(t.knob(knob)?.or(grpo.default_u64(key)).unwrap_or(default))
     };
     Ok(Grpo {
-        micro_batch: knob(Knob::MicroBatch, "per_device_train_batch_size", 8)?,
-        grad_accum: knob(Knob::GradAccum, "gradient_accumulation_steps", 1)?,
-        num_generations: knob(Knob::Generations, "num_generations", 8)?,
-        completion_len: t
-            .int(T::Grpo, "max_completion_length", 1, rules::MAX_PART_LENGTH)?
-            .or(grpo.default_u64("max_completion_length"))
-            .unwrap_or(512),
+        micro_batch: knob(Knob::MicroBatch, 8)?,
+        grad_accum: knob(Knob::GradAccum, 1)?,
+        num_generations: knob(Knob::Generations, 8)?,
+        completion_len: knob(Knob::CompletionLength, 512)?,
         beta: t
             .float(T::Grpo, "beta", 0.0, 100.0)?
             .or(grpo.default_f64("beta"))

@@ -4,7 +4,7 @@
 use super::error::LoadError;
 use super::tables::Tables;
 use crate::contract::Table as T;
-use crate::model::rules;
+use crate::model::knobs::Knob;
 use crate::model::run::VllmVersion;
 use crate::model::units::parse_size;
 use std::path::{Path, PathBuf};
@@ -31,7 +31,7 @@ pub struct Vramfit {
 
 /// Reads `[vramfit]`; `dir` is the run file's folder.
 pub fn read_vramfit(t: &Tables, dir: Option<&Path>) -> Result<Vramfit, LoadError> {
-    let prompt_len = t.int(T::Vramfit, "max_prompt_length", 1, rules::MAX_PART_LENGTH)?;
+    let prompt_len = t.knob(Knob::PromptLength)?;
     Ok(Vramfit {
         gpu_memory: gpu_memory(t)?,
         gpus: t.int(T::Vramfit, "gpus", 1, 1024)?.unwrap_or(1),

@@ -107,6 +107,22 @@ pub enum Phase {
     Training,
 }
 
+impl Phase {
+    /// The phase in the user's words.
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Generation => "generation",
+            Phase::Training => "training",
+        }
+    }
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Estimate {
     pub capacity_bytes: u64,

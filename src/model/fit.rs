@@ -89,6 +89,9 @@ impl Lever {
             Lever::FourBitWeights => {
                 "QLoRA: the frozen weights in 4-bit NF4, somewhat slower and a little less accurate"
             }
+            Lever::SequenceLength => {
+                "shorter context, the completion within it: long reasoning gets truncated"
+            }
             other => other.knob().map_or("", Knob::trade_off),
         }
     }
@@ -209,6 +212,7 @@ impl Grid {
                             |&x| match lever {
                                 // keep the generation batch divisible by the generations
                                 Lever::Generations => batch % x == 0,
+                                // the prompt whole and at least 64 tokens of completion
                                 Lever::SequenceLength => x >= run.prompt_len + 64,
                                 _ => true,
                             },
@@ -242,6 +246,14 @@ impl Grid {
                 Lever::MicroBatch => {
                     Knob::MicroBatch.set(&mut run, v);
                     run.grad_accum = accumulation_for(target, v, run.gpus).0;
+                }
+                // a shorter context takes the completion down with it when they no longer fit;
+                // the prompt is the dataset's, never shortened
+                Lever::SequenceLength => {
+                    Knob::SequenceLength.set(&mut run, v);
+                    let room = v.saturating_sub(run.prompt_len).max(1);
+                    let completion = run.completion_len.min(room);
+                    Knob::CompletionLength.set(&mut run, completion);
                 }
                 other => {
                     if let Some(knob) = other.knob() {

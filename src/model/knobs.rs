@@ -1,6 +1,7 @@
-//! The six knobs: each one's range, steps and trainer key, declared once. The sliders, the
-//! levers, the validation and the help text all read them from here.
+//! The knobs: each one's range, steps and trainer key, declared once. The sliders, the levers,
+//! the loader, the export, the validation and the help text all read them from here.
 
+use super::rules::MAX_PART_LENGTH;
 use super::run::{Generation, RunConfig, Stack};
 use crate::contract::Table;
 
@@ -9,7 +10,12 @@ pub enum Knob {
     VllmShare,
     Generations,
     MicroBatch,
+    /// the context: Unsloth's `max_seq_length` (vLLM's too), TRL's `vllm_max_model_length`
     SequenceLength,
+    /// the dataset's longest prompt, as vramfit assumes it (`[vramfit] max_prompt_length`)
+    PromptLength,
+    /// `[grpo] max_completion_length`
+    CompletionLength,
     LoraRank,
     GradAccum,
 }
@@ -24,6 +30,11 @@ const SEQUENCE_LENGTHS: [u64; 19] = [
     128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768,
     49152, 65536, 131072,
 ];
+/// Prompt and completion lengths: the sequence ladder's lower part, from 32 tokens.
+const PART_LENGTHS: [u64; 20] = [
+    32, 64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576,
+    32768, 65536, 131072,
+];
 /// LoRA ranks: powers of two plus 320, the ranks vLLM serves (Unsloth rounds `max_lora_rank` to them).
 const RANKS: [u64; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 320, 512];
 const ACCUMULATIONS: [u64; 20] = [
@@ -31,11 +42,13 @@ const ACCUMULATIONS: [u64; 20] = [
 ];
 
 impl Knob {
-    pub const ALL: [Knob; 6] = [
+    pub const ALL: [Knob; 8] = [
         Knob::VllmShare,
         Knob::Generations,
         Knob::MicroBatch,
         Knob::SequenceLength,
+        Knob::PromptLength,
+        Knob::CompletionLength,
         Knob::LoraRank,
         Knob::GradAccum,
     ];
@@ -46,6 +59,8 @@ impl Knob {
             Knob::Generations => "generations",
             Knob::MicroBatch => "micro-batch",
             Knob::SequenceLength => "sequence",
+            Knob::PromptLength => "prompt",
+            Knob::CompletionLength => "completion",
             Knob::LoraRank => "LoRA rank",
             Knob::GradAccum => "grad accum",
         }
@@ -54,7 +69,8 @@ impl Knob {
     /// The table and trainer keyword the knob is read from and exported as, on `stack`: the vLLM
     /// share is Unsloth's `from_pretrained(gpu_memory_utilization)` and TRL's
     /// `vllm_gpu_memory_utilization`; the sequence is Unsloth's `max_seq_length` (vLLM's context
-    /// too) and TRL's `vllm_max_model_length`.
+    /// too) and TRL's `vllm_max_model_length`; the prompt length is no trainer key (TRL 1.x
+    /// removed `max_prompt_length`) but vramfit's own assumption, in `[vramfit]` on both stacks.
     pub fn key(self, stack: Stack) -> (Table, &'static str) {
         match (self, stack) {
             (Knob::VllmShare, Stack::Unsloth) => (Table::Model, "gpu_memory_utilization"),
@@ -63,6 +79,8 @@ impl Knob {
             (Knob::MicroBatch, _) => (Table::Grpo, "per_device_train_batch_size"),
             (Knob::SequenceLength, Stack::Unsloth) => (Table::Model, "max_seq_length"),
             (Knob::SequenceLength, Stack::Trl) => (Table::Grpo, "vllm_max_model_length"),
+            (Knob::PromptLength, _) => (Table::Vramfit, "max_prompt_length"),
+            (Knob::CompletionLength, _) => (Table::Grpo, "max_completion_length"),
             (Knob::LoraRank, _) => (Table::Lora, "r"),
             (Knob::GradAccum, _) => (Table::Grpo, "gradient_accumulation_steps"),
         }
@@ -83,7 +101,13 @@ impl Knob {
             Knob::MicroBatch => {
                 "more accumulation steps for the same effective batch: slower steps"
             }
-            Knob::SequenceLength => "shorter completions: long reasoning gets truncated",
+            Knob::SequenceLength => {
+                "shorter context: prompt + completion must still fit in it (vLLM stops there)"
+            }
+            Knob::PromptLength => {
+                "the dataset's longest prompt, not a choice: longer prompts would be truncated"
+            }
+            Knob::CompletionLength => "shorter completions: long reasoning gets truncated",
             Knob::LoraRank => "smaller adapter: less capacity to learn",
             Knob::GradAccum => "smaller effective batch: noisier updates (no memory saved)",
         }
@@ -96,6 +120,7 @@ impl Knob {
             Knob::Generations => &GENERATIONS,
             Knob::MicroBatch => &MICRO_BATCHES,
             Knob::SequenceLength => &SEQUENCE_LENGTHS,
+            Knob::PromptLength | Knob::CompletionLength => &PART_LENGTHS,
             Knob::LoraRank => &RANKS,
             Knob::GradAccum => &ACCUMULATIONS,
         }
@@ -110,6 +135,7 @@ impl Knob {
             Knob::MicroBatch => (1, 4096),
             // up to the longest context a config.json declares (Llama 4 Scout: 10 M)
             Knob::SequenceLength => (16, 1 << 24),
+            Knob::PromptLength | Knob::CompletionLength => (1, MAX_PART_LENGTH),
             Knob::LoraRank => (1, 4096),
             Knob::GradAccum => (1, 65536),
         }
@@ -135,13 +161,15 @@ impl Knob {
             Knob::Generations => run.num_generations,
             Knob::MicroBatch => run.micro_batch,
             Knob::SequenceLength => run.max_seq_len,
+            Knob::PromptLength => run.prompt_len,
+            Knob::CompletionLength => run.completion_len,
             Knob::LoraRank => run.lora_rank,
             Knob::GradAccum => run.grad_accum,
         })
     }
 
-    /// Sets the knob, clamped to its range. A sequence length keeps the prompt length and gives
-    /// the rest to the completion.
+    /// Sets the knob, clamped to its range; the others stay as they are (a sequence shorter
+    /// than prompt + completion is the estimate's warning, not rewritten here).
     pub fn set(self, run: &mut RunConfig, value: u64) {
         let (lo, hi) = self.range();
         let v = value.clamp(lo, hi);
@@ -153,11 +181,9 @@ impl Knob {
             }
             Knob::Generations => run.num_generations = v,
             Knob::MicroBatch => run.micro_batch = v,
-            Knob::SequenceLength => {
-                run.max_seq_len = v;
-                run.prompt_len = run.prompt_len.min(v / 2).max(1);
-                run.completion_len = v - run.prompt_len;
-            }
+            Knob::SequenceLength => run.max_seq_len = v,
+            Knob::PromptLength => run.prompt_len = v,
+            Knob::CompletionLength => run.completion_len = v,
             Knob::LoraRank => {
                 run.lora_rank = v;
                 // keep vLLM able to load the adapter: Unsloth's max_lora_rank follows the rank up
@@ -283,6 +309,43 @@ mod tests {
         assert_eq!(Knob::MicroBatch.next(1, false, true), 1);
         assert_eq!(Knob::SequenceLength.next(1024, true, true), 3072);
         assert_eq!(Knob::VllmShare.next(60, false, false), 55);
+    }
+
+    #[test]
+    fn the_sequence_prompt_and_completion_are_set_apart() {
+        use crate::model::catalog;
+        let arch = catalog::find("Qwen/Qwen2.5-1.5B-Instruct").unwrap().arch;
+        let mut run = RunConfig::example(arch);
+        let (prompt, completion) = (run.prompt_len, run.completion_len);
+        for v in [100, 4096] {
+            Knob::SequenceLength.set(&mut run, v);
+            assert_eq!(run.max_seq_len, v);
+            assert_eq!((run.prompt_len, run.completion_len), (prompt, completion));
+        }
+        Knob::PromptLength.set(&mut run, 300);
+        Knob::CompletionLength.set(&mut run, 1 << 30);
+        assert_eq!((run.prompt_len, run.completion_len), (300, MAX_PART_LENGTH));
+        assert_eq!(run.max_seq_len, 4096);
+        // the prompt is vramfit's assumption on both stacks; the completion GRPOConfig's
+        for stack in [Stack::Unsloth, Stack::Trl] {
+            assert_eq!(
+                Knob::PromptLength.key(stack),
+                (Table::Vramfit, "max_prompt_length")
+            );
+            assert_eq!(
+                Knob::CompletionLength.key(stack),
+                (Table::Grpo, "max_completion_length")
+            );
+        }
+        for knob in [Knob::PromptLength, Knob::CompletionLength] {
+            assert_eq!(knob.range(), (1, MAX_PART_LENGTH));
+            assert!(knob.parse("0").is_err());
+            assert_eq!(knob.parse("2097152"), Ok(MAX_PART_LENGTH));
+            assert!(knob.parse("2097153").is_err());
+            let ladder = knob.ladder();
+            assert!(ladder.windows(2).all(|w| w[0] < w[1]));
+            assert!(ladder.iter().all(|v| (1..=MAX_PART_LENGTH).contains(v)));
+        }
     }
 
     #[test]

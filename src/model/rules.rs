@@ -19,7 +19,8 @@ pub struct Broken {
     pub message: String,
 }
 
-/// Checks `run` against every knob's declared range and the rules between knobs.
+/// Checks `run` against every knob's declared range (the prompt and the completion within
+/// [`MAX_PART_LENGTH`] among them) and the rules between knobs.
 pub fn validate(run: &RunConfig) -> Result<(), Broken> {
     for knob in Knob::ALL {
         let Some(value) = knob.get(run) else {
@@ -36,20 +37,6 @@ pub fn validate(run: &RunConfig) -> Result<(), Broken> {
                     knob.show(lo),
                     knob.show(hi),
                     knob.range_reason()
-                ),
-            });
-        }
-    }
-    for (key, value) in [
-        ("max_prompt_length", run.prompt_len),
-        ("max_completion_length", run.completion_len),
-    ] {
-        if value == 0 || value > MAX_PART_LENGTH {
-            return Err(Broken {
-                knob: Some(Knob::SequenceLength),
-                message: format!(
-                    "{key} = {value}: out of range, expected 1 to {MAX_PART_LENGTH} (a sequence of {} is too long)",
-                    run.sequence_len()
                 ),
             });
         }
@@ -91,10 +78,19 @@ mod tests {
         r.completion_len = 262_144 - r.prompt_len;
         let e = validate(&r).unwrap_err();
         assert_eq!(e.knob, Some(Knob::MicroBatch));
-        // the loader reads the completion up to 2^21 tokens: a longer one is refused here too
+        // the loader reads the prompt and the completion up to 2^21 tokens: longer ones are
+        // refused here too, and a sequence the knob allows no longer rewrites them
         let mut r = run();
         Knob::SequenceLength.set(&mut r, 1 << 24);
+        assert_eq!(validate(&r), Ok(()));
+        r.completion_len = MAX_PART_LENGTH + 1;
         let e = validate(&r).unwrap_err();
+        assert_eq!(e.knob, Some(Knob::CompletionLength));
         assert!(e.message.contains("max_completion_length"), "{}", e.message);
+        let mut r = run();
+        r.prompt_len = 0;
+        let e = validate(&r).unwrap_err();
+        assert_eq!(e.knob, Some(Knob::PromptLength));
+        assert!(e.message.contains("max_prompt_length = 0"), "{}", e.message);
     }
 }

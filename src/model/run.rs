@@ -1,4 +1,4 @@
-//! One GRPO run as vramfit sees it: the stack, the six knobs and the settings around them.
+//! One GRPO run as vramfit sees it: the stack, the knobs and the settings around them.
 
 use super::arch::Arch;
 use serde::Serialize;

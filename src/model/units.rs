@@ -84,9 +84,53 @@ pub fn format_size(bytes: u64) -> String {
     }
 }
 
+/// A change in size, signed and short: `+1.2 GiB`, `-300 MiB`, `+4 KiB`, `±0`.
+pub fn format_change(delta: i64) -> String {
+    let sign = if delta < 0 { '-' } else { '+' };
+    let b = delta.unsigned_abs();
+    if b == 0 {
+        "±0".to_string()
+    } else if b >= 100 * GIB {
+        format!("{sign}{:.0} GiB", b as f64 / GIB as f64)
+    } else if b >= GIB {
+        format!("{sign}{:.1} GiB", b as f64 / GIB as f64)
+    } else if b >= MIB {
+        format!("{sign}{:.0} MiB", b as f64 / MIB as f64)
+    } else if b >= KIB {
+        format!("{sign}{:.0} KiB", b as f64 / KIB as f64)
+    } else {
+        format!("{sign}{b} B")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn changes_are_signed_and_short() {
+        assert_eq!(format_change((1.2 * GIB as f64) as i64), "+1.2 GiB");
+        assert_eq!(format_change(-300 * MIB as i64), "-300 MiB");
+        assert_eq!(
+            format_change(-(12 * GIB as i64) - 300 * MIB as i64),
+            "-12.3 GiB"
+        );
+        assert_eq!(format_change(4 * KIB as i64), "+4 KiB");
+        assert_eq!(format_change(-5), "-5 B");
+        assert_eq!(format_change(0), "±0");
+        // no wider than the legend's column for any card's memory
+        for d in [
+            -(999 * MIB as i64),
+            99 * GIB as i64 + 900 * MIB as i64,
+            1023 * GIB as i64,
+        ] {
+            assert!(
+                format_change(d).chars().count() <= 9,
+                "{}",
+                format_change(d)
+            );
+        }
+    }
 
     #[test]
     fn a_number_without_a_unit_is_refused() {

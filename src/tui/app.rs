@@ -118,6 +118,9 @@ pub struct App {
     pub export_dir: PathBuf,
     /// the terminal's size at the last draw; `None` before the first
     pub size: Option<(u16, u16)>,
+    /// the estimate pinned with `x`, the baseline the bar and the legend compare against; kept
+    /// outside the undo history, so undo never loses it
+    pub pinned: Option<Estimate>,
     model_config: Option<PathBuf>,
     undo: Vec<Snapshot>,
     /// the state at start or at the last export: quitting away from it asks first
@@ -154,6 +157,7 @@ impl App {
             theme,
             export_dir,
             size: None,
+            pinned: None,
             model_config: file.model_config,
             undo: Vec::new(),
             exported,
@@ -401,6 +405,18 @@ impl App {
             }
             Action::Export => self.export(false),
             Action::Fit => self.apply_fit(),
+            Action::TogglePin => {
+                self.message = Some(match self.pinned.take() {
+                    Some(_) => "unpinned".into(),
+                    None => {
+                        let total = format_size(self.estimate.total_bytes);
+                        self.pinned = Some(self.estimate.clone());
+                        format!(
+                            "pinned at {total}: ◇ marks it, the legend shows changes since (x unpins)"
+                        )
+                    }
+                });
+            }
             Action::Help => self.mode = Mode::Help { scroll: 0 },
             Action::Quit => self.request_quit(),
         }

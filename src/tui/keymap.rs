@@ -23,6 +23,7 @@ pub enum Action {
     PickPreset,
     Export,
     Fit,
+    TogglePin,
     Help,
     Quit,
 }
@@ -173,6 +174,13 @@ pub const BINDINGS: &[Binding] = &[
         action: Action::Fit,
         help: "fit: the nearest configuration that fits (5% headroom)",
         footer: Some(("f", "fit")),
+    },
+    Binding {
+        keys: "x",
+        matches: |k| plain(k, &[KeyCode::Char('x')]),
+        action: Action::TogglePin,
+        help: "pin this run as a baseline: the bar marks its total ◇, the legend each component's change since; x again unpins (undo keeps the pin)",
+        footer: None,
     },
     Binding {
         keys: "?",

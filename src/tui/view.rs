@@ -7,9 +7,10 @@ use super::app::{App, Mode, PresetChoice};
 use super::keymap::BINDINGS;
 use super::theme::Theme;
 use super::widgets::{MemoryBar, PickList, Slider, window_start};
+use crate::model::estimate::{Component, Part, Phase, PhaseMemory};
 use crate::model::knobs::Knob;
 use crate::model::run::{Generation, Stack};
-use crate::model::units::format_size;
+use crate::model::units::{format_change, format_size};
 use crate::text::{count, count_f, decimal_places};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -73,21 +74,42 @@ pub struct Areas {
     pub footer: Rect,
 }
 
+/// The phases the bars show, in their order (generation, then training): both when the
+/// estimate has two, else none (one bar for the run).
+pub fn phases(app: &App) -> Vec<&PhaseMemory> {
+    let mut phases: Vec<&PhaseMemory> = app.estimate.phases.iter().collect();
+    if phases.len() < 2 {
+        return Vec::new();
+    }
+    phases.sort_by_key(|p| match p.phase {
+        Phase::Generation => 0,
+        Phase::Training => 1,
+    });
+    phases
+}
+
+/// The bar's rows: its title, one bar per phase (or one for the run), the scale.
+fn bar_rows(app: &App) -> u16 {
+    2 + phases(app).len().max(1) as u16
+}
+
 /// The header, the bar, the batch line, the message and the footer take what they need; the
-/// sliders come next (all six when the height allows), then the levers panel (up to four
+/// sliders come next (all of them when the height allows), then the levers panel (up to four
 /// lines), then the legend; the panel takes whatever is left.
 pub fn areas(app: &App, area: Rect) -> Areas {
     let w = area.width;
     let header_h = header_lines(app, w).len() as u16;
     let message_h = message_lines(app, w).len() as u16;
-    let fixed = header_h + 3 + 1 + message_h + 1;
+    let bar_h = bar_rows(app);
+    let fixed = header_h + bar_h + 1 + message_h + 1;
     let rest = area.height.saturating_sub(fixed);
     let slider_h = (Knob::ALL.len() as u16).min(rest.saturating_sub(2).max(rest.min(1)));
     let rest = rest - slider_h;
     let advice_wants = (advice_lines(app, w).len() as u16).min(4);
-    let components = app.estimate.components.len();
-    let mut legend_h = legend_rows(w, components).min(rest.saturating_sub(advice_wants));
-    if legend_h == 1 && legend_columns(w) == 1 && components > 1 {
+    let components = legend_len(app);
+    let pinned = app.pinned.is_some();
+    let mut legend_h = legend_rows(w, components, pinned).min(rest.saturating_sub(advice_wants));
+    if legend_h == 1 && legend_columns(w, pinned) == 1 && components > 1 {
         // one cell would only count the components: the bar says as much
         legend_h = 0;
     }
@@ -95,7 +117,7 @@ pub fn areas(app: &App, area: Rect) -> Areas {
     let rows = Layout::vertical([
         Constraint::Length(header_h),
         Constraint::Length(slider_h),
-        Constraint::Length(3),
+        Constraint::Length(bar_h),
         Constraint::Length(legend_h),
         Constraint::Length(1),
         Constraint::Length(advice_h),
@@ -397,70 +419,220 @@ fn sliders(frame: &mut Frame, app: &App, area: Rect) {
     }
 }
 
+/// The bar's title: the total against the capacity, the headroom or the shortfall, and with a
+/// pin the change since; narrower, the pin's own total, then the percentage, then the word
+/// "memory" give way, so that the change since the pin stays.
+fn bar_title(app: &App, width: usize) -> Line<'static> {
+    let e = &app.estimate;
+    let margin = e.headroom_bytes.unsigned_abs();
+    let (word, style) = if e.fits {
+        ("headroom", app.theme.good())
+    } else {
+        ("SHORT BY", app.theme.bad())
+    };
+    let percent = format!(
+        " ({:.1}%)",
+        100.0 * margin as f64 / e.capacity_bytes.max(1) as f64
+    );
+    let sizes = format!(
+        "{} of {}",
+        format_size(e.total_bytes),
+        format_size(e.capacity_bytes)
+    );
+    let pin = app.pinned.as_ref().map(|p| {
+        let change = format_change(e.total_bytes as i64 - p.total_bytes as i64);
+        (
+            format!("   ◇ pin {} ({change})", format_size(p.total_bytes)),
+            format!("   ◇ {change}"),
+        )
+    });
+    let title = |memory: bool, percent: &str, pin: &str| {
+        let head = if memory {
+            format!(" memory {sizes}   ")
+        } else {
+            format!(" {sizes}   ")
+        };
+        Line::from(vec![
+            Span::raw(head),
+            Span::styled(format!("{word} {}{percent}", format_size(margin)), style),
+            Span::raw(pin.to_string()),
+        ])
+    };
+    let Some((long, short)) = pin else {
+        return title(true, &percent, "");
+    };
+    let candidates = [
+        title(true, &percent, &long),
+        title(true, &percent, &short),
+        title(true, "", &short),
+        title(false, "", &short),
+    ];
+    let fallback = title(false, "", &short);
+    candidates
+        .into_iter()
+        .find(|l| l.width() <= width)
+        .unwrap_or(fallback)
+}
+
 fn bar(frame: &mut Frame, app: &App, area: Rect) {
     let e = &app.estimate;
-    let cap = e.capacity_bytes.max(1) as f64;
-    let margin = e.headroom_bytes.unsigned_abs();
-    let verdict = if e.fits {
-        Span::styled(
-            format!(
-                "headroom {} ({:.1}%)",
-                format_size(margin),
-                100.0 * margin as f64 / cap
-            ),
-            app.theme.good(),
-        )
-    } else {
-        Span::styled(
-            format!(
-                "SHORT BY {} ({:.1}%)",
-                format_size(margin),
-                100.0 * margin as f64 / cap
-            ),
-            app.theme.bad(),
-        )
-    };
-    let title = Line::from(vec![
-        Span::raw(format!(
-            " memory {} of {}   ",
-            format_size(e.total_bytes),
-            format_size(e.capacity_bytes)
-        )),
-        verdict,
-    ]);
-    frame.render_widget(Paragraph::new(title), Rect { height: 1, ..area });
-    if area.height < 3 {
-        return;
+    frame.render_widget(
+        Paragraph::new(bar_title(app, area.width as usize)),
+        Rect { height: 1, ..area },
+    );
+    let phases = phases(app);
+    // each phase's bar is labelled with its name and total, the one that sets the peak marked
+    let label_w: u16 = if phases.is_empty() { 0 } else { 27 };
+    for (i, p) in phases.iter().enumerate() {
+        let peak = p.phase == e.peak_phase;
+        let label = format!(
+            "{:<10} {:>10} {}",
+            p.phase.label(),
+            format_size(p.total_bytes),
+            if peak { "peak" } else { "" }
+        );
+        let style = if peak {
+            Style::default().add_modifier(Modifier::BOLD)
+        } else {
+            app.theme.dim()
+        };
+        let row = Rect::new(
+            area.x + 1,
+            area.y + 1 + i as u16,
+            label_w.min(area.width.saturating_sub(1)),
+            1,
+        );
+        frame.render_widget(Paragraph::new(label).style(style), row.intersection(area));
     }
-    let bar_area = Rect::new(area.x + 1, area.y + 1, area.width.saturating_sub(2), 2);
+    let bars: Vec<&[Component]> = if phases.is_empty() {
+        vec![&e.components]
+    } else {
+        phases.iter().map(|p| p.components.as_slice()).collect()
+    };
+    let x = area.x + 1 + label_w;
+    let bar_area = Rect::new(
+        x,
+        area.y + 1,
+        area.width.saturating_sub(2 + label_w),
+        area.height.saturating_sub(1),
+    );
     let widget = MemoryBar {
-        components: &e.components,
+        bars,
         capacity: e.capacity_bytes,
         live_used: app.gpu.live.as_ref().and_then(|g| g.used_bytes),
+        pinned: app.pinned.as_ref().map(|p| p.total_bytes),
         theme: app.theme,
     };
-    frame.render_widget(&widget, bar_area);
+    frame.render_widget(&widget, bar_area.intersection(area));
 }
 
-/// Legend columns that fit in `width`: each needs about 38 cells.
-fn legend_columns(width: u16) -> usize {
-    (width as usize / 38).clamp(1, 3)
+/// Legend columns that fit in `width`: each needs about 38 cells, 40 with the change since
+/// a pin.
+fn legend_columns(width: u16, pinned: bool) -> usize {
+    (width as usize / if pinned { 40 } else { 38 }).clamp(1, 3)
 }
 
-/// Rows the legend takes for `components` entries.
-fn legend_rows(width: u16, components: usize) -> u16 {
-    components.div_ceil(legend_columns(width)) as u16
+/// Rows the legend takes for `entries` at `width`.
+fn legend_rows(width: u16, entries: usize, pinned: bool) -> u16 {
+    entries.div_ceil(legend_columns(width, pinned)) as u16
 }
 
-/// The components by column; when they do not all fit, the last cell counts the rest.
+/// One line of the legend: a part, its bytes, and its change since the pin (when pinned).
+pub struct Entry {
+    pub part: Part,
+    pub name: &'static str,
+    pub bytes: u64,
+    pub change: Option<i64>,
+    /// a part only the phase that does not set the peak holds: dimmed, its bytes that phase's
+    pub other: bool,
+}
+
+/// The legend's entries: the peak's components (summing to the total), each with its change
+/// since the pin, and the parts the pin had that the run no longer has (now 0), so that the
+/// changes add up to the total's; then the parts only the other phase holds.
+pub fn legend_entries(app: &App) -> (Vec<Entry>, Vec<Entry>) {
+    let e = &app.estimate;
+    let change = |part: Part, bytes: u64| {
+        app.pinned.as_ref().map(|pin| {
+            let then: u64 = pin
+                .components
+                .iter()
+                .filter(|c| c.part == part)
+                .map(|c| c.bytes)
+                .sum();
+            bytes as i64 - then as i64
+        })
+    };
+    let mut main: Vec<Entry> = e
+        .components
+        .iter()
+        .map(|c| Entry {
+            part: c.part,
+            name: c.name,
+            bytes: c.bytes,
+            change: change(c.part, c.bytes),
+            other: false,
+        })
+        .collect();
+    if let Some(pin) = &app.pinned {
+        for c in &pin.components {
+            if !main.iter().any(|m| m.part == c.part) {
+                main.push(Entry {
+                    part: c.part,
+                    name: c.name,
+                    bytes: 0,
+                    change: change(c.part, 0),
+                    other: false,
+                });
+            }
+        }
+    }
+    let mut extra: Vec<Entry> = Vec::new();
+    for p in e.phases.iter().filter(|p| p.phase != e.peak_phase) {
+        for c in &p.components {
+            let known = |list: &[Entry]| list.iter().any(|m| m.part == c.part);
+            if !known(&main) && !known(&extra) {
+                extra.push(Entry {
+                    part: c.part,
+                    name: c.name,
+                    bytes: c.bytes,
+                    change: None,
+                    other: true,
+                });
+            }
+        }
+    }
+    (main, extra)
+}
+
+/// Entries the legend has.
+fn legend_len(app: &App) -> usize {
+    let (main, extra) = legend_entries(app);
+    main.len() + extra.len()
+}
+
+/// The legend's text for one entry: name, bytes and, pinned, the change (9 cells).
+fn entry_text(name: &str, bytes: u64, change: Option<i64>, pinned: bool) -> String {
+    if pinned {
+        let change = change.map_or(String::new(), format_change);
+        format!("{name:<16}{:>10} {change:>9}", format_size(bytes))
+    } else {
+        format!("{name:<17}{:>11}", format_size(bytes))
+    }
+}
+
+/// The components by column: the peak's (summing to the total) with their change since the
+/// pin, then, dimmed, the parts only the other phase holds, with that phase's bytes. When the
+/// peak's do not all fit, the last cell counts the rest of them.
 fn legend(frame: &mut Frame, app: &App, area: Rect) {
     if area.height == 0 {
         return;
     }
-    let n = legend_columns(area.width);
+    let pinned = app.pinned.is_some();
+    let n = legend_columns(area.width, pinned);
     let columns = Layout::horizontal(vec![Constraint::Ratio(1, n as u32); n]).split(area);
     let rows = area.height as usize;
-    let all = &app.estimate.components;
+    let (all, extra) = legend_entries(app);
     let cells = n * rows;
     let shown = if all.len() > cells {
         cells - 1
@@ -471,25 +643,39 @@ fn legend(frame: &mut Frame, app: &App, area: Rect) {
         let cell = columns[i / rows];
         Rect::new(cell.x, cell.y + (i % rows) as u16, cell.width, 1)
     };
-    for (i, c) in all.iter().take(shown).enumerate() {
-        let line = Line::from(vec![
+    let line = |e: &Entry| {
+        Line::from(vec![
             Span::styled(
-                format!(" {}{} ", Theme::fill(c.part), Theme::fill(c.part)),
-                app.theme.segment(c.part),
+                format!(" {}{} ", Theme::fill(e.part), Theme::fill(e.part)),
+                app.theme.segment(e.part),
             ),
-            Span::raw(format!("{:<17}{:>11}", c.name, format_size(c.bytes))),
-        ]);
-        frame.render_widget(Paragraph::new(line), cell_at(i));
+            Span::styled(
+                entry_text(e.name, e.bytes, e.change, pinned),
+                if e.other {
+                    app.theme.dim()
+                } else {
+                    Style::default()
+                },
+            ),
+        ])
+    };
+    for (i, e) in all.iter().take(shown).enumerate() {
+        frame.render_widget(Paragraph::new(line(e)), cell_at(i));
     }
     if shown < all.len() {
         let rest = &all[shown..];
-        let bytes: u64 = rest.iter().map(|c| c.bytes).sum();
+        let bytes: u64 = rest.iter().map(|e| e.bytes).sum();
+        let change = pinned.then(|| rest.iter().filter_map(|e| e.change).sum());
         let name = format!("+{} more", rest.len());
         frame.render_widget(
-            Paragraph::new(format!("    {name:<17}{:>11}", format_size(bytes)))
+            Paragraph::new(format!("    {}", entry_text(&name, bytes, change, pinned)))
                 .style(app.theme.dim()),
             cell_at(shown),
         );
+        return;
+    }
+    for (i, e) in extra.iter().enumerate().take(cells - shown) {
+        frame.render_widget(Paragraph::new(line(e)), cell_at(shown + i));
     }
 }
 
@@ -711,6 +897,8 @@ fn help_lines(app: &App, inner: usize) -> Vec<String> {
         }
     }
     out.push(String::new());
+    out.extend(memory_lines(app));
+    out.push(String::new());
     out.push(" run".into());
     add(
         format!("  {} · {}", app.run.model_name, settings(app).join(" · ")),
@@ -719,6 +907,67 @@ fn help_lines(app: &App, inner: usize) -> Vec<String> {
     );
     add(format!(" {}", batch_line(app, u16::MAX)), 4, &mut out);
     add(format!(" {}", gpu_text(app)), 4, &mut out);
+    out
+}
+
+/// Help's memory table: each phase's components (the run's, with one phase), the peak named.
+fn memory_lines(app: &App) -> Vec<String> {
+    let e = &app.estimate;
+    let mut out = vec![" memory, component by component".to_string()];
+    let phases = phases(app);
+    let tables: Vec<(String, &[Component])> = if phases.is_empty() {
+        vec![(
+            format!("  {:<20} {:>10}", "the run", format_size(e.total_bytes)),
+            &e.components,
+        )]
+    } else {
+        phases
+            .iter()
+            .map(|p| {
+                let peak = if p.phase == e.peak_phase {
+                    "  the peak"
+                } else {
+                    ""
+                };
+                (
+                    format!(
+                        "  {:<20} {:>10}{peak}",
+                        p.phase.label(),
+                        format_size(p.total_bytes)
+                    ),
+                    p.components.as_slice(),
+                )
+            })
+            .collect()
+    };
+    for (head, components) in tables {
+        out.push(head);
+        for c in components {
+            out.push(format!(
+                "    {} {:<16} {:>10}",
+                Theme::fill(c.part),
+                c.name,
+                format_size(c.bytes)
+            ));
+        }
+    }
+    if let Some(pin) = &app.pinned {
+        out.push(format!(
+            "  {:<20} {:>10} {:>9}",
+            "since the pin ◇",
+            format_size(pin.total_bytes),
+            format_change(e.total_bytes as i64 - pin.total_bytes as i64)
+        ));
+        for entry in legend_entries(app).0 {
+            out.push(format!(
+                "    {} {:<16} {:>10} {:>9}",
+                Theme::fill(entry.part),
+                entry.name,
+                format_size(entry.bytes),
+                entry.change.map_or(String::new(), format_change)
+            ));
+        }
+    }
     out
 }
 

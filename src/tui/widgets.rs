@@ -98,12 +98,16 @@ impl Widget for &PickList<'_> {
     }
 }
 
-/// The stacked bar: one segment per component against the capacity, overflow drawn past the
-/// capacity line, and the memory NVML sees in use as a marker on the scale row.
+/// The stacked bars, one row each (the run's memory, or each phase's), on one scale: one
+/// segment per component against the capacity, overflow drawn past the capacity line; below
+/// them a scale row with the capacity line, the memory NVML sees in use (▲) and a pinned
+/// baseline's total (◇).
 pub struct MemoryBar<'a> {
-    pub components: &'a [Component],
+    pub bars: Vec<&'a [Component]>,
     pub capacity: u64,
     pub live_used: Option<u64>,
+    /// the pinned run's total, when one is pinned
+    pub pinned: Option<u64>,
     pub theme: Theme,
 }
 
@@ -129,20 +133,33 @@ fn column(bytes: u64, scale: u64, width: u16) -> u16 {
         .clamp(0.0, width as f64) as u16
 }
 
-impl Widget for &MemoryBar<'_> {
-    fn render(self, area: Rect, buf: &mut Buffer) {
-        let area = area.intersection(buf.area);
-        if area.width == 0 || area.height == 0 {
-            return;
-        }
-        let total: u64 = self.components.iter().map(|c| c.bytes).sum();
-        let scale = total.max(self.capacity).max(1);
-        let cap_col = column(self.capacity, scale, area.width);
+impl MemoryBar<'_> {
+    /// Bytes the whole width stands for: the largest bar, the capacity or the pinned total.
+    fn scale(&self) -> u64 {
+        self.bars
+            .iter()
+            .map(|b| b.iter().map(|c| c.bytes).sum::<u64>())
+            .chain([self.capacity, self.pinned.unwrap_or(0)])
+            .max()
+            .unwrap_or(0)
+            .max(1)
+    }
+
+    fn render_bar(
+        &self,
+        components: &[Component],
+        scale: u64,
+        x0: u16,
+        y: u16,
+        width: u16,
+        buf: &mut Buffer,
+    ) {
+        let cap_col = column(self.capacity, scale, width);
         let mut start = 0u64;
-        for c in self.components {
-            let from = column(start, scale, area.width);
+        for c in components {
+            let from = column(start, scale, width);
             start += c.bytes;
-            let to = column(start, scale, area.width);
+            let to = column(start, scale, width);
             let fill = Theme::fill(c.part).to_string();
             for x in from..to {
                 let style = if x >= cap_col {
@@ -150,38 +167,56 @@ impl Widget for &MemoryBar<'_> {
                 } else {
                     self.theme.segment(c.part)
                 };
-                buf[(area.x + x, area.y)].set_symbol(&fill).set_style(style);
+                buf[(x0 + x, y)].set_symbol(&fill).set_style(style);
             }
             // the size inside the segment when it fits with a cell to spare on each side
             let label = short_size(c.bytes);
-            let width = to - from;
-            if width as usize >= label.len() + 2 {
-                let x0 = from + (width - label.len() as u16) / 2;
+            let cells = to - from;
+            if cells as usize >= label.len() + 2 {
+                let at = from + (cells - label.len() as u16) / 2;
                 for (i, ch) in label.chars().enumerate() {
-                    buf[(area.x + x0 + i as u16, area.y)].set_symbol(&ch.to_string());
+                    buf[(x0 + at + i as u16, y)].set_symbol(&ch.to_string());
                 }
             }
         }
-        let filled = column(total, scale, area.width);
-        for x in filled..area.width {
-            buf[(area.x + x, area.y)].set_symbol(" ");
+        let filled = column(start, scale, width);
+        for x in filled..width {
+            buf[(x0 + x, y)].set_symbol(" ");
         }
-        if area.height < 2 {
+    }
+}
+
+impl Widget for &MemoryBar<'_> {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let area = area.intersection(buf.area);
+        if area.width == 0 || area.height == 0 {
             return;
         }
-        let y = area.y + 1;
+        let scale = self.scale();
+        let rows = (self.bars.len() as u16).min(area.height);
+        for (i, bar) in self.bars.iter().take(rows as usize).enumerate() {
+            self.render_bar(bar, scale, area.x, area.y + i as u16, area.width, buf);
+        }
+        if area.height <= rows {
+            return;
+        }
+        let y = area.y + rows;
         for x in 0..area.width {
             buf[(area.x + x, y)]
                 .set_symbol("─")
                 .set_style(self.theme.dim());
         }
-        let cap_x = cap_col.min(area.width - 1);
-        buf[(area.x + cap_x, y)]
+        let at = |bytes: u64| area.x + column(bytes, scale, area.width).min(area.width - 1);
+        if let Some(pinned) = self.pinned {
+            buf[(at(pinned), y)]
+                .set_symbol("◇")
+                .set_style(Style::default());
+        }
+        buf[(at(self.capacity), y)]
             .set_symbol("┃")
             .set_style(Style::default());
         if let Some(used) = self.live_used {
-            let x = column(used, scale, area.width).min(area.width - 1);
-            buf[(area.x + x, y)]
+            buf[(at(used), y)]
                 .set_symbol("▲")
                 .set_style(self.theme.warn());
         }
@@ -213,9 +248,10 @@ mod tests {
     fn tiny_and_empty_areas_do_not_panic() {
         let components = parts();
         let bar = MemoryBar {
-            components: &components,
+            bars: vec![&components, &components[1..]],
             capacity: 24 << 30,
             live_used: Some(30 << 30),
+            pinned: Some(40 << 30),
             theme: Theme::mono(),
         };
         for (w, h) in [(0, 0), (1, 1), (1, 0), (0, 1), (2, 2), (300, 3)] {
@@ -235,9 +271,10 @@ mod tests {
     fn overflow_is_drawn_past_the_capacity_line() {
         let components = parts();
         let bar = MemoryBar {
-            components: &components,
+            bars: vec![&components],
             capacity: 24 << 30,
             live_used: None,
+            pinned: None,
             theme: Theme::mono(),
         };
         let mut buf = Buffer::empty(Rect::new(0, 0, 32, 2));
@@ -259,5 +296,37 @@ mod tests {
         // the 10 GiB segment (cells 2..12) carries its size
         assert_eq!(buf[(5, 0)].symbol(), "1");
         assert_eq!(buf[(7, 0)].symbol(), "G");
+    }
+
+    #[test]
+    fn stacked_bars_share_one_scale_and_the_pin_is_on_it() {
+        let components = parts();
+        let bar = MemoryBar {
+            // 32 GiB and 30 GiB against 24 GiB, a pin at 16 GiB: 32 GiB over 32 cells
+            bars: vec![&components, &components[1..]],
+            capacity: 24 << 30,
+            live_used: None,
+            pinned: Some(16 << 30),
+            theme: Theme::mono(),
+        };
+        let mut buf = Buffer::empty(Rect::new(0, 0, 32, 3));
+        (&bar).render(buf.area, &mut buf);
+        assert_eq!(buf[(0, 0)].symbol(), "▒");
+        assert_eq!(buf[(0, 1)].symbol(), "▓");
+        // the second bar ends 2 cells short of the first
+        assert_eq!(buf[(31, 0)].symbol(), "▄");
+        assert_eq!(buf[(30, 1)].symbol(), " ");
+        assert_eq!(buf[(29, 1)].symbol(), "▄");
+        assert_eq!(buf[(24, 2)].symbol(), "┃");
+        assert_eq!(buf[(16, 2)].symbol(), "◇");
+        // a pin past everything widens the scale so the marker stays on the bar
+        let bar = MemoryBar {
+            pinned: Some(64 << 30),
+            ..bar
+        };
+        let mut buf = Buffer::empty(Rect::new(0, 0, 32, 3));
+        (&bar).render(buf.area, &mut buf);
+        assert_eq!(buf[(31, 2)].symbol(), "◇");
+        assert_eq!(buf[(12, 2)].symbol(), "┃");
     }
 }
