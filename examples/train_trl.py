@@ -42,11 +42,23 @@ def reward_length(completions, **kwargs):
     return [-abs(len(c) - 40) / 40 for c in completions]
 
 
+# vramfit's measuring callback (`vramfit callback` writes vramfit_callback.py): one JSON line of
+# GPU memory per step, for `vramfit check vramfit-run.jsonl --config run.toml`; left out when
+# the file is absent (looked for beside this script, then in the current folder)
+sys.path.append(os.getcwd())
+try:
+    from vramfit_callback import VramfitCallback
+
+    callbacks = [VramfitCallback()]
+except ImportError:
+    callbacks = []
+
 trainer = GRPOTrainer(
     model=model,
     reward_funcs=[reward_length],
     args=args,
     train_dataset=prompts,
     peft_config=peft_config,
+    callbacks=callbacks,
 )
 trainer.train()

@@ -68,6 +68,34 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write vramfit_callback.py: a transformers TrainerCallback that logs each step's GPU
+    /// memory as JSON lines (vramfit-run.jsonl, or $VRAMFIT_LOG) for `vramfit check`. Also
+    /// printed on standard output unless that is the file.
+    Callback {
+        /// Where to write it (`-`: standard output only).
+        #[arg(
+            short = 'o',
+            long = "output",
+            value_name = "PATH",
+            default_value = "vramfit_callback.py"
+        )]
+        output: PathBuf,
+        /// Let -o replace an existing file.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Set a measured run (the callback's log) against its estimate: torch's peak allocated and
+    /// reserved, and the device's peak use, each with the error in percent. --config or
+    /// --preset: the run; the GPU's memory is the log's unless --gpu-mem. Exit 2 on a bad log.
+    Check {
+        /// The JSON-lines log vramfit_callback.py wrote.
+        log: PathBuf,
+        #[command(flatten)]
+        source: Source,
+        /// One JSON object: `predicted`, `measured`, `rows`.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the built-in model catalog (any other model: its config.json in the Hugging Face
     /// cache, or `[vramfit] model_config`).
     Models {

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 mod cli;
 mod commands;
 mod inputs;
+mod loop_commands;
 mod output;
 
 use cli::{Cli, Command};
@@ -44,6 +45,10 @@ fn main() -> ExitCode {
         Some(Command::Models { json }) => list_models(json),
         Some(Command::Presets) => list_presets(),
         Some(Command::Gpu { json }) => show_gpu(json),
+        Some(Command::Callback { output, force }) => loop_commands::write_callback(&output, force),
+        Some(Command::Check { log, source, json }) => {
+            loop_commands::run_check(&log, &merge(&cli.source, &source), json)
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -10,6 +10,7 @@ pub mod estimate;
 pub mod fit;
 pub mod generate;
 pub mod knobs;
+pub mod measured;
 pub mod oom;
 pub mod replay;
 pub mod rules;

@@ -1,0 +1,150 @@
+//! Closing the loop with a real run: `callback` writes the Python callback that measures each
+//! step, `check` sets its log against the estimate (vramfit::model::measured).
+
+use crate::cli::Source;
+use crate::inputs::{Inputs, resolve};
+use crate::output::*;
+use std::io::Write;
+use std::path::Path;
+use vramfit::config::export::write_atomically;
+use vramfit::model::estimate::{Phase, estimate};
+use vramfit::model::measured::{self, GOOD_WITHIN_PERCENT};
+use vramfit::model::units::format_size;
+
+/// The callback, as `vramfit callback` writes it.
+pub const CALLBACK: &str = include_str!("../examples/vramfit_callback.py");
+
+/// Whether standard output is `path` itself (`vramfit callback > vramfit_callback.py`).
+#[cfg(unix)]
+fn stdout_is(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata("/dev/stdout"), std::fs::metadata(path)) {
+        (Ok(out), Ok(file)) => out.is_file() && out.dev() == file.dev() && out.ino() == file.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn stdout_is(_: &Path) -> bool {
+    false
+}
+
+/// `callback`: writes the callback to `output` (atomically; an existing file only with
+/// `force`) and prints it, unless standard output is that file (then the shell writes it).
+pub fn write_callback(output: &Path, force: bool) -> Result<u8, Failure> {
+    let print = || emit(|out| out.write_all(CALLBACK.as_bytes())).map_err(unwritten(FITS));
+    if output == Path::new("-") || stdout_is(output) {
+        return print().map(|()| FITS);
+    }
+    write_atomically(output, CALLBACK, force)?;
+    say(&format!(
+        "wrote {}: pass `callbacks=[VramfitCallback()]` to GRPOTrainer, then `vramfit check vramfit-run.jsonl --config run.toml`",
+        output.display()
+    ));
+    print()?;
+    Ok(FITS)
+}
+
+/// `check`: the log's peaks against the estimate of the run (`--config`/`--preset`), on the
+/// GPU the log names unless `--gpu-mem`.
+pub fn run_check(log: &Path, source: &Source, json: bool) -> Result<u8, Failure> {
+    let shown = log.display().to_string();
+    let text = std::fs::read_to_string(log).map_err(|e| format!("{shown}: cannot read: {e}"))?;
+    let run_log = measured::parse_log(&text, &shown)?;
+    let measured = run_log.measured().ok_or_else(|| {
+        format!("{shown}: no `step` line: was VramfitCallback passed to the trainer?")
+    })?;
+    // the run was measured on the log's GPU, not on this machine's: NVML is not asked
+    let mut source = source.clone();
+    source.no_gpu = true;
+    let from_log = source.gpu_mem.is_none();
+    if from_log {
+        source.gpu_mem = run_log.total().map(|t| format!("{t}B"));
+    }
+    let Inputs {
+        loaded,
+        gpu,
+        gpu_line,
+        ..
+    } = resolve(&source)?;
+    let gpu_line = if from_log {
+        format!("{} (the log's)", format_size(gpu.capacity))
+    } else {
+        gpu_line
+    };
+    let run = &loaded.file.run;
+    let est = estimate(run, gpu);
+    let predicted = measured::predicted(run, &est);
+    let rows = measured::compare(&predicted, &measured);
+    let start = run_log.start.clone().unwrap_or_default();
+    let phase = match predicted.phase {
+        Phase::Generation => "generation",
+        Phase::Training => "training",
+    };
+    let out = if json {
+        json_text(&serde_json::json!({
+            "run": loaded.origin,
+            "log": shown,
+            "steps": measured.steps,
+            "device": start.device,
+            "versions": start.versions.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+            "capacity_bytes": gpu.capacity,
+            "predicted": predicted,
+            "measured": measured,
+            "rows": rows,
+        }))?
+    } else {
+        let mut t = format!("run: {}\n", loaded.origin);
+        let versions: Vec<String> = start
+            .versions
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        t += &format!(
+            "log: {shown}: {} step{} on {}{}\n",
+            measured.steps,
+            if measured.steps == 1 { "" } else { "s" },
+            start.device.as_deref().unwrap_or("an unnamed GPU"),
+            if versions.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", versions.join(", "))
+            }
+        );
+        t += &format!("GPU: {gpu_line}\n\n");
+        t += &format!(
+            "{:<30} {:>11} {:>11} {:>9}  verdict\n",
+            "", "predicted", "measured", "error"
+        );
+        for r in &rows {
+            t += &format!(
+                "{:<30} {:>11} {:>11} {:>7.1} %  {}\n",
+                r.name,
+                format_size(r.predicted_bytes),
+                format_size(r.measured_bytes),
+                r.error_percent,
+                r.verdict.word()
+            );
+        }
+        t += &format!(
+            "\nerror: (predicted - measured) / measured; good within {GOOD_WITHIN_PERCENT} %.\n\
+             torch's counters are the largest over the steps and count everything the training \
+             process holds: weights, adapters, optimizer states and, with vLLM colocated, vLLM's \
+             tensors, besides the step's activations. GRPOTrainer generates inside the training \
+             step, so a step's peak covers both phases: predicted from the {phase} phase, the \
+             larger.\n\
+             device in use: total - free when a step ended (other processes count too), against \
+             the estimate's total (CUDA context included).\n"
+        );
+        if measured.total != gpu.capacity {
+            t += &format!(
+                "note: the log's GPU has {}, the estimate was made for {}\n",
+                format_size(measured.total),
+                format_size(gpu.capacity)
+            );
+        }
+        t
+    };
+    emit(|o| o.write_all(out.as_bytes())).map_err(unwritten(FITS))?;
+    Ok(FITS)
+}

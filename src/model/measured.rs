@@ -1,0 +1,358 @@
+//! A run measured against its estimate: the JSON-lines log `vramfit_callback.py` writes (a
+//! `start` line, then one `step` line per training step) and the three peaks it compares with
+//! the estimate: torch's allocated and reserved bytes, and the device's used memory.
+//!
+//! torch's counters count every tensor of the training process: the weights, adapters and
+//! optimizer states as well as the step's activations, and a colocated vLLM's tensors (its
+//! weights copy, KV cache and CUDA graph pools). GRPOTrainer generates inside `training_step`,
+//! so a step's peak covers generation and training alike: the prediction is the larger of the
+//! two phases.
+
+use super::estimate::{Estimate, Part, Phase};
+use super::run::{RunConfig, Stack};
+use serde::Serialize;
+use serde_json::Value;
+
+/// The `start` line: the device and the library versions the run used.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Start {
+    pub device: Option<String>,
+    pub total: Option<u64>,
+    /// `torch`, `trl`, `transformers`, ... as the line gives them
+    pub versions: Vec<(String, String)>,
+}
+
+/// One `step` line.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct StepRecord {
+    pub step: u64,
+    pub max_allocated: u64,
+    pub max_reserved: u64,
+    pub free: u64,
+    pub total: u64,
+    pub seconds: Option<f64>,
+}
+
+impl StepRecord {
+    /// what the whole device had in use when the step ended
+    pub fn used(&self) -> u64 {
+        self.total.saturating_sub(self.free)
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RunLog {
+    pub start: Option<Start>,
+    pub steps: Vec<StepRecord>,
+}
+
+/// Reads the log; `name` prefixes errors (`log.jsonl:2: ...`). Blank lines and lines of other
+/// kinds are skipped; a line that is no JSON object, or a `step`/`start` line with a field
+/// missing or of the wrong type, is an error.
+pub fn parse_log(text: &str, name: &str) -> Result<RunLog, String> {
+    let mut log = RunLog::default();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let at = format!("{name}:{}", i + 1);
+        let value: Value =
+            serde_json::from_str(line).map_err(|e| format!("{at}: not a JSON line: {e}"))?;
+        let Some(object) = value.as_object() else {
+            return Err(format!("{at}: expected a JSON object"));
+        };
+        let bytes = |key: &str| {
+            object
+                .get(key)
+                .and_then(Value::as_u64)
+                .ok_or_else(|| format!("{at}: `{key}` missing or not a byte count"))
+        };
+        match object.get("kind").and_then(Value::as_str) {
+            Some("start") => {
+                let versions = object
+                    .iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "kind" | "device" | "total" | "free"))
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect();
+                log.start = Some(Start {
+                    device: object
+                        .get("device")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                    total: object.get("total").and_then(Value::as_u64),
+                    versions,
+                });
+            }
+            Some("step") => log.steps.push(StepRecord {
+                step: bytes("step")?,
+                max_allocated: bytes("max_allocated")?,
+                max_reserved: bytes("max_reserved")?,
+                free: bytes("free")?,
+                total: bytes("total")?,
+                seconds: object.get("seconds").and_then(Value::as_f64),
+            }),
+            Some(_) => {}
+            None => return Err(format!("{at}: no `kind` (\"start\" or \"step\")")),
+        }
+    }
+    Ok(log)
+}
+
+/// The peaks over every step of the log.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Measured {
+    pub steps: usize,
+    pub max_allocated: u64,
+    pub max_reserved: u64,
+    /// `total - free`, at its largest
+    pub max_used: u64,
+    pub total: u64,
+}
+
+impl RunLog {
+    /// None when the log has no step line.
+    pub fn measured(&self) -> Option<Measured> {
+        let last = self.steps.last()?;
+        Some(Measured {
+            steps: self.steps.len(),
+            max_allocated: self.steps.iter().map(|s| s.max_allocated).max()?,
+            max_reserved: self.steps.iter().map(|s| s.max_reserved).max()?,
+            max_used: self.steps.iter().map(StepRecord::used).max()?,
+            total: last.total,
+        })
+    }
+
+    /// The device's memory: the start line's, else the steps'.
+    pub fn total(&self) -> Option<u64> {
+        self.start
+            .as_ref()
+            .and_then(|s| s.total)
+            .or_else(|| self.steps.last().map(|s| s.total))
+    }
+}
+
+/// What the estimate predicts torch's counters and the device will show at a step's peak.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Predicted {
+    pub allocated: u64,
+    pub reserved: u64,
+    /// the estimate's total: the larger phase, CUDA context included
+    pub used: u64,
+    /// the phase whose torch memory is the larger
+    pub phase: Phase,
+}
+
+/// Torch's view of the estimate. The training phase: `training_peak_allocated_bytes` (weights
+/// on TRL, adapters, optimizer states, the step's activations and logits) plus what the same
+/// process holds beside it: Unsloth's weights (counted as vLLM's share, or as base weights,
+/// not in the step's figure) and a colocated vLLM's tensors kept while training; reserved
+/// likewise from `training_peak_reserved_bytes`. The generation phase, when there is one: its
+/// components less the CUDA context (and, for allocated, the allocator's slack). vLLM's
+/// non-torch memory (NCCL and the like) is in no torch counter and is left out of both.
+pub fn predicted(run: &RunConfig, est: &Estimate) -> Predicted {
+    let phase = |which: Phase| {
+        if est.phases.is_empty() {
+            (est.peak_phase == which).then_some(est.components.as_slice())
+        } else {
+            est.phases
+                .iter()
+                .find(|p| p.phase == which)
+                .map(|p| p.components.as_slice())
+        }
+    };
+    let bytes = |components: &[super::estimate::Component], part: Part| -> u64 {
+        components
+            .iter()
+            .filter(|c| c.part == part)
+            .map(|c| c.bytes)
+            .sum()
+    };
+    let non_torch = |components: &[super::estimate::Component]| {
+        est.vllm
+            .as_ref()
+            .map_or(0, |v| v.non_torch_bytes)
+            .min(bytes(components, Part::VllmWeights))
+    };
+    let beside_step = phase(Phase::Training).map_or(0, |c| {
+        let weights = bytes(c, Part::SharedWeights)
+            + if run.stack == Stack::Unsloth {
+                bytes(c, Part::BaseWeights)
+            } else {
+                0
+            };
+        let vllm = bytes(c, Part::VllmWeights)
+            + bytes(c, Part::VllmCudaGraphs)
+            + bytes(c, Part::VllmKvCache);
+        (weights + vllm).saturating_sub(non_torch(c))
+    });
+    let training = (
+        est.training_peak_allocated_bytes + beside_step,
+        est.training_peak_reserved_bytes + beside_step,
+    );
+    let generation = phase(Phase::Generation).map_or((0, 0), |c| {
+        let total: u64 = c.iter().map(|c| c.bytes).sum();
+        let reserved = total
+            .saturating_sub(bytes(c, Part::CudaContext))
+            .saturating_sub(non_torch(c));
+        (
+            reserved.saturating_sub(bytes(c, Part::AllocatorSlack)),
+            reserved,
+        )
+    });
+    let (phase, (allocated, reserved)) = if generation.0 > training.0 {
+        (Phase::Generation, generation)
+    } else {
+        (Phase::Training, training)
+    };
+    Predicted {
+        allocated,
+        reserved: reserved.max(generation.1).max(training.1),
+        used: est.total_bytes,
+        phase,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Good,
+    Overestimated,
+    Underestimated,
+}
+
+impl Verdict {
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::Good => "good",
+            Verdict::Overestimated => "overestimated",
+            Verdict::Underestimated => "underestimated",
+        }
+    }
+}
+
+/// Within this many percent of the measurement, the estimate is good.
+pub const GOOD_WITHIN_PERCENT: f64 = 5.0;
+
+/// One figure, predicted against measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    pub name: &'static str,
+    pub predicted_bytes: u64,
+    pub measured_bytes: u64,
+    /// `(predicted - measured) / measured`, in percent: positive when the estimate is above
+    pub error_percent: f64,
+    pub verdict: Verdict,
+}
+
+impl Row {
+    pub fn new(name: &'static str, predicted: u64, measured: u64) -> Row {
+        let error = if measured == 0 {
+            if predicted == 0 { 0.0 } else { f64::INFINITY }
+        } else {
+            (predicted as f64 - measured as f64) / measured as f64 * 100.0
+        };
+        let verdict = if error.abs() <= GOOD_WITHIN_PERCENT {
+            Verdict::Good
+        } else if error > 0.0 {
+            Verdict::Overestimated
+        } else {
+            Verdict::Underestimated
+        };
+        Row {
+            name,
+            predicted_bytes: predicted,
+            measured_bytes: measured,
+            error_percent: error,
+            verdict,
+        }
+    }
+}
+
+/// The three comparisons: torch's peak allocated, its peak reserved, the device's peak use.
+pub fn compare(predicted: &Predicted, measured: &Measured) -> Vec<Row> {
+    vec![
+        Row::new(
+            "peak allocated (torch)",
+            predicted.allocated,
+            measured.max_allocated,
+        ),
+        Row::new(
+            "peak reserved (torch)",
+            predicted.reserved,
+            measured.max_reserved,
+        ),
+        Row::new(
+            "device in use (total - free)",
+            predicted.used,
+            measured.max_used,
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = r#"{"kind": "start", "device": "NVIDIA H200", "total": 1000, "torch": "2.9.0", "trl": "1.15.0"}
+
+{"kind": "step", "step": 1, "max_allocated": 500, "max_reserved": 600, "free": 300, "total": 1000, "seconds": 1.5}
+{"kind": "step", "step": 2, "max_allocated": 520, "max_reserved": 580, "free": 350, "total": 1000, "seconds": null}
+{"kind": "note", "text": "other kinds are skipped"}
+"#;
+
+    #[test]
+    fn reads_the_start_and_the_steps_skipping_blank_lines() {
+        let log = parse_log(LOG, "log.jsonl").expect("reads");
+        let start = log.start.clone().expect("start");
+        assert_eq!(start.device.as_deref(), Some("NVIDIA H200"));
+        assert_eq!(start.total, Some(1000));
+        assert!(start.versions.contains(&("trl".into(), "1.15.0".into())));
+        assert_eq!(log.steps.len(), 2);
+        let m = log.measured().expect("steps");
+        assert_eq!(
+            (m.max_allocated, m.max_reserved, m.max_used),
+            (520, 600, 700)
+        );
+    }
+
+    #[test]
+    fn a_bad_line_is_named_by_its_number() {
+        let text = "{\"kind\": \"start\"}\n{\"kind\": \"step\", \"step\": 1\n";
+        let e = parse_log(text, "log.jsonl").expect_err("line 2 is cut");
+        assert!(e.starts_with("log.jsonl:2:"), "{e}");
+        let e = parse_log("\n[1]\n", "x").expect_err("no object");
+        assert!(e.starts_with("x:2:"), "{e}");
+        let e = parse_log(r#"{"kind": "step", "step": 1}"#, "x").expect_err("fields");
+        assert!(e.contains("max_allocated"), "{e}");
+    }
+
+    #[test]
+    fn the_verdict_is_good_within_five_percent() {
+        assert_eq!(Row::new("a", 104, 100).verdict, Verdict::Good);
+        assert_eq!(Row::new("a", 95, 100).verdict, Verdict::Good);
+        assert_eq!(Row::new("a", 110, 100).verdict, Verdict::Overestimated);
+        assert_eq!(Row::new("a", 80, 100).verdict, Verdict::Underestimated);
+        assert!((Row::new("a", 80, 100).error_percent + 20.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn torch_sees_unsloth_weights_that_the_step_figure_leaves_out() {
+        use super::super::estimate::{GpuBudget, estimate};
+        let text = crate::presets::built_in("24gb").expect("preset");
+        let file = crate::config::parse(text, "24gb", None).expect("parses");
+        let gpu = GpuBudget {
+            capacity: file.gpu_memory.expect("capacity"),
+            used_by_others: 0,
+        };
+        let est = estimate(&file.run, gpu);
+        let p = predicted(&file.run, &est);
+        assert!(p.allocated > est.training_peak_allocated_bytes);
+        assert!(p.reserved >= p.allocated);
+        assert!(p.used >= p.reserved);
+        let mut trl = file.run.clone();
+        trl.switch_stack(Stack::Trl);
+        let est = estimate(&trl, gpu);
+        assert!(predicted(&trl, &est).allocated >= est.training_peak_allocated_bytes);
+    }
+}
