@@ -140,18 +140,16 @@ fn focused(screen: &str) -> String {
         .to_string()
 }
 
-#[test]
-fn every_knob_is_reachable_and_seen_at_60x20() {
-    if tmux_missing() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let session = format!("vramfit-small-{}", std::process::id());
+/// Starts the screen in a detached tmux session of `width` x `height`, walks down the knob list
+/// and checks each knob's value is on the focused line. Returns the session, still running.
+fn walk_every_knob(dir: &std::path::Path, width: u16, height: u16) -> String {
+    let session = format!("vramfit-{width}x{height}-{}", std::process::id());
     let bin = env!("CARGO_BIN_EXE_vramfit");
     tmux(&["kill-session", "-t", &session]);
+    let (w, h) = (width.to_string(), height.to_string());
     let started = Command::new("tmux")
-        .args(["new-session", "-d", "-s", &session, "-x", "60", "-y", "20"])
-        .args(["-c", dir.path().to_str().unwrap()])
+        .args(["new-session", "-d", "-s", &session, "-x", &w, "-y", &h])
+        .args(["-c", dir.to_str().unwrap()])
         .env("NO_COLOR", "1")
         .status()
         .unwrap();
@@ -188,14 +186,39 @@ fn every_knob_is_reachable_and_seen_at_60x20() {
         }
         assert!(
             line.contains(label),
-            "{label}: {line}\n{}",
+            "{width}x{height}, {label}: {line}\n{}",
             screen(&session)
         );
         assert!(
             line.split_whitespace().any(|w| w == *value),
-            "{label} = {value}: {line}"
+            "{width}x{height}, {label} = {value}: {line}"
         );
     }
+    session
+}
+
+#[test]
+fn every_knob_is_reachable_and_seen_at_80x24_and_200x60() {
+    if tmux_missing() {
+        return;
+    }
+    for (w, h) in [(80, 24), (200, 60)] {
+        let dir = tempfile::tempdir().unwrap();
+        let session = walk_every_knob(dir.path(), w, h);
+        tmux(&["send-keys", "-t", &session, "q"]);
+        let end = wait_for(&session, "EXIT=0");
+        assert!(end.contains("EXIT=0"), "{end}");
+        tmux(&["kill-session", "-t", &session]);
+    }
+}
+
+#[test]
+fn every_knob_is_reachable_and_seen_at_60x20() {
+    if tmux_missing() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let session = walk_every_knob(dir.path(), 60, 20);
 
     // below the minimum: the notice, and a key that would change the run changes nothing
     tmux(&["resize-window", "-t", &session, "-x", "40", "-y", "12"]);
