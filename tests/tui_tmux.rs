@@ -1,7 +1,10 @@
 //! The real binary in a real pseudo-terminal (tmux): change a slider and see the bar's total
-//! change, export, quit, and find the shell's screen back; at the minimum size (60x20), walk to
-//! every knob and find its value on screen, and shrink below it and see keys change nothing. CI installs tmux (`.ci/run`); where
-//! tmux is missing outside CI the test says so and passes.
+//! change, export, quit, and find the shell's screen back; at 60x20 (the minimum), 80x24 and
+//! 200x60, walk to every knob and find its value on screen; shrink below the minimum and see
+//! keys change nothing. CI installs tmux (`.ci/run`); where tmux is missing outside CI the test
+//! says so and passes.
+// test helpers: a failed tmux call is the test's failure
+#![allow(clippy::unwrap_used)]
 
 use std::path::Path;
 use std::process::Command;
