@@ -60,6 +60,16 @@ fn run_strategy() -> impl Strategy<Value = RunConfig> {
             run.grad_accum = accum;
             run.num_generations = generations;
             run.gpus = gpus;
+            if stack == Stack::Trl {
+                // TRL refuses a generation batch that splits a prompt's group: take the
+                // largest group size up to the drawn one that divides it
+                run.micro_batch = run.micro_batch.max(2);
+                let batch = run.micro_batch * gpus * accum;
+                run.num_generations = (2..=generations)
+                    .rev()
+                    .find(|g| batch % g == 0)
+                    .unwrap_or(run.micro_batch);
+            }
             run.prompt_len = prompt;
             run.completion_len = completion;
             // at times shorter than prompt + completion: the estimate warns, the file keeps it

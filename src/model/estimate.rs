@@ -608,11 +608,6 @@ fn rule_warnings(run: &RunConfig, micro: u64, targets: &[bool]) -> Vec<String> {
             run.micro_batch,
             run.effective_batch()
         ));
-    } else if run.stack == Stack::Trl && run.effective_batch() % generations != 0 {
-        w.push(format!(
-            "TRL needs the generation batch (batch x accumulation x GPUs = {}) divisible by num_generations = {generations}",
-            run.effective_batch()
-        ));
     }
     if run.max_seq_len < run.sequence_len() {
         w.push(format!(

@@ -3,7 +3,7 @@
 //! (What the trainers would merely warn about, or do differently, is a warning of the estimate.)
 
 use super::knobs::Knob;
-use super::run::RunConfig;
+use super::run::{Checkpointing, RunConfig, Stack};
 
 /// Past 16 M tokens in one micro-batch no GPU comes close, and byte counts lose their meaning.
 pub const MAX_MICRO_BATCH_TOKENS: u64 = 1 << 24;
@@ -52,6 +52,36 @@ pub fn validate(run: &RunConfig) -> Result<(), Broken> {
             ),
         });
     }
+    trl_rules(run)
+}
+
+/// What TRL itself refuses: a generation batch that splits a prompt's group
+/// (`GRPOConfig.__post_init__`: "generation_batch_size ... must be divisible by
+/// num_generations"; Unsloth replaces the micro-batch instead, a warning of the estimate), and
+/// Unsloth's own offloaded checkpointing.
+fn trl_rules(run: &RunConfig) -> Result<(), Broken> {
+    if run.stack != Stack::Trl {
+        return Ok(());
+    }
+    if run.checkpointing == Checkpointing::UnslothOffload {
+        return Err(Broken {
+            knob: None,
+            message: "gradient checkpointing \"unsloth\" (offloaded to CPU) is Unsloth's: TRL checkpoints on the GPU (true or false)".into(),
+        });
+    }
+    let batch = run
+        .micro_batch
+        .saturating_mul(run.gpus)
+        .saturating_mul(run.steps_per_generation());
+    if batch % run.num_generations.max(1) != 0 {
+        return Err(Broken {
+            knob: Some(Knob::Generations),
+            message: format!(
+                "num_generations = {}: TRL needs the generation batch (per_device_train_batch_size x GPUs x steps_per_generation = {batch}) divisible by it (GRPOConfig.__post_init__)",
+                run.num_generations
+            ),
+        });
+    }
     Ok(())
 }
 
@@ -92,5 +122,24 @@ mod tests {
         let e = validate(&r).unwrap_err();
         assert_eq!(e.knob, Some(Knob::PromptLength));
         assert!(e.message.contains("max_prompt_length = 0"), "{}", e.message);
+    }
+
+    #[test]
+    fn trl_refuses_what_its_config_refuses() {
+        let mut r = run();
+        r.stack = Stack::Trl;
+        r.micro_batch = 4;
+        r.grad_accum = 1;
+        r.num_generations = 3;
+        let e = validate(&r).unwrap_err();
+        assert_eq!(e.knob, Some(Knob::Generations));
+        r.num_generations = 4;
+        assert_eq!(validate(&r), Ok(()));
+        r.checkpointing = Checkpointing::UnslothOffload;
+        assert!(validate(&r).unwrap_err().message.contains("Unsloth's"));
+        // Unsloth replaces the micro-batch instead of refusing
+        r.switch_stack(Stack::Unsloth);
+        r.num_generations = 3;
+        assert_eq!(validate(&r), Ok(()));
     }
 }
