@@ -2,6 +2,7 @@
 //! and the accumulation move together so that micro-batch x accumulation x GPUs stays exact.
 
 use super::knobs::{Knob, accumulation_for, step_along};
+use super::rules;
 use super::run::RunConfig;
 
 /// The values `knob` may take while the effective batch stays exactly `target` completions on
@@ -39,7 +40,9 @@ pub fn exact_values(knob: Knob, target: u64, gpus: u64) -> Option<Vec<u64>> {
 
 /// One step (three with `coarse`) of `knob` from its value in `run`: along the values that keep
 /// the effective batch at `keep_batch` when it is given and binds the knob, else along the
-/// knob's ladder. `None` when the knob does not apply to `run` (no vLLM on this GPU).
+/// knob's ladder; rungs the rules refuse (`rules::validate`: TRL's group divisibility, the token
+/// cap) are stepped over. The value itself when no rung that way is allowed. `None` when the
+/// knob does not apply to `run` (no vLLM on this GPU).
 pub fn step_knob(
     run: &RunConfig,
     knob: Knob,
@@ -48,12 +51,29 @@ pub fn step_knob(
     keep_batch: Option<u64>,
 ) -> Option<u64> {
     let current = knob.get(run)?;
-    Some(
-        match keep_batch.and_then(|t| exact_values(knob, t, run.gpus)) {
-            Some(values) => step_along(&values, current, up, coarse),
-            None => knob.next(current, up, coarse),
-        },
-    )
+    let values = keep_batch.and_then(|t| exact_values(knob, t, run.gpus));
+    let next = |v: u64| match &values {
+        Some(values) => step_along(values, v, up, false),
+        None => knob.next(v, up, false),
+    };
+    let allowed = |v: u64| {
+        let mut trial = run.clone();
+        apply_knob(&mut trial, knob, v, keep_batch);
+        rules::validate(&trial).is_ok()
+    };
+    let (mut at, mut chosen, mut steps) = (current, current, 0);
+    while steps < if coarse { 3 } else { 1 } {
+        let n = next(at);
+        if n == at {
+            break;
+        }
+        at = n;
+        if allowed(at) {
+            chosen = at;
+            steps += 1;
+        }
+    }
+    Some(chosen)
 }
 
 /// Moves `knob` to `value`; with `keep_batch`, a micro-batch change re-derives the accumulation
@@ -91,5 +111,29 @@ mod tests {
         // the micro-batch stops at 4096, so the accumulation cannot go below 2 for 8192
         let a = exact_values(Knob::GradAccum, 8192, 1).unwrap_or_default();
         assert_eq!(a.first(), Some(&2));
+    }
+
+    #[test]
+    fn steps_skip_what_the_rules_refuse() {
+        let arch = crate::model::catalog::find("Qwen/Qwen2.5-1.5B-Instruct")
+            .expect("catalog")
+            .arch;
+        let mut run = RunConfig::example(arch);
+        run.stack = crate::model::run::Stack::Trl;
+        (run.micro_batch, run.grad_accum, run.num_generations) = (8, 1, 4);
+        // TRL: the generation batch of 8 takes groups of 2, 4 or 8 only
+        assert_eq!(
+            step_knob(&run, Knob::Generations, true, false, None),
+            Some(8)
+        );
+        assert_eq!(
+            step_knob(&run, Knob::Generations, false, false, None),
+            Some(2)
+        );
+        run.micro_batch = 4;
+        assert_eq!(
+            step_knob(&run, Knob::Generations, true, false, None),
+            Some(4)
+        );
     }
 }
