@@ -14,7 +14,7 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
         "{} ({} stack, {} parameters, {} weights)",
         run.model_name,
         run.stack,
-        billions(run.arch.parameters()),
+        crate::model::units::format_count(run.arch.parameters()),
         run.quant
     );
     let _ = writeln!(out, "GPU: {gpu_line}");
@@ -99,10 +99,6 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
         let _ = writeln!(out, "warning: {w}");
     }
     out
-}
-
-fn billions(n: u64) -> String {
-    format!("{:.2}B", n as f64 / 1e9)
 }
 
 /// The fit solver's answer as text.

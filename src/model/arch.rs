@@ -77,6 +77,45 @@ pub struct Arch {
     pub sliding_layers: u64,
     pub max_position: u64,
     pub moe: Option<Moe>,
+    /// the vision tower a multimodal checkpoint loads beside its language model
+    pub vision: Vision,
+}
+
+/// A multimodal checkpoint's vision tower. transformers 5.17's `AutoModelForCausalLM` maps a
+/// `gemma3` config to `Gemma3ForConditionalGeneration` (auto/modeling_auto.py,
+/// MODEL_FOR_CAUSAL_LM_MAPPING_NAMES), and Unsloth's `FastModel` loads the same class: the tower
+/// is resident on both stacks, frozen, in 16-bit.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Vision {
+    /// a text-only model
+    None,
+    /// a SigLIP tower and its projector, counted: their parameters
+    Counted(u64),
+    /// a tower of a kind vramfit does not count yet (its `model_type`)
+    Uncounted(String),
+}
+
+/// A SigLIP vision tower (transformers `SiglipVisionTransformer`) and Gemma 3's projector into a
+/// language model of `text_hidden`: per layer q/k/v/o with biases, fc1/fc2 with biases, two
+/// layer norms with biases; the patch convolution with its bias, one position embedding per
+/// patch, the post layer norm; the projector's weight and its RMSNorm.
+pub fn siglip_parameters(
+    hidden: u64,
+    intermediate: u64,
+    layers: u64,
+    patch: u64,
+    image: u64,
+    text_hidden: u64,
+) -> u64 {
+    let layer = 4 * (hidden * hidden + hidden)
+        + 2 * hidden * intermediate
+        + intermediate
+        + hidden
+        + 4 * hidden;
+    let patches = (image / patch.max(1)).pow(2);
+    let embeddings = 3 * patch * patch * hidden + hidden + patches * hidden;
+    layers * layer + embeddings + 2 * hidden + hidden * text_hidden + hidden
 }
 
 /// A LoRA-targetable linear layer: its name in the checkpoint and its shape.
@@ -159,10 +198,15 @@ impl Arch {
         let per_layer = self.layer_tensors();
         let layers = (0..self.layers).flat_map(move |_| per_layer.clone());
         let head = (!self.tied_embeddings).then_some(self.vocab * self.hidden);
+        let vision = match self.vision {
+            Vision::Counted(p) => Some(p),
+            _ => None,
+        };
         embed
             .chain(layers)
             .chain(std::iter::once(self.hidden))
             .chain(head)
+            .chain(vision)
     }
 
     fn layer_tensors(&self) -> Vec<u64> {

@@ -1,6 +1,6 @@
 //! The built-in catalog of popular GRPO models, with their exact `config.json` numbers.
 
-use super::arch::{Arch, Family, Moe};
+use super::arch::{Arch, Family, Moe, Vision, siglip_parameters};
 
 /// One catalog row: the Hugging Face id people type, and the architecture numbers.
 struct Entry {
@@ -354,6 +354,14 @@ impl Entry {
             sliding_layers: self.sliding.map_or(0, |(_, n)| n),
             max_position: self.max_position,
             moe,
+            vision: match self.family {
+                // every Gemma 3 but the text-only 1B (hidden 1152) is multimodal: SigLIP
+                // so400m at 896 px in 14 px patches (the checkpoints' vision_config)
+                Family::Gemma3 if hidden > 1152 => {
+                    Vision::Counted(siglip_parameters(1152, 4304, 27, 14, 896, hidden))
+                }
+                _ => Vision::None,
+            },
         }
     }
 }
@@ -457,6 +465,9 @@ mod tests {
         assert_eq!(count("Qwen/Qwen3-4B"), 4_022_468_096);
         // mixtures of experts: every expert resident (safetensors totals on the Hub)
         assert_eq!(count("Qwen/Qwen3-30B-A3B"), 30_532_122_624);
+        // multimodal Gemma 3: the language model plus the SigLIP tower and its projector
+        assert_eq!(count("google/gemma-3-4b-it"), 4_300_079_472);
+        assert_eq!(count("google/gemma-3-12b-it"), 12_187_325_040);
         assert_eq!(count("openai/gpt-oss-20b"), 20_914_757_184);
         assert_eq!(
             count("mistralai/Mixtral-8x7B-Instruct-v0.1"),

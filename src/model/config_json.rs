@@ -1,6 +1,6 @@
 //! Any model, from the path of its Hugging Face `config.json`.
 
-use super::arch::{Arch, Family, Moe};
+use super::arch::{Arch, Family, Moe, Vision, siglip_parameters};
 use serde_json::Value;
 use std::path::Path;
 
@@ -88,9 +88,34 @@ pub fn parse(root: &Value, name: &str) -> Result<Arch, String> {
         sliding_layers: window.map_or(0, |_| sliding_layers(family, cfg, layers)),
         max_position: opt_num(cfg, "max_position_embeddings")?.unwrap_or(4096),
         moe,
+        vision: vision(root, hidden)?,
     };
     check_sizes(&arch)?;
     Ok(arch)
+}
+
+/// A multimodal config's vision tower: a SigLIP one (Gemma 3) is counted from its
+/// `vision_config`; another kind is named as not counted.
+fn vision(root: &Value, text_hidden: u64) -> Result<Vision, String> {
+    let Some(v) = root.get("vision_config").filter(|v| v.is_object()) else {
+        return Ok(Vision::None);
+    };
+    let kind = str_field(v, "model_type").unwrap_or_default();
+    if kind != "siglip_vision_model" {
+        return Ok(Vision::Uncounted(if kind.is_empty() {
+            "unnamed".into()
+        } else {
+            kind
+        }));
+    }
+    Ok(Vision::Counted(siglip_parameters(
+        num(v, "hidden_size")?,
+        num(v, "intermediate_size")?,
+        num(v, "num_hidden_layers")?,
+        num(v, "patch_size")?,
+        num(v, "image_size")?,
+        text_hidden,
+    )))
 }
 
 /// The mixture-of-experts fields, under each family's names: `num_experts` (Qwen-MoE) or
@@ -353,5 +378,33 @@ mod tests {
             "x",
         );
         assert!(mixed.unwrap_err().contains("mlp_only_layers"));
+    }
+
+    /// Gemma 3 4B's config.json (its published fields): the SigLIP tower in `vision_config` is
+    /// counted, so the whole checkpoint matches the catalog and its 4,300,079,472 parameters.
+    #[test]
+    fn a_siglip_vision_tower_is_counted() {
+        let a = parse(
+            &json!({"model_type": "gemma3",
+                    "text_config": {"model_type": "gemma3_text", "hidden_size": 2560,
+                        "intermediate_size": 10240, "num_hidden_layers": 34,
+                        "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+                        "vocab_size": 262208, "sliding_window": 1024,
+                        "max_position_embeddings": 131072},
+                    "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152,
+                        "intermediate_size": 4304, "num_hidden_layers": 27, "patch_size": 14,
+                        "image_size": 896}}),
+            "google/gemma-3-4b-it",
+        )
+        .unwrap();
+        assert_eq!(a.parameters(), 4_300_079_472);
+        let other = parse(
+            &json!({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+                    "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 256,
+                    "vision_config": {"model_type": "clip_vision_model"}}),
+            "x",
+        )
+        .unwrap();
+        assert_eq!(other.vision, Vision::Uncounted("clip_vision_model".into()));
     }
 }

@@ -1,6 +1,6 @@
 //! The estimate: a list of named components that add up to the GPU memory a run needs.
 
-use super::arch::Arch;
+use super::arch::{Arch, Vision};
 use super::generate::generate_memory;
 use super::run::{
     Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack, vllm_max_lora_rank,
@@ -543,6 +543,11 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
         add(t, k < 2 && run.quant == Quant::Fp8, arch.layers);
     }
     add(arch.hidden, false, 1);
+    // a multimodal checkpoint's vision tower, frozen beside the language model (counted in
+    // 16-bit: whether bitsandbytes also packs its linear layers is not modelled)
+    if let Vision::Counted(p) = arch.vision {
+        add(p, false, 1);
+    }
     if !arch.tied_embeddings {
         add(embedding, false, 1);
     }
@@ -632,6 +637,16 @@ fn rule_warnings(run: &RunConfig, micro: u64, targets: &[bool]) -> Vec<String> {
                 run.lora_rank
             ));
         }
+    }
+    match &run.arch.vision {
+        Vision::Counted(p) => w.push(format!(
+            "multimodal checkpoint: its vision tower ({} parameters) is loaded and counted, on both stacks (AutoModelForCausalLM loads the whole model in transformers 5.17; so does Unsloth's FastModel)",
+            super::units::format_count(*p)
+        )),
+        Vision::Uncounted(kind) => w.push(format!(
+            "multimodal checkpoint: its vision tower ({kind}) is loaded but not counted: vramfit sizes SigLIP towers only"
+        )),
+        Vision::None => {}
     }
     if let Some(m) = run.arch.moe {
         let expert_bytes: u64 = run.arch.expert_tensors().iter().take(2).sum::<u64>()

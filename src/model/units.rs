@@ -103,6 +103,11 @@ pub fn format_change(delta: i64) -> String {
     }
 }
 
+/// A parameter count as model cards write it: `0.42B`, `4.30B`.
+pub fn format_count(n: u64) -> String {
+    format!("{:.2}B", n as f64 / 1e9)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
