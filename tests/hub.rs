@@ -6,38 +6,8 @@
 use assert_cmd::Command;
 use std::path::Path;
 
-const RUN: &str = r#"
-[vramfit]
-stack = "trl"
-max_prompt_length = 256
-
-[model]
-model_name_or_path = "Qwen/Qwen3-4B-Instruct-2507"
-dtype = "bfloat16"
-
-[grpo]
-use_vllm = true
-vllm_max_model_length = 2048
-"#;
-
-/// A cache holding Qwen3-4B-Instruct-2507's config.json at a revision `refs/main` names.
-fn cache(root: &Path) {
-    let repo = root.join("models--Qwen--Qwen3-4B-Instruct-2507");
-    let snap = repo.join("snapshots/cdbee75f17c01a7cc42f958dc650907174af0554");
-    std::fs::create_dir_all(&snap).unwrap();
-    std::fs::create_dir_all(repo.join("refs")).unwrap();
-    std::fs::write(
-        repo.join("refs/main"),
-        "cdbee75f17c01a7cc42f958dc650907174af0554",
-    )
-    .unwrap();
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/configs/qwen3-4b-instruct-2507.json"),
-        snap.join("config.json"),
-    )
-    .unwrap();
-}
+mod common;
+use common::{RUN, qwen3_2507_snapshot};
 
 fn estimate(hf_home: &Path, run: &Path, json: bool) -> std::process::Output {
     let mut cmd = Command::cargo_bin("vramfit").unwrap();
@@ -59,7 +29,7 @@ fn a_model_in_the_hugging_face_cache_estimates_offline() {
     std::fs::write(&run, RUN).unwrap();
     // HF_HOME/hub is the cache when HF_HUB_CACHE is unset
     let hf_home = dir.path().join("hf");
-    cache(&hf_home.join("hub"));
+    qwen3_2507_snapshot(&hf_home.join("hub"));
     let out = estimate(&hf_home, &run, false);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(

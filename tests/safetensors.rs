@@ -3,36 +3,10 @@
 #![allow(clippy::unwrap_used)]
 
 use assert_cmd::Command;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-const RUN: &str = r#"
-[vramfit]
-stack = "trl"
-max_prompt_length = 256
-
-[model]
-model_name_or_path = "Qwen/Qwen3-4B-Instruct-2507"
-dtype = "bfloat16"
-
-[grpo]
-use_vllm = true
-vllm_max_model_length = 2048
-"#;
-
-/// The snapshot folder of a cache holding Qwen3-4B-Instruct-2507's config.json.
-fn snapshot(hub: &Path) -> PathBuf {
-    let snap = hub.join(
-        "models--Qwen--Qwen3-4B-Instruct-2507/snapshots/cdbee75f17c01a7cc42f958dc650907174af0554",
-    );
-    std::fs::create_dir_all(&snap).unwrap();
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/configs/qwen3-4b-instruct-2507.json"),
-        snap.join("config.json"),
-    )
-    .unwrap();
-    snap
-}
+mod common;
+use common::{RUN, qwen3_2507_snapshot};
 
 /// A safetensors file: its JSON header, then `data` zero bytes.
 fn safetensors(header: &str, data: usize) -> Vec<u8> {
@@ -58,7 +32,7 @@ fn estimate(dir: &Path) -> std::process::Output {
 #[test]
 fn sound_headers_leave_the_estimate_as_it_was() {
     let dir = tempfile::tempdir().unwrap();
-    let snap = snapshot(&dir.path().join("hub"));
+    let snap = qwen3_2507_snapshot(&dir.path().join("hub"));
     let header = r#"{"__metadata__": {"format": "pt"},
         "model.embed_tokens.weight": {"dtype": "BF16", "shape": [4, 2], "data_offsets": [0, 16]}}"#;
     std::fs::write(snap.join("model.safetensors"), safetensors(header, 16)).unwrap();
@@ -76,7 +50,7 @@ fn sound_headers_leave_the_estimate_as_it_was() {
 #[test]
 fn a_malformed_header_names_the_model_and_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    let snap = snapshot(&dir.path().join("hub"));
+    let snap = qwen3_2507_snapshot(&dir.path().join("hub"));
     let header = r#"{"w": {"dtype": 16, "shape": [1], "data_offsets": [0, 2]}}"#;
     std::fs::write(snap.join("model.safetensors"), safetensors(header, 2)).unwrap();
     let out = estimate(dir.path());

@@ -1,0 +1,38 @@
+//! What the Hugging Face cache tests share: a TRL run naming a model only the cache knows, and
+//! that model's snapshot laid out as huggingface_hub lays it out.
+#![allow(clippy::unwrap_used, dead_code)]
+
+use std::path::{Path, PathBuf};
+
+pub const RUN: &str = r#"
+[vramfit]
+stack = "trl"
+max_prompt_length = 256
+
+[model]
+model_name_or_path = "Qwen/Qwen3-4B-Instruct-2507"
+dtype = "bfloat16"
+
+[grpo]
+use_vllm = true
+vllm_max_model_length = 2048
+"#;
+
+pub const REVISION: &str = "cdbee75f17c01a7cc42f958dc650907174af0554";
+
+/// Qwen3-4B-Instruct-2507's config.json in a snapshot under `hub`, at the revision
+/// `refs/main` names; returns the snapshot folder.
+pub fn qwen3_2507_snapshot(hub: &Path) -> PathBuf {
+    let repo = hub.join("models--Qwen--Qwen3-4B-Instruct-2507");
+    let snap = repo.join("snapshots").join(REVISION);
+    std::fs::create_dir_all(&snap).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), REVISION).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/configs/qwen3-4b-instruct-2507.json"),
+        snap.join("config.json"),
+    )
+    .unwrap();
+    snap
+}
