@@ -6,25 +6,13 @@ use super::tables::VRAMFIT_KEYS;
 use crate::contract::Table;
 use crate::model::estimate::Estimate;
 use crate::model::knobs::Knob;
-use crate::model::run::{
-    Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack, VllmVersion,
-};
+use crate::model::run::{Checkpointing, Generation, Quant, RunConfig, Stack, VllmVersion};
 use crate::model::units::{exact_size, format_size};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
 pub use crate::model::run::vllm_max_lora_rank;
-
-pub fn optimizer_name(o: Optimizer) -> &'static str {
-    match o {
-        Optimizer::AdamW => "adamw_torch",
-        Optimizer::AdamW8bit => "adamw_8bit",
-        Optimizer::PagedAdamW => "paged_adamw_32bit",
-        Optimizer::PagedAdamW8bit => "paged_adamw_8bit",
-        Optimizer::Sgd => "sgd",
-    }
-}
 
 /// What the header records beside the run.
 pub struct ExportContext<'a> {
@@ -192,8 +180,9 @@ fn grpo_table(w: &mut Writer, run: &RunConfig) {
     w.knob(Knob::GradAccum, run.grad_accum);
     w.knob(Knob::Generations, run.num_generations);
     w.knob(Knob::CompletionLength, run.completion_len);
+    // Debug keeps the decimal point (0.0): TOML reads a float, as GRPOConfig's beta is
     w.key("beta", format!("{:?}", run.beta));
-    w.key("optim", quoted(optimizer_name(run.optimizer)));
+    w.key("optim", quoted(run.optimizer.name()));
     if let Some(n) = run.steps_per_generation {
         w.key("steps_per_generation", n);
     }
