@@ -85,7 +85,7 @@ pub fn resolve(
         };
         return Ok(Some(Resolved {
             arch,
-            quant: implied_quant(name),
+            quant: catalog::implied_quant(name),
             weights,
             source: ModelSource::Cache {
                 repo: found.repo,
@@ -102,15 +102,6 @@ pub fn resolve(
         },
         weights: None,
     }))
-}
-
-/// A 4-bit upload says so in its name (`-bnb-4bit`), as the catalog reads it.
-fn implied_quant(name: &str) -> ImpliedQuant {
-    if name.to_ascii_lowercase().contains("4bit") {
-        ImpliedQuant::FourBit
-    } else {
-        ImpliedQuant::None
-    }
 }
 
 #[cfg(test)]

@@ -401,17 +401,20 @@ fn key(name: &str) -> String {
 pub fn find(name: &str) -> Option<Found> {
     let wanted = key(name);
     let entry = ENTRIES.iter().find(|e| key(e.id) == wanted)?;
-    let lower = name.to_ascii_lowercase();
-    let quant = if lower.contains("4bit") {
-        ImpliedQuant::FourBit
-    } else {
-        ImpliedQuant::None
-    };
     Some(Found {
         id: entry.id,
         arch: entry.arch(),
-        quant,
+        quant: implied_quant(name),
     })
+}
+
+/// A 4-bit upload says so in its name (`-bnb-4bit`, `-unsloth-bnb-4bit`).
+pub fn implied_quant(name: &str) -> ImpliedQuant {
+    if name.to_ascii_lowercase().contains("4bit") {
+        ImpliedQuant::FourBit
+    } else {
+        ImpliedQuant::None
+    }
 }
 
 /// Every catalog id, for listings and suggestions.
