@@ -2,6 +2,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
+use vramfit::model::fit::DEFAULT_HEADROOM;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -42,7 +43,7 @@ pub enum Command {
         #[command(flatten)]
         source: Source,
         /// Memory to leave free, in percent of the capacity.
-        #[arg(long, default_value_t = 5.0, value_name = "PCT")]
+        #[arg(long, default_value_t = DEFAULT_HEADROOM * 100.0, value_name = "PCT")]
         headroom: f64,
         /// Write the fitted run file here.
         #[arg(short = 'o', long = "output", value_name = "OUT")]

@@ -10,7 +10,7 @@ use vramfit::config::export::{ExportContext, to_toml, write_atomically};
 use vramfit::gpu::{GpuProbe, NvmlProbe};
 use vramfit::model::catalog;
 use vramfit::model::estimate::{Estimator, GpuBudget, estimate};
-use vramfit::model::fit::{FitOutcome, fit};
+use vramfit::model::fit::{DEFAULT_HEADROOM, FitOutcome, fit};
 use vramfit::model::units::{format_size, parse_size};
 use vramfit::presets;
 use vramfit::tui::app::{App, GpuState};
@@ -108,9 +108,11 @@ pub fn show_gpu(json: bool) -> Result<u8, Failure> {
                 let opt = |b: Option<u64>| b.map_or("unknown".to_string(), format_size);
                 writeln!(
                     out,
-                    "{}: {} total, {} used, {} free",
+                    "{}: {} total for CUDA ({} installed, {} reserved by the driver), {} used, {} free",
                     g.name,
                     format_size(g.total_bytes),
+                    format_size(g.installed_bytes),
+                    format_size(g.installed_bytes.saturating_sub(g.total_bytes)),
                     opt(g.used_bytes),
                     opt(g.free_bytes)
                 )?;
@@ -260,7 +262,7 @@ pub fn run_diagnose(
         };
         let mut estimator = Estimator::new();
         vramfit::model::oom::refine(&mut report, &estimator.estimate(&f.run, gpu));
-        (fit(&f.run, gpu, 0.05, &mut estimator), capacity)
+        (fit(&f.run, gpu, DEFAULT_HEADROOM, &mut estimator), capacity)
     });
     let mut advice = vramfit::model::oom::advice(&report, run.as_ref().map(|f| &f.run));
     if let (Some(c), Some((FitOutcome::AlreadyFits { estimate }, _))) = (&culprit, &proposal) {

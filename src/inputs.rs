@@ -74,31 +74,27 @@ pub fn read_source(source: &Source, detected: &Result<GpuInfo, String>) -> Resul
         return loaded(path, shown.clone(), format!("{shown} (--config)"));
     }
     let capacity = gpu_mem(source)?;
-    let (name, chooser) = match (&source.preset, capacity, detected) {
-        (Some(name), _, _) => (name.as_str(), "--preset".to_string()),
-        (None, Some(bytes), _) => (
-            presets::largest_tier_within(bytes).unwrap_or("24gb"),
-            "--gpu-mem".to_string(),
-        ),
-        (None, None, Ok(gpu)) => (
-            presets::largest_tier_within(gpu.total_bytes).unwrap_or("24gb"),
-            format!("the detected {}", gpu.name),
-        ),
-        (None, None, Err(_)) => ("24gb", String::new()),
+    // the tier: named by --preset, else the largest built-in run that fits the GPU
+    let (name, chooser, tier_fits) = match (&source.preset, capacity, detected) {
+        (Some(name), _, _) => (name.as_str(), "--preset".to_string(), None),
+        (None, Some(bytes), _) => {
+            let (name, fits) = presets::tier_for(bytes);
+            (name, "--gpu-mem".to_string(), Some(fits))
+        }
+        (None, None, Ok(gpu)) => {
+            let (name, fits) = presets::tier_for(gpu.total_bytes);
+            (name, format!("the detected {}", gpu.name), Some(fits))
+        }
+        (None, None, Err(_)) => (presets::DEFAULT, String::new(), None),
     };
-    // why this file: named by --preset, the default, or the tier the GPU holds (the smallest
-    // when it holds none)
-    let why = |file: &RunFile| {
-        let holds = capacity.or(detected.as_ref().ok().map(|g| g.total_bytes));
-        match (source.preset.is_some(), holds, file.gpu_memory) {
-            (true, _, _) => chooser.clone(),
-            (false, None, _) => "default; pass --config or --preset".to_string(),
-            (false, Some(cap), Some(tier)) if tier > cap => {
-                format!("the smallest tier: {chooser} holds none; pass --config or --preset")
-            }
-            (false, Some(_), _) => {
-                format!("the largest tier that {chooser} holds; pass --config or --preset")
-            }
+    let why = |_: &RunFile| match (source.preset.is_some(), tier_fits) {
+        (true, _) => chooser.clone(),
+        (false, None) => "default; pass --config or --preset".to_string(),
+        (false, Some(false)) => {
+            format!("the smallest tier: none fits {chooser}; pass --config or --preset")
+        }
+        (false, Some(true)) => {
+            format!("the largest tier that fits {chooser}; pass --config or --preset")
         }
     };
     if let Some(text) = presets::built_in(name) {

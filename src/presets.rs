@@ -1,6 +1,8 @@
 //! The presets shipped inside the binary (one per VRAM tier), so `--preset 24gb` works anywhere.
 
 use crate::config::{LoadError, RunFile};
+use crate::model::estimate::{GpuBudget, estimate};
+use crate::model::fit::{DEFAULT_HEADROOM, fits_with_headroom};
 
 pub const BUILT_IN: &[(&str, &str)] = &[
     ("8gb", include_str!("../presets/8gb.toml")),
@@ -47,19 +49,35 @@ pub fn user_presets() -> Vec<(String, std::path::PathBuf)> {
     found
 }
 
-/// The largest built-in tier whose capacity fits in `capacity` bytes (the smallest tier when
-/// none does).
-pub fn largest_tier_within(capacity: u64) -> Option<&'static str> {
-    let mut tiers: Vec<(u64, &'static str)> = BUILT_IN
+/// The preset used when neither a GPU nor a capacity chooses one.
+pub const DEFAULT: &str = "24gb";
+
+/// The built-in tier to start from on a GPU of `capacity` bytes (CUDA's total): the largest
+/// tier whose run fits it with the fit's default headroom and a vLLM that starts, and whether
+/// one does (when none does, the smallest tier). Chosen by estimate rather than by the tier's
+/// nominal size, which a card's CUDA total falls short of (a "24 GB" RTX 4090 has 23.64 GiB).
+pub fn tier_for(capacity: u64) -> (&'static str, bool) {
+    let gpu = GpuBudget {
+        capacity,
+        used_by_others: 0,
+    };
+    let mut tiers: Vec<(u64, &'static str, RunFile)> = BUILT_IN
         .iter()
         .filter_map(|(name, text)| {
             let file = crate::config::parse(text, name, None).ok()?;
-            Some((file.gpu_memory?, *name))
+            Some((file.gpu_memory?, *name, file))
         })
         .collect();
-    tiers.sort();
-    let within = tiers.iter().rev().find(|(bytes, _)| *bytes <= capacity);
-    within.or(tiers.first()).map(|(_, name)| *name)
+    tiers.sort_by_key(|(bytes, _, _)| *bytes);
+    let fitting = tiers
+        .iter()
+        .rev()
+        .find(|(_, _, file)| fits_with_headroom(&estimate(&file.run, gpu), DEFAULT_HEADROOM));
+    match (fitting, tiers.first()) {
+        (Some((_, name, _)), _) => (name, true),
+        (None, Some((_, name, _))) => (name, false),
+        (None, None) => (DEFAULT, false),
+    }
 }
 
 /// Where a preset's text lives.
@@ -106,12 +124,16 @@ mod tests {
     use crate::model::units::GIB;
 
     #[test]
-    fn the_largest_tier_the_gpu_holds_is_chosen() {
-        assert_eq!(largest_tier_within(150_754_820_096), Some("141gb"));
-        assert_eq!(largest_tier_within(24 * GIB), Some("24gb"));
-        assert_eq!(largest_tier_within(23 * GIB), Some("22gib"));
-        assert_eq!(largest_tier_within(20 * GIB), Some("16gb"));
-        assert_eq!(largest_tier_within(6 * GIB), Some("8gb"));
+    fn the_largest_tier_that_fits_the_gpu_is_chosen() {
+        // CUDA's totals as torch reports them: H200, A100 80 GB, RTX 4090
+        assert_eq!(tier_for(150_109_880_320), ("141gb", true));
+        assert_eq!(tier_for(85_024_112_640), ("80gb", true));
+        assert_eq!(tier_for(25_377_898_496), ("24gb", true));
+        // an L4 runs the 24 GB tier's 3B bf16 run; a T4 the Llama 3.1 8B 4-bit notebook run
+        assert_eq!(tier_for(23_795_073_024), ("24gb", true));
+        assert_eq!(tier_for(15_828_320_256), ("22gib", true));
+        assert_eq!(tier_for(8 * GIB), ("16gb", true));
+        assert_eq!(tier_for(GIB), ("8gb", false));
     }
 
     #[test]

@@ -344,7 +344,7 @@ fn the_report_says_where_the_run_and_the_capacity_came_from() {
         .args(["estimate", "--gpu-mem", "80GiB"])
         .assert()
         .stdout(
-            predicate::str::contains("run: the 80gb preset (the largest tier that --gpu-mem holds")
+            predicate::str::contains("run: the 80gb preset (the largest tier that fits --gpu-mem")
                 .and(predicate::str::contains("80.00 GiB (--gpu-mem)")),
         );
     vramfit()

@@ -121,12 +121,7 @@ fn cell(pair: Option<(f64, f64)>) -> String {
 
 /// Runs the estimate gets wrong today, with why. The test fails when one of them is put right,
 /// so that this list is kept true.
-const KNOWN_MISSES: &[(&str, &str)] = &[(
-    "nb-qwen3-8b-fp8-l4",
-    "predicted 1.4 % over the L4's 22.16 GiB in the generation phase: the CUDA context is the \
-     H200's measured 1.43 GiB, while vLLM's start-up line shows 0.25 GiB in use on that L4 \
-     (a per-card context is what `vramfit calibrate` is for)",
-)];
+const KNOWN_MISSES: &[(&str, &str)] = &[];
 
 #[test]
 fn real_runs() {

@@ -31,6 +31,7 @@ fn app_of(text: &str, dir: &std::path::Path, theme: Theme) -> App {
         live: Some(GpuInfo {
             name: "Test GPU".into(),
             total_bytes: 24 << 30,
+            installed_bytes: 24 << 30,
             used_bytes: Some(10 << 30),
             free_bytes: Some(14 << 30),
             processes: vec![],
@@ -188,6 +189,7 @@ fn a_gpu_reading_moves_the_capacity_unless_the_user_fixed_it() {
     let reading = GpuInfo {
         name: "Big GPU".into(),
         total_bytes: 80 << 30,
+        installed_bytes: 80 << 30,
         used_bytes: Some(1 << 30),
         free_bytes: None,
         processes: vec![vramfit::gpu::GpuProcess {
@@ -496,12 +498,27 @@ fn x_pins_a_baseline_that_undo_keeps_and_x_again_unpins() {
     assert!(!s.contains('◇') && !s.contains("±0"), "{s}");
 }
 
+/// The vLLM share up to 0.95, then the micro-batch up until the run no longer fits.
+fn overflow(a: &mut App) {
+    for _ in 0..10 {
+        key(a, KeyCode::Right);
+    }
+    key(a, KeyCode::Tab);
+    key(a, KeyCode::Tab);
+    assert_eq!(a.focused(), Knob::MicroBatch);
+    for _ in 0..6 {
+        if !a.estimate.fits {
+            break;
+        }
+        key(a, KeyCode::Right);
+    }
+    assert!(!a.estimate.fits);
+}
+
 #[test]
 fn overflow_is_shown_as_a_shortfall() {
     let mut a = app();
-    for _ in 0..10 {
-        key(&mut a, KeyCode::Right); // vLLM share up to 0.95
-    }
+    overflow(&mut a);
     let s = screen(&a, 80, 24);
     assert!(s.contains("SHORT BY"), "{s}");
 }
@@ -509,10 +526,7 @@ fn overflow_is_shown_as_a_shortfall() {
 #[test]
 fn f_applies_the_fit_and_u_undoes_it() {
     let mut a = app();
-    for _ in 0..10 {
-        key(&mut a, KeyCode::Right); // vLLM share 0.95: does not fit
-    }
-    assert!(!a.estimate.fits);
+    overflow(&mut a);
     let batch = a.run.effective_batch();
     keys(&mut a, "f");
     assert!(

@@ -6,7 +6,13 @@ use serde::Serialize;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GpuInfo {
     pub name: String,
+    /// What CUDA can hand out: `cudaMemGetInfo`'s total, which torch reports as
+    /// `get_device_properties(0).total_memory`, Unsloth prints as "Max memory" and an OOM message
+    /// calls "total capacity". NVML's total less the memory the driver reserves for itself.
     pub total_bytes: u64,
+    /// The memory installed on the card (NVML's total, the driver's reservation included); it
+    /// names the card's tier ("24gb" for a 4090 whose CUDA total is 23.6 GiB).
+    pub installed_bytes: u64,
     pub used_bytes: Option<u64>,
     pub free_bytes: Option<u64>,
     /// processes holding memory on the GPU, when NVML may list them
@@ -78,9 +84,14 @@ impl NvmlSession {
                 processes.push(GpuProcess { pid: p.pid, bytes });
             }
         }
+        // nvml-wrapper 0.13 reads nvmlDeviceGetMemoryInfo_v2, whose `used` and `free` leave out
+        // the driver's `reserved` memory (v1 counted it as used). On the shared H200:
+        // NVML total 150,754,820,096 bytes, torch's total_memory 150,109,880,320, v1's used with
+        // no process 648,347,648 (../shared/calibration/h200-hf-peft.jsonl, its env record).
         Ok(GpuInfo {
             name: device.name().unwrap_or_else(|_| "NVIDIA GPU".into()),
-            total_bytes: memory.total,
+            total_bytes: memory.total.saturating_sub(memory.reserved),
+            installed_bytes: memory.total,
             used_bytes: Some(memory.used),
             free_bytes: Some(memory.free),
             processes,

@@ -11,11 +11,15 @@ use super::unsloth_step::{SMALL_CARD, unsloth_step};
 use super::vllm;
 use serde::Serialize;
 
-/// NVML-visible memory above PyTorch's reserved memory, for the whole device with one training
-/// process: CUDA context, kernels, cuBLAS/cuDNN handles and the driver's own reservation.
-/// Measured on the H200: 1.35-1.37 GiB (median 1.363 GiB) after every step of the 91 runs of
-/// ../shared/calibration/h200-hf-peft.jsonl (`nvml_after - peak_reserved`).
-pub const CUDA_CONTEXT: u64 = (1.363 * GIB as f64) as u64;
+/// What one training process holds on the GPU beyond PyTorch's reserved memory: CUDA context,
+/// kernels, cuBLAS/cuDNN handles. Measured on the H200 as NVML's used memory after each step less
+/// the step's reserved peak, less what NVML counted as used before the process started (the
+/// driver's own reservation, 0.604 GiB, which CUDA's total already leaves out: NVML total
+/// 150,754,820,096 bytes against torch's total_memory 150,109,880,320). Over the 91 runs of
+/// ../shared/calibration/h200-hf-peft.jsonl, `nvml_after - peak_reserved - nvml_before.used`:
+/// 0.745-0.771 GiB, median 0.759 GiB. Capacity is CUDA's total throughout (what torch, Unsloth's
+/// banner and OOM messages print), so the driver's reservation is counted nowhere.
+pub const CUDA_CONTEXT: u64 = (0.759 * GIB as f64) as u64;
 
 /// cuBLAS workspace PyTorch allocates per handle on Hopper (4096 KiB x 8), one for the forward
 /// thread and one for autograd's backward thread: `reserved_after_matmul` = 32 MiB in the shared
@@ -64,7 +68,7 @@ impl Part {
     pub fn explanation(self) -> &'static str {
         match self {
             Part::CudaContext => {
-                "driver, CUDA context, kernels and cuBLAS workspaces (measured on an H200)"
+                "CUDA context, kernels and cuBLAS workspaces (measured on an H200)"
             }
             Part::VllmWeights => {
                 "vLLM's own weights copy (TRL) or LoRA buffers (Unsloth), and its non-PyTorch memory"

@@ -316,9 +316,13 @@ impl PartialOrd for Candidate {
     }
 }
 
+/// The memory `fit` leaves free unless told otherwise: 5 % of the capacity, above the
+/// calibration's p90 error on PyTorch's reserved memory (4.35 %, ../shared/calibration).
+pub const DEFAULT_HEADROOM: f64 = 0.05;
+
 /// Whether `est` fits with `headroom` (a fraction of the capacity) to spare and vLLM starts
 /// (free memory for its share, and a KV cache that holds one sequence of its context).
-fn acceptable(est: &Estimate, headroom: f64) -> bool {
+pub fn fits_with_headroom(est: &Estimate, headroom: f64) -> bool {
     let limit = est.capacity_bytes as f64 * (1.0 - headroom);
     (est.total_bytes as f64) <= limit && est.vllm.as_ref().is_none_or(|v| v.starts)
 }
@@ -340,7 +344,7 @@ fn shares_nearest_first(run: &RunConfig) -> Vec<u64> {
 
 pub fn fit(run: &RunConfig, gpu: GpuBudget, headroom: f64, est: &mut Estimator) -> FitOutcome {
     let now = est.estimate(run, gpu);
-    if acceptable(&now, headroom) {
+    if fits_with_headroom(&now, headroom) {
         return FitOutcome::AlreadyFits { estimate: now };
     }
     let grid = Grid::new(run);
@@ -360,7 +364,7 @@ pub fn fit(run: &RunConfig, gpu: GpuBudget, headroom: f64, est: &mut Estimator) 
         let candidate = grid.run_at(run, &at);
         let e = est.estimate(&candidate, gpu);
         // the loader must accept what the fit proposes
-        if acceptable(&e, headroom) && rules::validate(&candidate).is_ok() {
+        if fits_with_headroom(&e, headroom) && rules::validate(&candidate).is_ok() {
             let changes = describe(&grid, run, &at, gpu, est);
             return FitOutcome::Fitted {
                 changes,
@@ -397,7 +401,8 @@ fn floor_that_fits(
     let mut floor: Vec<usize> = grid.values.iter().map(|v| v.len() - 1).collect();
     (0..grid.values[0].len()).find_map(|share| {
         floor[0] = share;
-        acceptable(&est.estimate(&grid.run_at(run, &floor), gpu), headroom).then(|| floor.clone())
+        fits_with_headroom(&est.estimate(&grid.run_at(run, &floor), gpu), headroom)
+            .then(|| floor.clone())
     })
 }
 

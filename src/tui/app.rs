@@ -9,7 +9,7 @@ use crate::gpu::GpuInfo;
 use crate::model::adjust::{apply_knob, exact_values, step_knob};
 use crate::model::catalog;
 use crate::model::estimate::{Estimate, Estimator, GpuBudget};
-use crate::model::fit::{FitOutcome, fit};
+use crate::model::fit::{DEFAULT_HEADROOM, FitOutcome, fit};
 use crate::model::fit::{StepDown, step_downs};
 use crate::model::knobs::Knob;
 use crate::model::rules;
@@ -761,28 +761,32 @@ impl App {
     /// The fit solver's answer applied to the run (undo brings the old one back).
     fn apply_fit(&mut self) {
         let gpu = budget(&self.gpu);
-        self.message = Some(match fit(&self.run, gpu, 0.05, &mut self.estimator) {
-            FitOutcome::AlreadyFits { .. } => "already fits with 5% headroom".into(),
-            FitOutcome::Fitted { run, changes, .. } => {
-                let said: Vec<String> = changes
-                    .iter()
-                    .map(|c| format!("{} {} → {}", c.key, c.from, c.to))
-                    .collect();
-                self.change_all(|s| {
-                    s.run = *run;
-                    s.target_batch = s.run.effective_batch();
-                });
-                format!("fit: {}", said.join(", "))
-            }
-            FitOutcome::Impossible {
-                smallest_gpu_bytes, ..
-            } => {
-                format!(
-                    "nothing on the grid fits: it needs a {} GPU",
-                    format_size(smallest_gpu_bytes)
-                )
-            }
-        });
+        self.message = Some(
+            match fit(&self.run, gpu, DEFAULT_HEADROOM, &mut self.estimator) {
+                FitOutcome::AlreadyFits { .. } => {
+                    format!("already fits with {}% headroom", DEFAULT_HEADROOM * 100.0)
+                }
+                FitOutcome::Fitted { run, changes, .. } => {
+                    let said: Vec<String> = changes
+                        .iter()
+                        .map(|c| format!("{} {} → {}", c.key, c.from, c.to))
+                        .collect();
+                    self.change_all(|s| {
+                        s.run = *run;
+                        s.target_batch = s.run.effective_batch();
+                    });
+                    format!("fit: {}", said.join(", "))
+                }
+                FitOutcome::Impossible {
+                    smallest_gpu_bytes, ..
+                } => {
+                    format!(
+                        "nothing on the grid fits: it needs a {} GPU",
+                        format_size(smallest_gpu_bytes)
+                    )
+                }
+            },
+        );
     }
 
     /// Writes the run to `vramfit-<model>.toml`, asking first when the file exists; quits after
