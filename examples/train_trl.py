@@ -23,7 +23,8 @@ from transformers import AutoModelForCausalLM  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, get_quantization_config  # noqa: E402
 
 model_args = ModelConfig(**cfg["model"])
-peft_config = LoraConfig(**cfg["lora"])
+# no [lora]: full fine-tuning (`[model] use_peft = false`)
+peft_config = LoraConfig(**cfg["lora"]) if "lora" in cfg else None
 args = GRPOConfig(**cfg["grpo"])
 
 quantization_config = get_quantization_config(model_args)

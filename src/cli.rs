@@ -34,7 +34,11 @@ pub enum Command {
         /// instead of the table).
         #[arg(long, value_name = "OUT")]
         export: Option<PathBuf>,
-        /// Let --export replace an existing file.
+        /// Write the launch set into this folder: run.toml, accelerate.yaml, ds_config.json
+        /// (DeepSpeed), launch.sh and train_trl.py.
+        #[arg(long, value_name = "DIR")]
+        export_dir: Option<PathBuf>,
+        /// Let --export / --export-dir replace existing files.
         #[arg(long)]
         force: bool,
     },

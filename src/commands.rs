@@ -16,12 +16,17 @@ use vramfit::presets;
 use vramfit::tui::app::{App, GpuState};
 use vramfit::tui::theme::Theme;
 
-pub fn run_estimate(
-    source: &Source,
-    json: bool,
-    export: Option<&std::path::Path>,
-    force: bool,
-) -> Result<u8, Failure> {
+/// What `estimate` writes besides its report.
+pub struct Exports<'a> {
+    /// the run file (`--export`; `-` for standard output)
+    pub run_file: Option<&'a std::path::Path>,
+    /// the launch set's folder (`--export-dir`)
+    pub launch_dir: Option<&'a std::path::Path>,
+    pub force: bool,
+}
+
+pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8, Failure> {
+    let (export, force) = (exports.run_file, exports.force);
     let Inputs {
         loaded,
         gpu,
@@ -33,6 +38,9 @@ pub fn run_estimate(
     let answer = if est.fits { FITS } else { DOES_NOT_FIT };
     if let Some(out) = export {
         export_run(file, &file.run, (gpu, &gpu_line), &est, out, force, answer)?;
+    }
+    if let Some(dir) = exports.launch_dir {
+        export_launch_set(file, (gpu, &gpu_line), &est, dir, force)?;
     }
     let to_stdout = export.is_some_and(|o| o == std::path::Path::new("-"));
     if json {
@@ -63,7 +71,15 @@ pub fn open_screen(source: &Source, mouse: bool) -> Result<u8, Failure> {
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         say("vramfit: not a terminal: printing the estimate instead of the interactive screen");
-        return run_estimate(source, false, None, false);
+        return run_estimate(
+            source,
+            false,
+            Exports {
+                run_file: None,
+                launch_dir: None,
+                force: false,
+            },
+        );
     }
     let Inputs {
         loaded,
@@ -328,6 +344,57 @@ pub fn export_run(
     }
     write_atomically(out, &text, force)?;
     say(&format!("wrote {}", out.display()));
+    Ok(())
+}
+
+/// The example training script the launch set runs (examples/train_trl.py).
+const TRAIN_TRL: &str = include_str!("../examples/train_trl.py");
+
+/// `--export-dir DIR`: the run file and its launch set. Nothing is written when any file is
+/// there already (without `--force`), so a set is never half replaced; each file is atomic.
+fn export_launch_set(
+    file: &RunFile,
+    gpu: (GpuBudget, &str),
+    est: &vramfit::model::estimate::Estimate,
+    dir: &std::path::Path,
+    force: bool,
+) -> Result<(), Failure> {
+    let ctx = ExportContext {
+        gpu: gpu.1,
+        gpu_memory: Some(gpu.0.capacity),
+        model_config: file.model_config.as_deref(),
+        lock_effective_batch: file.lock_effective_batch,
+        estimate: Some(est),
+    };
+    let mut files = vec![("run.toml", to_toml(&file.run, &ctx))];
+    files.extend(vramfit::config::launch::launch_files(&file.run, "run.toml"));
+    files.push(("train_trl.py", TRAIN_TRL.to_string()));
+    std::fs::create_dir_all(dir).map_err(|e| {
+        format!(
+            "--export-dir {}: cannot create the folder: {e}",
+            dir.display()
+        )
+    })?;
+    if !force {
+        if let Some((name, _)) = files.iter().find(|(n, _)| dir.join(n).exists()) {
+            return Err(format!(
+                "{}: already exists; nothing written (pass --force to replace the launch set)",
+                dir.join(name).display()
+            )
+            .into());
+        }
+    }
+    for (name, text) in &files {
+        write_atomically(&dir.join(name), text, true)?;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let script = dir.join("launch.sh");
+        let _ = std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755));
+    }
+    let names: Vec<&str> = files.iter().map(|(n, _)| *n).collect();
+    say(&format!("wrote {} in {}", names.join(", "), dir.display()));
     Ok(())
 }
 

@@ -24,8 +24,17 @@ fn main() -> ExitCode {
             source,
             json,
             export,
+            export_dir,
             force,
-        }) => run_estimate(&merge(&cli.source, &source), json, export.as_deref(), force),
+        }) => run_estimate(
+            &merge(&cli.source, &source),
+            json,
+            Exports {
+                run_file: export.as_deref(),
+                launch_dir: export_dir.as_deref(),
+                force,
+            },
+        ),
         Some(Command::Fit {
             source,
             headroom,

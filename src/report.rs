@@ -1,6 +1,7 @@
 //! Plain-text rendering of an estimate (for `vramfit estimate`).
 
 use crate::model::estimate::Estimate;
+use crate::model::roles::Role;
 use crate::model::run::RunConfig;
 use crate::model::units::format_size;
 use crate::text::{count, count_f, decimal};
@@ -8,7 +9,6 @@ use std::fmt::Write;
 
 pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
     let mut out = String::new();
-    let cap = est.capacity_bytes.max(1) as f64;
     let _ = writeln!(
         out,
         "{} ({} stack, {} parameters, {} weights)",
@@ -18,51 +18,26 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
         run.quant
     );
     let _ = writeln!(out, "GPU: {gpu_line}");
-    let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "{:<18} {:>11} {:>6}  what it is",
-        "component", "size", "share"
-    );
-    for c in &est.components {
-        let _ = writeln!(
-            out,
-            "{:<18} {:>11} {:>5.1}%  {}",
-            c.name,
-            format_size(c.bytes),
-            100.0 * c.bytes as f64 / cap,
-            c.part.explanation()
-        );
+    if let Some(line) = spread_line(run) {
+        let _ = writeln!(out, "{line}");
     }
-    let _ = writeln!(
-        out,
-        "{:<18} {:>11} {:>5.1}%",
-        "total",
-        format_size(est.total_bytes),
-        100.0 * est.total_bytes as f64 / cap
-    );
-    let _ = writeln!(
-        out,
-        "{:<18} {:>11}",
-        "capacity",
-        format_size(est.capacity_bytes)
-    );
-    let margin = est.headroom_bytes.unsigned_abs();
-    if est.fits {
+    for role in &est.roles {
+        let _ = writeln!(out);
+        if est.roles.len() > 1 {
+            let _ = writeln!(
+                out,
+                "{} ({}), each GPU:",
+                role.role.label(),
+                count(role.gpus, "GPU", "GPUs")
+            );
+        }
+        role_table(&mut out, role);
+    }
+    if est.host_memory_bytes > 0 {
         let _ = writeln!(
             out,
-            "fits, headroom {} ({:.1}%)",
-            format_size(margin),
-            100.0 * margin as f64 / cap
-        );
-    } else if let Some(reason) = est.vllm.as_ref().and_then(|v| v.refusal.as_ref()) {
-        let _ = writeln!(out, "DOES NOT FIT: {reason}");
-    } else {
-        let _ = writeln!(
-            out,
-            "DOES NOT FIT: short by {} ({:.1}%)",
-            format_size(margin),
-            100.0 * margin as f64 / cap
+            "host memory: {} per node for the offloaded states (DeepSpeed's estimate, x1.5 buffers)",
+            format_size(est.host_memory_bytes)
         );
     }
     let _ = writeln!(out);
@@ -72,7 +47,7 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
         count(est.effective_batch, "completion", "completions"),
         run.micro_batch,
         run.grad_accum,
-        count(run.gpus, "GPU", "GPUs"),
+        count(run.processes(), "GPU", "GPUs"),
         count_f(est.prompts_per_step, 2, "prompt", "prompts"),
         count(run.num_generations, "generation", "generations")
     );
@@ -85,14 +60,14 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
         run.prompt_len,
         run.completion_len
     );
-    if let Some(v) = &est.vllm {
+    for v in est.roles.iter().filter_map(|r| r.vllm.as_ref()) {
         let _ = writeln!(
             out,
             "vLLM: {} reserved, KV cache {} = {} of {} tokens",
             format_size(v.reservation_bytes),
             format_size(v.kv_cache_bytes),
             count_f(v.full_length_sequences, 1, "sequence", "sequences"),
-            run.max_seq_len
+            v.max_model_len
         );
     }
     for w in &est.warnings {
@@ -275,5 +250,77 @@ pub fn stored_weights_note(run: &RunConfig) -> String {
             s.stored_as,
             run.quant
         )
+    }
+}
+
+/// How the training processes share the model, when they do: `7 GPUs x 1 node, DeepSpeed
+/// ZeRO-3: weights, gradients and optimizer states sharded 1/7`.
+fn spread_line(run: &RunConfig) -> Option<String> {
+    let n = run.processes();
+    if n <= 1 && run.spread.nodes <= 1 {
+        return None;
+    }
+    let sharded = match run.spread.stage() {
+        0 => "every GPU holds the whole model and its states".to_string(),
+        1 => format!("optimizer states sharded 1/{n}"),
+        2 => format!("gradients and optimizer states sharded 1/{n}"),
+        _ => format!("weights, gradients and optimizer states sharded 1/{n}"),
+    };
+    Some(format!(
+        "training: {} x {}, {}: {sharded}",
+        count(run.gpus, "GPU", "GPUs"),
+        count(run.spread.nodes, "node", "nodes"),
+        run.spread.describe()
+    ))
+}
+
+/// One role's components, total, capacity and verdict.
+fn role_table(out: &mut String, role: &Role) {
+    let cap = role.capacity_bytes.max(1) as f64;
+    let _ = writeln!(
+        out,
+        "{:<18} {:>11} {:>6}  what it is",
+        "component", "size", "share"
+    );
+    for c in &role.components {
+        let _ = writeln!(
+            out,
+            "{:<18} {:>11} {:>5.1}%  {}",
+            c.name,
+            format_size(c.bytes),
+            100.0 * c.bytes as f64 / cap,
+            c.part.explanation()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "{:<18} {:>11} {:>5.1}%",
+        "total",
+        format_size(role.total_bytes),
+        100.0 * role.total_bytes as f64 / cap
+    );
+    let _ = writeln!(
+        out,
+        "{:<18} {:>11}",
+        "capacity",
+        format_size(role.capacity_bytes)
+    );
+    let margin = role.headroom_bytes.unsigned_abs();
+    if role.fits {
+        let _ = writeln!(
+            out,
+            "fits, headroom {} ({:.1}%)",
+            format_size(margin),
+            100.0 * margin as f64 / cap
+        );
+    } else if let Some(reason) = role.vllm.as_ref().and_then(|v| v.refusal.as_ref()) {
+        let _ = writeln!(out, "DOES NOT FIT: {reason}");
+    } else {
+        let _ = writeln!(
+            out,
+            "DOES NOT FIT: short by {} ({:.1}%)",
+            format_size(margin),
+            100.0 * margin as f64 / cap
+        );
     }
 }

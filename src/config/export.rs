@@ -2,11 +2,12 @@
 //! the chosen stack, `[env]` the environment, and a comment header the estimate it was made with.
 
 use super::model_name_key;
-use super::tables::VRAMFIT_KEYS;
+use super::tables::own_keys;
 use crate::contract::Table;
 use crate::model::estimate::Estimate;
 use crate::model::knobs::Knob;
 use crate::model::run::{Checkpointing, Generation, Quant, RunConfig, Stack, VllmVersion};
+use crate::model::spread::Spread;
 use crate::model::units::{exact_size, format_size};
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -46,8 +47,9 @@ impl Writer {
 
     fn key(&mut self, key: &str, value: impl std::fmt::Display) {
         debug_assert!(
-            self.table.call(self.stack).is_none_or(|c| c.accepts(key))
-                || (self.table == Table::Vramfit && VRAMFIT_KEYS.contains(&key)),
+            own_keys(self.table).contains(&key)
+                || self.table.call(self.stack).is_some_and(|c| c.accepts(key))
+                || self.table == Table::Env,
             "export writes `[{}] {key}`, which its call does not take",
             self.table.name()
         );
@@ -72,8 +74,12 @@ pub fn to_toml(run: &RunConfig, ctx: &ExportContext) -> String {
     };
     vramfit_table(&mut w, run, ctx);
     model_table(&mut w, run);
-    lora_table(&mut w, run);
+    if !run.full_finetuning {
+        lora_table(&mut w, run);
+    }
     grpo_table(&mut w, run);
+    distributed_table(&mut w, run);
+    vllm_server_table(&mut w, run);
     w.table(Table::Env);
     if run.expandable_segments {
         w.key(
@@ -101,6 +107,9 @@ fn vramfit_table(w: &mut Writer, run: &RunConfig, ctx: &ExportContext) {
         w.key("gpu_memory", quoted(&exact_size(bytes)));
     }
     w.key("gpus", run.gpus);
+    if run.spread.nodes > 1 {
+        w.key("nodes", run.spread.nodes);
+    }
     if let Some(p) = ctx.model_config {
         w.key("model_config", quoted(&p.display().to_string()));
     }
@@ -144,11 +153,49 @@ fn model_table(w: &mut Writer, run: &RunConfig) {
                 "bfloat16"
             };
             w.key("dtype", quoted(dtype));
+            if run.full_finetuning {
+                w.key("use_peft", false);
+            }
             w.key("load_in_4bit", run.quant == Quant::Nf4);
             if run.quant == Quant::Int8 {
                 w.key("load_in_8bit", true);
             }
         }
+    }
+}
+
+/// `[distributed]`, when the training processes share the model in any way but DDP's.
+fn distributed_table(w: &mut Writer, run: &RunConfig) {
+    let spread = &run.spread;
+    if *spread
+        == (Spread {
+            nodes: spread.nodes,
+            ..Spread::default()
+        })
+    {
+        return;
+    }
+    w.table(Table::Distributed);
+    w.key("engine", quoted(spread.engine.name()));
+    w.key("zero_stage", spread.zero_stage);
+    let device = |on: bool| quoted(if on { "cpu" } else { "none" });
+    w.key("offload_optimizer", device(spread.offload_optimizer));
+    w.key("offload_param", device(spread.offload_param));
+}
+
+/// `[vllm_server]`, the `trl vllm-serve` flags, when generation runs there.
+fn vllm_server_table(w: &mut Writer, run: &RunConfig) {
+    if run.generation != Generation::VllmServer {
+        return;
+    }
+    let server = &run.vllm_server;
+    w.table(Table::VllmServer);
+    w.key("gpus", server.gpus);
+    w.key("tensor_parallel_size", server.tensor_parallel_size);
+    w.key("data_parallel_size", server.data_parallel_size);
+    w.key("gpu_memory_utilization", server.gpu_memory_utilization);
+    if let Some(len) = server.max_model_len {
+        w.key("max_model_len", len);
     }
 }
 

@@ -7,12 +7,14 @@
 
 mod error;
 pub mod export;
+pub mod launch;
 mod lines;
 mod read_env;
 mod read_generation;
 mod read_grpo;
 mod read_lora;
 mod read_model;
+mod read_spread;
 mod read_vramfit;
 pub mod tables;
 #[cfg(test)]
@@ -79,6 +81,8 @@ fn run_file(t: &Tables, dir: Option<&Path>) -> Result<RunFile, LoadError> {
     let lora = read_lora::read_lora(t, &model.arch)?;
     let env = read_env::read_env(t);
     let generating = read_generation::read_generation(t, env.unsloth_standby)?;
+    let spread = read_spread::read_spread(t)?;
+    let vllm_server = read_spread::read_vllm_server(t)?;
     let notes = t
         .notes
         .iter()
@@ -117,6 +121,9 @@ fn run_file(t: &Tables, dir: Option<&Path>) -> Result<RunFile, LoadError> {
         vllm_max_num_batched_tokens: generating.vllm_max_num_batched_tokens,
         standby_keeps_share: env.standby_keeps_share,
         stored_weights: model.stored_weights,
+        full_finetuning: lora.full,
+        spread,
+        vllm_server,
     };
     rules::validate(&run).map_err(|broken| broken_rule(t, &run, broken))?;
     Ok(RunFile {

@@ -15,11 +15,13 @@ pub struct Lora {
     pub alpha: u64,
     pub targets: Vec<String>,
     pub checkpointing: Checkpointing,
+    /// no adapter: every weight trained (`use_peft = false`)
+    pub full: bool,
 }
 
 /// Reads `[lora]`; `arch` decides PEFT's default target modules.
 pub fn read_lora(t: &Tables, arch: &Arch) -> Result<Lora, LoadError> {
-    refuse_full_finetuning(t)?;
+    let full = full_finetuning(t)?;
     let call = lora_call(t);
     let rank = t
         .knob(Knob::LoraRank)?
@@ -34,26 +36,36 @@ pub fn read_lora(t: &Tables, arch: &Arch) -> Result<Lora, LoadError> {
         alpha,
         targets: targets(t, arch)?,
         checkpointing: checkpointing(t)?,
+        full,
     })
 }
 
-/// Full fine-tuning (Unsloth's `from_pretrained(full_finetuning=True)`, TRL ModelConfig's
-/// `use_peft = false` said outright) trains every weight: gradients and optimizer states for all
-/// of them, which vramfit does not model yet. Refused, rather than estimated as LoRA.
-fn refuse_full_finetuning(t: &Tables) -> Result<(), LoadError> {
-    let (key, full) = match t.stack {
-        Stack::Unsloth => ("full_finetuning", true),
-        Stack::Trl => ("use_peft", false),
-    };
-    if t.boolean(T::Model, key)? == Some(full) {
-        return Err(t.wrong(
+/// Whether every weight is trained. TRL: ModelConfig's `use_peft = false` said outright (then
+/// `[lora]` has nothing to configure). Unsloth's `from_pretrained(full_finetuning=True)` is
+/// refused: its full fine-tuning path (no vLLM weight sharing, its own offloading) is not
+/// modelled, rather than estimated as LoRA.
+fn full_finetuning(t: &Tables) -> Result<bool, LoadError> {
+    match t.stack {
+        Stack::Unsloth if t.boolean(T::Model, "full_finetuning")? == Some(true) => Err(t.wrong(
             T::Model,
-            key,
-            full,
-            "full fine-tuning is not modelled yet (every weight's gradient and optimizer states): vramfit estimates LoRA runs only",
-        ));
+            "full_finetuning",
+            true,
+            "Unsloth's full fine-tuning is not modelled: vramfit estimates it on the trl stack (`[vramfit] stack = \"trl\"`, `[model] use_peft = false`)",
+        )),
+        Stack::Unsloth => Ok(false),
+        Stack::Trl if t.boolean(T::Model, "use_peft")? == Some(false) => {
+            if t.has(T::Lora) {
+                return Err(t.wrong(
+                    T::Model,
+                    "use_peft",
+                    false,
+                    "trains every weight, so `[lora]` configures nothing: remove `[lora]` or set use_peft = true",
+                ));
+            }
+            Ok(true)
+        }
+        Stack::Trl => Ok(false),
     }
-    Ok(())
 }
 
 /// The call `[lora]` feeds: Unsloth's `get_peft_model`, or PEFT's `LoraConfig`.

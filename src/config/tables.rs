@@ -21,7 +21,24 @@ pub const VRAMFIT_KEYS: &[&str] = &[
     "lock_effective_batch",
     "max_prompt_length",
     "vllm_version",
+    "nodes",
 ];
+
+/// What `[distributed]` holds: how the training processes share the model, in accelerate's
+/// and DeepSpeed's terms (SPEC section 4; written out as accelerate.yaml / ds_config.json).
+pub const DISTRIBUTED_KEYS: &[&str] =
+    &["engine", "zero_stage", "offload_optimizer", "offload_param"];
+
+/// The keys vramfit itself reads in `table`, beside those of the table's trainer call:
+/// `[vramfit]` and `[distributed]` whole, and how many GPUs `[vllm_server]` runs on.
+pub fn own_keys(table: Table) -> &'static [&'static str] {
+    match table {
+        Table::Vramfit => VRAMFIT_KEYS,
+        Table::Distributed => DISTRIBUTED_KEYS,
+        Table::VllmServer => &["gpus"],
+        Table::Model | Table::Lora | Table::Grpo | Table::Env => &[],
+    }
+}
 
 /// The run file's tables, with the stack that decides which call each one feeds.
 pub struct Tables<'a> {
@@ -92,6 +109,11 @@ impl<'a> Tables<'a> {
         }
     }
 
+    /// Whether the file writes `[table]`.
+    pub fn has(&self, table: Table) -> bool {
+        self.table(table).is_some()
+    }
+
     fn table(&self, table: Table) -> Option<&'a toml::Table> {
         self.root.get(table.name()).and_then(Value::as_table)
     }
@@ -135,11 +157,13 @@ impl<'a> Tables<'a> {
         };
         let call = table.call(self.stack);
         for key in t.keys() {
-            let known = match (table, call) {
-                (Table::Vramfit, _) => VRAMFIT_KEYS.contains(&key.as_str()),
-                (_, Some(call)) => accepts(call, key),
-                (_, None) => true,
-            };
+            let own = own_keys(table);
+            let known = own.contains(&key.as_str())
+                || match call {
+                    Some(call) => accepts(call, key),
+                    // `[env]` takes any variable
+                    None => own.is_empty(),
+                };
             if known {
                 continue;
             }
@@ -153,10 +177,10 @@ impl<'a> Tables<'a> {
             }
             let (keys, whose): (Vec<&str>, String) = match call {
                 Some(c) => (
-                    c.keys().collect(),
+                    c.keys().chain(own.iter().copied()).collect(),
                     format!(" ({} {} takes no such keyword)", c.name(), c.version()),
                 ),
-                None => (VRAMFIT_KEYS.to_vec(), String::new()),
+                None => (own.to_vec(), String::new()),
             };
             let message = format!(
                 "unknown key `[{}] {key}`{}{whose}",

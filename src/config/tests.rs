@@ -354,7 +354,7 @@ fn retired_keys_still_load_with_their_notes() {
 }
 
 #[test]
-fn full_fine_tuning_is_refused_not_estimated_as_lora() {
+fn full_fine_tuning_is_read_on_trl_and_refused_on_unsloth() {
     let unsloth = "[vramfit]\nstack = \"unsloth\"\n[model]\nmodel_name = \"unsloth/gemma-3-1b-it\"\nfull_finetuning = true\n";
     let err = parse(unsloth, "u.toml", None).unwrap_err();
     assert_eq!(
@@ -362,12 +362,18 @@ fn full_fine_tuning_is_refused_not_estimated_as_lora() {
         (Some(5), Some("full_finetuning"))
     );
     assert!(
-        err.to_string().contains("full fine-tuning is not modelled"),
+        err.to_string().contains("Unsloth's full fine-tuning is not modelled"),
         "{err}"
     );
+    // TRL: `use_peft = false` trains every weight; no adapter, no [lora]
     let trl = "[vramfit]\nstack = \"trl\"\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B\"\nuse_peft = false\n";
-    assert!(parse(trl, "t.toml", None).is_err());
-    // saying LoRA outright, or nothing, loads
+    let full = parse(trl, "t.toml", None).unwrap();
+    assert!(full.run.full_finetuning);
+    let with_lora = format!("{trl}[lora]\nr = 16\n");
+    let err = parse(&with_lora, "t.toml", None).unwrap_err();
+    assert_eq!(err.key.as_deref(), Some("use_peft"), "{err}");
+    // saying LoRA outright, or nothing, loads as LoRA
     assert!(parse(&unsloth.replace("= true", "= false"), "u.toml", None).is_ok());
-    assert!(parse(&trl.replace("use_peft = false\n", ""), "t.toml", None).is_ok());
+    let lora = parse(&trl.replace("use_peft = false\n", ""), "t.toml", None).unwrap();
+    assert!(!lora.run.full_finetuning);
 }

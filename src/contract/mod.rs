@@ -27,6 +27,9 @@ pub enum Call {
     /// `unsloth_zoo.vllm_utils.load_vllm`: `from_pretrained` passes it the keywords of its
     /// `**kwargs` that it names (`max_num_seqs`, `max_num_batched_tokens`, `enforce_eager`...)
     UnslothLoadVllm,
+    /// `trl vllm-serve`'s flags (`ScriptArguments` of trl/scripts/vllm_serve.py), both stacks:
+    /// `[vllm_server]` when `[grpo] vllm_mode = "server"`
+    VllmServe,
 }
 
 /// The tables of a run file.
@@ -37,15 +40,21 @@ pub enum Table {
     Lora,
     Grpo,
     Env,
+    /// how training is spread over GPUs: becomes accelerate's config (and DeepSpeed's JSON)
+    Distributed,
+    /// the `trl vllm-serve` GPUs, when generation runs there
+    VllmServer,
 }
 
 impl Table {
-    pub const ALL: [Table; 5] = [
+    pub const ALL: [Table; 7] = [
         Table::Vramfit,
         Table::Model,
         Table::Lora,
         Table::Grpo,
         Table::Env,
+        Table::Distributed,
+        Table::VllmServer,
     ];
 
     pub fn name(self) -> &'static str {
@@ -55,6 +64,8 @@ impl Table {
             Table::Lora => "lora",
             Table::Grpo => "grpo",
             Table::Env => "env",
+            Table::Distributed => "distributed",
+            Table::VllmServer => "vllm_server",
         }
     }
 
@@ -66,19 +77,21 @@ impl Table {
             (Table::Model, Stack::Unsloth) => Some(Call::UnslothFromPretrained),
             (Table::Lora, Stack::Trl) => Some(Call::LoraConfig),
             (Table::Lora, Stack::Unsloth) => Some(Call::UnslothGetPeftModel),
-            (Table::Vramfit | Table::Env, _) => None,
+            (Table::VllmServer, _) => Some(Call::VllmServe),
+            (Table::Vramfit | Table::Env | Table::Distributed, _) => None,
         }
     }
 }
 
 impl Call {
-    pub const ALL: [Call; 6] = [
+    pub const ALL: [Call; 7] = [
         Call::GrpoConfig,
         Call::TrlModelConfig,
         Call::LoraConfig,
         Call::UnslothFromPretrained,
         Call::UnslothGetPeftModel,
         Call::UnslothLoadVllm,
+        Call::VllmServe,
     ];
 
     /// The call's name in the contract file and in messages.
@@ -90,6 +103,7 @@ impl Call {
             Call::UnslothFromPretrained => "unsloth.FastLanguageModel.from_pretrained",
             Call::UnslothGetPeftModel => "unsloth.FastLanguageModel.get_peft_model",
             Call::UnslothLoadVllm => "unsloth_zoo.vllm_utils.load_vllm",
+            Call::VllmServe => "trl.vllm_serve.ScriptArguments",
         }
     }
 

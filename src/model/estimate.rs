@@ -2,9 +2,11 @@
 
 use super::arch::{Arch, Vision};
 use super::generate::generate_memory;
+use super::roles::{self, Role};
 use super::run::{
     Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack, vllm_max_lora_rank,
 };
+use super::spread;
 use super::step::{self, StepPeak, StepShape};
 use super::units::{GIB, MIB};
 use super::unsloth_step::{SMALL_CARD, unsloth_step};
@@ -43,6 +45,9 @@ pub enum Part {
     Activations,
     Logits,
     AllocatorSlack,
+    Weights,
+    Gradients,
+    GatheredWeights,
 }
 
 impl Part {
@@ -62,6 +67,9 @@ impl Part {
             Part::Activations => "activations",
             Part::Logits => "logits",
             Part::AllocatorSlack => "allocator slack",
+            Part::Weights => "model weights",
+            Part::Gradients => "gradients",
+            Part::GatheredWeights => "gathered weights",
         }
     }
 
@@ -85,10 +93,21 @@ impl Part {
             Part::BaseWeights => "the frozen base model the trainer holds",
             Part::LoraAdapters => "trainable LoRA A/B matrices (fp32, as PEFT keeps them)",
             Part::LoraGradients => "gradients of the adapters live at the peak",
-            Part::OptimizerStates => "optimizer moments for the adapter parameters",
+            Part::OptimizerStates => {
+                "optimizer moments for the trained parameters (and the fp32 master weights ZeRO and FSDP keep)"
+            }
             Part::Activations => "tensors autograd keeps for the backward pass at the peak",
             Part::Logits => "logits blocks and log-prob statistics at the peak",
             Part::AllocatorSlack => "blocks PyTorch's caching allocator holds but no tensor uses",
+            Part::Weights => {
+                "the trained model's parameters on this GPU: whole, or this rank's shard (ZeRO-3, FSDP)"
+            }
+            Part::Gradients => {
+                "every weight's gradients on this GPU (ZeRO's fp32 partitions, DDP's buckets)"
+            }
+            Part::GatheredWeights => {
+                "parameters gathered from the other ranks: the live layers (ZeRO-3, FSDP) and the whole model TRL gathers to sync vLLM"
+            }
         }
     }
 }
@@ -145,6 +164,11 @@ pub struct Estimate {
     /// both phases, when vLLM shares the GPU (generation, then training)
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<PhaseMemory>,
+    /// every role's GPUs (one training role on a single GPU); the figures above are the
+    /// training role's
+    pub roles: Vec<Role>,
+    /// host memory each node needs for offloaded states (ZeRO-Offload, FSDP CPU offload)
+    pub host_memory_bytes: u64,
     pub warnings: Vec<String>,
 }
 
@@ -162,6 +186,12 @@ struct Static {
     adapters: u64,
     gradients: u64,
     optimizer: u64,
+    /// full fine-tuning: every weight's gradients, held from step to step (ZeRO's partitions)
+    full_gradients: u64,
+    /// ZeRO-3 / FSDP: the live layers' gathered parameters
+    gathered: u64,
+    /// host memory per node for offloaded states
+    host: u64,
     /// what the caching allocator reserves for them
     reserved: u64,
 }
@@ -258,22 +288,40 @@ fn estimate_using(
     gpu: GpuBudget,
     mut step: impl FnMut(&RunConfig, &[bool], &StepShape) -> StepPeak,
 ) -> Estimate {
-    let targets = target_mask(&run.arch, &run.lora_targets);
+    let targets = if run.full_finetuning {
+        vec![false; run.arch.projections().len()]
+    } else {
+        target_mask(&run.arch, &run.lora_targets)
+    };
     let micro = run.running_micro_batch();
     let stat = static_memory(run, &targets);
     let shares_weights = run.stack == Stack::Unsloth;
     let context = (Part::CudaContext, CUDA_CONTEXT + CUBLAS_WORKSPACES);
-    let weights_part =
-        if shares_weights && matches!(run.generation, Generation::ColocatedVllm { .. }) {
-            Part::SharedWeights
-        } else {
-            Part::BaseWeights
-        };
+    let weights_part = if run.full_finetuning {
+        Part::Weights
+    } else if shares_weights && matches!(run.generation, Generation::ColocatedVllm { .. }) {
+        Part::SharedWeights
+    } else {
+        Part::BaseWeights
+    };
     let trainer_static = [
         (weights_part, stat.weights),
         (Part::LoraAdapters, stat.adapters),
         (Part::OptimizerStates, stat.optimizer),
+        (Part::Gradients, stat.full_gradients),
+        (Part::GatheredWeights, stat.gathered),
     ];
+    // generating, TRL gathers what it pushes into vLLM or generates with (ZeRO-3), in place of
+    // the live layers' buffers
+    let sync = spread::gather_for_generation(
+        &run.arch,
+        &run.spread,
+        run.processes(),
+        !run.full_finetuning,
+        run.generation == Generation::Transformers,
+    );
+    let mut generating_static = trainer_static;
+    generating_static[4].1 = stat.gathered.max(sync);
     let vllm = vllm::plan(
         run,
         &vllm::Surroundings {
@@ -297,7 +345,7 @@ fn estimate_using(
             &stat,
             shares_weights,
             context,
-            trainer_static,
+            generating_static,
         ));
         before_step.extend(vllm_while_training(v, &stat, shares_weights));
     }
@@ -307,7 +355,7 @@ fn estimate_using(
             &stat,
             shares_weights,
             context,
-            trainer_static,
+            generating_static,
         ));
     }
     let resident: u64 = before_step.iter().map(|(_, b)| b).sum::<u64>()
@@ -316,7 +364,13 @@ fn estimate_using(
     let shape = step_shape(run, gpu.capacity, gpu.capacity.saturating_sub(resident));
     let peak = step(run, &targets, &shape);
     let train_weights = if shares_weights { 0 } else { stat.weights };
-    let allocated = train_weights + stat.adapters + stat.optimizer + peak.activations + peak.logits;
+    let allocated = train_weights
+        + stat.adapters
+        + stat.optimizer
+        + stat.full_gradients
+        + stat.gathered
+        + peak.activations
+        + peak.logits;
     let reserved_static = stat.reserved - if shares_weights { stat.weights } else { 0 };
     let reserved = (reserved_static + peak.reserved).max(allocated + stat.gradients);
     let mut training = before_step;
@@ -337,10 +391,26 @@ fn estimate_using(
     }
     warnings.extend(rule_warnings(run, micro, &targets));
     let headroom = gpu.capacity as i64 - total as i64;
+    let training_fits = headroom >= 0 && vllm.as_ref().is_none_or(|v| v.starts);
+    let mut roles = vec![roles::training(
+        run,
+        gpu.capacity,
+        total,
+        training_fits,
+        &components,
+        &phases,
+        vllm.as_ref(),
+    )];
+    roles.extend(roles::vllm_server(run, gpu.capacity));
+    for r in roles.iter().skip(1) {
+        if let Some(reason) = r.vllm.as_ref().and_then(|v| v.refusal.as_ref()) {
+            warnings.push(format!("{} GPUs: {reason}", r.role.label()));
+        }
+    }
     Estimate {
         capacity_bytes: gpu.capacity,
         total_bytes: total,
-        fits: headroom >= 0 && vllm.as_ref().is_none_or(|v| v.starts),
+        fits: roles.iter().all(|r| r.fits),
         headroom_bytes: headroom,
         components,
         effective_batch: run.effective_batch(),
@@ -351,6 +421,8 @@ fn estimate_using(
         vllm,
         peak_phase,
         phases,
+        roles,
+        host_memory_bytes: stat.host,
         warnings,
     }
 }
@@ -362,7 +434,7 @@ fn vllm_generation(
     stat: &Static,
     shares_weights: bool,
     context: (Part, u64),
-    trainer_static: [(Part, u64); 3],
+    trainer_static: [(Part, u64); 5],
 ) -> PhaseMemory {
     let mut generation = vec![context];
     generation.extend(trainer_static);
@@ -411,7 +483,7 @@ fn transformers_generation(
     stat: &Static,
     shares_weights: bool,
     context: (Part, u64),
-    trainer_static: [(Part, u64); 3],
+    trainer_static: [(Part, u64); 5],
 ) -> PhaseMemory {
     let g = generate_memory(run);
     let mut generation = vec![context];
@@ -434,6 +506,11 @@ pub struct PhaseMemory {
 }
 
 impl PhaseMemory {
+    /// A phase of `parts`, in display order, zero ones dropped.
+    pub fn of(phase: Phase, parts: Vec<(Part, u64)>) -> PhaseMemory {
+        PhaseMemory::new(phase, parts)
+    }
+
     fn new(phase: Phase, parts: Vec<(Part, u64)>) -> PhaseMemory {
         let components: Vec<Component> = parts
             .into_iter()
@@ -455,7 +532,11 @@ impl PhaseMemory {
 
 /// What the allocator reserves for the trainer's static tensors beyond their bytes.
 fn static_slack(stat: &Static, shares_weights: bool) -> u64 {
-    let held = if shares_weights { 0 } else { stat.weights } + stat.adapters + stat.optimizer;
+    let held = if shares_weights { 0 } else { stat.weights }
+        + stat.adapters
+        + stat.optimizer
+        + stat.full_gradients
+        + stat.gathered;
     let reserved = stat.reserved - if shares_weights { stat.weights } else { 0 };
     reserved.saturating_sub(held + stat.gradients)
 }
@@ -579,12 +660,49 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
             .max(stored.bytes);
         weights = stored.bytes;
     }
+    let processes = run.processes();
+    if run.full_finetuning {
+        return full_finetuning_static(run);
+    }
+    // ZeRO-3 / FSDP full shard: this rank's shard of the frozen base, and the live layers'
+    // gathered buffers (DeepSpeed's `largest_layer_memory`, `spread::full_finetuning_states`)
+    let (held, gathered) = if run.spread.shards_parameters() {
+        let shard = weights / processes.max(1);
+        (shard, 4 * spread::largest_layer_parameters(arch))
+    } else {
+        (weights, 0)
+    };
     Static {
-        weights,
+        reserved: reserved - weights + held + gathered,
+        weights: held,
         adapters,
         gradients,
         optimizer,
-        reserved,
+        full_gradients: 0,
+        gathered,
+        host: 0,
+    }
+}
+
+/// Full fine-tuning's static memory on one rank: the engine's model states
+/// (`spread::full_finetuning_states`), each tensor large enough to have its own segments.
+fn full_finetuning_static(run: &RunConfig) -> Static {
+    // AdamW's moments in the parameters' bf16 under DDP; bitsandbytes' 8-bit moments
+    let adam = match run.optimizer {
+        Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => 2,
+        Optimizer::AdamW | Optimizer::PagedAdamW => 4,
+        Optimizer::Sgd => 0,
+    };
+    let states = spread::full_finetuning_states(&run.arch, &run.spread, run.processes(), adam);
+    Static {
+        weights: states.weights,
+        adapters: 0,
+        gradients: 0,
+        optimizer: states.optimizer,
+        full_gradients: states.gradients + states.buckets,
+        gathered: states.gathered,
+        host: states.host,
+        reserved: states.on_gpu(),
     }
 }
 
@@ -664,7 +782,7 @@ fn rule_warnings(run: &RunConfig, micro: u64, targets: &[bool]) -> Vec<String> {
             if m.shared_intermediate > 0 { " and the shared expert" } else { "" }
         ));
     }
-    if !targets.iter().any(|t| *t) {
+    if !run.full_finetuning && !targets.iter().any(|t| *t) {
         w.push(format!(
             "no LoRA target module matches {}'s projections ({}): PEFT will refuse to start",
             run.arch.name,

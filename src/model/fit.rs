@@ -9,6 +9,7 @@ use super::estimate::{Estimate, Estimator, GpuBudget};
 use super::knobs::{Knob, accumulation_for};
 use super::rules;
 use super::run::{Checkpointing, Generation, Quant, RunConfig, Stack};
+use super::spread::{Engine, Spread};
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashSet};
@@ -29,6 +30,9 @@ pub enum Lever {
     SequenceLength,
     Generations,
     LoraRank,
+    /// how the training processes share the model (`[distributed]`): tried before any knob
+    /// moves, since sharding changes no training number, only speed
+    Sharding,
 }
 
 impl Lever {
@@ -54,6 +58,7 @@ impl Lever {
             Lever::SequenceLength => "sequence",
             Lever::Generations => "generations",
             Lever::LoraRank => "LoRA rank",
+            Lever::Sharding => "sharding",
         }
     }
 
@@ -63,6 +68,7 @@ impl Lever {
             (Lever::Checkpointing, Stack::Trl) => "gradient_checkpointing",
             (Lever::KvCacheFp8, _) => "float8_kv_cache",
             (Lever::FourBitWeights, _) => "load_in_4bit",
+            (Lever::Sharding, _) => "zero_stage",
             (other, _) => other.knob().map_or("", |k| k.trainer_key(stack)),
         }
     }
@@ -74,7 +80,9 @@ impl Lever {
             Lever::SequenceLength => Knob::SequenceLength,
             Lever::Generations => Knob::Generations,
             Lever::LoraRank => Knob::LoraRank,
-            Lever::Checkpointing | Lever::KvCacheFp8 | Lever::FourBitWeights => return None,
+            Lever::Checkpointing | Lever::KvCacheFp8 | Lever::FourBitWeights | Lever::Sharding => {
+                return None;
+            }
         })
     }
 
@@ -91,6 +99,9 @@ impl Lever {
             }
             Lever::SequenceLength => {
                 "shorter context, the completion within it: long reasoning gets truncated"
+            }
+            Lever::Sharding => {
+                "the model's states split across the training GPUs: more communication, same training"
             }
             other => other.knob().map_or("", Knob::trade_off),
         }
@@ -110,6 +121,7 @@ impl Lever {
             Lever::SequenceLength => 20.0,
             Lever::Generations => 40.0,
             Lever::LoraRank => 30.0,
+            Lever::Sharding => 1.0,
         }
     }
 }
@@ -323,8 +335,10 @@ pub const DEFAULT_HEADROOM: f64 = 0.05;
 /// Whether `est` fits with `headroom` (a fraction of the capacity) to spare and vLLM starts
 /// (free memory for its share, and a KV cache that holds one sequence of its context).
 pub fn fits_with_headroom(est: &Estimate, headroom: f64) -> bool {
-    let limit = est.capacity_bytes as f64 * (1.0 - headroom);
-    (est.total_bytes as f64) <= limit && est.vllm.as_ref().is_none_or(|v| v.starts)
+    est.roles.iter().all(|r| {
+        let limit = r.capacity_bytes as f64 * (1.0 - headroom);
+        (r.total_bytes as f64) <= limit && r.vllm.as_ref().is_none_or(|v| v.starts)
+    })
 }
 
 /// The vLLM share's candidates: the current one, then the others nearest first, up and down
@@ -346,6 +360,9 @@ pub fn fit(run: &RunConfig, gpu: GpuBudget, headroom: f64, est: &mut Estimator) 
     let now = est.estimate(run, gpu);
     if fits_with_headroom(&now, headroom) {
         return FitOutcome::AlreadyFits { estimate: now };
+    }
+    if let Some(fitted) = sharding_that_fits(run, gpu, headroom, est) {
+        return fitted;
     }
     let grid = Grid::new(run);
     // Memory only falls as a lever moves down, so when no floor of the grid fits, nothing does.
@@ -548,4 +565,55 @@ pub fn step_downs(run: &RunConfig, gpu: GpuBudget, est: &mut Estimator) -> Vec<S
         .collect();
     steps.sort_by_key(|s| std::cmp::Reverse(s.change.bytes_saved));
     steps
+}
+
+/// The least sharding that fits a run of several training processes, every knob kept: DeepSpeed
+/// ZeRO-2, then ZeRO-3, then ZeRO-3 with the optimizer offloaded to CPU (each shards more and
+/// communicates more than the one before).
+fn sharding_that_fits(
+    run: &RunConfig,
+    gpu: GpuBudget,
+    headroom: f64,
+    est: &mut Estimator,
+) -> Option<FitOutcome> {
+    if run.processes() < 2 || run.stack != Stack::Trl {
+        return None;
+    }
+    let now = run.spread;
+    let ladder = [(2, false), (3, false), (3, true)];
+    for (stage, offload) in ladder {
+        if now.stage() > stage || (now.stage() == stage && now.offload_optimizer == offload) {
+            continue;
+        }
+        let mut candidate = run.clone();
+        candidate.spread = Spread {
+            engine: if now.engine == Engine::Fsdp {
+                Engine::Fsdp
+            } else {
+                Engine::DeepSpeed
+            },
+            zero_stage: stage,
+            offload_optimizer: offload,
+            ..now
+        };
+        let before = est.estimate(run, gpu).total_bytes as i64;
+        let e = est.estimate(&candidate, gpu);
+        if fits_with_headroom(&e, headroom) && rules::validate(&candidate).is_ok() {
+            let change = Change {
+                lever: Lever::Sharding,
+                key: "zero_stage",
+                from: now.describe(),
+                to: candidate.spread.describe(),
+                bytes_saved: before - e.total_bytes as i64,
+                trade_off: Lever::Sharding.trade_off(),
+            };
+            return Some(FitOutcome::Fitted {
+                changes: vec![change],
+                cost: Lever::Sharding.rung_cost(),
+                estimate: e,
+                run: Box::new(candidate),
+            });
+        }
+    }
+    None
 }

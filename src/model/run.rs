@@ -1,6 +1,7 @@
 //! One GRPO run as vramfit sees it: the stack, the knobs and the settings around them.
 
 use super::arch::Arch;
+use super::spread::{Spread, VllmServer};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -208,6 +209,12 @@ pub struct RunConfig {
     pub standby_keeps_share: bool,
     /// the checkpoint's weights as its safetensors headers give them, when read
     pub stored_weights: Option<StoredWeights>,
+    /// every weight trained (TRL `use_peft = false`): gradients and optimizer states for all
+    pub full_finetuning: bool,
+    /// nodes and the engine that shares the model among the training processes
+    pub spread: Spread,
+    /// the `trl vllm-serve` GPUs, when `generation` is `VllmServer`
+    pub vllm_server: VllmServer,
 }
 
 /// A checkpoint's weights on disk: their exact bytes, and how they are stored. When the run
@@ -269,7 +276,13 @@ impl RunConfig {
     pub fn effective_batch(&self) -> u64 {
         self.micro_batch
             .saturating_mul(self.grad_accum)
-            .saturating_mul(self.gpus)
+            .saturating_mul(self.processes())
+    }
+
+    /// Training processes in all: `[vramfit] gpus` on each of `nodes` machines (accelerate's
+    /// `num_processes`).
+    pub fn processes(&self) -> u64 {
+        self.gpus.saturating_mul(self.spread.nodes.max(1))
     }
 
     pub fn sequence_len(&self) -> u64 {
@@ -280,7 +293,7 @@ impl RunConfig {
     /// `generation_batch_size / (per_device_train_batch_size x processes)`, else the gradient
     /// accumulation (trl 1.15.0 `GRPOConfig.__post_init__`; Unsloth runs the same config).
     pub fn steps_per_generation(&self) -> u64 {
-        let per_step = self.micro_batch.saturating_mul(self.gpus).max(1);
+        let per_step = self.micro_batch.saturating_mul(self.processes()).max(1);
         self.steps_per_generation
             .or(self.generation_batch_size.map(|g| g / per_step))
             .unwrap_or(self.grad_accum)
@@ -379,6 +392,9 @@ impl RunConfig {
             vllm_max_num_batched_tokens: None,
             standby_keeps_share: false,
             stored_weights: None,
+            full_finetuning: false,
+            spread: Spread::default(),
+            vllm_server: VllmServer::default(),
         }
     }
 }

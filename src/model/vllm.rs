@@ -99,10 +99,56 @@ pub fn plan(run: &RunConfig, around: &Surroundings) -> Option<VllmPlan> {
             ),
         ),
     };
+    let weights = vllm_weights(run, around.weights);
+    let budget = (total as f64 * utilization).ceil() as u64;
+    let (seqs, batched) = batch_limits(run, budget, weights);
+    Some(plan_with(
+        run,
+        &Setup {
+            total,
+            utilization,
+            free_at_start,
+            trainer_at_start: around.trainer_at_start,
+            weights,
+            seqs,
+            batched,
+            context: run.max_seq_len,
+            kv_split: 1,
+        },
+    ))
+}
+
+/// What decides one vLLM instance's memory, wherever it runs.
+struct Setup {
+    total: u64,
+    utilization: f64,
+    free_at_start: u64,
+    /// memory the trainer already holds on this GPU when vLLM starts
+    trainer_at_start: u64,
+    /// this GPU's part of vLLM's weights
+    weights: u64,
+    seqs: u64,
+    batched: u64,
+    /// `max_model_len`
+    context: u64,
+    /// GPUs each token's keys and values are split over (tensor parallelism)
+    kv_split: u64,
+}
+
+/// vLLM's start-up on one GPU: its budget, the profile run, the KV cache that is left, and
+/// whether it starts.
+fn plan_with(run: &RunConfig, s: &Setup) -> VllmPlan {
+    let (total, utilization, free_at_start, weights, seqs, batched) = (
+        s.total,
+        s.utilization,
+        s.free_at_start,
+        s.weights,
+        s.seqs,
+        s.batched,
+    );
+    let arch = &run.arch;
     // vLLM's request_memory: ceil(total x utilization)
     let budget = (total as f64 * utilization).ceil() as u64;
-    let weights = vllm_weights(run, around.weights);
-    let (seqs, batched) = batch_limits(run, budget, weights);
     let activations = profile_peak(arch, batched, seqs);
     let graphs_in_budget = run.vllm_version.graphs_in_budget();
     let fixed = weights + activations + VLLM_NON_TORCH;
@@ -114,16 +160,23 @@ pub fn plan(run: &RunConfig, around: &Surroundings) -> Option<VllmPlan> {
                 0
             },
     );
-    let per_token = kv_bytes_per_token(arch, run.vllm_kv_fp8, run.max_seq_len);
-    let needed = per_token * run.max_seq_len.div_ceil(BLOCK) * BLOCK;
+    let per_token = kv_bytes_per_token(arch, run.vllm_kv_fp8, s.context) / s.kv_split.max(1);
+    let needed = per_token * s.context.div_ceil(BLOCK) * BLOCK;
     let usable = kv.saturating_sub(per_token * BLOCK);
     let refusal = if free_at_start < budget {
         Some(format!(
-            "vLLM refuses to start: free memory on device ({}/{}) is less than desired GPU memory utilization ({utilization:.2}, {}); the training model already holds {}",
+            "vLLM refuses to start: free memory on device ({}/{}) is less than desired GPU memory utilization ({utilization:.2}, {}){}",
             format_size(free_at_start),
             format_size(total),
             format_size(budget),
-            format_size(around.trainer_at_start),
+            if s.trainer_at_start > 0 {
+                format!(
+                    "; the training model already holds {}",
+                    format_size(s.trainer_at_start)
+                )
+            } else {
+                String::new()
+            },
         ))
     } else if usable == 0 {
         Some(format!(
@@ -135,7 +188,7 @@ pub fn plan(run: &RunConfig, around: &Surroundings) -> Option<VllmPlan> {
     } else if needed > usable {
         Some(format!(
             "vLLM refuses to start: one request of max_model_len {} needs {} of KV cache, more than the {} available",
-            run.max_seq_len,
+            s.context,
             format_size(needed),
             format_size(usable)
         ))
@@ -144,7 +197,7 @@ pub fn plan(run: &RunConfig, around: &Surroundings) -> Option<VllmPlan> {
     };
     let graphs = VLLM_CUDA_GRAPHS;
     let resident = weights + kv + graphs + VLLM_NON_TORCH;
-    Some(VllmPlan {
+    VllmPlan {
         reservation_bytes: resident + activations,
         budget_bytes: budget,
         utilization,
@@ -154,13 +207,45 @@ pub fn plan(run: &RunConfig, around: &Surroundings) -> Option<VllmPlan> {
         non_torch_bytes: VLLM_NON_TORCH,
         kv_cache_bytes: kv,
         full_length_sequences: kv as f64 / needed.max(1) as f64,
-        max_model_len: run.max_seq_len,
+        max_model_len: s.context,
         max_num_seqs: seqs,
         max_num_batched_tokens: batched,
         starts: refusal.is_none(),
         refusal,
         kept_while_training_bytes: kept_while_training(run, weights, resident),
-    })
+    }
+}
+
+/// `trl vllm-serve` on one of its GPUs (a `capacity`-byte card like the trainers'): the
+/// checkpoint's 16-bit weights split by tensor parallelism (vLLM loads them itself and TRL
+/// pushes merged weights into them), its own budget and context, and vLLM's defaults for
+/// `LLM(...)`, which vllm-serve does not override: 1024 sequences and 16384 batched tokens on a
+/// card of 70 GiB or more (not an A100), else 256 and 8192 (vLLM `EngineArgs._set_default_args`,
+/// usage context LLM_CLASS).
+pub fn server_plan(run: &RunConfig, capacity: u64) -> VllmPlan {
+    let server = &run.vllm_server;
+    let tp = server.tensor_parallel_size.max(1);
+    let (seqs, batched) = if capacity >= 70 * GIB {
+        (1024, 16384)
+    } else {
+        (256, 8192)
+    };
+    let context = server.max_model_len.unwrap_or(run.arch.max_position);
+    let free_at_start = capacity.saturating_sub(super::estimate::CUDA_CONTEXT);
+    plan_with(
+        run,
+        &Setup {
+            total: capacity,
+            utilization: server.gpu_memory_utilization,
+            free_at_start,
+            trainer_at_start: 0,
+            weights: 2 * run.arch.parameters() / tp,
+            seqs,
+            batched: batched.max(seqs),
+            context,
+            kv_split: tp.min(run.arch.kv_heads.max(1)),
+        },
+    )
 }
 
 /// What stays on the GPU while the trainer runs its step. vLLM's profiled activations live in

@@ -36,6 +36,9 @@ impl Theme {
             Part::Activations => '▄',
             Part::Logits => '▀',
             Part::AllocatorSlack => '·',
+            Part::Weights => '▓',
+            Part::Gradients => '+',
+            Part::GatheredWeights => '▦',
         }
     }
 
@@ -57,6 +60,9 @@ impl Theme {
             Part::Activations => Color::Green,
             Part::Logits => Color::LightGreen,
             Part::AllocatorSlack => Color::Gray,
+            Part::Weights => Color::Magenta,
+            Part::Gradients => Color::LightRed,
+            Part::GatheredWeights => Color::LightMagenta,
         };
         Style::default().fg(c)
     }
