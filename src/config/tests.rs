@@ -362,7 +362,8 @@ fn full_fine_tuning_is_read_on_trl_and_refused_on_unsloth() {
         (Some(5), Some("full_finetuning"))
     );
     assert!(
-        err.to_string().contains("Unsloth's full fine-tuning is not modelled"),
+        err.to_string()
+            .contains("Unsloth's full fine-tuning is not modelled"),
         "{err}"
     );
     // TRL: `use_peft = false` trains every weight; no adapter, no [lora]

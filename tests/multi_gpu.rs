@@ -1,0 +1,200 @@
+//! Multi-GPU runs from the binary: roles, sharding, the fit's sharding step and the launch set.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+const OPEN_R1: &str = "examples/multi-gpu/open-r1-7plus1-h100.toml";
+
+fn vramfit() -> Command {
+    Command::cargo_bin("vramfit").unwrap()
+}
+
+fn json(args: &[&str]) -> (serde_json::Value, i32) {
+    let out = vramfit().args(args).arg("--no-gpu").output().unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap();
+    (v, out.status.code().unwrap())
+}
+
+/// `file` with `from` replaced by `to`, in a temporary file.
+fn variant(from: &str, to: &str) -> tempfile::NamedTempFile {
+    let text = std::fs::read_to_string(OPEN_R1).unwrap();
+    assert!(text.contains(from), "{from}");
+    let f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    std::fs::write(f.path(), text.replace(from, to)).unwrap();
+    f
+}
+
+fn component(role: &serde_json::Value, part: &str) -> u64 {
+    role["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["part"] == part)
+        .map_or(0, |c| c["bytes"].as_u64().unwrap())
+}
+
+#[test]
+fn a_single_gpu_run_has_one_training_role() {
+    let (v, code) = json(&["estimate", "--preset", "24gb", "--json"]);
+    assert_eq!(code, 0);
+    let roles = v["roles"].as_array().unwrap();
+    assert_eq!(roles.len(), 1);
+    assert_eq!(roles[0]["role"], "training");
+    assert_eq!(roles[0]["gpus"], 1);
+    assert_eq!(roles[0]["total_bytes"], v["total_bytes"]);
+    assert_eq!(roles[0]["fits"], v["fits"]);
+}
+
+#[test]
+fn open_r1_full_fine_tune_on_7_plus_1_h100s_fits_per_role() {
+    let (v, code) = json(&["estimate", "--config", OPEN_R1, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let roles = v["roles"].as_array().unwrap();
+    assert_eq!(
+        roles
+            .iter()
+            .map(|r| (r["role"].as_str().unwrap(), r["gpus"].as_u64().unwrap()))
+            .collect::<Vec<_>>(),
+        vec![("training", 7), ("vllm_server", 1)]
+    );
+    assert!(roles.iter().all(|r| r["fits"] == true));
+    // the training rank holds a 1/7 shard of the 16-bit weights: 2 x 7.62B / 7
+    let p = v["parameters"].as_u64().unwrap();
+    assert_eq!(component(&roles[0], "weights"), 2 * p / 7);
+    // the vLLM server holds the whole 16-bit model and a KV cache
+    assert!(component(&roles[1], "vllm_weights") >= 2 * p);
+    assert!(component(&roles[1], "vllm_kv_cache") > 0);
+    // and the text names the sharding
+    vramfit()
+        .args(["estimate", "--config", OPEN_R1, "--no-gpu"])
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains(
+                "DeepSpeed ZeRO-3: weights, gradients and optimizer states sharded 1/7",
+            )
+            .and(predicate::str::contains("vLLM server (1 GPU), each GPU:")),
+        );
+}
+
+#[test]
+fn the_same_model_full_fine_tuned_on_one_h100_does_not_fit() {
+    let one = variant("gpus = 7\n", "gpus = 1\n");
+    let (v, code) = json(&[
+        "estimate",
+        "--config",
+        one.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(v["roles"][0]["fits"], false);
+}
+
+#[test]
+fn on_ddp_it_does_not_fit_and_fit_shards_it() {
+    let ddp = variant(
+        "engine = \"deepspeed\"\nzero_stage = 3",
+        "engine = \"ddp\"\nzero_stage = 0",
+    );
+    let path = ddp.path().to_str().unwrap();
+    let (v, code) = json(&["estimate", "--config", path, "--json"]);
+    assert_eq!(code, 3, "{v}");
+    // every rank holds weights (2P), gradients and DDP's buckets (2P + 2P), AdamW's bf16 moments (4P)
+    let p = v["parameters"].as_u64().unwrap();
+    assert_eq!(component(&v["roles"][0], "weights"), 2 * p);
+    let (fitted, code) = json(&["fit", "--config", path, "--json"]);
+    assert_eq!(code, 0, "{fitted}");
+    let change = &fitted["changes"][0];
+    assert_eq!(change["lever"], "sharding", "{fitted}");
+    assert!(
+        change["to"]
+            .as_str()
+            .unwrap()
+            .starts_with("DeepSpeed ZeRO-"),
+        "{change}"
+    );
+    // nothing else moves: sharding changes no training number
+    assert_eq!(fitted["changes"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn the_launch_set_parses_and_names_the_right_gpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("launch");
+    vramfit()
+        .args(["estimate", "--config", OPEN_R1, "--no-gpu", "--export-dir"])
+        .arg(&out)
+        .assert()
+        .code(0);
+    let read = |name: &str| std::fs::read_to_string(out.join(name)).unwrap();
+    let ds: serde_json::Value = serde_json::from_str(&read("ds_config.json")).unwrap();
+    assert_eq!(ds["zero_optimization"]["stage"], 3);
+    assert_eq!(
+        ds["zero_optimization"]["offload_optimizer"]["device"],
+        "none"
+    );
+    let yaml = read("accelerate.yaml");
+    for line in [
+        "distributed_type: DEEPSPEED",
+        "num_processes: 7",
+        "num_machines: 1",
+        "  deepspeed_config_file: ds_config.json",
+    ] {
+        assert!(yaml.lines().any(|l| l == line), "{line} in\n{yaml}");
+    }
+    let sh = read("launch.sh");
+    assert!(
+        sh.contains("CUDA_VISIBLE_DEVICES=7 trl vllm-serve --model Qwen/Qwen2.5-7B-Instruct"),
+        "{sh}"
+    );
+    assert!(sh.contains("CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6 accelerate launch --config_file accelerate.yaml train_trl.py run.toml"), "{sh}");
+    // the run file reloads to the same estimate
+    let again = out.join("run.toml");
+    let (a, _) = json(&["estimate", "--config", OPEN_R1, "--json"]);
+    let (b, _) = json(&["estimate", "--config", again.to_str().unwrap(), "--json"]);
+    assert_eq!(a["roles"], b["roles"]);
+    // a second export without --force writes nothing and says which file is in the way
+    let before = read("run.toml");
+    vramfit()
+        .args(["estimate", "--config", OPEN_R1, "--no-gpu", "--export-dir"])
+        .arg(&out)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("already exists; nothing written"));
+    assert_eq!(read("run.toml"), before);
+}
+
+#[test]
+fn bad_spread_keys_name_the_key_and_value() {
+    for (from, to, says) in [
+        (
+            "engine = \"deepspeed\"",
+            "engine = \"horovod\"",
+            "[distributed] engine = \"horovod\"",
+        ),
+        ("zero_stage = 3", "zero_stage = 4", "zero_stage = 4"),
+        (
+            "offload_param = \"none\"",
+            "offload_param = \"nvme\"",
+            "offload_param = \"nvme\"",
+        ),
+        (
+            "gpus = 1\ntensor",
+            "gpus = 3\ntensor",
+            "[vllm_server] gpus = 3",
+        ),
+        (
+            "engine = \"deepspeed\"",
+            "engine = \"deepspeed\"\nstage = 3",
+            "unknown key `[distributed] stage`",
+        ),
+    ] {
+        let f = variant(from, to);
+        vramfit()
+            .args(["estimate", "--no-gpu", "--config"])
+            .arg(f.path())
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(says));
+    }
+}
