@@ -12,6 +12,7 @@ fn bench(c: &mut Criterion) {
     let gpu = GpuBudget {
         capacity: 24 << 30,
         used_by_others: 0,
+        context: None,
     };
     c.bench_function("estimate: unsloth 24gb preset", |b| {
         b.iter(|| estimate(black_box(&file.run), gpu))
@@ -44,6 +45,7 @@ fn fit_search(c: &mut Criterion) {
     let gpu = GpuBudget {
         capacity: file.gpu_memory.unwrap(),
         used_by_others: 0,
+        context: None,
     };
     c.bench_function(
         "fit: Qwen2.5-7B unsloth on 22 GiB, does not fit (fresh Estimator)",
@@ -54,6 +56,7 @@ fn fit_search(c: &mut Criterion) {
     let small = GpuBudget {
         capacity: 16 << 30,
         used_by_others: 0,
+        context: None,
     };
     c.bench_function(
         "fit: the same run as trl on 16 GiB (fresh Estimator)",

@@ -4,8 +4,9 @@ took, for `vramfit check LOG --config run.toml` to set against the estimate.
     from vramfit_callback import VramfitCallback
     trainer = GRPOTrainer(..., callbacks=[VramfitCallback()])
 
-The log goes to `log_path`, else $VRAMFIT_LOG, else vramfit-run.jsonl (appended to). Needs only
-torch and transformers.
+The log goes to `log_path`, else $VRAMFIT_RUN_LOG (set by `vramfit run`, so that these lines
+land in its run log beside its NVML samples), else $VRAMFIT_LOG, else vramfit-run.jsonl
+(appended to). Needs only torch and transformers.
 
 GRPO's two phases: TRL's GRPOTrainer generates the completions inside `training_step` (its
 `_prepare_inputs`), between `on_step_begin` and `on_step_end`, so one step's peak covers both
@@ -38,7 +39,12 @@ class VramfitCallback(TrainerCallback):
     """Appends a `start` line when training begins and a `step` line after every step."""
 
     def __init__(self, log_path=None):
-        self.log_path = log_path or os.environ.get("VRAMFIT_LOG") or "vramfit-run.jsonl"
+        self.log_path = (
+            log_path
+            or os.environ.get("VRAMFIT_RUN_LOG")
+            or os.environ.get("VRAMFIT_LOG")
+            or "vramfit-run.jsonl"
+        )
         self._started = None
 
     def _write(self, record):

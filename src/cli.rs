@@ -101,6 +101,33 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a training command under watch: `[env]` of the run applied, VRAMFIT_RUN_LOG set for
+    /// the callback, NVML sampled twice a second, a run log written (the prediction, the
+    /// samples, the callback's lines), an out-of-memory death diagnosed. Exits with the
+    /// command's own status (128 + signal when a signal ended it); 2 when it cannot start.
+    Run {
+        #[command(flatten)]
+        source: Source,
+        /// The run log (JSON lines); default vramfit-run-YYYYMMDD-HHMMSS.jsonl (UTC) here.
+        #[arg(long, value_name = "FILE")]
+        log: Option<PathBuf>,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true, value_name = "COMMAND")]
+        command: Vec<std::ffi::OsString>,
+    },
+    /// Learn from run logs, per GPU model (NVML's name) and stack, the CUDA context of your card
+    /// and the allocator's slack ratio; kept in <config dir>/vramfit/calibration.toml
+    /// ($VRAMFIT_CONFIG_DIR overrides the folder), used by the estimate on a GPU of that name.
+    Calibrate {
+        /// Run logs written by `vramfit run` (with the callback's step lines).
+        logs: Vec<PathBuf>,
+        /// Remove calibration.toml: the built-in values again.
+        #[arg(long, conflicts_with = "logs")]
+        reset: bool,
+        /// One JSON object: `file`, `learned`.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the built-in model catalog (any other model: its config.json in the Hugging Face
     /// cache, or `[vramfit] model_config`).
     Models {

@@ -31,6 +31,7 @@ pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8,
         loaded,
         gpu,
         gpu_line,
+        calibrated,
         ..
     } = resolve(source)?;
     let file = &loaded.file;
@@ -49,15 +50,17 @@ pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8,
         v["model_source"] = serde_json::to_value(&file.model_source).map_err(|e| e.to_string())?;
         v["stored_weights"] =
             serde_json::to_value(file.run.stored_weights).map_err(|e| e.to_string())?;
+        v["calibrated"] = serde_json::json!(calibrated);
         let text = json_text(&v)?;
         emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(answer))?;
     } else if !to_stdout {
         let table = vramfit::report::table(&file.run, &est, &gpu_line);
         let weights = vramfit::report::stored_weights_note(&file.run);
+        let calibrated = calibrated.map_or(String::new(), |c| format!("{c}\n"));
         emit(|out| {
             write!(
                 out,
-                "run: {}\nmodel: {}{weights}\n{table}",
+                "run: {}\nmodel: {}{weights}\n{table}{calibrated}",
                 loaded.origin, file.model_source
             )
         })
@@ -227,7 +230,22 @@ pub fn run_diagnose(
     }
     let text = String::from_utf8_lossy(&bytes);
     let shown = log.map_or("standard input".to_string(), |p| p.display().to_string());
-    let mut report = vramfit::model::oom::diagnose(&text)
+    let text = diagnosis(&text, &shown, source, gpu_mem, json)?;
+    emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(FITS))?;
+    Ok(FITS)
+}
+
+/// The diagnosis of the last OOM message of `text` (`shown` names it), as `diagnose` prints it:
+/// with the run of `source` when it names one, the GPU's memory from the message, else
+/// `gpu_mem`, else the run file's. `vramfit run` prints it when its command runs out of memory.
+pub fn diagnosis(
+    text: &str,
+    shown: &str,
+    source: &Source,
+    gpu_mem: Option<u64>,
+    json: bool,
+) -> Result<String, Failure> {
+    let mut report = vramfit::model::oom::diagnose(text)
         .ok_or_else(|| format!("{shown}: no out-of-memory message found"))?;
     // the run that failed: --config or --preset (no GPU is detected: the message describes it)
     let run = if source.config.is_some() || source.preset.is_some() {
@@ -275,6 +293,7 @@ pub fn run_diagnose(
         let gpu = GpuBudget {
             capacity: capacity.saturating_sub(others),
             used_by_others: 0,
+            context: None,
         };
         let mut estimator = Estimator::new();
         vramfit::model::oom::refine(&mut report, &estimator.estimate(&f.run, gpu));
@@ -316,8 +335,7 @@ pub fn run_diagnose(
         }
         text
     };
-    emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(FITS))?;
-    Ok(FITS)
+    Ok(text)
 }
 
 /// Writes `run` as the trainer's TOML, with the header of the file it came from and its estimate;
@@ -437,6 +455,7 @@ pub fn list_presets() -> Result<u8, Failure> {
                         GpuBudget {
                             capacity: cap,
                             used_by_others: 0,
+                            context: None,
                         },
                     );
                     writeln!(

@@ -6,6 +6,7 @@ use crate::cli::Source;
 use crate::output::say;
 use vramfit::config::{self, RunFile};
 use vramfit::gpu::{GpuInfo, GpuProbe, NvmlProbe};
+use vramfit::model::calibration::{self, Calibration};
 use vramfit::model::estimate::GpuBudget;
 use vramfit::model::units::{format_size, parse_size};
 use vramfit::presets;
@@ -137,6 +138,7 @@ pub fn capacity(
     let budget = |capacity| GpuBudget {
         capacity,
         used_by_others: 0,
+        context: None,
     };
     if let Some(bytes) = gpu_mem(source)? {
         return Ok((budget(bytes), format!("{} (--gpu-mem)", format_size(bytes))));
@@ -181,6 +183,9 @@ pub struct Inputs {
     pub gpu: GpuBudget,
     pub gpu_line: String,
     pub detected: Result<GpuInfo, String>,
+    /// the measured CUDA context in use, in words, when `vramfit calibrate` learned one for
+    /// this GPU and stack
+    pub calibrated: Option<String>,
 }
 
 /// Resolves `source`: the GPU first (NVML unless `--no-gpu`), then the run (its notes said on
@@ -189,10 +194,61 @@ pub fn resolve(source: &Source) -> Result<Inputs, String> {
     let detected = detect(source);
     let loaded = load_source(source, &detected)?;
     let (gpu, gpu_line) = capacity(source, &loaded, &detected)?;
-    Ok(Inputs {
+    let name = detected.as_ref().ok().map(|g| g.name.clone());
+    let mut inputs = Inputs {
         loaded,
         gpu,
         gpu_line,
         detected,
-    })
+        calibrated: None,
+    };
+    // the context is the detected card's: a capacity given alone names no card
+    if let Some(name) = name {
+        calibrate_for(&mut inputs, &name)?;
+    }
+    Ok(inputs)
+}
+
+/// `<config dir>/calibration.toml`, where `vramfit calibrate` keeps what it learned.
+pub fn calibration_path() -> Option<std::path::PathBuf> {
+    presets::config_dir().map(|d| d.join("calibration.toml"))
+}
+
+/// The calibration file, if there is one; a file that cannot be read is an error that names it.
+pub fn load_calibration() -> Result<Option<(Calibration, std::path::PathBuf)>, String> {
+    let Some(path) = calibration_path() else {
+        return Ok(None);
+    };
+    let shown = path.display().to_string();
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some((calibration::parse(&text, &shown)?, path))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{shown}: cannot read: {e}")),
+    }
+}
+
+/// Uses the CUDA context `vramfit calibrate` measured on a GPU named `gpu` (NVML's name,
+/// exactly) with the run's stack, when there is one.
+pub fn calibrate_for(inputs: &mut Inputs, gpu: &str) -> Result<(), String> {
+    let Some((calibration, _)) = load_calibration()? else {
+        return Ok(());
+    };
+    let stack = inputs.loaded.file.run.stack.name();
+    let Some(learned) = calibration.find(gpu, stack).and_then(|e| e.context()) else {
+        return Ok(());
+    };
+    inputs.gpu.context = Some(learned.median);
+    inputs.calibrated = Some(format!(
+        "CUDA context {}, measured on your {gpu} in {} run{} ({}; `vramfit calibrate --reset` forgets it)",
+        format_size(learned.median),
+        learned.runs,
+        if learned.runs == 1 { "" } else { "s" },
+        learned
+            .spread
+            .map_or("no spread known".to_string(), |s| format!(
+                "spread {}",
+                format_size(s)
+            ))
+    ));
+    Ok(())
 }

@@ -2,7 +2,7 @@
 //! step, `check` sets its log against the estimate (vramfit::model::measured).
 
 use crate::cli::Source;
-use crate::inputs::{Inputs, resolve};
+use crate::inputs::{Inputs, calibrate_for, resolve};
 use crate::output::*;
 use std::io::Write;
 use std::path::Path;
@@ -51,9 +51,13 @@ pub fn run_check(log: &Path, source: &Source, json: bool) -> Result<u8, Failure>
     let shown = log.display().to_string();
     let text = std::fs::read_to_string(log).map_err(|e| format!("{shown}: cannot read: {e}"))?;
     let run_log = measured::parse_log(&text, &shown)?;
-    let measured = run_log.measured().ok_or_else(|| {
-        format!("{shown}: no `step` line: was VramfitCallback passed to the trainer?")
-    })?;
+    let measured = run_log.measured();
+    let nvml_peak = run_log.nvml_peak();
+    if measured.is_none() && nvml_peak.is_none() {
+        return Err(Failure::Input(format!(
+            "{shown}: no `step` line and no `nvml` sample: was VramfitCallback passed to the trainer, or the run started under `vramfit run`?"
+        )));
+    }
     // the run was measured on the log's GPU, not on this machine's: NVML is not asked
     let mut source = source.clone();
     source.no_gpu = true;
@@ -61,12 +65,18 @@ pub fn run_check(log: &Path, source: &Source, json: bool) -> Result<u8, Failure>
     if from_log {
         source.gpu_mem = run_log.total().map(|t| format!("{t}B"));
     }
+    let mut inputs = resolve(&source)?;
+    // the context measured on the log's GPU, when `vramfit calibrate` learned one
+    if let Some(device) = run_log.device() {
+        calibrate_for(&mut inputs, device)?;
+    }
     let Inputs {
         loaded,
         gpu,
         gpu_line,
+        calibrated,
         ..
-    } = resolve(&source)?;
+    } = inputs;
     let gpu_line = if from_log {
         format!("{} (the log's)", format_size(gpu.capacity))
     } else {
@@ -75,8 +85,13 @@ pub fn run_check(log: &Path, source: &Source, json: bool) -> Result<u8, Failure>
     let run = &loaded.file.run;
     let est = estimate(run, gpu);
     let predicted = measured::predicted(run, &est);
-    let rows = measured::compare(&predicted, &measured);
-    let start = run_log.start.clone().unwrap_or_default();
+    let mut rows = measured
+        .as_ref()
+        .map_or_else(Vec::new, |m| measured::compare(&predicted, m));
+    rows.extend(nvml_peak.map(|peak| measured::nvml_row(&predicted, peak)));
+    let steps = measured.as_ref().map_or(0, |m| m.steps);
+    let mut start = run_log.start.clone().unwrap_or_default();
+    start.device = run_log.device().map(str::to_string);
     let phase = match predicted.phase {
         Phase::Generation => "generation",
         Phase::Training => "training",
@@ -85,12 +100,14 @@ pub fn run_check(log: &Path, source: &Source, json: bool) -> Result<u8, Failure>
         json_text(&serde_json::json!({
             "run": loaded.origin,
             "log": shown,
-            "steps": measured.steps,
+            "steps": steps,
             "device": start.device,
             "versions": start.versions.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
             "capacity_bytes": gpu.capacity,
             "predicted": predicted,
             "measured": measured,
+            "nvml_peak": nvml_peak,
+            "calibrated": calibrated,
             "rows": rows,
         }))?
     } else {
@@ -102,8 +119,8 @@ pub fn run_check(log: &Path, source: &Source, json: bool) -> Result<u8, Failure>
             .collect();
         t += &format!(
             "log: {shown}: {} step{} on {}{}\n",
-            measured.steps,
-            if measured.steps == 1 { "" } else { "s" },
+            steps,
+            if steps == 1 { "" } else { "s" },
             start.device.as_deref().unwrap_or("an unnamed GPU"),
             if versions.is_empty() {
                 String::new()
@@ -111,7 +128,11 @@ pub fn run_check(log: &Path, source: &Source, json: bool) -> Result<u8, Failure>
                 format!(" ({})", versions.join(", "))
             }
         );
-        t += &format!("GPU: {gpu_line}\n\n");
+        t += &format!("GPU: {gpu_line}\n");
+        if let Some(c) = &calibrated {
+            t += &format!("{c}\n");
+        }
+        t += "\n";
         t += &format!(
             "{:<30} {:>11} {:>11} {:>9}  verdict\n",
             "", "predicted", "measured", "error"
@@ -134,12 +155,14 @@ pub fn run_check(log: &Path, source: &Source, json: bool) -> Result<u8, Failure>
              step, so a step's peak covers both phases: predicted from the {phase} phase, the \
              larger.\n\
              device in use: total - free when a step ended (other processes count too), against \
-             the estimate's total (CUDA context included).\n"
+             the estimate's total (CUDA context included).\n\
+             whole process: the largest memory NVML listed for the command's processes while \
+             `vramfit run` sampled it twice a second, against the estimate's total.\n"
         );
-        if measured.total != gpu.capacity {
+        if let Some(total) = run_log.total().filter(|t| *t != gpu.capacity) {
             t += &format!(
                 "note: the log's GPU has {}, the estimate was made for {}\n",
-                format_size(measured.total),
+                format_size(total),
                 format_size(gpu.capacity)
             );
         }

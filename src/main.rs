@@ -2,9 +2,11 @@ use clap::Parser;
 use std::io;
 use std::process::ExitCode;
 
+mod calibrate;
 mod cli;
 mod commands;
 mod inputs;
+mod launch;
 mod loop_commands;
 mod output;
 
@@ -55,6 +57,14 @@ fn main() -> ExitCode {
         Some(Command::Presets) => list_presets(),
         Some(Command::Gpu { json }) => show_gpu(json),
         Some(Command::Callback { output, force }) => loop_commands::write_callback(&output, force),
+        Some(Command::Run {
+            source,
+            log,
+            command,
+        }) => launch::run_command(&merge(&cli.source, &source), log.as_deref(), &command),
+        Some(Command::Calibrate { logs, reset, json }) => {
+            calibrate::run_calibrate(&logs, reset, json)
+        }
         Some(Command::Check { log, source, json }) => {
             loop_commands::run_check(&log, &merge(&cli.source, &source), json)
         }

@@ -27,9 +27,21 @@ pub fn names() -> Vec<&'static str> {
     BUILT_IN.iter().map(|(n, _)| *n).collect()
 }
 
+/// The environment variable that moves vramfit's config folder (tests, a shared machine).
+pub const CONFIG_DIR_VARIABLE: &str = "VRAMFIT_CONFIG_DIR";
+
+/// vramfit's config folder: `$VRAMFIT_CONFIG_DIR` when set, else `<config dir>/vramfit`
+/// (e.g. `~/.config/vramfit`).
+pub fn config_dir() -> Option<std::path::PathBuf> {
+    match std::env::var_os(CONFIG_DIR_VARIABLE) {
+        Some(dir) if !dir.is_empty() => Some(dir.into()),
+        _ => directories::ProjectDirs::from("", "", "vramfit").map(|d| d.config_dir().into()),
+    }
+}
+
 /// The user's own presets folder: `<config dir>/vramfit/presets` (e.g. `~/.config/vramfit/presets`).
 pub fn user_dir() -> Option<std::path::PathBuf> {
-    directories::ProjectDirs::from("", "", "vramfit").map(|d| d.config_dir().join("presets"))
+    config_dir().map(|d| d.join("presets"))
 }
 
 /// The user's presets, by file stem, sorted.
@@ -60,6 +72,7 @@ pub fn tier_for(capacity: u64) -> (&'static str, bool) {
     let gpu = GpuBudget {
         capacity,
         used_by_others: 0,
+        context: None,
     };
     let mut tiers: Vec<(u64, &'static str, RunFile)> = BUILT_IN
         .iter()
@@ -144,6 +157,7 @@ mod tests {
             let gpu = crate::model::estimate::GpuBudget {
                 capacity,
                 used_by_others: 0,
+                context: None,
             };
             let est = crate::model::estimate::estimate(&file.run, gpu);
             assert!(

@@ -77,6 +77,7 @@ fn errors(files: &[PathBuf], expandable: bool) -> Errors {
                 GpuBudget {
                     capacity: 150 << 30,
                     used_by_others: 0,
+                    context: None,
                 },
             );
             let rel =

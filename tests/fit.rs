@@ -23,6 +23,7 @@ fn gpu(file: &config::RunFile) -> GpuBudget {
     GpuBudget {
         capacity: file.gpu_memory.unwrap(),
         used_by_others: 0,
+        context: None,
     }
 }
 
@@ -227,6 +228,7 @@ fn a_vllm_that_cannot_start_does_not_fit_and_fit_raises_its_share() {
     let h200 = GpuBudget {
         capacity: 80 << 30,
         used_by_others: 0,
+        context: None,
     };
     let FitOutcome::Fitted { run, estimate, .. } =
         fit(&file.run, h200, 0.05, &mut Estimator::new())
@@ -253,6 +255,7 @@ fn fit_reaches_for_4bit_weights_before_shortening_anything() {
     let small = GpuBudget {
         capacity: 9 << 30,
         used_by_others: 0,
+        context: None,
     };
     let FitOutcome::Fitted { run, changes, .. } =
         fit(&file.run, small, 0.05, &mut Estimator::new())
@@ -277,6 +280,7 @@ fn the_fit_never_shortens_the_prompt() {
             let gpu = GpuBudget {
                 capacity: gib << 30,
                 used_by_others: 0,
+                context: None,
             };
             for step in step_downs(&file.run, gpu, &mut est) {
                 assert_eq!(step.run.prompt_len, file.run.prompt_len, "{name}: {step:?}");

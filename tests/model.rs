@@ -11,6 +11,7 @@ use vramfit::model::run::{Checkpointing, Generation, RunConfig, Stack};
 const GPU: GpuBudget = GpuBudget {
     capacity: 80 << 30,
     used_by_others: 0,
+    context: None,
 };
 
 fn run(model: &str, seqs: u64, completion: u64, rank: u64, gc: bool, stack: Stack) -> RunConfig {
@@ -47,7 +48,7 @@ proptest! {
     fn more_of_any_knob_never_needs_less(m in 0usize..4, seqs in 1u64..16, completion in 64u64..2048,
                                          rank in 1u64..128, gc: bool, unsloth: bool) {
         let stack = if unsloth { Stack::Unsloth } else { Stack::Trl };
-        let gpu = if unsloth { GpuBudget { capacity: 24 << 30, used_by_others: 0 } } else { GPU };
+        let gpu = if unsloth { GpuBudget { capacity: 24 << 30, used_by_others: 0, context: None } } else { GPU };
         let make = |seqs, completion, rank| {
             let mut r = run(MODELS[m], seqs, completion, rank, gc, stack);
             if unsloth {
@@ -145,6 +146,7 @@ fn trl_vllm_refuses_a_share_larger_than_what_is_free() {
     let small = GpuBudget {
         capacity: 24 << 30,
         used_by_others: 0,
+        context: None,
     };
     let e = estimate(&r, small);
     assert!(!e.fits, "a vLLM that cannot start is not a fit");
@@ -165,6 +167,7 @@ fn trl_vllm_refuses_a_share_larger_than_what_is_free() {
     let crowded = GpuBudget {
         capacity: 24 << 30,
         used_by_others: 10 << 30,
+        context: None,
     };
     assert!(
         estimate(&r, crowded)
@@ -223,6 +226,7 @@ fn unsloth_never_holds_a_micro_batch_of_logits() {
             GpuBudget {
                 capacity,
                 used_by_others: 0,
+                context: None,
             },
         );
         let logits = e

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)]
 //! Multi-GPU runs from the binary: roles, sharding, the fit's sharding step and the launch set.
 
 use assert_cmd::Command;

@@ -72,6 +72,7 @@ fn rows() -> Vec<Row> {
                 GpuBudget {
                     capacity,
                     used_by_others: 0,
+                    context: None,
                 },
             );
             let o = &case["observed"];

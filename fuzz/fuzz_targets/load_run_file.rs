@@ -7,7 +7,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
         if let Ok(file) = vramfit::config::parse(text, "fuzz.toml", None) {
             // whatever loads must also estimate without panicking
-            let gpu = vramfit::model::estimate::GpuBudget { capacity: 24 << 30, used_by_others: 0 };
+            let gpu = vramfit::model::estimate::GpuBudget { capacity: 24 << 30, used_by_others: 0, context: None };
             let _ = vramfit::model::estimate::estimate(&file.run, gpu);
         }
         let _ = vramfit::model::oom::diagnose(text);

@@ -43,6 +43,8 @@ pub struct RunFile {
     pub model_source: ModelSource,
     /// what the reader wants the user to know (retired keys, assumptions), in words
     pub notes: Vec<String>,
+    /// `[env]`, as `vramfit run` sets it for the training command
+    pub env: Vec<(String, String)>,
 }
 
 pub fn load(path: &Path) -> Result<RunFile, LoadError> {
@@ -80,6 +82,7 @@ fn run_file(t: &Tables, dir: Option<&Path>) -> Result<RunFile, LoadError> {
     let grpo = read_grpo::read_grpo(t)?;
     let lora = read_lora::read_lora(t, &model.arch)?;
     let env = read_env::read_env(t);
+    let env_vars = read_env::env_vars(t)?;
     let generating = read_generation::read_generation(t, env.unsloth_standby)?;
     let spread = read_spread::read_spread(t)?;
     let vllm_server = read_spread::read_vllm_server(t)?;
@@ -133,6 +136,7 @@ fn run_file(t: &Tables, dir: Option<&Path>) -> Result<RunFile, LoadError> {
         model_config: vramfit.model_config,
         model_source: model.source,
         notes,
+        env: env_vars,
     })
 }
 

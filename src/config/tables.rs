@@ -320,6 +320,11 @@ impl<'a> Tables<'a> {
             .transpose()
     }
 
+    /// `[env]` as written, when the file has one.
+    pub fn env_table(&self) -> Option<&'a toml::Table> {
+        self.table(Table::Env)
+    }
+
     /// The string-valued environment variable `name` of `[env]`.
     pub fn env(&self, name: &str) -> Option<&'a str> {
         self.table(Table::Env)?.get(name)?.as_str()

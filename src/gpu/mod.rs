@@ -1,6 +1,9 @@
 //! GPU detection behind a trait: NVML on a machine with an NVIDIA driver, a fixed probe for
 //! `--gpu-mem` and tests. NVML is loaded at run time, so the binary runs without it.
 
+pub mod proctree;
+pub mod sample;
+
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

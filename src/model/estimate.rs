@@ -178,6 +178,8 @@ pub struct GpuBudget {
     pub capacity: u64,
     /// memory other processes hold (from NVML), when known
     pub used_by_others: u64,
+    /// the CUDA context measured on this card (`vramfit calibrate`), instead of `CUDA_CONTEXT`
+    pub context: Option<u64>,
 }
 
 /// Static training memory: what exists before the step begins.
@@ -296,7 +298,10 @@ fn estimate_using(
     let micro = run.running_micro_batch();
     let stat = static_memory(run, &targets);
     let shares_weights = run.stack == Stack::Unsloth;
-    let context = (Part::CudaContext, CUDA_CONTEXT + CUBLAS_WORKSPACES);
+    let context = (
+        Part::CudaContext,
+        gpu.context.unwrap_or(CUDA_CONTEXT) + CUBLAS_WORKSPACES,
+    );
     let weights_part = if run.full_finetuning {
         Part::Weights
     } else if shares_weights && matches!(run.generation, Generation::ColocatedVllm { .. }) {

@@ -1,6 +1,8 @@
 //! A run measured against its estimate: the JSON-lines log `vramfit_callback.py` writes (a
-//! `start` line, then one `step` line per training step) and the three peaks it compares with
-//! the estimate: torch's allocated and reserved bytes, and the device's used memory.
+//! `start` line, then one `step` line per training step), to which `vramfit run` adds its own
+//! lines (a `prediction` line, `nvml` samples, an `exit` line), and the peaks it compares with
+//! the estimate: torch's allocated and reserved bytes, the device's used memory and the NVML
+//! peak of the command's processes.
 //!
 //! torch's counters count every tensor of the training process: the weights, adapters and
 //! optimizer states as well as the step's activations, and a colocated vLLM's tensors (its
@@ -40,15 +42,47 @@ impl StepRecord {
     }
 }
 
+/// The `prediction` line `vramfit run` writes before it starts the command: the GPU it saw and
+/// what the estimate predicts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PredictionRecord {
+    /// NVML's name of GPU 0, when NVML answered
+    pub device: Option<String>,
+    /// the capacity the estimate was made for
+    pub total: Option<u64>,
+    /// NVML's used memory on GPU 0 before the command started (other processes)
+    pub used_before: Option<u64>,
+    /// `trl` or `unsloth`
+    pub stack: Option<String>,
+    /// the estimate's peak (`total_bytes`)
+    pub peak: Option<u64>,
+    /// torch's allocated and reserved peaks as `predicted` gives them
+    pub allocated: Option<u64>,
+    pub reserved: Option<u64>,
+}
+
+/// One `nvml` line: GPU 0's used memory and the command's process tree's, at one moment.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NvmlSample {
+    pub device: Option<String>,
+    pub used: u64,
+    pub total: Option<u64>,
+    /// the memory NVML lists for the command's processes, when it lists any
+    pub tree: Option<u64>,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct RunLog {
     pub start: Option<Start>,
     pub steps: Vec<StepRecord>,
+    pub prediction: Option<PredictionRecord>,
+    pub samples: Vec<NvmlSample>,
 }
 
 /// Reads the log; `name` prefixes errors (`log.jsonl:2: ...`). Blank lines and lines of other
-/// kinds are skipped; a line that is no JSON object, or a `step`/`start` line with a field
-/// missing or of the wrong type, is an error.
+/// kinds are skipped; a line that is no JSON object, or a `step`/`start`/`prediction`/`nvml`
+/// line with a field missing or of the wrong type, is an error. A last line cut short (the run
+/// still writing, or killed mid-line) is an error too: it names the line.
 pub fn parse_log(text: &str, name: &str) -> Result<RunLog, String> {
     let mut log = RunLog::default();
     for (i, line) in text.lines().enumerate() {
@@ -62,41 +96,112 @@ pub fn parse_log(text: &str, name: &str) -> Result<RunLog, String> {
         let Some(object) = value.as_object() else {
             return Err(format!("{at}: expected a JSON object"));
         };
-        let bytes = |key: &str| {
-            object
-                .get(key)
-                .and_then(Value::as_u64)
-                .ok_or_else(|| format!("{at}: `{key}` missing or not a byte count"))
-        };
+        let fields = Fields { object, at: &at };
         match object.get("kind").and_then(Value::as_str) {
-            Some("start") => {
-                let versions = object
-                    .iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), "kind" | "device" | "total" | "free"))
-                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                    .collect();
-                log.start = Some(Start {
-                    device: object
-                        .get("device")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
-                    total: object.get("total").and_then(Value::as_u64),
-                    versions,
-                });
-            }
-            Some("step") => log.steps.push(StepRecord {
-                step: bytes("step")?,
-                max_allocated: bytes("max_allocated")?,
-                max_reserved: bytes("max_reserved")?,
-                free: bytes("free")?,
-                total: bytes("total")?,
-                seconds: object.get("seconds").and_then(Value::as_f64),
-            }),
+            Some("start") => log.start = Some(fields.start()),
+            Some("step") => log.steps.push(fields.step()?),
+            Some("prediction") => log.prediction = Some(fields.prediction()?),
+            Some("nvml") => log.samples.push(fields.nvml()?),
             Some(_) => {}
-            None => return Err(format!("{at}: no `kind` (\"start\" or \"step\")")),
+            None => {
+                return Err(format!(
+                    "{at}: no `kind` (\"start\", \"step\", \"prediction\" or \"nvml\")"
+                ));
+            }
         }
     }
     Ok(log)
+}
+
+/// One line's fields, read with errors that name the line and the key.
+struct Fields<'a> {
+    object: &'a serde_json::Map<String, Value>,
+    at: &'a str,
+}
+
+impl Fields<'_> {
+    fn bytes(&self, key: &str) -> Result<u64, String> {
+        self.object
+            .get(key)
+            .and_then(Value::as_u64)
+            .ok_or_else(|| format!("{}: `{key}` missing or not a byte count", self.at))
+    }
+
+    /// absent or null: None; anything but a byte count: an error naming the value
+    fn optional_bytes(&self, key: &str) -> Result<Option<u64>, String> {
+        match self.object.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| format!("{}: `{key}` = {v}: not a byte count", self.at)),
+        }
+    }
+
+    fn text(&self, key: &str) -> Option<String> {
+        self.object
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    }
+
+    fn start(&self) -> Start {
+        let versions = self
+            .object
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "kind" | "device" | "total" | "free"))
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+            .collect();
+        Start {
+            device: self.text("device"),
+            total: self.object.get("total").and_then(Value::as_u64),
+            versions,
+        }
+    }
+
+    fn step(&self) -> Result<StepRecord, String> {
+        Ok(StepRecord {
+            step: self.bytes("step")?,
+            max_allocated: self.bytes("max_allocated")?,
+            max_reserved: self.bytes("max_reserved")?,
+            free: self.bytes("free")?,
+            total: self.bytes("total")?,
+            seconds: self.object.get("seconds").and_then(Value::as_f64),
+        })
+    }
+
+    fn prediction(&self) -> Result<PredictionRecord, String> {
+        Ok(PredictionRecord {
+            device: self.text("device"),
+            total: self.optional_bytes("total")?,
+            used_before: self.optional_bytes("used_before")?,
+            stack: self.text("stack"),
+            peak: self.optional_bytes("peak")?,
+            allocated: self.optional_bytes("allocated")?,
+            reserved: self.optional_bytes("reserved")?,
+        })
+    }
+
+    /// GPU 0 of the `gpus` array, and the process tree's memory.
+    fn nvml(&self) -> Result<NvmlSample, String> {
+        let gpu = self
+            .object
+            .get("gpus")
+            .and_then(Value::as_array)
+            .and_then(|gpus| gpus.first())
+            .and_then(Value::as_object)
+            .ok_or_else(|| format!("{}: `gpus` missing or empty", self.at))?;
+        let gpu = Fields {
+            object: gpu,
+            at: self.at,
+        };
+        Ok(NvmlSample {
+            device: gpu.text("name"),
+            used: gpu.bytes("used")?,
+            total: gpu.optional_bytes("total")?,
+            tree: self.optional_bytes("tree")?,
+        })
+    }
 }
 
 /// The peaks over every step of the log.
@@ -123,12 +228,56 @@ impl RunLog {
         })
     }
 
-    /// The device's memory: the start line's, else the steps'.
+    /// The device's memory: the start line's, else the steps', else what `vramfit run` saw.
     pub fn total(&self) -> Option<u64> {
         self.start
             .as_ref()
             .and_then(|s| s.total)
             .or_else(|| self.steps.last().map(|s| s.total))
+            .or_else(|| self.prediction.as_ref().and_then(|p| p.total))
+    }
+
+    /// The GPU's name: the callback's, else NVML's (the prediction line's or a sample's).
+    pub fn device(&self) -> Option<&str> {
+        self.start
+            .as_ref()
+            .and_then(|s| s.device.as_deref())
+            .or_else(|| self.prediction.as_ref().and_then(|p| p.device.as_deref()))
+            .or_else(|| self.samples.iter().find_map(|s| s.device.as_deref()))
+    }
+
+    /// The stack: the prediction line's, else `unsloth` when the callback saw it installed.
+    pub fn stack(&self) -> Option<&str> {
+        self.prediction
+            .as_ref()
+            .and_then(|p| p.stack.as_deref())
+            .or_else(|| {
+                let start = self.start.as_ref()?;
+                let has = |p: &str| start.versions.iter().any(|(k, _)| k == p);
+                if has("unsloth") {
+                    Some("unsloth")
+                } else if has("trl") {
+                    Some("trl")
+                } else {
+                    None
+                }
+            })
+    }
+
+    /// The NVML peak of the command's processes: the largest process-tree figure, else the
+    /// largest used memory less what was in use before the command started. None without
+    /// samples.
+    pub fn nvml_peak(&self) -> Option<u64> {
+        let tree = self.samples.iter().filter_map(|s| s.tree).max();
+        let before = self
+            .prediction
+            .as_ref()
+            .and_then(|p| p.used_before)
+            .unwrap_or(0);
+        tree.or_else(|| {
+            let used = self.samples.iter().map(|s| s.used).max()?;
+            Some(used.saturating_sub(before))
+        })
     }
 }
 
@@ -290,6 +439,12 @@ pub fn compare(predicted: &Predicted, measured: &Measured) -> Vec<Row> {
     ]
 }
 
+/// The command's processes at their NVML peak (what `vramfit run` sampled) against the
+/// estimate's total: everything the run holds on the device, CUDA context included.
+pub fn nvml_row(predicted: &Predicted, nvml_peak: u64) -> Row {
+    Row::new("whole process (NVML peak)", predicted.used, nvml_peak)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,6 +483,31 @@ mod tests {
     }
 
     #[test]
+    fn reads_what_vramfit_run_adds_and_takes_the_tree_peak() {
+        let text = r#"{"kind": "prediction", "device": "NVIDIA L4", "total": 1000, "used_before": 100, "stack": "trl", "peak": 800}
+{"kind": "nvml", "t": 0.5, "gpus": [{"index": 0, "name": "NVIDIA L4", "used": 400, "total": 1000}], "tree": 250}
+{"kind": "nvml", "t": 1.0, "gpus": [{"index": 0, "name": "NVIDIA L4", "used": 700, "total": 1000}], "tree": 560}
+{"kind": "exit", "code": 0}
+"#;
+        let log = parse_log(text, "run.jsonl").expect("reads");
+        assert_eq!(log.device(), Some("NVIDIA L4"));
+        assert_eq!(log.stack(), Some("trl"));
+        assert_eq!(log.total(), Some(1000));
+        assert_eq!(log.nvml_peak(), Some(560));
+        assert!(log.measured().is_none());
+        // without process figures: the device's peak less what was in use before
+        let untreed = text
+            .replace(", \"tree\": 250", "")
+            .replace(", \"tree\": 560", "");
+        let log = parse_log(&untreed, "run.jsonl").expect("reads");
+        assert_eq!(log.nvml_peak(), Some(600));
+        let e = parse_log(r#"{"kind": "nvml", "gpus": []}"#, "x").expect_err("no GPU");
+        assert!(e.contains("`gpus`"), "{e}");
+        let e = parse_log(r#"{"kind": "prediction", "total": "big"}"#, "x").expect_err("type");
+        assert!(e.contains("`total` = \"big\""), "{e}");
+    }
+
+    #[test]
     fn the_verdict_is_good_within_five_percent() {
         assert_eq!(Row::new("a", 104, 100).verdict, Verdict::Good);
         assert_eq!(Row::new("a", 95, 100).verdict, Verdict::Good);
@@ -344,6 +524,7 @@ mod tests {
         let gpu = GpuBudget {
             capacity: file.gpu_memory.expect("capacity"),
             used_by_others: 0,
+            context: None,
         };
         let est = estimate(&file.run, gpu);
         let p = predicted(&file.run, &est);

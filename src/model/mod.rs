@@ -3,6 +3,7 @@
 pub mod adjust;
 pub mod allocator;
 pub mod arch;
+pub mod calibration;
 pub mod catalog;
 pub mod config_json;
 pub mod culprit;

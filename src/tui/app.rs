@@ -858,6 +858,7 @@ fn budget(gpu: &GpuState) -> GpuBudget {
     GpuBudget {
         capacity: gpu.capacity,
         used_by_others: 0,
+        context: None,
     }
 }
 

@@ -1,0 +1,129 @@
+//! `vramfit calibrate`: learns, from run logs, the CUDA context of the user's GPU model and
+//! stack and the allocator's slack ratio (vramfit::model::calibration), keeps them in
+//! `<config dir>/calibration.toml`, and says what it learned and how uncertain it is.
+
+use crate::inputs::{calibration_path, load_calibration};
+use crate::output::*;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use vramfit::config::export::write_atomically;
+use vramfit::model::calibration::{self, Calibration, Entry};
+use vramfit::model::estimate::CUDA_CONTEXT;
+use vramfit::model::measured;
+use vramfit::model::units::format_size;
+
+pub fn run_calibrate(logs: &[PathBuf], reset: bool, json: bool) -> Result<u8, Failure> {
+    let path = calibration_path().ok_or_else(|| {
+        "no config folder: set VRAMFIT_CONFIG_DIR to the folder for calibration.toml".to_string()
+    })?;
+    if reset {
+        return forget(&path);
+    }
+    if logs.is_empty() {
+        return Err(Failure::Input(
+            "calibrate: no run log given: vramfit calibrate LOG... (or --reset)".into(),
+        ));
+    }
+    let mut calibration = load_calibration()?.map_or_else(Calibration::default, |(c, _)| c);
+    // every log first: one that teaches nothing stops the command before the file changes
+    let mut learned: Vec<(String, String)> = Vec::new();
+    for log in logs {
+        let (gpu, stack, sample) = learn_from(log)?;
+        calibration.add(&gpu, &stack, sample);
+        if !learned.contains(&(gpu.clone(), stack.clone())) {
+            learned.push((gpu, stack));
+        }
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+    }
+    write_atomically(&path, &calibration::to_toml(&calibration), true)?;
+    let entries: Vec<&Entry> = learned
+        .iter()
+        .filter_map(|(g, s)| calibration.find(g, s))
+        .collect();
+    let text = if json {
+        json_text(&serde_json::json!({
+            "file": path.display().to_string(),
+            "learned": entries.iter().map(|e| entry_json(e)).collect::<Vec<_>>(),
+        }))?
+    } else {
+        let mut t: String = entries.iter().map(|e| entry_text(e)).collect();
+        t += &format!(
+            "stored in {}: `vramfit estimate` uses it on a GPU of the same name and stack\n",
+            path.display()
+        );
+        t
+    };
+    emit(|o| o.write_all(text.as_bytes())).map_err(unwritten(FITS))?;
+    Ok(FITS)
+}
+
+/// One log's GPU, stack and measurement; errors name the log.
+fn learn_from(log: &Path) -> Result<(String, String, calibration::RunSample), String> {
+    let shown = std::path::absolute(log)
+        .unwrap_or_else(|_| log.to_path_buf())
+        .display()
+        .to_string();
+    let text = std::fs::read_to_string(log).map_err(|e| format!("{shown}: cannot read: {e}"))?;
+    let run_log = measured::parse_log(&text, &shown)?;
+    calibration::learn(&run_log, &shown)
+}
+
+/// `--reset`: the file removed, or nothing to remove.
+fn forget(path: &Path) -> Result<u8, Failure> {
+    match std::fs::remove_file(path) {
+        Ok(()) => say(&format!(
+            "removed {}: the estimate uses the built-in CUDA context again",
+            path.display()
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            say(&format!("nothing to reset: no {}", path.display()))
+        }
+        Err(e) => {
+            return Err(Failure::Input(format!(
+                "{}: cannot remove: {e}",
+                path.display()
+            )));
+        }
+    }
+    Ok(FITS)
+}
+
+fn entry_text(e: &Entry) -> String {
+    let Some(l) = e.context() else {
+        return String::new();
+    };
+    let (slack, predicted) = e.slack();
+    let against = |p: f64| {
+        format!(
+            ", the estimate predicts {p:.3} ({:+.1} %)",
+            (p - slack) / slack * 100.0
+        )
+    };
+    format!(
+        "{} ({}): CUDA context {} {} (built-in: {}, measured on an H200)\n  allocator slack (reserved / allocated at the peak step): {slack:.3}{}\n",
+        e.gpu,
+        e.stack,
+        format_size(l.median),
+        l.uncertainty(),
+        format_size(CUDA_CONTEXT),
+        predicted.map_or(String::new(), against)
+    )
+}
+
+fn entry_json(e: &Entry) -> serde_json::Value {
+    let l = e.context();
+    let (slack, predicted) = e.slack();
+    serde_json::json!({
+        "gpu": e.gpu,
+        "stack": e.stack,
+        "context_bytes": l.map(|l| l.median),
+        "runs": e.runs.len(),
+        "spread_bytes": l.and_then(|l| l.spread),
+        "slack": slack,
+        "predicted_slack": predicted,
+        "logs": e.runs.iter().map(|r| r.log.clone()).collect::<Vec<_>>(),
+    })
+}

@@ -1,0 +1,262 @@
+//! `vramfit run`: starts the training command with the run file's `[env]`, passes its output
+//! through, samples NVML while it runs, writes the run log (the prediction, the samples, and
+//! the callback's lines, which land in the same file through `VRAMFIT_RUN_LOG`), diagnoses an
+//! out-of-memory death, and exits with the command's own status.
+
+mod console;
+mod log;
+mod sampler;
+mod signals;
+mod tee;
+
+use crate::cli::Source;
+use crate::commands::diagnosis;
+use crate::inputs::{Inputs, gpu_mem, resolve};
+use crate::output::Failure;
+use console::Console;
+use std::ffi::OsString;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use vramfit::gpu::NvmlSession;
+use vramfit::model::estimate::{Estimate, estimate};
+use vramfit::model::measured;
+use vramfit::model::units::format_size;
+
+/// The variable the callback reads the run log's path from (examples/vramfit_callback.py).
+pub const LOG_VARIABLE: &str = "VRAMFIT_RUN_LOG";
+
+/// How long the command's standard error may stay open after it exits (a descendant still
+/// holding it) before vramfit stops waiting for its last bytes.
+const TEE_GRACE: Duration = Duration::from_secs(2);
+
+/// How often the command is polled for its exit, and vramfit's signals checked.
+const POLL: Duration = Duration::from_millis(50);
+
+pub fn run_command(
+    source: &Source,
+    log: Option<&Path>,
+    command: &[OsString],
+) -> Result<u8, Failure> {
+    let Some((program, args)) = command.split_first() else {
+        return Err(Failure::Input(
+            "run: no command given: vramfit run --config run.toml -- python train.py".into(),
+        ));
+    };
+    let inputs = resolve(source)?;
+    let est = estimate(&inputs.loaded.file.run, inputs.gpu);
+    let path = log_path(log)?;
+    let run_log = Arc::new(log::RunLog::open(&path)?);
+    let console = Arc::new(Console::new(std::io::stderr().is_terminal()));
+    console.say(&format!(
+        "vramfit: run: {}; predicted peak {} of {}; logging to {}",
+        inputs.loaded.origin,
+        format_size(est.total_bytes),
+        format_size(inputs.gpu.capacity),
+        path.display()
+    ));
+    let signals = signals::Signals::catch()?;
+    let mut child = Command::new(program)
+        .args(args)
+        .envs(inputs.loaded.file.env.iter().map(|(k, v)| (k, v)))
+        .env(LOG_VARIABLE, &path)
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            run_log.remove_if_empty();
+            format!("cannot start `{}`: {e}", program.to_string_lossy())
+        })?;
+    if let Err(e) = run_log.write(&prediction(&inputs, &est)) {
+        console.say(&format!(
+            "vramfit: {}: cannot write the run log: {e}",
+            path.display()
+        ));
+    }
+    let started = Instant::now();
+    let tail = tee::Tail::default();
+    let tee = child
+        .stderr
+        .take()
+        .map(|e| tee::spawn(e, Arc::clone(&console), tail.clone()));
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let sampler = match session(source) {
+        Ok(session) => Some(sampler::spawn(
+            sampler::Watch {
+                session,
+                root: child.id(),
+                log: Arc::clone(&run_log),
+                console: Arc::clone(&console),
+                predicted: est.total_bytes,
+            },
+            stopped,
+        )),
+        Err(why) => {
+            console.say(&format!("vramfit: no GPU samples are taken: {why}"));
+            None
+        }
+    };
+    let status = wait(&mut child, &signals, &console);
+    drop(stop);
+    let peaks = sampler.and_then(|s| s.join().ok());
+    if let Some(tee) = tee {
+        let deadline = Instant::now() + TEE_GRACE;
+        while !tee.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(POLL);
+        }
+    }
+    console.clear();
+    let status = status?;
+    let code = signals::exit_code(status);
+    let ended = exit_record(code, status, started.elapsed(), peaks);
+    if run_log.write(&ended).is_err() {
+        console.say(&format!(
+            "vramfit: cannot append the exit line to {}",
+            path.display()
+        ));
+    }
+    console.say(&summary(code, peaks, &est, &path, source));
+    if !status.success() {
+        diagnose_death(&tail.text(), source, &console);
+    }
+    Ok(code)
+}
+
+/// `--log`, else `vramfit-run-YYYYMMDD-HHMMSS.jsonl` in the current folder; absolute, so the
+/// command finds it from any folder it changes to.
+fn log_path(log: Option<&Path>) -> Result<PathBuf, String> {
+    let path = log.map_or_else(
+        || PathBuf::from(log::dated_name(SystemTime::now())),
+        Path::to_path_buf,
+    );
+    std::path::absolute(&path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// NVML for the sampler, or why there is none.
+fn session(source: &Source) -> Result<NvmlSession, String> {
+    if source.no_gpu {
+        return Err("--no-gpu".into());
+    }
+    NvmlSession::open()
+}
+
+/// The `prediction` line: the GPU vramfit saw and what the estimate predicts, in the figures
+/// `vramfit check` compares (measured::predicted) and the vLLM share.
+fn prediction(inputs: &Inputs, est: &Estimate) -> serde_json::Value {
+    let run = &inputs.loaded.file.run;
+    let p = measured::predicted(run, est);
+    let detected = inputs.detected.as_ref().ok();
+    serde_json::json!({
+        "kind": "prediction",
+        "run": inputs.loaded.origin,
+        "stack": run.stack.name(),
+        "device": detected.map(|g| g.name.clone()),
+        "total": inputs.gpu.capacity,
+        "used_before": detected.and_then(|g| g.used_bytes),
+        "peak": est.total_bytes,
+        "fits": est.fits,
+        "allocated": p.allocated,
+        "reserved": p.reserved,
+        "phase": p.phase,
+        "training_allocated": est.training_peak_allocated_bytes,
+        "training_reserved": est.training_peak_reserved_bytes,
+        "vllm": est.vllm.as_ref().map(|v| v.reservation_bytes),
+    })
+}
+
+/// Waits for the command; a SIGTERM or SIGHUP vramfit receives is passed on to it.
+fn wait(
+    child: &mut Child,
+    signals: &signals::Signals,
+    console: &Console,
+) -> Result<ExitStatus, Failure> {
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status),
+            Ok(None) => {}
+            Err(e) => return Err(Failure::Input(format!("cannot wait for the command: {e}"))),
+        }
+        if let Some(signal) = signals.take() {
+            if signals::forwarded(signal) {
+                signals::send(child.id(), signal);
+            }
+            console.say(&format!(
+                "vramfit: signal {signal}: waiting for the command to end, then writing the log"
+            ));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+fn exit_record(
+    code: u8,
+    status: ExitStatus,
+    took: Duration,
+    peaks: Option<sampler::Peaks>,
+) -> serde_json::Value {
+    #[cfg(unix)]
+    let signal = std::os::unix::process::ExitStatusExt::signal(&status);
+    #[cfg(not(unix))]
+    let signal: Option<i32> = None;
+    serde_json::json!({
+        "kind": "exit",
+        "code": code,
+        "signal": signal,
+        "seconds": took.as_secs_f64(),
+        "samples": peaks.map_or(0, |p| p.samples),
+        "peak_used": peaks.map(|p| p.used),
+        "peak_tree": peaks.and_then(|p| p.tree),
+    })
+}
+
+/// The line said when the command has ended, with the `check` that reads its log.
+fn summary(
+    code: u8,
+    peaks: Option<sampler::Peaks>,
+    est: &Estimate,
+    path: &Path,
+    source: &Source,
+) -> String {
+    let measured = match peaks.and_then(|p| p.tree.or((p.samples > 0).then_some(p.used))) {
+        Some(peak) => format!(
+            "NVML peak {} (predicted {})",
+            format_size(peak),
+            format_size(est.total_bytes)
+        ),
+        None => "no GPU samples".to_string(),
+    };
+    let run = match (&source.config, &source.preset) {
+        (Some(config), _) => format!(" --config {}", config.display()),
+        (None, Some(preset)) => format!(" --preset {preset}"),
+        (None, None) => String::new(),
+    };
+    format!(
+        "vramfit: the command exited with {code}; {measured}; log: {} (compare: vramfit check {}{run})",
+        path.display(),
+        path.display()
+    )
+}
+
+/// When the command's standard error ends with an out-of-memory message: the verdict and the
+/// proposed fit, as `vramfit diagnose` gives them for the same run.
+fn diagnose_death(stderr: &str, source: &Source, console: &Console) {
+    if vramfit::model::oom::diagnose(stderr).is_none() {
+        return;
+    }
+    console.say("vramfit: the command ran out of GPU memory; diagnosis:");
+    let gpu_mem = gpu_mem(source).ok().flatten();
+    match diagnosis(
+        stderr,
+        "the command's standard error",
+        source,
+        gpu_mem,
+        false,
+    ) {
+        Ok(text) => console.say(text.trim_end()),
+        Err(Failure::Input(why)) => console.say(&format!("vramfit: no diagnosis: {why}")),
+        Err(Failure::Output { error, .. }) => {
+            console.say(&format!("vramfit: no diagnosis: {error}"))
+        }
+    }
+}

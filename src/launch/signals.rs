@@ -1,0 +1,62 @@
+//! While the command runs, vramfit outlives the signals that end it: Ctrl-C reaches the command
+//! directly (the terminal signals the whole foreground process group, which the command shares),
+//! so vramfit only notes it, waits for the command and still writes its log. A SIGTERM or
+//! SIGHUP sent to vramfit alone is passed on to the command.
+//!
+//! The handlers are caught, not ignored: an ignored signal would stay ignored in the command
+//! after exec (signal(7)), and Python then leaves SIGINT alone (no KeyboardInterrupt).
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The last signal received (0: none).
+pub struct Signals(Arc<AtomicUsize>);
+
+impl Signals {
+    /// Catches SIGINT, SIGTERM and SIGHUP from now on.
+    pub fn catch() -> Result<Signals, String> {
+        let last = Arc::new(AtomicUsize::new(0));
+        for signal in [SIGINT, SIGTERM, SIGHUP] {
+            signal_hook::flag::register_usize(signal, Arc::clone(&last), signal as usize)
+                .map_err(|e| format!("cannot catch signal {signal}: {e}"))?;
+        }
+        Ok(Signals(last))
+    }
+
+    /// The signal received since the last call, if any.
+    pub fn take(&self) -> Option<i32> {
+        match self.0.swap(0, Ordering::SeqCst) {
+            0 => None,
+            s => i32::try_from(s).ok(),
+        }
+    }
+}
+
+/// Whether vramfit passes `signal` on: SIGINT the command received itself.
+pub fn forwarded(signal: i32) -> bool {
+    signal != SIGINT
+}
+
+/// Sends `signal` to process `pid`.
+pub fn send(pid: u32, signal: i32) {
+    if let Ok(pid) = libc::pid_t::try_from(pid) {
+        // SAFETY: kill(2) takes plain integers and touches no memory of this process.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
+}
+
+/// The command's exit status as vramfit's own: its code, or 128 + the signal that ended it
+/// (as a POSIX shell reports it, `$?`).
+pub fn exit_code(status: std::process::ExitStatus) -> u8 {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return (128 + signal).clamp(0, 255) as u8;
+        }
+    }
+    status.code().map_or(1, |c| (c & 0xff) as u8)
+}
