@@ -199,3 +199,39 @@ fn bad_spread_keys_name_the_key_and_value() {
             .stderr(predicate::str::contains(says));
     }
 }
+
+/// open-r1's GRPO recipes that ran on a node of 8 x H100 (tests/recipes/README.md): each is
+/// predicted to fit, every role of it.
+#[test]
+fn open_r1_recipes_that_ran_are_predicted_to_fit() {
+    let mut seen = 0;
+    for entry in std::fs::read_dir("tests/recipes").unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|x| x != "toml") {
+            continue;
+        }
+        let (v, code) = json(&["estimate", "--config", path.to_str().unwrap(), "--json"]);
+        assert_eq!(code, 0, "{}: {v}", path.display());
+        assert_eq!(
+            v["roles"].as_array().unwrap().len(),
+            2,
+            "{}",
+            path.display()
+        );
+        seen += 1;
+    }
+    assert_eq!(seen, 3);
+}
+
+/// The 7B recipe's model, fully fine-tuned on one H100 with nothing to shard over: 2P weights +
+/// 18P of ZeRO's states (deepspeed's own estimate on one GPU) is 150 GB alone.
+#[test]
+fn the_7b_recipe_on_a_single_h100_does_not_fit() {
+    let text = std::fs::read_to_string("tests/recipes/r1-distill-qwen-7b-zero3.toml").unwrap();
+    let f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    std::fs::write(f.path(), text.replace("gpus = 7\n", "gpus = 1\n")).unwrap();
+    let (v, code) = json(&["estimate", "--config", f.path().to_str().unwrap(), "--json"]);
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(v["roles"][0]["fits"], false);
+    assert_eq!(v["roles"][1]["fits"], true);
+}
