@@ -235,3 +235,76 @@ fn the_7b_recipe_on_a_single_h100_does_not_fit() {
     assert_eq!(v["roles"][0]["fits"], false);
     assert_eq!(v["roles"][1]["fits"], true);
 }
+
+/// accelerate.yaml's keys, two levels: `key` and `section.key` for indented lines.
+fn yaml_keys(text: &str) -> Vec<(Option<String>, String)> {
+    let mut section = None;
+    let mut keys = Vec::new();
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains(':'))
+    {
+        let key = line.trim().split(':').next().unwrap().to_string();
+        if line.starts_with("  ") {
+            keys.push((section.clone(), key));
+        } else {
+            if line.trim_end().ends_with(':') {
+                section = Some(key.clone());
+            }
+            keys.push((None, key));
+        }
+    }
+    keys
+}
+
+/// Every key of the exported accelerate.yaml and ds_config.json is one accelerate's and
+/// DeepSpeed's own config classes read (the contract, extracted from their pinned packages).
+#[test]
+fn launch_files_hold_only_keys_accelerate_and_deepspeed_read() {
+    use vramfit::contract::launch_keys;
+    for (engine, stage) in [("deepspeed", 3), ("deepspeed", 2), ("fsdp", 3), ("ddp", 0)] {
+        let f = variant(
+            "engine = \"deepspeed\"\nzero_stage = 3\noffload_optimizer = \"none\"",
+            &format!("engine = \"{engine}\"\nzero_stage = {stage}\noffload_optimizer = \"cpu\""),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        vramfit()
+            .args(["estimate", "--no-gpu", "--config"])
+            .arg(f.path())
+            .arg("--export-dir")
+            .arg(dir.path())
+            .assert()
+            .stderr(predicate::str::contains("wrote run.toml"));
+        let yaml = std::fs::read_to_string(dir.path().join("accelerate.yaml")).unwrap();
+        for (section, key) in yaml_keys(&yaml) {
+            let known = match section.as_deref() {
+                None => launch_keys("accelerate.ClusterConfig"),
+                Some(s) => launch_keys(&format!("accelerate.{s}")),
+            };
+            assert!(known.contains(&key.as_str()), "{engine}: {section:?} {key}");
+        }
+        let ds = dir.path().join("ds_config.json");
+        assert_eq!(ds.exists(), engine == "deepspeed");
+        if !ds.exists() {
+            continue;
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(ds).unwrap()).unwrap();
+        let top = launch_keys("deepspeed.config");
+        let zero = launch_keys("deepspeed.DeepSpeedZeroConfig");
+        let offload = launch_keys("deepspeed.DeepSpeedZeroOffloadConfig");
+        for (k, inner) in v.as_object().unwrap() {
+            assert!(top.contains(&k.as_str()), "ds_config.json {k}");
+            if k == "zero_optimization" {
+                for (z, sub) in inner.as_object().unwrap() {
+                    assert!(zero.contains(&z.as_str()), "zero_optimization.{z}");
+                    if let Some(o) = sub.as_object() {
+                        for key in o.keys() {
+                            assert!(offload.contains(&key.as_str()), "{z}.{key}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,7 +1,8 @@
 //! The trainer contract: the keyword arguments each trainer call accepts and what a missing one
 //! defaults to, read from the pinned wheels by `tools/contract/extract.py` into
-//! `trainers.json` (trl 1.15.0, transformers 5.17.0, peft 0.21.2, unsloth 2026.10.9). The
-//! loader's key lists, its defaults for missing keys and the export's keys all come from here.
+//! `trainers.json` (trl 1.15.0, transformers 5.17.0, peft 0.21.2, unsloth 2026.10.9, and
+//! accelerate 1.12.0 / deepspeed 0.18.2 for the launch files). The loader's key lists, its
+//! defaults for missing keys and the export's keys all come from here.
 
 use crate::model::run::Stack;
 use serde::Deserialize;
@@ -182,6 +183,19 @@ fn contract() -> &'static Contract {
             calls: BTreeMap::new(),
         })
     })
+}
+
+/// The keys a launch file may hold, read from accelerate's and DeepSpeed's own sources:
+/// `accelerate.ClusterConfig` (accelerate.yaml), `accelerate.deepspeed_config`,
+/// `accelerate.fsdp_config`, `deepspeed.config` (ds_config.json's top level),
+/// `deepspeed.DeepSpeedZeroConfig` (its `zero_optimization`),
+/// `deepspeed.DeepSpeedZeroOffloadConfig` (`offload_optimizer` / `offload_param`).
+pub fn launch_keys(config: &str) -> Vec<&'static str> {
+    contract()
+        .calls
+        .get(config)
+        .map(|c| c.params.keys().map(String::as_str).collect())
+        .unwrap_or_default()
 }
 
 /// The pinned versions, `trl 1.15.0, transformers 5.17.0, ...`.

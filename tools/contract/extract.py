@@ -38,7 +38,13 @@ PINS = {
     "peft": "0.21.2",
     "unsloth": "2026.10.9",
     "unsloth_zoo": "2026.10.9",
+    # the launch set of multi-GPU runs (accelerate.yaml, ds_config.json)
+    "accelerate": "1.12.0",
+    "deepspeed": "0.18.2",
 }
+
+# Published as a source archive only: read from the sdist, which pip downloads without building.
+SDIST_ONLY = {"deepspeed"}
 
 
 def wheels_dir() -> Path:
@@ -53,6 +59,8 @@ def fetch(package: str, version: str) -> Path:
     unpacked = base / f"{package}-{version}"
     if unpacked.is_dir():
         return unpacked
+    if package in SDIST_ONLY:
+        return fetch_sdist(package, version)
     stem = package.replace("-", "_")
     found = [w for w in base.glob(f"{stem}-{version}-*.whl")]
     if not found:
@@ -69,6 +77,70 @@ def fetch(package: str, version: str) -> Path:
         z.extractall(tmp)
     tmp.rename(unpacked)
     return unpacked
+
+
+def fetch_sdist(package: str, version: str) -> Path:
+    """The unpacked source archive of `package==version` (its top folder holds the package)."""
+    import tarfile
+    base = wheels_dir()
+    unpacked = base / f"{package}-{version}"
+    archive = base / f"{package}-{version}.tar.gz"
+    if not archive.exists():
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--quiet",
+             "--dest", str(base), f"{package}=={version}"],
+            check=True,
+        )
+    tmp = base / f".{package}-{version}.tmp"
+    with tarfile.open(archive) as t:
+        t.extractall(tmp, filter="data")
+    (tmp / f"{package}-{version}").rename(unpacked)
+    tmp.rmdir()
+    return unpacked
+
+
+def string_constants(mod) -> dict:
+    """`NAME = "text"` at the top of a module: the config keys DeepSpeed spells as constants."""
+    keys = {}
+    for node in mod.tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id.isupper():
+                    keys[node.value.value] = {"defined_in": f"{mod.dotted}.{target.id}"}
+    return keys
+
+
+def pydantic_keys(source, mod, name: str) -> dict:
+    """The keys a pydantic config model reads: each field, and its `alias` when it has one."""
+    found = source.lookup(mod, name)
+    if not found or not isinstance(found[1], ast.ClassDef):
+        raise SystemExit(f"class {name} not found from {mod.dotted}")
+    cmod, cls = found
+    keys = {}
+    for stmt in cls.body:
+        if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+            continue
+        key = stmt.target.id
+        if key.startswith("_"):
+            continue
+        keys[key] = {"defined_in": f"{cmod.dotted}.{cls.name}"}
+        if isinstance(stmt.value, ast.Call):
+            for kw in stmt.value.keywords:
+                if kw.arg == "alias" and isinstance(kw.value, ast.Constant):
+                    keys[kw.value.value] = {"defined_in": f"{cmod.dotted}.{cls.name}", "alias_of": key}
+    return keys
+
+
+def subscript_keys(mod, variable: str) -> dict:
+    """The string keys a module stores into `variable[...]`: the entries accelerate's
+    questionnaire (`accelerate config`) writes into its `deepspeed_config` / `fsdp_config`."""
+    keys = {}
+    for node in ast.walk(mod.tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) \
+                and isinstance(node.value, ast.Name) and node.value.id == variable \
+                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+            keys[node.slice.value] = {"defined_in": f"{mod.dotted} ({variable})"}
+    return dict(sorted(keys.items()))
 
 
 class Module:
@@ -342,6 +414,26 @@ def extract():
     serve = source.module("trl.scripts.vllm_serve")
     add("trl.vllm_serve.ScriptArguments", "trl", dataclass_fields(source, serve, "ScriptArguments"), False,
         "trl/scripts/vllm_serve.py: ScriptArguments (the flags of `trl vllm-serve`)")
+    cluster = source.module("accelerate.commands.config.config_args")
+    add("accelerate.ClusterConfig", "accelerate", dataclass_fields(source, cluster, "ClusterConfig"), False,
+        "accelerate/commands/config/config_args.py: ClusterConfig(BaseConfig), what accelerate.yaml holds")
+    questions = source.module("accelerate.commands.config.cluster")
+    add("accelerate.deepspeed_config", "accelerate", subscript_keys(questions, "deepspeed_config"), False,
+        "accelerate/commands/config/cluster.py: get_cluster_input, the keys of accelerate.yaml's deepspeed_config")
+    add("accelerate.fsdp_config", "accelerate", subscript_keys(questions, "fsdp_config"), False,
+        "accelerate/commands/config/cluster.py: get_cluster_input, the keys of accelerate.yaml's fsdp_config")
+    ds_top = string_constants(source.module("deepspeed.runtime.constants"))
+    ds_top.update(string_constants(source.module("deepspeed.runtime.zero.config")))
+    add("deepspeed.config", "deepspeed", ds_top, False,
+        "deepspeed/runtime/constants.py and zero/config.py: the top-level keys of ds_config.json")
+    zero = source.module("deepspeed.runtime.zero.config")
+    add("deepspeed.DeepSpeedZeroConfig", "deepspeed", pydantic_keys(source, zero, "DeepSpeedZeroConfig"), False,
+        "deepspeed/runtime/zero/config.py: DeepSpeedZeroConfig, ds_config.json's zero_optimization")
+    offload = source.module("deepspeed.runtime.zero.offload_config")
+    keys = pydantic_keys(source, offload, "DeepSpeedZeroOffloadOptimizerConfig")
+    keys.update(pydantic_keys(source, offload, "DeepSpeedZeroOffloadParamConfig"))
+    add("deepspeed.DeepSpeedZeroOffloadConfig", "deepspeed", keys, False,
+        "deepspeed/runtime/zero/offload_config.py: offload_optimizer / offload_param")
     return {
         "about": "Generated by tools/contract/extract.py from the pinned wheels; do not edit by hand.",
         "pins": PINS,
