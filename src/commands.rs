@@ -112,36 +112,48 @@ pub fn open_screen(source: &Source, mouse: bool) -> Result<u8, Failure> {
 }
 
 pub fn show_gpu(json: bool) -> Result<u8, Failure> {
-    let detected = NvmlProbe.probe();
+    let detected = NvmlProbe.probe_all();
     let answer = if detected.is_ok() { FITS } else { NO_GPU };
     emit(|out| {
         if json {
             let value = match &detected {
-                Ok(gpu) => serde_json::json!({ "detected": true, "gpu": gpu }),
+                Ok(gpus) => serde_json::json!({
+                    "detected": true,
+                    "gpu": gpus.first(),
+                    "gpus": gpus,
+                    "mixed": vramfit::gpu::mixed_cards(gpus),
+                }),
                 Err(why) => serde_json::json!({ "detected": false, "reason": why }),
             };
             return writeln!(out, "{value}");
         }
-        match &detected {
-            Ok(g) => {
-                let opt = |b: Option<u64>| b.map_or("unknown".to_string(), format_size);
-                writeln!(
-                    out,
-                    "{}: {} total for CUDA ({} installed, {} reserved by the driver), {} used, {} free",
-                    g.name,
-                    format_size(g.total_bytes),
-                    format_size(g.installed_bytes),
-                    format_size(g.installed_bytes.saturating_sub(g.total_bytes)),
-                    opt(g.used_bytes),
-                    opt(g.free_bytes)
-                )?;
-                for p in &g.processes {
-                    writeln!(out, "  process {}: {}", p.pid, opt(p.bytes))?;
-                }
-                Ok(())
+        let gpus = match &detected {
+            Ok(gpus) => gpus,
+            Err(why) => return writeln!(out, "no GPU detected: {why}"),
+        };
+        let opt = |b: Option<u64>| b.map_or("unknown".to_string(), format_size);
+        for (i, g) in gpus.iter().enumerate() {
+            writeln!(
+                out,
+                "GPU {i}: {}: {} total for CUDA ({} installed, {} reserved by the driver), {} used, {} free",
+                g.name,
+                format_size(g.total_bytes),
+                format_size(g.installed_bytes),
+                format_size(g.installed_bytes.saturating_sub(g.total_bytes)),
+                opt(g.used_bytes),
+                opt(g.free_bytes)
+            )?;
+            for p in &g.processes {
+                writeln!(out, "  process {}: {}", p.pid, opt(p.bytes))?;
             }
-            Err(why) => writeln!(out, "no GPU detected: {why}"),
         }
+        if let Some(kinds) = vramfit::gpu::mixed_cards(gpus) {
+            writeln!(
+                out,
+                "mixed cards ({kinds}): vramfit sizes every role on GPU 0's capacity"
+            )?;
+        }
+        Ok(())
     })
     .map_err(unwritten(answer))?;
     Ok(answer)

@@ -23,10 +23,17 @@ pub fn merge(outer: &Source, inner: &Source) -> Source {
 /// The GPU NVML sees, unless `--no-gpu`.
 pub fn detect(source: &Source) -> Result<GpuInfo, String> {
     if source.no_gpu {
-        Err("--no-gpu".to_string())
-    } else {
-        NvmlProbe.probe()
+        return Err("--no-gpu".to_string());
     }
+    let gpus = NvmlProbe.probe_all()?;
+    if let Some(kinds) = vramfit::gpu::mixed_cards(&gpus) {
+        crate::output::say(&format!(
+            "vramfit: note: mixed cards ({kinds}): every role is sized on GPU 0's capacity"
+        ));
+    }
+    gpus.into_iter()
+        .next()
+        .ok_or_else(|| "NVML lists no GPU".to_string())
 }
 
 /// The run file, the names it goes by, and where it came from.

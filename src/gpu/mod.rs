@@ -32,6 +32,34 @@ pub struct GpuProcess {
 pub trait GpuProbe: Send {
     /// The first GPU, or why none could be read.
     fn probe(&self) -> Result<GpuInfo, String>;
+
+    /// Every GPU, in NVML's order (the first one is `probe`'s).
+    fn probe_all(&self) -> Result<Vec<GpuInfo>, String> {
+        self.probe().map(|g| vec![g])
+    }
+}
+
+/// The kinds of card among `gpus` when they differ (`2 x NVIDIA H100 80GB HBM3, 1 x NVIDIA
+/// A100-SXM4-40GB`), `None` when all are alike: a role's capacity is that of its cards, and
+/// vramfit sizes every role on the first card's.
+pub fn mixed_cards(gpus: &[GpuInfo]) -> Option<String> {
+    let mut kinds: Vec<(String, u64, usize)> = Vec::new();
+    for g in gpus {
+        match kinds
+            .iter_mut()
+            .find(|(n, t, _)| *n == g.name && *t == g.total_bytes)
+        {
+            Some(k) => k.2 += 1,
+            None => kinds.push((g.name.clone(), g.total_bytes, 1)),
+        }
+    }
+    (kinds.len() > 1).then(|| {
+        kinds
+            .iter()
+            .map(|(n, _, c)| format!("{c} x {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
 }
 
 /// A GPU given by its capacity (`--gpu-mem`, a file's `gpu_memory`, tests).
@@ -50,6 +78,10 @@ impl GpuProbe for NvmlProbe {
     fn probe(&self) -> Result<GpuInfo, String> {
         NvmlSession::open()?.read()
     }
+
+    fn probe_all(&self) -> Result<Vec<GpuInfo>, String> {
+        NvmlSession::open()?.read_all()
+    }
 }
 
 /// NVML opened once, read many times (the interactive screen polls it about twice a second).
@@ -66,10 +98,26 @@ impl NvmlSession {
 
     /// GPU 0's name and memory; a field NVML refuses is left unknown rather than failing all.
     pub fn read(&self) -> Result<GpuInfo, String> {
+        self.read_index(0)
+    }
+
+    /// Every GPU NVML lists.
+    pub fn read_all(&self) -> Result<Vec<GpuInfo>, String> {
+        let count = self
+            .nvml
+            .device_count()
+            .map_err(|e| format!("cannot count the GPUs ({e})"))?;
+        if count == 0 {
+            return Err("NVML lists no GPU".into());
+        }
+        (0..count).map(|i| self.read_index(i)).collect()
+    }
+
+    fn read_index(&self, index: u32) -> Result<GpuInfo, String> {
         let device = self
             .nvml
-            .device_by_index(0)
-            .map_err(|e| format!("no GPU 0 ({e})"))?;
+            .device_by_index(index)
+            .map_err(|e| format!("no GPU {index} ({e})"))?;
         let memory = device
             .memory_info()
             .map_err(|e| format!("cannot read GPU memory ({e})"))?;
@@ -105,5 +153,32 @@ impl NvmlSession {
 impl GpuProbe for NvmlSession {
     fn probe(&self) -> Result<GpuInfo, String> {
         self.read()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn card(name: &str, gib: u64) -> GpuInfo {
+        GpuInfo {
+            name: name.into(),
+            total_bytes: gib << 30,
+            installed_bytes: gib << 30,
+            used_bytes: None,
+            free_bytes: None,
+            processes: vec![],
+        }
+    }
+
+    #[test]
+    fn mixed_cards_are_named_with_their_counts() {
+        let h100 = card("NVIDIA H100", 79);
+        assert_eq!(mixed_cards(&[h100.clone(), h100.clone()]), None);
+        let a100 = card("NVIDIA A100-SXM4-40GB", 39);
+        assert_eq!(
+            mixed_cards(&[h100.clone(), h100, a100]).as_deref(),
+            Some("2 x NVIDIA H100, 1 x NVIDIA A100-SXM4-40GB")
+        );
     }
 }
