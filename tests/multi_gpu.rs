@@ -308,3 +308,34 @@ fn launch_files_hold_only_keys_accelerate_and_deepspeed_read() {
         }
     }
 }
+
+/// TRL colocate with `vllm_tensor_parallel_size`: vLLM spans that many training GPUs, each
+/// holding its part of the weights; the group must divide the training processes.
+#[test]
+fn colocated_tensor_parallel_splits_vllm_weights() {
+    let file = |tp: u64, gpus: u64| {
+        let text = format!(
+            "[vramfit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\ngpus = {gpus}\nmax_prompt_length = 512\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-7B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nper_device_train_batch_size = 8\nnum_generations = 8\nmax_completion_length = 1024\nuse_vllm = true\nvllm_mode = \"colocate\"\nvllm_gpu_memory_utilization = 0.4\nvllm_tensor_parallel_size = {tp}\nvllm_max_model_length = 2048\n"
+        );
+        let f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+        std::fs::write(f.path(), text).unwrap();
+        f
+    };
+    let weights = |tp| {
+        let f = file(tp, 4);
+        let (v, code) = json(&["estimate", "--config", f.path().to_str().unwrap(), "--json"]);
+        assert_eq!(code, 0, "{v}");
+        v["vllm"]["weights_bytes"].as_u64().unwrap()
+    };
+    let (one, two) = (weights(1), weights(2));
+    assert_eq!(two, one / 2);
+    let bad = file(3, 4);
+    vramfit()
+        .args(["estimate", "--no-gpu", "--config"])
+        .arg(bad.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "vllm_tensor_parallel_size = 3 must divide the 4 training processes",
+        ));
+}

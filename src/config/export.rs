@@ -247,6 +247,9 @@ fn grpo_table(w: &mut Writer, run: &RunConfig) {
         if stack == Stack::Trl && run.vllm_sleep {
             w.key("vllm_enable_sleep_mode", true);
         }
+        if run.vllm_tensor_parallel > 1 {
+            w.key("vllm_tensor_parallel_size", run.vllm_tensor_parallel);
+        }
     }
     if stack == Stack::Trl {
         w.knob(Knob::SequenceLength, run.max_seq_len);

@@ -124,6 +124,7 @@ fn run_file(t: &Tables, dir: Option<&Path>) -> Result<RunFile, LoadError> {
         vllm_max_num_batched_tokens: generating.vllm_max_num_batched_tokens,
         standby_keeps_share: env.standby_keeps_share,
         stored_weights: model.stored_weights,
+        vllm_tensor_parallel: generating.vllm_tensor_parallel,
         full_finetuning: lora.full,
         spread,
         vllm_server,

@@ -15,6 +15,8 @@ pub struct Generating {
     pub vllm_sleep: bool,
     pub vllm_max_num_seqs: Option<u64>,
     pub vllm_max_num_batched_tokens: Option<u64>,
+    /// TRL colocate's `vllm_tensor_parallel_size`
+    pub vllm_tensor_parallel: u64,
 }
 
 /// Reads where and how completions are generated; `standby` is Unsloth's vLLM standby
@@ -47,6 +49,13 @@ pub fn read_generation(t: &Tables, standby: bool) -> Result<Generating, LoadErro
             1,
             1 << 24,
         ))?,
+        vllm_tensor_parallel: match t.stack {
+            Stack::Trl => t
+                .int(T::Grpo, "vllm_tensor_parallel_size", 1, 64)?
+                .or(Call::GrpoConfig.default_u64("vllm_tensor_parallel_size"))
+                .unwrap_or(1),
+            Stack::Unsloth => 1,
+        },
     })
 }
 

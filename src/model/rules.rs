@@ -69,9 +69,27 @@ fn trl_rules(run: &RunConfig) -> Result<(), Broken> {
             message: "gradient checkpointing \"unsloth\" (offloaded to CPU) is Unsloth's: TRL checkpoints on the GPU (true or false)".into(),
         });
     }
+    if run.full_finetuning && run.quant.is_quantised() {
+        return Err(Broken {
+            knob: None,
+            message: "full fine-tuning of quantised weights: transformers' Trainer refuses \"purely quantized models\" without adapters (`Trainer.__init__`): load the model in bfloat16 or train LoRA adapters".into(),
+        });
+    }
+    let tp = run.vllm_tensor_parallel.max(1);
+    if matches!(run.generation, super::run::Generation::ColocatedVllm { .. })
+        && run.processes() % tp != 0
+    {
+        return Err(Broken {
+            knob: None,
+            message: format!(
+                "vllm_tensor_parallel_size = {tp} must divide the {} training processes (trl `VLLMGeneration`: \"tensor_parallel_size must divide world size\")",
+                run.processes()
+            ),
+        });
+    }
     let batch = run
         .micro_batch
-        .saturating_mul(run.gpus)
+        .saturating_mul(run.processes())
         .saturating_mul(run.steps_per_generation());
     if batch % run.num_generations.max(1) != 0 {
         return Err(Broken {

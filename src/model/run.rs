@@ -209,6 +209,9 @@ pub struct RunConfig {
     pub standby_keeps_share: bool,
     /// the checkpoint's weights as its safetensors headers give them, when read
     pub stored_weights: Option<StoredWeights>,
+    /// TRL colocate's `vllm_tensor_parallel_size`: vLLM spans this many training GPUs, each
+    /// holding its part of the weights and KV cache
+    pub vllm_tensor_parallel: u64,
     /// every weight trained (TRL `use_peft = false`): gradients and optimizer states for all
     pub full_finetuning: bool,
     /// nodes and the engine that shares the model among the training processes
@@ -392,6 +395,7 @@ impl RunConfig {
             vllm_max_num_batched_tokens: None,
             standby_keeps_share: false,
             stored_weights: None,
+            vllm_tensor_parallel: 1,
             full_finetuning: false,
             spread: Spread::default(),
             vllm_server: VllmServer::default(),

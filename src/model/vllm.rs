@@ -99,7 +99,9 @@ pub fn plan(run: &RunConfig, around: &Surroundings) -> Option<VllmPlan> {
             ),
         ),
     };
-    let weights = vllm_weights(run, around.weights);
+    // TRL colocate with `vllm_tensor_parallel_size`: each GPU of the group holds its part
+    let tp = run.vllm_tensor_parallel.max(1);
+    let weights = vllm_weights(run, around.weights) / tp;
     let budget = (total as f64 * utilization).ceil() as u64;
     let (seqs, batched) = batch_limits(run, budget, weights);
     Some(plan_with(
@@ -113,7 +115,7 @@ pub fn plan(run: &RunConfig, around: &Surroundings) -> Option<VllmPlan> {
             seqs,
             batched,
             context: run.max_seq_len,
-            kv_split: 1,
+            kv_split: tp.min(run.arch.kv_heads.max(1)),
         },
     ))
 }
@@ -308,14 +310,16 @@ fn vllm_weights(run: &RunConfig, training_weights: u64) -> u64 {
     }
 }
 
-/// `max_num_seqs` and `max_num_batched_tokens`. TRL: the local generation batch
-/// (`per_device_train_batch_size x steps_per_generation`) and 4096. Unsloth: a table on its own
+/// `max_num_seqs` and `max_num_batched_tokens`. TRL: the generation batch of the tensor-parallel
+/// group (`per_device_train_batch_size x vllm_tensor_parallel_size x steps_per_generation`,
+/// trl 1.15.0 `GRPOTrainer.__init__`) and 4096. Unsloth: a table on its own
 /// KV estimate (load_vllm, 2026.10.9), the tokens capped at `seqs x max_seq_length`, unless the
 /// file passes them to load_vllm.
 fn batch_limits(run: &RunConfig, budget: u64, weights: u64) -> (u64, u64) {
     match run.stack {
         Stack::Trl => (
-            (run.micro_batch * run.steps_per_generation()).clamp(1, TRL_BATCHED_TOKENS),
+            (run.micro_batch * run.vllm_tensor_parallel.max(1) * run.steps_per_generation())
+                .clamp(1, TRL_BATCHED_TOKENS),
             TRL_BATCHED_TOKENS,
         ),
         Stack::Unsloth => {
