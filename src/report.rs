@@ -120,13 +120,21 @@ pub fn fit_text(
                     c.key, c.from, c.to, memory, c.trade_off
                 );
             }
+            let batch = if estimate.effective_batch == run.effective_batch() {
+                format!("effective batch {} kept", estimate.effective_batch)
+            } else {
+                format!(
+                    "effective batch {} (was {})",
+                    estimate.effective_batch,
+                    run.effective_batch()
+                )
+            };
             let _ = writeln!(
                 out,
-                "now {} of {} (headroom {}); effective batch {} kept",
+                "now {} of {} (headroom {}); {batch}",
                 format_size(estimate.total_bytes),
                 format_size(estimate.capacity_bytes),
                 format_size(estimate.headroom_bytes.max(0) as u64),
-                estimate.effective_batch
             );
         }
         FitOutcome::Impossible {

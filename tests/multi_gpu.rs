@@ -339,3 +339,27 @@ fn colocated_tensor_parallel_splits_vllm_weights() {
             "vllm_tensor_parallel_size = 3 must divide the 4 training processes",
         ));
 }
+
+/// A full fine-tune that no knob fits on one card: `fit` names the fewest cards of that kind,
+/// the model sharded with ZeRO-3 over them.
+#[test]
+fn fit_names_the_fewest_gpus_that_fit() {
+    let one = variant("gpus = 7\n", "gpus = 1\n");
+    let (v, code) = json(&["fit", "--config", one.path().to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let change = &v["changes"][0];
+    assert_eq!(
+        (change["key"].as_str(), change["from"].as_str()),
+        (Some("gpus"), Some("1"))
+    );
+    let gpus: u64 = change["to"].as_str().unwrap().parse().unwrap();
+    assert!((2..=7).contains(&gpus), "{change}");
+    // one fewer does not fit with fit's 5 % to spare: the count is the smallest
+    let fewer = variant("gpus = 7\n", &format!("gpus = {}\n", gpus - 1));
+    let path = fewer.path().to_str().unwrap();
+    let (v, _) = json(&["estimate", "--config", path, "--json"]);
+    let role = &v["roles"][0];
+    let total = role["total_bytes"].as_f64().unwrap();
+    let capacity = role["capacity_bytes"].as_f64().unwrap();
+    assert!(total > 0.95 * capacity, "{role}");
+}

@@ -33,6 +33,8 @@ pub enum Lever {
     /// how the training processes share the model (`[distributed]`): tried before any knob
     /// moves, since sharding changes no training number, only speed
     Sharding,
+    /// more training GPUs of the same kind, sharded with ZeRO-3: tried when no knob fits
+    Gpus,
 }
 
 impl Lever {
@@ -59,6 +61,7 @@ impl Lever {
             Lever::Generations => "generations",
             Lever::LoraRank => "LoRA rank",
             Lever::Sharding => "sharding",
+            Lever::Gpus => "GPUs",
         }
     }
 
@@ -69,6 +72,7 @@ impl Lever {
             (Lever::KvCacheFp8, _) => "float8_kv_cache",
             (Lever::FourBitWeights, _) => "load_in_4bit",
             (Lever::Sharding, _) => "zero_stage",
+            (Lever::Gpus, _) => "gpus",
             (other, _) => other.knob().map_or("", |k| k.trainer_key(stack)),
         }
     }
@@ -80,9 +84,11 @@ impl Lever {
             Lever::SequenceLength => Knob::SequenceLength,
             Lever::Generations => Knob::Generations,
             Lever::LoraRank => Knob::LoraRank,
-            Lever::Checkpointing | Lever::KvCacheFp8 | Lever::FourBitWeights | Lever::Sharding => {
-                return None;
-            }
+            Lever::Checkpointing
+            | Lever::KvCacheFp8
+            | Lever::FourBitWeights
+            | Lever::Sharding
+            | Lever::Gpus => return None,
         })
     }
 
@@ -103,6 +109,7 @@ impl Lever {
             Lever::Sharding => {
                 "the model's states split across the training GPUs: more communication, same training"
             }
+            Lever::Gpus => "more GPUs of this kind, the model sharded over them (ZeRO-3)",
             other => other.knob().map_or("", Knob::trade_off),
         }
     }
@@ -122,6 +129,7 @@ impl Lever {
             Lever::Generations => 40.0,
             Lever::LoraRank => 30.0,
             Lever::Sharding => 1.0,
+            Lever::Gpus => 50.0,
         }
     }
 }
@@ -367,7 +375,8 @@ pub fn fit(run: &RunConfig, gpu: GpuBudget, headroom: f64, est: &mut Estimator) 
     let grid = Grid::new(run);
     // Memory only falls as a lever moves down, so when no floor of the grid fits, nothing does.
     let Some(_) = floor_that_fits(&grid, run, gpu, headroom, est) else {
-        return impossible(&grid, run, gpu, headroom, est);
+        return more_gpus_that_fit(run, gpu, headroom, est)
+            .unwrap_or_else(|| impossible(&grid, run, gpu, headroom, est));
     };
     let mut queue = BinaryHeap::new();
     let mut seen: HashSet<Vec<usize>> = HashSet::new();
@@ -614,6 +623,81 @@ fn sharding_that_fits(
                 run: Box::new(candidate),
             });
         }
+    }
+    None
+}
+
+/// Training GPU counts tried when no knob fits: each count to 8 (a node), then whole nodes.
+const GPU_COUNTS: [u64; 11] = [2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128];
+
+/// The fewest training GPUs of this kind on which the run fits with every knob kept, the model
+/// sharded with ZeRO-3 (FSDP full shard when the run uses FSDP), and the gradient accumulation
+/// lowered to keep the effective batch where it divides. TRL runs only: Unsloth trains on one.
+fn more_gpus_that_fit(
+    run: &RunConfig,
+    gpu: GpuBudget,
+    headroom: f64,
+    est: &mut Estimator,
+) -> Option<FitOutcome> {
+    if run.stack != Stack::Trl {
+        return None;
+    }
+    let before = est.estimate(run, gpu).total_bytes as i64;
+    let nodes = run.spread.nodes.max(1);
+    for gpus in GPU_COUNTS.into_iter().filter(|&g| g > run.gpus) {
+        let mut candidate = run.clone();
+        candidate.gpus = gpus;
+        candidate.spread = Spread {
+            engine: if run.spread.engine == Engine::Fsdp {
+                Engine::Fsdp
+            } else {
+                Engine::DeepSpeed
+            },
+            zero_stage: 3,
+            ..run.spread
+        };
+        let per_step = run.micro_batch * gpus * nodes;
+        if run.effective_batch() % per_step == 0 && run.effective_batch() >= per_step {
+            candidate.grad_accum = run.effective_batch() / per_step;
+        }
+        let e = est.estimate(&candidate, gpu);
+        if !(fits_with_headroom(&e, headroom) && rules::validate(&candidate).is_ok()) {
+            continue;
+        }
+        let mut changes = vec![Change {
+            lever: Lever::Gpus,
+            key: "gpus",
+            from: run.gpus.to_string(),
+            to: gpus.to_string(),
+            bytes_saved: before - e.total_bytes as i64,
+            trade_off: Lever::Gpus.trade_off(),
+        }];
+        if candidate.grad_accum != run.grad_accum {
+            changes.push(Change {
+                lever: Lever::Gpus,
+                key: "gradient_accumulation_steps",
+                from: run.grad_accum.to_string(),
+                to: candidate.grad_accum.to_string(),
+                bytes_saved: 0,
+                trade_off: "fewer accumulation steps on more GPUs: the same effective batch",
+            });
+        }
+        if candidate.spread != run.spread {
+            changes.push(Change {
+                lever: Lever::Sharding,
+                key: "zero_stage",
+                from: run.spread.describe(),
+                to: candidate.spread.describe(),
+                bytes_saved: 0,
+                trade_off: Lever::Sharding.trade_off(),
+            });
+        }
+        return Some(FitOutcome::Fitted {
+            changes,
+            cost: Lever::Gpus.rung_cost(),
+            estimate: e,
+            run: Box::new(candidate),
+        });
     }
     None
 }
