@@ -42,6 +42,11 @@ fn serve(repos: Vec<(&str, Repo)>) -> HubServer {
 /// `vramfit estimate --json` of a run naming `model`, with the cache in `dir/hub`, the Hub at
 /// `endpoint`, no token, and `offline` as HF_HUB_OFFLINE.
 fn estimate(dir: &Path, endpoint: &str, model: &str, offline: bool) -> Command {
+    estimate_as(dir, endpoint, model, offline, true)
+}
+
+/// `estimate`, with `--json` or the text report.
+fn estimate_as(dir: &Path, endpoint: &str, model: &str, offline: bool, json: bool) -> Command {
     let run = dir.join("run.toml");
     std::fs::write(
         &run,
@@ -58,15 +63,11 @@ fn estimate(dir: &Path, endpoint: &str, model: &str, offline: bool) -> Command {
         .env("HF_HOME", dir.join("hf-home"))
         .env("HF_HUB_CACHE", dir.join("hub"))
         .env("HF_ENDPOINT", endpoint)
-        .args([
-            "--no-gpu",
-            "estimate",
-            "--json",
-            "--gpu-mem",
-            "8GiB",
-            "--config",
-        ])
+        .args(["--no-gpu", "estimate", "--gpu-mem", "8GiB", "--config"])
         .arg(&run);
+    if json {
+        cmd.arg("--json");
+    }
     if offline {
         cmd.env("HF_HUB_OFFLINE", "1");
     }
@@ -401,4 +402,30 @@ fn an_unreachable_hub_is_named_and_nothing_hangs() {
     refused(&out, TINY, "model info", "timeout");
     assert!(started.elapsed() < Duration::from_secs(30));
     drop(silent);
+}
+
+#[test]
+fn the_text_report_says_the_hub_answered_then_the_cache() {
+    let hub = serve(vec![(TINY, sharded(TINY_CONFIG, tiny_tensors()))]);
+    let dir = tempfile::tempdir().unwrap();
+    let report = |offline: bool| {
+        let out = estimate_as(dir.path(), &hub.endpoint, TINY, offline, false)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let short = &SHA[..12];
+    let first = report(false);
+    assert!(
+        first.contains(&format!(
+            "model: Hugging Face Hub, {TINY} @ {short} (fetched into the Hugging Face cache)"
+        )),
+        "{first}"
+    );
+    let second = report(true);
+    assert!(
+        second.contains(&format!("model: Hugging Face cache, {TINY} @ {short}")),
+        "{second}"
+    );
 }
