@@ -31,7 +31,7 @@ fn single(first_bytes: Vec<u8>, len: u64) -> Repo {
     );
     Repo {
         files,
-        gated: false,
+        ..Repo::default()
     }
 }
 
@@ -428,4 +428,22 @@ fn the_text_report_says_the_hub_answered_then_the_cache() {
         second.contains(&format!("model: Hugging Face cache, {TINY} @ {short}")),
         "{second}"
     );
+}
+
+#[test]
+fn a_server_that_ignores_ranges_gives_the_header_from_the_start_of_its_answer() {
+    let mut repo = sharded(TINY_CONFIG, tiny_tensors());
+    repo.ignore_range = true;
+    let hub = serve(vec![(TINY, repo)]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(&mut estimate(dir.path(), &hub.endpoint, TINY, false));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.json["stored_weights"]["bytes"], 213_632);
+    // one request a shard: the rest of the answer is never read
+    let shards = hub
+        .requests()
+        .iter()
+        .filter(|r| r.path.ends_with(".safetensors"))
+        .count();
+    assert_eq!(shards, 2);
 }

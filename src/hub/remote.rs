@@ -16,6 +16,8 @@ use std::time::Duration;
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Time for each read, and for the answer's headers.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time for one request whole, however slowly its bytes trickle in.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// The largest model info, config.json or index read.
 pub const MAX_JSON_BYTES: u64 = 16 << 20;
 
@@ -148,6 +150,7 @@ impl Remote {
             .timeout_connect(Some(CONNECT_TIMEOUT))
             .timeout_recv_response(Some(READ_TIMEOUT))
             .timeout_per_read(Some(READ_TIMEOUT))
+            .timeout_per_call(Some(CALL_TIMEOUT))
             // a renamed repository redirects on the Hub itself; a file redirects to its CDN,
             // whose signed URL needs no token (and must not get it)
             .redirect_auth_headers(ureq::config::RedirectAuthHeaders::SameHost)
@@ -237,7 +240,7 @@ impl Remote {
         let whole = first.status() == 200;
         let total = total_length(&first);
         let mut body = first.into_body().into_reader();
-        let mut bytes = read_at_most(&mut body, 8, &ask)?;
+        let mut bytes = self.read_at_most(&mut body, 8, &ask)?;
         let Ok(prefix) = <[u8; 8]>::try_from(bytes.as_slice()) else {
             return Err(ask.fail(Failure::Header(Problem::NoLength {
                 got: bytes.len() as u64,
@@ -246,14 +249,14 @@ impl Remote {
         let len = header_length(u64::from_le_bytes(prefix), total)
             .map_err(|p| ask.fail(Failure::Header(p)))?;
         if len > 0 && whole {
-            bytes.extend(read_at_most(&mut body, len, &ask)?);
+            bytes.extend(self.read_at_most(&mut body, len, &ask)?);
         } else if len > 0 {
             drop(body);
             let rest = self.get(&ask, Some((8, 8 + len - 1)), false)?;
             let skip = if rest.status() == 200 { 8 } else { 0 };
             let mut body = rest.into_body().into_reader();
-            read_at_most(&mut body, skip, &ask)?;
-            bytes.extend(read_at_most(&mut body, len, &ask)?);
+            self.read_at_most(&mut body, skip, &ask)?;
+            bytes.extend(self.read_at_most(&mut body, len, &ask)?);
         }
         let header = safetensors::read_header(bytes.as_slice())
             .map_err(|e| ask.fail(Failure::Header(e.problem)))?;
@@ -265,6 +268,23 @@ impl Remote {
         Ok(Some(bytes))
     }
 
+    /// Reads up to `n` bytes, fewer when the answer ends first.
+    fn read_at_most(
+        &self,
+        body: &mut impl Read,
+        n: u64,
+        ask: &Ask,
+    ) -> Result<Vec<u8>, Box<HubError>> {
+        let mut out = Vec::new();
+        body.take(n).read_to_end(&mut out).map_err(|e| {
+            ask.fail(Failure::Network {
+                endpoint: self.endpoint.clone(),
+                error: e.to_string(),
+            })
+        })?;
+        Ok(out)
+    }
+
     fn resolve_url(&self, repo: &str, revision: &str, file: &str) -> String {
         format!("{}/{repo}/resolve/{revision}/{file}", self.endpoint)
     }
@@ -273,7 +293,7 @@ impl Remote {
     fn json(&self, ask: &Ask, info: bool) -> Result<Vec<u8>, Box<HubError>> {
         let response = self.get(ask, None, info)?;
         let mut body = response.into_body().into_reader();
-        let bytes = read_at_most(&mut body, MAX_JSON_BYTES + 1, ask)?;
+        let bytes = self.read_at_most(&mut body, MAX_JSON_BYTES + 1, ask)?;
         if bytes.len() as u64 > MAX_JSON_BYTES {
             return Err(ask.fail(Failure::BadBody(format!(
                 "over the {} MiB vramfit reads",
@@ -327,18 +347,6 @@ impl Remote {
             _ => Failure::Status(status),
         }))
     }
-}
-
-/// Reads up to `n` bytes, fewer when the answer ends first.
-fn read_at_most(body: &mut impl Read, n: u64, ask: &Ask) -> Result<Vec<u8>, Box<HubError>> {
-    let mut out = Vec::new();
-    body.take(n).read_to_end(&mut out).map_err(|e| {
-        ask.fail(Failure::Network {
-            endpoint: String::new(),
-            error: e.to_string(),
-        })
-    })?;
-    Ok(out)
 }
 
 /// The header length a file's first 8 bytes give, checked as `safetensors::read_header` does

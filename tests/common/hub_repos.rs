@@ -88,6 +88,6 @@ pub fn sharded(config: &str, tensors: Vec<(String, &'static str, Vec<u64>)>) -> 
     files.insert(names[1].into(), shard(b));
     Repo {
         files,
-        gated: false,
+        ..Repo::default()
     }
 }

@@ -33,6 +33,9 @@ pub struct Repo {
     pub files: BTreeMap<String, Served>,
     /// every request about it answers 401 with `X-Error-Code: GatedRepo`, but the model info
     pub gated: bool,
+    /// files answer 200 with the whole file, whatever the `Range` (as a server without range
+    /// support does)
+    pub ignore_range: bool,
 }
 
 /// A request as received.
@@ -137,7 +140,7 @@ fn route(path: &str, range: Option<(u64, u64)>, repos: &BTreeMap<String, Repo>) 
         return not_found("RevisionNotFound");
     }
     match r.files.get(&file) {
-        Some(served) => serve(served, range),
+        Some(served) => serve(served, range.filter(|_| !r.ignore_range)),
         None => not_found("EntryNotFound"),
     }
 }
