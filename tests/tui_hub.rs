@@ -80,6 +80,14 @@ fn a_typed_name_is_fetched_off_the_ui_thread() {
     );
     let dir = tempfile::tempdir().unwrap();
     let mut a = app(dir.path(), Some(&hub.endpoint));
+    press(&mut a, KeyCode::Char('m'));
+    TINY.chars().for_each(|c| press(&mut a, KeyCode::Char(c)));
+    let s = screen(&a);
+    assert!(
+        s.contains("no match in the catalog: Enter looks \"test/tiny-llama\" up"),
+        "{s}"
+    );
+    press(&mut a, KeyCode::Esc);
     let took = pick(&mut a, TINY);
     assert!(took < Duration::from_millis(500), "{took:?}");
     assert_eq!(

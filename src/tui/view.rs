@@ -1101,7 +1101,10 @@ fn models(frame: &mut Frame, app: &App, area: Rect, filter: &str, selected: usiz
     );
     if matches.is_empty() {
         frame.render_widget(
-            Paragraph::new(" no match: give any model by its config.json in a run file")
+            Paragraph::new(format!(
+                " no match in the catalog: Enter looks {:?} up in the Hugging Face cache, then on the Hub",
+                filter.trim()
+            ))
                 .wrap(ratatui::widgets::Wrap { trim: true }),
             list,
         );
