@@ -34,7 +34,7 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench, fit_search);
+criterion_group!(benches, bench, fit_search, resolve);
 criterion_main!(benches);
 
 fn fit_search(c: &mut Criterion) {
@@ -61,5 +61,92 @@ fn fit_search(c: &mut Criterion) {
     c.bench_function(
         "fit: the same run as trl on 16 GiB (fresh Estimator)",
         |b| b.iter(|| fit(black_box(&trl), small, 0.05, &mut Estimator::new())),
+    );
+}
+
+/// A model name resolved from the catalog, and from a Hugging Face cache snapshot (config.json
+/// and three header-only shards of Qwen3-4B's 398 tensors, as a Hub fetch leaves them): the
+/// cache hit is what `estimate` adds for a model outside the catalog (issue 12: under 5 ms).
+fn resolve(c: &mut Criterion) {
+    use vramfit::hub::{self, safetensors};
+    let cache = tempfile::tempdir().unwrap();
+    let snap = cache.path().join(
+        "models--Qwen--Qwen3-4B-Instruct-2507/snapshots/cdbee75f17c01a7cc42f958dc650907174af0554",
+    );
+    std::fs::create_dir_all(&snap).unwrap();
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/configs/qwen3-4b-instruct-2507.json"),
+        snap.join("config.json"),
+    )
+    .unwrap();
+    let mut tensors = vec![(
+        "model.embed_tokens.weight".to_string(),
+        vec![151_936u64, 2560],
+    )];
+    for l in 0..36 {
+        for (name, shape) in [
+            ("self_attn.q_proj.weight", vec![4096, 2560]),
+            ("self_attn.k_proj.weight", vec![1024, 2560]),
+            ("self_attn.v_proj.weight", vec![1024, 2560]),
+            ("self_attn.o_proj.weight", vec![2560, 4096]),
+            ("self_attn.q_norm.weight", vec![128]),
+            ("self_attn.k_norm.weight", vec![128]),
+            ("mlp.gate_proj.weight", vec![9728, 2560]),
+            ("mlp.up_proj.weight", vec![9728, 2560]),
+            ("mlp.down_proj.weight", vec![2560, 9728]),
+            ("input_layernorm.weight", vec![2560]),
+            ("post_attention_layernorm.weight", vec![2560]),
+        ] {
+            tensors.push((format!("model.layers.{l}.{name}"), shape));
+        }
+    }
+    tensors.push(("model.norm.weight".into(), vec![2560]));
+    let mut weight_map = serde_json::Map::new();
+    for (i, part) in tensors.chunks(tensors.len().div_ceil(3)).enumerate() {
+        let shard = format!("model-0000{}-of-00003.safetensors", i + 1);
+        let mut header = serde_json::Map::new();
+        let mut at = 0u64;
+        for (name, shape) in part {
+            let bytes = shape.iter().product::<u64>() * 2;
+            header.insert(
+                name.clone(),
+                serde_json::json!({"dtype": "BF16", "shape": shape, "data_offsets": [at, at + bytes]}),
+            );
+            weight_map.insert(name.clone(), serde_json::json!(shard));
+            at += bytes;
+        }
+        let header = serde_json::Value::Object(header).to_string();
+        let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+        bytes.extend(header.as_bytes());
+        std::fs::write(
+            snap.join(format!("{shard}{}", safetensors::HEADER_ONLY_SUFFIX)),
+            bytes,
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        snap.join(safetensors::INDEX_FILE),
+        serde_json::json!({"weight_map": weight_map}).to_string(),
+    )
+    .unwrap();
+    let hit = hub::resolve("Qwen/Qwen3-4B-Instruct-2507", None, Some(cache.path()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(hit.weights.unwrap().tensors, 398);
+    c.bench_function("resolve: Qwen3-4B from the catalog", |b| {
+        b.iter(|| hub::resolve(black_box("Qwen/Qwen3-4B"), None, None))
+    });
+    c.bench_function(
+        "resolve: Qwen3-4B-Instruct-2507 from the cache (config.json, 3 header-only shards)",
+        |b| {
+            b.iter(|| {
+                hub::resolve(
+                    black_box("Qwen/Qwen3-4B-Instruct-2507"),
+                    None,
+                    Some(cache.path()),
+                )
+            })
+        },
     );
 }

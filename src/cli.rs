@@ -129,7 +129,7 @@ pub enum Command {
         json: bool,
     },
     /// List the built-in model catalog (any other model: its config.json in the Hugging Face
-    /// cache, or `[vramfit] model_config`).
+    /// cache, `[vramfit] model_config`, or fetched from the Hub unless --offline).
     Models {
         /// One JSON array: name, parameters, layers, hidden size, vocabulary, context.
         #[arg(long)]
@@ -165,4 +165,8 @@ pub struct Source {
     /// Do not ask NVML for the GPU.
     #[arg(long, global = true)]
     pub no_gpu: bool,
+    /// Never look a model up on the Hugging Face Hub (as HF_HUB_OFFLINE=1): the run file's
+    /// model_config, the local Hugging Face cache and the catalog only.
+    #[arg(long, global = true)]
+    pub offline: bool,
 }

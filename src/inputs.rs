@@ -17,6 +17,7 @@ pub fn merge(outer: &Source, inner: &Source) -> Source {
         preset: inner.preset.clone().or_else(|| outer.preset.clone()),
         gpu_mem: inner.gpu_mem.clone().or_else(|| outer.gpu_mem.clone()),
         no_gpu: inner.no_gpu || outer.no_gpu,
+        offline: inner.offline || outer.offline,
     }
 }
 

@@ -20,6 +20,7 @@ fn main() -> ExitCode {
         say(&format!("vramfit: {e}"));
     }
     let cli = Cli::parse();
+    allow_hub(&cli);
     let result = match cli.command {
         None => open_screen(&cli.source, !cli.no_mouse),
         Some(Command::Estimate {
@@ -90,4 +91,23 @@ fn main() -> ExitCode {
             ExitCode::from(FAILED)
         }
     }
+}
+
+/// Lets the run readers fetch a model from the Hugging Face Hub, saying so on standard error,
+/// unless `--offline` (before or after the command) or `HF_HUB_OFFLINE`.
+fn allow_hub(cli: &Cli) {
+    let inner = match &cli.command {
+        Some(
+            Command::Estimate { source, .. }
+            | Command::Fit { source, .. }
+            | Command::Diagnose { source, .. }
+            | Command::Check { source, .. },
+        ) => source.offline,
+        _ => false,
+    };
+    let offline = cli.source.offline || inner;
+    vramfit::hub::online::set(vramfit::hub::online::from_env(
+        offline,
+        std::sync::Arc::new(say),
+    ));
 }

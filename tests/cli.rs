@@ -7,9 +7,11 @@ use assert_cmd::Command;
 use predicates::prelude::*;
 use std::io::Write;
 
+/// The binary without NVML, and offline: an unknown model gets the catalog's answer, never a
+/// request to the Hub (tests/hub_remote.rs tests the Hub against a local stand-in).
 fn vramfit() -> Command {
     let mut c = Command::cargo_bin("vramfit").unwrap();
-    c.arg("--no-gpu");
+    c.arg("--no-gpu").env("HF_HUB_OFFLINE", "1");
     c
 }
 

@@ -21,7 +21,7 @@ pub mod tables;
 mod tests;
 
 pub use error::{LoadError, Wording};
-pub use read_model::model_name_key;
+pub use read_model::{model_name_key, stored_weights_of};
 pub use read_vramfit::ASSUMED_PROMPT_LENGTH;
 
 use crate::hub::ModelSource;

@@ -43,11 +43,7 @@ pub fn read_model(t: &Tables, model_config: Option<&Path>) -> Result<Model, Load
     let resolved = resolved.ok_or_else(|| unknown_model(t, &name, cache.as_deref()))?;
     let quant = quant(t, resolved.quant)?;
     let max_seq_len = max_seq_len(t, &resolved.arch)?;
-    let stored_weights = resolved
-        .weights
-        .as_ref()
-        .and_then(stored_weights)
-        .filter(|w| agrees(w.parameters, resolved.arch.parameters()));
+    let stored_weights = stored_weights_of(&resolved);
     Ok(Model {
         name,
         arch: resolved.arch,
@@ -57,6 +53,15 @@ pub fn read_model(t: &Tables, model_config: Option<&Path>) -> Result<Model, Load
         source: resolved.source,
         stored_weights,
     })
+}
+
+/// The weights a resolved model's safetensors headers give, when they agree with its config.
+pub fn stored_weights_of(resolved: &hub::Resolved) -> Option<StoredWeights> {
+    resolved
+        .weights
+        .as_ref()
+        .and_then(stored_weights)
+        .filter(|w| agrees(w.parameters, resolved.arch.parameters()))
 }
 
 /// Whether the headers' parameters are the config's: a snapshot holding part of its shards, or
@@ -117,8 +122,10 @@ fn unknown_model(t: &Tables, name: &str, cache: Option<&Path>) -> LoadError {
     let cache = cache.map_or("no Hugging Face cache folder found".to_string(), |c| {
         format!("not in the Hugging Face cache ({})", c.display())
     });
+    let hub = hub::not_on_the_hub(name, &hub::online::current())
+        .map_or_else(String::new, |why| format!("; {why}"));
     let message = format!(
-        "unknown model: {cache}, nor in the catalog (closest: {}). Download it once (`hf download {name} config.json`), or set `[vramfit] model_config = \"path/to/config.json\"` (run `vramfit models` for the catalog)",
+        "unknown model: {cache}, nor in the catalog (closest: {}){hub}. Download it once (`hf download {name} config.json`), or set `[vramfit] model_config = \"path/to/config.json\"` (run `vramfit models` for the catalog)",
         catalog::closest(name, 3).join(", ")
     );
     t.wrong(

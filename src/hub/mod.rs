@@ -1,7 +1,11 @@
 //! Which architecture a model name means, and where that answer came from: the run file's own
-//! `config.json`, the local Hugging Face cache, or the built-in catalog, in that order.
+//! `config.json`, the local Hugging Face cache, the built-in catalog, or the Hugging Face Hub
+//! (fetched into the cache, unless offline), in that order.
 
 pub mod cache;
+pub mod fetch;
+pub mod online;
+pub mod remote;
 pub mod safetensors;
 
 use crate::model::arch::Arch;
@@ -24,6 +28,13 @@ pub enum ModelSource {
     },
     /// vramfit's built-in catalog
     Catalog { id: String },
+    /// fetched from the Hugging Face Hub into the local cache just now (`path`: its config.json
+    /// there); the next run finds it in the cache
+    Hub {
+        repo: String,
+        revision: String,
+        path: PathBuf,
+    },
 }
 
 impl std::fmt::Display for ModelSource {
@@ -35,6 +46,13 @@ impl std::fmt::Display for ModelSource {
                 write!(f, "Hugging Face cache, {repo} @ {short}")
             }
             ModelSource::Catalog { id } => write!(f, "built-in catalog, {id}"),
+            ModelSource::Hub { repo, revision, .. } => {
+                let short = revision.get(..12).unwrap_or(revision);
+                write!(
+                    f,
+                    "Hugging Face Hub, {repo} @ {short} (fetched into the Hugging Face cache)"
+                )
+            }
         }
     }
 }
@@ -50,9 +68,82 @@ pub struct Resolved {
 }
 
 /// Resolves `name`: `model_config` when the file names one, else the Hugging Face cache at
-/// `cache` (see `cache::cache_dir`), else the catalog. `None` when none knows it. A cache hit
-/// also reads its snapshot's safetensors headers (`safetensors::read_snapshot`).
+/// `cache` (see `cache::cache_dir`), else the catalog, else the Hub when the program allows it
+/// (`online::current`). `None` when none knows it. A cache hit also reads its snapshot's
+/// safetensors headers (`safetensors::read_snapshot`).
 pub fn resolve(
+    name: &str,
+    model_config: Option<&Path>,
+    cache: Option<&Path>,
+) -> Result<Option<Resolved>, String> {
+    resolve_with(name, model_config, cache, &online::current())
+}
+
+/// `resolve`, asking the Hub as `access` says.
+pub fn resolve_with(
+    name: &str,
+    model_config: Option<&Path>,
+    cache: Option<&Path>,
+    access: &online::Access,
+) -> Result<Option<Resolved>, String> {
+    if let Some(found) = resolve_offline(name, model_config, cache)? {
+        return Ok(Some(found));
+    }
+    match access {
+        online::Access::Online(hub) if fetch::is_repo_id(name) => {
+            from_hub(hub, name, cache).map(Some)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Why `name` would not be looked up on the Hub under `access`; `None` when it would be.
+pub fn not_on_the_hub(name: &str, access: &online::Access) -> Option<String> {
+    match access {
+        online::Access::Offline(why) => {
+            let allow = if why.starts_with("HF_HUB_OFFLINE") {
+                "unset it"
+            } else {
+                "drop it"
+            };
+            Some(format!(
+                "did not look on the Hugging Face Hub ({why}): {allow} to let vramfit fetch its config.json"
+            ))
+        }
+        online::Access::Online(_) if !fetch::is_repo_id(name) => {
+            Some("not a Hugging Face Hub repository name (org/name)".into())
+        }
+        online::Access::Online(_) => None,
+    }
+}
+
+/// Fetches `name` into the cache, then reads it there as the next run will.
+fn from_hub(hub: &online::Hub, name: &str, cache: Option<&Path>) -> Result<Resolved, String> {
+    let cache = cache.ok_or_else(|| {
+        format!("no Hugging Face cache folder to fetch {name} into: set HF_HUB_CACHE or HF_HOME")
+    })?;
+    let fetched = fetch::fetch(hub, cache, name)?;
+    let found = resolve_offline(&fetched.repo, None, Some(cache))?
+        .filter(|r| matches!(r.source, ModelSource::Cache { .. }))
+        .ok_or_else(|| {
+            format!(
+                "{} was fetched into {}, but is not found there",
+                fetched.repo,
+                fetched.snapshot.display()
+            )
+        })?;
+    Ok(Resolved {
+        source: ModelSource::Hub {
+            repo: fetched.repo,
+            revision: fetched.revision,
+            path: fetched.snapshot.join("config.json"),
+        },
+        ..found
+    })
+}
+
+/// Steps 1 to 3: `model_config`, the cache, the catalog.
+fn resolve_offline(
     name: &str,
     model_config: Option<&Path>,
     cache: Option<&Path>,

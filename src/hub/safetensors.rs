@@ -25,6 +25,12 @@ pub const MAX_HEADER_BYTES: u64 = 100 << 20;
 pub const SINGLE_FILE: &str = "model.safetensors";
 /// A sharded snapshot's index.
 pub const INDEX_FILE: &str = "model.safetensors.index.json";
+/// What vramfit adds to a safetensors file's name for the file that holds only its first bytes
+/// (the 8-byte length and the JSON header, byte for byte), fetched from the Hub by range
+/// requests instead of the weights. It sits in the snapshot beside where the weights would be,
+/// under a name no other tool reads, so the cache stays a sound huggingface_hub cache: a
+/// download of the real file later lands under its own name, and is read first.
+pub const HEADER_ONLY_SUFFIX: &str = ".vramfit-header";
 
 /// One tensor as its header describes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -497,12 +503,37 @@ pub fn read_file(path: &Path) -> Result<Header, SafetensorsError> {
     Ok(header)
 }
 
+/// Reads the header of a file holding only a safetensors file's first bytes
+/// (`HEADER_ONLY_SUFFIX`): the weights are not there to check against.
+pub fn read_header_only(path: &Path) -> Result<Header, SafetensorsError> {
+    let at = SafetensorsError::at(path);
+    read_from(open(path).map_err(&at)?, None).map_err(&at)
+}
+
+/// The file to read for the safetensors file at `path`: itself, else its header-only copy
+/// (`HEADER_ONLY_SUFFIX`); `None` when neither is there.
+fn stand_in(path: &Path) -> Option<PathBuf> {
+    if present(path) {
+        return Some(path.to_path_buf());
+    }
+    let mut name = path.file_name()?.to_os_string();
+    name.push(HEADER_ONLY_SUFFIX);
+    let header = path.with_file_name(name);
+    present(&header).then_some(header)
+}
+
+fn is_header_only(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.to_string_lossy().ends_with(HEADER_ONLY_SUFFIX))
+}
+
 /// What the safetensors files of the snapshot at `dir` hold: `model.safetensors`, else the
-/// shards `model.safetensors.index.json` lists. `None` when it has neither.
+/// shards `model.safetensors.index.json` lists; each, when absent, from its header-only copy
+/// (`HEADER_ONLY_SUFFIX`). `None` when it has neither.
 pub fn read_snapshot(dir: &Path) -> Result<Option<WeightsOnDisk>, SafetensorsError> {
-    let single = dir.join(SINGLE_FILE);
+    let single = stand_in(&dir.join(SINGLE_FILE));
     let index = dir.join(INDEX_FILE);
-    let files = if present(&single) {
+    let files = if let Some(single) = single {
         vec![single]
     } else if present(&index) {
         shards(dir, &index)?
@@ -512,7 +543,12 @@ pub fn read_snapshot(dir: &Path) -> Result<Option<WeightsOnDisk>, SafetensorsErr
     let mut tensors: BTreeMap<String, TensorInfo> = BTreeMap::new();
     let mut from: BTreeMap<String, usize> = BTreeMap::new();
     for (i, file) in files.iter().enumerate() {
-        for (name, t) in read_file(file)?.tensors {
+        let header = if is_header_only(file) {
+            read_header_only(file)?
+        } else {
+            read_file(file)?
+        };
+        for (name, t) in header.tensors {
             if let Some(&other) = from.get(&name) {
                 let other = files.get(other).cloned().unwrap_or_default();
                 return Err(SafetensorsError::at(file)(Problem::Duplicate {
@@ -547,7 +583,8 @@ fn open(path: &Path) -> Result<File, Problem> {
     })
 }
 
-/// The files an index's `weight_map` names, each once, in order; each must be in `dir`.
+/// The files an index's `weight_map` names, each once, in order; each must be in `dir` (or
+/// its header-only copy).
 fn shards(dir: &Path, index: &Path) -> Result<Vec<PathBuf>, SafetensorsError> {
     let at = SafetensorsError::at(index);
     let mut text = Vec::new();
@@ -556,45 +593,50 @@ fn shards(dir: &Path, index: &Path) -> Result<Vec<PathBuf>, SafetensorsError> {
         .take(MAX_HEADER_BYTES.saturating_add(1))
         .read_to_end(&mut text)
         .map_err(|e| at(Problem::Io(e.to_string())))?;
+    let mut files = Vec::new();
+    for name in index_files(&text).map_err(&at)? {
+        let path =
+            stand_in(&dir.join(&name)).ok_or_else(|| at(Problem::MissingShard { shard: name }))?;
+        files.push(path);
+    }
+    Ok(files)
+}
+
+/// The files an index.json's `weight_map` names, each once, in order, each a plain relative
+/// path within the snapshot.
+pub fn index_files(text: &[u8]) -> Result<Vec<String>, Problem> {
     if u64::try_from(text.len()).unwrap_or(u64::MAX) > MAX_HEADER_BYTES {
-        return Err(at(Problem::BadIndex(format!(
+        return Err(Problem::BadIndex(format!(
             "over the {} MiB vramfit reads",
             MAX_HEADER_BYTES >> 20
-        ))));
+        )));
     }
-    let json: Value = serde_json::from_slice(&text)
-        .map_err(|e| at(Problem::BadIndex(format!("not JSON: {e}"))))?;
+    let json: Value =
+        serde_json::from_slice(text).map_err(|e| Problem::BadIndex(format!("not JSON: {e}")))?;
     let Some(map) = json.get("weight_map").and_then(Value::as_object) else {
-        return Err(at(Problem::BadIndex("has no weight_map object".into())));
+        return Err(Problem::BadIndex("has no weight_map object".into()));
     };
     let mut names = BTreeSet::new();
     for (tensor, file) in map {
         let Some(file) = file.as_str() else {
-            return Err(at(Problem::BadIndex(format!(
+            return Err(Problem::BadIndex(format!(
                 "weight_map gives tensor {tensor:?} a file that is not a string"
-            ))));
+            )));
         };
         names.insert(file);
     }
     let mut files = Vec::with_capacity(names.len());
     for name in names {
-        let relative = Path::new(name);
         let inside = !name.is_empty()
-            && relative
+            && Path::new(name)
                 .components()
                 .all(|c| matches!(c, Component::Normal(_)));
         if !inside {
-            return Err(at(Problem::BadIndex(format!(
+            return Err(Problem::BadIndex(format!(
                 "weight_map names {name:?}, not a file within the snapshot"
-            ))));
+            )));
         }
-        let path = dir.join(relative);
-        if !present(&path) {
-            return Err(at(Problem::MissingShard {
-                shard: name.to_string(),
-            }));
-        }
-        files.push(path);
+        files.push(name.to_string());
     }
     Ok(files)
 }

@@ -1,11 +1,13 @@
 //! The interactive screen's state and its one `update` function (keys in, state out).
 
 use super::keymap::{self, Action};
+use super::lookup::{Answer, Lookup};
 use super::theme::Theme;
 use super::view;
 use crate::config::RunFile;
 use crate::config::export::{ExportContext, to_toml, write_atomically};
 use crate::gpu::GpuInfo;
+use crate::hub::{self, cache, online};
 use crate::model::adjust::{apply_knob, exact_values, step_knob};
 use crate::model::catalog;
 use crate::model::estimate::{Estimate, Estimator, GpuBudget};
@@ -54,6 +56,10 @@ pub enum Mode {
     },
     /// quitting with changes not exported: y exports then quits, n quits, c or Esc stays
     ConfirmQuit,
+    /// a typed model name being looked up off the UI thread (`App::lookup`); Esc cancels
+    Fetching {
+        name: String,
+    },
 }
 
 /// One preset in the picker: its name, where it lives, and what it holds.
@@ -128,6 +134,12 @@ pub struct App {
     /// the state before a click that is still being dragged: the whole drag is one undo
     gesture: Option<Snapshot>,
     estimator: Estimator,
+    /// whether the model picker may ask the Hub for a name the catalog lacks, and where the
+    /// Hugging Face cache is (taken from the command line when the screen opens)
+    pub hub: online::Access,
+    pub hub_cache: Option<PathBuf>,
+    /// the lookup under way (`Mode::Fetching`)
+    pub lookup: Option<Lookup>,
 }
 
 impl App {
@@ -163,6 +175,9 @@ impl App {
             exported,
             gesture: None,
             estimator,
+            hub: online::current(),
+            hub_cache: cache::cache_dir(),
+            lookup: None,
         };
         app.recompute();
         app
@@ -221,9 +236,10 @@ impl App {
                 Some(Action::Quit) | Some(Action::Help)
             ),
             Mode::Help { .. } | Mode::ConfirmQuit | Mode::ConfirmOverwrite { .. } => true,
-            Mode::Entry { .. } | Mode::Models { .. } | Mode::Presets { .. } => {
-                key.code == KeyCode::Esc
-            }
+            Mode::Entry { .. }
+            | Mode::Models { .. }
+            | Mode::Presets { .. }
+            | Mode::Fetching { .. } => key.code == KeyCode::Esc,
         }
     }
 
@@ -266,6 +282,13 @@ impl App {
                     self.write_export(path, true, then_quit);
                 } else {
                     self.message = Some("export cancelled".into());
+                }
+            }
+            Mode::Fetching { name } => {
+                if key.code == KeyCode::Esc {
+                    self.lookup = None;
+                    self.mode = Mode::Normal;
+                    self.message = Some(format!("looking up {name}: cancelled"));
                 }
             }
             Mode::ConfirmQuit => match key.code {
@@ -692,7 +715,9 @@ impl App {
             }
             KeyCode::Enter => {
                 self.mode = Mode::Normal;
-                if let Some(id) = matches.get(selected) {
+                if matches.is_empty() && !filter.trim().is_empty() {
+                    self.look_up(filter.trim().to_string());
+                } else if let Some(id) = matches.get(selected) {
                     let found = catalog::find(id).map(|f| f.arch);
                     if let Some(arch) = found {
                         self.change_all(|s| {
@@ -720,6 +745,54 @@ impl App {
                 };
             }
             _ => {}
+        }
+    }
+
+    /// Looks a name the catalog lacks up off the UI thread: the cache, then the Hub.
+    fn look_up(&mut self, name: String) {
+        self.lookup = Some(Lookup::start(
+            name.clone(),
+            self.hub_cache.clone(),
+            self.hub.clone(),
+        ));
+        self.mode = Mode::Fetching { name };
+    }
+
+    /// Takes the lookup's answer when it has come (the event loop calls this each frame).
+    pub fn poll_lookup(&mut self) {
+        let Some(answer) = self.lookup.as_ref().and_then(Lookup::poll) else {
+            return;
+        };
+        let name = self.lookup.take().map(|l| l.name).unwrap_or_default();
+        if matches!(self.mode, Mode::Fetching { .. }) {
+            self.mode = Mode::Normal;
+        }
+        self.looked_up(name, answer);
+    }
+
+    fn looked_up(&mut self, name: String, answer: Answer) {
+        match answer {
+            Ok(Some(resolved)) => {
+                let source = resolved.source.to_string();
+                let stored = crate::config::stored_weights_of(&resolved);
+                let applied = self.change_all(|s| {
+                    s.model_config = None;
+                    s.run.arch = resolved.arch;
+                    s.run.model_name = name;
+                    s.run.stored_weights = stored;
+                });
+                if applied {
+                    self.message = Some(format!("model: {source}"));
+                }
+            }
+            Ok(None) => {
+                let hub = hub::not_on_the_hub(&name, &self.hub)
+                    .map_or_else(String::new, |why| format!("; {why}"));
+                self.message = Some(format!(
+                    "unknown model {name}: not in the Hugging Face cache nor in the catalog{hub}"
+                ));
+            }
+            Err(e) => self.message = Some(format!("{name}: {e}")),
         }
     }
 

@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod keymap;
+pub mod lookup;
 pub mod theme;
 pub mod view;
 pub mod widgets;
@@ -54,6 +55,11 @@ impl Drop for MouseCapture {
 /// Runs the screen until the user quits. `poll_gpu` is false with `--no-gpu`, `mouse` with
 /// `--no-mouse`.
 pub fn run(mut app: App, poll_gpu: bool, mouse: bool) -> Result<(), String> {
+    // the picker looks names up off this thread (the app took the Hub access when it was made);
+    // a preset loaded while the screen is up must not fetch, nor write to standard error
+    crate::hub::online::set(crate::hub::online::Access::Offline(
+        "the screen looks models up from its picker (m) only".into(),
+    ));
     let readings = poll_gpu.then(spawn_gpu_poller);
     let mut terminal = ratatui::try_init().map_err(|e| format!("cannot open the terminal: {e}"))?;
     let capture = if mouse {
@@ -99,6 +105,7 @@ fn event_loop(
                 _ => {}
             }
         }
+        app.poll_lookup();
         if let Some(rx) = readings {
             while let Ok(reading) = rx.try_recv() {
                 app.update(Msg::Gpu(reading));

@@ -762,6 +762,21 @@ fn advice_lines(app: &App, width: u16) -> Vec<Line<'static>> {
     lines
 }
 
+/// A lookup under way: a spinner, the name, where it looks, and how to cancel.
+fn fetching_line(app: &App, name: &str) -> String {
+    const SPINNER: [char; 4] = ['|', '/', '-', '\\'];
+    let ticks = app
+        .lookup
+        .as_ref()
+        .map_or(0, |l| l.started.elapsed().as_millis() / 250);
+    let spinner = SPINNER[(ticks % 4) as usize];
+    let hub = match &app.hub {
+        crate::hub::online::Access::Online(hub) => format!("then {}", hub.remote.endpoint()),
+        crate::hub::online::Access::Offline(why) => format!("not the Hub: {why}"),
+    };
+    format!(" {spinner} fetching… {name}: the Hugging Face cache, {hub} · Esc cancels")
+}
+
 /// The message line (two when it needs them): the entry, a question, or the last message.
 fn message_lines(app: &App, width: u16) -> Vec<Line<'static>> {
     let (text, style) = match &app.mode {
@@ -788,6 +803,7 @@ fn message_lines(app: &App, width: u16) -> Vec<Line<'static>> {
             " changes not exported: export? y/n/cancel".to_string(),
             app.theme.warn(),
         ),
+        Mode::Fetching { name } => (fetching_line(app, name), app.theme.focus()),
         _ => (
             app.message
                 .as_ref()
@@ -1085,7 +1101,10 @@ fn models(frame: &mut Frame, app: &App, area: Rect, filter: &str, selected: usiz
     );
     if matches.is_empty() {
         frame.render_widget(
-            Paragraph::new(" no match: give any model by its config.json in a run file")
+            Paragraph::new(format!(
+                " no match in the catalog: Enter looks {:?} up in the Hugging Face cache, then on the Hub",
+                filter.trim()
+            ))
                 .wrap(ratatui::widgets::Wrap { trim: true }),
             list,
         );

@@ -36,3 +36,5 @@ pub fn qwen3_2507_snapshot(hub: &Path) -> PathBuf {
     .unwrap();
     snap
 }
+pub mod hub_repos;
+pub mod hub_server;

@@ -274,6 +274,69 @@ fn a_shard_missing_from_the_index_names_the_index_and_the_shard() {
     assert!(text.contains("model-00002-of-00002.safetensors"), "{text}");
 }
 
+/// The first bytes of `bytes`: its length and header, as a Hub fetch keeps them.
+fn header_only(bytes: &[u8]) -> Vec<u8> {
+    let len = u64::from_le_bytes(bytes[..8].try_into().unwrap());
+    bytes[..8 + usize::try_from(len).unwrap()].to_vec()
+}
+
+#[test]
+fn a_header_only_copy_stands_in_for_an_absent_shard_and_the_real_one_comes_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = snapshot_dir(dir.path());
+    std::fs::create_dir_all(&snap).unwrap();
+    let (a, b) = (
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    );
+    let (fa, fb) = (
+        file(&[("x", "BF16", &[10, 4])]),
+        file(&[("y", "F32", &[4])]),
+    );
+    std::fs::write(snap.join(INDEX_FILE), index(&[("x", a), ("y", b)])).unwrap();
+    std::fs::write(snap.join(a), &fa).unwrap();
+    std::fs::write(
+        snap.join(format!("{b}{HEADER_ONLY_SUFFIX}")),
+        header_only(&fb),
+    )
+    .unwrap();
+    let w = read_snapshot(&snap).unwrap().unwrap();
+    assert_eq!((w.files, w.tensors, w.bytes, w.parameters), (2, 2, 96, 44));
+    // with the real shard downloaded beside it, the real one is read (and checked whole)
+    std::fs::write(snap.join(b), &fb[..fb.len() - 1]).unwrap();
+    let err = read_snapshot(&snap).unwrap_err();
+    assert_eq!(err.file, Some(snap.join(b)));
+    assert!(
+        matches!(err.problem, Problem::DataPastFile { .. }),
+        "{err:?}"
+    );
+    // a single model.safetensors too
+    let single = tempfile::tempdir().unwrap();
+    std::fs::write(
+        single
+            .path()
+            .join(format!("{SINGLE_FILE}{HEADER_ONLY_SUFFIX}")),
+        header_only(&fa),
+    )
+    .unwrap();
+    let w = read_snapshot(single.path()).unwrap().unwrap();
+    assert_eq!((w.files, w.bytes), (1, 80));
+    // a broken header-only copy names itself
+    std::fs::write(
+        single
+            .path()
+            .join(format!("{SINGLE_FILE}{HEADER_ONLY_SUFFIX}")),
+        &fa[..20],
+    )
+    .unwrap();
+    let err = read_snapshot(single.path()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("model.safetensors.vramfit-header: truncated header"),
+        "{err}"
+    );
+}
+
 #[cfg(unix)]
 #[test]
 fn a_link_to_a_missing_blob_says_so() {
