@@ -575,9 +575,9 @@ fn press_strategy() -> impl proptest::strategy::Strategy<Value = Press> {
     use proptest::prelude::*;
     prop_oneof![
         // knob focus, slider steps (fine and coarse), undo, lock, stack, checkpointing, 4-bit,
-        // beta, optimizer, pin
+        // beta, optimizer, pin, engine, ZeRO stage
         prop::sample::select(vec![
-            'j', 'k', 'l', 'h', 'L', 'H', 'u', 'b', 't', 'c', '4', 'r', 'o', 'x'
+            'j', 'k', 'l', 'h', 'L', 'H', 'u', 'b', 't', 'c', '4', 'r', 'o', 'x', 'd', 'z'
         ])
         .prop_map(Press::Key),
         prop::sample::select(vec![
@@ -1268,6 +1268,45 @@ fn both_roles_are_drawn_at_80x24() {
     let a = open_r1(None, std::path::Path::new("."));
     let s = screen(&a, 80, 24);
     insta::assert_snapshot!("open_r1_80x24", s);
+    // larger, the legend names every part of both roles; at the minimum both bars stay
+    let large = screen(&a, 200, 60);
+    for role in &a.estimate.roles {
+        for c in &role.components {
+            assert!(large.contains(c.name), "{}\n{large}", c.name);
+        }
+    }
+    let small = screen(&a, 60, 20);
+    assert!(
+        small.contains(" training ×7") && small.contains(" vLLM server ×1"),
+        "{small}"
+    );
+    assert!(small.contains("vLLM 7.10 GiB free"), "{small}");
+}
+
+#[test]
+fn a_vllm_server_that_cannot_start_is_said_so_and_the_run_does_not_fit() {
+    let text = std::fs::read_to_string("examples/multi-gpu/open-r1-7plus1-h100.toml")
+        .unwrap()
+        .replace(
+            "gpu_memory_utilization = 0.9",
+            "gpu_memory_utilization = 0.15",
+        );
+    let file = config::parse(&text, "open-r1", None).unwrap();
+    let gpu = GpuState {
+        capacity: file.gpu_memory.unwrap(),
+        capacity_from_user: true,
+        name: "H100".into(),
+        live: None,
+        unavailable: None,
+    };
+    let a = App::new(file, gpu, Theme::mono(), ".".into());
+    assert!(a.estimate.roles[0].fits && !a.estimate.fits);
+    let s = screen(&a, 80, 24);
+    assert!(s.contains("DOES NOT FIT"), "{s}");
+    assert!(
+        s.contains("vLLM refuses to start") || s.contains("won't start"),
+        "{s}"
+    );
 }
 
 /// Exports `a` into `dir` and loads the file back: the run, and its estimate's verdict per role.

@@ -8,7 +8,7 @@ use super::keymap::BINDINGS;
 use super::theme::Theme;
 use super::widgets::{MemoryBar, PickList, Slider, window_start};
 use crate::model::estimate::{Component, Part, Phase, PhaseMemory};
-use crate::model::roles::Role;
+use crate::model::roles::{Role, RoleKind};
 use crate::model::run::{Generation, Stack};
 use crate::model::units::{format_change, format_size};
 use crate::text::{count, count_f, decimal_places};
@@ -592,7 +592,7 @@ fn roles_title(app: &App, width: usize) -> Line<'static> {
             format_change(e.total_bytes as i64 - p.total_bytes as i64)
         )
     });
-    let title = |capacity: bool, counts: bool, pin: Option<&str>| {
+    let title = |capacity: bool, counts: bool, compact: bool, pin: Option<&str>| {
         let mut spans = vec![Span::styled(overall, style)];
         if capacity {
             spans.push(Span::raw(format!(
@@ -601,12 +601,16 @@ fn roles_title(app: &App, width: usize) -> Line<'static> {
             )));
         }
         for role in &e.roles {
-            let name = if counts {
-                format!("{} ×{}", role.role.label(), role.gpus)
-            } else {
-                role.role.label().to_string()
+            let name = match (counts, compact, role.role) {
+                (true, _, kind) => format!("{} ×{}", kind.label(), role.gpus),
+                (false, true, RoleKind::VllmServer) => "vLLM".to_string(),
+                (false, _, kind) => kind.label().to_string(),
             };
-            let (verdict, good) = role_verdict(role);
+            let (verdict, good) = if compact {
+                compact_verdict(role)
+            } else {
+                role_verdict(role)
+            };
             spans.push(Span::raw(format!(" · {name} ")));
             spans.push(Span::styled(
                 verdict,
@@ -622,16 +626,30 @@ fn roles_title(app: &App, width: usize) -> Line<'static> {
     };
     let pin = pin.as_deref();
     let candidates = [
-        title(true, true, pin),
-        title(false, true, pin),
-        title(false, false, pin),
-        title(false, false, None),
+        title(true, true, false, pin),
+        title(false, true, false, pin),
+        title(false, false, false, pin),
+        title(false, false, true, pin),
+        title(false, false, true, None),
     ];
-    let fallback = title(false, false, None);
+    let fallback = title(false, false, true, None);
     candidates
         .into_iter()
         .find(|l| l.width() <= width)
         .unwrap_or(fallback)
+}
+
+/// [`role_verdict`] in fewer words, for narrow screens: `7.10 GiB free`, `short 4.98 GiB`,
+/// `won't start`.
+fn compact_verdict(role: &Role) -> (String, bool) {
+    let bytes = format_size(role.headroom_bytes.unsigned_abs());
+    if role.vllm.as_ref().is_some_and(|v| !v.starts) {
+        ("won't start".into(), false)
+    } else if role.fits {
+        (format!("{bytes} free"), true)
+    } else {
+        (format!("short {bytes}"), false)
+    }
 }
 
 fn bar(frame: &mut Frame, app: &App, area: Rect) {
