@@ -207,6 +207,7 @@ fn a_gpu_reading_moves_the_capacity_unless_the_user_fixed_it() {
 #[test]
 fn any_size_draws_without_panicking() {
     let mut a = app();
+    let mut multi = open_r1(None, std::path::Path::new("."));
     for (w, h) in [
         (0, 0),
         (1, 1),
@@ -219,6 +220,10 @@ fn any_size_draws_without_panicking() {
         (80, 8),
     ] {
         screen(&a, w, h);
+        screen(&multi, w, h);
+        keys(&mut multi, "x?");
+        screen(&multi, w, h);
+        key(&mut multi, KeyCode::Esc);
         keys(&mut a, "?");
         screen(&a, w, h);
         keys(&mut a, "x");
@@ -386,15 +391,21 @@ fn two_phases_are_two_bars_each_with_its_total_and_the_peak_marked() {
             }
         }
     }
-    // vLLM on its own GPUs: one phase, one bar without labels
+    // vLLM on its own GPUs: one phase on the training GPU, so no phase bars, but one bar per
+    // role, each with its GPUs and total
     let server = "[vramfit]\nstack = \"trl\"\nmax_prompt_length = 256\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n[grpo]\nuse_vllm = true\nvllm_mode = \"server\"\n";
     let a = app_of(server, here, Theme::mono());
     assert!(a.estimate.phases.is_empty());
     let s = screen(&a, 80, 24);
-    assert!(
-        phase_line(&s, Phase::Generation).is_none() && phase_line(&s, Phase::Training).is_none(),
-        "{s}"
-    );
+    assert!(phase_line(&s, Phase::Generation).is_none(), "{s}");
+    for r in &a.estimate.roles {
+        let label = format!(" {} ×{}", r.role.label(), r.gpus);
+        let line = s
+            .lines()
+            .find(|l| l.starts_with(&label))
+            .unwrap_or_else(|| panic!("{label}\n{s}"));
+        assert!(line.contains(&format_size(r.total_bytes)), "{line}");
+    }
     assert!(!s.contains(" peak "), "{s}");
 }
 
@@ -564,9 +575,9 @@ fn press_strategy() -> impl proptest::strategy::Strategy<Value = Press> {
     use proptest::prelude::*;
     prop_oneof![
         // knob focus, slider steps (fine and coarse), undo, lock, stack, checkpointing, 4-bit,
-        // beta, optimizer, pin
+        // beta, optimizer, pin, engine, ZeRO stage
         prop::sample::select(vec![
-            'j', 'k', 'l', 'h', 'L', 'H', 'u', 'b', 't', 'c', '4', 'r', 'o', 'x'
+            'j', 'k', 'l', 'h', 'L', 'H', 'u', 'b', 't', 'c', '4', 'r', 'o', 'x', 'd', 'z'
         ])
         .prop_map(Press::Key),
         prop::sample::select(vec![
@@ -632,10 +643,15 @@ fn focused_line(s: &str) -> Option<&str> {
 
 #[test]
 fn the_focused_knob_is_on_screen_at_every_size_down_to_the_minimum() {
-    for (w, h) in [(60, 20), (61, 21), (70, 22), (80, 24), (200, 60)] {
-        let mut a = app();
+    let runs: [fn() -> App; 2] = [app, || open_r1(None, std::path::Path::new("."))];
+    for ((w, h), make) in [(60, 20), (61, 21), (70, 22), (80, 24), (200, 60)]
+        .into_iter()
+        .flat_map(|size| runs.map(|make| (size, make)))
+    {
+        let mut a = make();
         a.update(Msg::Resize(w, h));
-        for (i, knob) in Knob::ALL.iter().enumerate() {
+        let knobs = a.knobs();
+        for (i, knob) in knobs.iter().enumerate() {
             assert_eq!(a.focused(), *knob);
             let s = screen(&a, w, h);
             let line = focused_line(&s).unwrap_or_else(|| panic!("{w}x{h}: no focused knob\n{s}"));
@@ -651,7 +667,7 @@ fn the_focused_knob_is_on_screen_at_every_size_down_to_the_minimum() {
             key(&mut a, KeyCode::Tab);
         }
         // and back up, past the top
-        for knob in Knob::ALL.iter().rev() {
+        for knob in knobs.iter().rev() {
             key(&mut a, KeyCode::BackTab);
             let s = screen(&a, w, h);
             assert!(focused_line(&s).unwrap().contains(knob.label()), "{s}");
@@ -1157,7 +1173,7 @@ fn mouse(a: &mut App, kind: ratatui::crossterm::event::MouseEventKind, column: u
 /// The track of `knob` on a `w` x `h` screen: (first column, last column, row).
 fn track(a: &App, knob: Knob, w: u16, h: u16) -> (u16, u16, u16) {
     let sliders = view::areas(a, ratatui::layout::Rect::new(0, 0, w, h)).sliders;
-    let i = Knob::ALL.iter().position(|k| *k == knob).unwrap();
+    let i = a.knobs().iter().position(|k| *k == knob).unwrap();
     let (_, cells) = view::knob_rows(a, sliders)
         .into_iter()
         .find(|(k, _)| *k == i)
@@ -1223,4 +1239,205 @@ fn the_mouse_focuses_sets_drags_and_steps() {
         mouse(&mut a, M::ScrollUp, 20, y);
     }
     assert_eq!(a.run, run);
+}
+
+/// The open-r1 example (7 training H100s under DeepSpeed ZeRO-3, `trl vllm-serve` on an
+/// eighth), its `[distributed]` engine replaced by `engine` when given, on its own 79.19 GiB
+/// with no NVML.
+fn open_r1(engine: Option<&str>, dir: &std::path::Path) -> App {
+    let mut text = std::fs::read_to_string("examples/multi-gpu/open-r1-7plus1-h100.toml").unwrap();
+    if let Some(engine) = engine {
+        text = text
+            .replace("engine = \"deepspeed\"", &format!("engine = \"{engine}\""))
+            .replace("zero_stage = 3\n", "zero_stage = 0\n");
+    }
+    let file = config::parse(&text, "open-r1", None).unwrap();
+    let capacity = file.gpu_memory.unwrap();
+    let gpu = GpuState {
+        capacity,
+        capacity_from_user: true,
+        name: "H100".into(),
+        live: None,
+        unavailable: None,
+    };
+    App::new(file, gpu, Theme::mono(), dir.to_path_buf())
+}
+
+#[test]
+fn both_roles_are_drawn_at_80x24() {
+    let a = open_r1(None, std::path::Path::new("."));
+    let s = screen(&a, 80, 24);
+    insta::assert_snapshot!("open_r1_80x24", s);
+    // larger, the legend names every part of both roles; at the minimum both bars stay
+    let large = screen(&a, 200, 60);
+    for role in &a.estimate.roles {
+        for c in &role.components {
+            assert!(large.contains(c.name), "{}\n{large}", c.name);
+        }
+    }
+    let small = screen(&a, 60, 20);
+    assert!(
+        small.contains(" training ×7") && small.contains(" vLLM server ×1"),
+        "{small}"
+    );
+    assert!(small.contains("vLLM 7.10 GiB free"), "{small}");
+}
+
+#[test]
+fn a_vllm_server_that_cannot_start_is_said_so_and_the_run_does_not_fit() {
+    let text = std::fs::read_to_string("examples/multi-gpu/open-r1-7plus1-h100.toml")
+        .unwrap()
+        .replace(
+            "gpu_memory_utilization = 0.9",
+            "gpu_memory_utilization = 0.15",
+        );
+    let file = config::parse(&text, "open-r1", None).unwrap();
+    let gpu = GpuState {
+        capacity: file.gpu_memory.unwrap(),
+        capacity_from_user: true,
+        name: "H100".into(),
+        live: None,
+        unavailable: None,
+    };
+    let a = App::new(file, gpu, Theme::mono(), ".".into());
+    assert!(a.estimate.roles[0].fits && !a.estimate.fits);
+    let s = screen(&a, 80, 24);
+    assert!(s.contains("DOES NOT FIT"), "{s}");
+    assert!(
+        s.contains("vLLM refuses to start") || s.contains("won't start"),
+        "{s}"
+    );
+}
+
+/// Exports `a` into `dir` and loads the file back: the run, and its estimate's verdict per role.
+fn export_and_reload(a: &mut App, dir: &std::path::Path) -> config::RunFile {
+    let name = a
+        .run
+        .model_name
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_ascii_lowercase();
+    let path = dir.join(format!("vramfit-{name}.toml"));
+    _ = std::fs::remove_file(&path);
+    keys(a, "s");
+    config::load(&path)
+        .unwrap_or_else(|e| panic!("{e}\n{}", std::fs::read_to_string(&path).unwrap()))
+}
+
+#[test]
+fn the_engine_and_zero_stage_keys_move_the_spread_and_the_estimate() {
+    use vramfit::model::estimate::{Estimator, GpuBudget};
+    use vramfit::model::spread::Engine;
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = open_r1(Some("ddp"), dir.path());
+    let spread = |a: &App| (a.run.spread.engine, a.run.spread.stage());
+    assert_eq!(spread(&a), (Engine::Ddp, 0));
+    // DDP holds the whole 7B model's states on every rank: the training GPUs are short
+    assert!(!a.estimate.fits && !a.estimate.roles[0].fits);
+    let s = screen(&a, 80, 24);
+    assert!(s.contains("DOES NOT FIT") && s.contains("SHORT BY"), "{s}");
+    assert!(
+        s.contains("training ×7") && s.contains("vLLM server ×1"),
+        "{s}"
+    );
+    // DDP has no stages: z says so and changes nothing
+    keys(&mut a, "z");
+    assert_eq!(spread(&a), (Engine::Ddp, 0));
+    assert!(a.message.as_deref().unwrap().contains("DDP has no ZeRO"));
+    keys(&mut a, "d");
+    assert_eq!(spread(&a), (Engine::DeepSpeed, 0));
+    let mut totals = vec![a.estimate.total_bytes];
+    for stage in 1..=3 {
+        keys(&mut a, "z");
+        assert_eq!(spread(&a), (Engine::DeepSpeed, stage));
+        totals.push(a.estimate.total_bytes);
+    }
+    assert!(totals.windows(2).all(|w| w[0] > w[1]), "{totals:?}");
+    // ZeRO-3 fits, every role
+    assert!(a.estimate.fits && a.estimate.roles.iter().all(|r| r.fits));
+    let s = screen(&a, 80, 24);
+    assert!(
+        s.contains("DeepSpeed ZeRO-3") && s.contains(" fits ·"),
+        "{s}"
+    );
+    // every engine and stage the keys reach exports a file that loads back to the same run
+    // and the same estimate
+    let capacity = a.gpu.capacity;
+    let budget = GpuBudget {
+        capacity,
+        used_by_others: 0,
+        context: None,
+    };
+    for press in ["", "z", "d", "z", "z", "d", "d", "z"] {
+        keys(&mut a, press);
+        assert_eq!(a.mode, Mode::Normal, "{press}: {:?}", a.message);
+        let back = export_and_reload(&mut a, dir.path());
+        assert_eq!(back.run, a.run, "{:?}", a.run.spread);
+        let again = Estimator::new().estimate(&back.run, budget);
+        assert_eq!(again.total_bytes, a.estimate.total_bytes);
+        assert_eq!(again.fits, a.estimate.fits);
+    }
+    // undo walks back through the engines
+    while a.run.spread.engine != Engine::Ddp || a.run.spread.stage() != 0 {
+        keys(&mut a, "u");
+    }
+    assert!(!a.estimate.fits);
+}
+
+#[test]
+fn the_gpus_knob_keeps_the_locked_effective_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = open_r1(None, dir.path());
+    assert!(a.lock);
+    while a.focused() != Knob::Gpus {
+        key(&mut a, KeyCode::Tab);
+    }
+    let shape = |a: &App| (a.run.gpus, a.run.grad_accum, a.run.effective_batch());
+    assert_eq!(shape(&a), (7, 8, 896));
+    // locked, the GPU counts that keep 896 = 16 per device x accumulation x GPUs
+    key(&mut a, KeyCode::Right);
+    assert_eq!(shape(&a), (8, 7, 896));
+    assert_eq!(a.estimate.roles[0].gpus, 8);
+    key(&mut a, KeyCode::Right);
+    assert_eq!(shape(&a), (14, 4, 896));
+    key(&mut a, KeyCode::Left);
+    key(&mut a, KeyCode::Left);
+    assert_eq!(shape(&a), (7, 8, 896));
+    // 6 GPUs would need 9.33 accumulation steps: refused, the counts that keep it named
+    type_value(&mut a, "6");
+    assert_eq!(shape(&a), (7, 8, 896));
+    let Mode::Entry {
+        error: Some(error), ..
+    } = &a.mode
+    else {
+        panic!("6 accepted: {:?}", a.mode);
+    };
+    assert!(error.contains("batch locked at 896"), "{error}");
+    key(&mut a, KeyCode::Esc);
+    // unlocked, the batch follows the GPUs
+    keys(&mut a, "b");
+    key(&mut a, KeyCode::Right);
+    assert_eq!(shape(&a), (8, 8, 1024));
+    let back = export_and_reload(&mut a, dir.path());
+    assert_eq!(back.run, a.run);
+}
+
+#[test]
+fn a_single_gpu_run_shows_the_gpus_knob_once_the_engine_key_is_pressed() {
+    let mut a = app();
+    assert!(!a.knobs().contains(&Knob::Gpus));
+    assert!(!screen(&a, 80, 24).contains("d engine"));
+    keys(&mut a, "d");
+    assert!(a.knobs().contains(&Knob::Gpus));
+    let s = screen(&a, 200, 60);
+    assert!(
+        s.contains("DeepSpeed ZeRO-0") && s.contains("d engine"),
+        "{s}"
+    );
+    assert!(s.contains("GPUs") && s.contains(" gpus"), "{s}");
+    // undo takes the engine back, the knob stays for the session
+    keys(&mut a, "u");
+    assert_eq!(a.run.spread, vramfit::model::spread::Spread::default());
+    assert!(a.knobs().contains(&Knob::Gpus));
 }

@@ -24,13 +24,6 @@ pub fn read_spread(t: &Tables) -> Result<Spread, LoadError> {
         })?,
     };
     let stage = t.int(T::Distributed, "zero_stage", 0, 3)?;
-    if engine == Engine::Ddp && stage.is_some_and(|s| s > 0) {
-        return Err(t.sentence(
-            T::Distributed,
-            "zero_stage",
-            "`[distributed] zero_stage` shards nothing under engine = \"ddp\": set engine = \"deepspeed\" or \"fsdp\"",
-        ));
-    }
     let spread = Spread {
         nodes: t.int(T::Vramfit, "nodes", 1, MAX_GPUS)?.unwrap_or(1),
         engine,
@@ -39,12 +32,8 @@ pub fn read_spread(t: &Tables) -> Result<Spread, LoadError> {
         offload_optimizer: offload(t, "offload_optimizer")?,
         offload_param: offload(t, "offload_param")?,
     };
-    if spread.offload_param && !spread.shards_parameters() {
-        return Err(t.sentence(
-            T::Distributed,
-            "offload_param",
-            "`[distributed] offload_param = \"cpu\"` needs the parameters sharded: zero_stage = 3",
-        ));
+    if let Some((key, why)) = spread.refusal() {
+        return Err(t.sentence(T::Distributed, key, why));
     }
     Ok(spread)
 }

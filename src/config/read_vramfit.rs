@@ -34,7 +34,7 @@ pub fn read_vramfit(t: &Tables, dir: Option<&Path>) -> Result<Vramfit, LoadError
     let prompt_len = t.knob(Knob::PromptLength)?;
     Ok(Vramfit {
         gpu_memory: gpu_memory(t)?,
-        gpus: t.int(T::Vramfit, "gpus", 1, 1024)?.unwrap_or(1),
+        gpus: t.knob(Knob::Gpus)?.unwrap_or(1),
         lock_effective_batch: t
             .boolean(T::Vramfit, "lock_effective_batch")?
             .unwrap_or(true),

@@ -5,37 +5,58 @@ use super::knobs::{Knob, accumulation_for, step_along};
 use super::rules;
 use super::run::RunConfig;
 
-/// The values `knob` may take while the effective batch stays exactly `target` completions on
-/// `gpus` GPUs, ascending: for the micro-batch and the accumulation, the divisors of
-/// `target / gpus` whose partner (the accumulation, the micro-batch) is in its range too.
-/// `None` for the other knobs: the effective batch does not bind them.
-pub fn exact_values(knob: Knob, target: u64, gpus: u64) -> Option<Vec<u64>> {
-    let partner = match knob {
-        Knob::MicroBatch => Knob::GradAccum,
-        Knob::GradAccum => Knob::MicroBatch,
-        _ => return None,
-    };
-    let gpus = gpus.max(1);
-    if target == 0 || target % gpus != 0 {
-        return Some(Vec::new());
+/// The values `knob` may take while the effective batch stays exactly `target` completions in
+/// `run`, ascending: for the micro-batch and the accumulation, the divisors of `target /
+/// processes` whose partner (the accumulation, the micro-batch) is in its range too; for the
+/// GPUs, the counts per node that leave a whole accumulation in its range. `None` for the other
+/// knobs: the effective batch does not bind them.
+pub fn exact_values(knob: Knob, target: u64, run: &RunConfig) -> Option<Vec<u64>> {
+    match knob {
+        Knob::MicroBatch => Some(partner_divisors(
+            knob,
+            Knob::GradAccum,
+            target,
+            run.processes(),
+        )),
+        Knob::GradAccum => Some(partner_divisors(
+            knob,
+            Knob::MicroBatch,
+            target,
+            run.processes(),
+        )),
+        Knob::Gpus => {
+            let per_node = run.micro_batch.max(1) * run.spread.nodes.max(1);
+            let mut counts = partner_divisors(Knob::Gpus, Knob::GradAccum, target, per_node);
+            counts.retain(|&g| g <= Knob::Gpus.range().1);
+            Some(counts)
+        }
+        _ => None,
     }
-    let per_gpu = target / gpus;
+}
+
+/// The values of `knob` that divide `target / per_unit`, whose quotient is in `partner`'s range.
+fn partner_divisors(knob: Knob, partner: Knob, target: u64, per_unit: u64) -> Vec<u64> {
+    let per_unit = per_unit.max(1);
+    if target == 0 || target % per_unit != 0 {
+        return Vec::new();
+    }
+    let whole = target / per_unit;
     let ((lo, hi), (plo, phi)) = (knob.range(), partner.range());
     let mut small = Vec::new();
     let mut large = Vec::new();
     let mut d = 1;
-    while d * d <= per_gpu {
-        if per_gpu % d == 0 {
+    while d * d <= whole {
+        if whole % d == 0 {
             small.push(d);
-            if d * d != per_gpu {
-                large.push(per_gpu / d);
+            if d * d != whole {
+                large.push(whole / d);
             }
         }
         d += 1;
     }
     small.extend(large.into_iter().rev());
-    small.retain(|&v| (lo..=hi).contains(&v) && (plo..=phi).contains(&(per_gpu / v)));
-    Some(small)
+    small.retain(|&v| (lo..=hi).contains(&v) && (plo..=phi).contains(&(whole / v)));
+    small
 }
 
 /// One step (three with `coarse`) of `knob` from its value in `run`: along the values that keep
@@ -51,7 +72,7 @@ pub fn step_knob(
     keep_batch: Option<u64>,
 ) -> Option<u64> {
     let current = knob.get(run)?;
-    let values = keep_batch.and_then(|t| exact_values(knob, t, run.gpus));
+    let values = keep_batch.and_then(|t| exact_values(knob, t, run));
     let next = |v: u64| match &values {
         Some(values) => step_along(values, v, up, false),
         None => knob.next(v, up, false),
@@ -77,16 +98,17 @@ pub fn step_knob(
 }
 
 /// Moves `knob` to `value`; with `keep_batch`, a micro-batch change re-derives the accumulation
-/// and an accumulation change the micro-batch, so that the effective batch stays `keep_batch`
-/// completions (exactly when `value` is one of [`exact_values`]).
+/// and an accumulation change the micro-batch, and a change of GPUs the accumulation, so that
+/// the effective batch stays `keep_batch` completions (exactly when `value` is one of
+/// [`exact_values`]).
 pub fn apply_knob(run: &mut RunConfig, knob: Knob, value: u64, keep_batch: Option<u64>) {
     knob.set(run, value);
     match (knob, keep_batch) {
-        (Knob::MicroBatch, Some(target)) => {
-            run.grad_accum = accumulation_for(target, run.micro_batch, run.gpus).0;
+        (Knob::MicroBatch | Knob::Gpus, Some(target)) => {
+            run.grad_accum = accumulation_for(target, run.micro_batch, run.processes()).0;
         }
         (Knob::GradAccum, Some(target)) => {
-            run.micro_batch = accumulation_for(target, run.grad_accum, run.gpus).0;
+            run.micro_batch = accumulation_for(target, run.grad_accum, run.processes()).0;
         }
         _ => {}
     }
@@ -96,21 +118,67 @@ pub fn apply_knob(run: &mut RunConfig, knob: Knob, value: u64, keep_batch: Optio
 mod tests {
     use super::*;
 
+    fn run_on(gpus: u64) -> RunConfig {
+        let arch = crate::model::catalog::find("Qwen/Qwen2.5-1.5B-Instruct")
+            .expect("catalog")
+            .arch;
+        let mut run = RunConfig::example(arch);
+        run.gpus = gpus;
+        run
+    }
+
     #[test]
     fn exact_values_are_the_divisors_per_gpu() {
-        assert_eq!(exact_values(Knob::MicroBatch, 8, 1), Some(vec![1, 2, 4, 8]));
+        let one = run_on(1);
         assert_eq!(
-            exact_values(Knob::GradAccum, 36, 1),
+            exact_values(Knob::MicroBatch, 8, &one),
+            Some(vec![1, 2, 4, 8])
+        );
+        assert_eq!(
+            exact_values(Knob::GradAccum, 36, &one),
             Some(vec![1, 2, 3, 4, 6, 9, 12, 18, 36])
         );
         assert_eq!(
-            exact_values(Knob::MicroBatch, 64, 2),
+            exact_values(Knob::MicroBatch, 64, &run_on(2)),
             Some(vec![1, 2, 4, 8, 16, 32])
         );
-        assert_eq!(exact_values(Knob::LoraRank, 8, 1), None);
+        assert_eq!(exact_values(Knob::LoraRank, 8, &one), None);
         // the micro-batch stops at 4096, so the accumulation cannot go below 2 for 8192
-        let a = exact_values(Knob::GradAccum, 8192, 1).unwrap_or_default();
+        let a = exact_values(Knob::GradAccum, 8192, &one).unwrap_or_default();
         assert_eq!(a.first(), Some(&2));
+        // nodes count: 2 nodes of 2 GPUs are 4 processes
+        let mut two_nodes = run_on(2);
+        two_nodes.spread.nodes = 2;
+        assert_eq!(
+            exact_values(Knob::MicroBatch, 16, &two_nodes),
+            Some(vec![1, 2, 4])
+        );
+    }
+
+    #[test]
+    fn gpus_keep_the_effective_batch_by_moving_the_accumulation() {
+        // open-r1: 16 per device x 8 accumulation x 7 GPUs = 896
+        let mut run = run_on(7);
+        (run.micro_batch, run.grad_accum) = (16, 8);
+        assert_eq!(
+            exact_values(Knob::Gpus, 896, &run),
+            Some(vec![1, 2, 4, 7, 8, 14, 28, 56])
+        );
+        apply_knob(&mut run, Knob::Gpus, 8, Some(896));
+        assert_eq!((run.gpus, run.grad_accum), (8, 7));
+        assert_eq!(run.effective_batch(), 896);
+        // locked, the step goes to the next count that keeps it: 8 -> 14, 7 -> 4
+        assert_eq!(
+            step_knob(&run, Knob::Gpus, true, false, Some(896)),
+            Some(14)
+        );
+        run.gpus = 7;
+        assert_eq!(
+            step_knob(&run, Knob::Gpus, false, false, Some(896)),
+            Some(4)
+        );
+        // free, along the ladder
+        assert_eq!(step_knob(&run, Knob::Gpus, true, false, None), Some(8));
     }
 
     #[test]

@@ -221,9 +221,7 @@ impl Grid {
                     // keep the effective batch exactly: the micro-batches that divide it, the
                     // values the screen's locked slider steps through
                     let values = match lever {
-                        Lever::MicroBatch => {
-                            exact_values(knob, batch, run.gpus).unwrap_or_default()
-                        }
+                        Lever::MicroBatch => exact_values(knob, batch, run).unwrap_or_default(),
                         _ => knob.ladder().to_vec(),
                     };
                     let mut v = vec![now];
@@ -265,7 +263,7 @@ impl Grid {
                 Lever::FourBitWeights => run.quant = Quant::Nf4,
                 Lever::MicroBatch => {
                     Knob::MicroBatch.set(&mut run, v);
-                    run.grad_accum = accumulation_for(target, v, run.gpus).0;
+                    run.grad_accum = accumulation_for(target, v, run.processes()).0;
                 }
                 // a shorter context takes the completion down with it when they no longer fit;
                 // the prompt is the dataset's, never shortened

@@ -18,6 +18,8 @@ pub enum Knob {
     CompletionLength,
     LoraRank,
     GradAccum,
+    /// `[vramfit] gpus`: training processes per node (accelerate's `num_processes` / nodes)
+    Gpus,
 }
 
 /// vLLM share values: 0.05 to 0.95 in steps of 0.05, kept as whole hundredths.
@@ -40,9 +42,12 @@ const RANKS: [u64; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 320, 512];
 const ACCUMULATIONS: [u64; 20] = [
     1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64, 96, 128, 256, 512, 1024,
 ];
+/// Training GPUs per node: the counts nodes come in (1, 2, 4, 8, 16) and the same less one,
+/// the GPU `trl vllm-serve` takes (open-r1's 7 + 1), then multiples of 8 for larger nodes.
+const GPU_COUNTS: [u64; 16] = [1, 2, 3, 4, 6, 7, 8, 12, 14, 15, 16, 24, 31, 32, 48, 64];
 
 impl Knob {
-    pub const ALL: [Knob; 8] = [
+    pub const ALL: [Knob; 9] = [
         Knob::VllmShare,
         Knob::Generations,
         Knob::MicroBatch,
@@ -51,6 +56,7 @@ impl Knob {
         Knob::CompletionLength,
         Knob::LoraRank,
         Knob::GradAccum,
+        Knob::Gpus,
     ];
 
     pub fn label(self) -> &'static str {
@@ -63,6 +69,7 @@ impl Knob {
             Knob::CompletionLength => "completion",
             Knob::LoraRank => "LoRA rank",
             Knob::GradAccum => "grad accum",
+            Knob::Gpus => "GPUs",
         }
     }
 
@@ -83,6 +90,7 @@ impl Knob {
             (Knob::CompletionLength, _) => (Table::Grpo, "max_completion_length"),
             (Knob::LoraRank, _) => (Table::Lora, "r"),
             (Knob::GradAccum, _) => (Table::Grpo, "gradient_accumulation_steps"),
+            (Knob::Gpus, _) => (Table::Vramfit, "gpus"),
         }
     }
 
@@ -110,6 +118,9 @@ impl Knob {
             Knob::CompletionLength => "shorter completions: long reasoning gets truncated",
             Knob::LoraRank => "smaller adapter: less capacity to learn",
             Knob::GradAccum => "smaller effective batch: noisier updates (no memory saved)",
+            Knob::Gpus => {
+                "fewer GPUs: less to shard the model states over, more accumulation per step"
+            }
         }
     }
 
@@ -123,6 +134,7 @@ impl Knob {
             Knob::PromptLength | Knob::CompletionLength => &PART_LENGTHS,
             Knob::LoraRank => &RANKS,
             Knob::GradAccum => &ACCUMULATIONS,
+            Knob::Gpus => &GPU_COUNTS,
         }
     }
 
@@ -138,6 +150,8 @@ impl Knob {
             Knob::PromptLength | Knob::CompletionLength => (1, MAX_PART_LENGTH),
             Knob::LoraRank => (1, 4096),
             Knob::GradAccum => (1, 65536),
+            // the loader's bound: past any node a run file describes
+            Knob::Gpus => (1, 1024),
         }
     }
 
@@ -165,6 +179,7 @@ impl Knob {
             Knob::CompletionLength => run.completion_len,
             Knob::LoraRank => run.lora_rank,
             Knob::GradAccum => run.grad_accum,
+            Knob::Gpus => run.gpus,
         })
     }
 
@@ -192,6 +207,7 @@ impl Knob {
                 }
             }
             Knob::GradAccum => run.grad_accum = v,
+            Knob::Gpus => run.gpus = v,
         }
     }
 

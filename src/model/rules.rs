@@ -52,6 +52,12 @@ pub fn validate(run: &RunConfig) -> Result<(), Broken> {
             ),
         });
     }
+    if let Some((_, why)) = run.spread.refusal() {
+        return Err(Broken {
+            knob: None,
+            message: why.to_string(),
+        });
+    }
     trl_rules(run)
 }
 

@@ -101,6 +101,66 @@ impl Spread {
     }
 }
 
+impl Spread {
+    /// The engine after this one (ddp, deepspeed, fsdp, then ddp again), at a stage it has:
+    /// DDP shards and offloads nothing; DeepSpeed keeps the stage; FSDP has no ZeRO-1, so stage
+    /// 1 becomes SHARD_GRAD_OP (2). Parameters stay offloaded only while they are sharded.
+    pub fn next_engine(self) -> Spread {
+        let mut next = self;
+        next.engine = match self.engine {
+            Engine::Ddp => Engine::DeepSpeed,
+            Engine::DeepSpeed => Engine::Fsdp,
+            Engine::Fsdp => Engine::Ddp,
+        };
+        match next.engine {
+            Engine::Ddp => {
+                next.zero_stage = 0;
+                next.offload_optimizer = false;
+            }
+            Engine::Fsdp if next.zero_stage == 1 => next.zero_stage = 2,
+            Engine::DeepSpeed | Engine::Fsdp => {}
+        }
+        next.offload_param &= next.shards_parameters();
+        next
+    }
+
+    /// The stage after this one: DeepSpeed 0, 1, 2, 3, then 0 again; FSDP no shard (0),
+    /// SHARD_GRAD_OP (2), FULL_SHARD (3). `None` under DDP, which has no stages.
+    pub fn next_stage(self) -> Option<Spread> {
+        let stage = match (self.engine, self.stage()) {
+            (Engine::Ddp, _) => return None,
+            (Engine::Fsdp, 0 | 1) => 2,
+            (_, 3) => 0,
+            (_, z) => z + 1,
+        };
+        let mut next = Spread {
+            zero_stage: stage,
+            ..self
+        };
+        next.offload_param &= next.shards_parameters();
+        Some(next)
+    }
+
+    /// What the loader refuses in `[distributed]`: the key, and why in words (a ZeRO stage
+    /// under DDP, parameters offloaded without being sharded). The screen's toggles never reach
+    /// one; `rules::validate` checks it for every run.
+    pub fn refusal(&self) -> Option<(&'static str, &'static str)> {
+        if self.engine == Engine::Ddp && self.zero_stage > 0 {
+            return Some((
+                "zero_stage",
+                "`[distributed] zero_stage` shards nothing under engine = \"ddp\": set engine = \"deepspeed\" or \"fsdp\"",
+            ));
+        }
+        if self.offload_param && !self.shards_parameters() {
+            return Some((
+                "offload_param",
+                "`[distributed] offload_param = \"cpu\"` needs the parameters sharded: zero_stage = 3",
+            ));
+        }
+        None
+    }
+}
+
 /// `[vllm_server]`: `trl vllm-serve` on GPUs of its own (`[grpo] vllm_mode = "server"`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct VllmServer {
@@ -323,6 +383,43 @@ mod tests {
         // each stage holds less than the one before
         let on = |s| full_finetuning_states(&a, &z(s, false, false), 8, 8).on_gpu();
         assert!(on(0) > on(1) && on(1) > on(2) && on(2) > on(3));
+    }
+
+    #[test]
+    fn the_toggles_reach_every_engine_and_stage_and_nothing_the_loader_refuses() {
+        let mut s = Spread::default();
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            for _ in 0..4 {
+                assert_eq!(s.refusal(), None, "{s:?}");
+                seen.push(s.describe());
+                match s.next_stage() {
+                    Some(next) => s = next,
+                    None => break,
+                }
+            }
+            s = s.next_engine();
+        }
+        assert_eq!(s, Spread::default());
+        for want in [
+            "DDP",
+            "DeepSpeed ZeRO-1",
+            "DeepSpeed ZeRO-3",
+            "FSDP full shard",
+        ] {
+            assert!(seen.iter().any(|d| d == want), "{want}: {seen:?}");
+        }
+        // parameters offloaded at ZeRO-3 come back when the stage drops
+        let z3 = Spread {
+            engine: Engine::DeepSpeed,
+            zero_stage: 3,
+            offload_param: true,
+            offload_optimizer: true,
+            ..Spread::default()
+        };
+        assert!(!z3.next_stage().map(|s| s.offload_param).unwrap_or(true));
+        assert_eq!(z3.next_engine().refusal(), None);
+        assert_eq!(z3.next_engine().next_engine(), Spread::default());
     }
 
     #[test]

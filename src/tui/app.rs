@@ -133,6 +133,9 @@ pub struct App {
     exported: Snapshot,
     /// the state before a click that is still being dragged: the whole drag is one undo
     gesture: Option<Snapshot>,
+    /// whether the screen shows how the run is spread (the GPUs knob, the engine): from the
+    /// first time the run is spread over GPUs or a spread key is pressed, for the session
+    spread_shown: bool,
     estimator: Estimator,
     /// whether the model picker may ask the Hub for a name the catalog lacks, and where the
     /// Hugging Face cache is (taken from the command line when the screen opens)
@@ -174,6 +177,7 @@ impl App {
             undo: Vec::new(),
             exported,
             gesture: None,
+            spread_shown: false,
             estimator,
             hub: online::current(),
             hub_cache: cache::cache_dir(),
@@ -183,8 +187,25 @@ impl App {
         app
     }
 
+    /// The knobs on the screen, in [`Knob::ALL`]'s order: the GPUs knob only once the run is
+    /// spread (several GPUs, an engine other than DDP, a vLLM server), so that a single-GPU
+    /// run's screen stays as it was. `focus` indexes this list.
+    pub fn knobs(&self) -> Vec<Knob> {
+        Knob::ALL
+            .into_iter()
+            .filter(|k| *k != Knob::Gpus || self.spread_shown)
+            .collect()
+    }
+
+    /// Whether the screen shows the spread: the GPUs knob, the engine in the header and its
+    /// keys in the footer.
+    pub fn spread_shown(&self) -> bool {
+        self.spread_shown
+    }
+
     pub fn focused(&self) -> Knob {
-        Knob::ALL[self.focus]
+        let knobs = self.knobs();
+        knobs[self.focus.min(knobs.len() - 1)]
     }
 
     /// Whether the last draw was below the smallest screen the view fits in: then only quit and
@@ -309,8 +330,11 @@ impl App {
     fn act(&mut self, action: Action) {
         let knob = self.focused();
         match action {
-            Action::NextKnob => self.focus = (self.focus + 1) % Knob::ALL.len(),
-            Action::PrevKnob => self.focus = (self.focus + Knob::ALL.len() - 1) % Knob::ALL.len(),
+            Action::NextKnob => self.focus = (self.focus + 1) % self.knobs().len(),
+            Action::PrevKnob => {
+                let n = self.knobs().len();
+                self.focus = (self.focus + n - 1) % n
+            }
             Action::Up | Action::Down | Action::UpCoarse | Action::DownCoarse => {
                 let up = matches!(action, Action::Up | Action::UpCoarse);
                 let coarse = matches!(action, Action::UpCoarse | Action::DownCoarse);
@@ -319,7 +343,7 @@ impl App {
                     Some(v) if Some(v) == knob.get(&self.run) => {
                         let end = if up { "largest" } else { "smallest" };
                         self.message = Some(
-                            match keep.and_then(|t| exact_values(knob, t, self.run.gpus)) {
+                            match keep.and_then(|t| exact_values(knob, t, &self.run)) {
                                 Some(_) => format!(
                                     "{knob} {} is the {end} that keeps the locked batch {} (b unlocks)",
                                     knob.show(v),
@@ -408,6 +432,20 @@ impl App {
                         .map_or(0, |i| (i + 1) % order.len());
                     r.optimizer = order[i];
                 })
+            }
+            Action::CycleEngine => {
+                self.spread_shown = true;
+                _ = self.change(|r| r.spread = r.spread.next_engine());
+            }
+            Action::CycleZeroStage => {
+                self.spread_shown = true;
+                match self.run.spread.next_stage() {
+                    Some(next) => _ = self.change(|r| r.spread = next),
+                    None => {
+                        self.message =
+                            Some("DDP has no ZeRO stages: d moves to deepspeed or fsdp".into())
+                    }
+                }
             }
             Action::PickModel => {
                 let selected = Self::model_matches("")
@@ -577,7 +615,7 @@ impl App {
         let rung = ((x as f64 / span) * (ladder.len() - 1) as f64).round() as usize;
         let mut value = ladder[rung.min(ladder.len() - 1)];
         let keep = self.lock.then_some(self.target_batch);
-        if let Some(values) = keep.and_then(|t| exact_values(knob, t, self.run.gpus)) {
+        if let Some(values) = keep.and_then(|t| exact_values(knob, t, &self.run)) {
             let distance = |v: u64| ((v as f64).ln() - (value as f64).ln()).abs();
             if let Some(nearest) = values
                 .iter()
@@ -606,7 +644,7 @@ impl App {
     /// only the values that keep it exact ([`exact_values`]); any other is refused, naming them.
     fn set_knob(&mut self, knob: Knob, value: u64) -> bool {
         let keep = self.lock.then_some(self.target_batch);
-        if let Some(values) = keep.and_then(|t| exact_values(knob, t, self.run.gpus))
+        if let Some(values) = keep.and_then(|t| exact_values(knob, t, &self.run))
             && !values.contains(&value)
         {
             self.message = Some(format!(
@@ -921,10 +959,19 @@ impl App {
     }
 
     fn recompute(&mut self) {
+        self.spread_shown |= is_spread(&self.run);
         let gpu = budget(&self.gpu);
         self.estimate = self.estimator.estimate(&self.run, gpu);
         self.step_downs = step_downs(&self.run, gpu, &mut self.estimator);
     }
+}
+
+/// Whether `run` uses more than one GPU in any way: several training processes, an engine
+/// that shards, or `trl vllm-serve` on GPUs of its own.
+fn is_spread(run: &RunConfig) -> bool {
+    run.processes() > 1
+        || run.spread.engine != crate::model::spread::Engine::Ddp
+        || run.generation == crate::model::run::Generation::VllmServer
 }
 
 fn budget(gpu: &GpuState) -> GpuBudget {

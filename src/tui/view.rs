@@ -8,7 +8,7 @@ use super::keymap::BINDINGS;
 use super::theme::Theme;
 use super::widgets::{MemoryBar, PickList, Slider, window_start};
 use crate::model::estimate::{Component, Part, Phase, PhaseMemory};
-use crate::model::knobs::Knob;
+use crate::model::roles::{Role, RoleKind};
 use crate::model::run::{Generation, Stack};
 use crate::model::units::{format_change, format_size};
 use crate::text::{count, count_f, decimal_places};
@@ -88,9 +88,102 @@ pub fn phases(app: &App) -> Vec<&PhaseMemory> {
     phases
 }
 
-/// The bar's rows: its title, one bar per phase (or one for the run), the scale.
-fn bar_rows(app: &App) -> u16 {
-    2 + phases(app).len().max(1) as u16
+/// One bar on the memory scale: its label (empty for a lone bar), the components it stacks,
+/// and the label's style.
+pub struct BarRow<'a> {
+    pub label: String,
+    pub components: &'a [Component],
+    pub style: Style,
+}
+
+/// The bars, top to bottom: the training GPUs' phases (generation, then training, the peak
+/// bold) when vLLM shares them, else one bar for them; then one bar per other role (the vLLM
+/// server's GPUs). With more than one role or training process, the bars say the role and its
+/// GPUs (`training ×7`, `vLLM server ×1`); a role that does not fit has its label in red.
+pub fn bar_list(app: &App) -> Vec<BarRow<'_>> {
+    let e = &app.estimate;
+    let mut rows: Vec<BarRow<'_>> = phases(app)
+        .into_iter()
+        .map(|p| {
+            let peak = p.phase == e.peak_phase;
+            BarRow {
+                label: format!(
+                    "{:<10} {:>10} {}",
+                    p.phase.label(),
+                    format_size(p.total_bytes),
+                    if peak { "peak" } else { "" }
+                ),
+                components: p.components.as_slice(),
+                style: if peak {
+                    Style::default().add_modifier(Modifier::BOLD)
+                } else {
+                    app.theme.dim()
+                },
+            }
+        })
+        .collect();
+    let several = e.roles.len() > 1 || app.run.processes() > 1;
+    if rows.is_empty() {
+        let training = e.roles.first().filter(|_| several);
+        rows.push(BarRow {
+            label: training.map_or(String::new(), role_label),
+            components: &e.components,
+            style: role_style(app, training),
+        });
+    }
+    for role in e.roles.iter().skip(1) {
+        rows.push(BarRow {
+            label: role_label(role),
+            components: &role.components,
+            style: role_style(app, Some(role)),
+        });
+    }
+    rows
+}
+
+/// `vLLM server ×1  72.09 GiB`: the role, its GPUs and what each one holds.
+fn role_label(role: &Role) -> String {
+    format!(
+        "{:<15}{:>10}",
+        format!("{} ×{}", role.role.label(), role.gpus),
+        format_size(role.total_bytes)
+    )
+}
+
+fn role_style(app: &App, role: Option<&Role>) -> Style {
+    match role {
+        Some(r) if !r.fits => app.theme.bad(),
+        _ => Style::default(),
+    }
+}
+
+/// A role's verdict: its headroom, what it is short by, or that vLLM would not start there;
+/// and whether that is good news.
+pub fn role_verdict(role: &Role) -> (String, bool) {
+    if role.vllm.as_ref().is_some_and(|v| !v.starts) {
+        ("vLLM refuses to start".into(), false)
+    } else if role.fits {
+        (
+            format!(
+                "headroom {}",
+                format_size(role.headroom_bytes.unsigned_abs())
+            ),
+            true,
+        )
+    } else {
+        (
+            format!(
+                "SHORT BY {}",
+                format_size(role.headroom_bytes.unsigned_abs())
+            ),
+            false,
+        )
+    }
+}
+
+/// The bar's rows: its title, the bars, the scale.
+fn bar_height(app: &App) -> u16 {
+    2 + bar_list(app).len() as u16
 }
 
 /// The header, the bar, the batch line, the message and the footer take what they need; the
@@ -100,10 +193,10 @@ pub fn areas(app: &App, area: Rect) -> Areas {
     let w = area.width;
     let header_h = header_lines(app, w).len() as u16;
     let message_h = message_lines(app, w).len() as u16;
-    let bar_h = bar_rows(app);
+    let bar_h = bar_height(app);
     let fixed = header_h + bar_h + 1 + message_h + 1;
     let rest = area.height.saturating_sub(fixed);
-    let slider_h = (Knob::ALL.len() as u16).min(rest.saturating_sub(2).max(rest.min(1)));
+    let slider_h = (app.knobs().len() as u16).min(rest.saturating_sub(2).max(rest.min(1)));
     let rest = rest - slider_h;
     let advice_wants = (advice_lines(app, w).len() as u16).min(4);
     let components = legend_len(app);
@@ -252,6 +345,12 @@ pub fn settings(app: &App) -> Vec<String> {
         Generation::VllmServer => s.push("vLLM server".into()),
         Generation::Transformers => s.push("no vLLM: transformers generate".into()),
     }
+    if app.spread_shown() {
+        s.push(r.spread.describe());
+        if r.spread.nodes > 1 {
+            s.push(count(r.spread.nodes, "node", "nodes"));
+        }
+    }
     s
 }
 
@@ -333,16 +432,16 @@ const KEYS_FROM_WIDTH: u16 = 70;
 /// The index of the first knob on screen when `rows` of them fit: the focused one is always
 /// among them.
 pub fn first_knob(app: &App, rows: usize) -> usize {
-    window_start(app.focus, Knob::ALL.len(), rows)
+    window_start(app.focus, app.knobs().len(), rows)
 }
 
-/// The knobs on screen in the sliders' `area`: each one's index in [`Knob::ALL`] and its cells
+/// The knobs on screen in the sliders' `area`: each one's index in [`App::knobs`] and its cells
 /// (label, track, value, trainer key). The mouse reads the same geometry the draw uses.
 pub fn knob_rows(app: &App, area: Rect) -> Vec<(usize, std::rc::Rc<[Rect]>)> {
     let rows = area.height as usize;
     let first = first_knob(app, rows);
     let keys = if area.width >= KEYS_FROM_WIDTH { 29 } else { 0 };
-    (first..Knob::ALL.len())
+    (first..app.knobs().len())
         .take(rows)
         .enumerate()
         .map(|(row, i)| {
@@ -362,8 +461,9 @@ pub fn knob_rows(app: &App, area: Rect) -> Vec<(usize, std::rc::Rc<[Rect]>)> {
 fn sliders(frame: &mut Frame, app: &App, area: Rect) {
     let rows = area.height as usize;
     let first = first_knob(app, rows);
+    let knobs = app.knobs();
     for (row, (i, cells)) in knob_rows(app, area).into_iter().enumerate() {
-        let knob = Knob::ALL[i];
+        let knob = knobs[i];
         let focused = i == app.focus;
         let style = if focused {
             app.theme.focus()
@@ -374,7 +474,7 @@ fn sliders(frame: &mut Frame, app: &App, area: Rect) {
         // more knobs above or below the window
         let more = if row == 0 && first > 0 {
             "↑"
-        } else if row + 1 == rows && i + 1 < Knob::ALL.len() {
+        } else if row + 1 == rows && i + 1 < knobs.len() {
             "↓"
         } else {
             ""
@@ -424,6 +524,9 @@ fn sliders(frame: &mut Frame, app: &App, area: Rect) {
 /// "memory" give way, so that the change since the pin stays.
 fn bar_title(app: &App, width: usize) -> Line<'static> {
     let e = &app.estimate;
+    if e.roles.len() > 1 {
+        return roles_title(app, width);
+    }
     let margin = e.headroom_bytes.unsigned_abs();
     let (word, style) = if e.fits {
         ("headroom", app.theme.good())
@@ -474,41 +577,107 @@ fn bar_title(app: &App, width: usize) -> Line<'static> {
         .unwrap_or(fallback)
 }
 
+/// The title when the run has several roles: the run fits only when every role fits, then
+/// each role's verdict; narrower, the capacity, then the GPU counts, then the pin give way.
+fn roles_title(app: &App, width: usize) -> Line<'static> {
+    let e = &app.estimate;
+    let (overall, style) = if e.fits {
+        (" fits", app.theme.good())
+    } else {
+        (" DOES NOT FIT", app.theme.bad())
+    };
+    let pin = app.pinned.as_ref().map(|p| {
+        format!(
+            "   ◇ {}",
+            format_change(e.total_bytes as i64 - p.total_bytes as i64)
+        )
+    });
+    let title = |capacity: bool, counts: bool, compact: bool, pin: Option<&str>| {
+        let mut spans = vec![Span::styled(overall, style)];
+        if capacity {
+            spans.push(Span::raw(format!(
+                " · {} GPUs",
+                format_size(e.capacity_bytes)
+            )));
+        }
+        for role in &e.roles {
+            let name = match (counts, compact, role.role) {
+                (true, _, kind) => format!("{} ×{}", kind.label(), role.gpus),
+                (false, true, RoleKind::VllmServer) => "vLLM".to_string(),
+                (false, _, kind) => kind.label().to_string(),
+            };
+            let (verdict, good) = if compact {
+                compact_verdict(role)
+            } else {
+                role_verdict(role)
+            };
+            spans.push(Span::raw(format!(" · {name} ")));
+            spans.push(Span::styled(
+                verdict,
+                if good {
+                    app.theme.good()
+                } else {
+                    app.theme.bad()
+                },
+            ));
+        }
+        spans.extend(pin.map(|p| Span::raw(p.to_string())));
+        Line::from(spans)
+    };
+    let pin = pin.as_deref();
+    let candidates = [
+        title(true, true, false, pin),
+        title(false, true, false, pin),
+        title(false, false, false, pin),
+        title(false, false, true, pin),
+        title(false, false, true, None),
+    ];
+    let fallback = title(false, false, true, None);
+    candidates
+        .into_iter()
+        .find(|l| l.width() <= width)
+        .unwrap_or(fallback)
+}
+
+/// [`role_verdict`] in fewer words, for narrow screens: `7.10 GiB free`, `short 4.98 GiB`,
+/// `won't start`.
+fn compact_verdict(role: &Role) -> (String, bool) {
+    let bytes = format_size(role.headroom_bytes.unsigned_abs());
+    if role.vllm.as_ref().is_some_and(|v| !v.starts) {
+        ("won't start".into(), false)
+    } else if role.fits {
+        (format!("{bytes} free"), true)
+    } else {
+        (format!("short {bytes}"), false)
+    }
+}
+
 fn bar(frame: &mut Frame, app: &App, area: Rect) {
     let e = &app.estimate;
     frame.render_widget(
         Paragraph::new(bar_title(app, area.width as usize)),
         Rect { height: 1, ..area },
     );
-    let phases = phases(app);
-    // each phase's bar is labelled with its name and total, the one that sets the peak marked
-    let label_w: u16 = if phases.is_empty() { 0 } else { 27 };
-    for (i, p) in phases.iter().enumerate() {
-        let peak = p.phase == e.peak_phase;
-        let label = format!(
-            "{:<10} {:>10} {}",
-            p.phase.label(),
-            format_size(p.total_bytes),
-            if peak { "peak" } else { "" }
-        );
-        let style = if peak {
-            Style::default().add_modifier(Modifier::BOLD)
-        } else {
-            app.theme.dim()
-        };
+    let rows = bar_list(app);
+    // each bar is labelled with its phase or role and its total
+    let label_w: u16 = if rows.iter().all(|r| r.label.is_empty()) {
+        0
+    } else {
+        27
+    };
+    for (i, r) in rows.iter().enumerate() {
         let row = Rect::new(
             area.x + 1,
             area.y + 1 + i as u16,
             label_w.min(area.width.saturating_sub(1)),
             1,
         );
-        frame.render_widget(Paragraph::new(label).style(style), row.intersection(area));
+        frame.render_widget(
+            Paragraph::new(r.label.clone()).style(r.style),
+            row.intersection(area),
+        );
     }
-    let bars: Vec<&[Component]> = if phases.is_empty() {
-        vec![&e.components]
-    } else {
-        phases.iter().map(|p| p.components.as_slice()).collect()
-    };
+    let bars: Vec<&[Component]> = rows.iter().map(|r| r.components).collect();
     let x = area.x + 1 + label_w;
     let bar_area = Rect::new(
         x,
@@ -543,13 +712,15 @@ pub struct Entry {
     pub name: &'static str,
     pub bytes: u64,
     pub change: Option<i64>,
-    /// a part only the phase that does not set the peak holds: dimmed, its bytes that phase's
+    /// a part only the phase that does not set the peak, or another role's GPUs, hold: dimmed,
+    /// its bytes that phase's or role's
     pub other: bool,
 }
 
 /// The legend's entries: the peak's components (summing to the total), each with its change
 /// since the pin, and the parts the pin had that the run no longer has (now 0), so that the
-/// changes add up to the total's; then the parts only the other phase holds.
+/// changes add up to the total's; then the parts only the other phase holds, then those only
+/// the other roles' GPUs hold (the vLLM server's).
 pub fn legend_entries(app: &App) -> (Vec<Entry>, Vec<Entry>) {
     let e = &app.estimate;
     let change = |part: Part, bytes: u64| {
@@ -588,8 +759,14 @@ pub fn legend_entries(app: &App) -> (Vec<Entry>, Vec<Entry>) {
         }
     }
     let mut extra: Vec<Entry> = Vec::new();
-    for p in e.phases.iter().filter(|p| p.phase != e.peak_phase) {
-        for c in &p.components {
+    let others = e
+        .phases
+        .iter()
+        .filter(|p| p.phase != e.peak_phase)
+        .map(|p| &p.components)
+        .chain(e.roles.iter().skip(1).map(|r| &r.components));
+    for components in others {
+        for c in components {
             let known = |list: &[Entry]| list.iter().any(|m| m.part == c.part);
             if !known(&main) && !known(&extra) {
                 extra.push(Entry {
@@ -691,7 +868,7 @@ fn batch_line(app: &App, width: u16) -> String {
             lock,
             app.run.micro_batch,
             app.run.grad_accum,
-            count(app.run.gpus, "GPU", "GPUs"),
+            count(app.run.processes(), "GPU", "GPUs"),
         ),
         format!(
             "{} × {} gens",
@@ -822,12 +999,15 @@ fn message_lines(app: &App, width: u16) -> Vec<Line<'static>> {
     lines.into_iter().map(|l| Line::styled(l, style)).collect()
 }
 
-/// The footer's keys; when they do not all fit, the pickers give way first, then undo, fit and
+/// The footer's keys (the engine and ZeRO keys once the spread is shown); when they do not
+/// all fit, the pickers give way first, then the spread keys, then undo, fit and
 /// export (help and quit always stay: help lists every key).
 fn footer(frame: &mut Frame, app: &App, area: Rect) {
     use super::keymap::Action;
+    let spread_key = |a: Action| matches!(a, Action::CycleEngine | Action::CycleZeroStage);
     let mut shown: Vec<(Action, (&str, &str))> = BINDINGS
         .iter()
+        .filter(|b| app.spread_shown() || !spread_key(b.action))
         .filter_map(|b| b.footer.map(|f| (b.action, f)))
         .collect();
     let width = |s: &[(Action, (&str, &str))]| {
@@ -838,6 +1018,8 @@ fn footer(frame: &mut Frame, app: &App, area: Rect) {
     let give_way = [
         Action::PickModel,
         Action::PickPreset,
+        Action::CycleZeroStage,
+        Action::CycleEngine,
         Action::Undo,
         Action::Fit,
         Action::Export,
@@ -931,9 +1113,13 @@ fn memory_lines(app: &App) -> Vec<String> {
     let e = &app.estimate;
     let mut out = vec![" memory, component by component".to_string()];
     let phases = phases(app);
-    let tables: Vec<(String, &[Component])> = if phases.is_empty() {
+    let mut tables: Vec<(String, &[Component])> = if phases.is_empty() {
+        let name = match e.roles.first() {
+            Some(r) if e.roles.len() > 1 || r.gpus > 1 => format!("{} ×{}", r.role.label(), r.gpus),
+            _ => "the run".into(),
+        };
         vec![(
-            format!("  {:<20} {:>10}", "the run", format_size(e.total_bytes)),
+            format!("  {name:<20} {:>10}", format_size(e.total_bytes)),
             &e.components,
         )]
     } else {
@@ -956,6 +1142,17 @@ fn memory_lines(app: &App) -> Vec<String> {
             })
             .collect()
     };
+    for role in e.roles.iter().skip(1) {
+        let (verdict, _) = role_verdict(role);
+        tables.push((
+            format!(
+                "  {:<20} {:>10}  each GPU: {verdict}",
+                format!("{} ×{}", role.role.label(), role.gpus),
+                format_size(role.total_bytes)
+            ),
+            &role.components,
+        ));
+    }
     for (head, components) in tables {
         out.push(head);
         for c in components {
