@@ -37,6 +37,11 @@ pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8,
     let file = &loaded.file;
     let est = estimate(&file.run, gpu);
     let answer = if est.fits { FITS } else { DOES_NOT_FIT };
+    if est.host_memory_bytes > 0 {
+        if let Some(note) = crate::host::offload_note(est.host_memory_bytes) {
+            say(&note);
+        }
+    }
     if let Some(out) = export {
         export_run(file, &file.run, (gpu, &gpu_line), &est, out, force, answer)?;
     }

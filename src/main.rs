@@ -5,6 +5,7 @@ use std::process::ExitCode;
 mod calibrate;
 mod cli;
 mod commands;
+mod host;
 mod inputs;
 mod launch;
 mod loop_commands;
