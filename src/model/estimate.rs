@@ -412,6 +412,7 @@ fn estimate_using(
             warnings.push(format!("{} GPUs: {reason}", r.role.label()));
         }
     }
+    warnings.extend(roles::server_queue_warning(run, &roles));
     Estimate {
         capacity_bytes: gpu.capacity,
         total_bytes: total,

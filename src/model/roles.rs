@@ -98,3 +98,24 @@ pub fn vllm_server(run: &RunConfig, capacity: u64) -> Option<Role> {
         vllm: Some(plan),
     })
 }
+
+/// When the vLLM server's KV cache cannot hold the completions the ranks ask for at once, vLLM
+/// queues the rest: slower generation, not an out-of-memory error. TRL's server mode sends the
+/// whole generation batch, `per_device_train_batch_size x processes x steps_per_generation`
+/// (trl 1.15.0 `VLLMGeneration.generate`: the main process gathers every rank's prompts), split
+/// over the data-parallel replicas.
+pub fn server_queue_warning(run: &RunConfig, roles: &[Role]) -> Option<String> {
+    let server = roles.iter().find(|r| r.role == RoleKind::VllmServer)?;
+    let plan = server.vllm.as_ref()?;
+    let batch = run
+        .micro_batch
+        .saturating_mul(run.processes())
+        .saturating_mul(run.steps_per_generation());
+    let per_replica = batch.div_ceil(run.vllm_server.data_parallel_size.max(1));
+    (plan.starts && (per_replica as f64) > plan.full_length_sequences).then(|| {
+        format!(
+            "the vLLM server's KV cache holds {:.0} sequences of {} tokens and the ranks send {per_replica} completions at once: vLLM queues the rest (slower generation, not out of memory)",
+            plan.full_length_sequences, plan.max_model_len
+        )
+    })
+}
