@@ -54,6 +54,9 @@ pub struct PredictionRecord {
     pub used_before: Option<u64>,
     /// `trl` or `unsloth`
     pub stack: Option<String>,
+    /// the run file `vramfit run` was given (an absolute path), or the preset
+    pub config: Option<String>,
+    pub preset: Option<String>,
     /// the estimate's peak (`total_bytes`)
     pub peak: Option<u64>,
     /// torch's allocated and reserved peaks as `predicted` gives them
@@ -192,6 +195,8 @@ impl Fields<'_> {
             total: self.optional_bytes("total")?,
             used_before: self.optional_bytes("used_before")?,
             stack: self.text("stack"),
+            config: self.text("config"),
+            preset: self.text("preset"),
             peak: self.optional_bytes("peak")?,
             allocated: self.optional_bytes("allocated")?,
             reserved: self.optional_bytes("reserved")?,
