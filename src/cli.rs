@@ -15,6 +15,11 @@ pub struct Cli {
     pub command: Option<Command>,
     #[command(flatten)]
     pub source: Source,
+    /// The interactive screen following a run log that `vramfit run` writes: the measured peak
+    /// (◆) on the bar against the estimate, and the measured figures beside the predicted ones,
+    /// read again twice a second. The run: --config or --preset, else the one the log names.
+    #[arg(long, value_name = "LOG")]
+    pub follow: Option<PathBuf>,
     /// The interactive screen without the mouse (it then leaves clicks and selection to the
     /// terminal).
     #[arg(long)]

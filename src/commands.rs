@@ -74,9 +74,21 @@ pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8,
     Ok(answer)
 }
 
-/// The interactive screen; without a terminal, the estimate is printed instead.
-pub fn open_screen(source: &Source, mouse: bool) -> Result<u8, Failure> {
+/// The interactive screen, following the run log `follow` when given; without a terminal, the
+/// estimate is printed instead.
+pub fn open_screen(
+    source: &Source,
+    mouse: bool,
+    follow: Option<&std::path::Path>,
+) -> Result<u8, Failure> {
     use std::io::IsTerminal;
+    let followed = follow
+        .map(|log| crate::loop_commands::start_following(log, source))
+        .transpose()?;
+    let source = followed
+        .as_ref()
+        .map_or_else(|| source.clone(), |f| f.source.clone());
+    let source = &source;
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         say("vramfit: not a terminal: printing the estimate instead of the interactive screen");
         return run_estimate(
@@ -91,16 +103,25 @@ pub fn open_screen(source: &Source, mouse: bool) -> Result<u8, Failure> {
     }
     let Inputs {
         loaded,
-        gpu: budget,
+        gpu: mut budget,
         detected,
         ..
     } = resolve(source)?;
     let live = detected.as_ref().ok().cloned();
     let unavailable = detected.as_ref().err().cloned();
-    let name = match (&source.gpu_mem, &live) {
-        (Some(_), _) => "--gpu-mem".to_string(),
-        (None, Some(g)) => g.name.clone(),
-        (None, None) => format!("{}'s gpu_memory", loaded.name),
+    // a followed run without NVML here: the log's GPU, as `check` takes it
+    let log_gpu = followed
+        .as_ref()
+        .filter(|_| source.gpu_mem.is_none() && live.is_none())
+        .and_then(|f| f.log_gpu());
+    let name = match (&source.gpu_mem, &live, log_gpu) {
+        (Some(_), _, _) => "--gpu-mem".to_string(),
+        (None, Some(g), _) => g.name.clone(),
+        (None, None, Some((capacity, name))) => {
+            budget.capacity = capacity;
+            name
+        }
+        (None, None, None) => format!("{}'s gpu_memory", loaded.name),
     };
     let file = loaded.file;
     let gpu = GpuState {
@@ -111,8 +132,12 @@ pub fn open_screen(source: &Source, mouse: bool) -> Result<u8, Failure> {
         unavailable,
     };
     let here = std::env::current_dir().unwrap_or_else(|_| ".".into());
-    let app = App::new(file, gpu, Theme::from_env(), here);
-    vramfit::tui::run(app, !source.no_gpu, mouse)?;
+    let mut app = App::new(file, gpu, Theme::from_env(), here);
+    let tail = followed.map(|f| {
+        app.follow = Some(f.following);
+        f.tail
+    });
+    vramfit::tui::run(app, !source.no_gpu, mouse, tail)?;
     Ok(FITS)
 }
 

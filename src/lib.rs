@@ -7,5 +7,6 @@ pub mod hub;
 pub mod model;
 pub mod presets;
 pub mod report;
+pub mod tail;
 pub mod text;
 pub mod tui;

@@ -10,6 +10,64 @@ use vramfit::config::export::write_atomically;
 use vramfit::model::estimate::{Phase, estimate};
 use vramfit::model::measured::{self, GOOD_WITHIN_PERCENT};
 use vramfit::model::units::format_size;
+use vramfit::tail::Tail;
+use vramfit::tui::follow::Following;
+
+/// A run log the screen follows (`vramfit --follow LOG`): the file, what its first look read,
+/// and the run to show.
+pub struct Followed {
+    pub tail: Tail,
+    pub following: Following,
+    /// `--config`/`--preset`, else the run file or the preset the log's prediction line names
+    pub source: Source,
+}
+
+impl Followed {
+    /// The log's GPU, for a screen with no NVML reading and no `--gpu-mem`: its memory, and
+    /// how the header names it.
+    pub fn log_gpu(&self) -> Option<(u64, String)> {
+        let log = self.following.follower.log();
+        let device = log.device().unwrap_or("GPU");
+        Some((log.total()?, format!("the log's {device}")))
+    }
+}
+
+/// Opens `log` (a missing one is an error naming it) and reads what it holds so far. Without
+/// `--config` or `--preset`, the run is the one the log's prediction line names; when it names
+/// none that is here, the screen says so.
+pub fn start_following(log: &Path, source: &Source) -> Result<Followed, Failure> {
+    let mut tail = Tail::open(log).map_err(|e| format!("--follow {e}"))?;
+    let name = log
+        .file_name()
+        .map_or_else(|| log.display().to_string(), |n| n.to_string_lossy().into());
+    let mut following = Following::new(&name);
+    following.take(tail.look());
+    let mut source = source.clone();
+    if source.config.is_none() && source.preset.is_none() {
+        let named = following.follower.log().prediction.as_ref();
+        let config = named.and_then(|p| p.config.clone());
+        match (config, named.and_then(|p| p.preset.clone())) {
+            (Some(config), _) if Path::new(&config).is_file() => {
+                source.config = Some(config.into())
+            }
+            (Some(config), _) => {
+                following.start_notice = Some(format!(
+                    "the log's run file {config} is not here: pass --config"
+                ))
+            }
+            (None, Some(preset)) => source.preset = Some(preset),
+            (None, None) => {
+                following.start_notice =
+                    Some("the log names no run file (yet): pass --config run.toml".into())
+            }
+        }
+    }
+    Ok(Followed {
+        tail,
+        following,
+        source,
+    })
+}
 
 /// The callback, as `vramfit callback` writes it.
 pub const CALLBACK: &str = include_str!("../examples/vramfit_callback.py");

@@ -22,8 +22,15 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     allow_hub(&cli);
+    if let (Some(log), Some(_)) = (&cli.follow, &cli.command) {
+        say(&format!(
+            "vramfit: --follow {}: the screen follows a run; it takes no command",
+            log.display()
+        ));
+        return ExitCode::from(BAD_INPUT);
+    }
     let result = match cli.command {
-        None => open_screen(&cli.source, !cli.no_mouse),
+        None => open_screen(&cli.source, !cli.no_mouse, cli.follow.as_deref()),
         Some(Command::Estimate {
             source,
             json,

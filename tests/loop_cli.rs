@@ -284,6 +284,7 @@ fn run_passes_the_commands_status_through_and_writes_its_log() {
     let est: serde_json::Value = serde_json::from_slice(&est.stdout).unwrap();
     assert_eq!(lines[0]["peak"], est["total_bytes"]);
     assert_eq!(lines[0]["stack"], "unsloth");
+    assert_eq!(lines[0]["preset"], "24gb");
     assert_eq!(lines[1]["code"], 7);
     // a signal: 128 + its number, as a shell reports it
     vramfit()
@@ -568,4 +569,47 @@ fn the_callbacks_python_unittest_passes() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("Ran 4 tests"), "{err}");
+}
+
+#[test]
+fn follow_opens_on_the_run_file_the_log_names_and_refuses_a_missing_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_file_in(dir.path(), "");
+    std::fs::rename(&run, dir.path().join("mine.toml")).unwrap();
+    vramfit()
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "--config",
+            "mine.toml",
+            "--log",
+            "run.jsonl",
+            "--",
+            "true",
+        ])
+        .assert()
+        .success();
+    let lines = log_lines(&dir.path().join("run.jsonl"));
+    let named = lines[0]["config"].as_str().unwrap();
+    assert!(Path::new(named).is_absolute(), "{named}");
+    assert!(named.ends_with("mine.toml"), "{named}");
+    // without a terminal the screen prints its estimate: of the log's run, from anywhere
+    let out = vramfit()
+        .arg("--follow")
+        .arg(dir.path().join("run.jsonl"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("run: {named} (--config)")), "{text}");
+    // a log that is not there: exit 2, named
+    let out = vramfit()
+        .args(["--follow", "no-such-run.jsonl"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--follow no-such-run.jsonl: cannot read"),
+        "{err}"
+    );
 }

@@ -1441,3 +1441,200 @@ fn a_single_gpu_run_shows_the_gpus_knob_once_the_engine_key_is_pressed() {
     assert_eq!(a.run.spread, vramfit::model::spread::Spread::default());
     assert!(a.knobs().contains(&Knob::Gpus));
 }
+
+/// Appends `text` to the log at `path`, as `vramfit run` and the callback do.
+fn append(path: &std::path::Path, text: &str) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+}
+
+/// The screen on the 24 GiB preset following the log at `path`: each look is what the screen's
+/// poller would hand it.
+struct Followed {
+    app: App,
+    tail: vramfit::tail::Tail,
+}
+
+impl Followed {
+    fn new(path: &std::path::Path) -> Followed {
+        let mut app = app();
+        app.follow = Some(vramfit::tui::follow::Following::new("run.jsonl"));
+        let tail = vramfit::tail::Tail::open(path).unwrap();
+        Followed { app, tail }
+    }
+
+    fn look(&mut self) {
+        let change = self.tail.look();
+        self.app.update(Msg::Log(change));
+    }
+}
+
+const GIB: u64 = 1 << 30;
+
+fn nvml_line(tree: u64) -> String {
+    format!(
+        "{{\"kind\": \"nvml\", \"t\": 0.5, \"gpus\": [{{\"index\": 0, \"name\": \"Test GPU\", \"used\": {}, \"total\": {}}}], \"tree\": {tree}}}\n",
+        tree + GIB,
+        24 * GIB
+    )
+}
+
+fn step_line(step: u64, reserved: u64) -> String {
+    format!(
+        "{{\"kind\": \"step\", \"step\": {step}, \"max_allocated\": {}, \"max_reserved\": {reserved}, \"free\": {}, \"total\": {}}}\n",
+        reserved - GIB,
+        8 * GIB,
+        24 * GIB
+    )
+}
+
+/// The row of the bar that carries `label` (` training`), and where ◆ is on it.
+fn marker_on(s: &str, label: &str) -> Option<usize> {
+    let line = s.lines().find(|l| l.starts_with(label))?;
+    line.chars().position(|c| c == '◆')
+}
+
+#[test]
+fn the_screen_follows_a_run_log_written_in_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    append(
+        &path,
+        &format!(
+            "{{\"kind\": \"prediction\", \"device\": \"Test GPU\", \"total\": {}, \"stack\": \"unsloth\"}}\n{}{}",
+            24 * GIB,
+            nvml_line(9 * GIB),
+            nvml_line(11 * GIB)
+        ),
+    );
+    let mut f = Followed::new(&path);
+    let predicted = format_size(f.app.estimate.total_bytes);
+    f.look();
+    // NVML's peak for the process tree, no step yet
+    let s = screen(&f.app, 200, 60);
+    assert!(
+        s.contains(&format!(
+            "◆ following run.jsonl · measured peak 11.00 GiB (predicted {predicted}, +11.6 %)"
+        )),
+        "{s}"
+    );
+    assert!(marker_on(&s, " training").is_some(), "{s}");
+    assert!(marker_on(&s, " generation").is_none(), "{s}");
+    assert!(s.contains("whole process (NVML peak)"), "{s}");
+    assert!(
+        !s.contains("peak reserved (torch)"),
+        "no step line yet\n{s}"
+    );
+
+    // a step line: torch's reserved peak and the CUDA context pass NVML's peak
+    append(&path, &step_line(1, 11 * GIB));
+    f.look();
+    let context = f
+        .app
+        .estimate
+        .components
+        .iter()
+        .find(|c| c.part == vramfit::model::estimate::Part::CudaContext)
+        .unwrap()
+        .bytes;
+    let peak = format_size(11 * GIB + context);
+    let s = screen(&f.app, 200, 60);
+    assert!(
+        s.contains(&format!(
+            "following run.jsonl · step 1 · measured peak {peak}"
+        )),
+        "{s}"
+    );
+    assert!(s.contains("peak reserved (torch)"), "{s}");
+    let at = |w: u16| {
+        28 + ((11 * GIB + context) as f64 / (24 * GIB) as f64 * f64::from(w - 29)).round() as usize
+    };
+    assert_eq!(marker_on(&s, " training"), Some(at(200)), "{s}");
+
+    // half a line: nothing new, no notice; the rest of it later: step 2
+    let line = step_line(2, 10 * GIB);
+    let (head, tail) = line.split_at(40);
+    append(&path, head);
+    f.look();
+    let s = screen(&f.app, 80, 24);
+    assert!(
+        s.contains(&format!("◆ step 1 · measured peak {peak}")),
+        "{s}"
+    );
+    assert!(!s.contains(" ! "), "half a line is no error\n{s}");
+    append(&path, tail);
+    f.look();
+    let s = screen(&f.app, 80, 24);
+    assert!(
+        s.contains(&format!("◆ step 2 · measured peak {peak}")),
+        "{s}"
+    );
+    assert_eq!(marker_on(&s, " training"), Some(at(80)), "{s}");
+    insta::assert_snapshot!("follow_80x24", s);
+    // at the minimum size the footer is still there and the status shortened
+    let s = screen(&f.app, 60, 20);
+    assert!(s.lines().last().unwrap().contains("q quit"), "{s}");
+    assert!(
+        s.contains(&format!(
+            "◆ measured {peak}, predicted {predicted} (+3.8 %)"
+        )),
+        "{s}"
+    );
+    assert!(marker_on(&s, " training").is_some(), "{s}");
+}
+
+#[test]
+fn a_followed_log_that_goes_wrong_is_a_notice_on_screen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    append(&path, &nvml_line(11 * GIB));
+    let mut f = Followed::new(&path);
+    f.look();
+    assert!(!screen(&f.app, 80, 24).contains(" ! "));
+    // junk
+    append(&path, "Traceback (most recent call last):\n");
+    f.look();
+    let s = screen(&f.app, 200, 60);
+    assert!(s.contains(" ! run.jsonl:2: not a JSON line"), "{s}");
+    // another GPU than the screen's
+    append(
+        &path,
+        "{\"kind\": \"start\", \"device\": \"NVIDIA H200\", \"total\": 150754820096}\n",
+    );
+    f.look();
+    let s = screen(&f.app, 200, 60);
+    assert!(
+        s.contains(
+            "the log's GPU (NVIDIA H200, 140.40 GiB) is not the one estimated for (24.00 GiB)"
+        ),
+        "{s}"
+    );
+    // gone, then written anew
+    std::fs::remove_file(&path).unwrap();
+    f.look();
+    let s = screen(&f.app, 200, 60);
+    assert!(s.contains("run.jsonl: cannot read"), "{s}");
+    append(&path, &nvml_line(5 * GIB));
+    f.look();
+    let s = screen(&f.app, 200, 60);
+    assert!(s.contains("run.jsonl was cut or written anew"), "{s}");
+    assert!(s.contains("measured peak 5.00 GiB"), "{s}");
+    assert!(
+        !s.contains("not a JSON line"),
+        "the new file has no junk\n{s}"
+    );
+    // help has the figures and the notices whole
+    keys(&mut f.app, "?");
+    key(&mut f.app, KeyCode::End);
+    let s = screen(&f.app, 200, 60);
+    assert!(s.contains("measured, in the run followed"), "{s}");
+    assert!(s.contains("whole process (NVML peak)"), "{s}");
+    for (w, h) in [(0, 0), (10, 5), (59, 19), (60, 20), (80, 24), (300, 80)] {
+        screen(&f.app, w, h);
+    }
+}

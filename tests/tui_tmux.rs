@@ -242,3 +242,50 @@ fn every_knob_is_reachable_and_seen_at_60x20() {
     tmux(&["kill-session", "-t", &session]);
     assert!(end.contains("EXIT=0"), "{end}");
 }
+
+#[test]
+fn the_screen_follows_a_run_log_as_it_grows() {
+    if tmux_missing() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.jsonl");
+    let nvml = |tree: u64| {
+        format!(
+            "{{\"kind\": \"nvml\", \"gpus\": [{{\"name\": \"Test GPU\", \"used\": {tree}, \"total\": 25769803776}}], \"tree\": {tree}}}\n"
+        )
+    };
+    // the log names the preset it was run with: the screen opens on it, on the log's GPU
+    let prediction = "{\"kind\": \"prediction\", \"preset\": \"8gb\", \"total\": 25769803776}\n";
+    std::fs::write(&log, format!("{prediction}{}", nvml(9 << 30))).unwrap();
+    let session = format!("vramfit-follow-{}", std::process::id());
+    let bin = env!("CARGO_BIN_EXE_vramfit");
+    tmux(&["kill-session", "-t", &session]);
+    let started = Command::new("tmux")
+        .args(["new-session", "-d", "-s", &session, "-x", "80", "-y", "24"])
+        .args(["-c", dir.path().to_str().unwrap()])
+        .env("NO_COLOR", "1")
+        .status()
+        .unwrap();
+    assert!(started.success());
+    let run = format!("{bin} --no-gpu --no-mouse --follow run.jsonl; echo EXIT=$?");
+    tmux(&["send-keys", "-t", &session, &run, "Enter"]);
+    let first = wait_for(&session, "measured peak 9.00 GiB");
+    assert!(
+        first.contains("gemma-3-1b-it"),
+        "the 8gb preset's model\n{first}"
+    );
+    assert!(first.contains("of 24.00 GiB"), "{first}");
+    // a sample and half a line: the sample is read, the half line waits, nothing breaks
+    let mut more = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    use std::io::Write;
+    more.write_all(format!("{}{{\"kind\": \"st", nvml(10 << 30)).as_bytes())
+        .unwrap();
+    let grown = wait_for(&session, "measured peak 10.00 GiB");
+    assert!(grown.contains("measured peak 10.00 GiB"), "{grown}");
+    assert!(!grown.contains(" ! "), "{grown}");
+    tmux(&["send-keys", "-t", &session, "q"]);
+    let end = wait_for(&session, "EXIT=0");
+    tmux(&["kill-session", "-t", &session]);
+    assert!(end.contains("EXIT=0"), "{end}");
+}

@@ -68,7 +68,7 @@ pub fn run_command(
             run_log.remove_if_empty();
             format!("cannot start `{}`: {e}", program.to_string_lossy())
         })?;
-    if let Err(e) = run_log.write(&prediction(&inputs, &est)) {
+    if let Err(e) = run_log.write(&prediction(source, &inputs, &est)) {
         console.say(&format!(
             "vramfit: {}: cannot write the run log: {e}",
             path.display()
@@ -142,14 +142,21 @@ fn session(source: &Source) -> Result<NvmlSession, String> {
 }
 
 /// The `prediction` line: the GPU vramfit saw and what the estimate predicts, in the figures
-/// `vramfit check` compares (measured::predicted) and the vLLM share.
-fn prediction(inputs: &Inputs, est: &Estimate) -> serde_json::Value {
+/// `vramfit check` compares (measured::predicted) and the vLLM share; the run file (its
+/// absolute path) or the preset, for `vramfit --follow` to open the screen on the same run.
+fn prediction(source: &Source, inputs: &Inputs, est: &Estimate) -> serde_json::Value {
+    let config = source
+        .config
+        .as_ref()
+        .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
     let run = &inputs.loaded.file.run;
     let p = measured::predicted(run, est);
     let detected = inputs.detected.as_ref().ok();
     serde_json::json!({
         "kind": "prediction",
         "run": inputs.loaded.origin,
+        "config": config,
+        "preset": source.preset,
         "stack": run.stack.name(),
         "device": detected.map(|g| g.name.clone()),
         "total": inputs.gpu.capacity,

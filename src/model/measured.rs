@@ -54,6 +54,9 @@ pub struct PredictionRecord {
     pub used_before: Option<u64>,
     /// `trl` or `unsloth`
     pub stack: Option<String>,
+    /// the run file `vramfit run` was given (an absolute path), or the preset
+    pub config: Option<String>,
+    pub preset: Option<String>,
     /// the estimate's peak (`total_bytes`)
     pub peak: Option<u64>,
     /// torch's allocated and reserved peaks as `predicted` gives them
@@ -77,6 +80,15 @@ pub struct RunLog {
     pub steps: Vec<StepRecord>,
     pub prediction: Option<PredictionRecord>,
     pub samples: Vec<NvmlSample>,
+    /// the `exit` line `vramfit run` writes when the command has ended
+    pub exit: Option<Exit>,
+}
+
+/// The `exit` line: how the command ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Exit {
+    /// vramfit's own exit status (128 + the signal when a signal ended the command)
+    pub code: Option<u64>,
 }
 
 /// Reads the log; `name` prefixes errors (`log.jsonl:2: ...`). Blank lines and lines of other
@@ -86,31 +98,38 @@ pub struct RunLog {
 pub fn parse_log(text: &str, name: &str) -> Result<RunLog, String> {
     let mut log = RunLog::default();
     for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        let at = format!("{name}:{}", i + 1);
-        let value: Value =
-            serde_json::from_str(line).map_err(|e| format!("{at}: not a JSON line: {e}"))?;
-        let Some(object) = value.as_object() else {
-            return Err(format!("{at}: expected a JSON object"));
-        };
-        let fields = Fields { object, at: &at };
-        match object.get("kind").and_then(Value::as_str) {
-            Some("start") => log.start = Some(fields.start()),
-            Some("step") => log.steps.push(fields.step()?),
-            Some("prediction") => log.prediction = Some(fields.prediction()?),
-            Some("nvml") => log.samples.push(fields.nvml()?),
-            Some(_) => {}
-            None => {
-                return Err(format!(
-                    "{at}: no `kind` (\"start\", \"step\", \"prediction\" or \"nvml\")"
-                ));
-            }
-        }
+        read_line(&mut log, line, &format!("{name}:{}", i + 1))?;
     }
     Ok(log)
+}
+
+/// Adds one line of a log to `log`; `at` (`log.jsonl:7`) prefixes its error. A blank line or a
+/// line of another kind changes nothing; on an error `log` is left as it was.
+pub fn read_line(log: &mut RunLog, line: &str, at: &str) -> Result<(), String> {
+    let line = line.trim();
+    if line.is_empty() {
+        return Ok(());
+    }
+    let value: Value =
+        serde_json::from_str(line).map_err(|e| format!("{at}: not a JSON line: {e}"))?;
+    let Some(object) = value.as_object() else {
+        return Err(format!("{at}: expected a JSON object"));
+    };
+    let fields = Fields { object, at };
+    match object.get("kind").and_then(Value::as_str) {
+        Some("start") => log.start = Some(fields.start()),
+        Some("step") => log.steps.push(fields.step()?),
+        Some("prediction") => log.prediction = Some(fields.prediction()?),
+        Some("nvml") => log.samples.push(fields.nvml()?),
+        Some("exit") => log.exit = Some(fields.exit()),
+        Some(_) => {}
+        None => {
+            return Err(format!(
+                "{at}: no `kind` (\"start\", \"step\", \"prediction\" or \"nvml\")"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// One line's fields, read with errors that name the line and the key.
@@ -176,10 +195,18 @@ impl Fields<'_> {
             total: self.optional_bytes("total")?,
             used_before: self.optional_bytes("used_before")?,
             stack: self.text("stack"),
+            config: self.text("config"),
+            preset: self.text("preset"),
             peak: self.optional_bytes("peak")?,
             allocated: self.optional_bytes("allocated")?,
             reserved: self.optional_bytes("reserved")?,
         })
+    }
+
+    fn exit(&self) -> Exit {
+        Exit {
+            code: self.object.get("code").and_then(Value::as_u64),
+        }
     }
 
     /// GPU 0 of the `gpus` array, and the process tree's memory.
@@ -278,6 +305,17 @@ impl RunLog {
             let used = self.samples.iter().map(|s| s.used).max()?;
             Some(used.saturating_sub(before))
         })
+    }
+}
+
+impl RunLog {
+    /// The whole process's peak as far as the log shows it: NVML's peak for the command's
+    /// processes ([`RunLog::nvml_peak`]), or torch's largest reserved plus `context` (the CUDA
+    /// context, which no torch counter holds), whichever is larger. None when the log has
+    /// neither a sample nor a step.
+    pub fn whole_process_peak(&self, context: u64) -> Option<u64> {
+        let torch = self.measured().map(|m| m.max_reserved + context);
+        self.nvml_peak().max(torch)
     }
 }
 
@@ -469,6 +507,9 @@ mod tests {
             (m.max_allocated, m.max_reserved, m.max_used),
             (520, 600, 700)
         );
+        // no NVML sample: torch's reserved peak and the context
+        assert_eq!(log.whole_process_peak(50), Some(650));
+        assert_eq!(RunLog::default().whole_process_peak(50), None);
     }
 
     #[test]
@@ -501,6 +542,7 @@ mod tests {
             .replace(", \"tree\": 560", "");
         let log = parse_log(&untreed, "run.jsonl").expect("reads");
         assert_eq!(log.nvml_peak(), Some(600));
+        assert_eq!(log.whole_process_peak(50), Some(600));
         let e = parse_log(r#"{"kind": "nvml", "gpus": []}"#, "x").expect_err("no GPU");
         assert!(e.contains("`gpus`"), "{e}");
         let e = parse_log(r#"{"kind": "prediction", "total": "big"}"#, "x").expect_err("type");

@@ -9,6 +9,7 @@ pub mod config_json;
 pub mod culprit;
 pub mod estimate;
 pub mod fit;
+pub mod follow;
 pub mod generate;
 pub mod knobs;
 pub mod measured;

@@ -1,5 +1,6 @@
 //! The interactive screen's state and its one `update` function (keys in, state out).
 
+use super::follow::Following;
 use super::keymap::{self, Action};
 use super::lookup::{Answer, Lookup};
 use super::theme::Theme;
@@ -18,6 +19,7 @@ use crate::model::rules;
 use crate::model::run::{Checkpointing, Optimizer, Quant, RunConfig, Stack};
 use crate::model::units::format_size;
 use crate::presets;
+use crate::tail::Change;
 use ratatui::crossterm::event::{
     KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
@@ -82,6 +84,8 @@ pub enum Msg {
     Resize(u16, u16),
     /// a click, a drag or the wheel (unless `--no-mouse`)
     Mouse(MouseEvent),
+    /// what a look at the followed run log found (`--follow`)
+    Log(Change),
 }
 
 /// Where the capacity comes from.
@@ -143,6 +147,8 @@ pub struct App {
     pub hub_cache: Option<PathBuf>,
     /// the lookup under way (`Mode::Fetching`)
     pub lookup: Option<Lookup>,
+    /// the live run the screen follows (`--follow LOG`)
+    pub follow: Option<Following>,
 }
 
 impl App {
@@ -182,6 +188,7 @@ impl App {
             hub: online::current(),
             hub_cache: cache::cache_dir(),
             lookup: None,
+            follow: None,
         };
         app.recompute();
         app
@@ -226,6 +233,11 @@ impl App {
         match msg {
             Msg::Gpu(reading) => self.gpu_reading(reading),
             Msg::Resize(w, h) => self.size = Some((w, h)),
+            Msg::Log(change) => {
+                if let Some(f) = self.follow.as_mut() {
+                    f.take(change);
+                }
+            }
             Msg::Mouse(event) => {
                 if !self.too_small() {
                     self.mouse(event)

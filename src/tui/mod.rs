@@ -2,6 +2,7 @@
 //! UI thread, the terminal restored on every exit.
 
 pub mod app;
+pub mod follow;
 pub mod keymap;
 pub mod lookup;
 pub mod theme;
@@ -9,6 +10,7 @@ pub mod view;
 pub mod widgets;
 
 use crate::gpu::{GpuProbe, NvmlSession};
+use crate::tail::{Change, Tail};
 use app::{App, Msg};
 use ratatui::crossterm::event::{
     self, DisableMouseCapture, EnableMouseCapture, Event, KeyEventKind,
@@ -35,6 +37,23 @@ fn spawn_gpu_poller() -> mpsc::Receiver<Result<crate::gpu::GpuInfo, String>> {
     rx
 }
 
+/// Looks at the followed run log about twice a second on its own thread (a slow disk never
+/// delays a frame); stops when the screen closes.
+fn spawn_log_poller(mut tail: Tail) -> mpsc::Receiver<Change> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        loop {
+            let change = tail.look();
+            let nothing = change == Change::Appended(Vec::new());
+            if !nothing && tx.send(change).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    });
+    rx
+}
+
 /// Mouse reporting on while it lives: turned off again however the screen ends (a return, an
 /// error, a panic unwinding through it).
 struct MouseCapture;
@@ -53,14 +72,15 @@ impl Drop for MouseCapture {
 }
 
 /// Runs the screen until the user quits. `poll_gpu` is false with `--no-gpu`, `mouse` with
-/// `--no-mouse`.
-pub fn run(mut app: App, poll_gpu: bool, mouse: bool) -> Result<(), String> {
+/// `--no-mouse`; `follow`: the run log to follow (`--follow`).
+pub fn run(mut app: App, poll_gpu: bool, mouse: bool, follow: Option<Tail>) -> Result<(), String> {
     // the picker looks names up off this thread (the app took the Hub access when it was made);
     // a preset loaded while the screen is up must not fetch, nor write to standard error
     crate::hub::online::set(crate::hub::online::Access::Offline(
         "the screen looks models up from its picker (m) only".into(),
     ));
     let readings = poll_gpu.then(spawn_gpu_poller);
+    let log = follow.map(spawn_log_poller);
     let mut terminal = ratatui::try_init().map_err(|e| format!("cannot open the terminal: {e}"))?;
     let capture = if mouse {
         match MouseCapture::on() {
@@ -73,7 +93,7 @@ pub fn run(mut app: App, poll_gpu: bool, mouse: bool) -> Result<(), String> {
     } else {
         None
     };
-    let result = event_loop(&mut terminal, &mut app, readings.as_ref());
+    let result = event_loop(&mut terminal, &mut app, readings.as_ref(), log.as_ref());
     drop(capture);
     ratatui::restore();
     result
@@ -83,6 +103,7 @@ fn event_loop(
     terminal: &mut ratatui::DefaultTerminal,
     app: &mut App,
     readings: Option<&mpsc::Receiver<Result<crate::gpu::GpuInfo, String>>>,
+    log: Option<&mpsc::Receiver<Change>>,
 ) -> Result<(), String> {
     let io = |e: std::io::Error| format!("terminal error: {e}");
     while !app.quit {
@@ -109,6 +130,11 @@ fn event_loop(
         if let Some(rx) = readings {
             while let Ok(reading) = rx.try_recv() {
                 app.update(Msg::Gpu(reading));
+            }
+        }
+        if let Some(rx) = log {
+            while let Ok(change) = rx.try_recv() {
+                app.update(Msg::Log(change));
             }
         }
     }

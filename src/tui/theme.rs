@@ -105,6 +105,16 @@ impl Theme {
         }
     }
 
+    /// A followed run's measured peak (◆) on its bar: it stands out on any segment.
+    pub fn measured(&self) -> Style {
+        let s = Style::default().add_modifier(Modifier::BOLD);
+        if self.colour {
+            s.fg(Color::White).bg(Color::Black)
+        } else {
+            s
+        }
+    }
+
     pub fn dim(&self) -> Style {
         if self.colour {
             Style::default().fg(Color::DarkGray)

@@ -4,6 +4,7 @@
 //! whole of it).
 
 use super::app::{App, Mode, PresetChoice};
+use super::follow;
 use super::keymap::BINDINGS;
 use super::theme::Theme;
 use super::widgets::{MemoryBar, PickList, Slider, window_start};
@@ -44,6 +45,10 @@ pub fn draw(frame: &mut Frame, app: &App) {
         header(frame, app, a.header);
         sliders(frame, app, a.sliders);
         bar(frame, app, a.bar);
+        frame.render_widget(
+            Paragraph::new(follow_lines(app, area.width, area.height)),
+            a.follow,
+        );
         legend(frame, app, a.legend);
         frame.render_widget(Paragraph::new(batch_line(app, area.width)), a.batch);
         frame.render_widget(Paragraph::new(advice_lines(app, area.width)), a.advice);
@@ -67,6 +72,8 @@ pub struct Areas {
     pub header: Rect,
     pub sliders: Rect,
     pub bar: Rect,
+    /// the followed run's status, its notices and, on a tall screen, its figures
+    pub follow: Rect,
     pub legend: Rect,
     pub batch: Rect,
     pub advice: Rect,
@@ -194,7 +201,8 @@ pub fn areas(app: &App, area: Rect) -> Areas {
     let header_h = header_lines(app, w).len() as u16;
     let message_h = message_lines(app, w).len() as u16;
     let bar_h = bar_height(app);
-    let fixed = header_h + bar_h + 1 + message_h + 1;
+    let follow_h = follow_lines(app, w, area.height).len() as u16;
+    let fixed = header_h + bar_h + follow_h + 1 + message_h + 1;
     let rest = area.height.saturating_sub(fixed);
     let slider_h = (app.knobs().len() as u16).min(rest.saturating_sub(2).max(rest.min(1)));
     let rest = rest - slider_h;
@@ -211,6 +219,7 @@ pub fn areas(app: &App, area: Rect) -> Areas {
         Constraint::Length(header_h),
         Constraint::Length(slider_h),
         Constraint::Length(bar_h),
+        Constraint::Length(follow_h),
         Constraint::Length(legend_h),
         Constraint::Length(1),
         Constraint::Length(advice_h),
@@ -222,11 +231,12 @@ pub fn areas(app: &App, area: Rect) -> Areas {
         header: rows[0],
         sliders: rows[1],
         bar: rows[2],
-        legend: rows[3],
-        batch: rows[4],
-        advice: rows[5],
-        message: rows[6],
-        footer: rows[7],
+        follow: rows[3],
+        legend: rows[4],
+        batch: rows[5],
+        advice: rows[6],
+        message: rows[7],
+        footer: rows[8],
     }
 }
 
@@ -690,9 +700,51 @@ fn bar(frame: &mut Frame, app: &App, area: Rect) {
         capacity: e.capacity_bytes,
         live_used: app.gpu.live.as_ref().and_then(|g| g.used_bytes),
         pinned: app.pinned.as_ref().map(|p| p.total_bytes),
+        measured: follow::measured_peak(app).map(|m| (training_bar(app), m)),
         theme: app.theme,
     };
     frame.render_widget(&widget, bar_area.intersection(area));
+}
+
+/// The bar of the training GPUs at their peak, where the followed run's measured peak is
+/// marked: the peak phase's when the bars are phases, else the first (the training role's).
+fn training_bar(app: &App) -> usize {
+    phases(app)
+        .iter()
+        .position(|p| p.phase == app.estimate.peak_phase)
+        .unwrap_or(0)
+}
+
+/// The followed run's figures show on screens at least this tall and wide.
+const FOLLOW_ROWS_FROM: (u16, u16) = (100, 40);
+
+/// The followed run (`--follow`): its status (the longest that fits), its notices on one line,
+/// and on a large screen the figures `vramfit check` sets side by side.
+fn follow_lines(app: &App, width: u16, height: u16) -> Vec<Line<'static>> {
+    if app.follow.is_none() {
+        return Vec::new();
+    }
+    let w = width as usize;
+    let candidates = follow::status_lines(app);
+    let status = candidates
+        .iter()
+        .find(|l| width_of(l) <= w)
+        .or(candidates.last())
+        .map_or(String::new(), |l| ellipsize(l, w));
+    let mut lines = vec![Line::raw(status)];
+    let notices = follow::notices(app);
+    if !notices.is_empty() {
+        lines.push(Line::styled(
+            ellipsize(&format!(" ! {}", notices.join(" · ")), w),
+            app.theme.warn(),
+        ));
+    }
+    let rows = follow::rows(app);
+    if width >= FOLLOW_ROWS_FROM.0 && height >= FOLLOW_ROWS_FROM.1 && !rows.is_empty() {
+        lines.push(Line::styled(follow::rows_header(), app.theme.dim()));
+        lines.extend(rows.iter().map(|r| Line::raw(follow::row_text(r))));
+    }
+    lines
 }
 
 /// Legend columns that fit in `width`: each needs about 38 cells, 40 with the change since
@@ -1096,6 +1148,10 @@ fn help_lines(app: &App, inner: usize) -> Vec<String> {
     }
     out.push(String::new());
     out.extend(memory_lines(app));
+    if app.follow.is_some() {
+        out.push(String::new());
+        out.extend(measured_lines(app, inner));
+    }
     out.push(String::new());
     out.push(" run".into());
     add(
@@ -1105,6 +1161,30 @@ fn help_lines(app: &App, inner: usize) -> Vec<String> {
     );
     add(format!(" {}", batch_line(app, u16::MAX)), 4, &mut out);
     add(format!(" {}", gpu_text(app)), 4, &mut out);
+    out
+}
+
+/// Help's view of the followed run: its status and notices whole, then the figures `vramfit
+/// check` attributes, predicted against measured.
+fn measured_lines(app: &App, inner: usize) -> Vec<String> {
+    let mut out = vec![" measured, in the run followed".to_string()];
+    let status = follow::status_lines(app);
+    out.extend(wrap(status.first().map_or("", String::as_str), inner, 4));
+    for notice in follow::notices(app) {
+        out.extend(wrap(&format!("  ! {notice}"), inner, 4));
+    }
+    let rows = follow::rows(app);
+    if rows.is_empty() {
+        out.push("  no step line nor NVML sample yet".into());
+        return out;
+    }
+    out.push(follow::rows_header());
+    out.extend(rows.iter().map(follow::row_text));
+    out.extend(wrap(
+        "  error: (predicted - measured) / measured, as `vramfit check` gives it; good within 5 %. ◆ on the bar: the whole process's measured peak (NVML's, or torch's reserved plus the CUDA context)",
+        inner,
+        4,
+    ));
     out
 }
 

@@ -108,6 +108,8 @@ pub struct MemoryBar<'a> {
     pub live_used: Option<u64>,
     /// the pinned run's total, when one is pinned
     pub pinned: Option<u64>,
+    /// a followed run's measured peak (◆), on the bar of that index
+    pub measured: Option<(usize, u64)>,
     pub theme: Theme,
 }
 
@@ -139,7 +141,11 @@ impl MemoryBar<'_> {
         self.bars
             .iter()
             .map(|b| b.iter().map(|c| c.bytes).sum::<u64>())
-            .chain([self.capacity, self.pinned.unwrap_or(0)])
+            .chain([
+                self.capacity,
+                self.pinned.unwrap_or(0),
+                self.measured.map_or(0, |(_, m)| m),
+            ])
             .max()
             .unwrap_or(0)
             .max(1)
@@ -197,6 +203,12 @@ impl Widget for &MemoryBar<'_> {
         for (i, bar) in self.bars.iter().take(rows as usize).enumerate() {
             self.render_bar(bar, scale, area.x, area.y + i as u16, area.width, buf);
         }
+        if let Some((bar, bytes)) = self.measured.filter(|(bar, _)| *bar < rows as usize) {
+            let x = area.x + column(bytes, scale, area.width).min(area.width - 1);
+            buf[(x, area.y + bar as u16)]
+                .set_symbol("◆")
+                .set_style(self.theme.measured());
+        }
         if area.height <= rows {
             return;
         }
@@ -252,6 +264,7 @@ mod tests {
             capacity: 24 << 30,
             live_used: Some(30 << 30),
             pinned: Some(40 << 30),
+            measured: Some((1, 50 << 30)),
             theme: Theme::mono(),
         };
         for (w, h) in [(0, 0), (1, 1), (1, 0), (0, 1), (2, 2), (300, 3)] {
@@ -275,6 +288,7 @@ mod tests {
             capacity: 24 << 30,
             live_used: None,
             pinned: None,
+            measured: None,
             theme: Theme::mono(),
         };
         let mut buf = Buffer::empty(Rect::new(0, 0, 32, 2));
@@ -307,6 +321,7 @@ mod tests {
             capacity: 24 << 30,
             live_used: None,
             pinned: Some(16 << 30),
+            measured: None,
             theme: Theme::mono(),
         };
         let mut buf = Buffer::empty(Rect::new(0, 0, 32, 3));

@@ -1,0 +1,128 @@
+//! What was appended to a file since the last look (`tail -f`, one look at a time): the screen
+//! follows a run log with it. The file is opened again at each look, so a log that vanishes,
+//! is cut, or is written anew is noticed rather than read from a stale handle.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+/// The most one look reads; the rest waits for the next look.
+pub const MOST_PER_LOOK: u64 = 16 << 20;
+
+/// What one look found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// the bytes written since the last look (none when nothing was)
+    Appended(Vec<u8>),
+    /// the file is shorter than what was read, or came back after it could not be read: it was
+    /// cut or written anew, and these bytes are its start
+    Restarted(Vec<u8>),
+    /// the file cannot be read now: why
+    Gone(String),
+}
+
+#[derive(Debug)]
+pub struct Tail {
+    path: PathBuf,
+    /// bytes read so far
+    offset: u64,
+    /// the last look found no file: the next one that finds it starts over
+    lost: bool,
+}
+
+impl Tail {
+    /// Follows `path` from its start; an error names it when it cannot be read now.
+    pub fn open(path: &Path) -> Result<Tail, String> {
+        std::fs::File::open(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        Ok(Tail {
+            path: path.to_path_buf(),
+            offset: 0,
+            lost: false,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// One look: what was appended since the last.
+    pub fn look(&mut self) -> Change {
+        match self.read_on() {
+            Ok((bytes, restarted)) => {
+                let restarted = restarted || std::mem::take(&mut self.lost);
+                if restarted {
+                    Change::Restarted(bytes)
+                } else {
+                    Change::Appended(bytes)
+                }
+            }
+            Err(e) => {
+                self.offset = 0;
+                self.lost = true;
+                Change::Gone(format!("{}: cannot read: {e}", self.path.display()))
+            }
+        }
+    }
+
+    /// The bytes after `offset` (from the start when the file got shorter), and whether it did.
+    fn read_on(&mut self) -> std::io::Result<(Vec<u8>, bool)> {
+        let mut file = std::fs::File::open(&self.path)?;
+        let len = file.metadata()?.len();
+        let shorter = len < self.offset;
+        if shorter {
+            self.offset = 0;
+        }
+        file.seek(SeekFrom::Start(self.offset))?;
+        let mut bytes = Vec::new();
+        file.take(MOST_PER_LOOK).read_to_end(&mut bytes)?;
+        self.offset += bytes.len() as u64;
+        Ok((bytes, shorter))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn append(path: &Path, text: &str) {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .expect("opens");
+        f.write_all(text.as_bytes()).expect("writes");
+    }
+
+    #[test]
+    fn each_look_reads_what_was_appended_since_the_last() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("run.jsonl");
+        assert!(
+            Tail::open(&path)
+                .expect_err("missing")
+                .contains("run.jsonl")
+        );
+        append(&path, "one\ntw");
+        let mut tail = Tail::open(&path).expect("there");
+        assert_eq!(tail.look(), Change::Appended(b"one\ntw".to_vec()));
+        assert_eq!(tail.look(), Change::Appended(Vec::new()));
+        append(&path, "o\n");
+        assert_eq!(tail.look(), Change::Appended(b"o\n".to_vec()));
+    }
+
+    #[test]
+    fn a_cut_vanished_or_rewritten_file_starts_over() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("run.jsonl");
+        append(&path, "one\ntwo\n");
+        let mut tail = Tail::open(&path).expect("there");
+        tail.look();
+        std::fs::write(&path, "x\n").expect("cut");
+        assert_eq!(tail.look(), Change::Restarted(b"x\n".to_vec()));
+        std::fs::remove_file(&path).expect("removed");
+        assert!(matches!(tail.look(), Change::Gone(why) if why.contains("run.jsonl")));
+        append(&path, "new run\n");
+        assert_eq!(tail.look(), Change::Restarted(b"new run\n".to_vec()));
+        assert_eq!(tail.look(), Change::Appended(Vec::new()));
+    }
+}

@@ -1,0 +1,179 @@
+//! The screen following a live run (`--follow LOG`): the log read so far, what the file did
+//! last (cut, vanished), and the text the screen shows: a status line with the measured peak
+//! against the estimate's total, the notices, and the figures `vramfit check` sets side by side.
+
+use super::app::App;
+use crate::model::estimate::Part;
+use crate::model::follow::{Follower, other_gpu};
+use crate::model::measured::{self, Row};
+use crate::model::units::format_size;
+use crate::tail::Change;
+
+#[derive(Debug, Clone)]
+pub struct Following {
+    /// the log as the status line names it (its file name)
+    pub name: String,
+    pub follower: Follower,
+    /// what the file itself did last: vanished, or was cut and read again
+    pub file_notice: Option<String>,
+    /// said once at start: e.g. that the run on screen is not the one the log names
+    pub start_notice: Option<String>,
+}
+
+impl Following {
+    pub fn new(name: &str) -> Following {
+        Following {
+            name: name.to_string(),
+            follower: Follower::new(name),
+            file_notice: None,
+            start_notice: None,
+        }
+    }
+
+    /// What one look at the file found.
+    pub fn take(&mut self, change: Change) {
+        match change {
+            Change::Appended(bytes) => {
+                if !bytes.is_empty() {
+                    self.file_notice = None;
+                }
+                self.follower.feed(&bytes);
+            }
+            Change::Restarted(bytes) => {
+                self.follower.restart();
+                self.follower.feed(&bytes);
+                self.file_notice = Some(format!(
+                    "{} was cut or written anew: read again from its start",
+                    self.name
+                ));
+            }
+            Change::Gone(why) => self.file_notice = Some(why),
+        }
+    }
+}
+
+/// The CUDA context of the estimate: torch's counters leave it out.
+fn context(app: &App) -> u64 {
+    app.estimate
+        .components
+        .iter()
+        .filter(|c| c.part == Part::CudaContext)
+        .map(|c| c.bytes)
+        .sum()
+}
+
+/// The measured peak of the whole process ([`measured::RunLog::whole_process_peak`]) when the
+/// log has one.
+pub fn measured_peak(app: &App) -> Option<u64> {
+    let f = app.follow.as_ref()?;
+    f.follower.log().whole_process_peak(context(app))
+}
+
+/// The status line, longest first: the caller takes the first that fits.
+/// `◆ following run.jsonl · step 37 · measured peak 17.20 GiB (predicted 18.40 GiB, +7.0 %)`;
+/// the error is `vramfit check`'s: (predicted - measured) / measured.
+pub fn status_lines(app: &App) -> Vec<String> {
+    let Some(f) = &app.follow else {
+        return Vec::new();
+    };
+    let log = f.follower.log();
+    let step = f.follower.step().map(|s| format!("step {s}"));
+    let ended = log.exit.map(|e| match e.code {
+        Some(code) => format!("run ended (exit {code})"),
+        None => "run ended".to_string(),
+    });
+    let predicted = app.estimate.total_bytes;
+    let peak = measured_peak(app).map(|m| {
+        let error = Row::new("", predicted, m).error_percent;
+        (
+            format!(
+                "measured peak {} (predicted {}, {error:+.1} %)",
+                format_size(m),
+                format_size(predicted)
+            ),
+            format!(
+                "◆ measured {}, predicted {} ({error:+.1} %)",
+                format_size(m),
+                format_size(predicted)
+            ),
+        )
+    });
+    let (peak, short) = match peak {
+        Some((long, short)) => (long, short),
+        None => (
+            "no measurement yet".to_string(),
+            "◆ no measurement yet".to_string(),
+        ),
+    };
+    let join = |parts: Vec<Option<String>>| {
+        let parts: Vec<String> = parts.into_iter().flatten().collect();
+        parts.join(" · ")
+    };
+    vec![
+        format!(
+            " ◆ {}",
+            join(vec![
+                Some(format!("following {}", f.name)),
+                step.clone(),
+                Some(peak.clone()),
+                ended.clone(),
+            ])
+        ),
+        format!(" ◆ {}", join(vec![step.clone(), Some(peak.clone()), ended])),
+        format!(" ◆ {}", join(vec![step, Some(peak)])),
+        format!(" {short}"),
+    ]
+}
+
+/// What is wrong with the log or its file, most pressing first: the file gone or cut, the
+/// lines that did not read, the log's GPU not the screen's, the run not the log's.
+pub fn notices(app: &App) -> Vec<String> {
+    let Some(f) = &app.follow else {
+        return Vec::new();
+    };
+    let name = app.gpu.live.as_ref().map(|g| g.name.as_str());
+    [
+        f.file_notice.clone(),
+        f.follower.notice(),
+        other_gpu(f.follower.log(), app.gpu.capacity, name),
+        f.start_notice.clone(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// The figures `vramfit check` attributes, predicted against measured: torch's peaks and the
+/// device's use from the step lines, the whole process from NVML's samples.
+pub fn rows(app: &App) -> Vec<Row> {
+    let Some(f) = &app.follow else {
+        return Vec::new();
+    };
+    let log = f.follower.log();
+    let predicted = measured::predicted(&app.run, &app.estimate);
+    let mut rows = log
+        .measured()
+        .map_or_else(Vec::new, |m| measured::compare(&predicted, &m));
+    rows.extend(log.nvml_peak().map(|p| measured::nvml_row(&predicted, p)));
+    rows
+}
+
+/// One row as the screen and help show it.
+pub fn row_text(r: &Row) -> String {
+    format!(
+        "  {:<30} {:>11} {:>11} {:>+7.1} %  {}",
+        r.name,
+        format_size(r.predicted_bytes),
+        format_size(r.measured_bytes),
+        r.error_percent,
+        r.verdict.word()
+    )
+}
+
+/// The rows' header, aligned with [`row_text`].
+pub fn rows_header() -> String {
+    format!(
+        "  {:<30} {:>11} {:>11} {:>9}  verdict",
+        "", "predicted", "measured", "error"
+    )
+}
