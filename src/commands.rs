@@ -391,20 +391,28 @@ pub fn export_run(
     force: bool,
     answer: u8,
 ) -> Result<(), Failure> {
-    let ctx = ExportContext {
-        gpu: gpu.1,
-        gpu_memory: Some(gpu.0.capacity),
-        model_config: file.model_config.as_deref(),
-        lock_effective_batch: file.lock_effective_batch,
-        estimate: Some(estimate),
-    };
-    let text = to_toml(run, &ctx);
+    let text = to_toml(run, &export_context(file, gpu, estimate));
     if out == std::path::Path::new("-") {
         return emit(|o| o.write_all(text.as_bytes())).map_err(unwritten(answer));
     }
     write_atomically(out, &text, force)?;
     say(&format!("wrote {}", out.display()));
     Ok(())
+}
+
+/// What an exported file's header says: the GPU, the capacity and the estimate.
+fn export_context<'a>(
+    file: &'a RunFile,
+    gpu: (GpuBudget, &'a str),
+    estimate: &'a vramfit::model::estimate::Estimate,
+) -> ExportContext<'a> {
+    ExportContext {
+        gpu: gpu.1,
+        gpu_memory: Some(gpu.0.capacity),
+        model_config: file.model_config.as_deref(),
+        lock_effective_batch: file.lock_effective_batch,
+        estimate: Some(estimate),
+    }
 }
 
 /// The example training script the launch set runs (examples/train_trl.py).
@@ -419,13 +427,7 @@ fn export_launch_set(
     dir: &std::path::Path,
     force: bool,
 ) -> Result<(), Failure> {
-    let ctx = ExportContext {
-        gpu: gpu.1,
-        gpu_memory: Some(gpu.0.capacity),
-        model_config: file.model_config.as_deref(),
-        lock_effective_batch: file.lock_effective_batch,
-        estimate: Some(est),
-    };
+    let ctx = export_context(file, gpu, est);
     let mut files = vec![("run.toml", to_toml(&file.run, &ctx))];
     files.extend(vramfit::config::launch::launch_files(&file.run, "run.toml"));
     files.push(("train_trl.py", TRAIN_TRL.to_string()));

@@ -2,6 +2,7 @@
 
 pub mod config;
 pub mod contract;
+pub mod dates;
 pub mod gpu;
 pub mod hub;
 pub mod model;

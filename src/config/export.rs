@@ -262,7 +262,11 @@ fn grpo_table(w: &mut Writer, run: &RunConfig) {
 }
 
 fn header(out: &mut String, run: &RunConfig, ctx: &ExportContext) {
-    let _ = writeln!(out, "# vramfit run file, written {} (UTC)", today());
+    let _ = writeln!(
+        out,
+        "# vramfit run file, written {} (UTC)",
+        crate::dates::today()
+    );
     let _ = writeln!(out, "# model: {}; GPU: {}", run.model_name, ctx.gpu);
     if let Some(est) = ctx.estimate {
         let verdict = if est.fits { "fits" } else { "DOES NOT FIT" };
@@ -278,28 +282,6 @@ fn header(out: &mut String, run: &RunConfig, ctx: &ExportContext) {
         }
     }
     out.push('\n');
-}
-
-/// Today's date from the system clock, as YYYY-MM-DD.
-fn today() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
-    format!("{y:04}-{m:02}-{d:02}")
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// Writes `text` to `path` atomically: a temporary file beside it, flushed, then renamed over.
@@ -336,13 +318,6 @@ pub fn write_atomically(path: &Path, text: &str, overwrite: bool) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_786), (2026, 11, 29));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-    }
 
     #[test]
     fn max_lora_rank_rounds_up_to_a_vllm_rank() {

@@ -7,7 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 pub struct RunLog {
     pub path: PathBuf,
@@ -48,8 +48,8 @@ impl RunLog {
 
 /// `vramfit-run-YYYYMMDD-HHMMSS.jsonl` for the moment `now` (UTC).
 pub fn dated_name(now: SystemTime) -> String {
-    let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    let secs = vramfit::dates::unix_seconds(now);
+    let (y, m, d) = vramfit::dates::civil_from_days((secs / 86_400) as i64);
     let s = secs % 86_400;
     format!(
         "vramfit-run-{y:04}{m:02}{d:02}-{:02}{:02}{:02}.jsonl",
@@ -59,25 +59,10 @@ pub fn dated_name(now: SystemTime) -> String {
     )
 }
 
-/// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`, http://howardhinnant.github.io/date_algorithms.html).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::time::{Duration, UNIX_EPOCH};
 
     #[test]
     fn names_the_file_by_the_utc_date_and_time() {
