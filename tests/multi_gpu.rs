@@ -363,3 +363,19 @@ fn fit_names_the_fewest_gpus_that_fit() {
     let capacity = role["capacity_bytes"].as_f64().unwrap();
     assert!(total > 0.95 * capacity, "{role}");
 }
+
+/// Unsloth refuses its vLLM under FSDP2 (`raise_if_fast_inference_under_fsdp2`): so does the
+/// loader, naming it.
+#[test]
+fn unsloth_vllm_under_fsdp_is_refused_as_unsloth_does() {
+    let text = vramfit::presets::built_in("24gb").unwrap().to_string()
+        + "\n[distributed]\nengine = \"fsdp\"\n";
+    let f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    std::fs::write(f.path(), text).unwrap();
+    vramfit()
+        .args(["estimate", "--no-gpu", "--config"])
+        .arg(f.path())
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not supported with FSDP2"));
+}

@@ -1638,3 +1638,15 @@ fn a_followed_log_that_goes_wrong_is_a_notice_on_screen() {
         screen(&f.app, w, h);
     }
 }
+
+/// `d` on an Unsloth run with vLLM here passes over FSDP, which Unsloth refuses with vLLM.
+#[test]
+fn the_engine_key_passes_over_what_unsloth_refuses() {
+    use vramfit::model::spread::Engine;
+    let mut a = app();
+    assert_eq!(a.run.spread.engine, Engine::Ddp);
+    keys(&mut a, "d");
+    assert_eq!(a.run.spread.engine, Engine::DeepSpeed);
+    keys(&mut a, "d");
+    assert_eq!(a.run.spread.engine, Engine::Ddp);
+}

@@ -58,6 +58,16 @@ pub fn validate(run: &RunConfig) -> Result<(), Broken> {
             message: why.to_string(),
         });
     }
+    if run.stack == Stack::Unsloth
+        && run.spread.engine == super::spread::Engine::Fsdp
+        && matches!(run.generation, super::run::Generation::ColocatedVllm { .. })
+    {
+        // unsloth 2026.10.9 models/loader_utils.py `raise_if_fast_inference_under_fsdp2`
+        return Err(Broken {
+            knob: None,
+            message: "Unsloth: `fast_inference = True` (vLLM) is not supported with FSDP2: set fast_inference = false, or train without FSDP".into(),
+        });
+    }
     trl_rules(run)
 }
 

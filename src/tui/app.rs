@@ -447,7 +447,16 @@ impl App {
             }
             Action::CycleEngine => {
                 self.spread_shown = true;
-                _ = self.change(|r| r.spread = r.spread.next_engine());
+                // past an engine the rules refuse for this run (Unsloth's vLLM under FSDP2)
+                let next = self.run.spread.next_engine();
+                let mut trial = self.run.clone();
+                trial.spread = next;
+                let next = if rules::validate(&trial).is_ok() {
+                    next
+                } else {
+                    next.next_engine()
+                };
+                _ = self.change(|r| r.spread = next);
             }
             Action::CycleZeroStage => {
                 self.spread_shown = true;
