@@ -34,7 +34,30 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench, fit_search, resolve);
+/// A multi-GPU run: the open-r1 7+1 H100 full fine-tune (training ranks under ZeRO-3 and a
+/// vLLM server role), and `fit` sharding its DDP version.
+fn multi_gpu(c: &mut Criterion) {
+    use vramfit::model::fit::fit;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/multi-gpu/open-r1-7plus1-h100.toml");
+    let file = config::load(&path).unwrap();
+    let gpu = GpuBudget {
+        capacity: file.gpu_memory.unwrap(),
+        used_by_others: 0,
+        context: None,
+    };
+    let mut estimator = Estimator::new();
+    c.bench_function("Estimator: open-r1 7+1 H100, two roles", |b| {
+        b.iter(|| estimator.estimate(black_box(&file.run), gpu))
+    });
+    let mut ddp = file.run.clone();
+    ddp.spread = Default::default();
+    c.bench_function("fit: its DDP version, sharded (fresh Estimator)", |b| {
+        b.iter(|| fit(black_box(&ddp), gpu, 0.05, &mut Estimator::new()))
+    });
+}
+
+criterion_group!(benches, bench, fit_search, resolve, multi_gpu);
 criterion_main!(benches);
 
 fn fit_search(c: &mut Criterion) {
