@@ -1650,3 +1650,13 @@ fn the_engine_key_passes_over_what_unsloth_refuses() {
     keys(&mut a, "d");
     assert_eq!(a.run.spread.engine, Engine::Ddp);
 }
+
+/// A full fine-tune has no adapter: no LoRA-rank slider.
+#[test]
+fn a_full_fine_tune_has_no_lora_rank_knob() {
+    let text = std::fs::read_to_string("examples/multi-gpu/open-r1-7plus1-h100.toml").unwrap();
+    let a = app_of(&text, std::path::Path::new("."), Theme::mono());
+    assert!(a.run.full_finetuning);
+    assert!(!a.knobs().contains(&Knob::LoraRank));
+    assert!(app().knobs().contains(&Knob::LoraRank));
+}

@@ -210,6 +210,9 @@ impl Grid {
                 {
                     vec![0, 1]
                 }
+                // a full fine-tune trains 16-bit weights and has no adapter rank to lower
+                Lever::FourBitWeights if run.full_finetuning => vec![0],
+                Lever::LoraRank if run.full_finetuning => vec![run.lora_rank],
                 Lever::FourBitWeights if run.quant != Quant::Nf4 => vec![0, 1],
                 Lever::KvCacheFp8 | Lever::FourBitWeights => vec![0],
                 _ => {

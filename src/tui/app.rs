@@ -201,6 +201,8 @@ impl App {
         Knob::ALL
             .into_iter()
             .filter(|k| *k != Knob::Gpus || self.spread_shown)
+            // a full fine-tune has no adapter to size
+            .filter(|k| *k != Knob::LoraRank || !self.run.full_finetuning)
             .collect()
     }
 
