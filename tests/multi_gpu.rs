@@ -379,3 +379,22 @@ fn unsloth_vllm_under_fsdp_is_refused_as_unsloth_does() {
         .code(2)
         .stderr(predicate::str::contains("not supported with FSDP2"));
 }
+
+/// On cards too small for one vLLM server GPU to hold the 7B model's weights and its profile
+/// run, `fit` widens the server by tensor parallelism before adding training GPUs.
+#[test]
+fn fit_gives_the_vllm_server_the_gpus_it_needs_to_start() {
+    let path = "tests/recipes/r1-distill-qwen-7b-zero3.toml";
+    let args = ["estimate", "--config", path, "--gpu-mem", "20GiB", "--json"];
+    let (v, code) = json(&args);
+    assert_eq!(code, 3, "{v}");
+    assert_eq!(v["roles"][1]["fits"], false);
+    let (v, code) = json(&["fit", "--config", path, "--gpu-mem", "20GiB", "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let first = &v["changes"][0];
+    assert_eq!(first["lever"], "vllm_server_gpus", "{first}");
+    assert!(first["to"].as_str().unwrap().ends_with("TP 2"), "{first}");
+    let roles = v["estimate"]["roles"].as_array().unwrap();
+    assert!(roles.iter().all(|r| r["fits"] == true), "{roles:?}");
+    assert_eq!(roles[1]["gpus"], 2);
+}

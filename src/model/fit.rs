@@ -35,6 +35,8 @@ pub enum Lever {
     Sharding,
     /// more training GPUs of the same kind, sharded with ZeRO-3: tried when no knob fits
     Gpus,
+    /// vLLM on GPUs of its own (`trl vllm-serve`), tensor-parallel over as many as it needs
+    VllmServerGpus,
 }
 
 impl Lever {
@@ -62,6 +64,7 @@ impl Lever {
             Lever::LoraRank => "LoRA rank",
             Lever::Sharding => "sharding",
             Lever::Gpus => "GPUs",
+            Lever::VllmServerGpus => "vLLM server GPUs",
         }
     }
 
@@ -73,6 +76,7 @@ impl Lever {
             (Lever::FourBitWeights, _) => "load_in_4bit",
             (Lever::Sharding, _) => "zero_stage",
             (Lever::Gpus, _) => "gpus",
+            (Lever::VllmServerGpus, _) => "tensor_parallel_size",
             (other, _) => other.knob().map_or("", |k| k.trainer_key(stack)),
         }
     }
@@ -88,7 +92,8 @@ impl Lever {
             | Lever::KvCacheFp8
             | Lever::FourBitWeights
             | Lever::Sharding
-            | Lever::Gpus => return None,
+            | Lever::Gpus
+            | Lever::VllmServerGpus => return None,
         })
     }
 
@@ -110,6 +115,9 @@ impl Lever {
                 "the model's states split across the training GPUs: more communication, same training"
             }
             Lever::Gpus => "more GPUs of this kind, the model sharded over them (ZeRO-3)",
+            Lever::VllmServerGpus => {
+                "vLLM generates on GPUs of its own (trl vllm-serve), its weights split over them"
+            }
             other => other.knob().map_or("", Knob::trade_off),
         }
     }
@@ -130,6 +138,7 @@ impl Lever {
             Lever::LoraRank => 30.0,
             Lever::Sharding => 1.0,
             Lever::Gpus => 50.0,
+            Lever::VllmServerGpus => 50.0,
         }
     }
 }
@@ -376,7 +385,7 @@ pub fn fit(run: &RunConfig, gpu: GpuBudget, headroom: f64, est: &mut Estimator) 
     let grid = Grid::new(run);
     // Memory only falls as a lever moves down, so when no floor of the grid fits, nothing does.
     let Some(_) = floor_that_fits(&grid, run, gpu, headroom, est) else {
-        return more_gpus_that_fit(run, gpu, headroom, est)
+        return hardware_that_fits(run, gpu, headroom, est)
             .unwrap_or_else(|| impossible(&grid, run, gpu, headroom, est));
     };
     let mut queue = BinaryHeap::new();
@@ -626,6 +635,136 @@ fn sharding_that_fits(
         }
     }
     None
+}
+
+/// When no knob fits a TRL run, GPUs added: first the vLLM server's, so that vLLM starts on
+/// GPUs of its own (a colocated vLLM moved to `trl vllm-serve`, or a server that cannot start
+/// given tensor parallelism), then training GPUs.
+fn hardware_that_fits(
+    run: &RunConfig,
+    gpu: GpuBudget,
+    headroom: f64,
+    est: &mut Estimator,
+) -> Option<FitOutcome> {
+    if run.stack != Stack::Trl {
+        return None;
+    }
+    let here = more_gpus_that_fit(run, gpu, headroom, est);
+    let served = server_that_starts(run, gpu, headroom, est)
+        .and_then(|(served, change)| with_server(served, change, gpu, headroom, est));
+    // the answer with fewer GPUs in all; vLLM stays where it is on a tie
+    match (here, served) {
+        (Some(h), Some(s)) if gpus_in_all(&s) < gpus_in_all(&h) => Some(s),
+        (Some(h), _) => Some(h),
+        (None, s) => s,
+    }
+}
+
+/// GPUs a fitted run uses: its training processes and its vLLM server's.
+fn gpus_in_all(outcome: &FitOutcome) -> u64 {
+    match outcome {
+        FitOutcome::Fitted { run, .. } => {
+            let server = if run.generation == Generation::VllmServer {
+                run.vllm_server.gpus
+            } else {
+                0
+            };
+            run.processes() + server
+        }
+        _ => u64::MAX,
+    }
+}
+
+/// `served` (vLLM moved to or widened on its own GPUs by `change`) as it is, or with the
+/// training GPUs it still needs.
+fn with_server(
+    served: RunConfig,
+    change: Change,
+    gpu: GpuBudget,
+    headroom: f64,
+    est: &mut Estimator,
+) -> Option<FitOutcome> {
+    let e = est.estimate(&served, gpu);
+    let fitted = if fits_with_headroom(&e, headroom) && rules::validate(&served).is_ok() {
+        FitOutcome::Fitted {
+            changes: Vec::new(),
+            cost: 0.0,
+            estimate: e,
+            run: Box::new(served),
+        }
+    } else {
+        more_gpus_that_fit(&served, gpu, headroom, est)?
+    };
+    match fitted {
+        FitOutcome::Fitted {
+            mut changes,
+            cost,
+            estimate,
+            run,
+        } => {
+            changes.insert(0, change);
+            Some(FitOutcome::Fitted {
+                changes,
+                cost: cost + Lever::VllmServerGpus.rung_cost(),
+                estimate,
+                run,
+            })
+        }
+        other => Some(other),
+    }
+}
+
+/// The fewest `trl vllm-serve` GPUs (tensor parallel 1, 2, 4, 8) on which the server role fits,
+/// for a run whose vLLM is colocated (then moved there) or served but not fitting; `None` when
+/// vLLM already fits where it is.
+fn server_that_starts(
+    run: &RunConfig,
+    gpu: GpuBudget,
+    headroom: f64,
+    est: &mut Estimator,
+) -> Option<(RunConfig, Change)> {
+    let now = est.estimate(run, gpu);
+    let server_fits = now
+        .roles
+        .iter()
+        .filter(|r| r.role == super::roles::RoleKind::VllmServer)
+        .all(|r| (r.total_bytes as f64) <= r.capacity_bytes as f64 * (1.0 - headroom) && r.fits);
+    let from = match run.generation {
+        Generation::ColocatedVllm { .. } => "colocated".to_string(),
+        Generation::VllmServer if !server_fits => {
+            format!("{} GPU(s)", run.vllm_server.gpus)
+        }
+        _ => return None,
+    };
+    [1u64, 2, 4, 8]
+        .into_iter()
+        .filter(|&tp| {
+            run.generation != Generation::VllmServer || tp > run.vllm_server.tensor_parallel_size
+        })
+        .find_map(|tp| {
+            let mut candidate = run.clone();
+            candidate.generation = Generation::VllmServer;
+            candidate.vllm_server.tensor_parallel_size = tp;
+            candidate.vllm_server.gpus = tp * candidate.vllm_server.data_parallel_size.max(1);
+            let e = est.estimate(&candidate, gpu);
+            let server = e
+                .roles
+                .iter()
+                .find(|r| r.role == super::roles::RoleKind::VllmServer)?;
+            let fits = server.fits
+                && (server.total_bytes as f64) <= server.capacity_bytes as f64 * (1.0 - headroom);
+            fits.then(|| {
+                let change = Change {
+                    lever: Lever::VllmServerGpus,
+                    key: "vllm_server",
+                    from: from.clone(),
+                    to: format!("{} GPU(s), TP {tp}", candidate.vllm_server.gpus),
+                    bytes_saved: now.total_bytes as i64 - e.total_bytes as i64,
+                    trade_off: Lever::VllmServerGpus.trade_off(),
+                };
+                (candidate, change)
+            })
+        })
 }
 
 /// Training GPU counts tried when no knob fits: each count to 8 (a node), then whole nodes.
