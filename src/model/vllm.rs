@@ -222,8 +222,9 @@ fn plan_with(run: &RunConfig, s: &Setup) -> VllmPlan {
 /// checkpoint's 16-bit weights split by tensor parallelism (vLLM loads them itself and TRL
 /// pushes merged weights into them), its own budget and context, and vLLM's defaults for
 /// `LLM(...)`, which vllm-serve does not override: 1024 sequences and 16384 batched tokens on a
-/// card of 70 GiB or more (not an A100), else 256 and 8192 (vLLM `EngineArgs._set_default_args`,
-/// usage context LLM_CLASS).
+/// card of 70 GiB or more, else 256 and 8192 (vllm 0.11.0 wheel, `EngineArgs._set_default_args`,
+/// usage context LLM_CLASS). vLLM also gives an A100 the smaller pair; the plan has no card name,
+/// so an A100 80 GB server's profile run is sized the larger way (over, not under).
 pub fn server_plan(run: &RunConfig, capacity: u64) -> VllmPlan {
     let server = &run.vllm_server;
     let tp = server.tensor_parallel_size.max(1);
