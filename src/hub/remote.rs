@@ -204,11 +204,7 @@ impl Remote {
         revision: &str,
         file: &str,
     ) -> Result<Option<Vec<u8>>, Box<HubError>> {
-        let ask = Ask {
-            repo,
-            file,
-            url: self.resolve_url(repo, revision, file),
-        };
+        let ask = self.resolve(repo, revision, file);
         match self.json(&ask, false) {
             Ok(body) => Ok(Some(body)),
             Err(e) if matches!(e.failure, Failure::NoSuchFile { .. }) => Ok(None),
@@ -225,11 +221,7 @@ impl Remote {
         revision: &str,
         file: &str,
     ) -> Result<Option<Vec<u8>>, Box<HubError>> {
-        let ask = Ask {
-            repo,
-            file,
-            url: self.resolve_url(repo, revision, file),
-        };
+        let ask = self.resolve(repo, revision, file);
         let first = match self.get(&ask, Some((0, 7)), false) {
             Ok(r) => r,
             Err(e) if matches!(e.failure, Failure::NoSuchFile { .. }) => return Ok(None),
@@ -285,8 +277,13 @@ impl Remote {
         Ok(out)
     }
 
-    fn resolve_url(&self, repo: &str, revision: &str, file: &str) -> String {
-        format!("{}/{repo}/resolve/{revision}/{file}", self.endpoint)
+    /// The request for `file` of `repo` at `revision` (huggingface_hub's `resolve` URL).
+    fn resolve<'a>(&self, repo: &'a str, revision: &str, file: &'a str) -> Ask<'a> {
+        Ask {
+            repo,
+            file,
+            url: format!("{}/{repo}/resolve/{revision}/{file}", self.endpoint),
+        }
     }
 
     /// A JSON answer's bytes, at most `MAX_JSON_BYTES`.
