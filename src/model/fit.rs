@@ -7,9 +7,10 @@
 use super::adjust::exact_values;
 use super::estimate::{Estimate, Estimator, GpuBudget};
 use super::knobs::{Knob, accumulation_for};
+use super::roles::{Role, RoleKind};
 use super::rules;
 use super::run::{Checkpointing, Generation, Quant, RunConfig, Stack};
-use super::spread::{Engine, Spread};
+use super::spread::Spread;
 use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashSet};
@@ -353,10 +354,15 @@ pub const DEFAULT_HEADROOM: f64 = 0.05;
 /// Whether `est` fits with `headroom` (a fraction of the capacity) to spare and vLLM starts
 /// (free memory for its share, and a KV cache that holds one sequence of its context).
 pub fn fits_with_headroom(est: &Estimate, headroom: f64) -> bool {
-    est.roles.iter().all(|r| {
-        let limit = r.capacity_bytes as f64 * (1.0 - headroom);
-        (r.total_bytes as f64) <= limit && r.vllm.as_ref().is_none_or(|v| v.starts)
-    })
+    est.roles
+        .iter()
+        .all(|r| role_fits_with_headroom(r, headroom))
+}
+
+/// Whether one role's GPUs keep `headroom` free and its vLLM, if any, starts.
+fn role_fits_with_headroom(role: &Role, headroom: f64) -> bool {
+    let limit = role.capacity_bytes as f64 * (1.0 - headroom);
+    (role.total_bytes as f64) <= limit && role.vllm.as_ref().is_none_or(|v| v.starts)
 }
 
 /// The vLLM share's candidates: the current one, then the others nearest first, up and down
@@ -606,11 +612,7 @@ fn sharding_that_fits(
         }
         let mut candidate = run.clone();
         candidate.spread = Spread {
-            engine: if now.engine == Engine::Fsdp {
-                Engine::Fsdp
-            } else {
-                Engine::DeepSpeed
-            },
+            engine: now.sharding_engine(),
             zero_stage: stage,
             offload_optimizer: offload,
             ..now
@@ -727,8 +729,8 @@ fn server_that_starts(
     let server_fits = now
         .roles
         .iter()
-        .filter(|r| r.role == super::roles::RoleKind::VllmServer)
-        .all(|r| (r.total_bytes as f64) <= r.capacity_bytes as f64 * (1.0 - headroom) && r.fits);
+        .filter(|r| r.role == RoleKind::VllmServer)
+        .all(|r| role_fits_with_headroom(r, headroom));
     let from = match run.generation {
         Generation::ColocatedVllm { .. } => "colocated".to_string(),
         Generation::VllmServer if !server_fits => {
@@ -747,13 +749,8 @@ fn server_that_starts(
             candidate.vllm_server.tensor_parallel_size = tp;
             candidate.vllm_server.gpus = tp * candidate.vllm_server.data_parallel_size.max(1);
             let e = est.estimate(&candidate, gpu);
-            let server = e
-                .roles
-                .iter()
-                .find(|r| r.role == super::roles::RoleKind::VllmServer)?;
-            let fits = server.fits
-                && (server.total_bytes as f64) <= server.capacity_bytes as f64 * (1.0 - headroom);
-            fits.then(|| {
+            let server = e.roles.iter().find(|r| r.role == RoleKind::VllmServer)?;
+            role_fits_with_headroom(server, headroom).then(|| {
                 let change = Change {
                     lever: Lever::VllmServerGpus,
                     key: "vllm_server",
@@ -772,27 +769,20 @@ const GPU_COUNTS: [u64; 11] = [2, 3, 4, 5, 6, 7, 8, 16, 32, 64, 128];
 
 /// The fewest training GPUs of this kind on which the run fits with every knob kept, the model
 /// sharded with ZeRO-3 (FSDP full shard when the run uses FSDP), and the gradient accumulation
-/// lowered to keep the effective batch where it divides. TRL runs only: Unsloth trains on one.
+/// lowered to keep the effective batch where it divides (TRL runs: `hardware_that_fits` asks).
 fn more_gpus_that_fit(
     run: &RunConfig,
     gpu: GpuBudget,
     headroom: f64,
     est: &mut Estimator,
 ) -> Option<FitOutcome> {
-    if run.stack != Stack::Trl {
-        return None;
-    }
     let before = est.estimate(run, gpu).total_bytes as i64;
     let nodes = run.spread.nodes.max(1);
     for gpus in GPU_COUNTS.into_iter().filter(|&g| g > run.gpus) {
         let mut candidate = run.clone();
         candidate.gpus = gpus;
         candidate.spread = Spread {
-            engine: if run.spread.engine == Engine::Fsdp {
-                Engine::Fsdp
-            } else {
-                Engine::DeepSpeed
-            },
+            engine: run.spread.sharding_engine(),
             zero_stage: 3,
             ..run.spread
         };

@@ -77,6 +77,15 @@ impl Spread {
         }
     }
 
+    /// The engine that shards a run spread this way: FSDP stays FSDP, anything else goes to
+    /// DeepSpeed.
+    pub fn sharding_engine(&self) -> Engine {
+        match self.engine {
+            Engine::Fsdp => Engine::Fsdp,
+            Engine::Ddp | Engine::DeepSpeed => Engine::DeepSpeed,
+        }
+    }
+
     /// Whether the 16-bit parameters themselves are sharded (ZeRO-3, FSDP full shard).
     pub fn shards_parameters(&self) -> bool {
         self.stage() >= 3
