@@ -120,13 +120,11 @@ fn good_log() -> String {
     )
 }
 
-#[test]
-fn check_prints_predicted_against_measured_with_the_percent() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = log_in(dir.path(), &good_log());
+/// `vramfit check LOG --preset 24gb --json`, which must exit 0, as JSON.
+fn check_json(log: &Path) -> serde_json::Value {
     let out = vramfit()
         .arg("check")
-        .arg(&log)
+        .arg(log)
         .args(["--preset", "24gb", "--json"])
         .output()
         .unwrap();
@@ -136,7 +134,14 @@ fn check_prints_predicted_against_measured_with_the_percent() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn check_prints_predicted_against_measured_with_the_percent() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = log_in(dir.path(), &good_log());
+    let v = check_json(&log);
     assert_eq!(v["steps"], 3);
     assert_eq!(v["capacity_bytes"], 24 * GIB);
     assert_eq!(v["measured"]["max_allocated"], 12 * GIB);
@@ -515,19 +520,7 @@ fn check_reads_a_run_log_with_the_nvml_peak_as_the_whole_process() {
         sample(1.0, 14 * GIB, 13 * GIB + GIB / 2),
     );
     std::fs::write(&log, &text).unwrap();
-    let out = vramfit()
-        .arg("check")
-        .arg(&log)
-        .args(["--preset", "24gb", "--json"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = check_json(&log);
     assert_eq!(v["steps"], 3);
     assert_eq!(v["nvml_peak"], 13 * GIB + GIB / 2);
     let rows = v["rows"].as_array().unwrap();
