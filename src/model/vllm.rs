@@ -102,7 +102,7 @@ pub fn plan(run: &RunConfig, around: &Surroundings) -> Option<VllmPlan> {
     // TRL colocate with `vllm_tensor_parallel_size`: each GPU of the group holds its part
     let tp = run.vllm_tensor_parallel.max(1);
     let weights = vllm_weights(run, around.weights) / tp;
-    let budget = (total as f64 * utilization).ceil() as u64;
+    let budget = request_memory(total, utilization);
     let (seqs, batched) = batch_limits(run, budget, weights);
     Some(plan_with(
         run,
@@ -118,6 +118,11 @@ pub fn plan(run: &RunConfig, around: &Surroundings) -> Option<VllmPlan> {
             kv_split: tp.min(run.arch.kv_heads.max(1)),
         },
     ))
+}
+
+/// vLLM's `request_memory`: what it asks of the GPU, `ceil(total x utilization)`.
+fn request_memory(total: u64, utilization: f64) -> u64 {
+    (total as f64 * utilization).ceil() as u64
 }
 
 /// What decides one vLLM instance's memory, wherever it runs.
@@ -149,8 +154,7 @@ fn plan_with(run: &RunConfig, s: &Setup) -> VllmPlan {
         s.batched,
     );
     let arch = &run.arch;
-    // vLLM's request_memory: ceil(total x utilization)
-    let budget = (total as f64 * utilization).ceil() as u64;
+    let budget = request_memory(total, utilization);
     let activations = profile_peak(arch, batched, seqs);
     let graphs_in_budget = run.vllm_version.graphs_in_budget();
     let fixed = weights + activations + VLLM_NON_TORCH;
