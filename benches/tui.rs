@@ -6,16 +6,21 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::hint::black_box;
-use vramfit::config;
 use vramfit::tui::app::{App, GpuState, Msg};
 use vramfit::tui::theme::Theme;
 use vramfit::tui::view;
+use vramfit_core::config;
 
 fn start(preset: &str, trl: bool) -> App {
-    let mut file =
-        config::parse(vramfit::presets::built_in(preset).unwrap(), preset, None).unwrap();
+    let mut file = config::parse(
+        vramfit_core::presets::built_in(preset).unwrap(),
+        preset,
+        None,
+        &vramfit_core::resolve::Offline::from_env(),
+    )
+    .unwrap();
     if trl {
-        file.run.stack = vramfit::model::run::Stack::Trl;
+        file.run.stack = vramfit_core::run::Stack::Trl;
     }
     let gpu = GpuState {
         capacity: 24 << 30,

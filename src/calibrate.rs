@@ -1,16 +1,16 @@
 //! `vramfit calibrate`: learns, from run logs, the CUDA context of the user's GPU model and
-//! stack and the allocator's slack ratio (vramfit::model::calibration), keeps them in
+//! stack and the allocator's slack ratio (vramfit_core::measure::calibration), keeps them in
 //! `<config dir>/calibration.toml`, and says what it learned and how uncertain it is.
 
 use crate::inputs::{calibration_path, load_calibration};
 use crate::output::*;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use vramfit::config::export::write_atomically;
-use vramfit::model::calibration::{self, Calibration, Entry};
-use vramfit::model::estimate::CUDA_CONTEXT;
-use vramfit::model::measured;
-use vramfit::model::units::format_size;
+use vramfit_core::config::export::write_atomically;
+use vramfit_core::measure::calibration::{self, Calibration, Entry};
+use vramfit_core::measure::measured;
+use vramfit_core::memory::estimate::CUDA_CONTEXT;
+use vramfit_core::units::format_size;
 
 pub fn run_calibrate(logs: &[PathBuf], reset: bool, json: bool) -> Result<u8, Failure> {
     let path = calibration_path().ok_or_else(|| {

@@ -2,7 +2,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
-use vramfit::model::fit::DEFAULT_HEADROOM;
+use vramfit_core::fit::DEFAULT_HEADROOM;
 
 #[derive(Parser, Debug)]
 #[command(

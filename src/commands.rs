@@ -5,16 +5,16 @@ use crate::cli::{Cli, Source};
 use crate::inputs::{Inputs, load_source, resolve};
 use crate::output::*;
 use std::io::Write;
-use vramfit::config::RunFile;
-use vramfit::config::export::{ExportContext, to_toml, write_atomically};
 use vramfit::gpu::{GpuProbe, NvmlProbe};
-use vramfit::model::catalog;
-use vramfit::model::estimate::{Estimator, GpuBudget, estimate};
-use vramfit::model::fit::{DEFAULT_HEADROOM, FitOutcome, fit};
-use vramfit::model::units::{format_size, parse_size};
-use vramfit::presets;
 use vramfit::tui::app::{App, GpuState};
 use vramfit::tui::theme::Theme;
+use vramfit_core::arch::catalog;
+use vramfit_core::config::RunFile;
+use vramfit_core::config::export::{ExportContext, to_toml, write_atomically};
+use vramfit_core::fit::{DEFAULT_HEADROOM, FitOutcome, fit};
+use vramfit_core::memory::estimate::{Estimator, GpuBudget, estimate};
+use vramfit_core::presets;
+use vramfit_core::units::{format_size, parse_size};
 
 /// What `estimate` writes besides its report.
 pub struct Exports<'a> {
@@ -37,10 +37,10 @@ pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8,
     let file = &loaded.file;
     let est = estimate(&file.run, gpu);
     let answer = if est.fits { FITS } else { DOES_NOT_FIT };
-    if est.host_memory_bytes > 0 {
-        if let Some(note) = crate::host::offload_note(est.host_memory_bytes) {
-            say(&note);
-        }
+    if est.host_memory_bytes > 0
+        && let Some(note) = crate::host::offload_note(est.host_memory_bytes)
+    {
+        say(&note);
     }
     if let Some(out) = export {
         export_run(file, &file.run, (gpu, &gpu_line), &est, out, force, answer)?;
@@ -287,7 +287,7 @@ pub fn diagnosis(
     gpu_mem: Option<u64>,
     json: bool,
 ) -> Result<String, Failure> {
-    let mut report = vramfit::model::oom::diagnose(text)
+    let mut report = vramfit_core::diagnose::oom::diagnose(text)
         .ok_or_else(|| format!("{shown}: no out-of-memory message found"))?;
     // the run that failed: --config or --preset (no GPU is detected: the message describes it)
     let run = if source.config.is_some() || source.preset.is_some() {
@@ -307,20 +307,21 @@ pub fn diagnosis(
             .and_then(|f| f.gpu_memory)
             .map(|b| (b, "the run file's gpu_memory"))
     });
-    if let Some((bytes, from)) = assumed {
-        if !report.assume_total(bytes, from) && from == "--gpu-mem" {
-            say(&format!(
-                "vramfit: note: --gpu-mem {} not used: the message gives the GPU's memory, {}",
-                format_size(bytes),
-                report.total_bytes.map_or_else(String::new, format_size)
-            ));
-        }
+    if let Some((bytes, from)) = assumed
+        && !report.assume_total(bytes, from)
+        && from == "--gpu-mem"
+    {
+        say(&format!(
+            "vramfit: note: --gpu-mem {} not used: the message gives the GPU's memory, {}",
+            format_size(bytes),
+            report.total_bytes.map_or_else(String::new, format_size)
+        ));
     }
     // a tensor is looked for only in PyTorch's requests: vLLM's are its share or its KV cache
     let culprit = run.as_ref().filter(|_| !report.from_vllm()).and_then(|f| {
         report
             .requested_bytes
-            .map(|r| vramfit::model::culprit::likely_request(&f.run, r))
+            .map(|r| vramfit_core::diagnose::culprit::likely_request(&f.run, r))
     });
     // With the run: the verdict in the light of its estimate, and the fit on the GPU the
     // message describes (less what other processes hold).
@@ -338,13 +339,15 @@ pub fn diagnosis(
             context: None,
         };
         let mut estimator = Estimator::new();
-        vramfit::model::oom::refine(&mut report, &estimator.estimate(&f.run, gpu));
+        vramfit_core::diagnose::oom::refine(&mut report, &estimator.estimate(&f.run, gpu));
         (fit(&f.run, gpu, DEFAULT_HEADROOM, &mut estimator), capacity)
     });
-    let mut advice = vramfit::model::oom::advice(&report, run.as_ref().map(|f| &f.run));
-    if let (Some(c), Some((FitOutcome::AlreadyFits { estimate }, _))) = (&culprit, &proposal) {
-        if c.matches && c.older_trainers_only {
-            advice.insert(
+    let mut advice = vramfit_core::diagnose::oom::advice(&report, run.as_ref().map(|f| &f.run));
+    if let (Some(c), Some((FitOutcome::AlreadyFits { estimate }, _))) = (&culprit, &proposal)
+        && c.matches
+        && c.older_trainers_only
+    {
+        advice.insert(
                 0,
                 format!(
                     "this request is {}: today's trainers (trl 1.15, unsloth 2026.10) never build it, and the same run needs {} of {} with them; upgrade the trainer",
@@ -353,7 +356,6 @@ pub fn diagnosis(
                     format_size(estimate.capacity_bytes)
                 ),
             );
-        }
     }
     let culprit = culprit.map(|c| c.sentence());
     let text = if json {
@@ -384,9 +386,9 @@ pub fn diagnosis(
 /// `answer` is the command's exit code, kept if standard output (`-`) has no reader left.
 pub fn export_run(
     file: &RunFile,
-    run: &vramfit::model::run::RunConfig,
+    run: &vramfit_core::run::RunConfig,
     gpu: (GpuBudget, &str),
-    estimate: &vramfit::model::estimate::Estimate,
+    estimate: &vramfit_core::memory::estimate::Estimate,
     out: &std::path::Path,
     force: bool,
     answer: u8,
@@ -404,7 +406,7 @@ pub fn export_run(
 fn export_context<'a>(
     file: &'a RunFile,
     gpu: (GpuBudget, &'a str),
-    estimate: &'a vramfit::model::estimate::Estimate,
+    estimate: &'a vramfit_core::memory::estimate::Estimate,
 ) -> ExportContext<'a> {
     ExportContext {
         gpu: gpu.1,
@@ -423,13 +425,15 @@ const TRAIN_TRL: &str = include_str!("../examples/train_trl.py");
 fn export_launch_set(
     file: &RunFile,
     gpu: (GpuBudget, &str),
-    est: &vramfit::model::estimate::Estimate,
+    est: &vramfit_core::memory::estimate::Estimate,
     dir: &std::path::Path,
     force: bool,
 ) -> Result<(), Failure> {
     let ctx = export_context(file, gpu, est);
     let mut files = vec![("run.toml", to_toml(&file.run, &ctx))];
-    files.extend(vramfit::config::launch::launch_files(&file.run, "run.toml"));
+    files.extend(vramfit_core::config::launch::launch_files(
+        &file.run, "run.toml",
+    ));
     files.push(("train_trl.py", TRAIN_TRL.to_string()));
     std::fs::create_dir_all(dir).map_err(|e| {
         format!(
@@ -437,14 +441,12 @@ fn export_launch_set(
             dir.display()
         )
     })?;
-    if !force {
-        if let Some((name, _)) = files.iter().find(|(n, _)| dir.join(n).exists()) {
-            return Err(format!(
-                "{}: already exists; nothing written (pass --force to replace the launch set)",
-                dir.join(name).display()
-            )
-            .into());
-        }
+    if !force && let Some((name, _)) = files.iter().find(|(n, _)| dir.join(n).exists()) {
+        return Err(format!(
+            "{}: already exists; nothing written (pass --force to replace the launch set)",
+            dir.join(name).display()
+        )
+        .into());
     }
     for (name, text) in &files {
         write_atomically(&dir.join(name), text, true)?;
@@ -488,7 +490,7 @@ pub fn list_models(json: bool) -> Result<u8, Failure> {
 }
 
 pub fn list_presets() -> Result<u8, Failure> {
-    let rows = presets::all();
+    let rows = presets::all(&vramfit::hub::HubResolver::current());
     emit(|out| {
         for (name, file) in rows {
             match file {

@@ -18,8 +18,8 @@ pub fn offload_note(needed: u64) -> Option<String> {
     (needed > have).then(|| {
         format!(
             "vramfit: note: the offloaded states need {} of host memory per node; this machine has {}",
-            vramfit::model::units::format_size(needed),
-            vramfit::model::units::format_size(have)
+            vramfit_core::units::format_size(needed),
+            vramfit_core::units::format_size(have)
         )
     })
 }

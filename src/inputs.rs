@@ -4,12 +4,13 @@
 
 use crate::cli::Source;
 use crate::output::say;
-use vramfit::config::{self, RunFile};
 use vramfit::gpu::{GpuInfo, GpuProbe, NvmlProbe};
-use vramfit::model::calibration::{self, Calibration};
-use vramfit::model::estimate::GpuBudget;
-use vramfit::model::units::{format_size, parse_size};
-use vramfit::presets;
+use vramfit::hub::HubResolver;
+use vramfit_core::config::{self, RunFile};
+use vramfit_core::measure::calibration::{self, Calibration};
+use vramfit_core::memory::estimate::GpuBudget;
+use vramfit_core::presets;
+use vramfit_core::units::{format_size, parse_size};
 
 pub fn merge(outer: &Source, inner: &Source) -> Source {
     Source {
@@ -69,7 +70,7 @@ pub fn load_source(source: &Source, detected: &Result<GpuInfo, String>) -> Resul
 
 pub fn read_source(source: &Source, detected: &Result<GpuInfo, String>) -> Result<Loaded, String> {
     let loaded = |path: &std::path::Path, name: String, origin: String| {
-        config::load(path)
+        config::load(path, &HubResolver::current())
             .map(|file| Loaded {
                 file,
                 label: path.display().to_string(),
@@ -87,11 +88,11 @@ pub fn read_source(source: &Source, detected: &Result<GpuInfo, String>) -> Resul
     let (name, chooser, tier_fits) = match (&source.preset, capacity, detected) {
         (Some(name), _, _) => (name.as_str(), "--preset".to_string(), None),
         (None, Some(bytes), _) => {
-            let (name, fits) = presets::tier_for(bytes);
+            let (name, fits) = presets::tier_for(bytes, &HubResolver::current());
             (name, "--gpu-mem".to_string(), Some(fits))
         }
         (None, None, Ok(gpu)) => {
-            let (name, fits) = presets::tier_for(gpu.total_bytes);
+            let (name, fits) = presets::tier_for(gpu.total_bytes, &HubResolver::current());
             (name, format!("the detected {}", gpu.name), Some(fits))
         }
         (None, None, Err(_)) => (presets::DEFAULT, String::new(), None),
@@ -108,7 +109,8 @@ pub fn read_source(source: &Source, detected: &Result<GpuInfo, String>) -> Resul
     };
     if let Some(text) = presets::built_in(name) {
         let label = format!("preset {name}");
-        let file = config::parse(text, &label, None).map_err(|e| e.to_string())?;
+        let file = config::parse(text, &label, None, &HubResolver::current())
+            .map_err(|e| e.to_string())?;
         return Ok(Loaded {
             origin: format!("the {name} preset ({})", why(&file)),
             name: format!("the {name} preset"),

@@ -1,13 +1,7 @@
-//! vramfit: fit a GRPO fine-tuning run into a GPU before launching it.
+//! vramfit's binary side: the screen, NVML, the Hugging Face Hub client and the report. The
+//! domain lives in `vramfit_core`.
 
-pub mod config;
-pub mod contract;
-pub mod dates;
 pub mod gpu;
 pub mod hub;
-pub mod model;
-pub mod presets;
 pub mod report;
-pub mod tail;
-pub mod text;
 pub mod tui;

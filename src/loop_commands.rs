@@ -1,17 +1,17 @@
 //! Closing the loop with a real run: `callback` writes the Python callback that measures each
-//! step, `check` sets its log against the estimate (vramfit::model::measured).
+//! step, `check` sets its log against the estimate (vramfit_core::measure::measured).
 
 use crate::cli::Source;
 use crate::inputs::{Inputs, calibrate_for, resolve};
 use crate::output::*;
 use std::io::Write;
 use std::path::Path;
-use vramfit::config::export::write_atomically;
-use vramfit::model::estimate::{Phase, estimate};
-use vramfit::model::measured::{self, GOOD_WITHIN_PERCENT};
-use vramfit::model::units::format_size;
-use vramfit::tail::Tail;
 use vramfit::tui::follow::Following;
+use vramfit_core::config::export::write_atomically;
+use vramfit_core::measure::measured::{self, GOOD_WITHIN_PERCENT};
+use vramfit_core::measure::tail::Tail;
+use vramfit_core::memory::estimate::{Phase, estimate};
+use vramfit_core::units::format_size;
 
 /// A run log the screen follows (`vramfit --follow LOG`): the file, what its first look read,
 /// and the run to show.

@@ -1,11 +1,11 @@
 //! Plain-text rendering of an estimate (for `vramfit estimate`).
 
-use crate::model::estimate::Estimate;
-use crate::model::roles::Role;
-use crate::model::run::RunConfig;
-use crate::model::units::format_size;
-use crate::text::{count, count_f, decimal};
 use std::fmt::Write;
+use vramfit_core::memory::estimate::Estimate;
+use vramfit_core::memory::roles::Role;
+use vramfit_core::run::RunConfig;
+use vramfit_core::text::{count, count_f, decimal};
+use vramfit_core::units::format_size;
 
 pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
     let mut out = String::new();
@@ -14,7 +14,7 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
         "{} ({} stack, {} parameters, {} weights)",
         run.model_name,
         run.stack,
-        crate::model::units::format_count(run.arch.parameters()),
+        vramfit_core::units::format_count(run.arch.parameters()),
         run.quant
     );
     let _ = writeln!(out, "GPU: {gpu_line}");
@@ -79,11 +79,11 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
 /// The fit solver's answer as text.
 pub fn fit_text(
     run: &RunConfig,
-    outcome: &crate::model::fit::FitOutcome,
+    outcome: &vramfit_core::fit::FitOutcome,
     gpu_line: &str,
     headroom: f64,
 ) -> String {
-    use crate::model::fit::FitOutcome;
+    use vramfit_core::fit::FitOutcome;
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -159,9 +159,9 @@ pub fn fit_text(
 }
 
 /// An OOM report as text: the figures the message gives, the verdict by name, the advice
-/// (`crate::model::oom::advice`).
+/// (`vramfit_core::diagnose::oom::advice`).
 pub fn diagnosis_text(
-    r: &crate::model::oom::OomReport,
+    r: &vramfit_core::diagnose::oom::OomReport,
     advice: &[String],
     culprit: Option<&str>,
 ) -> String {

@@ -13,9 +13,9 @@
 
 use super::online::Hub;
 use super::remote::Failure;
-use super::safetensors::{self, HEADER_ONLY_SUFFIX, INDEX_FILE, SINGLE_FILE};
-use crate::model::catalog;
 use std::path::{Path, PathBuf};
+use vramfit_core::arch::catalog;
+use vramfit_core::resolve::safetensors::{self, HEADER_ONLY_SUFFIX, INDEX_FILE, SINGLE_FILE};
 
 /// A model fetched into the cache.
 pub struct Fetched {

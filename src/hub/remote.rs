@@ -8,9 +8,9 @@
 //! `RevisionNotFound`), else the status. Connect and read timeouts are a few seconds, so a
 //! command never hangs on a dead network.
 
-use super::safetensors::{self, MAX_HEADER_BYTES, Problem};
 use std::io::Read;
 use std::time::Duration;
+use vramfit_core::resolve::safetensors::{self, MAX_HEADER_BYTES, Problem};
 
 /// Time to open a connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

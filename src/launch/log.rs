@@ -48,8 +48,8 @@ impl RunLog {
 
 /// `vramfit-run-YYYYMMDD-HHMMSS.jsonl` for the moment `now` (UTC).
 pub fn dated_name(now: SystemTime) -> String {
-    let secs = vramfit::dates::unix_seconds(now);
-    let (y, m, d) = vramfit::dates::civil_from_days((secs / 86_400) as i64);
+    let secs = vramfit_core::dates::unix_seconds(now);
+    let (y, m, d) = vramfit_core::dates::civil_from_days((secs / 86_400) as i64);
     let s = secs % 86_400;
     format!(
         "vramfit-run-{y:04}{m:02}{d:02}-{:02}{:02}{:02}.jsonl",

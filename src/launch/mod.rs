@@ -21,9 +21,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use vramfit::gpu::NvmlSession;
-use vramfit::model::estimate::{Estimate, estimate};
-use vramfit::model::measured;
-use vramfit::model::units::format_size;
+use vramfit_core::measure::measured;
+use vramfit_core::memory::estimate::{Estimate, estimate};
+use vramfit_core::units::format_size;
 
 /// The variable the callback reads the run log's path from (examples/vramfit_callback.py).
 pub const LOG_VARIABLE: &str = "VRAMFIT_RUN_LOG";
@@ -248,7 +248,7 @@ fn summary(
 /// When the command's standard error ends with an out-of-memory message: the verdict and the
 /// proposed fit, as `vramfit diagnose` gives them for the same run.
 fn diagnose_death(stderr: &str, source: &Source, console: &Console) {
-    if vramfit::model::oom::diagnose(stderr).is_none() {
+    if vramfit_core::diagnose::oom::diagnose(stderr).is_none() {
         return;
     }
     console.say("vramfit: the command ran out of GPU memory; diagnosis:");

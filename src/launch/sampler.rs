@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use vramfit::gpu::NvmlSession;
 use vramfit::gpu::proctree::process_tree;
 use vramfit::gpu::sample::Sample;
-use vramfit::model::units::format_size;
+use vramfit_core::units::format_size;
 
 /// Twice a second, as the issue asks (and as the interactive screen polls NVML).
 pub const EVERY: Duration = Duration::from_millis(500);

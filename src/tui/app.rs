@@ -5,25 +5,26 @@ use super::keymap::{self, Action};
 use super::lookup::{Answer, Lookup};
 use super::theme::Theme;
 use super::view;
-use crate::config::RunFile;
-use crate::config::export::{ExportContext, to_toml, write_atomically};
 use crate::gpu::GpuInfo;
 use crate::hub::{self, cache, online};
-use crate::model::adjust::{apply_knob, exact_values, step_knob};
-use crate::model::catalog;
-use crate::model::estimate::{Estimate, Estimator, GpuBudget};
-use crate::model::fit::{DEFAULT_HEADROOM, FitOutcome, fit};
-use crate::model::fit::{StepDown, step_downs};
-use crate::model::knobs::Knob;
-use crate::model::rules;
-use crate::model::run::{Checkpointing, Optimizer, Quant, RunConfig, Stack};
-use crate::model::units::format_size;
-use crate::presets;
-use crate::tail::Change;
 use ratatui::crossterm::event::{
     KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
 use std::path::PathBuf;
+use vramfit_core::arch::catalog;
+use vramfit_core::config::RunFile;
+use vramfit_core::config::export::{ExportContext, to_toml, write_atomically};
+use vramfit_core::fit::{DEFAULT_HEADROOM, FitOutcome, fit};
+use vramfit_core::fit::{StepDown, step_downs};
+use vramfit_core::measure::tail::Change;
+use vramfit_core::memory::estimate::{Estimate, Estimator, GpuBudget};
+use vramfit_core::presets;
+use vramfit_core::resolve::Offline;
+use vramfit_core::run::adjust::{apply_knob, exact_values, step_knob};
+use vramfit_core::run::knobs::Knob;
+use vramfit_core::run::rules;
+use vramfit_core::run::{Checkpointing, Optimizer, Quant, RunConfig, Stack};
+use vramfit_core::units::format_size;
 
 /// What the screen shows on top of the main view.
 #[derive(Debug, Clone, PartialEq)]
@@ -835,7 +836,7 @@ impl App {
         match answer {
             Ok(Some(resolved)) => {
                 let source = resolved.source.to_string();
-                let stored = crate::config::stored_weights_of(&resolved);
+                let stored = vramfit_core::config::stored_weights_of(&resolved);
                 let applied = self.change_all(|s| {
                     s.model_config = None;
                     s.run.arch = resolved.arch;
@@ -870,7 +871,7 @@ impl App {
                     return;
                 };
                 let name = choice.name.clone();
-                match choice.source.load(&name) {
+                match choice.source.load(&name, &Offline::from_env()) {
                     Ok(file) => {
                         let take_capacity = !self.gpu.capacity_from_user && self.gpu.live.is_none();
                         self.change_all(|s| {
@@ -993,8 +994,8 @@ impl App {
 /// that shards, or `trl vllm-serve` on GPUs of its own.
 fn is_spread(run: &RunConfig) -> bool {
     run.processes() > 1
-        || run.spread.engine != crate::model::spread::Engine::Ddp
-        || run.generation == crate::model::run::Generation::VllmServer
+        || run.spread.engine != vramfit_core::run::spread::Engine::Ddp
+        || run.generation == vramfit_core::run::Generation::VllmServer
 }
 
 fn budget(gpu: &GpuState) -> GpuBudget {
@@ -1010,7 +1011,7 @@ fn preset_choices() -> Vec<PresetChoice> {
     presets::list()
         .into_iter()
         .map(|(name, source)| {
-            let (model, capacity) = match source.load(&name) {
+            let (model, capacity) = match source.load(&name, &Offline::from_env()) {
                 Ok(file) => (file.run.model_name, file.gpu_memory),
                 Err(e) => (format!("does not load: {e}"), None),
             };

@@ -10,13 +10,13 @@ pub mod view;
 pub mod widgets;
 
 use crate::gpu::{GpuProbe, NvmlSession};
-use crate::tail::{Change, Tail};
 use app::{App, Msg};
 use ratatui::crossterm::event::{
     self, DisableMouseCapture, EnableMouseCapture, Event, KeyEventKind,
 };
 use std::sync::mpsc;
 use std::time::Duration;
+use vramfit_core::measure::tail::{Change, Tail};
 
 /// Polls a GPU probe about twice a second on its own thread; stops when the screen closes.
 /// NVML is opened on that thread, so a slow or missing driver never delays a frame.

@@ -1,7 +1,7 @@
 //! Colours, and the fill patterns that tell segments apart without colour (`NO_COLOR`).
 
-use crate::model::estimate::Part;
 use ratatui::style::{Color, Modifier, Style};
+use vramfit_core::memory::estimate::Part;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Theme {

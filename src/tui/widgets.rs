@@ -2,12 +2,12 @@
 //! and draw nothing outside their area, whatever its size.
 
 use super::theme::Theme;
-use crate::model::estimate::Component;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
+use vramfit_core::memory::estimate::Component;
 
 /// A horizontal track with a thumb at `position` (0..=1).
 pub struct Slider {
@@ -238,7 +238,7 @@ impl Widget for &MemoryBar<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::estimate::Part;
+    use vramfit_core::memory::estimate::Part;
 
     fn parts() -> Vec<Component> {
         [

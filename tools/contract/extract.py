@@ -3,7 +3,7 @@
 
 Downloads the pinned wheels without their dependencies (`pip download --no-deps`: no torch
 needed), reads their source with `ast` (nothing is imported or run), and writes
-`src/contract/trainers.json`, which vramfit's loader, export and knob declarations read.
+`crates/vramfit-core/src/contract/trainers.json`, which vramfit's loader, export and knob declarations read.
 
     python3 tools/contract/extract.py            # rewrite the contract file
     python3 tools/contract/extract.py --check    # fail when the pinned wheels say otherwise
@@ -29,7 +29,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "src" / "contract" / "trainers.json"
+OUT = ROOT / "crates" / "vramfit-core" / "src" / "contract" / "trainers.json"
 
 # The versions vramfit targets (SPEC section 4). Move them together and rerun.
 PINS = {

@@ -1,0 +1,71 @@
+//! `[grpo]`: the trainer's batch, group, completion length, KL weight and optimizer.
+//! (Where completions are generated is `read_generation`.)
+
+use super::error::LoadError;
+use super::tables::{Tables, suggest};
+use crate::contract::{Call, Table as T};
+use crate::run::knobs::Knob;
+use crate::run::{Optimizer, Stack};
+
+/// What `[grpo]` says about training.
+pub struct Grpo {
+    pub micro_batch: u64,
+    pub grad_accum: u64,
+    pub num_generations: u64,
+    pub completion_len: u64,
+    pub beta: f64,
+    pub optimizer: Optimizer,
+    pub steps_per_generation: Option<u64>,
+    pub generation_batch_size: Option<u64>,
+    /// whether the logits go through a fused LM head
+    pub fused_logits: bool,
+    /// said when `use_liger_kernel` is asked for
+    pub note: Option<String>,
+}
+
+/// Reads `[grpo]`, with GRPOConfig's defaults for what it leaves out.
+pub fn read_grpo(t: &Tables) -> Result<Grpo, LoadError> {
+    let grpo = Call::GrpoConfig;
+    // a knob's value under its key, else GRPOConfig's default for that key, else `default`
+    let knob = |knob: Knob, default: u64| -> Result<u64, LoadError> {
+        let key = knob.trainer_key(t.stack);
+        Ok(t.knob(knob)?.or(grpo.default_u64(key)).unwrap_or(default))
+    };
+    Ok(Grpo {
+        micro_batch: knob(Knob::MicroBatch, 8)?,
+        grad_accum: knob(Knob::GradAccum, 1)?,
+        num_generations: knob(Knob::Generations, 8)?,
+        completion_len: knob(Knob::CompletionLength, 512)?,
+        beta: t
+            .float(T::Grpo, "beta", 0.0, 100.0)?
+            .or(grpo.default_f64("beta"))
+            .unwrap_or(0.0),
+        optimizer: optimizer(t)?,
+        steps_per_generation: t.int(T::Grpo, "steps_per_generation", 1, 1 << 16)?,
+        generation_batch_size: t.int(T::Grpo, "generation_batch_size", 1, 1 << 24)?,
+        // TRL 1.x always projects through its fused LM head (GRPOTrainer.__init__ calls
+        // add_fused_lm_head); use_liger_kernel no longer touches the logits, since TRL forces
+        // Liger's fused cross-entropy off and applies only its layer kernels.
+        fused_logits: t.stack == Stack::Trl,
+        note: (t.boolean(T::Grpo, "use_liger_kernel")? == Some(true)).then(|| {
+            "`[grpo] use_liger_kernel`: TRL 1.x applies only Liger's layer kernels (its fused LM head already keeps logits small); not exported, since it is deprecated".to_string()
+        }),
+    })
+}
+
+/// `optim`, by the trainer's name for it.
+fn optimizer(t: &Tables) -> Result<Optimizer, LoadError> {
+    let name = t
+        .text(T::Grpo, "optim")?
+        .or(Call::GrpoConfig.default_str("optim"))
+        .unwrap_or("adamw_torch");
+    Optimizer::from_trainer_name(name).ok_or_else(|| {
+        let names: Vec<&str> = Optimizer::ALL.iter().map(|(n, _)| *n).collect();
+        let message = format!(
+            "unknown optimizer{}; known: {}",
+            suggest(name, names.iter().copied()),
+            names.join(", ")
+        );
+        t.wrong(T::Grpo, "optim", format!("\"{name}\""), message)
+    })
+}

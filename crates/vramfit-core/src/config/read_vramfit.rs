@@ -1,0 +1,91 @@
+//! `[vramfit]`: what only vramfit reads: the card's memory, how many cards, where the model's
+//! `config.json` is, how long the prompts are, and which vLLM the run uses.
+
+use super::error::LoadError;
+use super::tables::Tables;
+use crate::contract::Table as T;
+use crate::run::VllmVersion;
+use crate::run::knobs::Knob;
+use crate::units::parse_size;
+use std::path::{Path, PathBuf};
+use toml::Value;
+
+/// vramfit's own assumption when a file does not say how long the dataset's prompts are: it is
+/// no trainer key (TRL 1.x removed `max_prompt_length`), and 512 tokens covers GSM8K- and
+/// NuminaMath-style prompts with a system prompt.
+pub const ASSUMED_PROMPT_LENGTH: u64 = 512;
+
+/// What `[vramfit]` says.
+pub struct Vramfit {
+    /// the card's memory in bytes, when the file names it
+    pub gpu_memory: Option<u64>,
+    pub gpus: u64,
+    pub lock_effective_batch: bool,
+    /// the `config.json` to take the architecture from, beside the run file when relative
+    pub model_config: Option<PathBuf>,
+    pub prompt_len: u64,
+    pub vllm_version: VllmVersion,
+    /// said when the prompts' length was assumed
+    pub note: Option<String>,
+}
+
+/// Reads `[vramfit]`; `dir` is the run file's folder.
+pub fn read_vramfit(t: &Tables, dir: Option<&Path>) -> Result<Vramfit, LoadError> {
+    let prompt_len = t.knob(Knob::PromptLength)?;
+    Ok(Vramfit {
+        gpu_memory: gpu_memory(t)?,
+        gpus: t.knob(Knob::Gpus)?.unwrap_or(1),
+        lock_effective_batch: t
+            .boolean(T::Vramfit, "lock_effective_batch")?
+            .unwrap_or(true),
+        model_config: t
+            .text(T::Vramfit, "model_config")?
+            .map(|path| beside(dir, path)),
+        prompt_len: prompt_len.unwrap_or(ASSUMED_PROMPT_LENGTH),
+        vllm_version: vllm_version(t)?,
+        note: prompt_len.is_none().then(|| format!(
+            "`[vramfit] max_prompt_length` not given: prompts of up to {ASSUMED_PROMPT_LENGTH} tokens assumed (set it to your dataset's longest prompt)"
+        )),
+    })
+}
+
+/// `gpu_memory`: a size in quotes with its unit.
+fn gpu_memory(t: &Tables) -> Result<Option<u64>, LoadError> {
+    let key = "gpu_memory";
+    t.get(T::Vramfit, key)?
+        .map(|v| match v {
+            Value::String(s) => parse_size(s).map_err(|e| t.wrong(T::Vramfit, key, format!("\"{s}\""), e)),
+            Value::Integer(_) | Value::Float(_) => Err(t.wrong(
+                T::Vramfit,
+                key,
+                v,
+                format!("write the size in quotes with its unit, e.g. \"{v}GiB\" (or \"{v}B\" for bytes)"),
+            )),
+            _ => Err(t.wrong(T::Vramfit, key, v, "expected a size in quotes, e.g. \"24GiB\"")),
+        })
+        .transpose()
+}
+
+/// `path`, taken from the run file's folder when relative.
+fn beside(dir: Option<&Path>, path: &str) -> PathBuf {
+    let path = PathBuf::from(path);
+    match dir {
+        Some(d) if path.is_relative() => d.join(path),
+        _ => path,
+    }
+}
+
+/// `vllm_version`, e.g. "0.11.0"; vramfit's default when not given.
+fn vllm_version(t: &Tables) -> Result<VllmVersion, LoadError> {
+    let Some(v) = t.text(T::Vramfit, "vllm_version")? else {
+        return Ok(VllmVersion::default());
+    };
+    VllmVersion::parse(v).ok_or_else(|| {
+        t.wrong(
+            T::Vramfit,
+            "vllm_version",
+            format!("\"{v}\""),
+            "expected a version such as \"0.11.0\"",
+        )
+    })
+}

@@ -1,0 +1,4 @@
+//! Reading an out-of-memory message (`oom`) and naming the tensor that asked (`culprit`).
+
+pub mod culprit;
+pub mod oom;

@@ -1,0 +1,434 @@
+//! What `vramfit calibrate` learns from run logs, per GPU model (NVML's name) and stack: the
+//! CUDA context of that card and the allocator's slack ratio; and `calibration.toml`, the file
+//! it keeps them in, written and read here (the binary finds the file).
+//!
+//! The context is measured as `CUDA_CONTEXT` was on the H200 (estimate.rs): what the device has
+//! in use when a step ends, less torch's reserved memory at the step's peak, less what other
+//! processes held before the run (the `prediction` line's NVML figure). The median over a run's
+//! steps is that run's value; the median over the runs is the one the estimate uses.
+
+use crate::measure::measured::{RunLog, StepRecord};
+use crate::units::format_size;
+use toml::Value;
+
+/// One run's measurement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSample {
+    /// the log it came from, as given
+    pub log: String,
+    pub context: u64,
+    pub steps: u64,
+    /// torch's reserved / allocated at the step of the largest reservation
+    pub slack: f64,
+    /// the same ratio as the estimate predicts it (the `prediction` line), when the log has one
+    pub predicted_slack: Option<f64>,
+}
+
+/// What was learned for one GPU model and stack.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub gpu: String,
+    pub stack: String,
+    pub runs: Vec<RunSample>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Calibration {
+    pub entries: Vec<Entry>,
+}
+
+/// A learned value, with how far it can be trusted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Learned {
+    pub median: u64,
+    pub runs: usize,
+    /// largest less smallest; None from one run
+    pub spread: Option<u64>,
+}
+
+impl Learned {
+    /// `from 3 runs, spread 12.0 MiB`, or `from 1 run: no spread known`
+    pub fn uncertainty(&self) -> String {
+        match self.spread {
+            Some(s) => format!("from {} runs, spread {}", self.runs, format_size(s)),
+            None => "from 1 run: no spread known".to_string(),
+        }
+    }
+}
+
+fn median(mut v: Vec<u64>) -> Option<u64> {
+    v.sort_unstable();
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some(v[n / 2 - 1] / 2 + v[n / 2] / 2 + (v[n / 2 - 1] % 2 + v[n / 2] % 2) / 2),
+    }
+}
+
+impl Entry {
+    pub fn context(&self) -> Option<Learned> {
+        let values: Vec<u64> = self.runs.iter().map(|r| r.context).collect();
+        let (min, max) = (values.iter().min()?, values.iter().max()?);
+        Some(Learned {
+            median: median(values.clone())?,
+            runs: values.len(),
+            spread: (values.len() > 1).then_some(max - min),
+        })
+    }
+
+    /// The median measured slack ratio and, over the runs whose log had a prediction, the
+    /// median predicted one.
+    pub fn slack(&self) -> (f64, Option<f64>) {
+        let mid = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied()
+        };
+        (
+            mid(self.runs.iter().map(|r| r.slack).collect()).unwrap_or(1.0),
+            mid(self.runs.iter().filter_map(|r| r.predicted_slack).collect()),
+        )
+    }
+}
+
+impl Calibration {
+    /// What was learned for `gpu` (NVML's name, exactly) on `stack`.
+    pub fn find(&self, gpu: &str, stack: &str) -> Option<&Entry> {
+        self.entries
+            .iter()
+            .find(|e| e.gpu == gpu && e.stack == stack)
+    }
+
+    /// Adds a run (a log already there is measured again: its sample is replaced).
+    pub fn add(&mut self, gpu: &str, stack: &str, sample: RunSample) {
+        let entry = match self
+            .entries
+            .iter()
+            .position(|e| e.gpu == gpu && e.stack == stack)
+        {
+            Some(i) => &mut self.entries[i],
+            None => {
+                self.entries.push(Entry {
+                    gpu: gpu.to_string(),
+                    stack: stack.to_string(),
+                    runs: Vec::new(),
+                });
+                let last = self.entries.len() - 1;
+                &mut self.entries[last]
+            }
+        };
+        entry.runs.retain(|r| r.log != sample.log);
+        entry.runs.push(sample);
+    }
+}
+
+/// The GPU, the stack and the measurement of one run log (`name` names it in errors).
+pub fn learn(log: &RunLog, name: &str) -> Result<(String, String, RunSample), String> {
+    let gpu = log.device().ok_or_else(|| {
+        format!(
+            "{name}: no GPU name: neither a callback `start` line nor an NVML sample names the GPU"
+        )
+    })?;
+    let stack = log.stack().ok_or_else(|| {
+        format!("{name}: no stack: no `prediction` line (vramfit run) and no trl or unsloth version in the `start` line")
+    })?;
+    if log.steps.is_empty() {
+        return Err(format!(
+            "{name}: no `step` line: the context is learned from the callback's step lines (was VramfitCallback passed to the trainer?)"
+        ));
+    }
+    let before = log
+        .prediction
+        .as_ref()
+        .and_then(|p| p.used_before)
+        .unwrap_or(0);
+    let contexts: Vec<u64> = log
+        .steps
+        .iter()
+        .filter_map(|s| s.used().checked_sub(s.max_reserved + before))
+        .collect();
+    let context = median(contexts).ok_or_else(|| {
+        format!(
+            "{name}: the device had less in use than torch reserved at every step: other processes or a different GPU's figures, nothing to learn"
+        )
+    })?;
+    let peak: &StepRecord = log
+        .steps
+        .iter()
+        .max_by_key(|s| s.max_reserved)
+        .ok_or_else(|| format!("{name}: no `step` line"))?;
+    if peak.max_allocated == 0 {
+        return Err(format!(
+            "{name}: the peak step allocated 0 bytes: nothing to learn"
+        ));
+    }
+    let predicted_slack = log
+        .prediction
+        .as_ref()
+        .and_then(|p| Some(p.reserved? as f64 / p.allocated.filter(|a| *a > 0)? as f64));
+    Ok((
+        gpu.to_string(),
+        stack.to_string(),
+        RunSample {
+            log: name.to_string(),
+            context,
+            steps: log.steps.len() as u64,
+            slack: peak.max_reserved as f64 / peak.max_allocated as f64,
+            predicted_slack,
+        },
+    ))
+}
+
+/// The file's text: a header that says what it is, then one `[[gpu]]` per GPU model and stack
+/// with a comment that sums it up and its runs.
+pub fn to_toml(c: &Calibration) -> String {
+    let mut t = String::from(
+        "# vramfit calibration: what `vramfit calibrate` learned from your run logs, per GPU model\n\
+         # (NVML's name) and stack. The estimate uses each GPU's median `context_bytes` instead of\n\
+         # the built-in CUDA context (0.759 GiB, measured on an H200). `vramfit calibrate --reset`\n\
+         # removes this file.\n",
+    );
+    for e in &c.entries {
+        t += "\n[[gpu]]\n";
+        t += &format!("name = {}\n", Value::from(e.gpu.as_str()));
+        t += &format!("stack = {}\n", Value::from(e.stack.as_str()));
+        if let Some(l) = e.context() {
+            t += &format!(
+                "# CUDA context {}, {}\n",
+                format_size(l.median),
+                l.uncertainty()
+            );
+        }
+        let (slack, predicted) = e.slack();
+        t += &format!(
+            "# allocator slack (reserved / allocated at the peak): {slack:.3}{}\n",
+            predicted.map_or(String::new(), |p| format!(", predicted {p:.3}"))
+        );
+        for r in &e.runs {
+            t += "\n[[gpu.run]]\n";
+            t += &format!("log = {}\n", Value::from(r.log.as_str()));
+            t += &format!("context_bytes = {}\n", r.context);
+            t += &format!("steps = {}\n", r.steps);
+            t += &format!("slack = {}\n", Value::from(r.slack));
+            if let Some(p) = r.predicted_slack {
+                t += &format!("predicted_slack = {}\n", Value::from(p));
+            }
+        }
+    }
+    t
+}
+
+/// Most a CUDA context can be: the built-in one is 0.759 GiB (estimate.rs); 16 GiB is far past
+/// any card's, so a larger value is a typo, not a measurement.
+const CONTEXT_LIMIT: u64 = 16 << 30;
+
+/// Reads the file's text; `file` names it in errors, with the key and the value.
+pub fn parse(text: &str, file: &str) -> Result<Calibration, String> {
+    let root: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| format!("{file}: not valid TOML: {}", e.message().trim()))?;
+    let mut c = Calibration::default();
+    for (key, value) in &root {
+        if key != "gpu" {
+            return Err(format!("{file}: unknown key `{key}` (only [[gpu]] tables)"));
+        }
+        let gpus = value
+            .as_array()
+            .ok_or_else(|| format!("{file}: `gpu` = {value}: expected [[gpu]] tables"))?;
+        for (i, gpu) in gpus.iter().enumerate() {
+            c.entries
+                .push(entry(gpu, &format!("{file}: [[gpu]] {}", i + 1))?);
+        }
+    }
+    Ok(c)
+}
+
+fn table<'a>(v: &'a Value, at: &str) -> Result<&'a toml::Table, String> {
+    v.as_table()
+        .ok_or_else(|| format!("{at}: {v}: expected a table"))
+}
+
+fn text(t: &toml::Table, key: &str, at: &str) -> Result<String, String> {
+    match t.get(key) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        Some(v) => Err(format!("{at}: `{key}` = {v}: expected a non-empty string")),
+        None => Err(format!("{at}: `{key}` missing")),
+    }
+}
+
+fn entry(v: &Value, at: &str) -> Result<Entry, String> {
+    let t = table(v, at)?;
+    if let Some(k) = t
+        .keys()
+        .find(|k| !matches!(k.as_str(), "name" | "stack" | "run"))
+    {
+        return Err(format!(
+            "{at}: unknown key `{k}` (name, stack, [[gpu.run]])"
+        ));
+    }
+    let stack = text(t, "stack", at)?;
+    if !matches!(stack.as_str(), "trl" | "unsloth") {
+        return Err(format!(
+            "{at}: `stack` = \"{stack}\": expected \"trl\" or \"unsloth\""
+        ));
+    }
+    let runs = match t.get("run") {
+        Some(Value::Array(runs)) if !runs.is_empty() => runs,
+        Some(v) => return Err(format!("{at}: `run` = {v}: expected [[gpu.run]] tables")),
+        None => return Err(format!("{at}: no [[gpu.run]]: nothing learned")),
+    };
+    Ok(Entry {
+        gpu: text(t, "name", at)?,
+        stack,
+        runs: runs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| run(r, &format!("{at} run {}", i + 1)))
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+fn run(v: &Value, at: &str) -> Result<RunSample, String> {
+    let t = table(v, at)?;
+    const KEYS: [&str; 5] = ["log", "context_bytes", "steps", "slack", "predicted_slack"];
+    if let Some(k) = t.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(format!("{at}: unknown key `{k}` ({})", KEYS.join(", ")));
+    }
+    let count = |key: &str, max: u64| -> Result<u64, String> {
+        match t.get(key) {
+            Some(Value::Integer(n)) if (0..=max as i64).contains(n) => Ok(*n as u64),
+            Some(v) => Err(format!(
+                "{at}: `{key}` = {v}: expected a whole number from 0 to {max}"
+            )),
+            None => Err(format!("{at}: `{key}` missing")),
+        }
+    };
+    let ratio = |key: &str| -> Result<Option<f64>, String> {
+        match t.get(key) {
+            None => Ok(None),
+            Some(v) => match v.as_float().or_else(|| v.as_integer().map(|i| i as f64)) {
+                Some(x) if x.is_finite() && (1.0..=100.0).contains(&x) => Ok(Some(x)),
+                _ => Err(format!(
+                    "{at}: `{key}` = {v}: expected a ratio from 1 to 100"
+                )),
+            },
+        }
+    };
+    Ok(RunSample {
+        log: text(t, "log", at)?,
+        context: count("context_bytes", CONTEXT_LIMIT)?,
+        steps: count("steps", u64::from(u32::MAX))?,
+        slack: ratio("slack")?.ok_or_else(|| format!("{at}: `slack` missing"))?,
+        predicted_slack: ratio("predicted_slack")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::measured::parse_log;
+
+    const GIB: u64 = 1 << 30;
+
+    fn log(name: &str, before: u64, used: u64, reserved: u64) -> RunLog {
+        let text = format!(
+            "{{\"kind\": \"prediction\", \"device\": \"{name}\", \"used_before\": {before}, \"stack\": \"trl\", \"allocated\": 100, \"reserved\": 110}}\n\
+             {{\"kind\": \"step\", \"step\": 1, \"max_allocated\": {}, \"max_reserved\": {reserved}, \"free\": {}, \"total\": {}}}\n",
+            reserved / 2,
+            24 * GIB - used,
+            24 * GIB
+        );
+        parse_log(&text, "x").expect("a log")
+    }
+
+    #[test]
+    fn learns_used_less_reserved_less_what_others_held() {
+        let (gpu, stack, s) =
+            learn(&log("NVIDIA L4", GIB, 10 * GIB, 8 * GIB), "a.jsonl").expect("learns");
+        assert_eq!((gpu.as_str(), stack.as_str()), ("NVIDIA L4", "trl"));
+        assert_eq!(s.context, GIB);
+        assert!((s.slack - 2.0).abs() < 1e-12);
+        assert_eq!(s.predicted_slack, Some(1.1));
+        // less in use than reserved: no measurement of this process
+        let e = learn(&log("NVIDIA L4", 3 * GIB, 10 * GIB, 8 * GIB), "b.jsonl")
+            .expect_err("nothing to learn");
+        assert!(e.starts_with("b.jsonl: "), "{e}");
+    }
+
+    #[test]
+    fn the_file_round_trips_and_one_run_says_it_has_no_spread() {
+        let mut c = Calibration::default();
+        for (i, ctx) in [(1, 500u64 << 20), (2, 540 << 20), (3, 520 << 20)] {
+            let (gpu, stack, mut s) = learn(
+                &log("NVIDIA GeForce RTX 4090", 0, 10 * GIB, 10 * GIB - ctx),
+                "x",
+            )
+            .expect("learns");
+            s.log = format!("run{i}.jsonl");
+            c.add(&gpu, &stack, s);
+        }
+        let (gpu, stack, s) =
+            learn(&log("NVIDIA L4", 0, 9 * GIB, 8 * GIB), "l4.jsonl").expect("learns");
+        c.add(&gpu, &stack, s);
+        let text = to_toml(&c);
+        assert_eq!(parse(&text, "calibration.toml"), Ok(c.clone()));
+        let e = c.find("NVIDIA GeForce RTX 4090", "trl").expect("entry");
+        let l = e.context().expect("runs");
+        assert_eq!((l.median, l.runs, l.spread), (520 << 20, 3, Some(40 << 20)));
+        assert!(c.find("NVIDIA GeForce RTX 4090", "unsloth").is_none());
+        assert!(text.contains("from 1 run: no spread known"), "{text}");
+        assert!(text.contains("from 3 runs, spread 40.0 MiB"), "{text}");
+    }
+
+    #[test]
+    fn every_cut_of_a_log_reads_or_errs_and_what_it_learns_round_trips() {
+        let text = "{\"kind\": \"prediction\", \"device\": \"NVIDIA L4\", \"used_before\": 5, \"stack\": \"unsloth\", \"allocated\": 7, \"reserved\": 9}\n\
+                    {\"kind\": \"nvml\", \"gpus\": [{\"name\": \"NVIDIA L4\", \"used\": 40, \"total\": 100}], \"tree\": 30}\n\
+                    {\"kind\": \"step\", \"step\": 1, \"max_allocated\": 10, \"max_reserved\": 12, \"free\": 60, \"total\": 100}\n";
+        for cut in 0..=text.len() {
+            let Ok(log) = parse_log(&text[..cut], "cut.jsonl") else {
+                continue;
+            };
+            if let Ok((gpu, stack, sample)) = learn(&log, "cut.jsonl") {
+                assert_eq!(sample.context, 40 - 12 - 5);
+                let mut c = Calibration::default();
+                c.add(&gpu, &stack, sample);
+                assert_eq!(parse(&to_toml(&c), "c.toml"), Ok(c));
+            }
+        }
+    }
+
+    #[test]
+    fn a_bad_value_is_named_with_its_key() {
+        let good = "[[gpu]]\nname = \"NVIDIA L4\"\nstack = \"trl\"\n[[gpu.run]]\nlog = \"a\"\ncontext_bytes = 1\nsteps = 1\nslack = 1.1\n";
+        assert!(parse(good, "c.toml").is_ok());
+        for (bad, needle) in [
+            (
+                good.replace("context_bytes = 1", "context_bytes = -5"),
+                "`context_bytes` = -5",
+            ),
+            (
+                good.replace("context_bytes = 1", "context_bytes = \"big\""),
+                "`context_bytes` = \"big\"",
+            ),
+            (good.replace("\"trl\"", "\"keras\""), "`stack` = \"keras\""),
+            (good.replace("slack = 1.1", "slack = 0.5"), "`slack` = 0.5"),
+            (
+                good.replace("steps = 1", "stepz = 1"),
+                "unknown key `stepz`",
+            ),
+            (format!("extra = 1\n{good}"), "unknown key `extra`"),
+            (
+                "[[gpu]]\nname = \"x\"\nstack = \"trl\"\n".to_string(),
+                "no [[gpu.run]]",
+            ),
+            ("[[gpu".to_string(), "not valid TOML"),
+        ] {
+            let e = parse(&bad, "c.toml").expect_err(needle);
+            assert!(
+                e.starts_with("c.toml: ") && e.contains(needle),
+                "{needle}: {e}"
+            );
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! The memory physics: what each phase of a GRPO step holds on each GPU (`estimate`), the
+//! roles a multi-GPU run splits into (`roles`), vLLM's share of the card (`vllm`), generation
+//! without vLLM (`generate`) and the training step itself (`step`).
+
+pub mod breakdown;
+pub mod estimate;
+pub mod generate;
+pub mod roles;
+pub mod step;
+pub mod vllm;

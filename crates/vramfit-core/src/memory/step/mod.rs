@@ -1,0 +1,12 @@
+//! One GRPO training step, analytically: the step's shapes (`shape`), the `trl` stack's step
+//! (`trl`) replayed through PyTorch's caching allocator (`replay`, `allocator`), and Unsloth's
+//! step (`unsloth_step`).
+
+pub mod allocator;
+pub mod replay;
+pub mod shape;
+pub mod trl;
+pub mod unsloth_step;
+
+pub use shape::{LayerTensors, StepPeak, StepShape, layer_tensors};
+pub use trl::trl_step;

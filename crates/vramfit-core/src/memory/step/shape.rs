@@ -1,0 +1,189 @@
+//! The shapes of one micro-batch step and the sizes they imply: the tensors one decoder layer
+//! saves per token, the logits-phase tensors, and the step's peak above static memory.
+
+use crate::arch::Arch;
+
+/// Shapes of one micro-batch step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StepShape {
+    /// sequences (completions) in the micro-batch
+    pub seqs: u64,
+    pub prompt: u64,
+    pub completion: u64,
+    pub rank: u64,
+    pub checkpointing: bool,
+    pub reference_pass: bool,
+    /// the base weights are bitsandbytes-quantised: their matmul saves its input too
+    pub quantised_base: bool,
+    pub expandable_segments: bool,
+    /// TRL 1.x's fused LM head (`add_fused_lm_head`): log-probabilities computed in tiles, the
+    /// micro-batch's logits never materialised. Off: logits materialised in bf16, as TRL 0.x and
+    /// the calibration harness (`measure.py`) do.
+    pub fused_logits: bool,
+    /// rows of the generation batch the trainer scores without gradients before training on
+    /// them (old and reference log-probs); 0 when it does not
+    pub scoring_rows: u64,
+    /// free memory when the step runs (Unsloth sizes its mini-batches and logits blocks from it)
+    pub free_at_step: u64,
+    /// a card of at most 24.5 GiB (Unsloth's tiled log-prob kernel for every row count)
+    pub small_card: bool,
+}
+
+/// Bytes per token of one decoder layer's tensors, split as the allocator sees them.
+#[derive(Debug, Clone, Default)]
+pub struct LayerTensors {
+    /// each saved tensor's bytes per token (bf16 and fp32)
+    pub saved: Vec<u64>,
+}
+
+impl LayerTensors {
+    pub fn per_token(&self) -> u64 {
+        self.saved.iter().sum()
+    }
+}
+
+/// The tensors autograd keeps for one decoder layer, per token, with LoRA on `targets`.
+///
+/// - SDPA (efficient kernel) saves the rotated query, key, value and its output (bf16); a value
+///   that is a view into a fused `qkv_proj` output keeps that whole output alive;
+/// - the MLP saves gate, up and the activation output (bf16; a fused `gate_up_proj` output
+///   holds gate and up in one tensor);
+/// - each RMSNorm saves its input upcast to fp32 (and Qwen3/Gemma3's query/key norms too);
+/// - PEFT keeps adapters in fp32 and casts each targeted projection's input to fp32, which
+///   `lora_A` saves; `lora_A`'s output (rank wide, fp32) is saved by `lora_B`;
+/// - a bitsandbytes 4/8-bit matmul saves its own bf16 input: the MLP product feeding `down_proj`.
+pub fn layer_tensors(
+    arch: &Arch,
+    targets: &[bool],
+    rank: u64,
+    quantised_base: bool,
+) -> LayerTensors {
+    let (h, i, q, kv) = (arch.hidden, arch.intermediate, arch.q_dim(), arch.kv_dim());
+    let mut saved = vec![2 * q, 2 * q, 2 * kv];
+    saved.push(if arch.family.fused_projections() {
+        2 * (q + 2 * kv)
+    } else {
+        2 * kv
+    });
+    if arch.family.fused_projections() {
+        saved.extend([2 * 2 * i, 2 * i]);
+    } else {
+        saved.extend([2 * i, 2 * i, 2 * i]);
+    }
+    saved.extend(std::iter::repeat_n(
+        4 * h,
+        arch.family.norms_per_layer() as usize,
+    ));
+    if arch.family.has_qk_norm() {
+        saved.extend([4 * q, 4 * kv]);
+    }
+    for (p, _) in arch
+        .projections()
+        .iter()
+        .zip(targets)
+        .filter(|(_, on)| **on)
+    {
+        saved.push(4 * p.fan_in);
+        saved.push(4 * rank);
+    }
+    if quantised_base {
+        saved.push(2 * i);
+    }
+    if let Some(m) = arch.moe {
+        // each expert's linear saves its gathered input rows (`hidden_states[token_idx]`), and
+        // the router its fp32 probabilities (Qwen3MoeExperts / Qwen3MoeTopKRouter, transformers 5.17)
+        saved.extend([2 * h * m.active, 4 * m.experts]);
+    }
+    LayerTensors { saved }
+}
+
+/// What one step needs above the static memory (weights, adapters, optimizer states).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StepPeak {
+    /// activations and logits at the step's peak (allocated)
+    pub activations: u64,
+    pub logits: u64,
+    /// reserved by the caching allocator for the step's tensors, at its peak
+    pub reserved: u64,
+}
+
+impl StepPeak {
+    /// The larger of two moments of a pass: one holding activations alone, and one holding
+    /// `(activations, logits)` (the scoring at the end of a forward).
+    pub fn larger_moment(activations_only: u64, scoring: (u64, u64)) -> StepPeak {
+        let (activations, logits) = if activations_only >= scoring.0 + scoring.1 {
+            (activations_only, 0)
+        } else {
+            scoring
+        };
+        StepPeak {
+            activations,
+            logits,
+            reserved: 0,
+        }
+    }
+}
+
+/// Sizes of the logits-phase tensors.
+pub(super) struct Logits {
+    /// `logits[:, -keep:] / temperature`: B x K x V bf16
+    pub(super) copy: u64,
+    /// the lm_head output: B x (K+1) x V bf16
+    pub(super) head: u64,
+    /// one completion's log_softmax: K x V bf16
+    pub(super) row: u64,
+    /// one 128-row fp32 chunk of the entropy computation
+    pub(super) chunk: u64,
+    /// fused head: the completion tokens' hidden states gathered (`hidden_states[mask]`), N x H bf16
+    pub(super) gathered: u64,
+    /// fused head: one tile of logits, min(N, 4096) x 32768 in bf16
+    pub(super) tile: u64,
+    /// fused head: seven fp32 running statistics per token (max, sums, log_z, entropy...)
+    pub(super) stats: u64,
+}
+
+/// `ChunkedLogProbFunction`'s tile: at most 4096 tokens (`TOKEN_CHUNK_SIZE`) by 32768 vocabulary
+/// entries (`_CHUNKED_LOGPROB_CHUNK_SIZE`), trl 1.15.0.
+const FUSED_TOKEN_CHUNK: u64 = 4096;
+const FUSED_VOCAB_CHUNK: u64 = 32768;
+
+impl Logits {
+    pub(super) fn new(arch: &Arch, s: &StepShape) -> Logits {
+        let v = arch.vocab;
+        // the fused head projects the completion tokens only (labels != -100)
+        let tokens = s.seqs * s.completion;
+        Logits {
+            copy: s.seqs * s.completion * v * 2,
+            head: s.seqs * (s.completion + 1) * v * 2,
+            row: s.completion * v * 2,
+            chunk: 128 * v * 4,
+            gathered: tokens * arch.hidden * 2,
+            tile: tokens.min(FUSED_TOKEN_CHUNK) * FUSED_VOCAB_CHUNK * 2,
+            stats: tokens * 7 * 4,
+        }
+    }
+
+    /// TRL 1.x's fused LM head (trl/trainer/utils.py `add_fused_lm_head`, the autograd function
+    /// `ChunkedLogProbFunction` in trl/kernels/chunked_logprob.py): the forward keeps the gathered
+    /// hidden states and fills one logits tile at a time; the backward holds an fp32 gradient of
+    /// the gathered states, a tile again, and that gradient cast back to bf16. Not measured: read
+    /// from the trl 1.15.0 wheel.
+    pub(super) fn fused_peak(&self) -> u64 {
+        let forward = self.gathered + self.tile + self.stats;
+        let backward = self.gathered + 2 * self.gathered + self.tile + self.gathered;
+        forward.max(backward)
+    }
+
+    /// The logits phase's peak above what is live before it.
+    /// - forward: lm_head output and its temperature-scaled copy; then the copy, every row's
+    ///   saved log_softmax and three entropy chunks (plus the reference pass's copy when beta > 0,
+    ///   which the step still holds, and Gemma 2's saved tanh output);
+    /// - backward: the saved rows plus two row gradients (gather, log_softmax), or the rows'
+    ///   gradients plus their stacked copy.
+    pub(super) fn peak(&self, s: &StepShape, softcap: bool) -> u64 {
+        let reference = if s.reference_pass { self.copy } else { 0 };
+        let forward = (self.head + self.copy).max(2 * self.copy + 3 * self.chunk + reference);
+        let backward = self.copy + self.copy.max(2 * self.row);
+        forward.max(backward) + if softcap { self.head } else { 0 }
+    }
+}

@@ -1,0 +1,190 @@
+//! Byte sizes as people write them: `24GiB`, `22.03 GiB`, `24576MiB`, `24GB`, `25769803776B`.
+
+pub const KIB: u64 = 1 << 10;
+pub const MIB: u64 = 1 << 20;
+pub const GIB: u64 = 1 << 30;
+
+/// The largest size accepted anywhere: 64 TiB, far beyond any single GPU.
+pub const ABSURD: u64 = 64 << 40;
+
+/// Reads a size with its unit. A number alone is refused rather than taken as bytes: `24`
+/// meant for 24 GiB would otherwise be 24 bytes. The error says what is wrong without repeating
+/// the text, so that the caller can name where it came from: `--gpu-mem 24: add a unit, ...`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    if t.starts_with('-') {
+        return Err("a size cannot be negative".to_string());
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = (t[..split].trim(), t[split..].trim());
+    if number.is_empty() {
+        return Err(
+            "not a size: write a number and its unit, e.g. 24GiB, 24576MiB, 24GB or 25769803776B"
+                .to_string(),
+        );
+    }
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("\"{number}\" is not a number"))?;
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "" => {
+            return Err(format!(
+                "add a unit, e.g. {number}GiB (or {number}B for bytes)"
+            ));
+        }
+        "b" => 1.0,
+        "k" | "kib" => KIB as f64,
+        "m" | "mib" => MIB as f64,
+        "g" | "gib" => GIB as f64,
+        "t" | "tib" => (1u64 << 40) as f64,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        _ => {
+            return Err(format!(
+                "unknown unit \"{unit}\" (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
+            ));
+        }
+    };
+    let bytes = value * scale;
+    if !bytes.is_finite() || bytes < 1.0 {
+        return Err("not a usable size: it must be more than zero".to_string());
+    }
+    if bytes > ABSURD as f64 {
+        return Err("absurdly large: more than 64 TiB, far beyond any GPU".to_string());
+    }
+    Ok(bytes.round() as u64)
+}
+
+/// A size written so that `parse_size` reads back exactly the same bytes: `24GiB`, `22560MiB`, `1000B`.
+pub fn exact_size(bytes: u64) -> String {
+    if bytes > 0 && bytes.is_multiple_of(GIB) {
+        format!("{}GiB", bytes / GIB)
+    } else if bytes > 0 && bytes.is_multiple_of(MIB) {
+        format!("{}MiB", bytes / MIB)
+    } else {
+        format!("{bytes}B")
+    }
+}
+
+/// `22.03 GiB`, `512.0 MiB`: two significant decimals, binary units.
+pub fn format_size(bytes: u64) -> String {
+    let b = bytes as f64;
+    if bytes >= GIB {
+        format!("{:.2} GiB", b / GIB as f64)
+    } else if bytes >= MIB {
+        format!("{:.1} MiB", b / MIB as f64)
+    } else if bytes >= KIB {
+        format!("{:.1} KiB", b / KIB as f64)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+/// A change in size, signed and short: `+1.2 GiB`, `-300 MiB`, `+4 KiB`, `±0`.
+pub fn format_change(delta: i64) -> String {
+    let sign = if delta < 0 { '-' } else { '+' };
+    let b = delta.unsigned_abs();
+    if b == 0 {
+        "±0".to_string()
+    } else if b >= 100 * GIB {
+        format!("{sign}{:.0} GiB", b as f64 / GIB as f64)
+    } else if b >= GIB {
+        format!("{sign}{:.1} GiB", b as f64 / GIB as f64)
+    } else if b >= MIB {
+        format!("{sign}{:.0} MiB", b as f64 / MIB as f64)
+    } else if b >= KIB {
+        format!("{sign}{:.0} KiB", b as f64 / KIB as f64)
+    } else {
+        format!("{sign}{b} B")
+    }
+}
+
+/// A parameter count as model cards write it: `0.42B`, `4.30B`.
+pub fn format_count(n: u64) -> String {
+    format!("{:.2}B", n as f64 / 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_are_signed_and_short() {
+        assert_eq!(format_change((1.2 * GIB as f64) as i64), "+1.2 GiB");
+        assert_eq!(format_change(-300 * MIB as i64), "-300 MiB");
+        assert_eq!(
+            format_change(-(12 * GIB as i64) - 300 * MIB as i64),
+            "-12.3 GiB"
+        );
+        assert_eq!(format_change(4 * KIB as i64), "+4 KiB");
+        assert_eq!(format_change(-5), "-5 B");
+        assert_eq!(format_change(0), "±0");
+        // no wider than the legend's column for any card's memory
+        for d in [
+            -(999 * MIB as i64),
+            99 * GIB as i64 + 900 * MIB as i64,
+            1023 * GIB as i64,
+        ] {
+            assert!(
+                format_change(d).chars().count() <= 9,
+                "{}",
+                format_change(d)
+            );
+        }
+    }
+
+    #[test]
+    fn a_number_without_a_unit_is_refused() {
+        assert_eq!(
+            parse_size("24"),
+            Err("add a unit, e.g. 24GiB (or 24B for bytes)".to_string())
+        );
+        assert!(parse_size("25769803776").is_err());
+        assert_eq!(parse_size("24B"), Ok(24));
+        assert_eq!(parse_size("24 b"), Ok(24));
+    }
+
+    #[test]
+    fn sizes_in_every_spelling() {
+        assert_eq!(parse_size("24GiB"), Ok(24 * GIB));
+        assert_eq!(parse_size("24 GiB"), Ok(24 * GIB));
+        assert_eq!(parse_size("24576MiB"), Ok(24 * GIB));
+        assert_eq!(parse_size("24GB"), Ok(24_000_000_000));
+        assert_eq!(parse_size("1024B"), Ok(1024));
+        assert_eq!(
+            parse_size("22.03GiB"),
+            Ok((22.03 * GIB as f64).round() as u64)
+        );
+    }
+
+    #[test]
+    fn exact_sizes_read_back() {
+        for b in [24 * GIB, 22_560 * MIB, 1000, 150_754_820_096] {
+            assert_eq!(parse_size(&exact_size(b)), Ok(b));
+        }
+    }
+
+    #[test]
+    fn nonsense_is_rejected() {
+        for bad in [
+            "",
+            "GiB",
+            "-4GiB",
+            "0",
+            "0GiB",
+            "NaN",
+            "inf",
+            "1e3",
+            "24 parsecs",
+            "100000TiB",
+            "1.2.3G",
+            "65TiB",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad} was accepted");
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! The model picker with a name the catalog lacks: the lookup (the cache, then the Hub
+//! stand-in on 127.0.0.1) runs off the UI thread with a spinner line, Esc cancels it, and offline
+//! the picker says it did not look on the Hub.
+#![allow(clippy::unwrap_used)]
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use vramfit::hub::online::{Access, Hub};
+use vramfit::hub::remote::Remote;
+use vramfit::tui::app::{App, GpuState, Mode, Msg};
+use vramfit::tui::theme::Theme;
+use vramfit::tui::view;
+use vramfit_core::config;
+
+use crate::common::hub_repos::{TINY, TINY_CONFIG, sharded, tiny_tensors};
+use crate::common::hub_server::HubServer;
+
+/// The 24gb preset's screen, looking names up in `cache` and on the Hub at `endpoint`.
+fn app(cache: &std::path::Path, endpoint: Option<&str>) -> App {
+    let file = config::parse(
+        vramfit_core::presets::built_in("24gb").unwrap(),
+        "test",
+        None,
+        &vramfit_core::resolve::Offline::from_env(),
+    )
+    .unwrap();
+    let gpu = GpuState {
+        capacity: 24 << 30,
+        capacity_from_user: true,
+        name: "Test GPU".into(),
+        live: None,
+        unavailable: None,
+    };
+    let mut a = App::new(file, gpu, Theme::mono(), cache.to_path_buf());
+    a.hub_cache = Some(cache.to_path_buf());
+    a.hub = match endpoint {
+        Some(e) => Access::Online(Hub {
+            remote: Arc::new(Remote::new(e.to_string(), None)),
+            say: Arc::new(|_| {}),
+        }),
+        None => Access::Offline("HF_HUB_OFFLINE=1".into()),
+    };
+    a
+}
+
+fn press(a: &mut App, code: KeyCode) {
+    a.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
+}
+
+/// `m`, the name typed, Enter: returns how long the UI thread took.
+fn pick(a: &mut App, name: &str) -> Duration {
+    let started = Instant::now();
+    press(a, KeyCode::Char('m'));
+    name.chars().for_each(|c| press(a, KeyCode::Char(c)));
+    press(a, KeyCode::Enter);
+    started.elapsed()
+}
+
+fn screen(a: &App) -> String {
+    let mut t = Terminal::new(TestBackend::new(120, 30)).unwrap();
+    t.draw(|f| view::draw(f, a)).unwrap();
+    let buf = t.backend().buffer();
+    buf.content().iter().map(|c| c.symbol()).collect()
+}
+
+/// Polls as the event loop does until the lookup answers (10 s at most).
+fn wait(a: &mut App) {
+    let started = Instant::now();
+    while a.lookup.is_some() && started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+        a.poll_lookup();
+    }
+    assert!(a.lookup.is_none(), "the lookup did not answer");
+}
+
+#[test]
+fn a_typed_name_is_fetched_off_the_ui_thread() {
+    let hub = HubServer::start(
+        [(TINY.to_string(), sharded(TINY_CONFIG, tiny_tensors()))]
+            .into_iter()
+            .collect(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = app(dir.path(), Some(&hub.endpoint));
+    press(&mut a, KeyCode::Char('m'));
+    TINY.chars().for_each(|c| press(&mut a, KeyCode::Char(c)));
+    let s = screen(&a);
+    assert!(
+        s.contains("no match in the catalog: Enter looks \"test/tiny-llama\" up"),
+        "{s}"
+    );
+    press(&mut a, KeyCode::Esc);
+    let took = pick(&mut a, TINY);
+    assert!(took < Duration::from_millis(500), "{took:?}");
+    assert_eq!(
+        a.mode,
+        Mode::Fetching {
+            name: TINY.to_string()
+        }
+    );
+    let s = screen(&a);
+    assert!(s.contains(&format!("fetching… {TINY}")), "{s}");
+    assert!(s.contains("Esc cancels"), "{s}");
+    wait(&mut a);
+    assert_eq!(a.mode, Mode::Normal);
+    assert_eq!(a.run.model_name, TINY, "{:?}", a.message);
+    assert_eq!(a.run.arch.parameters(), 106_816);
+    assert_eq!(a.run.stored_weights.map(|w| w.bytes), Some(213_632));
+    let message = a.message.clone().unwrap();
+    assert!(
+        message.contains("Hugging Face Hub, test/tiny-llama"),
+        "{message}"
+    );
+    // it is in the cache now: offline finds it there
+    let mut offline = app(dir.path(), None);
+    pick(&mut offline, TINY);
+    wait(&mut offline);
+    assert_eq!(offline.run.model_name, TINY, "{:?}", offline.message);
+    assert!(offline.message.unwrap().contains("Hugging Face cache"));
+}
+
+#[test]
+fn esc_cancels_a_lookup_that_does_not_answer() {
+    // accepts, never answers: only the Hub client's read timeout would end it
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = app(dir.path(), Some(&endpoint));
+    let before = a.run.model_name.clone();
+    let took = pick(&mut a, "org/never-answers");
+    assert!(took < Duration::from_millis(500), "{took:?}");
+    assert!(matches!(a.mode, Mode::Fetching { .. }));
+    press(&mut a, KeyCode::Esc);
+    assert_eq!(a.mode, Mode::Normal);
+    assert!(a.lookup.is_none());
+    assert_eq!(a.run.model_name, before);
+    assert_eq!(
+        a.message.as_deref(),
+        Some("looking up org/never-answers: cancelled")
+    );
+}
+
+#[test]
+fn offline_the_picker_says_it_did_not_look_on_the_hub() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = app(dir.path(), None);
+    let before = a.run.model_name.clone();
+    pick(&mut a, "org/nowhere");
+    wait(&mut a);
+    assert_eq!(a.run.model_name, before);
+    let message = a.message.clone().unwrap();
+    assert!(
+        message.contains("unknown model org/nowhere")
+            && message.contains("did not look on the Hugging Face Hub (HF_HUB_OFFLINE=1)"),
+        "{message}"
+    );
+}
