@@ -2,12 +2,13 @@
 //! last (cut, vanished), and the text the screen shows: a status line with the measured peak
 //! against the estimate's total, the notices, and the figures `vramfit check` sets side by side.
 
-use super::app::App;
-use crate::model::estimate::Part;
-use crate::model::follow::{Follower, other_gpu};
-use crate::model::measured::{self, Row};
-use crate::model::units::format_size;
-use crate::tail::Change;
+use vramfit_core::measure::follow::{Follower, other_gpu};
+use vramfit_core::measure::measured::{self, Row};
+use vramfit_core::measure::tail::Change;
+use vramfit_core::memory::estimate::Estimate;
+use vramfit_core::memory::estimate::Part;
+use vramfit_core::run::RunConfig;
+use vramfit_core::units::format_size;
 
 #[derive(Debug, Clone)]
 pub struct Following {
@@ -52,9 +53,21 @@ impl Following {
     }
 }
 
+/// What the follow text reads of the screen: the log followed, the run on screen and its
+/// estimate, and the GPU the screen sizes for.
+pub struct Screen<'a> {
+    pub follow: Option<&'a Following>,
+    pub run: &'a RunConfig,
+    pub estimate: &'a Estimate,
+    /// the live GPU's name, when NVML answers
+    pub gpu_name: Option<&'a str>,
+    /// the capacity the screen sizes for
+    pub capacity: u64,
+}
+
 /// The CUDA context of the estimate: torch's counters leave it out.
-fn context(app: &App) -> u64 {
-    app.estimate
+fn context(s: &Screen) -> u64 {
+    s.estimate
         .components
         .iter()
         .filter(|c| c.part == Part::CudaContext)
@@ -64,16 +77,16 @@ fn context(app: &App) -> u64 {
 
 /// The measured peak of the whole process ([`measured::RunLog::whole_process_peak`]) when the
 /// log has one.
-pub fn measured_peak(app: &App) -> Option<u64> {
-    let f = app.follow.as_ref()?;
-    f.follower.log().whole_process_peak(context(app))
+pub fn measured_peak(s: &Screen) -> Option<u64> {
+    let f = s.follow?;
+    f.follower.log().whole_process_peak(context(s))
 }
 
 /// The status line, longest first: the caller takes the first that fits.
 /// `◆ following run.jsonl · step 37 · measured peak 17.20 GiB (predicted 18.40 GiB, +7.0 %)`;
 /// the error is `vramfit check`'s: (predicted - measured) / measured.
-pub fn status_lines(app: &App) -> Vec<String> {
-    let Some(f) = &app.follow else {
+pub fn status_lines(s: &Screen) -> Vec<String> {
+    let Some(f) = s.follow else {
         return Vec::new();
     };
     let log = f.follower.log();
@@ -82,8 +95,8 @@ pub fn status_lines(app: &App) -> Vec<String> {
         Some(code) => format!("run ended (exit {code})"),
         None => "run ended".to_string(),
     });
-    let predicted = app.estimate.total_bytes;
-    let peak = measured_peak(app).map(|m| {
+    let predicted = s.estimate.total_bytes;
+    let peak = measured_peak(s).map(|m| {
         let error = Row::new("", predicted, m).error_percent;
         (
             format!(
@@ -127,15 +140,14 @@ pub fn status_lines(app: &App) -> Vec<String> {
 
 /// What is wrong with the log or its file, most pressing first: the file gone or cut, the
 /// lines that did not read, the log's GPU not the screen's, the run not the log's.
-pub fn notices(app: &App) -> Vec<String> {
-    let Some(f) = &app.follow else {
+pub fn notices(s: &Screen) -> Vec<String> {
+    let Some(f) = s.follow else {
         return Vec::new();
     };
-    let name = app.gpu.live.as_ref().map(|g| g.name.as_str());
     [
         f.file_notice.clone(),
         f.follower.notice(),
-        other_gpu(f.follower.log(), app.gpu.capacity, name),
+        other_gpu(f.follower.log(), s.capacity, s.gpu_name),
         f.start_notice.clone(),
     ]
     .into_iter()
@@ -145,12 +157,12 @@ pub fn notices(app: &App) -> Vec<String> {
 
 /// The figures `vramfit check` attributes, predicted against measured: torch's peaks and the
 /// device's use from the step lines, the whole process from NVML's samples.
-pub fn rows(app: &App) -> Vec<Row> {
-    let Some(f) = &app.follow else {
+pub fn rows(s: &Screen) -> Vec<Row> {
+    let Some(f) = s.follow else {
         return Vec::new();
     };
     let log = f.follower.log();
-    let predicted = measured::predicted(&app.run, &app.estimate);
+    let predicted = measured::predicted(s.run, s.estimate);
     let mut rows = log
         .measured()
         .map_or_else(Vec::new, |m| measured::compare(&predicted, &m));

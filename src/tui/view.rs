@@ -8,16 +8,16 @@ use super::follow;
 use super::keymap::BINDINGS;
 use super::theme::Theme;
 use super::widgets::{MemoryBar, PickList, Slider, window_start};
-use crate::model::estimate::{Component, Part, Phase, PhaseMemory};
-use crate::model::roles::{Role, RoleKind};
-use crate::model::run::{Generation, Stack};
-use crate::model::units::{format_change, format_size};
-use crate::text::{count, count_f, decimal_places};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+use vramfit_core::memory::estimate::{Component, Part, Phase, PhaseMemory};
+use vramfit_core::memory::roles::{Role, RoleKind};
+use vramfit_core::run::{Generation, Stack};
+use vramfit_core::text::{count, count_f, decimal_places};
+use vramfit_core::units::{format_change, format_size};
 
 /// The smallest screen the full view fits in.
 pub const MIN_WIDTH: u16 = 60;
@@ -700,7 +700,7 @@ fn bar(frame: &mut Frame, app: &App, area: Rect) {
         capacity: e.capacity_bytes,
         live_used: app.gpu.live.as_ref().and_then(|g| g.used_bytes),
         pinned: app.pinned.as_ref().map(|p| p.total_bytes),
-        measured: follow::measured_peak(app).map(|m| (training_bar(app), m)),
+        measured: follow::measured_peak(&follow_screen(app)).map(|m| (training_bar(app), m)),
         theme: app.theme,
     };
     frame.render_widget(&widget, bar_area.intersection(area));
@@ -708,6 +708,17 @@ fn bar(frame: &mut Frame, app: &App, area: Rect) {
 
 /// The bar of the training GPUs at their peak, where the followed run's measured peak is
 /// marked: the peak phase's when the bars are phases, else the first (the training role's).
+/// What the follow text reads of the screen's state.
+fn follow_screen(app: &App) -> follow::Screen<'_> {
+    follow::Screen {
+        follow: app.follow.as_ref(),
+        run: &app.run,
+        estimate: &app.estimate,
+        gpu_name: app.gpu.live.as_ref().map(|g| g.name.as_str()),
+        capacity: app.gpu.capacity,
+    }
+}
+
 fn training_bar(app: &App) -> usize {
     phases(app)
         .iter()
@@ -725,21 +736,21 @@ fn follow_lines(app: &App, width: u16, height: u16) -> Vec<Line<'static>> {
         return Vec::new();
     }
     let w = width as usize;
-    let candidates = follow::status_lines(app);
+    let candidates = follow::status_lines(&follow_screen(app));
     let status = candidates
         .iter()
         .find(|l| width_of(l) <= w)
         .or(candidates.last())
         .map_or(String::new(), |l| ellipsize(l, w));
     let mut lines = vec![Line::raw(status)];
-    let notices = follow::notices(app);
+    let notices = follow::notices(&follow_screen(app));
     if !notices.is_empty() {
         lines.push(Line::styled(
             ellipsize(&format!(" ! {}", notices.join(" · ")), w),
             app.theme.warn(),
         ));
     }
-    let rows = follow::rows(app);
+    let rows = follow::rows(&follow_screen(app));
     if width >= FOLLOW_ROWS_FROM.0 && height >= FOLLOW_ROWS_FROM.1 && !rows.is_empty() {
         lines.push(Line::styled(follow::rows_header(), app.theme.dim()));
         lines.extend(rows.iter().map(|r| Line::raw(follow::row_text(r))));
@@ -950,7 +961,7 @@ fn batch_line(app: &App, width: u16) -> String {
 }
 
 /// A lever's one step down: `(label, from → to, saves or costs)`.
-fn step_parts(step: &crate::model::fit::StepDown) -> (String, String, String) {
+fn step_parts(step: &vramfit_core::fit::StepDown) -> (String, String, String) {
     let c = &step.change;
     let saved = if c.bytes_saved >= 0 {
         format!("saves {}", format_size(c.bytes_saved as u64))
@@ -1168,12 +1179,12 @@ fn help_lines(app: &App, inner: usize) -> Vec<String> {
 /// check` attributes, predicted against measured.
 fn measured_lines(app: &App, inner: usize) -> Vec<String> {
     let mut out = vec![" measured, in the run followed".to_string()];
-    let status = follow::status_lines(app);
+    let status = follow::status_lines(&follow_screen(app));
     out.extend(wrap(status.first().map_or("", String::as_str), inner, 4));
-    for notice in follow::notices(app) {
+    for notice in follow::notices(&follow_screen(app)) {
         out.extend(wrap(&format!("  ! {notice}"), inner, 4));
     }
-    let rows = follow::rows(app);
+    let rows = follow::rows(&follow_screen(app));
     if rows.is_empty() {
         out.push("  no step line nor NVML sample yet".into());
         return out;
