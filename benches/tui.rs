@@ -44,7 +44,10 @@ fn bench(c: &mut Criterion) {
                 let code = if up { KeyCode::Right } else { KeyCode::Left };
                 up = !up;
                 app.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
-                term.draw(|f| view::draw(f, black_box(&app))).unwrap();
+                term.draw(|f| {
+                    black_box(view::draw(f, black_box(&app)));
+                })
+                .unwrap();
             })
         });
         let mut micro = true;
@@ -64,7 +67,10 @@ fn bench(c: &mut Criterion) {
                     let code = if micro { KeyCode::Right } else { KeyCode::Left };
                     micro = !micro;
                     app.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
-                    term.draw(|f| view::draw(f, black_box(&app))).unwrap();
+                    term.draw(|f| {
+                        black_box(view::draw(f, black_box(&app)));
+                    })
+                    .unwrap();
                 })
             },
         );
@@ -72,7 +78,10 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 let app = start("24gb", trl);
                 let mut term = Terminal::new(TestBackend::new(80, 24)).unwrap();
-                term.draw(|f| view::draw(f, &app)).unwrap();
+                term.draw(|f| {
+                    black_box(view::draw(f, &app));
+                })
+                .unwrap();
             })
         });
     }

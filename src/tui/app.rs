@@ -1,10 +1,10 @@
 //! The interactive screen's state and its one `update` function (keys in, state out).
 
+use super::drawn::Drawn;
 use super::follow::Following;
 use super::keymap::{self, Action};
 use super::lookup::{Answer, Lookup};
 use super::theme::Theme;
-use super::view;
 use crate::gpu::GpuInfo;
 use crate::hub::{self, cache, online};
 use ratatui::crossterm::event::{
@@ -81,8 +81,8 @@ pub enum Msg {
     Key(KeyEvent),
     /// a new NVML reading (or why there is none)
     Gpu(Result<GpuInfo, String>),
-    /// the terminal's size at the last draw (columns, rows)
-    Resize(u16, u16),
+    /// what the last frame drew: the cells keys and clicks are read against
+    Drawn(Drawn),
     /// a click, a drag or the wheel (unless `--no-mouse`)
     Mouse(MouseEvent),
     /// what a look at the followed run log found (`--follow`)
@@ -127,8 +127,8 @@ pub struct App {
     pub quit: bool,
     pub theme: Theme,
     pub export_dir: PathBuf,
-    /// the terminal's size at the last draw; `None` before the first
-    pub size: Option<(u16, u16)>,
+    /// what the last frame drew; `None` before the first
+    pub drawn: Option<Drawn>,
     /// the estimate pinned with `x`, the baseline the bar and the legend compare against; kept
     /// outside the undo history, so undo never loses it
     pub pinned: Option<Estimate>,
@@ -178,7 +178,7 @@ impl App {
             quit: false,
             theme,
             export_dir,
-            size: None,
+            drawn: None,
             pinned: None,
             model_config: file.model_config,
             undo: Vec::new(),
@@ -221,7 +221,7 @@ impl App {
     /// Whether the last draw was below the smallest screen the view fits in: then only quit and
     /// help answer, since nothing a key changes could be seen.
     pub fn too_small(&self) -> bool {
-        self.size.is_some_and(|(w, h)| view::too_small(w, h))
+        self.drawn.as_ref().is_some_and(|d| d.too_small)
     }
 
     /// Whether the run, the lock or the model's config.json differ from what was last exported
@@ -235,7 +235,7 @@ impl App {
     pub fn update(&mut self, msg: Msg) {
         match msg {
             Msg::Gpu(reading) => self.gpu_reading(reading),
-            Msg::Resize(w, h) => self.size = Some((w, h)),
+            Msg::Drawn(drawn) => self.drawn = Some(drawn),
             Msg::Log(change) => {
                 if let Some(f) = self.follow.as_mut() {
                     f.take(change);
@@ -297,9 +297,10 @@ impl App {
                 }
             }
             Mode::Help { scroll } => {
-                let (w, h) = self.size.unwrap_or((80, 24));
-                let max = view::help_max_scroll(self, w, h);
-                let page = view::help_rows(self, w, h).max(1);
+                let (max, page) = self
+                    .drawn
+                    .as_ref()
+                    .map_or((0, 1), |d| (d.help_max_scroll, d.help_rows.max(1)));
                 self.mode = match list_nav(&key, scroll, max + 1, page, true) {
                     Some(scroll) => Mode::Help { scroll },
                     None => Mode::Normal,
@@ -580,16 +581,20 @@ impl App {
             }
             return;
         }
-        let Some((w, h)) = self.size else {
+        let Some(drawn) = &self.drawn else {
             return;
         };
         let at = ratatui::layout::Position::new(m.column, m.row);
-        let sliders = view::areas(self, ratatui::layout::Rect::new(0, 0, w, h)).sliders;
-        let rows = view::knob_rows(self, sliders);
-        let hit = rows
+        let hit = drawn
+            .knob_rows
             .iter()
             .find(|(_, cells)| cells.iter().any(|c| c.contains(at)))
             .cloned();
+        let focused_track = drawn
+            .knob_rows
+            .iter()
+            .find(|(i, _)| *i == self.focus)
+            .map(|(_, cells)| cells[1]);
         match m.kind {
             MouseEventKind::Down(MouseButton::Left) => {
                 self.end_gesture();
@@ -604,8 +609,8 @@ impl App {
             }
             MouseEventKind::Drag(MouseButton::Left) if self.gesture.is_some() => {
                 // the drag follows the knob it started on, wherever the pointer goes
-                if let Some((_, cells)) = rows.iter().find(|(i, _)| *i == self.focus) {
-                    self.set_from_track(cells[1], m.column);
+                if let Some(track) = focused_track {
+                    self.set_from_track(track, m.column);
                 }
             }
             MouseEventKind::Up(_) => self.end_gesture(),
@@ -744,8 +749,7 @@ impl App {
 
     /// Rows a picker's list shows at the last drawn size, for PgUp/PgDn.
     fn picker_page(&self) -> usize {
-        let (w, h) = self.size.unwrap_or((80, 24));
-        view::picker_rows(&self.mode, w, h).max(1)
+        self.drawn.as_ref().map_or(1, |d| d.picker_rows.max(1))
     }
 
     fn models_key(&mut self, mut filter: String, selected: usize, typing: bool, key: KeyEvent) {

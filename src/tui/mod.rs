@@ -2,6 +2,7 @@
 //! UI thread, the terminal restored on every exit.
 
 pub mod app;
+pub mod drawn;
 pub mod follow;
 pub mod keymap;
 pub mod lookup;
@@ -107,21 +108,20 @@ fn event_loop(
 ) -> Result<(), String> {
     let io = |e: std::io::Error| format!("terminal error: {e}");
     while !app.quit {
-        let mut drawn = ratatui::layout::Rect::default();
+        let mut drawn = None;
         terminal
-            .draw(|f| {
-                drawn = f.area();
-                view::draw(f, app)
-            })
+            .draw(|f| drawn = Some(view::draw(f, app)))
             .map_err(io)?;
-        // keys are read against what was drawn: below the minimum size they change nothing
-        if app.size != Some((drawn.width, drawn.height)) {
-            app.update(Msg::Resize(drawn.width, drawn.height));
+        // keys and clicks are read against what was drawn: below the minimum size they change
+        // nothing
+        if let Some(drawn) = drawn
+            && app.drawn.as_ref() != Some(&drawn)
+        {
+            app.update(Msg::Drawn(drawn));
         }
         if event::poll(Duration::from_millis(250)).map_err(io)? {
             match event::read().map_err(io)? {
                 Event::Key(key) if key.kind == KeyEventKind::Press => app.update(Msg::Key(key)),
-                Event::Resize(w, h) => app.update(Msg::Resize(w, h)),
                 Event::Mouse(m) => app.update(Msg::Mouse(m)),
                 _ => {}
             }

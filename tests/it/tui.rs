@@ -51,7 +51,23 @@ fn app() -> App {
     app_in(std::path::Path::new("."), Theme::mono())
 }
 
+/// Draws `app` at `w` x `h` and hands it what was drawn, as the screen's loop does.
+fn resize(app: &mut App, w: u16, h: u16) {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    let mut drawn = None;
+    t.draw(|f| drawn = Some(view::draw(f, app))).unwrap();
+    app.update(Msg::Drawn(drawn.unwrap()));
+}
+
+/// Draws `app` again at the size it was last drawn at: the loop draws before each event.
+fn redraw(app: &mut App) {
+    if let Some((w, h)) = app.drawn.as_ref().map(|d| d.size) {
+        resize(app, w, h);
+    }
+}
+
 fn key(app: &mut App, code: KeyCode) {
+    redraw(app);
     app.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
 }
 
@@ -61,7 +77,10 @@ fn keys(app: &mut App, text: &str) {
 
 fn screen(app: &App, w: u16, h: u16) -> String {
     let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
-    t.draw(|f| view::draw(f, app)).unwrap();
+    t.draw(|f| {
+        view::draw(f, app);
+    })
+    .unwrap();
     let buf = t.backend().buffer();
     (0..h)
         .map(|y| {
@@ -265,7 +284,10 @@ fn snapshots_in_colour() {
     let a = app_in(std::path::Path::new("."), Theme { colour: true });
     for (w, h) in SIZES {
         let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
-        t.draw(|f| view::draw(f, &a)).unwrap();
+        t.draw(|f| {
+            view::draw(f, &a);
+        })
+        .unwrap();
         insta::assert_debug_snapshot!(format!("screen_{w}x{h}_colour"), t.backend().buffer());
     }
 }
@@ -670,7 +692,7 @@ fn the_focused_knob_is_on_screen_at_every_size_down_to_the_minimum() {
         .flat_map(|size| runs.map(|make| (size, make)))
     {
         let mut a = make();
-        a.update(Msg::Resize(w, h));
+        resize(&mut a, w, h);
         let knobs = a.knobs();
         for (i, knob) in knobs.iter().enumerate() {
             assert_eq!(a.focused(), *knob);
@@ -700,7 +722,7 @@ fn the_focused_knob_is_on_screen_at_every_size_down_to_the_minimum() {
 fn below_the_minimum_size_only_quit_and_help_answer() {
     let dir = tempfile::tempdir().unwrap();
     let mut a = app_in(dir.path(), Theme::mono());
-    a.update(Msg::Resize(40, 12));
+    resize(&mut a, 40, 12);
     let (run, focus) = (a.run.clone(), a.focus);
     for c in "LlHhjkctr4obumpsfex".chars() {
         key(&mut a, KeyCode::Char(c));
@@ -720,10 +742,10 @@ fn below_the_minimum_size_only_quit_and_help_answer() {
     key(&mut a, KeyCode::Esc);
     assert_eq!(a.mode, Mode::Normal);
     // grown back: keys work again
-    a.update(Msg::Resize(80, 24));
+    resize(&mut a, 80, 24);
     keys(&mut a, "l");
     assert_ne!(a.run, run);
-    a.update(Msg::Resize(40, 12));
+    resize(&mut a, 40, 12);
     keys(&mut a, "q");
     assert_eq!(a.mode, Mode::ConfirmQuit);
     keys(&mut a, "n");
@@ -1010,7 +1032,7 @@ fn every_setting_is_in_the_header_whole_at_every_size() {
 /// All of help's text at `w` x `h`, page after page, its frame taken off and its lines joined
 /// with single spaces.
 fn help_text(a: &mut App, w: u16, h: u16) -> String {
-    a.update(Msg::Resize(w, h));
+    resize(a, w, h);
     keys(a, "?");
     let mut pages = vec![];
     loop {
@@ -1102,7 +1124,7 @@ fn long_text_is_cut_at_a_word_and_help_has_all_of_it() {
         );
         assert!(text.contains("q, Ctrl-C"), "{text}");
     }
-    a.update(Msg::Resize(200, 60));
+    resize(&mut a, 200, 60);
     keys(&mut a, "?");
     let s = screen(&a, 200, 60);
     for step in &a.step_downs {
@@ -1132,7 +1154,7 @@ fn the_pickers_scroll_with_the_same_keys_and_the_filter_takes_words_in_any_order
 
     for (w, h) in [(60, 20), (80, 24)] {
         let mut a = app();
-        a.update(Msg::Resize(w, h));
+        resize(&mut a, w, h);
         let all = App::model_matches("");
         keys(&mut a, "m");
         key(&mut a, KeyCode::Tab); // browse: j/k move
@@ -1199,6 +1221,7 @@ fn the_pickers_scroll_with_the_same_keys_and_the_filter_takes_words_in_any_order
 }
 
 fn mouse(a: &mut App, kind: ratatui::crossterm::event::MouseEventKind, column: u16, row: u16) {
+    redraw(a);
     a.update(Msg::Mouse(ratatui::crossterm::event::MouseEvent {
         kind,
         column,
@@ -1223,7 +1246,7 @@ fn the_mouse_focuses_sets_drags_and_steps() {
     use ratatui::crossterm::event::{MouseButton, MouseEventKind as M};
     for (w, h) in SIZES {
         let mut a = app();
-        a.update(Msg::Resize(w, h));
+        resize(&mut a, w, h);
         // a click on a knob's label focuses it
         let (x0, x1, y) = track(&a, Knob::Generations, w, h);
         mouse(&mut a, M::Down(MouseButton::Left), 3, y);
@@ -1269,7 +1292,7 @@ fn the_mouse_focuses_sets_drags_and_steps() {
     }
     // below the minimum size the mouse changes nothing either
     let mut a = app();
-    a.update(Msg::Resize(40, 12));
+    resize(&mut a, 40, 12);
     let run = a.run.clone();
     for y in 0..12 {
         mouse(&mut a, M::Down(MouseButton::Left), 20, y);
@@ -1677,7 +1700,8 @@ fn a_followed_log_that_goes_wrong_is_a_notice_on_screen() {
         !s.contains("not a JSON line"),
         "the new file has no junk\n{s}"
     );
-    // help has the figures and the notices whole
+    // help has the figures and the notices whole (read at the size the screen is drawn at)
+    resize(&mut f.app, 200, 60);
     keys(&mut f.app, "?");
     key(&mut f.app, KeyCode::End);
     let s = screen(&f.app, 200, 60);

@@ -61,7 +61,10 @@ fn pick(a: &mut App, name: &str) -> Duration {
 
 fn screen(a: &App) -> String {
     let mut t = Terminal::new(TestBackend::new(120, 30)).unwrap();
-    t.draw(|f| view::draw(f, a)).unwrap();
+    t.draw(|f| {
+        view::draw(f, a);
+    })
+    .unwrap();
     let buf = t.backend().buffer();
     buf.content().iter().map(|c| c.symbol()).collect()
 }
