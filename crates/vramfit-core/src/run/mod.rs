@@ -1,6 +1,7 @@
 //! One GRPO run as vramfit sees it: the stack, the knobs and the settings around them.
 
 pub mod adjust;
+pub mod cycle;
 pub mod knobs;
 pub mod rules;
 pub mod spread;

@@ -1,0 +1,78 @@
+//! Applying the fit, and exporting the run file.
+
+use super::*;
+use std::path::PathBuf;
+use vramfit_core::config::export::{ExportContext, to_toml, write_atomically};
+use vramfit_core::fit::{DEFAULT_HEADROOM, FitOutcome, fit};
+use vramfit_core::units::format_size;
+
+impl App {
+    /// The fit solver's answer applied to the run (undo brings the old one back).
+    pub(super) fn apply_fit(&mut self) {
+        let gpu = budget(&self.gpu);
+        self.message = Some(
+            match fit(&self.run, gpu, DEFAULT_HEADROOM, &mut self.estimator) {
+                FitOutcome::AlreadyFits { .. } => {
+                    format!("already fits with {}% headroom", DEFAULT_HEADROOM * 100.0)
+                }
+                FitOutcome::Fitted { run, changes, .. } => {
+                    let said: Vec<String> = changes
+                        .iter()
+                        .map(|c| format!("{} {} → {}", c.key, c.from, c.to))
+                        .collect();
+                    self.change_all(|s| {
+                        s.run = *run;
+                        s.target_batch = s.run.effective_batch();
+                    });
+                    format!("fit: {}", said.join(", "))
+                }
+                FitOutcome::Impossible {
+                    smallest_gpu_bytes, ..
+                } => {
+                    format!(
+                        "nothing on the grid fits: it needs a {} GPU",
+                        format_size(smallest_gpu_bytes)
+                    )
+                }
+            },
+        );
+    }
+
+    /// Writes the run to `vramfit-<model>.toml`, asking first when the file exists; quits after
+    /// with `then_quit` (the export quitting asked for).
+    pub(super) fn export(&mut self, then_quit: bool) {
+        let name = self
+            .run
+            .model_name
+            .rsplit('/')
+            .next()
+            .unwrap_or("run")
+            .to_ascii_lowercase();
+        let path = self.export_dir.join(format!("vramfit-{name}.toml"));
+        if path.exists() {
+            self.mode = Mode::ConfirmOverwrite { path, then_quit };
+        } else {
+            self.write_export(path, false, then_quit);
+        }
+    }
+
+    pub(super) fn write_export(&mut self, path: PathBuf, overwrite: bool, then_quit: bool) {
+        let gpu_line = format!("{} {}", self.gpu.name, format_size(self.gpu.capacity));
+        let ctx = ExportContext {
+            gpu: &gpu_line,
+            gpu_memory: Some(self.gpu.capacity),
+            model_config: self.model_config.as_deref(),
+            lock_effective_batch: self.lock,
+            estimate: Some(&self.estimate),
+        };
+        match write_atomically(&path, &to_toml(&self.run, &ctx), overwrite) {
+            Ok(()) => {
+                self.message = Some(format!("wrote {}", path.display()));
+                self.exported = self.snapshot();
+                self.quit = then_quit;
+            }
+            // the error is shown and the screen stays, whether or not quitting asked for it
+            Err(e) => self.message = Some(e),
+        }
+    }
+}

@@ -1,0 +1,513 @@
+//! The interactive screen's state and its one `update` function (keys in, state out).
+
+mod act;
+mod entry;
+mod export;
+mod mouse;
+mod pickers;
+
+use super::drawn::Drawn;
+use super::follow::Following;
+use super::keymap::{self, Action};
+use super::lookup::Lookup;
+use super::theme::Theme;
+use crate::gpu::GpuInfo;
+use crate::hub::{cache, online};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent};
+use std::path::PathBuf;
+use vramfit_core::config::RunFile;
+use vramfit_core::fit::{StepDown, step_downs};
+use vramfit_core::measure::tail::Change;
+use vramfit_core::memory::estimate::{Estimate, Estimator, GpuBudget};
+use vramfit_core::presets;
+use vramfit_core::run::RunConfig;
+use vramfit_core::run::adjust::{apply_knob, exact_values};
+use vramfit_core::run::knobs::Knob;
+use vramfit_core::run::rules;
+
+/// What the screen shows on top of the main view.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mode {
+    Normal,
+    /// the keys and the whole text of what the main view shortens, scrolled by `scroll` lines
+    Help {
+        scroll: usize,
+    },
+    /// typing an exact value for a knob
+    Entry {
+        knob: Knob,
+        text: String,
+        error: Option<String>,
+    },
+    /// the model catalog, filtered by what was typed; `typing`: letters go to the filter (else
+    /// j/k move the selection)
+    Models {
+        filter: String,
+        selected: usize,
+        typing: bool,
+    },
+    /// the preset list read when the picker opened
+    Presets {
+        selected: usize,
+        choices: Vec<PresetChoice>,
+    },
+    /// the export file exists: `y` overwrites it (and quits, when the export came from quitting)
+    ConfirmOverwrite {
+        path: PathBuf,
+        then_quit: bool,
+    },
+    /// quitting with changes not exported: y exports then quits, n quits, c or Esc stays
+    ConfirmQuit,
+    /// a typed model name being looked up off the UI thread (`App::lookup`); Esc cancels
+    Fetching {
+        name: String,
+    },
+}
+
+/// One preset in the picker: its name, where it lives, and what it holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PresetChoice {
+    pub name: String,
+    pub source: presets::PresetSource,
+    /// the model, or why the preset does not load
+    pub model: String,
+    /// the preset's `gpu_memory`
+    pub capacity: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Msg {
+    Key(KeyEvent),
+    /// a new NVML reading (or why there is none)
+    Gpu(Result<GpuInfo, String>),
+    /// what the last frame drew: the cells keys and clicks are read against
+    Drawn(Drawn),
+    /// a click, a drag or the wheel (unless `--no-mouse`)
+    Mouse(MouseEvent),
+    /// what a look at the followed run log found (`--follow`)
+    Log(Change),
+}
+
+/// Where the capacity comes from.
+#[derive(Debug, Clone)]
+pub struct GpuState {
+    pub capacity: u64,
+    /// `--gpu-mem` fixes the capacity; NVML readings then only move the live marker
+    pub capacity_from_user: bool,
+    pub name: String,
+    pub live: Option<GpuInfo>,
+    /// why NVML gave nothing, shown in the header
+    pub unavailable: Option<String>,
+}
+
+/// Everything a change can touch, kept whole for undo: the run, the lock and its target, the
+/// capacity and where it came from, the model's config.json.
+#[derive(Debug, Clone, PartialEq)]
+struct Snapshot {
+    run: RunConfig,
+    lock: bool,
+    target_batch: u64,
+    capacity: u64,
+    gpu_name: String,
+    model_config: Option<PathBuf>,
+}
+
+pub struct App {
+    pub run: RunConfig,
+    pub gpu: GpuState,
+    pub focus: usize,
+    pub mode: Mode,
+    pub estimate: Estimate,
+    pub step_downs: Vec<StepDown>,
+    pub lock: bool,
+    /// the effective batch the lock keeps
+    pub target_batch: u64,
+    pub message: Option<String>,
+    pub quit: bool,
+    pub theme: Theme,
+    pub export_dir: PathBuf,
+    /// what the last frame drew; `None` before the first
+    pub drawn: Option<Drawn>,
+    /// the estimate pinned with `x`, the baseline the bar and the legend compare against; kept
+    /// outside the undo history, so undo never loses it
+    pub pinned: Option<Estimate>,
+    model_config: Option<PathBuf>,
+    undo: Vec<Snapshot>,
+    /// the state at start or at the last export: quitting away from it asks first
+    exported: Snapshot,
+    /// the state before a click that is still being dragged: the whole drag is one undo
+    gesture: Option<Snapshot>,
+    /// whether the screen shows how the run is spread (the GPUs knob, the engine): from the
+    /// first time the run is spread over GPUs or a spread key is pressed, for the session
+    spread_shown: bool,
+    estimator: Estimator,
+    /// whether the model picker may ask the Hub for a name the catalog lacks, and where the
+    /// Hugging Face cache is (taken from the command line when the screen opens)
+    pub hub: online::Access,
+    pub hub_cache: Option<PathBuf>,
+    /// the lookup under way (`Mode::Fetching`)
+    pub lookup: Option<Lookup>,
+    /// the live run the screen follows (`--follow LOG`)
+    pub follow: Option<Following>,
+}
+
+impl App {
+    pub fn new(file: RunFile, gpu: GpuState, theme: Theme, export_dir: PathBuf) -> App {
+        let target_batch = file.run.effective_batch();
+        let mut estimator = Estimator::new();
+        let estimate = estimator.estimate(&file.run, budget(&gpu));
+        let exported = Snapshot {
+            run: file.run.clone(),
+            lock: file.lock_effective_batch,
+            target_batch,
+            capacity: gpu.capacity,
+            gpu_name: gpu.name.clone(),
+            model_config: file.model_config.clone(),
+        };
+        let mut app = App {
+            run: file.run,
+            gpu,
+            focus: 0,
+            mode: Mode::Normal,
+            estimate,
+            step_downs: Vec::new(),
+            lock: file.lock_effective_batch,
+            target_batch,
+            message: None,
+            quit: false,
+            theme,
+            export_dir,
+            drawn: None,
+            pinned: None,
+            model_config: file.model_config,
+            undo: Vec::new(),
+            exported,
+            gesture: None,
+            spread_shown: false,
+            estimator,
+            hub: online::current(),
+            hub_cache: cache::cache_dir(),
+            lookup: None,
+            follow: None,
+        };
+        app.recompute();
+        app
+    }
+
+    /// The knobs on the screen, in [`Knob::ALL`]'s order: the GPUs knob only once the run is
+    /// spread (several GPUs, an engine other than DDP, a vLLM server), so that a single-GPU
+    /// run's screen stays as it was. `focus` indexes this list.
+    pub fn knobs(&self) -> Vec<Knob> {
+        Knob::ALL
+            .into_iter()
+            .filter(|k| *k != Knob::Gpus || self.spread_shown)
+            // a full fine-tune has no adapter to size
+            .filter(|k| *k != Knob::LoraRank || !self.run.full_finetuning)
+            .collect()
+    }
+
+    /// Whether the screen shows the spread: the GPUs knob, the engine in the header and its
+    /// keys in the footer.
+    pub fn spread_shown(&self) -> bool {
+        self.spread_shown
+    }
+
+    pub fn focused(&self) -> Knob {
+        let knobs = self.knobs();
+        knobs[self.focus.min(knobs.len() - 1)]
+    }
+
+    /// Whether the last draw was below the smallest screen the view fits in: then only quit and
+    /// help answer, since nothing a key changes could be seen.
+    pub fn too_small(&self) -> bool {
+        self.drawn.as_ref().is_some_and(|d| d.too_small)
+    }
+
+    /// Whether the run, the lock or the model's config.json differ from what was last exported
+    /// (or loaded at start).
+    pub fn unsaved(&self) -> bool {
+        self.run != self.exported.run
+            || self.lock != self.exported.lock
+            || self.model_config != self.exported.model_config
+    }
+
+    pub fn update(&mut self, msg: Msg) {
+        match msg {
+            Msg::Gpu(reading) => self.gpu_reading(reading),
+            Msg::Drawn(drawn) => self.drawn = Some(drawn),
+            Msg::Log(change) => {
+                if let Some(f) = self.follow.as_mut() {
+                    f.take(change);
+                }
+            }
+            Msg::Mouse(event) => {
+                if !self.too_small() {
+                    self.mouse(event)
+                }
+            }
+            Msg::Key(key) if keymap::is_interrupt(&key) => {
+                self.end_gesture();
+                if self.mode == Mode::ConfirmQuit {
+                    self.quit = true;
+                } else {
+                    self.request_quit();
+                }
+            }
+            Msg::Key(key) => {
+                self.end_gesture();
+                if !self.too_small() || self.answers_when_too_small(&key) {
+                    self.key(key)
+                }
+            }
+        }
+    }
+
+    /// Below the minimum size: quit, help, and the keys that close what is open (a question
+    /// asked before the screen shrank is still answered).
+    fn answers_when_too_small(&self, key: &KeyEvent) -> bool {
+        match &self.mode {
+            Mode::Normal => matches!(
+                keymap::action_for(key),
+                Some(Action::Quit) | Some(Action::Help)
+            ),
+            Mode::Help { .. } | Mode::ConfirmQuit | Mode::ConfirmOverwrite { .. } => true,
+            Mode::Entry { .. }
+            | Mode::Models { .. }
+            | Mode::Presets { .. }
+            | Mode::Fetching { .. } => key.code == KeyCode::Esc,
+        }
+    }
+
+    /// q, Ctrl-C: quits, asking first when the changes were not exported.
+    fn request_quit(&mut self) {
+        if self.unsaved() {
+            self.mode = Mode::ConfirmQuit;
+        } else {
+            self.quit = true;
+        }
+    }
+
+    fn key(&mut self, key: KeyEvent) {
+        match self.mode.clone() {
+            Mode::Normal => {
+                self.message = None;
+                if let Some(action) = keymap::action_for(&key) {
+                    self.act(action);
+                }
+            }
+            Mode::Help { scroll } => {
+                let (max, page) = self
+                    .drawn
+                    .as_ref()
+                    .map_or((0, 1), |d| (d.help_max_scroll, d.help_rows.max(1)));
+                self.mode = match list_nav(&key, scroll, max + 1, page, true) {
+                    Some(scroll) => Mode::Help { scroll },
+                    None => Mode::Normal,
+                };
+            }
+            Mode::Entry { knob, text, .. } => self.entry_key(knob, text, key),
+            Mode::Models {
+                filter,
+                selected,
+                typing,
+            } => self.models_key(filter, selected, typing, key),
+            Mode::Presets { selected, choices } => self.presets_key(selected, choices, key),
+            Mode::ConfirmOverwrite { path, then_quit } => {
+                self.mode = Mode::Normal;
+                if key.code == KeyCode::Char('y') {
+                    self.write_export(path, true, then_quit);
+                } else {
+                    self.message = Some("export cancelled".into());
+                }
+            }
+            Mode::Fetching { name } => {
+                if key.code == KeyCode::Esc {
+                    self.lookup = None;
+                    self.mode = Mode::Normal;
+                    self.message = Some(format!("looking up {name}: cancelled"));
+                }
+            }
+            Mode::ConfirmQuit => match key.code {
+                KeyCode::Char('y') => {
+                    self.mode = Mode::Normal;
+                    self.export(true);
+                }
+                KeyCode::Char('n') => self.quit = true,
+                KeyCode::Char('c') | KeyCode::Esc => {
+                    self.mode = Mode::Normal;
+                    self.message = Some("still here: nothing exported".into());
+                }
+                _ => {}
+            },
+        }
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            run: self.run.clone(),
+            lock: self.lock,
+            target_batch: self.target_batch,
+            capacity: self.gpu.capacity,
+            gpu_name: self.gpu.name.clone(),
+            model_config: self.model_config.clone(),
+        }
+    }
+
+    fn restore(&mut self, s: Snapshot) {
+        self.run = s.run;
+        self.lock = s.lock;
+        self.target_batch = s.target_batch;
+        self.gpu.capacity = s.capacity;
+        self.gpu.name = s.gpu_name;
+        self.model_config = s.model_config;
+    }
+
+    /// Applies a change to the whole state, keeping the previous state for undo. A run that
+    /// breaks a rule the loader enforces (`rules::validate`) is refused with the rule, so
+    /// whatever the screen holds can be exported and loaded back. Returns whether it was applied.
+    fn change_all(&mut self, f: impl FnOnce(&mut Snapshot)) -> bool {
+        let before = self.snapshot();
+        let mut next = before.clone();
+        f(&mut next);
+        if let Err(broken) = rules::validate(&next.run) {
+            self.message = Some(broken.message);
+            return false;
+        }
+        if next != before {
+            self.restore(next);
+            // a drag's steps are one change, pushed when it ends
+            if self.gesture.is_none() {
+                self.undo.push(before);
+            }
+            self.recompute();
+        }
+        true
+    }
+
+    /// Ends a click-and-drag: what it changed becomes one undo step.
+    fn end_gesture(&mut self) {
+        if let Some(start) = self.gesture.take()
+            && start != self.snapshot()
+        {
+            self.undo.push(start);
+        }
+    }
+
+    /// A change to the run alone; the lock's target follows the run when the lock is off.
+    fn change(&mut self, f: impl FnOnce(&mut RunConfig)) -> bool {
+        self.change_all(|s| {
+            f(&mut s.run);
+            if !s.lock {
+                s.target_batch = s.run.effective_batch();
+            }
+        })
+    }
+
+    /// Sets a knob. With the effective batch locked, the micro-batch and the accumulation take
+    /// only the values that keep it exact ([`exact_values`]); any other is refused, naming them.
+    fn set_knob(&mut self, knob: Knob, value: u64) -> bool {
+        let keep = self.lock.then_some(self.target_batch);
+        if let Some(values) = keep.and_then(|t| exact_values(knob, t, &self.run))
+            && !values.contains(&value)
+        {
+            self.message = Some(format!(
+                "batch locked at {}: {knob} {} keeps it (b unlocks)",
+                self.target_batch,
+                one_of(&values, value)
+            ));
+            return false;
+        }
+        self.change(|r| apply_knob(r, knob, value, keep))
+    }
+
+    fn gpu_reading(&mut self, reading: Result<GpuInfo, String>) {
+        match reading {
+            Ok(info) => {
+                if !self.gpu.capacity_from_user && info.total_bytes != self.gpu.capacity {
+                    self.gpu.capacity = info.total_bytes;
+                    self.gpu.name = info.name.clone();
+                    self.gpu.live = Some(info);
+                    self.recompute();
+                } else {
+                    self.gpu.live = Some(info);
+                }
+                self.gpu.unavailable = None;
+            }
+            Err(why) => {
+                self.gpu.live = None;
+                self.gpu.unavailable = Some(why);
+            }
+        }
+    }
+
+    fn recompute(&mut self) {
+        self.spread_shown |= self.run.is_spread();
+        let gpu = budget(&self.gpu);
+        self.estimate = self.estimator.estimate(&self.run, gpu);
+        self.step_downs = step_downs(&self.run, gpu, &mut self.estimator);
+    }
+}
+
+fn budget(gpu: &GpuState) -> GpuBudget {
+    GpuBudget {
+        capacity: gpu.capacity,
+        used_by_others: 0,
+        context: None,
+    }
+}
+
+/// A list's selection moved by a navigation key: ↑/↓ (and j/k with `letters`), PgUp/PgDn by
+/// `page`, Home/End; `None` when the key is not one of them.
+fn list_nav(
+    key: &KeyEvent,
+    selected: usize,
+    len: usize,
+    page: usize,
+    letters: bool,
+) -> Option<usize> {
+    let last = len.saturating_sub(1);
+    let plain = !key
+        .modifiers
+        .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+    Some(match key.code {
+        KeyCode::Up => selected.saturating_sub(1),
+        KeyCode::Down => (selected + 1).min(last),
+        KeyCode::Char('k') if letters && plain => selected.saturating_sub(1),
+        KeyCode::Char('j') if letters && plain => (selected + 1).min(last),
+        KeyCode::PageUp => selected.saturating_sub(page),
+        KeyCode::PageDown => (selected + page).min(last),
+        KeyCode::Home => 0,
+        KeyCode::End => last,
+        _ => return None,
+    })
+}
+
+/// `1, 2, 4 or 8`; a long list is cut to its ends and the values around `near`:
+/// `1, 2 … 9, 10, 12, 15 … 360 or 720`.
+fn one_of(values: &[u64], near: u64) -> String {
+    let shown: Vec<String> = if values.len() <= 8 {
+        values.iter().map(u64::to_string).collect()
+    } else {
+        let at = values.partition_point(|&v| v < near);
+        let (from, to) = (at.saturating_sub(2), (at + 2).min(values.len()));
+        let mut keep: Vec<usize> = vec![0, values.len() - 1];
+        keep.extend(from..to);
+        keep.sort_unstable();
+        keep.dedup();
+        let mut out = Vec::new();
+        for (i, &k) in keep.iter().enumerate() {
+            let s = values[k].to_string();
+            if i > 0 && k > keep[i - 1] + 1 {
+                out.push(format!("… {s}"));
+            } else {
+                out.push(s);
+            }
+        }
+        out
+    };
+    match shown.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => "nothing".into(),
+    }
+}

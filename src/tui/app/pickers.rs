@@ -1,0 +1,206 @@
+//! The model and preset pickers, and the model look-up off the UI thread.
+
+use super::*;
+use crate::hub::{self};
+use crate::tui::lookup::{Answer, Lookup};
+use ratatui::crossterm::event::{KeyCode, KeyEvent};
+use vramfit_core::arch::catalog;
+use vramfit_core::presets;
+use vramfit_core::resolve::Offline;
+
+impl App {
+    /// Catalog ids matching the filter: every word of it, in any order, case-insensitive
+    /// (`qwen3 8b` finds `Qwen/Qwen3-8B`).
+    pub fn model_matches(filter: &str) -> Vec<&'static str> {
+        let words: Vec<String> = filter
+            .split_whitespace()
+            .map(|w| w.to_ascii_lowercase())
+            .collect();
+        catalog::ids()
+            .filter(|id| {
+                let id = id.to_ascii_lowercase();
+                words.iter().all(|w| id.contains(w.as_str()))
+            })
+            .collect()
+    }
+
+    /// Rows a picker's list shows at the last drawn size, for PgUp/PgDn.
+    pub(super) fn picker_page(&self) -> usize {
+        self.drawn.as_ref().map_or(1, |d| d.picker_rows.max(1))
+    }
+
+    pub(super) fn models_key(
+        &mut self,
+        mut filter: String,
+        selected: usize,
+        typing: bool,
+        key: KeyEvent,
+    ) {
+        let matches = Self::model_matches(&filter);
+        if let Some(selected) = list_nav(&key, selected, matches.len(), self.picker_page(), !typing)
+        {
+            self.mode = Mode::Models {
+                filter,
+                selected,
+                typing,
+            };
+            return;
+        }
+        match key.code {
+            KeyCode::Esc => self.mode = Mode::Normal,
+            KeyCode::Tab | KeyCode::BackTab => {
+                self.mode = Mode::Models {
+                    filter,
+                    selected,
+                    typing: !typing,
+                }
+            }
+            KeyCode::Char('/') if !typing => {
+                self.mode = Mode::Models {
+                    filter,
+                    selected,
+                    typing: true,
+                }
+            }
+            KeyCode::Enter => {
+                self.mode = Mode::Normal;
+                if matches.is_empty() && !filter.trim().is_empty() {
+                    self.look_up(filter.trim().to_string());
+                } else if let Some(id) = matches.get(selected) {
+                    let found = catalog::find(id).map(|f| f.arch);
+                    if let Some(arch) = found {
+                        self.change_all(|s| {
+                            s.model_config = None;
+                            s.run.arch = arch;
+                            s.run.model_name = id.to_string();
+                        });
+                    }
+                }
+            }
+            KeyCode::Backspace => {
+                filter.pop();
+                self.mode = Mode::Models {
+                    filter,
+                    selected: 0,
+                    typing: true,
+                };
+            }
+            KeyCode::Char(c) if typing && filter.len() < 40 && !c.is_control() => {
+                filter.push(c);
+                self.mode = Mode::Models {
+                    filter,
+                    selected: 0,
+                    typing,
+                };
+            }
+            _ => {}
+        }
+    }
+
+    /// Looks a name the catalog lacks up off the UI thread: the cache, then the Hub.
+    pub(super) fn look_up(&mut self, name: String) {
+        self.lookup = Some(Lookup::start(
+            name.clone(),
+            self.hub_cache.clone(),
+            self.hub.clone(),
+        ));
+        self.mode = Mode::Fetching { name };
+    }
+
+    /// Takes the lookup's answer when it has come (the event loop calls this each frame).
+    pub fn poll_lookup(&mut self) {
+        let Some(answer) = self.lookup.as_ref().and_then(Lookup::poll) else {
+            return;
+        };
+        let name = self.lookup.take().map(|l| l.name).unwrap_or_default();
+        if matches!(self.mode, Mode::Fetching { .. }) {
+            self.mode = Mode::Normal;
+        }
+        self.looked_up(name, answer);
+    }
+
+    pub(super) fn looked_up(&mut self, name: String, answer: Answer) {
+        match answer {
+            Ok(Some(resolved)) => {
+                let source = resolved.source.to_string();
+                let stored = vramfit_core::config::stored_weights_of(&resolved);
+                let applied = self.change_all(|s| {
+                    s.model_config = None;
+                    s.run.arch = resolved.arch;
+                    s.run.model_name = name;
+                    s.run.stored_weights = stored;
+                });
+                if applied {
+                    self.message = Some(format!("model: {source}"));
+                }
+            }
+            Ok(None) => {
+                let hub = hub::not_on_the_hub(&name, &self.hub)
+                    .map_or_else(String::new, |why| format!("; {why}"));
+                self.message = Some(format!(
+                    "unknown model {name}: not in the Hugging Face cache nor in the catalog{hub}"
+                ));
+            }
+            Err(e) => self.message = Some(format!("{name}: {e}")),
+        }
+    }
+
+    pub(super) fn presets_key(
+        &mut self,
+        selected: usize,
+        choices: Vec<PresetChoice>,
+        key: KeyEvent,
+    ) {
+        if let Some(selected) = list_nav(&key, selected, choices.len(), self.picker_page(), true) {
+            self.mode = Mode::Presets { selected, choices };
+            return;
+        }
+        match key.code {
+            KeyCode::Esc => self.mode = Mode::Normal,
+            KeyCode::Enter => {
+                self.mode = Mode::Normal;
+                let Some(choice) = choices.get(selected) else {
+                    return;
+                };
+                let name = choice.name.clone();
+                match choice.source.load(&name, &Offline::from_env()) {
+                    Ok(file) => {
+                        let take_capacity = !self.gpu.capacity_from_user && self.gpu.live.is_none();
+                        self.change_all(|s| {
+                            s.lock = file.lock_effective_batch;
+                            s.model_config = file.model_config.clone();
+                            if let Some(bytes) = file.gpu_memory.filter(|_| take_capacity) {
+                                s.capacity = bytes;
+                                s.gpu_name = format!("the {name} preset's gpu_memory");
+                            }
+                            s.run = file.run;
+                            s.target_batch = s.run.effective_batch();
+                        });
+                        self.message = Some(format!("preset {name} loaded"));
+                    }
+                    Err(e) => self.message = Some(e.to_string()),
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The presets, each read once to show its model and capacity.
+pub(super) fn preset_choices() -> Vec<PresetChoice> {
+    presets::list()
+        .into_iter()
+        .map(|(name, source)| {
+            let (model, capacity) = match source.load(&name, &Offline::from_env()) {
+                Ok(file) => (file.run.model_name, file.gpu_memory),
+                Err(e) => (format!("does not load: {e}"), None),
+            };
+            PresetChoice {
+                name,
+                source,
+                model,
+                capacity,
+            }
+        })
+        .collect()
+}
