@@ -10,6 +10,7 @@ pub mod export;
 pub mod launch;
 mod lines;
 mod read_env;
+mod read_frozen;
 mod read_generation;
 mod read_grpo;
 mod read_lora;
@@ -86,6 +87,7 @@ fn run_file(t: &Tables, dir: Option<&Path>) -> Result<RunFile, LoadError> {
     let generating = read_generation::read_generation(t, env.unsloth_standby)?;
     let spread = read_spread::read_spread(t)?;
     let vllm_server = read_spread::read_vllm_server(t)?;
+    let frozen = read_frozen::read_frozen(t)?;
     let notes = t
         .notes
         .iter()
@@ -128,6 +130,8 @@ fn run_file(t: &Tables, dir: Option<&Path>) -> Result<RunFile, LoadError> {
         full_finetuning: lora.full,
         spread,
         vllm_server,
+        reward_models: frozen.reward_models,
+        other_gpu_memory: frozen.other_gpu_memory,
     };
     rules::validate(&run).map_err(|broken| broken_rule(t, &run, broken))?;
     Ok(RunFile {

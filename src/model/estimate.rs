@@ -48,6 +48,9 @@ pub enum Part {
     Weights,
     Gradients,
     GatheredWeights,
+    ReferenceModel,
+    RewardModel,
+    OtherMemory,
 }
 
 impl Part {
@@ -70,6 +73,9 @@ impl Part {
             Part::Weights => "model weights",
             Part::Gradients => "gradients",
             Part::GatheredWeights => "gathered weights",
+            Part::ReferenceModel => "reference model",
+            Part::RewardModel => "reward models",
+            Part::OtherMemory => "other GPU memory",
         }
     }
 
@@ -103,10 +109,19 @@ impl Part {
                 "the trained model's parameters on this GPU: whole, or this rank's shard (ZeRO-3, FSDP)"
             }
             Part::Gradients => {
-                "every weight's gradients on this GPU (ZeRO's fp32 partitions, DDP's buckets)"
+                "every weight's gradients on this GPU (ZeRO's bf16 partitions and reduce buckets, DDP's buckets)"
             }
             Part::GatheredWeights => {
                 "parameters gathered from the other ranks: the live layers (ZeRO-3, FSDP) and the whole model TRL gathers to sync vLLM"
+            }
+            Part::ReferenceModel => {
+                "TRL's frozen reference model (full fine-tuning with beta > 0): whole, or this rank's ZeRO-3 / FSDP shard"
+            }
+            Part::RewardModel => {
+                "the reward models TRL loads on each training GPU (`[vramfit] reward_models`)"
+            }
+            Part::OtherMemory => {
+                "memory you said is taken on this GPU (`[vramfit] other_gpu_memory`)"
             }
         }
     }
@@ -196,6 +211,9 @@ struct Static {
     host: u64,
     /// what the caching allocator reserves for them
     reserved: u64,
+    /// TRL's reference model and the reward models (`frozen`)
+    reference: u64,
+    rewards: u64,
 }
 
 /// The pure estimate: no I/O, no globals.
@@ -315,6 +333,9 @@ fn estimate_using(
         (Part::OptimizerStates, stat.optimizer),
         (Part::Gradients, stat.full_gradients),
         (Part::GatheredWeights, stat.gathered),
+        (Part::ReferenceModel, stat.reference),
+        (Part::RewardModel, stat.rewards),
+        (Part::OtherMemory, run.other_gpu_memory),
     ];
     // generating, TRL gathers what it pushes into vLLM or generates with (ZeRO-3), in place of
     // the live layers' buffers
@@ -331,7 +352,7 @@ fn estimate_using(
         run,
         &vllm::Surroundings {
             capacity: gpu.capacity,
-            used_by_others: gpu.used_by_others,
+            used_by_others: gpu.used_by_others + run.other_gpu_memory,
             trainer_at_start: if shares_weights { 0 } else { stat.weights },
             weights: stat.weights,
         },
@@ -374,6 +395,8 @@ fn estimate_using(
         + stat.optimizer
         + stat.full_gradients
         + stat.gathered
+        + stat.reference
+        + stat.rewards
         + peak.activations
         + peak.logits;
     let reserved_static = stat.reserved - if shares_weights { stat.weights } else { 0 };
@@ -440,7 +463,7 @@ fn vllm_generation(
     stat: &Static,
     shares_weights: bool,
     context: (Part, u64),
-    trainer_static: [(Part, u64); 5],
+    trainer_static: [(Part, u64); 8],
 ) -> PhaseMemory {
     let mut generation = vec![context];
     generation.extend(trainer_static);
@@ -489,7 +512,7 @@ fn transformers_generation(
     stat: &Static,
     shares_weights: bool,
     context: (Part, u64),
-    trainer_static: [(Part, u64); 5],
+    trainer_static: [(Part, u64); 8],
 ) -> PhaseMemory {
     let g = generate_memory(run);
     let mut generation = vec![context];
@@ -542,7 +565,9 @@ fn static_slack(stat: &Static, shares_weights: bool) -> u64 {
         + stat.adapters
         + stat.optimizer
         + stat.full_gradients
-        + stat.gathered;
+        + stat.gathered
+        + stat.reference
+        + stat.rewards;
     let reserved = stat.reserved - if shares_weights { stat.weights } else { 0 };
     reserved.saturating_sub(held + stat.gradients)
 }
@@ -671,35 +696,62 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
         return full_finetuning_static(run);
     }
     // ZeRO-3 / FSDP full shard: this rank's shard of the frozen base, and the live layers'
-    // gathered buffers (DeepSpeed's `largest_layer_memory`, `spread::full_finetuning_states`)
-    let (held, gathered) = if run.spread.shards_parameters() {
-        let shard = weights / processes.max(1);
-        (shard, 4 * spread::largest_layer_parameters(arch))
-    } else {
-        (weights, 0)
+    // gathered buffers (DeepSpeed's `largest_layer_memory`, `spread::full_finetuning_states`).
+    // accelerate 1.12 `fsdp2_prepare_model` upcasts the whole model, frozen base included, to
+    // fp32 under mixed precision (`model.to(torch.float32)`): a 16-bit base's shard doubles.
+    let (held, gathered) = match (run.spread.shards_parameters(), run.spread.engine) {
+        (true, spread::Engine::Fsdp) => {
+            let upcast = if run.quant == Quant::Bf16 { 2 } else { 1 };
+            (
+                upcast * weights / processes.max(1),
+                spread::fsdp_gathered(arch, 3),
+            )
+        }
+        (true, _) => (
+            weights / processes.max(1),
+            4 * spread::largest_layer_parameters(arch),
+        ),
+        (false, _) => (weights, 0),
     };
+    // ZeRO's reduce buckets are allocated whatever is trained (`spread::zero_buffers`)
+    let buckets = spread::zero_buffers(arch, &run.spread);
+    let (reference, rewards) = frozen_models(run);
     Static {
-        reserved: reserved - weights + held + gathered,
+        reserved: reserved - weights + held + gathered + buckets + reference + rewards,
         weights: held,
         adapters,
         gradients,
         optimizer,
-        full_gradients: 0,
+        full_gradients: buckets,
         gathered,
         host: 0,
+        reference,
+        rewards,
     }
+}
+
+/// TRL's reference model and the reward models on this rank (`frozen`).
+fn frozen_models(run: &RunConfig) -> (u64, u64) {
+    (
+        super::frozen::reference_model_bytes(run),
+        super::frozen::reward_models_bytes(run),
+    )
 }
 
 /// Full fine-tuning's static memory on one rank: the engine's model states
 /// (`spread::full_finetuning_states`), each tensor large enough to have its own segments.
 fn full_finetuning_static(run: &RunConfig) -> Static {
-    // AdamW's moments in the parameters' bf16 under DDP; bitsandbytes' 8-bit moments
+    // the parameters as loaded: TRL's default dtype "float32" (`create_model_from_path`), else
+    // 16-bit; AdamW's moments in the parameters' dtype under DDP; bitsandbytes' 8-bit moments
+    let param_bytes = if run.quant == Quant::Fp32 { 4 } else { 2 };
     let adam = match run.optimizer {
         Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => 2,
-        Optimizer::AdamW | Optimizer::PagedAdamW => 4,
+        Optimizer::AdamW | Optimizer::PagedAdamW => 2 * param_bytes,
         Optimizer::Sgd => 0,
     };
-    let states = spread::full_finetuning_states(&run.arch, &run.spread, run.processes(), adam);
+    let states =
+        spread::full_finetuning_states(&run.arch, &run.spread, run.processes(), param_bytes, adam);
+    let (reference, rewards) = frozen_models(run);
     Static {
         weights: states.weights,
         adapters: 0,
@@ -708,7 +760,9 @@ fn full_finetuning_static(run: &RunConfig) -> Static {
         full_gradients: states.gradients + states.buckets,
         gathered: states.gathered,
         host: states.host,
-        reserved: states.on_gpu(),
+        reserved: states.on_gpu() + reference + rewards,
+        reference,
+        rewards,
     }
 }
 

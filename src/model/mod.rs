@@ -10,6 +10,7 @@ pub mod culprit;
 pub mod estimate;
 pub mod fit;
 pub mod follow;
+pub mod frozen;
 pub mod generate;
 pub mod knobs;
 pub mod measured;
@@ -18,6 +19,8 @@ pub mod replay;
 pub mod roles;
 pub mod rules;
 pub mod run;
+#[cfg(test)]
+mod scale_examples;
 pub mod spread;
 pub mod step;
 pub mod units;

@@ -218,6 +218,10 @@ pub struct RunConfig {
     pub spread: Spread,
     /// the `trl vllm-serve` GPUs, when `generation` is `VllmServer`
     pub vllm_server: VllmServer,
+    /// `[vramfit] reward_models`: reward models loaded on each training GPU
+    pub reward_models: Vec<super::frozen::RewardModel>,
+    /// `[vramfit] other_gpu_memory`: bytes the user knows are taken on each training GPU
+    pub other_gpu_memory: u64,
 }
 
 /// A checkpoint's weights on disk: their exact bytes, and how they are stored. When the run
@@ -399,6 +403,8 @@ impl RunConfig {
             full_finetuning: false,
             spread: Spread::default(),
             vllm_server: VllmServer::default(),
+            reward_models: Vec::new(),
+            other_gpu_memory: 0,
         }
     }
 }

@@ -39,6 +39,9 @@ impl Theme {
             Part::Weights => '▓',
             Part::Gradients => '+',
             Part::GatheredWeights => '▦',
+            Part::ReferenceModel => '▤',
+            Part::RewardModel => '▥',
+            Part::OtherMemory => '▩',
         }
     }
 
@@ -63,6 +66,8 @@ impl Theme {
             Part::Weights => Color::Magenta,
             Part::Gradients => Color::LightRed,
             Part::GatheredWeights => Color::LightMagenta,
+            Part::ReferenceModel | Part::RewardModel => Color::Red,
+            Part::OtherMemory => Color::DarkGray,
         };
         Style::default().fg(c)
     }
