@@ -416,6 +416,9 @@ fn estimate_using(
     let phases = if phases.len() > 1 { phases } else { Vec::new() };
     if run.quant == Quant::Fp32 {
         warnings.push("fp32 weights (TRL's ModelConfig dtype default): the step's activations are modelled in 16-bit; set [model] dtype = \"bfloat16\" to match".into());
+        if run.full_finetuning && run.spread.engine == spread::Engine::Ddp {
+            warnings.push("full fine-tuning in fp32 (TRL's default dtype; DDP casts nothing): weights, gradients and AdamW's moments are all fp32, 16 bytes a parameter; [model] dtype = \"bfloat16\" halves them".into());
+        }
     }
     warnings.extend(rule_warnings(run, micro, &targets));
     let headroom = gpu.capacity as i64 - total as i64;
