@@ -184,3 +184,94 @@ fn a_reward_model_vramfit_cannot_resolve_names_the_key_and_value() {
         .code(2)
         .stderr(predicate::str::contains("[vramfit] other_gpu_memory = 2"));
 }
+
+/// Qwen3-30B-A3B on Unsloth in 4-bit with the seven projections targeted, generation by
+/// transformers.
+const QWEN3_MOE_UNSLOTH: &str = r#"[vramfit]
+stack = "unsloth"
+gpu_memory = "79.19GiB"
+gpus = 1
+max_prompt_length = 256
+
+[model]
+model_name = "Qwen/Qwen3-30B-A3B"
+max_seq_length = 1024
+load_in_4bit = true
+fast_inference = false
+
+[lora]
+r = 16
+lora_alpha = 32
+target_modules = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+[grpo]
+per_device_train_batch_size = 4
+gradient_accumulation_steps = 1
+num_generations = 4
+max_completion_length = 768
+"#;
+
+#[test]
+fn unsloth_packs_the_experts_in_4_bit_and_puts_lora_on_them() {
+    // NF4 of a tensor of n weights: n/2 + n/64 absmax bytes + n/16,384 x 4 (tensor_bytes).
+    // gate_up_proj 402,653,184: 201,326,592 + 6,291,456 + 98,304 = 207,716,352; down_proj
+    // 201,326,592: 100,663,296 + 3,145,728 + 49,152 = 103,858,176; x 48 layers =
+    // 14,955,577,344 B = 13.93 GiB (16-bit: 603,979,776 x 2 x 48 = 57,982,058,496 B = 54.00 GiB)
+    let f = file(QWEN3_MOE_UNSLOTH);
+    vramfit()
+        .args(["estimate", "--no-gpu", "--config"])
+        .arg(f.path())
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains(
+                "13.93 GiB of expert weights, 4-bit NF4: Unsloth packs the 3-D experts",
+            )
+            .and(predicate::str::contains(
+                "expert LoRA: Unsloth adds the experts to PEFT's target_parameters, 0.63B fp32 parameters",
+            )),
+        );
+    let (v, _) = estimate(&f);
+    let t = &v["roles"][0];
+    // the base: experts 14,955,577,344 B plus the 16-bit rest, under 16 GiB (was 55.6 GiB)
+    let base = component(t, "base_weights");
+    assert!(base > 14_955_577_344 && base < 16 << 30, "{base}");
+    // expert LoRA: 629,145,600 fp32 parameters (moe.rs' example) = 2,516,582,400 B, beside the
+    // attention's
+    assert!(component(t, "lora_adapters") > 2_516_582_400);
+    // TRL with bitsandbytes leaves the 3-D experts in 16-bit
+    let trl = QWEN3_MOE_UNSLOTH
+        .replace("stack = \"unsloth\"", "stack = \"trl\"")
+        .replace("model_name = ", "model_name_or_path = ")
+        .replace(
+            "max_seq_length = 1024\nload_in_4bit = true\nfast_inference = false",
+            "load_in_4bit = true\ndtype = \"bfloat16\"",
+        )
+        .replace("r = 16\nlora_alpha = 32", "r = 16")
+        .replace(
+            "max_completion_length = 768",
+            "max_completion_length = 768\nuse_vllm = false",
+        );
+    vramfit()
+        .args(["estimate", "--no-gpu", "--config"])
+        .arg(file(&trl).path())
+        .assert()
+        .stdout(predicate::str::contains(
+            "54.00 GiB of expert weights, 16-bit: on the TRL stack bitsandbytes quantises nn.Linear only",
+        ));
+}
+
+#[test]
+fn gpt_oss_20b_s_vllm_server_holds_its_mxfp4_weights_in_about_13_gib() {
+    // moe.rs' worked example: 13,761,264,768 B (12.82 GiB), where 2 bytes a parameter said
+    // 41,829,514,368 B (38.96 GiB); vllm serve's defaults on a 79 GiB card: 1024 sequences,
+    // 8192 batched tokens (EngineArgs.get_batch_defaults, OPENAI_API_SERVER)
+    let text = std::fs::read_to_string(OPEN_R1)
+        .unwrap()
+        .replace("Qwen/Qwen2.5-7B-Instruct", "openai/gpt-oss-20b");
+    let (v, _) = estimate(&file(&text));
+    let plan = &v["roles"][1]["vllm"];
+    assert_eq!(plan["weights_bytes"], 13_761_264_768u64);
+    assert_eq!(plan["max_num_seqs"], 1024);
+    assert_eq!(plan["max_num_batched_tokens"], 8192);
+}

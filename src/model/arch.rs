@@ -53,6 +53,9 @@ pub struct Moe {
     pub expert_intermediate: u64,
     /// the always-on shared expert's width (Qwen2-MoE), 0 without one
     pub shared_intermediate: u64,
+    /// the checkpoint stores its experts in MXFP4 (`quantization_config.quant_method =
+    /// "mxfp4"`, as openai/gpt-oss ships), which vLLM keeps packed
+    pub mxfp4_experts: bool,
 }
 
 /// The numbers that decide memory: everything else in a config is irrelevant here.

@@ -584,7 +584,7 @@ pub fn target_mask(arch: &Arch, targets: &[String]) -> Vec<bool> {
         .collect()
 }
 
-fn tensor_bytes(elements: u64, quant: Quant, quantisable: bool) -> u64 {
+pub(super) fn tensor_bytes(elements: u64, quant: Quant, quantisable: bool) -> u64 {
     match (quant, quantisable) {
         // TRL's ModelConfig default dtype: every tensor in fp32
         (Quant::Fp32, _) => elements * 4,
@@ -656,10 +656,10 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
     for v in arch.layer_vectors() {
         add(v, false, arch.layers);
     }
-    // the experts (3-D parameters, so bitsandbytes leaves them in 16-bit; fp8 checkpoints
-    // quantise them) and the router
+    // the experts (3-D parameters: packed as `moe::experts_quantised` says) and the router
+    let experts_packed = super::moe::experts_quantised(run);
     for (k, t) in arch.expert_tensors().into_iter().enumerate() {
-        add(t, k < 2 && run.quant == Quant::Fp8, arch.layers);
+        add(t, k < 2 && experts_packed, arch.layers);
     }
     add(arch.hidden, false, 1);
     // a multimodal checkpoint's vision tower, frozen beside the language model (counted in
@@ -681,6 +681,15 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
             packing.add(elements * 4, 2 * arch.layers);
             packing.add(o, arch.layers);
         }
+    }
+    // Unsloth's LoRA on the experts (`moe::expert_lora_tensors`), fp32 as PEFT keeps adapters
+    for elements in super::moe::expert_lora_tensors(run) {
+        let a = block_bytes(elements * 4);
+        let o = optimizer_bytes(run.optimizer, elements);
+        adapters += a * arch.layers;
+        optimizer += o * arch.layers;
+        packing.add(elements * 4, 2 * arch.layers);
+        packing.add(o, arch.layers);
     }
     // Gradients live all together only after the backward pass, when activations are gone;
     // at the step's peak one layer's worth exists.
@@ -718,7 +727,7 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
     };
     // ZeRO's reduce buckets are allocated whatever is trained (`spread::zero_buffers`)
     let buckets = spread::zero_buffers(arch, &run.spread);
-    let (reference, rewards) = frozen_models(run);
+    let (reference, rewards) = super::frozen::frozen_models(run);
     Static {
         reserved: reserved - weights + held + gathered + buckets + reference + rewards,
         weights: held,
@@ -731,14 +740,6 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
         reference,
         rewards,
     }
-}
-
-/// TRL's reference model and the reward models on this rank (`frozen`).
-fn frozen_models(run: &RunConfig) -> (u64, u64) {
-    (
-        super::frozen::reference_model_bytes(run),
-        super::frozen::reward_models_bytes(run),
-    )
 }
 
 /// Full fine-tuning's static memory on one rank: the engine's model states
@@ -754,7 +755,7 @@ fn full_finetuning_static(run: &RunConfig) -> Static {
     };
     let states =
         spread::full_finetuning_states(&run.arch, &run.spread, run.processes(), param_bytes, adam);
-    let (reference, rewards) = frozen_models(run);
+    let (reference, rewards) = super::frozen::frozen_models(run);
     Static {
         weights: states.weights,
         adapters: 0,
@@ -834,16 +835,7 @@ fn rule_warnings(run: &RunConfig, micro: u64, targets: &[bool]) -> Vec<String> {
         Vision::None => {}
     }
     if let Some(m) = run.arch.moe {
-        let expert_bytes: u64 = run.arch.expert_tensors().iter().take(2).sum::<u64>()
-            * run.arch.layers
-            * if run.quant == Quant::Fp8 { 1 } else { 2 };
-        w.push(format!(
-            "mixture of experts: all {} experts stay resident ({} of expert weights, 16-bit unless fp8: bitsandbytes does not quantise transformers 5's 3-D expert parameters); activations follow the {} active per token; LoRA reaches the attention{} only, since the experts are no linear layers",
-            m.experts,
-            super::units::format_size(expert_bytes),
-            m.active,
-            if m.shared_intermediate > 0 { " and the shared expert" } else { "" }
-        ));
+        w.push(super::moe::words(run, m));
     }
     if !run.full_finetuning && !targets.iter().any(|t| *t) {
         w.push(format!(

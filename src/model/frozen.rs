@@ -95,6 +95,11 @@ pub fn reward_models_bytes(run: &RunConfig) -> u64 {
         .sum()
 }
 
+/// TRL's reference model and the reward models on this rank, bytes.
+pub fn frozen_models(run: &RunConfig) -> (u64, u64) {
+    (reference_model_bytes(run), reward_models_bytes(run))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,6 +14,7 @@ pub mod frozen;
 pub mod generate;
 pub mod knobs;
 pub mod measured;
+pub mod moe;
 pub mod oom;
 pub mod replay;
 pub mod roles;

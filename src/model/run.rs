@@ -263,11 +263,13 @@ impl VllmVersion {
 }
 
 impl Default for VllmVersion {
-    /// The current vLLM (0.33, the newest released when the contract was last read).
+    /// The newest vLLM TRL 1.15 accepts: trl 1.15.0's METADATA requires `vllm>=0.21.0,<=0.31.0`
+    /// for its `vllm` extra, and its `vllm-serve` passes `--weight-transfer-config`, which older
+    /// releases (0.11) lack.
     fn default() -> VllmVersion {
         VllmVersion {
             major: 0,
-            minor: 33,
+            minor: 31,
         }
     }
 }

@@ -106,3 +106,23 @@ fn fsdp2_gathers_the_root_and_two_layers() {
     // SHARD_GRAD_OP keeps everything gathered: 2P
     assert_eq!(fsdp_gathered(&a, 2), 2 * P);
 }
+
+#[test]
+fn trl_vllm_serve_takes_vllm_serves_batch_defaults() {
+    // trl 1.15.0 build_command runs `vllm serve`; vllm 0.31.0 get_batch_defaults for
+    // OPENAI_API_SERVER: >= 160 GiB (1024, 16384), >= 70 GiB (1024, 8192), else (256, 2048)
+    use super::units::GIB;
+    let mut run = super::run::RunConfig::example(arch("Qwen/Qwen2.5-7B-Instruct"));
+    run.vllm_server.max_model_len = Some(4096);
+    for (capacity, seqs, tokens) in [
+        (180 * GIB, 1024, 16384),
+        (80 * GIB, 1024, 8192),
+        (48 * GIB, 256, 2048),
+    ] {
+        let plan = super::vllm::server_plan(&run, capacity);
+        assert_eq!(
+            (plan.max_num_seqs, plan.max_num_batched_tokens),
+            (seqs, tokens)
+        );
+    }
+}
