@@ -275,3 +275,18 @@ fn gpt_oss_20b_s_vllm_server_holds_its_mxfp4_weights_in_about_13_gib() {
     assert_eq!(plan["max_num_seqs"], 1024);
     assert_eq!(plan["max_num_batched_tokens"], 8192);
 }
+
+#[test]
+fn cast_lm_head_to_fp32_adds_two_bytes_a_head_weight() {
+    // Qwen2.5-7B with LoRA: lm_head.float() takes its 152,064 x 3,584 = 544,997,376 weights
+    // from 2 to 4 bytes: +1,089,994,752 B of base weights
+    let lora = FULL_FP32
+        .replace("use_peft = false", "use_peft = true\ndtype = \"bfloat16\"")
+        .replace("[grpo]\n", "[lora]\nr = 16\n\n[grpo]\n");
+    let (plain, _) = estimate(&file(&lora));
+    let (cast, _) = estimate(&file(
+        &lora.replace("beta = 0.0", "beta = 0.0\ncast_lm_head_to_fp32 = true"),
+    ));
+    let base = |v: &serde_json::Value| component(&v["roles"][0], "base_weights");
+    assert_eq!(base(&cast) - base(&plain), 1_089_994_752);
+}

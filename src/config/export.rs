@@ -269,6 +269,9 @@ fn grpo_table(w: &mut Writer, run: &RunConfig) {
         run.checkpointing != Checkpointing::Off,
     );
     w.key("bf16", true);
+    if run.cast_lm_head_to_fp32 {
+        w.key("cast_lm_head_to_fp32", true);
+    }
 }
 
 fn header(out: &mut String, run: &RunConfig, ctx: &ExportContext) {

@@ -130,6 +130,7 @@ fn run_file(t: &Tables, dir: Option<&Path>) -> Result<RunFile, LoadError> {
         full_finetuning: lora.full,
         spread,
         vllm_server,
+        cast_lm_head_to_fp32: grpo.cast_lm_head_to_fp32,
         reward_models: frozen.reward_models,
         other_gpu_memory: frozen.other_gpu_memory,
     };

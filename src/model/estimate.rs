@@ -725,8 +725,11 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
         ),
         (false, _) => (weights, 0),
     };
-    // ZeRO's reduce buckets are allocated whatever is trained (`spread::zero_buffers`)
+    // ZeRO's reduce buckets are allocated whatever is trained (`spread::zero_buffers`); an
+    // fp32 head (`lm_head::fp32_head_bytes`)
     let buckets = spread::zero_buffers(arch, &run.spread);
+    let (head, _, _) = super::lm_head::fp32_head_bytes(run);
+    let held = held + head;
     let (reference, rewards) = super::frozen::frozen_models(run);
     Static {
         reserved: reserved - weights + held + gathered + buckets + reference + rewards,
@@ -756,15 +759,16 @@ fn full_finetuning_static(run: &RunConfig) -> Static {
     let states =
         spread::full_finetuning_states(&run.arch, &run.spread, run.processes(), param_bytes, adam);
     let (reference, rewards) = super::frozen::frozen_models(run);
+    let (head, head_grads, head_moments) = super::lm_head::fp32_head_bytes(run);
     Static {
-        weights: states.weights,
+        weights: states.weights + head,
         adapters: 0,
         gradients: 0,
-        optimizer: states.optimizer,
-        full_gradients: states.gradients + states.buckets,
+        optimizer: states.optimizer + head_moments,
+        full_gradients: states.gradients + states.buckets + head_grads,
         gathered: states.gathered,
         host: states.host,
-        reserved: states.on_gpu() + reference + rewards,
+        reserved: states.on_gpu() + head + head_grads + head_moments + reference + rewards,
         reference,
         rewards,
     }

@@ -67,13 +67,15 @@ pub fn reference_model_bytes(run: &RunConfig) -> u64 {
     if run.stack != Stack::Trl || !run.full_finetuning || run.beta == 0.0 {
         return 0;
     }
+    // `_cast_lm_head_to_fp32` runs on the reference model too (`lm_head::fp32_head_bytes`)
+    let (head, _, _) = super::lm_head::fp32_head_bytes(run);
     per_rank(
         run.arch.parameters(),
         loaded_bytes(run.quant),
         &run.spread,
         run.processes(),
         true,
-    )
+    ) + head
 }
 
 /// The reward models on one rank, bytes: each `reward_funcs` string is loaded with

@@ -13,6 +13,7 @@ pub mod follow;
 pub mod frozen;
 pub mod generate;
 pub mod knobs;
+pub mod lm_head;
 pub mod measured;
 pub mod moe;
 pub mod oom;

@@ -218,6 +218,8 @@ pub struct RunConfig {
     pub spread: Spread,
     /// the `trl vllm-serve` GPUs, when `generation` is `VllmServer`
     pub vllm_server: VllmServer,
+    /// GRPOConfig's `cast_lm_head_to_fp32`: the LM head (and a tied embedding) kept in fp32
+    pub cast_lm_head_to_fp32: bool,
     /// `[vramfit] reward_models`: reward models loaded on each training GPU
     pub reward_models: Vec<super::frozen::RewardModel>,
     /// `[vramfit] other_gpu_memory`: bytes the user knows are taken on each training GPU
@@ -405,6 +407,7 @@ impl RunConfig {
             full_finetuning: false,
             spread: Spread::default(),
             vllm_server: VllmServer::default(),
+            cast_lm_head_to_fp32: false,
             reward_models: Vec::new(),
             other_gpu_memory: 0,
         }

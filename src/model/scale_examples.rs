@@ -126,3 +126,34 @@ fn trl_vllm_serve_takes_vllm_serves_batch_defaults() {
         );
     }
 }
+
+#[test]
+fn full_fine_tuning_s_fused_head_backward_holds_an_fp32_weight_gradient() {
+    // One completion of 16 tokens after a 16-token prompt, TRL's fused head, no adapter.
+    // ChunkedLogProbFunction: gathered hidden 16 x 3,584 x 2 = 114,688; a tile 16 x 32,768 x 2
+    // = 1,048,576; backward = gathered + fp32 grad_hidden (2 x gathered) + its bf16 cast
+    // (gathered) + tile = 1,507,328; plus grad_weight fp32 and its bf16 cast, 6 x 152,064 x
+    // 3,584 = 3,269,984,256: 3,271,491,584 B at the head (2 bytes said 1,507,328).
+    use super::step::{StepShape, trl_step};
+    let a = arch("Qwen/Qwen2.5-7B-Instruct");
+    let s = StepShape {
+        seqs: 1,
+        prompt: 16,
+        completion: 16,
+        rank: 16,
+        checkpointing: true,
+        reference_pass: false,
+        quantised_base: false,
+        expandable_segments: false,
+        fused_logits: true,
+        scoring_rows: 0,
+        free_at_step: 0,
+        small_card: false,
+    };
+    let full = trl_step(&a, &vec![false; a.projections().len()], &s);
+    assert_eq!(full.logits, 3_271_491_584);
+    // with LoRA the head's weight is frozen: no weight gradient, and the recomputed last layer
+    // sets the peak, not the head
+    let lora = trl_step(&a, &vec![true; a.projections().len()], &s);
+    assert!(lora.logits + lora.activations < 3_269_984_256);
+}
