@@ -290,3 +290,32 @@ fn cast_lm_head_to_fp32_adds_two_bytes_a_head_weight() {
     let base = |v: &serde_json::Value| component(&v["roles"][0], "base_weights");
     assert_eq!(base(&cast) - base(&plain), 1_089_994_752);
 }
+
+#[test]
+fn an_export_keeps_reward_models_and_other_memory() {
+    let text = std::fs::read_to_string(OPEN_R1).unwrap().replace(
+        "max_prompt_length = 512\n",
+        "max_prompt_length = 512\nreward_models = [\"Qwen/Qwen2.5-1.5B-Instruct\"]\nother_gpu_memory = \"1.5GiB\"\n",
+    );
+    let f = file(&text);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("launch");
+    vramfit()
+        .args(["estimate", "--no-gpu", "--config"])
+        .arg(f.path())
+        .arg("--export-dir")
+        .arg(&out)
+        .assert()
+        .code(0);
+    let run = std::fs::read_to_string(out.join("run.toml")).unwrap();
+    assert!(
+        run.contains("reward_models = [\"Qwen/Qwen2.5-1.5B-Instruct\"]"),
+        "{run}"
+    );
+    assert!(run.contains("other_gpu_memory = "), "{run}");
+    let again = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    std::fs::write(again.path(), &run).unwrap();
+    let (a, _) = estimate(&f);
+    let (b, _) = estimate(&again);
+    assert_eq!(a["roles"], b["roles"]);
+}
