@@ -51,6 +51,8 @@ pub enum Part {
     ReferenceModel,
     RewardModel,
     OtherMemory,
+    ExpertWeights,
+    ExpertLora,
 }
 
 impl Part {
@@ -76,6 +78,8 @@ impl Part {
             Part::ReferenceModel => "reference model",
             Part::RewardModel => "reward models",
             Part::OtherMemory => "other GPU memory",
+            Part::ExpertWeights => "expert weights",
+            Part::ExpertLora => "expert LoRA",
         }
     }
 
@@ -122,6 +126,12 @@ impl Part {
             }
             Part::OtherMemory => {
                 "memory you said is taken on this GPU (`[vramfit] other_gpu_memory`)"
+            }
+            Part::ExpertWeights => {
+                "every expert of the mixture, resident, as the stack stores them (16-bit, Unsloth's NF4, fp8)"
+            }
+            Part::ExpertLora => {
+                "Unsloth's LoRA on the experts (PEFT target_parameters, r x experts wide, fp32)"
             }
         }
     }
@@ -214,6 +224,9 @@ struct Static {
     /// TRL's reference model and the reward models (`frozen`)
     reference: u64,
     rewards: u64,
+    /// of `weights` and `adapters`: the experts' share, shown apart
+    expert_weights: u64,
+    expert_adapters: u64,
 }
 
 /// The pure estimate: no I/O, no globals.
@@ -328,8 +341,10 @@ fn estimate_using(
         Part::BaseWeights
     };
     let trainer_static = [
-        (weights_part, stat.weights),
-        (Part::LoraAdapters, stat.adapters),
+        (weights_part, stat.weights - stat.expert_weights),
+        (Part::ExpertWeights, stat.expert_weights),
+        (Part::LoraAdapters, stat.adapters - stat.expert_adapters),
+        (Part::ExpertLora, stat.expert_adapters),
         (Part::OptimizerStates, stat.optimizer),
         (Part::Gradients, stat.full_gradients),
         (Part::GatheredWeights, stat.gathered),
@@ -347,7 +362,11 @@ fn estimate_using(
         run.generation == Generation::Transformers,
     );
     let mut generating_static = trainer_static;
-    generating_static[4].1 = stat.gathered.max(sync);
+    for (part, bytes) in generating_static.iter_mut() {
+        if *part == Part::GatheredWeights {
+            *bytes = stat.gathered.max(sync);
+        }
+    }
     let vllm = vllm::plan(
         run,
         &vllm::Surroundings {
@@ -466,7 +485,7 @@ fn vllm_generation(
     stat: &Static,
     shares_weights: bool,
     context: (Part, u64),
-    trainer_static: [(Part, u64); 8],
+    trainer_static: [(Part, u64); 10],
 ) -> PhaseMemory {
     let mut generation = vec![context];
     generation.extend(trainer_static);
@@ -515,7 +534,7 @@ fn transformers_generation(
     stat: &Static,
     shares_weights: bool,
     context: (Part, u64),
-    trainer_static: [(Part, u64); 8],
+    trainer_static: [(Part, u64); 10],
 ) -> PhaseMemory {
     let g = generate_memory(run);
     let mut generation = vec![context];
@@ -658,7 +677,11 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
     }
     // the experts (3-D parameters: packed as `moe::experts_quantised` says) and the router
     let experts_packed = super::moe::experts_quantised(run);
+    let mut expert_bytes = 0;
     for (k, t) in arch.expert_tensors().into_iter().enumerate() {
+        if k < 2 {
+            expert_bytes += block_bytes(tensor_bytes(t, run.quant, experts_packed)) * arch.layers;
+        }
         add(t, k < 2 && experts_packed, arch.layers);
     }
     add(arch.hidden, false, 1);
@@ -683,8 +706,10 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
         }
     }
     // Unsloth's LoRA on the experts (`moe::expert_lora_tensors`), fp32 as PEFT keeps adapters
+    let mut expert_adapters = 0;
     for elements in super::moe::expert_lora_tensors(run) {
         let a = block_bytes(elements * 4);
+        expert_adapters += a * arch.layers;
         let o = optimizer_bytes(run.optimizer, elements);
         adapters += a * arch.layers;
         optimizer += o * arch.layers;
@@ -729,6 +754,9 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
     // fp32 head (`lm_head::fp32_head_bytes`)
     let buckets = spread::zero_buffers(arch, &run.spread);
     let (head, _, _) = super::lm_head::fp32_head_bytes(run);
+    // the experts' share of what this rank holds (a checkpoint's own bytes may differ)
+    let expert_weights =
+        (expert_bytes.min(weights) as u128 * held as u128 / weights.max(1) as u128) as u64;
     let held = held + head;
     let (reference, rewards) = super::frozen::frozen_models(run);
     Static {
@@ -742,6 +770,8 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
         host: 0,
         reference,
         rewards,
+        expert_weights,
+        expert_adapters,
     }
 }
 
@@ -771,6 +801,8 @@ fn full_finetuning_static(run: &RunConfig) -> Static {
         reserved: states.on_gpu() + head + head_grads + head_moments + reference + rewards,
         reference,
         rewards,
+        expert_weights: 0,
+        expert_adapters: 0,
     }
 }
 

@@ -42,6 +42,8 @@ impl Theme {
             Part::ReferenceModel => '▤',
             Part::RewardModel => '▥',
             Part::OtherMemory => '▩',
+            Part::ExpertWeights => '▓',
+            Part::ExpertLora => '#',
         }
     }
 
@@ -68,6 +70,8 @@ impl Theme {
             Part::GatheredWeights => Color::LightMagenta,
             Part::ReferenceModel | Part::RewardModel => Color::Red,
             Part::OtherMemory => Color::DarkGray,
+            Part::ExpertWeights => Color::Magenta,
+            Part::ExpertLora => Color::LightMagenta,
         };
         Style::default().fg(c)
     }
