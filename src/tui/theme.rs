@@ -39,6 +39,11 @@ impl Theme {
             Part::Weights => '▓',
             Part::Gradients => '+',
             Part::GatheredWeights => '▦',
+            Part::ReferenceModel => '▤',
+            Part::RewardModel => '▥',
+            Part::OtherMemory => '▩',
+            Part::ExpertWeights => '▓',
+            Part::ExpertLora => '#',
         }
     }
 
@@ -63,6 +68,10 @@ impl Theme {
             Part::Weights => Color::Magenta,
             Part::Gradients => Color::LightRed,
             Part::GatheredWeights => Color::LightMagenta,
+            Part::ReferenceModel | Part::RewardModel => Color::Red,
+            Part::OtherMemory => Color::DarkGray,
+            Part::ExpertWeights => Color::Magenta,
+            Part::ExpertLora => Color::LightMagenta,
         };
         Style::default().fg(c)
     }

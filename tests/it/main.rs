@@ -16,6 +16,7 @@ mod oom;
 mod realworld;
 mod roundtrip;
 mod safetensors;
+mod scale;
 mod trainer_keys;
 mod tui;
 mod tui_hub;

@@ -335,6 +335,8 @@ impl Entry {
             active,
             expert_intermediate: intermediate,
             shared_intermediate: shared,
+            // openai/gpt-oss-20b's config.json: quantization_config {"quant_method": "mxfp4"}
+            mxfp4_experts: self.family == Family::GptOss,
         });
         Arch {
             name: self.id.to_string(),

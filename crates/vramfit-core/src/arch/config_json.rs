@@ -155,6 +155,11 @@ fn experts(cfg: &Value) -> Result<Option<Moe>, String> {
         active,
         expert_intermediate,
         shared_intermediate: opt_num(cfg, "shared_expert_intermediate_size")?.unwrap_or(0),
+        mxfp4_experts: cfg
+            .get("quantization_config")
+            .and_then(|q| q.get("quant_method"))
+            .and_then(Value::as_str)
+            == Some("mxfp4"),
     }))
 }
 
@@ -361,7 +366,8 @@ mod tests {
                     "num_local_experts": 32, "experts_per_token": 4, "num_hidden_layers": 24,
                     "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
                     "vocab_size": 201088, "sliding_window": 128, "layer_types": layer_types,
-                    "max_position_embeddings": 131072, "tie_word_embeddings": false}),
+                    "max_position_embeddings": 131072, "tie_word_embeddings": false,
+                    "quantization_config": {"quant_method": "mxfp4"}}),
             "openai/gpt-oss-20b",
         )
         .unwrap();

@@ -56,6 +56,9 @@ pub struct Moe {
     pub expert_intermediate: u64,
     /// the always-on shared expert's width (Qwen2-MoE), 0 without one
     pub shared_intermediate: u64,
+    /// the checkpoint stores its experts in MXFP4 (`quantization_config.quant_method =
+    /// "mxfp4"`, as openai/gpt-oss ships), which vLLM keeps packed
+    pub mxfp4_experts: bool,
 }
 
 /// The numbers that decide memory: everything else in a config is irrelevant here.
@@ -193,6 +196,25 @@ impl Arch {
             t.push(h);
         }
         t
+    }
+
+    /// The experts module's own parameters in one layer (transformers 5's `Qwen3MoeExperts`,
+    /// `GptOssExperts`: `gate_up_proj`, `down_proj` and, for gpt-oss, their biases), the router
+    /// being a module of its own. 0 for a dense model.
+    pub fn expert_module_parameters(&self) -> u64 {
+        let t = self.expert_tensors();
+        match (self.moe, self.family) {
+            (None, _) => 0,
+            // [gate_up, down, router, gate_up bias, down bias, router bias]
+            (Some(_), Family::GptOss) => t[0] + t[1] + t[3] + t[4],
+            (Some(_), _) => t[0] + t[1],
+        }
+    }
+
+    /// One decoder layer's parameters: the unit FSDP wraps (accelerate's transformer-based
+    /// auto-wrap policy on the model's `_no_split_modules`).
+    pub fn layer_parameters(&self) -> u64 {
+        self.layer_tensors().iter().sum()
     }
 
     /// Every parameter tensor's element count, in the order the model allocates them.

@@ -118,6 +118,16 @@ fn vramfit_table(w: &mut Writer, run: &RunConfig, ctx: &ExportContext) {
     if run.vllm_version != VllmVersion::default() {
         w.key("vllm_version", quoted(&run.vllm_version.to_string()));
     }
+    if !run.reward_models.is_empty() {
+        let names: Vec<String> = run.reward_models.iter().map(|m| quoted(&m.name)).collect();
+        w.key("reward_models", format!("[{}]", names.join(", ")));
+    }
+    if run.other_gpu_memory > 0 {
+        w.key(
+            "other_gpu_memory",
+            quoted(&exact_size(run.other_gpu_memory)),
+        );
+    }
 }
 
 /// `FastLanguageModel.from_pretrained` (Unsloth) or TRL's `ModelConfig`.
@@ -259,6 +269,9 @@ fn grpo_table(w: &mut Writer, run: &RunConfig) {
         run.checkpointing != Checkpointing::Off,
     );
     w.key("bf16", true);
+    if run.cast_lm_head_to_fp32 {
+        w.key("cast_lm_head_to_fp32", true);
+    }
 }
 
 fn header(out: &mut String, run: &RunConfig, ctx: &ExportContext) {

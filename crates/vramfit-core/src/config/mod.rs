@@ -10,6 +10,7 @@ pub mod export;
 pub mod launch;
 mod lines;
 mod read_env;
+mod read_frozen;
 mod read_generation;
 mod read_grpo;
 mod read_lora;
@@ -97,6 +98,7 @@ fn run_file(
     let generating = read_generation::read_generation(t, env.unsloth_standby)?;
     let spread = read_spread::read_spread(t)?;
     let vllm_server = read_spread::read_vllm_server(t)?;
+    let frozen = read_frozen::read_frozen(t, models)?;
     let notes = t
         .notes
         .iter()
@@ -139,6 +141,9 @@ fn run_file(
         full_finetuning: lora.full,
         spread,
         vllm_server,
+        cast_lm_head_to_fp32: grpo.cast_lm_head_to_fp32,
+        reward_models: frozen.reward_models,
+        other_gpu_memory: frozen.other_gpu_memory,
     };
     rules::validate(&run).map_err(|broken| broken_rule(t, &run, broken))?;
     Ok(RunFile {

@@ -19,6 +19,8 @@ pub struct Grpo {
     pub generation_batch_size: Option<u64>,
     /// whether the logits go through a fused LM head
     pub fused_logits: bool,
+    /// GRPOConfig's `cast_lm_head_to_fp32`
+    pub cast_lm_head_to_fp32: bool,
     /// said when `use_liger_kernel` is asked for
     pub note: Option<String>,
 }
@@ -47,6 +49,10 @@ pub fn read_grpo(t: &Tables) -> Result<Grpo, LoadError> {
         // add_fused_lm_head); use_liger_kernel no longer touches the logits, since TRL forces
         // Liger's fused cross-entropy off and applies only its layer kernels.
         fused_logits: t.stack == Stack::Trl,
+        cast_lm_head_to_fp32: t
+            .boolean(T::Grpo, "cast_lm_head_to_fp32")?
+            .or(grpo.default_bool("cast_lm_head_to_fp32"))
+            .unwrap_or(false),
         note: (t.boolean(T::Grpo, "use_liger_kernel")? == Some(true)).then(|| {
             "`[grpo] use_liger_kernel`: TRL 1.x applies only Liger's layer kernels (its fused LM head already keeps logits small); not exported, since it is deprecated".to_string()
         }),

@@ -22,6 +22,8 @@ pub const VRAMFIT_KEYS: &[&str] = &[
     "max_prompt_length",
     "vllm_version",
     "nodes",
+    "reward_models",
+    "other_gpu_memory",
 ];
 
 /// What `[distributed]` holds: how the training processes share the model, in accelerate's

@@ -364,7 +364,7 @@ pub fn predicted(run: &RunConfig, est: &Estimate) -> Predicted {
     let beside_step = phase(Phase::Training).map_or(0, |c| {
         let weights = bytes(c, Part::SharedWeights)
             + if run.stack == Stack::Unsloth {
-                bytes(c, Part::BaseWeights)
+                bytes(c, Part::BaseWeights) + bytes(c, Part::ExpertWeights)
             } else {
                 0
             };

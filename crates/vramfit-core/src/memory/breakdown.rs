@@ -39,6 +39,11 @@ pub enum Part {
     Weights,
     Gradients,
     GatheredWeights,
+    ReferenceModel,
+    RewardModel,
+    OtherMemory,
+    ExpertWeights,
+    ExpertLora,
 }
 
 impl Part {
@@ -61,6 +66,11 @@ impl Part {
             Part::Weights => "model weights",
             Part::Gradients => "gradients",
             Part::GatheredWeights => "gathered weights",
+            Part::ReferenceModel => "reference model",
+            Part::RewardModel => "reward models",
+            Part::OtherMemory => "other GPU memory",
+            Part::ExpertWeights => "expert weights",
+            Part::ExpertLora => "expert LoRA",
         }
     }
 
@@ -94,10 +104,25 @@ impl Part {
                 "the trained model's parameters on this GPU: whole, or this rank's shard (ZeRO-3, FSDP)"
             }
             Part::Gradients => {
-                "every weight's gradients on this GPU (ZeRO's fp32 partitions, DDP's buckets)"
+                "every weight's gradients on this GPU (ZeRO's bf16 partitions and reduce buckets, DDP's buckets)"
             }
             Part::GatheredWeights => {
                 "parameters gathered from the other ranks: the live layers (ZeRO-3, FSDP) and the whole model TRL gathers to sync vLLM"
+            }
+            Part::ReferenceModel => {
+                "TRL's frozen reference model (full fine-tuning with beta > 0): whole, or this rank's ZeRO-3 / FSDP shard"
+            }
+            Part::RewardModel => {
+                "the reward models TRL loads on each training GPU (`[vramfit] reward_models`)"
+            }
+            Part::OtherMemory => {
+                "memory you said is taken on this GPU (`[vramfit] other_gpu_memory`)"
+            }
+            Part::ExpertWeights => {
+                "every expert of the mixture, resident, as the stack stores them (16-bit, Unsloth's NF4, fp8)"
+            }
+            Part::ExpertLora => {
+                "Unsloth's LoRA on the experts (PEFT target_parameters, r x experts wide, fp32)"
             }
         }
     }

@@ -1,6 +1,7 @@
 //! The estimate: a list of named components that add up to the GPU memory a run needs.
 
 use crate::arch::{Arch, Vision};
+use crate::memory::bytes::tensor_bytes;
 use crate::memory::generate::generate_memory;
 use crate::memory::roles::{self, Role};
 use crate::memory::step::unsloth_step::{SMALL_CARD, unsloth_step};
@@ -68,6 +69,12 @@ struct Static {
     host: u64,
     /// what the caching allocator reserves for them
     reserved: u64,
+    /// TRL's reference model and the reward models (`frozen`)
+    reference: u64,
+    rewards: u64,
+    /// of `weights` and `adapters`: the experts' share, shown apart
+    expert_weights: u64,
+    expert_adapters: u64,
 }
 
 /// The pure estimate: no I/O, no globals.
@@ -182,11 +189,16 @@ fn estimate_using(
         Part::BaseWeights
     };
     let trainer_static = [
-        (weights_part, stat.weights),
-        (Part::LoraAdapters, stat.adapters),
+        (weights_part, stat.weights - stat.expert_weights),
+        (Part::ExpertWeights, stat.expert_weights),
+        (Part::LoraAdapters, stat.adapters - stat.expert_adapters),
+        (Part::ExpertLora, stat.expert_adapters),
         (Part::OptimizerStates, stat.optimizer),
         (Part::Gradients, stat.full_gradients),
         (Part::GatheredWeights, stat.gathered),
+        (Part::ReferenceModel, stat.reference),
+        (Part::RewardModel, stat.rewards),
+        (Part::OtherMemory, run.other_gpu_memory),
     ];
     // generating, TRL gathers what it pushes into vLLM or generates with (ZeRO-3), in place of
     // the live layers' buffers
@@ -198,12 +210,16 @@ fn estimate_using(
         run.generation == Generation::Transformers,
     );
     let mut generating_static = trainer_static;
-    generating_static[4].1 = stat.gathered.max(sync);
+    for (part, bytes) in generating_static.iter_mut() {
+        if *part == Part::GatheredWeights {
+            *bytes = stat.gathered.max(sync);
+        }
+    }
     let vllm = vllm::plan(
         run,
         &vllm::Surroundings {
             capacity: gpu.capacity,
-            used_by_others: gpu.used_by_others,
+            used_by_others: gpu.used_by_others + run.other_gpu_memory,
             trainer_at_start: if shares_weights { 0 } else { stat.weights },
             weights: stat.weights,
         },
@@ -246,6 +262,8 @@ fn estimate_using(
         + stat.optimizer
         + stat.full_gradients
         + stat.gathered
+        + stat.reference
+        + stat.rewards
         + peak.activations
         + peak.logits;
     let reserved_static = stat.reserved - if shares_weights { stat.weights } else { 0 };
@@ -265,6 +283,9 @@ fn estimate_using(
     let phases = if phases.len() > 1 { phases } else { Vec::new() };
     if run.quant == Quant::Fp32 {
         warnings.push("fp32 weights (TRL's ModelConfig dtype default): the step's activations are modelled in 16-bit; set [model] dtype = \"bfloat16\" to match".into());
+        if run.full_finetuning && run.spread.engine == spread::Engine::Ddp {
+            warnings.push("full fine-tuning in fp32 (TRL's default dtype; DDP casts nothing): weights, gradients and AdamW's moments are all fp32, 16 bytes a parameter; [model] dtype = \"bfloat16\" halves them".into());
+        }
     }
     warnings.extend(rule_warnings(run, micro, &targets));
     let headroom = gpu.capacity as i64 - total as i64;
@@ -312,7 +333,7 @@ fn vllm_generation(
     stat: &Static,
     shares_weights: bool,
     context: (Part, u64),
-    trainer_static: [(Part, u64); 5],
+    trainer_static: [(Part, u64); 10],
 ) -> PhaseMemory {
     let mut generation = vec![context];
     generation.extend(trainer_static);
@@ -361,7 +382,7 @@ fn transformers_generation(
     stat: &Static,
     shares_weights: bool,
     context: (Part, u64),
-    trainer_static: [(Part, u64); 5],
+    trainer_static: [(Part, u64); 10],
 ) -> PhaseMemory {
     let g = generate_memory(run);
     let mut generation = vec![context];
@@ -381,7 +402,9 @@ fn static_slack(stat: &Static, shares_weights: bool) -> u64 {
         + stat.adapters
         + stat.optimizer
         + stat.full_gradients
-        + stat.gathered;
+        + stat.gathered
+        + stat.reference
+        + stat.rewards;
     let reserved = stat.reserved - if shares_weights { stat.weights } else { 0 };
     reserved.saturating_sub(held + stat.gradients)
 }
@@ -393,21 +416,6 @@ pub fn target_mask(arch: &Arch, targets: &[String]) -> Vec<bool> {
         .iter()
         .map(|p| all || targets.iter().any(|t| t == p.name))
         .collect()
-}
-
-fn tensor_bytes(elements: u64, quant: Quant, quantisable: bool) -> u64 {
-    match (quant, quantisable) {
-        // TRL's ModelConfig default dtype: every tensor in fp32
-        (Quant::Fp32, _) => elements * 4,
-        (Quant::Bf16, _) | (_, false) => elements * 2,
-        // fp8 e4m3 with one fp32 scale per 128 x 128 block (Unsloth's FP8 checkpoints,
-        // vLLM's block-wise fp8): a byte a weight
-        (Quant::Fp8, true) => elements + elements / (128 * 128) * 4,
-        // LLM.int8: one byte a weight plus one fp32 scale per output row (taken as per 4096 weights)
-        (Quant::Int8, true) => elements + elements / 1024,
-        // NF4: half a byte a weight; one 8-bit absmax per 64 weights; one fp32 per 256 absmaxes
-        (Quant::Nf4, true) => elements / 2 + elements / 64 + elements / (64 * 256) * 4,
-    }
 }
 
 /// Bytes a tensor's block takes when allocated fresh: a tensor over 10 MiB gets its own
@@ -467,10 +475,14 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
     for v in arch.layer_vectors() {
         add(v, false, arch.layers);
     }
-    // the experts (3-D parameters, so bitsandbytes leaves them in 16-bit; fp8 checkpoints
-    // quantise them) and the router
+    // the experts (3-D parameters: packed as `moe::experts_quantised` says) and the router
+    let experts_packed = crate::memory::moe::experts_quantised(run);
+    let mut expert_bytes = 0;
     for (k, t) in arch.expert_tensors().into_iter().enumerate() {
-        add(t, k < 2 && run.quant == Quant::Fp8, arch.layers);
+        if k < 2 {
+            expert_bytes += block_bytes(tensor_bytes(t, run.quant, experts_packed)) * arch.layers;
+        }
+        add(t, k < 2 && experts_packed, arch.layers);
     }
     add(arch.hidden, false, 1);
     // a multimodal checkpoint's vision tower, frozen beside the language model (counted in
@@ -493,6 +505,17 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
             packing.add(o, arch.layers);
         }
     }
+    // Unsloth's LoRA on the experts (`moe::expert_lora_tensors`), fp32 as PEFT keeps adapters
+    let mut expert_adapters = 0;
+    for elements in crate::memory::moe::expert_lora_tensors(run) {
+        let a = block_bytes(elements * 4);
+        expert_adapters += a * arch.layers;
+        let o = optimizer_bytes(run.optimizer, elements);
+        adapters += a * arch.layers;
+        optimizer += o * arch.layers;
+        packing.add(elements * 4, 2 * arch.layers);
+        packing.add(o, arch.layers);
+    }
     // Gradients live all together only after the backward pass, when activations are gone;
     // at the step's peak one layer's worth exists.
     let gradients = adapters / arch.layers.max(1);
@@ -510,44 +533,76 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
         return full_finetuning_static(run);
     }
     // ZeRO-3 / FSDP full shard: this rank's shard of the frozen base, and the live layers'
-    // gathered buffers (DeepSpeed's `largest_layer_memory`, `spread::full_finetuning_states`)
-    let (held, gathered) = if run.spread.shards_parameters() {
-        let shard = weights / processes.max(1);
-        (shard, 4 * spread::largest_layer_parameters(arch))
-    } else {
-        (weights, 0)
+    // gathered buffers (DeepSpeed's `largest_layer_memory`, `spread::full_finetuning_states`).
+    // accelerate 1.12 `fsdp2_prepare_model` upcasts the whole model, frozen base included, to
+    // fp32 under mixed precision (`model.to(torch.float32)`): a 16-bit base's shard doubles.
+    let (held, gathered) = match (run.spread.shards_parameters(), run.spread.engine) {
+        (true, spread::Engine::Fsdp) => {
+            let upcast = if run.quant == Quant::Bf16 { 2 } else { 1 };
+            (
+                upcast * weights / processes.max(1),
+                spread::fsdp_gathered(arch, 3),
+            )
+        }
+        (true, _) => (
+            weights / processes.max(1),
+            4 * spread::largest_layer_parameters(arch),
+        ),
+        (false, _) => (weights, 0),
     };
+    // ZeRO's reduce buckets are allocated whatever is trained (`spread::zero_buffers`); an
+    // fp32 head (`lm_head::fp32_head_bytes`)
+    let buckets = spread::zero_buffers(arch, &run.spread);
+    let (head, _, _) = crate::memory::lm_head::fp32_head_bytes(run);
+    // the experts' share of what this rank holds (a checkpoint's own bytes may differ)
+    let expert_weights =
+        (expert_bytes.min(weights) as u128 * held as u128 / weights.max(1) as u128) as u64;
+    let held = held + head;
+    let (reference, rewards) = crate::memory::frozen::frozen_models(run);
     Static {
-        reserved: reserved - weights + held + gathered,
+        reserved: reserved - weights + held + gathered + buckets + reference + rewards,
         weights: held,
         adapters,
         gradients,
         optimizer,
-        full_gradients: 0,
+        full_gradients: buckets,
         gathered,
         host: 0,
+        reference,
+        rewards,
+        expert_weights,
+        expert_adapters,
     }
 }
 
 /// Full fine-tuning's static memory on one rank: the engine's model states
 /// (`spread::full_finetuning_states`), each tensor large enough to have its own segments.
 fn full_finetuning_static(run: &RunConfig) -> Static {
-    // AdamW's moments in the parameters' bf16 under DDP; bitsandbytes' 8-bit moments
+    // the parameters as loaded: TRL's default dtype "float32" (`create_model_from_path`), else
+    // 16-bit; AdamW's moments in the parameters' dtype under DDP; bitsandbytes' 8-bit moments
+    let param_bytes = if run.quant == Quant::Fp32 { 4 } else { 2 };
     let adam = match run.optimizer {
         Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => 2,
-        Optimizer::AdamW | Optimizer::PagedAdamW => 4,
+        Optimizer::AdamW | Optimizer::PagedAdamW => 2 * param_bytes,
         Optimizer::Sgd => 0,
     };
-    let states = spread::full_finetuning_states(&run.arch, &run.spread, run.processes(), adam);
+    let states =
+        spread::full_finetuning_states(&run.arch, &run.spread, run.processes(), param_bytes, adam);
+    let (reference, rewards) = crate::memory::frozen::frozen_models(run);
+    let (head, head_grads, head_moments) = crate::memory::lm_head::fp32_head_bytes(run);
     Static {
-        weights: states.weights,
+        weights: states.weights + head,
         adapters: 0,
         gradients: 0,
-        optimizer: states.optimizer,
-        full_gradients: states.gradients + states.buckets,
+        optimizer: states.optimizer + head_moments,
+        full_gradients: states.gradients + states.buckets + head_grads,
         gathered: states.gathered,
         host: states.host,
-        reserved: states.on_gpu(),
+        reserved: states.on_gpu() + head + head_grads + head_moments + reference + rewards,
+        reference,
+        rewards,
+        expert_weights: 0,
+        expert_adapters: 0,
     }
 }
 
@@ -616,16 +671,7 @@ fn rule_warnings(run: &RunConfig, micro: u64, targets: &[bool]) -> Vec<String> {
         Vision::None => {}
     }
     if let Some(m) = run.arch.moe {
-        let expert_bytes: u64 = run.arch.expert_tensors().iter().take(2).sum::<u64>()
-            * run.arch.layers
-            * if run.quant == Quant::Fp8 { 1 } else { 2 };
-        w.push(format!(
-            "mixture of experts: all {} experts stay resident ({} of expert weights, 16-bit unless fp8: bitsandbytes does not quantise transformers 5's 3-D expert parameters); activations follow the {} active per token; LoRA reaches the attention{} only, since the experts are no linear layers",
-            m.experts,
-            crate::units::format_size(expert_bytes),
-            m.active,
-            if m.shared_intermediate > 0 { " and the shared expert" } else { "" }
-        ));
+        w.push(crate::memory::moe::words(run, m));
     }
     if !run.full_finetuning && !targets.iter().any(|t| *t) {
         w.push(format!(

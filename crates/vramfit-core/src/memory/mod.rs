@@ -3,8 +3,14 @@
 //! without vLLM (`generate`) and the training step itself (`step`).
 
 pub mod breakdown;
+pub mod bytes;
 pub mod estimate;
+pub mod frozen;
 pub mod generate;
+pub mod lm_head;
+pub mod moe;
 pub mod roles;
+#[cfg(test)]
+mod scale_examples;
 pub mod step;
 pub mod vllm;

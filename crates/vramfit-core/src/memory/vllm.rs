@@ -225,19 +225,22 @@ fn plan_with(run: &RunConfig, s: &Setup) -> VllmPlan {
 }
 
 /// `trl vllm-serve` on one of its GPUs (a `capacity`-byte card like the trainers'): the
-/// checkpoint's 16-bit weights split by tensor parallelism (vLLM loads them itself and TRL
-/// pushes merged weights into them), its own budget and context, and vLLM's defaults for
-/// `LLM(...)`, which vllm-serve does not override: 1024 sequences and 16384 batched tokens on a
-/// card of 70 GiB or more, else 256 and 8192 (vllm 0.11.0 wheel, `EngineArgs._set_default_args`,
-/// usage context LLM_CLASS). vLLM also gives an A100 the smaller pair; the plan has no card name,
-/// so an A100 80 GB server's profile run is sized the larger way (over, not under).
+/// checkpoint's weights split by tensor parallelism (vLLM loads them itself and TRL pushes
+/// merged weights into them), its own budget and context. trl 1.15.0 `scripts/vllm_serve.py`
+/// `build_command` runs `vllm serve` (usage context OPENAI_API_SERVER) without batch limits, so
+/// vLLM's server defaults apply (vllm 0.31.0 wheel, `EngineArgs.get_batch_defaults`): 1024
+/// sequences and 16384 batched tokens on a card of 160 GiB or more, 1024 and 8192 from 70 GiB,
+/// else 256 and 2048. vLLM also gives an A100 the smallest pair; the plan has no card name, so
+/// an A100 80 GB server's profile run is sized the larger way (over, not under).
 pub fn server_plan(run: &RunConfig, capacity: u64) -> VllmPlan {
     let server = &run.vllm_server;
     let tp = server.tensor_parallel_size.max(1);
-    let (seqs, batched) = if capacity >= 70 * GIB {
+    let (seqs, batched) = if capacity >= 160 * GIB {
         (1024, 16384)
+    } else if capacity >= 70 * GIB {
+        (1024, 8192)
     } else {
-        (256, 8192)
+        (256, 2048)
     };
     let context = server.max_model_len.unwrap_or(run.arch.max_position);
     let free_at_start = capacity.saturating_sub(crate::memory::breakdown::CUDA_CONTEXT);
@@ -248,7 +251,9 @@ pub fn server_plan(run: &RunConfig, capacity: u64) -> VllmPlan {
             utilization: server.gpu_memory_utilization,
             free_at_start,
             trainer_at_start: 0,
-            weights: 2 * run.arch.parameters() / tp,
+            // the checkpoint as vLLM loads it: 16-bit, or MXFP4 experts kept packed
+            weights: super::moe::vllm_mxfp4_bytes(&run.arch).unwrap_or(2 * run.arch.parameters())
+                / tp,
             seqs,
             batched: batched.max(seqs),
             context,
@@ -312,8 +317,11 @@ fn vllm_weights(run: &RunConfig, training_weights: u64) -> u64 {
             let mlp = 2 * h * r + i * r + r * 2 * i + r * h;
             training_weights + (qkvo + mlp) * arch.layers * 2
         }
-        Stack::Trl if run.quant == Quant::Fp32 => training_weights / 2,
-        Stack::Trl => training_weights,
+        Stack::Trl => super::moe::vllm_mxfp4_bytes(arch).unwrap_or(if run.quant == Quant::Fp32 {
+            training_weights / 2
+        } else {
+            training_weights
+        }),
     }
 }
 

@@ -3,6 +3,7 @@
 pub mod adjust;
 pub mod cycle;
 pub mod knobs;
+pub mod reward;
 pub mod rules;
 pub mod spread;
 
@@ -200,6 +201,12 @@ pub struct RunConfig {
     pub spread: Spread,
     /// the `trl vllm-serve` GPUs, when `generation` is `VllmServer`
     pub vllm_server: VllmServer,
+    /// GRPOConfig's `cast_lm_head_to_fp32`: the LM head (and a tied embedding) kept in fp32
+    pub cast_lm_head_to_fp32: bool,
+    /// `[vramfit] reward_models`: reward models loaded on each training GPU
+    pub reward_models: Vec<reward::RewardModel>,
+    /// `[vramfit] other_gpu_memory`: bytes the user knows are taken on each training GPU
+    pub other_gpu_memory: u64,
 }
 
 /// A checkpoint's weights on disk: their exact bytes, and how they are stored. When the run
@@ -241,11 +248,13 @@ impl VllmVersion {
 }
 
 impl Default for VllmVersion {
-    /// The current vLLM (0.33, the newest released when the contract was last read).
+    /// The newest vLLM TRL 1.15 accepts: trl 1.15.0's METADATA requires `vllm>=0.21.0,<=0.31.0`
+    /// for its `vllm` extra, and its `vllm-serve` passes `--weight-transfer-config`, which older
+    /// releases (0.11) lack.
     fn default() -> VllmVersion {
         VllmVersion {
             major: 0,
-            minor: 33,
+            minor: 31,
         }
     }
 }
@@ -381,6 +390,9 @@ impl RunConfig {
             full_finetuning: false,
             spread: Spread::default(),
             vllm_server: VllmServer::default(),
+            cast_lm_head_to_fp32: false,
+            reward_models: Vec::new(),
+            other_gpu_memory: 0,
         }
     }
 }

@@ -210,7 +210,8 @@ pub struct ModelStates {
     pub gradients: u64,
     /// optimizer states, and the fp32 master weights mixed precision keeps with them
     pub optimizer: u64,
-    /// DDP's gradient buckets (a second copy of the gradients)
+    /// DDP's gradient buckets (a second copy of the gradients), ZeRO's reduce buckets and
+    /// offload buffer
     pub buckets: u64,
     /// host memory per node for what is offloaded
     pub host: u64,
@@ -225,20 +226,73 @@ impl ModelStates {
 /// DeepSpeed's `additional_buffer_factor` for host memory (its estimators' default, 1.5).
 const HOST_BUFFER_FACTOR: f64 = 1.5;
 
-/// The largest module's own parameters: DeepSpeed's `largest_layer_params` (`model_to_params`),
-/// the embedding or the untied head in the models vramfit knows.
+/// The largest module's own parameters: DeepSpeed's `largest_layer_params` (deepspeed 0.18.2
+/// `runtime/zero/stage3.py` `model_to_params`: each module's `parameters(recurse=False)`
+/// summed), the embedding or the untied head in a dense model, one layer's experts module
+/// (`gate_up_proj` and `down_proj` together) in a mixture of experts.
 pub fn largest_layer_parameters(arch: &Arch) -> u64 {
+    largest_tensor(arch).max(arch.expert_module_parameters())
+}
+
+/// The largest single parameter tensor (DeepSpeed's `largest_param_numel`).
+fn largest_tensor(arch: &Arch) -> u64 {
     arch.parameter_tensors().max().unwrap_or(0)
 }
 
-/// Model states of a rank in full fine-tuning, the parameters in bf16 as TRL loads a bf16
-/// checkpoint (`dtype="auto"` since transformers 5) and the trainer in bf16 mixed precision.
-/// `processes` is the data-parallel world size (GPUs x nodes); `optimizer_bytes` the
-/// optimizer's state bytes for `n` fp32-or-16-bit elements as the single-GPU model sizes it.
+/// DeepSpeed's reduce bucket, elements: deepspeed 0.18.2 `runtime/zero/config.py`
+/// DeepSpeedZeroConfig `reduce_bucket_size` = 5e8, which vramfit's ds_config.json
+/// (`config::launch::ds_config_json`) leaves at its default.
+pub const REDUCE_BUCKET_ELEMENTS: u64 = 500_000_000;
+
+/// The buffers ZeRO keeps on the GPU beside the model states, bytes, each in the engine's bf16
+/// (`DeepSpeedEngine.get_data_types`: the model's dtype, and the gradients' unless
+/// `grad_accum_dtype` is set).
+/// - Stages 1-2 (`stage_1_and_2.py` `backward_prologue`): a reduce bucket of
+///   `reduce_bucket_size` elements, a second with `overlap_comm` (vramfit's ds_config.json sets
+///   it), held through the backward pass; with the optimizer offloaded, also
+///   `temp_grad_buffer_for_gpu_offload`, one largest parameter (`__init__`).
+/// - Stage 3 (`stage3.py` `_setup_for_real_optimizer`): one bucket, allocated once
+///   (`contiguous_gradients` defaults to true).
+pub fn zero_buffers(arch: &Arch, spread: &Spread) -> u64 {
+    if spread.engine != Engine::DeepSpeed {
+        return 0;
+    }
+    let bucket = 2 * REDUCE_BUCKET_ELEMENTS;
+    match spread.stage() {
+        0 => 0,
+        1 | 2 if spread.offload_optimizer => 2 * bucket + 2 * largest_tensor(arch),
+        1 | 2 => 2 * bucket,
+        _ => bucket,
+    }
+}
+
+/// FSDP2's gathered bf16 parameters, bytes. accelerate 1.12 `fsdp2_prepare_model` calls
+/// `fully_shard` on each decoder layer (the transformer-based auto-wrap policy on
+/// `_no_split_modules`), then on the root model, with a bf16 `MixedPrecisionPolicy`. Full shard:
+/// the live layer and the next one prefetched (2 x 2 x layer), and the root's own parameters
+/// (embedding, final norm, an untied head), which stay gathered from forward to backward
+/// (torch's `fully_shard` sets `reshard_after_forward = False` on the root). SHARD_GRAD_OP
+/// keeps every parameter gathered (2P).
+pub fn fsdp_gathered(arch: &Arch, stage: u8) -> u64 {
+    if stage < 3 {
+        return 2 * arch.parameters();
+    }
+    let heads = if arch.tied_embeddings { 1 } else { 2 };
+    let root = heads * arch.vocab * arch.hidden + arch.hidden;
+    2 * root + 2 * 2 * arch.layer_parameters()
+}
+
+/// Model states of a rank in full fine-tuning, the trainer in bf16 mixed precision.
+/// `processes` is the data-parallel world size (GPUs x nodes); `param_bytes` the bytes of a
+/// parameter as loaded (4 at TRL's default `dtype = "float32"`: trl 1.15.0
+/// `trainer/utils.py` `create_model_from_path`, `dtype = kwargs.get("dtype", "float32")`; 2 in
+/// bf16); `adam_states_per_parameter` the optimizer's state bytes a parameter under DDP, where
+/// torch's AdamW keeps its moments in the parameters' dtype.
 pub fn full_finetuning_states(
     arch: &Arch,
     spread: &Spread,
     processes: u64,
+    param_bytes: u64,
     adam_states_per_parameter: u64,
 ) -> ModelStates {
     let p = arch.parameters();
@@ -247,75 +301,93 @@ pub fn full_finetuning_states(
     let per_node = |bytes: u64| (bytes as f64 * HOST_BUFFER_FACTOR) as u64 / spread.nodes.max(1);
     match (spread.engine, spread.stage()) {
         // torch DDP (accelerate's DistributedDataParallelKwargs leave gradient_as_bucket_view
-        // False): bf16 weights and gradients, AdamW's two moments in the parameters' dtype
+        // False): weights and gradients in the loaded dtype (accelerate's DDP casts nothing;
+        // bf16 mixed precision is autocast), AdamW's two moments in the parameters' dtype
         // (torch.optim.AdamW `zeros_like(p)`), and the reducer's buckets, a copy of every
-        // gradient. DeepSpeed stage 0 and FSDP NO_SHARD shard nothing either.
+        // gradient. accelerate 1.12 `Accelerator.prepare_model` wraps DDP only when
+        // `multi_device` (`use_distributed`: more than one process), so one GPU has no buckets.
         (Engine::Ddp, _) => ModelStates {
-            weights: 2 * p,
-            gradients: 2 * p,
+            weights: param_bytes * p,
+            gradients: param_bytes * p,
             optimizer: adam_states_per_parameter * p,
-            buckets: 2 * p,
+            buckets: if n > 1 { param_bytes * p } else { 0 },
             ..ModelStates::default()
         },
-        // deepspeed 0.18.2 stage_1_and_2.py `estimate_zero2_model_states_mem_needs`:
-        // gpu = 2P (16-bit params) + 18P/N (16-bit grads 2, fp32 grads 4, fp32 params 4,
-        // Adam moments 8); with the optimizer offloaded, 2P on the GPU and
-        // P x max(4N, 16) x 1.5 on the host. Stage 1 shards the same states but reduces whole
-        // 16-bit gradients: 4P + 16P/N. Stage 0: nothing sharded (N = 1).
+        // deepspeed 0.18.2 stage_1_and_2.py: 2P (16-bit params, the engine casts the module to
+        // bf16 whatever dtype it was loaded in: `_configure_distributed_model`), fp32 params 4
+        // and Adam moments 8 over N. The gradient partition `grads_in_partition` is in the
+        // engine's bf16 (`get_data_types`), 2P/N; the fp32 copy (`step`, one parameter group
+        // at a time) lives only inside the optimizer step, after the activations are gone, so
+        // `estimate_zero2_model_states_mem_needs`' 18P/N overcounts the peak by 4P/N. Stage 1
+        // reduces whole 16-bit gradients: 2P + 2P/N. With the optimizer offloaded, 2P on the GPU
+        // and P x max(4N, 16) x 1.5 on the host. Stage 0: nothing sharded (N = 1). Each holds
+        // `zero_buffers`.
         (Engine::DeepSpeed, stage @ 0..=2) => {
             let n = if stage == 0 { 1 } else { n };
+            let buckets = zero_buffers(arch, spread);
             if spread.offload_optimizer {
                 ModelStates {
                     weights: 2 * p,
+                    buckets,
                     host: per_node(p * (4 * processes).max(16)),
                     ..ModelStates::default()
                 }
             } else {
-                let whole_grads = if stage == 1 { 2 * p } else { 0 };
-                let sharded_grads = if stage == 1 { 4 * p / n } else { 6 * p / n };
+                let (whole_grads, sharded_grads) = match stage {
+                    0 => (0, 6 * p),
+                    1 => (2 * p, 2 * p / n),
+                    _ => (0, 2 * p / n),
+                };
                 ModelStates {
                     weights: 2 * p,
                     gradients: whole_grads + sharded_grads,
                     optimizer: 12 * p / n,
+                    buckets,
                     ..ModelStates::default()
                 }
             }
         }
         // deepspeed 0.18.2 stage3.py `estimate_zero3_model_states_mem_needs` (zero_init):
-        // gpu = 4 x largest layer + 18P/N (16-bit params 2, fp32 gradient partition 4, fp32
-        // params 4, Adam moments 8); optimizer offloaded: largest + 2P/N, host 16P x 1.5
-        // per node; parameters offloaded too: largest only, host 18P x 1.5 per node.
+        // gpu = 4 x largest layer + 16-bit params 2P/N, fp32 params 4 and Adam moments 8 over N;
+        // the gradient partition (`_setup_for_real_optimizer`'s `grad_partitions_flat_buffer`)
+        // is in `gradient_accumulation_dtype`, the engine's bf16 (`get_data_types`): 2P/N, not
+        // the estimator's 4 (the fp32 copy, `_prepare_fp32_grad_for_sub_group`, lives only in
+        // the step). Optimizer offloaded: the partition on the host (`self.device` is the CPU),
+        // 2P/N on the GPU, host 16P x 1.5 per node; parameters offloaded too: largest only,
+        // host 18P x 1.5 per node. Each holds `zero_buffers`.
         (Engine::DeepSpeed, _) => {
             let gathered = 4 * largest;
+            let buckets = zero_buffers(arch, spread);
             match (spread.offload_optimizer, spread.offload_param) {
                 (_, true) => ModelStates {
                     gathered,
+                    buckets,
                     host: per_node(18 * p),
                     ..ModelStates::default()
                 },
                 (true, false) => ModelStates {
                     weights: 2 * p / n,
                     gathered,
+                    buckets,
                     host: per_node(16 * p),
                     ..ModelStates::default()
                 },
                 (false, false) => ModelStates {
                     weights: 2 * p / n,
                     gathered,
-                    gradients: 4 * p / n,
+                    gradients: 2 * p / n,
                     optimizer: 12 * p / n,
+                    buckets,
                     ..ModelStates::default()
                 },
             }
         }
         // accelerate 1.12 `fsdp2_prepare_model` upcasts the parameters to fp32 under mixed
         // precision, so the shards are fp32 parameters (4P/N), fp32 gradients (4P/N) and AdamW's
-        // fp32 moments (8P/N); the forward all-gathers bf16 copies of a layer and prefetches the
-        // next (2 x 2 x largest). SHARD_GRAD_OP keeps the gathered bf16 parameters (2P) through
-        // the step. CPU offload (`offload_params`) moves parameters, gradients and states to
-        // the host.
+        // fp32 moments (8P/N); gathered bf16 parameters as `fsdp_gathered` counts them. CPU
+        // offload (`offload_params`) moves parameters, gradients and states to the host.
         (Engine::Fsdp, stage) => {
-            let gathered = if stage >= 3 { 4 * largest } else { 2 * p };
+            let gathered = fsdp_gathered(arch, stage);
             if spread.offload_param || spread.offload_optimizer {
                 ModelStates {
                     gathered,
@@ -369,7 +441,8 @@ mod tests {
 
     #[test]
     fn zero2_and_zero3_are_deepspeeds_own_estimates() {
-        // deepspeed's estimators on 8 GPUs: zero2 gpu = 2P + 18P/8, zero3 = 4L + 18P/8
+        // deepspeed's estimators on 8 GPUs, the gradient partitions in bf16 (2P/8 where the
+        // estimators say 4P/8 or 6P/8) and the reduce buckets beside them
         let a = arch("Qwen/Qwen2.5-7B-Instruct");
         let p = a.parameters();
         let z = |stage, opt, param| Spread {
@@ -379,18 +452,23 @@ mod tests {
             offload_optimizer: opt,
             offload_param: param,
         };
-        let s2 = full_finetuning_states(&a, &z(2, false, false), 8, 8);
-        assert_eq!(s2.on_gpu(), 2 * p + 6 * p / 8 + 12 * p / 8);
-        let s3 = full_finetuning_states(&a, &z(3, false, false), 8, 8);
+        let bucket = 2 * REDUCE_BUCKET_ELEMENTS;
+        let s2 = full_finetuning_states(&a, &z(2, false, false), 8, 2, 8);
+        assert_eq!(s2.on_gpu(), 2 * p + 2 * p / 8 + 12 * p / 8 + 2 * bucket);
+        let s3 = full_finetuning_states(&a, &z(3, false, false), 8, 2, 8);
         let l = largest_layer_parameters(&a);
         assert_eq!(l, 152_064 * 3584);
-        assert_eq!(s3.on_gpu(), 4 * l + 2 * p / 8 + 4 * p / 8 + 12 * p / 8);
+        assert_eq!(
+            s3.on_gpu(),
+            4 * l + 2 * p / 8 + 2 * p / 8 + 12 * p / 8 + bucket
+        );
         // offloading moves the states to the host: ZeRO-3 with both keeps only the live layer
-        let both = full_finetuning_states(&a, &z(3, true, true), 8, 8);
-        assert_eq!(both.on_gpu(), 4 * l);
+        // and the reduce bucket
+        let both = full_finetuning_states(&a, &z(3, true, true), 8, 2, 8);
+        assert_eq!(both.on_gpu(), 4 * l + bucket);
         assert_eq!(both.host, 18 * p * 3 / 2);
         // each stage holds less than the one before
-        let on = |s| full_finetuning_states(&a, &z(s, false, false), 8, 8).on_gpu();
+        let on = |s| full_finetuning_states(&a, &z(s, false, false), 8, 2, 8).on_gpu();
         assert!(on(0) > on(1) && on(1) > on(2) && on(2) > on(3));
     }
 
@@ -435,7 +513,7 @@ mod tests {
     fn ddp_holds_the_whole_model_states_on_every_rank() {
         let a = arch("Qwen/Qwen2.5-7B-Instruct");
         let p = a.parameters();
-        let ddp = full_finetuning_states(&a, &Spread::default(), 8, 4);
+        let ddp = full_finetuning_states(&a, &Spread::default(), 8, 2, 4);
         assert_eq!(ddp.on_gpu(), (2 + 2 + 4 + 2) * p);
     }
 }

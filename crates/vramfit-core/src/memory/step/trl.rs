@@ -27,8 +27,17 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     } else {
         arch.layers * layer_bytes
     };
+    // Full fine-tuning (no adapter) trains the head too: `ChunkedLogProbFunction.backward`
+    // (trl 1.15.0 kernels/chunked_logprob.py) fills an fp32 `grad_weight` (V x H) and returns it
+    // cast to bf16, both live at once. Under DDP the bf16 copy becomes the `.grad` the static
+    // gradients already count (2 V H over there).
+    let head_grad = if s.fused_logits && !targets.iter().any(|t| *t) {
+        6 * arch.vocab * arch.hidden
+    } else {
+        0
+    };
     let logits_peak = if s.fused_logits {
-        logits.fused_peak()
+        logits.fused_peak() + head_grad
     } else {
         logits.peak(s, arch.final_logit_softcapping)
     };

@@ -1,0 +1,155 @@
+//! Frozen models the trainer keeps on every training GPU beside the trained one: TRL's reference
+//! model in full fine-tuning with `beta > 0`, and the reward models `reward_funcs` names.
+//! Each is sized as the pinned trl 1.15.0 loads and prepares it, cited where it is computed.
+
+use crate::run::reward::RewardModel;
+use crate::run::spread::{Engine, Spread};
+use crate::run::{Quant, RunConfig, Stack};
+
+/// Bytes of a parameter as TRL loads a frozen copy: its ModelConfig `dtype` (`trl grpo` passes
+/// `dtype=model_args.dtype` in `model_init_kwargs`, "float32" unless set), the quantisation
+/// config aside (`trl/scripts/grpo.py` `main`).
+fn loaded_bytes(quant: Quant) -> u64 {
+    if quant == Quant::Fp32 { 4 } else { 2 }
+}
+
+/// What one rank holds of a frozen model of `parameters` elements loaded `bytes` each, as trl
+/// 1.15.0 prepares it: `prepare_deepspeed` (trl/models/utils.py) runs it at stage 0 unless the
+/// config is ZeRO-3, and the engine casts it to bf16 (deepspeed `_configure_distributed_model`);
+/// ZeRO-3 shards it over the processes. `fsdp_shards`: the reference model goes through
+/// `prepare_fsdp`, `fully_shard` on the root without an upcast, so each rank holds 1/N of it as
+/// loaded; reward models go through `Accelerator.prepare_model(evaluation_mode=True)`, whole on
+/// each GPU. DDP and a single GPU: the whole model, as loaded.
+fn per_rank(
+    parameters: u64,
+    bytes: u64,
+    spread: &Spread,
+    processes: u64,
+    fsdp_shards: bool,
+) -> u64 {
+    let n = processes.max(1);
+    match spread.engine {
+        Engine::DeepSpeed if spread.stage() >= 3 => 2 * parameters / n,
+        Engine::DeepSpeed => 2 * parameters,
+        Engine::Fsdp if fsdp_shards => bytes * parameters / n,
+        Engine::Fsdp | Engine::Ddp => bytes * parameters,
+    }
+}
+
+/// TRL's reference model on one rank, bytes: trl 1.15.0 `GRPOTrainer.__init__` loads a second
+/// copy of the policy with `create_model_from_path` and the same `model_init_kwargs` when
+/// `beta != 0` and the model is no PEFT model (LoRA disables its adapter instead).
+pub fn reference_model_bytes(run: &RunConfig) -> u64 {
+    if run.stack != Stack::Trl || !run.full_finetuning || run.beta == 0.0 {
+        return 0;
+    }
+    // `_cast_lm_head_to_fp32` runs on the reference model too (`lm_head::fp32_head_bytes`)
+    let (head, _, _) = super::lm_head::fp32_head_bytes(run);
+    per_rank(
+        run.arch.parameters(),
+        loaded_bytes(run.quant),
+        &run.spread,
+        run.processes(),
+        true,
+    ) + head
+}
+
+/// The reward models on one rank, bytes: each `reward_funcs` string is loaded with
+/// `AutoModelForSequenceClassification.from_pretrained(reward_func, num_labels=1,
+/// **model_init_kwargs)` on every training process (trl 1.15.0 `GRPOTrainer.__init__`) and
+/// prepared with `prepare_deepspeed` or `Accelerator.prepare_model`.
+pub fn reward_models_bytes(run: &RunConfig) -> u64 {
+    run.reward_models
+        .iter()
+        .map(|m| {
+            per_rank(
+                m.parameters(),
+                loaded_bytes(run.quant),
+                &run.spread,
+                run.processes(),
+                false,
+            )
+        })
+        .sum()
+}
+
+/// TRL's reference model and the reward models on this rank, bytes.
+pub fn frozen_models(run: &RunConfig) -> (u64, u64) {
+    (reference_model_bytes(run), reward_models_bytes(run))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::catalog;
+
+    fn run_7b() -> RunConfig {
+        let arch = catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("in the catalog")
+            .arch;
+        let mut run = RunConfig::example(arch);
+        run.full_finetuning = true;
+        run.beta = 0.04;
+        run
+    }
+
+    #[test]
+    fn the_reference_model_is_a_stage_0_copy_unless_zero_3() {
+        // Qwen2.5-7B: embed 152,064 x 3,584 = 544,997,376, twice (untied head);
+        // per layer q 3584^2 + 3584 bias, k and v 3584 x 512 + 512 bias each, o 3584^2,
+        // gate/up/down 3 x 3584 x 18,944, 2 norms x 3584:
+        // 12,845,056 + 3,584 + 2 x (1,835,008 + 512) + 12,845,056 + 203,685,888 + 7,168
+        // = 233,057,792; x 28 = 6,525,618,176; + 2 x 544,997,376 + 3,584 (final norm)
+        // = 7,615,616,512 parameters.
+        let mut run = run_7b();
+        let p = 7_615_616_512u64;
+        assert_eq!(run.arch.parameters(), p);
+        // one GPU, dtype bfloat16: the whole copy in bf16, 15,231,233,024 B = 14.19 GiB
+        run.quant = Quant::Bf16;
+        assert_eq!(reference_model_bytes(&run), 15_231_233_024);
+        // TRL's default dtype (float32): 30,462,466,048 B
+        run.quant = Quant::Fp32;
+        assert_eq!(reference_model_bytes(&run), 30_462_466_048);
+        // DeepSpeed ZeRO-2 on 7 GPUs: prepare_deepspeed drops it to stage 0, cast to bf16
+        run.gpus = 7;
+        run.spread = Spread {
+            engine: Engine::DeepSpeed,
+            zero_stage: 2,
+            ..Spread::default()
+        };
+        assert_eq!(reference_model_bytes(&run), 15_231_233_024);
+        // ZeRO-3: a 1/7 bf16 shard, 15,231,233,024 / 7 = 2,175,890,432 B = 2.03 GiB
+        run.spread.zero_stage = 3;
+        assert_eq!(reference_model_bytes(&run), 2_175_890_432);
+        // beta = 0 or LoRA: none
+        run.beta = 0.0;
+        assert_eq!(reference_model_bytes(&run), 0);
+        run.beta = 0.04;
+        run.full_finetuning = false;
+        assert_eq!(reference_model_bytes(&run), 0);
+    }
+
+    #[test]
+    fn a_reward_model_is_the_base_model_with_a_one_label_score_head() {
+        // Qwen2.5-1.5B (tied): 1,543,714,304 parameters + a 1,536 x 1 score head, in bf16
+        let arch = catalog::find("Qwen/Qwen2.5-1.5B-Instruct")
+            .expect("in the catalog")
+            .arch;
+        let mut run = run_7b();
+        run.quant = Quant::Bf16;
+        run.reward_models = vec![RewardModel {
+            name: "r".into(),
+            arch: arch.clone(),
+        }];
+        assert_eq!(arch.parameters(), 1_543_714_304);
+        assert_eq!(reward_models_bytes(&run), 2 * (1_543_714_304 + 1_536));
+        // FSDP places a reward model whole on each GPU (prepare_model, not prepare_fsdp)
+        run.gpus = 4;
+        run.spread = Spread {
+            engine: Engine::Fsdp,
+            zero_stage: 3,
+            ..Spread::default()
+        };
+        assert_eq!(reward_models_bytes(&run), 2 * (1_543_714_304 + 1_536));
+    }
+}
