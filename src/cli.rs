@@ -152,9 +152,19 @@ pub enum Command {
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct Source {
-    /// A run file (an exported TOML).
+    /// A run file (TOML), or a TRL CLI recipe (`.yaml`/`.yml`, as `trl grpo --config` reads it).
+    /// A write (-o, --export, the screen's export) edits this file's text: only the tuned keys
+    /// change.
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// An accelerate config (`accelerate launch --config_file`): its num_processes,
+    /// num_machines, distributed_type and DeepSpeed / FSDP settings spread the run.
+    #[arg(long, global = true, value_name = "ACCELERATE_YAML")]
+    pub launch: Option<PathBuf>,
+    /// The training processes over all machines (accelerate's --num_processes), over the
+    /// run's or --launch's own.
+    #[arg(long, global = true, value_name = "N")]
+    pub num_processes: Option<u64>,
     /// A preset: a tier name (e.g. 24gb) or a file path.
     #[arg(
         long,

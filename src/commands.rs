@@ -6,7 +6,7 @@ use crate::inputs::{Inputs, load_source, resolve};
 use crate::output::*;
 use std::io::Write;
 use vramfit::config::RunFile;
-use vramfit::config::export::{ExportContext, to_toml, write_atomically};
+use vramfit::config::export::{ExportContext, write_atomically};
 use vramfit::gpu::{GpuProbe, NvmlProbe};
 use vramfit::model::catalog;
 use vramfit::model::estimate::{Estimator, GpuBudget, estimate};
@@ -391,7 +391,12 @@ pub fn export_run(
     force: bool,
     answer: u8,
 ) -> Result<(), Failure> {
-    let text = to_toml(run, &export_context(file, gpu, estimate));
+    let mut notes = Vec::new();
+    let ctx = export_context(file, gpu, estimate);
+    let text = vramfit::config::source::text_for(out, file.source.as_ref(), run, &ctx, &mut notes)?;
+    for note in notes {
+        say(&format!("vramfit: note: {note}"));
+    }
     if out == std::path::Path::new("-") {
         return emit(|o| o.write_all(text.as_bytes())).map_err(unwritten(answer));
     }
@@ -428,7 +433,16 @@ fn export_launch_set(
     force: bool,
 ) -> Result<(), Failure> {
     let ctx = export_context(file, gpu, est);
-    let mut files = vec![("run.toml", to_toml(&file.run, &ctx))];
+    let mut notes = Vec::new();
+    let run_toml = vramfit::config::source::text_for(
+        std::path::Path::new("run.toml"),
+        file.source.as_ref(),
+        &file.run,
+        &ctx,
+        &mut notes,
+    )?;
+    notes.iter().for_each(|n| say(&format!("vramfit: note: {n}")));
+    let mut files = vec![("run.toml", run_toml)];
     files.extend(vramfit::config::launch::launch_files(&file.run, "run.toml"));
     files.push(("train_trl.py", TRAIN_TRL.to_string()));
     std::fs::create_dir_all(dir).map_err(|e| {

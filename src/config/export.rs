@@ -16,6 +16,7 @@ use std::path::Path;
 pub use crate::model::run::vllm_max_lora_rank;
 
 /// What the header records beside the run.
+#[derive(Clone, Copy)]
 pub struct ExportContext<'a> {
     pub gpu: &'a str,
     pub gpu_memory: Option<u64>,

@@ -5,6 +5,8 @@
 //! `read_generation`, `read_env`); `run_file` puts their parts together into the run and checks
 //! it against `rules::validate`.
 
+pub mod accelerate;
+mod edit_toml;
 mod error;
 pub mod export;
 pub mod launch;
@@ -16,14 +18,18 @@ mod read_lora;
 mod read_model;
 mod read_spread;
 mod read_vramfit;
+pub mod recipe;
+pub mod source;
 pub mod tables;
 #[cfg(test)]
 mod tests;
+mod yaml_edit;
 
 pub use error::{LoadError, Wording};
 pub use read_model::{model_name_key, stored_weights_of};
 pub use read_vramfit::ASSUMED_PROMPT_LENGTH;
 
+use accelerate::Overlay;
 use crate::hub::ModelSource;
 use crate::model::rules;
 use crate::model::run::RunConfig;
@@ -45,20 +51,51 @@ pub struct RunFile {
     pub notes: Vec<String>,
     /// `[env]`, as `vramfit run` sets it for the training command
     pub env: Vec<(String, String)>,
+    /// the user's file it was read from, which a write edits in place (`None` for a preset)
+    pub source: Option<source::SourceFile>,
 }
 
 pub fn load(path: &Path) -> Result<RunFile, LoadError> {
+    load_with(path, &Overlay::default())
+}
+
+/// Reads a run file (TOML) or a TRL recipe (`.yaml`), spread as `overlay` says.
+pub fn load_with(path: &Path, overlay: &Overlay) -> Result<RunFile, LoadError> {
     let file = path.display().to_string();
     let text = std::fs::read(path)
         .map_err(|e| LoadError::whole_file(format!("cannot read: {e}")).in_file(&file))?;
     let text = String::from_utf8(text)
         .map_err(|_| LoadError::whole_file("not a text file (invalid UTF-8)").in_file(&file))?;
-    parse(&text, &file, path.parent())
+    if source::Format::of(path) == source::Format::Yaml {
+        return recipe::load(&text, &file, path, overlay);
+    }
+    let mut run = parse_with(&text, &file, path.parent(), overlay)?;
+    run.source = Some(source::SourceFile {
+        path: path.to_path_buf(),
+        text,
+        format: source::Format::Toml,
+        run: run.run.clone(),
+        gpu_memory: run.gpu_memory,
+        lock_effective_batch: run.lock_effective_batch,
+        model_config: run.model_config.clone(),
+        placed: Vec::new(),
+    });
+    Ok(run)
 }
 
 /// Parses a run file's text; `dir` resolves a relative `model_config` path. `file` names the
 /// text in errors (its path, or `preset 24gb`).
 pub fn parse(text: &str, file: &str, dir: Option<&Path>) -> Result<RunFile, LoadError> {
+    parse_with(text, file, dir, &Overlay::default())
+}
+
+/// [`parse`], spread as `overlay` says.
+pub fn parse_with(
+    text: &str,
+    file: &str,
+    dir: Option<&Path>,
+    overlay: &Overlay,
+) -> Result<RunFile, LoadError> {
     let root: toml::Table = text.parse().map_err(|e: toml::de::Error| {
         LoadError::whole_file(format!("not valid TOML: {}", e.message().trim()))
             .on_line(e.span().map(|span| line_of_offset(text, span.start)))
@@ -66,7 +103,7 @@ pub fn parse(text: &str, file: &str, dir: Option<&Path>) -> Result<RunFile, Load
     })?;
     let lines = Lines::new(text);
     Tables::new(&root, &lines)
-        .and_then(|tables| run_file(&tables, dir))
+        .and_then(|tables| run_file(&tables, dir, overlay))
         .map_err(|e| e.in_file(file))
 }
 
@@ -76,7 +113,7 @@ pub fn locate(text: &str, table: &str, key: Option<&str>) -> Option<usize> {
 }
 
 /// The run the tables describe, checked against the rules every run keeps.
-fn run_file(t: &Tables, dir: Option<&Path>) -> Result<RunFile, LoadError> {
+fn run_file(t: &Tables, dir: Option<&Path>, overlay: &Overlay) -> Result<RunFile, LoadError> {
     let vramfit = read_vramfit::read_vramfit(t, dir)?;
     let model = read_model::read_model(t, vramfit.model_config.as_deref())?;
     let grpo = read_grpo::read_grpo(t)?;
@@ -92,7 +129,7 @@ fn run_file(t: &Tables, dir: Option<&Path>) -> Result<RunFile, LoadError> {
         .cloned()
         .chain([env.note, grpo.note, vramfit.note].into_iter().flatten())
         .collect();
-    let run = RunConfig {
+    let mut run = RunConfig {
         stack: t.stack,
         arch: model.arch,
         model_name: model.name,
@@ -129,6 +166,7 @@ fn run_file(t: &Tables, dir: Option<&Path>) -> Result<RunFile, LoadError> {
         spread,
         vllm_server,
     };
+    overlay.apply(&mut run).map_err(LoadError::whole_file)?;
     rules::validate(&run).map_err(|broken| broken_rule(t, &run, broken))?;
     Ok(RunFile {
         run,
@@ -138,6 +176,7 @@ fn run_file(t: &Tables, dir: Option<&Path>) -> Result<RunFile, LoadError> {
         model_source: model.source,
         notes,
         env: env_vars,
+        source: None,
     })
 }
 

@@ -6,7 +6,8 @@ use super::lookup::{Answer, Lookup};
 use super::theme::Theme;
 use super::view;
 use crate::config::RunFile;
-use crate::config::export::{ExportContext, to_toml, write_atomically};
+use crate::config::export::{ExportContext, write_atomically};
+use crate::config::source::{Format, text_for};
 use crate::gpu::GpuInfo;
 use crate::hub::{self, cache, online};
 use crate::model::adjust::{apply_knob, exact_values, step_knob};
@@ -132,6 +133,8 @@ pub struct App {
     /// outside the undo history, so undo never loses it
     pub pinned: Option<Estimate>,
     model_config: Option<PathBuf>,
+    /// the user's file the run was read from, which the export edits in place
+    source: Option<crate::config::source::SourceFile>,
     undo: Vec<Snapshot>,
     /// the state at start or at the last export: quitting away from it asks first
     exported: Snapshot,
@@ -180,6 +183,7 @@ impl App {
             size: None,
             pinned: None,
             model_config: file.model_config,
+            source: file.source,
             undo: Vec::new(),
             exported,
             gesture: None,
@@ -872,6 +876,8 @@ impl App {
                 let name = choice.name.clone();
                 match choice.source.load(&name) {
                     Ok(file) => {
+                        // a preset's export starts from it: its own file, or none
+                        self.source = file.source.clone();
                         let take_capacity = !self.gpu.capacity_from_user && self.gpu.live.is_none();
                         self.change_all(|s| {
                             s.lock = file.lock_effective_batch;
@@ -933,7 +939,10 @@ impl App {
             .next()
             .unwrap_or("run")
             .to_ascii_lowercase();
-        let path = self.export_dir.join(format!("vramfit-{name}.toml"));
+        let format = self.source.as_ref().map_or(Format::Toml, |s| s.format);
+        let path = self
+            .export_dir
+            .join(format!("vramfit-{name}.{}", format.extension()));
         if path.exists() {
             self.mode = Mode::ConfirmOverwrite { path, then_quit };
         } else {
@@ -950,9 +959,12 @@ impl App {
             lock_effective_batch: self.lock,
             estimate: Some(&self.estimate),
         };
-        match write_atomically(&path, &to_toml(&self.run, &ctx), overwrite) {
+        let mut notes = Vec::new();
+        let text = text_for(&path, self.source.as_ref(), &self.run, &ctx, &mut notes);
+        match text.and_then(|text| write_atomically(&path, &text, overwrite)) {
             Ok(()) => {
-                self.message = Some(format!("wrote {}", path.display()));
+                let notes = notes.iter().map(|n| format!("; {n}")).collect::<String>();
+                self.message = Some(format!("wrote {}{notes}", path.display()));
                 self.exported = self.snapshot();
                 self.quit = then_quit;
             }
