@@ -441,7 +441,9 @@ fn export_launch_set(
         &ctx,
         &mut notes,
     )?;
-    notes.iter().for_each(|n| say(&format!("vramfit: note: {n}")));
+    notes
+        .iter()
+        .for_each(|n| say(&format!("vramfit: note: {n}")));
     let mut files = vec![("run.toml", run_toml)];
     files.extend(vramfit::config::launch::launch_files(&file.run, "run.toml"));
     files.push(("train_trl.py", TRAIN_TRL.to_string()));

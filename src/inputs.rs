@@ -111,8 +111,7 @@ pub fn read_source(source: &Source, detected: &Result<GpuInfo, String>) -> Resul
     };
     if let Some(text) = presets::built_in(name) {
         let label = format!("preset {name}");
-        let file =
-            config::parse_with(text, &label, None, &overlay).map_err(|e| e.to_string())?;
+        let file = config::parse_with(text, &label, None, &overlay).map_err(|e| e.to_string())?;
         return Ok(Loaded {
             origin: format!("the {name} preset ({})", why(&file)),
             name: format!("the {name} preset"),

@@ -58,7 +58,11 @@ fn with_keys(keys: &[(usize, bool)], comment: &str) -> String {
     for (i, trailing) in keys {
         let (table, key, value) = UNMODELLED[*i];
         let header = format!("[{table}]\n");
-        let tail = if *trailing { format!("  # {comment} {i}") } else { String::new() };
+        let tail = if *trailing {
+            format!("  # {comment} {i}")
+        } else {
+            String::new()
+        };
         let line = format!("{header}# about {key}: {comment}\n{key} = {value}{tail}\n");
         text = text.replacen(&header, &line, 1);
     }
@@ -82,7 +86,14 @@ fn written(file: &RunFile, run: &vramfit::model::run::RunConfig) -> String {
         estimate: None,
     };
     let mut notes = Vec::new();
-    text_for(Path::new("out.toml"), file.source.as_ref(), run, &ctx, &mut notes).unwrap()
+    text_for(
+        Path::new("out.toml"),
+        file.source.as_ref(),
+        run,
+        &ctx,
+        &mut notes,
+    )
+    .unwrap()
 }
 
 proptest! {
@@ -152,7 +163,10 @@ fn a_key_the_file_did_not_write_goes_at_the_end_of_its_table() {
     run.max_seq_len = 2048;
     let out = written(&file, &run);
     assert!(out.contains("[lora]\nr = 64\nlora_alpha = 32\n"), "{out}");
-    assert!(out.contains("vllm_gpu_memory_utilization = 0.3\nvllm_max_model_length = 2048\n"), "{out}");
+    assert!(
+        out.contains("vllm_gpu_memory_utilization = 0.3\nvllm_max_model_length = 2048\n"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -165,6 +179,58 @@ fn a_retired_key_is_edited_where_the_user_wrote_it() {
     let mut run = file.run.clone();
     run.prompt_len = 256;
     let out = written(&file, &run);
-    assert!(out.contains("max_prompt_length = 256  # TRL 0.x\n"), "{out}");
-    assert!(!out.contains("[vramfit]\nstack = \"trl\"\ngpu_memory = \"80GiB\"\nmax_prompt_length"), "{out}");
+    assert!(
+        out.contains("max_prompt_length = 256  # TRL 0.x\n"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("[vramfit]\nstack = \"trl\"\ngpu_memory = \"80GiB\"\nmax_prompt_length"),
+        "{out}"
+    );
+}
+
+/// The screen's export (`s`) starts from the file the screen opened: only the tuned key and
+/// the header differ.
+#[test]
+fn the_screens_export_edits_the_users_file() {
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use vramfit::tui::app::{App, GpuState, Msg};
+    let source = with_keys(&[(0, true), (2, false), (7, true), (9, false)], "mine");
+    let (dir, file) = load_text(&source);
+    let gpu = GpuState {
+        capacity: 80 << 30,
+        capacity_from_user: true,
+        name: "Test GPU".into(),
+        live: None,
+        unavailable: None,
+    };
+    let mut a = App::new(
+        file,
+        gpu,
+        vramfit::tui::theme::Theme::mono(),
+        dir.path().into(),
+    );
+    let before = a.run.clone();
+    for c in ['l', 's'] {
+        a.update(Msg::Key(KeyEvent::new(
+            KeyCode::Char(c),
+            KeyModifiers::NONE,
+        )));
+    }
+    assert_ne!(a.run, before, "the knob moved");
+    let out =
+        std::fs::read_to_string(dir.path().join("vramfit-qwen2.5-1.5b-instruct.toml")).unwrap();
+    let (header, body) = out.split_once('\n').unwrap();
+    assert!(header.starts_with("# tuned by vramfit on "), "{header}");
+    let changed: Vec<(&str, &str)> = source
+        .lines()
+        .zip(body.lines())
+        .filter(|(x, y)| x != y)
+        .collect();
+    assert_eq!(source.lines().count(), body.lines().count(), "{out}");
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    assert!(
+        changed[0].0.starts_with("vllm_gpu_memory_utilization = "),
+        "{changed:?}"
+    );
 }

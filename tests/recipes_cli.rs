@@ -33,7 +33,12 @@ fn recipes() -> Vec<PathBuf> {
 }
 
 fn json_estimate(args: &[&str]) -> (serde_json::Value, i32, String) {
-    let out = vramfit().arg("estimate").args(args).arg("--json").output().unwrap();
+    let out = vramfit()
+        .arg("estimate")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
     (v, out.status.code().unwrap(), err)
@@ -44,7 +49,12 @@ fn roles(v: &serde_json::Value) -> Vec<(String, u64)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| (r["role"].as_str().unwrap().into(), r["gpus"].as_u64().unwrap()))
+        .map(|r| {
+            (
+                r["role"].as_str().unwrap().into(),
+                r["gpus"].as_u64().unwrap(),
+            )
+        })
         .collect()
 }
 
@@ -85,7 +95,15 @@ fn changed_lines(source: &str, written: &str) -> Vec<String> {
 #[test]
 fn the_done_when_estimate_prints_one_breakdown_per_role() {
     let out = vramfit()
-        .args(["estimate", "--config", DEMO, "--launch", ZERO2, "--num-processes", "7"])
+        .args([
+            "estimate",
+            "--config",
+            DEMO,
+            "--launch",
+            ZERO2,
+            "--num-processes",
+            "7",
+        ])
         .args(["--gpu-mem", "79.19GiB"])
         .output()
         .unwrap();
@@ -103,12 +121,22 @@ fn every_open_r1_recipe_loads_and_estimates_per_role() {
     for recipe in recipes() {
         let shown = recipe.display().to_string();
         let (v, code, err) = json_estimate(&[
-            "--config", &shown, "--launch", ZERO2, "--num-processes", "7", "--gpu-mem", "79.19GiB",
+            "--config",
+            &shown,
+            "--launch",
+            ZERO2,
+            "--num-processes",
+            "7",
+            "--gpu-mem",
+            "79.19GiB",
         ]);
         if shown.contains("Coder-7B") {
             // a model outside the catalog, and no Hub offline: refused naming the key and line
             assert_eq!(code, 2, "{err}");
-            assert!(err.contains(".yaml:2:") && err.contains("model_name_or_path"), "{err}");
+            assert!(
+                err.contains(".yaml:2:") && err.contains("model_name_or_path"),
+                "{err}"
+            );
             continue;
         }
         assert_eq!(code, 0, "{shown}: {err}");
@@ -118,18 +146,29 @@ fn every_open_r1_recipe_loads_and_estimates_per_role() {
             "{shown}"
         );
         // the recipes' dataset, reward and hub keys are carried, and said to be
-        assert!(err.contains("carried through untouched") && err.contains("reward_funcs"), "{err}");
+        assert!(
+            err.contains("carried through untouched") && err.contains("reward_funcs"),
+            "{err}"
+        );
     }
 }
 
 #[test]
 fn fit_on_40_gib_cards_writes_the_recipe_back_with_only_changed_keys() {
-    for recipe in recipes().iter().filter(|r| !r.display().to_string().contains("Coder-7B")) {
+    for recipe in recipes()
+        .iter()
+        .filter(|r| !r.display().to_string().contains("Coder-7B"))
+    {
         let source = std::fs::read_to_string(recipe).unwrap();
         let launch = ["--launch", ZERO2, "--num-processes", "7"];
         let (written, _) = fit_to_yaml(recipe, &launch, A100_40);
         // these recipes fit a 40 GB card as they are: only the header is new
-        assert_eq!(changed_lines(&source, &written), Vec::<String>::new(), "{}", recipe.display());
+        assert_eq!(
+            changed_lines(&source, &written),
+            Vec::<String>::new(),
+            "{}",
+            recipe.display()
+        );
     }
 }
 
@@ -151,7 +190,8 @@ fn a_fit_that_changes_recipe_keys_edits_only_their_lines() {
     // and the written recipe reads back as the tuned run
     let tuned = dir.path().join("tuned.yaml");
     std::fs::write(&tuned, &written).unwrap();
-    let (v, code, err) = json_estimate(&["--config", tuned.to_str().unwrap(), "--gpu-mem", A100_40]);
+    let (v, code, err) =
+        json_estimate(&["--config", tuned.to_str().unwrap(), "--gpu-mem", A100_40]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(v["effective_batch"], 64, "{v}");
 }
@@ -164,8 +204,17 @@ fn a_change_no_recipe_line_holds_is_named_not_lost() {
     let launch = ["--launch", zero3.as_str(), "--num-processes", "7"];
     let (written, err) = fit_to_yaml(&recipe, &launch, "17GiB");
     assert_eq!(changed_lines(&source, &written), Vec::<String>::new());
-    assert!(written.lines().next().unwrap().contains("offload_optimizer = cpu (not a recipe key)"));
-    assert!(err.contains("`[distributed] offload_optimizer = \"cpu\"` is not written to the recipe"), "{err}");
+    assert!(
+        written
+            .lines()
+            .next()
+            .unwrap()
+            .contains("offload_optimizer = cpu (not a recipe key)")
+    );
+    assert!(
+        err.contains("`[distributed] offload_optimizer = \"cpu\"` is not written to the recipe"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -173,9 +222,12 @@ fn recipe_lora_keys_feed_the_estimate() {
     let dir = tempfile::tempdir().unwrap();
     let weights = |r: u64| {
         let recipe = dir.path().join(format!("lora{r}.yaml"));
-        let text = format!("model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nuse_peft: true\nlora_r: {r}\nlora_target_modules: all-linear\nper_device_train_batch_size: 4\nnum_generations: 4\n");
+        let text = format!(
+            "model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nuse_peft: true\nlora_r: {r}\nlora_target_modules: all-linear\nper_device_train_batch_size: 4\nnum_generations: 4\n"
+        );
         std::fs::write(&recipe, text).unwrap();
-        let (v, code, err) = json_estimate(&["--config", recipe.to_str().unwrap(), "--gpu-mem", "80GiB"]);
+        let (v, code, err) =
+            json_estimate(&["--config", recipe.to_str().unwrap(), "--gpu-mem", "80GiB"]);
         assert_eq!(code, 0, "{err}");
         v["total_bytes"].as_u64().unwrap()
     };
@@ -188,17 +240,25 @@ fn toml_model_lora_keys_are_refused_naming_the_lora_key() {
     let f = dir.path().join("run.toml");
     let text = "[vramfit]\nstack = \"trl\"\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\nuse_peft = true\nlora_r = 16\n";
     std::fs::write(&f, text).unwrap();
-    let out = vramfit().args(["estimate", "--config"]).arg(&f).output().unwrap();
+    let out = vramfit()
+        .args(["estimate", "--config"])
+        .arg(&f)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("run.toml:7: `[model] lora_r = 16`") && err.contains("`[lora] r`"), "{err}");
+    assert!(
+        err.contains("run.toml:7: `[model] lora_r = 16`") && err.contains("`[lora] r`"),
+        "{err}"
+    );
 }
 
 #[test]
 fn launch_configs_give_the_spread() {
     let fsdp = format!("{RECIPES}/accelerate_configs/fsdp.yaml");
     let ddp = format!("{RECIPES}/accelerate_configs/ddp.yaml");
-    let (v, code, err) = json_estimate(&["--config", DEMO, "--launch", &fsdp, "--gpu-mem", "80GiB"]);
+    let (v, code, err) =
+        json_estimate(&["--config", DEMO, "--launch", &fsdp, "--gpu-mem", "80GiB"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(roles(&v)[0], ("training".into(), 8));
     let (w, _, _) = json_estimate(&["--config", DEMO, "--launch", &ddp, "--gpu-mem", "80GiB"]);
@@ -214,7 +274,12 @@ fn launch_configs_give_the_spread() {
             .as_u64()
             .unwrap()
     };
-    assert!(weights(&v) * 3 < weights(&w), "{} vs {}", weights(&v), weights(&w));
+    assert!(
+        weights(&v) * 3 < weights(&w),
+        "{} vs {}",
+        weights(&v),
+        weights(&w)
+    );
 
     // DeepSpeed through its own JSON, on two machines
     let dir = tempfile::tempdir().unwrap();
@@ -229,22 +294,42 @@ fn launch_configs_give_the_spread() {
         "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\nnum_machines: 2\nnum_processes: 16\n",
     )
     .unwrap();
-    let (v, code, err) = json_estimate(&["--config", DEMO, "--launch", launch.to_str().unwrap(), "--gpu-mem", "80GiB"]);
+    let (v, code, err) = json_estimate(&[
+        "--config",
+        DEMO,
+        "--launch",
+        launch.to_str().unwrap(),
+        "--gpu-mem",
+        "80GiB",
+    ]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(v["roles"][0]["gpus"], 16, "{v}");
     let text = vramfit()
-        .args(["estimate", "--config", DEMO, "--gpu-mem", "80GiB", "--launch"])
+        .args([
+            "estimate",
+            "--config",
+            DEMO,
+            "--gpu-mem",
+            "80GiB",
+            "--launch",
+        ])
         .arg(&launch)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
-    assert!(text.contains("2 nodes") && text.contains("ZeRO-3"), "{text}");
+    assert!(
+        text.contains("2 nodes") && text.contains("ZeRO-3"),
+        "{text}"
+    );
 
     // a bad value names the file and key, exit 2
     std::fs::write(&launch, "distributed_type: XLA\nnum_processes: 8\n").unwrap();
     let (_, code, err) = json_estimate(&["--config", DEMO, "--launch", launch.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("accelerate.yaml: `distributed_type`: XLA"), "{err}");
+    assert!(
+        err.contains("accelerate.yaml: `distributed_type`: XLA"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -252,7 +337,14 @@ fn writing_across_formats_says_what_it_does() {
     let dir = tempfile::tempdir().unwrap();
     // a recipe written as a run file: said, since its own keys are not in one
     let out = vramfit()
-        .args(["estimate", "--config", DEMO, "--gpu-mem", "80GiB", "--export"])
+        .args([
+            "estimate",
+            "--config",
+            DEMO,
+            "--gpu-mem",
+            "80GiB",
+            "--export",
+        ])
         .arg(dir.path().join("run.toml"))
         .output()
         .unwrap();

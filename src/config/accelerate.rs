@@ -88,7 +88,9 @@ pub fn read(path: &Path, num_processes: Option<u64>) -> Result<Launch, String> {
     let kind = doc["distributed_type"].as_str().unwrap_or("NO");
     let mut spread = match kind {
         "NO" | "MULTI_GPU" => Spread::default(),
-        "DEEPSPEED" => deepspeed(&doc["deepspeed_config"], path).map_err(|e| at("deepspeed_config", e))?,
+        "DEEPSPEED" => {
+            deepspeed(&doc["deepspeed_config"], path).map_err(|e| at("deepspeed_config", e))?
+        }
         "FSDP" => fsdp(&doc["fsdp_config"]).map_err(|e| at("fsdp_config", e))?,
         other => {
             return Err(at(
@@ -144,14 +146,17 @@ fn deepspeed(ds: &Yaml, launch: &Path) -> Result<Spread, String> {
         let zero = &json["zero_optimization"];
         spread.zero_stage = stage(zero["stage"].as_i64())?;
         let device = |k: &str| zero[k]["device"].as_str();
-        spread.offload_optimizer = offloaded(device("offload_optimizer"), "offload_optimizer.device")?;
+        spread.offload_optimizer =
+            offloaded(device("offload_optimizer"), "offload_optimizer.device")?;
         spread.offload_param = offloaded(device("offload_param"), "offload_param.device")?;
         return Ok(spread);
     }
     spread.zero_stage = stage(ds["zero_stage"].as_i64())?;
     let device = |k: &str| ds[k].as_str();
-    spread.offload_optimizer =
-        offloaded(device("offload_optimizer_device"), "offload_optimizer_device")?;
+    spread.offload_optimizer = offloaded(
+        device("offload_optimizer_device"),
+        "offload_optimizer_device",
+    )?;
     spread.offload_param = offloaded(device("offload_param_device"), "offload_param_device")?;
     Ok(spread)
 }
@@ -163,7 +168,10 @@ fn fsdp(cfg: &Yaml) -> Result<Spread, String> {
     // accelerate 1.12.0 FullyShardedDataParallelPlugin.__post_init__: FSDP_SHARDING_STRATEGY
     // is FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, HYBRID_SHARD_ZERO2 (1-5), and
     // FULL_SHARD the default; FSDP2's reshard_after_forward is true (full) or false (grad-op)
-    let strategy = match (&cfg["fsdp_sharding_strategy"], &cfg["fsdp_reshard_after_forward"]) {
+    let strategy = match (
+        &cfg["fsdp_sharding_strategy"],
+        &cfg["fsdp_reshard_after_forward"],
+    ) {
         (Yaml::String(s), _) | (_, Yaml::String(s)) => s.to_ascii_uppercase(),
         (Yaml::Integer(n), _) | (_, Yaml::Integer(n)) => n.to_string(),
         (_, Yaml::Boolean(false)) => "SHARD_GRAD_OP".into(),
@@ -173,7 +181,11 @@ fn fsdp(cfg: &Yaml) -> Result<Spread, String> {
         "FULL_SHARD" | "1" | "HYBRID_SHARD" | "4" | "TRUE" => 3,
         "SHARD_GRAD_OP" | "2" | "HYBRID_SHARD_ZERO2" | "5" | "FALSE" => 2,
         "NO_SHARD" | "3" => 0,
-        other => return Err(format!("fsdp_sharding_strategy {other}: not one of accelerate's")),
+        other => {
+            return Err(format!(
+                "fsdp_sharding_strategy {other}: not one of accelerate's"
+            ));
+        }
     };
     let offload = cfg["fsdp_offload_params"].as_bool().unwrap_or(false);
     Ok(Spread {

@@ -21,7 +21,10 @@ pub fn edit(source: &SourceFile, changes: &[Change]) -> Result<(String, Vec<Stri
                 .map_err(|e| format!("{shown}: `[{table}] {key}`: {e}"))?,
             None => remove(&mut doc, &table, &key),
         }
-        let now = change.value.as_ref().map_or("(removed)".into(), ToString::to_string);
+        let now = change
+            .value
+            .as_ref()
+            .map_or("(removed)".into(), ToString::to_string);
         edited.push(format!("{key} = {now}"));
     }
     Ok((doc.to_string(), edited))

@@ -29,10 +29,10 @@ pub use error::{LoadError, Wording};
 pub use read_model::{model_name_key, stored_weights_of};
 pub use read_vramfit::ASSUMED_PROMPT_LENGTH;
 
-use accelerate::Overlay;
 use crate::hub::ModelSource;
 use crate::model::rules;
 use crate::model::run::RunConfig;
+use accelerate::Overlay;
 use lines::{Lines, line_of_offset};
 use std::path::{Path, PathBuf};
 use tables::Tables;

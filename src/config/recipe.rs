@@ -8,10 +8,10 @@
 //! script's own) are carried through untouched: they stay in the text a write edits. The run
 //! file built so is then read by the same loader as a TOML one.
 
+use super::accelerate::Overlay;
 use super::error::LoadError;
 use super::source::{Format, Placed, SourceFile};
 use super::yaml_edit;
-use super::accelerate::Overlay;
 use super::{RunFile, parse_with};
 use crate::contract::{Call, Table, retired};
 use crate::model::run::Stack;
@@ -75,7 +75,12 @@ pub fn load(text: &str, file: &str, path: &Path, overlay: &Overlay) -> Result<Ru
             .key
             .as_deref()
             .zip(e.table.as_deref())
-            .and_then(|(k, t)| sorted.placed.iter().find(|p| p.key == k && p.table.name() == t))
+            .and_then(|(k, t)| {
+                sorted
+                    .placed
+                    .iter()
+                    .find(|p| p.key == k && p.table.name() == t)
+            })
             .and_then(|p| line_of(text, &p.recipe_key));
         e.on_line(line)
     })?;
@@ -131,9 +136,8 @@ fn top_level(text: &str) -> Result<Vec<(String, Yaml)>, LoadError> {
 
 /// A YAML value as TOML; `None` for null (the trainer's default then).
 fn value(text_key: &str, v: &Yaml) -> Result<Option<toml::Value>, LoadError> {
-    let wrong = |what: &str| {
-        LoadError::at_key("recipe", text_key, None, format!("cannot read {what}"))
-    };
+    let wrong =
+        |what: &str| LoadError::at_key("recipe", text_key, None, format!("cannot read {what}"));
     Ok(Some(match v {
         Yaml::Null => return Ok(None),
         Yaml::Integer(i) => toml::Value::Integer(*i),
@@ -143,7 +147,9 @@ fn value(text_key: &str, v: &Yaml) -> Result<Option<toml::Value>, LoadError> {
         Yaml::Array(items) => toml::Value::Array(
             items
                 .iter()
-                .map(|i| value(text_key, i).map(|v| v.unwrap_or(toml::Value::String(String::new()))))
+                .map(|i| {
+                    value(text_key, i).map(|v| v.unwrap_or(toml::Value::String(String::new())))
+                })
                 .collect::<Result<_, _>>()?,
         ),
         Yaml::Hash(h) => {
@@ -170,7 +176,12 @@ fn sort(keys: &[(String, Yaml)]) -> Result<Sorted, LoadError> {
         notes: Vec::new(),
     };
     // keys put without a recipe key of their own are named "" (a write finds them by default)
-    s.put("", Table::Vramfit, "stack", toml::Value::String("trl".into()));
+    s.put(
+        "",
+        Table::Vramfit,
+        "stack",
+        toml::Value::String("trl".into()),
+    );
     let get = |name: &str| keys.iter().find(|(k, _)| k == name).map(|(_, v)| v);
     let peft = get("use_peft").and_then(Yaml::as_bool) == Some(true);
     let vllm_device = get("use_vllm").and_then(Yaml::as_bool) == Some(true)
@@ -252,7 +263,12 @@ fn versions(s: &mut Sorted, keys: &[(String, Yaml)], peft: bool, vllm_device: bo
         if !s.has(Table::VllmServer, "gpu_memory_utilization") {
             // TRL 0.14.0 GRPOConfig.vllm_gpu_memory_utilization's default
             let share = toml::Value::Float(0.9);
-            s.put("vllm_gpu_memory_utilization", Table::VllmServer, "gpu_memory_utilization", share);
+            s.put(
+                "vllm_gpu_memory_utilization",
+                Table::VllmServer,
+                "gpu_memory_utilization",
+                share,
+            );
         }
         s.notes.push("`vllm_device` (TRL 0.14-0.16): vLLM on one GPU of its own after the training processes (GRPOTrainer takes cuda:{num_processes} for \"auto\"), as `trl vllm-serve` on one GPU does today".into());
     } else if written("max_prompt_length") {

@@ -30,7 +30,10 @@ pub fn edit(
             None => remove(&text, &key),
         }
         .map_err(|e| format!("{shown}: `{key}`: {e}"))?;
-        edited.push(format!("{key} = {}", value.as_deref().unwrap_or("(removed)")));
+        edited.push(format!(
+            "{key} = {}",
+            value.as_deref().unwrap_or("(removed)")
+        ));
     }
     Ok((text, edited))
 }
@@ -106,9 +109,13 @@ fn value_span(text: &str, key: &str) -> Result<Option<(usize, std::ops::Range<us
 
 /// The rest of `line` after `key:` when `line` writes the top-level `key`.
 pub fn top_level_key<'l>(line: &'l str, key: &str) -> Option<&'l str> {
-    let rest = [format!("{key}:"), format!("\"{key}\":"), format!("'{key}':")]
-        .iter()
-        .find_map(|k| line.strip_prefix(k.as_str()))?;
+    let rest = [
+        format!("{key}:"),
+        format!("\"{key}\":"),
+        format!("'{key}':"),
+    ]
+    .iter()
+    .find_map(|k| line.strip_prefix(k.as_str()))?;
     (rest.is_empty() || rest.starts_with([' ', '\t'])).then_some(rest)
 }
 
@@ -117,10 +124,14 @@ fn scalar_len(s: &str) -> Result<usize, String> {
     let end = match s.chars().next() {
         None | Some('#') => return Ok(0),
         Some('|' | '>') => return Ok(0),
-        Some(q @ ('"' | '\'')) => closing(s, q).ok_or("its quoted value does not close on its line")?,
+        Some(q @ ('"' | '\'')) => {
+            closing(s, q).ok_or("its quoted value does not close on its line")?
+        }
         Some(open @ ('[' | '{')) => {
             let close = if open == '[' { ']' } else { '}' };
-            s.rfind(close).map(|i| i + 1).ok_or("its list does not close on its line")?
+            s.rfind(close)
+                .map(|i| i + 1)
+                .ok_or("its list does not close on its line")?
         }
         Some(_) => s.find(" #").unwrap_or(s.len()),
     };
@@ -143,7 +154,11 @@ fn closing(s: &str, q: char) -> Option<usize> {
 /// `text` with top-level `key`'s value set to `value` (the line added at the end when absent).
 pub fn set(text: &str, key: &str, value: &str) -> Result<String, String> {
     match value_span(text, key)? {
-        Some((_, span)) => Ok(format!("{}{value}{}", &text[..span.start], &text[span.end..])),
+        Some((_, span)) => Ok(format!(
+            "{}{value}{}",
+            &text[..span.start],
+            &text[span.end..]
+        )),
         None => {
             let sep = if text.is_empty() || text.ends_with('\n') {
                 ""
@@ -181,7 +196,10 @@ mod tests {
         let out = set(text, "new", "1").unwrap();
         assert_eq!(out, format!("{text}new: 1\n"));
         assert_eq!(set("a: 1", "b", "2").unwrap(), "a: 1\nb: 2\n");
-        assert_eq!(remove(text, "lr").unwrap(), text.replace("lr: 2.0e-05 # keep\n", ""));
+        assert_eq!(
+            remove(text, "lr").unwrap(),
+            text.replace("lr: 2.0e-05 # keep\n", "")
+        );
         // a key nested under another is not top-level
         assert_eq!(set("m:\n  n: 1\n", "n", "2").unwrap(), "m:\n  n: 1\nn: 2\n");
     }
