@@ -234,3 +234,25 @@ fn the_screens_export_edits_the_users_file() {
         "{changed:?}"
     );
 }
+
+/// Server mode: the sequence knob is `trl vllm-serve`'s `max_model_len`, and the write puts it
+/// in `[vllm_server]`, not in the colocate key `vllm_max_model_length`.
+#[test]
+fn in_server_mode_the_sequence_goes_to_the_servers_max_model_len() {
+    use vramfit::model::knobs::Knob;
+    let text = BASE.replace(
+        "vllm_mode = \"colocate\"\nvllm_gpu_memory_utilization = 0.3\n",
+        "vllm_mode = \"server\"\n",
+    ) + "\n[vllm_server]\ngpus = 1  # the eighth GPU\n";
+    let (_dir, file) = load_text(&text);
+    let mut run = file.run.clone();
+    Knob::SequenceLength.set(&mut run, 4096);
+    let out = written(&file, &run);
+    assert!(
+        out.ends_with("[vllm_server]\ngpus = 1  # the eighth GPU\nmax_model_len = 4096\n"),
+        "{out}"
+    );
+    assert!(!out.contains("vllm_max_model_length"), "{out}");
+    let (_d, back) = load_text(&out);
+    assert_eq!(back.run.vllm_server.max_model_len, Some(4096));
+}
