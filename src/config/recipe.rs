@@ -9,6 +9,7 @@
 //! file built so is then read by the same loader as a TOML one.
 
 use super::accelerate::Overlay;
+use super::ASSUMED_PROMPT_LENGTH;
 use super::error::LoadError;
 use super::source::{Format, Placed, SourceFile};
 use super::yaml_edit;
@@ -136,8 +137,7 @@ fn top_level(text: &str) -> Result<Vec<(String, Yaml)>, LoadError> {
 
 /// A YAML value as TOML; `None` for null (the trainer's default then).
 fn value(text_key: &str, v: &Yaml) -> Result<Option<toml::Value>, LoadError> {
-    let wrong =
-        |what: &str| LoadError::at_key("recipe", text_key, None, format!("cannot read {what}"));
+    let wrong = |what: &str| LoadError::whole_file(format!("`{text_key}`: cannot read {what}"));
     Ok(Some(match v {
         Yaml::Null => return Ok(None),
         Yaml::Integer(i) => toml::Value::Integer(*i),
@@ -251,6 +251,13 @@ fn versions(s: &mut Sorted, keys: &[(String, Yaml)], peft: bool, vllm_device: bo
         s.put("", Table::Model, "use_peft", toml::Value::Boolean(false));
     }
     let written = |k: &str| keys.iter().any(|(key, _)| key == k);
+    if !written("max_prompt_length") {
+        // vramfit's assumption, said as such: TRL 1.x reads no prompt length, and its
+        // trl/scripts/grpo.py parses with fail_with_unknown_args=False, so the line is harmless
+        let assumed = ASSUMED_PROMPT_LENGTH as i64;
+        s.put("", Table::Vramfit, "max_prompt_length", toml::Value::Integer(assumed));
+        s.notes.push(format!("the recipe does not state its prompts' length: prompts of up to {assumed} tokens assumed (add `max_prompt_length: N`, your dataset's longest prompt; TRL 1.x ignores the line)"));
+    }
     let use_vllm = keys
         .iter()
         .any(|(k, v)| k == "use_vllm" && v.as_bool() == Some(true));
@@ -292,6 +299,7 @@ pub fn recipe_key(source: &SourceFile, table: Table, key: &str) -> Option<String
         Table::Grpo if Call::GrpoConfig.accepts(key) => key,
         Table::Model if Call::TrlModelConfig.accepts(key) => key,
         Table::Lora => MODEL_LORA_KEYS.iter().find(|(_, l)| *l == key)?.0,
+        Table::Vramfit if key == "max_prompt_length" => key,
         _ => return None,
     };
     Some(name.to_string())
