@@ -40,12 +40,18 @@ pub enum Command {
         #[arg(long, value_name = "OUT")]
         export: Option<PathBuf>,
         /// Write the launch set into this folder: run.toml, accelerate.yaml, ds_config.json
-        /// (DeepSpeed), launch.sh and train_trl.py.
+        /// (DeepSpeed), launch.sh and train_trl.py; an Unsloth run: run.toml, launch.sh and
+        /// train_unsloth.py on one GPU (refused on several). Several nodes: launch.sh runs on
+        /// each with MACHINE_RANK set, the vLLM server on the main node only.
         #[arg(long, value_name = "DIR")]
         export_dir: Option<PathBuf>,
         /// Let --export / --export-dir replace existing files.
         #[arg(long)]
         force: bool,
+        /// The main node's address for a multi-node launch set (accelerate's main_process_ip);
+        /// without it accelerate.yaml holds a placeholder that launch.sh refuses to run with.
+        #[arg(long, value_name = "IP")]
+        main_process_ip: Option<String>,
     },
     /// Find the closest configuration that fits (exit 0), or say which floor was hit (exit 3).
     Fit {

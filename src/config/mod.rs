@@ -10,6 +10,7 @@ mod edit_toml;
 mod error;
 pub mod export;
 pub mod launch;
+pub mod launch_set;
 mod lines;
 mod read_env;
 mod read_generation;

@@ -8,8 +8,8 @@
 //! script's own) are carried through untouched: they stay in the text a write edits. The run
 //! file built so is then read by the same loader as a TOML one.
 
-use super::accelerate::Overlay;
 use super::ASSUMED_PROMPT_LENGTH;
+use super::accelerate::Overlay;
 use super::error::LoadError;
 use super::source::{Format, Placed, SourceFile};
 use super::yaml_edit;
@@ -255,7 +255,12 @@ fn versions(s: &mut Sorted, keys: &[(String, Yaml)], peft: bool, vllm_device: bo
         // vramfit's assumption, said as such: TRL 1.x reads no prompt length, and its
         // trl/scripts/grpo.py parses with fail_with_unknown_args=False, so the line is harmless
         let assumed = ASSUMED_PROMPT_LENGTH as i64;
-        s.put("", Table::Vramfit, "max_prompt_length", toml::Value::Integer(assumed));
+        s.put(
+            "",
+            Table::Vramfit,
+            "max_prompt_length",
+            toml::Value::Integer(assumed),
+        );
         s.notes.push(format!("the recipe does not state its prompts' length: prompts of up to {assumed} tokens assumed (add `max_prompt_length: N`, your dataset's longest prompt; TRL 1.x ignores the line)"));
     }
     let use_vllm = keys
