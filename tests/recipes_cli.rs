@@ -360,3 +360,15 @@ fn writing_across_formats_says_what_it_does() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("a TRL recipe is written only"));
 }
+
+#[test]
+fn a_misspelt_recipe_key_is_carried_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("typo.yaml");
+    let text = "model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nper_device_train_bach_size: 4\nper_device_train_batch_size: 4\nnum_generations: 4\n";
+    std::fs::write(&recipe, text).unwrap();
+    let (_, code, err) =
+        json_estimate(&["--config", recipe.to_str().unwrap(), "--gpu-mem", "24GiB"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("`per_device_train_bach_size` is no key of GRPOConfig or ModelConfig (did you mean `per_device_train_batch_size`?)"), "{err}");
+}

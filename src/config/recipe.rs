@@ -15,6 +15,7 @@ use super::source::{Format, Placed, SourceFile};
 use super::yaml_edit;
 use super::{RunFile, parse_with};
 use crate::contract::{Call, Table, retired};
+use crate::model::catalog::edit_distance;
 use crate::model::run::Stack;
 use std::path::Path;
 use yaml_rust2::{Yaml, YamlLoader};
@@ -189,11 +190,26 @@ fn sort(keys: &[(String, Yaml)]) -> Result<Sorted, LoadError> {
     for (key, v) in keys {
         let Some(v) = value(key, v)? else { continue };
         if !place(&mut s, key, v, peft, vllm_device) {
+            if let Some(near) = near_miss(key) {
+                s.notes.push(format!("`{key}` is no key of GRPOConfig or ModelConfig (did you mean `{near}`?): carried through, not read"));
+            }
             s.carried.push(key.clone());
         }
     }
     versions(&mut s, keys, peft, vllm_device);
     Ok(s)
+}
+
+/// The GRPOConfig or ModelConfig key a carried key is one or two letters away from: a typo
+/// TRL's CLI would pass over too (trl/scripts/grpo.py: `fail_with_unknown_args=False`).
+fn near_miss(key: &str) -> Option<&'static str> {
+    Call::GrpoConfig
+        .keys()
+        .chain(Call::TrlModelConfig.keys())
+        .map(|k| (edit_distance(key, k), k))
+        .filter(|(d, _)| *d <= 2 && key.len() > 6)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
 }
 
 /// Puts one recipe key in its table; false when no call vramfit knows takes it.
