@@ -372,3 +372,54 @@ fn a_misspelt_recipe_key_is_carried_and_named() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("`per_device_train_bach_size` is no key of GRPOConfig or ModelConfig (did you mean `per_device_train_batch_size`?)"), "{err}");
 }
+
+/// The first complaint, from the binary: `fit -o` on a run file with settings vramfit
+/// does not model keeps them, and their comments, where they were.
+#[test]
+fn fit_o_keeps_what_the_user_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = vramfit::presets::built_in("24gb")
+        .unwrap()
+        .replace("r = 32\n", "r = 32  # adapter rank\n")
+        .replace(
+            "[grpo]\n",
+            "[grpo]\nlearning_rate = 5e-6   # keep me\nmax_steps = 250\noutput_dir = \"out\"\ntemperature = 0.9\n",
+        )
+        .replace(
+            "use_gradient_checkpointing = \"unsloth\"\n",
+            "use_gradient_checkpointing = \"unsloth\"\nlora_dropout = 0.0\nrandom_state = 3407\n",
+        );
+    let run = dir.path().join("run.toml");
+    std::fs::write(&run, &source).unwrap();
+    let out = dir.path().join("fitted.toml");
+    let r = vramfit()
+        .args(["fit", "--config"])
+        .arg(&run)
+        .args(["--gpu-mem", "12GiB", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let written = std::fs::read_to_string(&out).unwrap();
+    let changed = changed_lines(&source, &written);
+    assert!(!changed.is_empty());
+    // each changed line is a tuned key the header names with its new value
+    let header = written.lines().next().unwrap();
+    for line in &changed {
+        let (key, value) = line.split_once('=').unwrap();
+        let named = format!("{} = {}", key.trim(), value.trim());
+        assert!(header.contains(&named), "{line} not in {header}");
+    }
+    for kept in [
+        "learning_rate = 5e-6   # keep me",
+        "random_state = 3407",
+        "r = 32  # adapter rank",
+    ] {
+        assert!(written.contains(kept), "{kept}");
+    }
+}
