@@ -111,6 +111,8 @@ struct Snapshot {
     capacity: u64,
     gpu_name: String,
     model_config: Option<PathBuf>,
+    /// the file an export edits (a preset loaded on the screen replaces it; undo brings it back)
+    source: Option<crate::config::source::SourceFile>,
 }
 
 pub struct App {
@@ -166,6 +168,7 @@ impl App {
             capacity: gpu.capacity,
             gpu_name: gpu.name.clone(),
             model_config: file.model_config.clone(),
+            source: file.source.clone(),
         };
         let mut app = App {
             run: file.run,
@@ -518,6 +521,7 @@ impl App {
             capacity: self.gpu.capacity,
             gpu_name: self.gpu.name.clone(),
             model_config: self.model_config.clone(),
+            source: self.source.clone(),
         }
     }
 
@@ -528,6 +532,7 @@ impl App {
         self.gpu.capacity = s.capacity;
         self.gpu.name = s.gpu_name;
         self.model_config = s.model_config;
+        self.source = s.source;
     }
 
     /// Applies a change to the whole state, keeping the previous state for undo. A run that
@@ -876,12 +881,12 @@ impl App {
                 let name = choice.name.clone();
                 match choice.source.load(&name) {
                     Ok(file) => {
-                        // a preset's export starts from it: its own file, or none
-                        self.source = file.source.clone();
                         let take_capacity = !self.gpu.capacity_from_user && self.gpu.live.is_none();
                         self.change_all(|s| {
                             s.lock = file.lock_effective_batch;
                             s.model_config = file.model_config.clone();
+                            // a preset's export starts from it: its own file, or none
+                            s.source = file.source.clone();
                             if let Some(bytes) = file.gpu_memory.filter(|_| take_capacity) {
                                 s.capacity = bytes;
                                 s.gpu_name = format!("the {name} preset's gpu_memory");
