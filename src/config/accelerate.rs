@@ -196,3 +196,44 @@ fn fsdp(cfg: &Yaml) -> Result<Spread, String> {
         ..Spread::default()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spread_of(yaml: &str) -> Spread {
+        let doc = YamlLoader::load_from_str(yaml).unwrap().remove(0);
+        fsdp(&doc).unwrap()
+    }
+
+    #[test]
+    fn fsdp_sharding_reads_as_accelerate_does() {
+        assert_eq!(
+            spread_of("fsdp_sharding_strategy: FULL_SHARD").zero_stage,
+            3
+        );
+        assert_eq!(
+            spread_of("fsdp_sharding_strategy: SHARD_GRAD_OP").zero_stage,
+            2
+        );
+        assert_eq!(spread_of("fsdp_sharding_strategy: 2").zero_stage, 2);
+        assert_eq!(spread_of("fsdp_reshard_after_forward: false").zero_stage, 2);
+        assert_eq!(spread_of("fsdp_version: 2").zero_stage, 3);
+        let off = spread_of("fsdp_offload_params: true");
+        assert!(off.offload_param && off.offload_optimizer);
+        let doc = YamlLoader::load_from_str("fsdp_sharding_strategy: HALF")
+            .unwrap()
+            .remove(0);
+        assert!(fsdp(&doc).unwrap_err().contains("HALF"));
+    }
+
+    #[test]
+    fn processes_split_over_the_machines() {
+        assert_eq!(per_node(16, 2, "n"), Ok(8));
+        assert!(
+            per_node(7, 2, "n")
+                .unwrap_err()
+                .contains("does not split evenly")
+        );
+    }
+}

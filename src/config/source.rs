@@ -94,7 +94,7 @@ pub fn changes(source: &SourceFile, run: &RunConfig, ctx: &ExportContext) -> Vec
     let after = written(
         run,
         &ExportContext {
-            gpu_memory: source.gpu_memory.and(ctx.gpu_memory),
+            gpu_memory: source.gpu_memory.map(|own| ctx.gpu_memory.unwrap_or(own)),
             ..*ctx
         },
     );
