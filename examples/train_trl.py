@@ -25,6 +25,9 @@ from trl import GRPOConfig, GRPOTrainer, ModelConfig, get_quantization_config  #
 model_args = ModelConfig(**cfg["model"])
 # no [lora]: full fine-tuning (`[model] use_peft = false`)
 peft_config = LoraConfig(**cfg["lora"]) if "lora" in cfg else None
+# a multi-node launch.sh: every node's trainers reach the one vLLM server on the main node
+if os.environ.get("VRAMFIT_VLLM_SERVER_HOST"):
+    cfg["grpo"]["vllm_server_host"] = os.environ["VRAMFIT_VLLM_SERVER_HOST"]
 args = GRPOConfig(**cfg["grpo"])
 
 quantization_config = get_quantization_config(model_args)

@@ -40,12 +40,18 @@ pub enum Command {
         #[arg(long, value_name = "OUT")]
         export: Option<PathBuf>,
         /// Write the launch set into this folder: run.toml, accelerate.yaml, ds_config.json
-        /// (DeepSpeed), launch.sh and train_trl.py.
+        /// (DeepSpeed), launch.sh and train_trl.py; an Unsloth run: run.toml, launch.sh and
+        /// train_unsloth.py on one GPU (refused on several). Several nodes: launch.sh runs on
+        /// each with MACHINE_RANK set, the vLLM server on the main node only.
         #[arg(long, value_name = "DIR")]
         export_dir: Option<PathBuf>,
         /// Let --export / --export-dir replace existing files.
         #[arg(long)]
         force: bool,
+        /// The main node's address for a multi-node launch set (accelerate's main_process_ip);
+        /// without it accelerate.yaml holds a placeholder that launch.sh refuses to run with.
+        #[arg(long, value_name = "IP")]
+        main_process_ip: Option<String>,
     },
     /// Find the closest configuration that fits (exit 0), or say which floor was hit (exit 3).
     Fit {
@@ -152,9 +158,19 @@ pub enum Command {
 
 #[derive(Args, Debug, Clone, Default)]
 pub struct Source {
-    /// A run file (an exported TOML).
+    /// A run file (TOML), or a TRL CLI recipe (`.yaml`/`.yml`, as `trl grpo --config` reads it).
+    /// A write (-o, --export, the screen's export) edits this file's text: only the tuned keys
+    /// change.
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// An accelerate config (`accelerate launch --config_file`): its num_processes,
+    /// num_machines, distributed_type and DeepSpeed / FSDP settings spread the run.
+    #[arg(long, global = true, value_name = "ACCELERATE_YAML")]
+    pub launch: Option<PathBuf>,
+    /// The training processes over all machines (accelerate's --num_processes), over the
+    /// run's or --launch's own.
+    #[arg(long, global = true, value_name = "N")]
+    pub num_processes: Option<u64>,
     /// A preset: a tier name (e.g. 24gb) or a file path.
     #[arg(
         long,

@@ -10,7 +10,7 @@ use vramfit::tui::app::{App, GpuState};
 use vramfit::tui::theme::Theme;
 use vramfit_core::arch::catalog;
 use vramfit_core::config::RunFile;
-use vramfit_core::config::export::{ExportContext, to_toml, write_atomically};
+use vramfit_core::config::export::{ExportContext, write_atomically};
 use vramfit_core::fit::{DEFAULT_HEADROOM, FitOutcome, fit};
 use vramfit_core::memory::estimate::{Estimator, GpuBudget, estimate};
 use vramfit_core::presets;
@@ -23,6 +23,8 @@ pub struct Exports<'a> {
     /// the launch set's folder (`--export-dir`)
     pub launch_dir: Option<&'a std::path::Path>,
     pub force: bool,
+    /// the main node's address for a multi-node launch set (`--main-process-ip`)
+    pub main_process_ip: Option<&'a str>,
 }
 
 pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8, Failure> {
@@ -46,7 +48,10 @@ pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8,
         export_run(file, &file.run, (gpu, &gpu_line), &est, out, force, answer)?;
     }
     if let Some(dir) = exports.launch_dir {
-        export_launch_set(file, (gpu, &gpu_line), &est, dir, force)?;
+        let opts = vramfit_core::config::launch_set::LaunchOptions {
+            main_process_ip: exports.main_process_ip,
+        };
+        export_launch_set(file, (gpu, &gpu_line), &est, (dir, opts), force)?;
     }
     let to_stdout = export.is_some_and(|o| o == std::path::Path::new("-"));
     if json {
@@ -98,6 +103,7 @@ pub fn open_screen(
                 run_file: None,
                 launch_dir: None,
                 force: false,
+                main_process_ip: None,
             },
         );
     }
@@ -393,7 +399,18 @@ pub fn export_run(
     force: bool,
     answer: u8,
 ) -> Result<(), Failure> {
-    let text = to_toml(run, &export_context(file, gpu, estimate));
+    let mut notes = Vec::new();
+    let ctx = export_context(file, gpu, estimate);
+    let text = vramfit_core::config::write_back::text_for(
+        out,
+        file.source.as_ref(),
+        run,
+        &ctx,
+        &mut notes,
+    )?;
+    for note in notes {
+        say(&format!("vramfit: note: {note}"));
+    }
     if out == std::path::Path::new("-") {
         return emit(|o| o.write_all(text.as_bytes())).map_err(unwritten(answer));
     }
@@ -419,6 +436,8 @@ fn export_context<'a>(
 
 /// The example training script the launch set runs (examples/train_trl.py).
 const TRAIN_TRL: &str = include_str!("../examples/train_trl.py");
+/// The single-GPU Unsloth script an Unsloth launch set runs (examples/train_unsloth.py).
+const TRAIN_UNSLOTH: &str = include_str!("../examples/train_unsloth.py");
 
 /// `--export-dir DIR`: the run file and its launch set. Nothing is written when any file is
 /// there already (without `--force`), so a set is never half replaced; each file is atomic.
@@ -426,15 +445,34 @@ fn export_launch_set(
     file: &RunFile,
     gpu: (GpuBudget, &str),
     est: &vramfit_core::memory::estimate::Estimate,
-    dir: &std::path::Path,
+    (dir, opts): (
+        &std::path::Path,
+        vramfit_core::config::launch_set::LaunchOptions,
+    ),
     force: bool,
 ) -> Result<(), Failure> {
+    use vramfit_core::config::launch_set::{launch_set, training_script};
+    // the reason an Unsloth run has no launch set, before anything is written
+    let launch = launch_set(&file.run, "run.toml", opts)?;
     let ctx = export_context(file, gpu, est);
-    let mut files = vec![("run.toml", to_toml(&file.run, &ctx))];
-    files.extend(vramfit_core::config::launch::launch_files(
-        &file.run, "run.toml",
-    ));
-    files.push(("train_trl.py", TRAIN_TRL.to_string()));
+    let mut notes = Vec::new();
+    let run_toml = vramfit_core::config::write_back::text_for(
+        std::path::Path::new("run.toml"),
+        file.source.as_ref(),
+        &file.run,
+        &ctx,
+        &mut notes,
+    )?;
+    notes
+        .iter()
+        .for_each(|n| say(&format!("vramfit: note: {n}")));
+    let mut files = vec![("run.toml", run_toml)];
+    files.extend(launch);
+    let script = match file.run.stack {
+        vramfit_core::run::Stack::Trl => TRAIN_TRL,
+        vramfit_core::run::Stack::Unsloth => TRAIN_UNSLOTH,
+    };
+    files.push((training_script(file.run.stack), script.to_string()));
     std::fs::create_dir_all(dir).map_err(|e| {
         format!(
             "--export-dir {}: cannot create the folder: {e}",

@@ -15,6 +15,8 @@ use vramfit_core::units::{format_size, parse_size};
 pub fn merge(outer: &Source, inner: &Source) -> Source {
     Source {
         config: inner.config.clone().or_else(|| outer.config.clone()),
+        launch: inner.launch.clone().or_else(|| outer.launch.clone()),
+        num_processes: inner.num_processes.or(outer.num_processes),
         preset: inner.preset.clone().or_else(|| outer.preset.clone()),
         gpu_mem: inner.gpu_mem.clone().or_else(|| outer.gpu_mem.clone()),
         no_gpu: inner.no_gpu || outer.no_gpu,
@@ -69,8 +71,9 @@ pub fn load_source(source: &Source, detected: &Result<GpuInfo, String>) -> Resul
 }
 
 pub fn read_source(source: &Source, detected: &Result<GpuInfo, String>) -> Result<Loaded, String> {
+    let overlay = config::accelerate::Overlay::new(source.launch.as_deref(), source.num_processes)?;
     let loaded = |path: &std::path::Path, name: String, origin: String| {
-        config::load(path, &HubResolver::current())
+        config::load_with(path, &overlay, &HubResolver::current())
             .map(|file| Loaded {
                 file,
                 label: path.display().to_string(),
@@ -109,7 +112,7 @@ pub fn read_source(source: &Source, detected: &Result<GpuInfo, String>) -> Resul
     };
     if let Some(text) = presets::built_in(name) {
         let label = format!("preset {name}");
-        let file = config::parse(text, &label, None, &HubResolver::current())
+        let file = config::parse_with(text, &label, None, &overlay, &HubResolver::current())
             .map_err(|e| e.to_string())?;
         return Ok(Loaded {
             origin: format!("the {name} preset ({})", why(&file)),

@@ -37,6 +37,7 @@ fn main() -> ExitCode {
             export,
             export_dir,
             force,
+            main_process_ip,
         }) => run_estimate(
             &merge(&cli.source, &source),
             json,
@@ -44,6 +45,7 @@ fn main() -> ExitCode {
                 run_file: export.as_deref(),
                 launch_dir: export_dir.as_deref(),
                 force,
+                main_process_ip: main_process_ip.as_deref(),
             },
         ),
         Some(Command::Fit {

@@ -15,6 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CRATES = {"vramfit": ROOT / "src", "vramfit-core": ROOT / "crates" / "vramfit-core" / "src"}
+GROUP = re.compile(r"\b(crate|super|self)((?:::[a-z_][a-z0-9_]*)*)::\{([^{}]*)\}")
 PATH = re.compile(r"\b(crate|super|self)((?:::[a-z_][a-z0-9_]*)+)")
 
 
@@ -51,6 +52,15 @@ def graph(src: Path) -> dict:
         text = re.sub(r"//[^\n]*", "", text)
         # `super` from a mod.rs is the parent of the folder's module
         base = m if f.name in ("mod.rs", "lib.rs", "main.rs") else m[:-1] + (m[-1],)
+        # `use super::{a, b::c}`: each item a path of its own
+        text = GROUP.sub(
+            lambda g: " ".join(
+                f"{g.group(1)}{g.group(2) or ''}::{item.strip()}"
+                for item in g.group(3).split(",")
+                if item.strip()
+            ),
+            text,
+        )
         for root, rest in PATH.findall(text):
             segs = rest.strip(":").split("::")
             if root == "crate":

@@ -2,7 +2,9 @@
 
 use super::*;
 use std::path::PathBuf;
-use vramfit_core::config::export::{ExportContext, to_toml, write_atomically};
+use vramfit_core::config::export::{ExportContext, write_atomically};
+use vramfit_core::config::source::Format;
+use vramfit_core::config::write_back::text_for;
 use vramfit_core::fit::{DEFAULT_HEADROOM, FitOutcome, fit};
 use vramfit_core::units::format_size;
 
@@ -48,7 +50,10 @@ impl App {
             .next()
             .unwrap_or("run")
             .to_ascii_lowercase();
-        let path = self.export_dir.join(format!("vramfit-{name}.toml"));
+        let format = self.source.as_ref().map_or(Format::Toml, |s| s.format);
+        let path = self
+            .export_dir
+            .join(format!("vramfit-{name}.{}", format.extension()));
         if path.exists() {
             self.mode = Mode::ConfirmOverwrite { path, then_quit };
         } else {
@@ -65,9 +70,12 @@ impl App {
             lock_effective_batch: self.lock,
             estimate: Some(&self.estimate),
         };
-        match write_atomically(&path, &to_toml(&self.run, &ctx), overwrite) {
+        let mut notes = Vec::new();
+        let text = text_for(&path, self.source.as_ref(), &self.run, &ctx, &mut notes);
+        match text.and_then(|text| write_atomically(&path, &text, overwrite)) {
             Ok(()) => {
-                self.message = Some(format!("wrote {}", path.display()));
+                let notes = notes.iter().map(|n| format!("; {n}")).collect::<String>();
+                self.message = Some(format!("wrote {}{notes}", path.display()));
                 self.exported = self.snapshot();
                 self.quit = then_quit;
             }

@@ -110,6 +110,8 @@ struct Snapshot {
     capacity: u64,
     gpu_name: String,
     model_config: Option<PathBuf>,
+    /// the file an export edits (a preset loaded on the screen replaces it; undo brings it back)
+    source: Option<vramfit_core::config::source::SourceFile>,
 }
 
 pub struct App {
@@ -132,6 +134,8 @@ pub struct App {
     /// outside the undo history, so undo never loses it
     pub pinned: Option<Estimate>,
     model_config: Option<PathBuf>,
+    /// the user's file the run was read from, which the export edits in place
+    source: Option<vramfit_core::config::source::SourceFile>,
     undo: Vec<Snapshot>,
     /// the state at start or at the last export: quitting away from it asks first
     exported: Snapshot,
@@ -163,6 +167,7 @@ impl App {
             capacity: gpu.capacity,
             gpu_name: gpu.name.clone(),
             model_config: file.model_config.clone(),
+            source: file.source.clone(),
         };
         let mut app = App {
             run: file.run,
@@ -180,6 +185,7 @@ impl App {
             drawn: None,
             pinned: None,
             model_config: file.model_config,
+            source: file.source,
             undo: Vec::new(),
             exported,
             gesture: None,
@@ -350,6 +356,7 @@ impl App {
             capacity: self.gpu.capacity,
             gpu_name: self.gpu.name.clone(),
             model_config: self.model_config.clone(),
+            source: self.source.clone(),
         }
     }
 
@@ -360,6 +367,7 @@ impl App {
         self.gpu.capacity = s.capacity;
         self.gpu.name = s.gpu_name;
         self.model_config = s.model_config;
+        self.source = s.source;
     }
 
     /// Applies a change to the whole state, keeping the previous state for undo. A run that

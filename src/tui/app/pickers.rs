@@ -169,6 +169,8 @@ impl App {
                         self.change_all(|s| {
                             s.lock = file.lock_effective_batch;
                             s.model_config = file.model_config.clone();
+                            // a preset's export starts from it: its own file, or none
+                            s.source = file.source.clone();
                             if let Some(bytes) = file.gpu_memory.filter(|_| take_capacity) {
                                 s.capacity = bytes;
                                 s.gpu_name = format!("the {name} preset's gpu_memory");

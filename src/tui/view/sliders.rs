@@ -90,8 +90,7 @@ pub(super) fn sliders(frame: &mut Frame, app: &App, area: Rect) {
         );
         if cells[3].width > 0 {
             frame.render_widget(
-                Paragraph::new(format!(" {}", knob.trainer_key(app.run.stack)))
-                    .style(app.theme.dim()),
+                Paragraph::new(format!(" {}", knob.key_for(&app.run).1)).style(app.theme.dim()),
                 cells[3],
             );
         }

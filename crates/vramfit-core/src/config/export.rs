@@ -1,7 +1,7 @@
 //! Writing a run file: each trainer table holds exactly the keyword arguments of one call for
 //! the chosen stack, `[env]` the environment, and a comment header the estimate it was made with.
 
-use super::model_name_key;
+use super::read_model::model_name_key;
 use super::tables::own_keys;
 use crate::contract::Table;
 use crate::memory::estimate::Estimate;
@@ -16,6 +16,7 @@ use std::path::Path;
 pub use crate::run::vllm_max_lora_rank;
 
 /// What the header records beside the run.
+#[derive(Clone, Copy)]
 pub struct ExportContext<'a> {
     pub gpu: &'a str,
     pub gpu_memory: Option<u64>,

@@ -130,7 +130,7 @@ pub fn launch_sh(run: &RunConfig, run_file: &str) -> String {
         if let Some(len) = v.max_model_len {
             let _ = write!(serve, " --max_model_len {len}");
         }
-        let _ = writeln!(sh, "{serve} &");
+        let _ = writeln!(sh, "echo \"launch.sh: {serve}\"\n{serve} &");
         let _ = writeln!(sh, "SERVER=$!\ntrap 'kill $SERVER' EXIT");
     }
     let _ = writeln!(
@@ -139,10 +139,10 @@ pub fn launch_sh(run: &RunConfig, run_file: &str) -> String {
         list(0, train),
         train
     );
-    let _ = writeln!(
-        sh,
+    let train_cmd = format!(
         "CUDA_VISIBLE_DEVICES={} accelerate launch --config_file accelerate.yaml train_trl.py {run_file}",
         list(0, train)
     );
+    let _ = writeln!(sh, "echo \"launch.sh: {train_cmd}\"\n{train_cmd}");
     sh
 }

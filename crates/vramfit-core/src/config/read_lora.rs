@@ -21,6 +21,7 @@ pub struct Lora {
 
 /// Reads `[lora]`; `arch` decides PEFT's default target modules.
 pub fn read_lora(t: &Tables, arch: &Arch) -> Result<Lora, LoadError> {
+    refuse_cli_keys(t)?;
     let full = full_finetuning(t)?;
     let call = lora_call(t);
     let rank = t
@@ -66,6 +67,23 @@ fn full_finetuning(t: &Tables) -> Result<bool, LoadError> {
         }
         Stack::Trl => Ok(false),
     }
+}
+
+/// TRL ModelConfig's `lora_*` keys in `[model]`: TRL's CLI passes them to PEFT
+/// (`get_peft_config`), but a run file's adapter is `[lora]` (train_trl.py's
+/// `LoraConfig(**cfg["lora"])`), so they would be silently ignored: refused, naming the key.
+fn refuse_cli_keys(t: &Tables) -> Result<(), LoadError> {
+    for (cli, key) in super::source::MODEL_LORA_KEYS {
+        if let Some(v) = t.get(T::Model, cli)? {
+            return Err(t.wrong(
+                T::Model,
+                cli,
+                v,
+                format!("TRL's CLI key; a run file sizes and trains the adapter from `[lora] {key}`: write `{key} = {v}` in `[lora]` instead"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The call `[lora]` feeds: Unsloth's `get_peft_model`, or PEFT's `LoraConfig`.

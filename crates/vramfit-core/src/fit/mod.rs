@@ -69,6 +69,15 @@ impl Lever {
         }
     }
 
+    /// The key the lever changes in `run` (the server's `max_model_len` for the sequence in
+    /// server mode, `Knob::key_for`).
+    pub fn key_in(self, run: &RunConfig) -> &'static str {
+        match self.knob() {
+            Some(k) => k.key_for(run).1,
+            None => self.trainer_key(run.stack),
+        }
+    }
+
     pub fn trainer_key(self, stack: Stack) -> &'static str {
         match (self, stack) {
             (Lever::Checkpointing, Stack::Unsloth) => "use_gradient_checkpointing",
@@ -475,7 +484,7 @@ fn impossible(
     let floors = Lever::ORDER
         .iter()
         .enumerate()
-        .map(|(d, l)| format!("{} = {}", l.trainer_key(run.stack), grid.show(d, floor[d])))
+        .map(|(d, l)| format!("{} = {}", l.key_in(run), grid.show(d, floor[d])))
         .collect();
     const STEP: u64 = 256 << 20;
     let fits_on = |capacity: u64, est: &mut Estimator| {
@@ -522,7 +531,7 @@ fn describe(
         let after = est.estimate(&grid.run_at(run, &applied), gpu).total_bytes as i64;
         changes.push(Change {
             lever,
-            key: lever.trainer_key(run.stack),
+            key: lever.key_in(run),
             from: grid.show(d, 0),
             to: grid.show(d, at[d]),
             bytes_saved: before - after,
@@ -579,7 +588,7 @@ pub fn step_downs(run: &RunConfig, gpu: GpuBudget, est: &mut Estimator) -> Vec<S
             let lever = Lever::ORDER[d];
             let change = Change {
                 lever,
-                key: lever.trainer_key(run.stack),
+                key: lever.key_in(run),
                 from: grid.show(d, 0),
                 to: grid.show(d, 1),
                 bytes_saved: base - est.estimate(&lower, gpu).total_bytes as i64,

@@ -2,7 +2,6 @@
 //! model in full fine-tuning with `beta > 0`, and the reward models `reward_funcs` names.
 //! Each is sized as the pinned trl 1.15.0 loads and prepares it, cited where it is computed.
 
-use crate::run::reward::RewardModel;
 use crate::run::spread::{Engine, Spread};
 use crate::run::{Quant, RunConfig, Stack};
 
@@ -82,6 +81,7 @@ pub fn frozen_models(run: &RunConfig) -> (u64, u64) {
 mod tests {
     use super::*;
     use crate::arch::catalog;
+    use crate::run::reward::RewardModel;
 
     fn run_7b() -> RunConfig {
         let arch = catalog::find("Qwen/Qwen2.5-7B-Instruct")

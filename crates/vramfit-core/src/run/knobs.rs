@@ -97,6 +97,18 @@ impl Knob {
         }
     }
 
+    /// The table and key the knob is in for `run`: in server mode the sequence is `trl
+    /// vllm-serve`'s own context (`[vllm_server] max_model_len`, its ScriptArguments), which
+    /// the colocate key `vllm_max_model_length` does not reach.
+    pub fn key_for(self, run: &RunConfig) -> (Table, &'static str) {
+        match self {
+            Knob::SequenceLength if run.generation == Generation::VllmServer => {
+                (Table::VllmServer, "max_model_len")
+            }
+            _ => self.key(run.stack),
+        }
+    }
+
     /// The trainer keyword alone.
     pub fn trainer_key(self, stack: Stack) -> &'static str {
         self.key(stack).1
@@ -177,6 +189,11 @@ impl Knob {
             },
             Knob::Generations => run.num_generations,
             Knob::MicroBatch => run.micro_batch,
+            // server mode: the server's context, unset the model's own (vllm-serve's default)
+            Knob::SequenceLength if run.generation == Generation::VllmServer => run
+                .vllm_server
+                .max_model_len
+                .unwrap_or(run.arch.max_position),
             Knob::SequenceLength => run.max_seq_len,
             Knob::PromptLength => run.prompt_len,
             Knob::CompletionLength => run.completion_len,
@@ -199,6 +216,9 @@ impl Knob {
             }
             Knob::Generations => run.num_generations = v,
             Knob::MicroBatch => run.micro_batch = v,
+            Knob::SequenceLength if run.generation == Generation::VllmServer => {
+                run.vllm_server.max_model_len = Some(v)
+            }
             Knob::SequenceLength => run.max_seq_len = v,
             Knob::PromptLength => run.prompt_len = v,
             Knob::CompletionLength => run.completion_len = v,
@@ -331,10 +351,35 @@ mod tests {
     }
 
     #[test]
+    fn in_server_mode_the_sequence_is_the_servers_context() {
+        use crate::arch::catalog;
+        let arch = catalog::find("Qwen/Qwen2.5-1.5B-Instruct").unwrap().arch;
+        let context = arch.max_position;
+        let mut run = RunConfig::example(arch);
+        run.generation = Generation::VllmServer;
+        run.vllm_server.max_model_len = None;
+        assert_eq!(Knob::SequenceLength.get(&run), Some(context));
+        let before = run.max_seq_len;
+        Knob::SequenceLength.set(&mut run, 4096);
+        assert_eq!(run.vllm_server.max_model_len, Some(4096));
+        assert_eq!(run.max_seq_len, before);
+        assert_eq!(
+            Knob::SequenceLength.key_for(&run),
+            (Table::VllmServer, "max_model_len")
+        );
+        run.generation = Generation::Transformers;
+        assert_eq!(
+            Knob::SequenceLength.key_for(&run),
+            (Table::Grpo, "vllm_max_model_length")
+        );
+    }
+
+    #[test]
     fn the_sequence_prompt_and_completion_are_set_apart() {
         use crate::arch::catalog;
         let arch = catalog::find("Qwen/Qwen2.5-1.5B-Instruct").unwrap().arch;
         let mut run = RunConfig::example(arch);
+        run.generation = Generation::ColocatedVllm { share: 0.5 };
         let (prompt, completion) = (run.prompt_len, run.completion_len);
         for v in [100, 4096] {
             Knob::SequenceLength.set(&mut run, v);
