@@ -23,6 +23,8 @@ pub struct Exports<'a> {
     /// the launch set's folder (`--export-dir`)
     pub launch_dir: Option<&'a std::path::Path>,
     pub force: bool,
+    /// the memory bar as SVG (`--svg`)
+    pub picture: Option<&'a std::path::Path>,
 }
 
 pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8, Failure> {
@@ -47,6 +49,9 @@ pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8,
     }
     if let Some(dir) = exports.launch_dir {
         export_launch_set(file, (gpu, &gpu_line), &est, dir, force)?;
+    }
+    if let Some(path) = exports.picture {
+        crate::picture::write_svg(path, &file.run, &est, &gpu_line, None)?;
     }
     let to_stdout = export.is_some_and(|o| o == std::path::Path::new("-"));
     if json {
@@ -98,6 +103,7 @@ pub fn open_screen(
                 run_file: None,
                 launch_dir: None,
                 force: false,
+                picture: None,
             },
         );
     }
@@ -195,6 +201,7 @@ pub fn run_fit(
     output: Option<&std::path::Path>,
     force: bool,
     json: bool,
+    picture: Option<&std::path::Path>,
 ) -> Result<u8, Failure> {
     if !headroom.is_finite() || !(0.0..=50.0).contains(&headroom) {
         return Err(Failure::Input(format!(
@@ -224,6 +231,15 @@ pub fn run_fit(
         FitOutcome::Impossible { .. } => None,
     };
     let answer = if fitted.is_some() { FITS } else { DOES_NOT_FIT };
+    if let Some(path) = picture {
+        let (run, est) = match &outcome {
+            FitOutcome::Fitted { run, estimate, .. } => (&**run, estimate),
+            FitOutcome::AlreadyFits { estimate } | FitOutcome::Impossible { estimate, .. } => {
+                (&file.run, estimate)
+            }
+        };
+        crate::picture::write_svg(path, run, est, &gpu_line, None)?;
+    }
     if let (Some((run, est)), Some(out)) = (fitted, output) {
         export_run(file, &run, (gpu, &gpu_line), est, out, force, answer)?;
     }

@@ -8,6 +8,7 @@ pub mod hub;
 pub mod model;
 pub mod presets;
 pub mod report;
+pub mod svg;
 pub mod tail;
 pub mod text;
 pub mod tui;

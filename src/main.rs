@@ -10,6 +10,7 @@ mod inputs;
 mod launch;
 mod loop_commands;
 mod output;
+mod picture;
 
 use cli::{Cli, Command};
 use commands::*;
@@ -37,6 +38,7 @@ fn main() -> ExitCode {
             export,
             export_dir,
             force,
+            svg,
         }) => run_estimate(
             &merge(&cli.source, &source),
             json,
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
                 run_file: export.as_deref(),
                 launch_dir: export_dir.as_deref(),
                 force,
+                picture: svg.as_deref(),
             },
         ),
         Some(Command::Fit {
@@ -52,12 +55,14 @@ fn main() -> ExitCode {
             output,
             force,
             json,
+            svg,
         }) => run_fit(
             &merge(&cli.source, &source),
             headroom,
             output.as_deref(),
             force,
             json,
+            svg.as_deref(),
         ),
         Some(Command::Diagnose { file, source, json }) => {
             run_diagnose(file.as_deref(), &merge(&cli.source, &source), json)
@@ -74,9 +79,12 @@ fn main() -> ExitCode {
         Some(Command::Calibrate { logs, reset, json }) => {
             calibrate::run_calibrate(&logs, reset, json)
         }
-        Some(Command::Check { log, source, json }) => {
-            loop_commands::run_check(&log, &merge(&cli.source, &source), json)
-        }
+        Some(Command::Check {
+            log,
+            source,
+            json,
+            svg,
+        }) => loop_commands::run_check(&log, &merge(&cli.source, &source), json, svg.as_deref()),
     };
     match result {
         Ok(code) => ExitCode::from(code),
