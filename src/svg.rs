@@ -75,25 +75,10 @@ const LINE: u32 = 17;
 /// The SVG document of `est`.
 pub fn render(est: &Estimate, picture: &Picture) -> String {
     let mut body = String::new();
-    let mut y = MARGIN + 14;
-    let _ = writeln!(
-        body,
-        r#"<text x="{MARGIN}" y="{y}" font-weight="bold">{}</text>"#,
-        escape(picture.title)
-    );
-    y += LINE + 2;
-    let _ = writeln!(
-        body,
-        r#"<text x="{MARGIN}" y="{y}">GPU: {}</text>"#,
-        escape(picture.gpu)
-    );
-    y += LINE;
-    let _ = writeln!(
-        body,
-        r#"<text x="{MARGIN}" y="{y}"{}>{}</text>"#,
-        if est.fits { "" } else { r#" font-weight="bold""# },
-        escape(&verdict(est.fits, est.total_bytes, est.capacity_bytes, est.headroom_bytes))
-    );
+    let bold = r#" font-weight="bold""#;
+    let mut y = text_lines(&mut body, picture.title, bold, MARGIN - 3);
+    y = text_lines(&mut body, &format!("GPU: {}", picture.gpu), "", y);
+    y = text_lines(&mut body, &run_verdict(est), if est.fits { "" } else { bold }, y);
     y += 10;
     for (i, role) in est.roles.iter().enumerate() {
         let measured = picture.measured.filter(|_| i == 0);
@@ -108,7 +93,7 @@ pub fn render(est: &Estimate, picture: &Picture) -> String {
     let _ = writeln!(
         svg,
         r#"<title>{}</title>"#,
-        escape(&format!("{} on {}: {}", picture.title, picture.gpu, verdict(est.fits, est.total_bytes, est.capacity_bytes, est.headroom_bytes)))
+        escape(&format!("{} on {}: {}", picture.title, picture.gpu, run_verdict(est)))
     );
     let _ = writeln!(
         svg,
@@ -123,15 +108,63 @@ pub fn render(est: &Estimate, picture: &Picture) -> String {
     svg
 }
 
-/// `fits: 21.30 GiB of 24.00 GiB, headroom 2.70 GiB (11.3%)`, or `DOES NOT FIT: ... short by`.
-fn verdict(fits: bool, total: u64, capacity: u64, headroom: i64) -> String {
-    let margin = headroom.unsigned_abs();
-    let pct = 100.0 * margin as f64 / capacity.max(1) as f64;
-    let of = format!("{} of {}", format_size(total), format_size(capacity));
-    if fits {
-        format!("fits: {of}, headroom {} ({pct:.1}%)", format_size(margin))
-    } else {
-        format!("DOES NOT FIT: {of}, short by {} ({pct:.1}%)", format_size(margin))
+/// Characters a line of text holds across the picture (12-pixel sans-serif, bold: at most
+/// about 7 pixels a character).
+const LINE_CHARS: usize = ((WIDTH - 2 * MARGIN) / 7) as usize;
+
+/// `text` at the left margin below `y`, broken between words into lines that fit the width;
+/// returns the y of its last line.
+fn text_lines(out: &mut String, text: &str, attributes: &str, mut y: u32) -> u32 {
+    let mut line = String::new();
+    let mut flush = |line: &str, y: &mut u32| {
+        *y += LINE;
+        let _ = writeln!(
+            out,
+            r#"<text x="{MARGIN}" y="{y}"{attributes}>{}</text>"#,
+            escape(line)
+        );
+    };
+    for word in text.split(' ') {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > LINE_CHARS {
+            flush(&line, &mut y);
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    flush(&line, &mut y);
+    y
+}
+
+/// `fits: 21.30 GiB of 24.00 GiB, headroom 2.70 GiB (11.3%)`, `DOES NOT FIT: ... short by`,
+/// or, when vLLM cannot start on the role's GPUs, why (as the report's table says it).
+fn verdict(role: &Role) -> String {
+    let margin = role.headroom_bytes.unsigned_abs();
+    let pct = 100.0 * margin as f64 / role.capacity_bytes.max(1) as f64;
+    let of = format!(
+        "{} of {}",
+        format_size(role.total_bytes),
+        format_size(role.capacity_bytes)
+    );
+    let refusal = role.vllm.as_ref().and_then(|v| v.refusal.as_ref());
+    match (role.fits, refusal) {
+        (true, _) => format!("fits: {of}, headroom {} ({pct:.1}%)", format_size(margin)),
+        (false, Some(reason)) => format!("DOES NOT FIT ({of}): {reason}"),
+        (false, None) => format!("DOES NOT FIT: {of}, short by {} ({pct:.1}%)", format_size(margin)),
+    }
+}
+
+/// The whole run's verdict: its only role's, or, with several, whether every one fits.
+fn run_verdict(est: &Estimate) -> String {
+    match est.roles.as_slice() {
+        [role] => verdict(role),
+        roles if est.fits => format!("fits: every role ({} of them)", roles.len()),
+        roles => {
+            let short: Vec<&str> = roles.iter().filter(|r| !r.fits).map(|r| r.role.label()).collect();
+            format!("DOES NOT FIT: {}", short.join(", "))
+        }
     }
 }
 
@@ -156,19 +189,14 @@ fn role_section(
     mut y: u32,
 ) -> u32 {
     if heading {
-        y += LINE;
-        let _ = writeln!(
-            out,
-            r#"<text x="{MARGIN}" y="{y}" font-weight="bold">{}</text>"#,
-            escape(&format!(
-                "{} ({} GPU{}), each GPU: {}",
-                role.role.label(),
-                role.gpus,
-                if role.gpus == 1 { "" } else { "s" },
-                verdict(role.fits, role.total_bytes, role.capacity_bytes, role.headroom_bytes)
-            ))
+        let text = format!(
+            "{} ({} GPU{}), each GPU: {}",
+            role.role.label(),
+            role.gpus,
+            if role.gpus == 1 { "" } else { "s" },
+            verdict(role)
         );
-        y += 6;
+        y = text_lines(out, &text, r#" font-weight="bold""#, y) + 6;
     }
     let rows = bars(role);
     let scale = rows
