@@ -136,6 +136,9 @@ def _call(
             else:
                 tail = list(extra) + (["--svg", picture] if with_svg else [])
             done = run([*command, *args, *common, *tail], stdin=stdin, answers=answers, written=written)
+            stdout = done.stdout
+            if written:  # the temporary run file, named for what it is
+                stdout = stdout.replace(written[0], written[1])
             drawn = None
             if with_svg and os.path.exists(picture):
                 with open(picture, encoding="utf-8") as f:
@@ -143,7 +146,7 @@ def _call(
             if extra == ["toml"]:
                 with open(out, encoding="utf-8") as f:
                     return f.read(), None, done.returncode
-            return done.stdout, drawn, done.returncode
+            return stdout, drawn, done.returncode
 
     stdout, drawn, code = once(list(json_args), svg)
 
