@@ -157,7 +157,11 @@ pub fn run_check(
         // the peak that is set against the estimate's total: the process tree's, else the device's
         let peak = nvml_peak
             .map(|p| (p, "measured, whole process (NVML peak)"))
-            .or_else(|| measured.as_ref().map(|m| (m.max_used, "measured, device in use")));
+            .or_else(|| {
+                measured
+                    .as_ref()
+                    .map(|m| (m.max_used, "measured, device in use"))
+            });
         crate::picture::write_svg(path, run, &est, &gpu_line, peak)?;
     }
     let mut start = run_log.start.clone().unwrap_or_default();

@@ -48,7 +48,8 @@ const LIGHT_CYAN: &str = "#00ffff"; // color14, Color::LightCyan
 
 /// Whether black text reads on `rgb` (else white): its luma (ITU-R BT.601 weights) above half.
 fn dark_text_on(rgb: &str) -> bool {
-    let channel = |i: usize| u32::from_str_radix(rgb.get(i..i + 2).unwrap_or("00"), 16).unwrap_or(0);
+    let channel =
+        |i: usize| u32::from_str_radix(rgb.get(i..i + 2).unwrap_or("00"), 16).unwrap_or(0);
     299 * channel(1) + 587 * channel(3) + 114 * channel(5) > 128 * 1000
 }
 
@@ -78,7 +79,12 @@ pub fn render(est: &Estimate, picture: &Picture) -> String {
     let bold = r#" font-weight="bold""#;
     let mut y = text_lines(&mut body, picture.title, bold, MARGIN - 3);
     y = text_lines(&mut body, &format!("GPU: {}", picture.gpu), "", y);
-    y = text_lines(&mut body, &run_verdict(est), if est.fits { "" } else { bold }, y);
+    y = text_lines(
+        &mut body,
+        &run_verdict(est),
+        if est.fits { "" } else { bold },
+        y,
+    );
     y += 10;
     for (i, role) in est.roles.iter().enumerate() {
         let measured = picture.measured.filter(|_| i == 0);
@@ -93,7 +99,12 @@ pub fn render(est: &Estimate, picture: &Picture) -> String {
     let _ = writeln!(
         svg,
         r#"<title>{}</title>"#,
-        escape(&format!("{} on {}: {}", picture.title, picture.gpu, run_verdict(est)))
+        escape(&format!(
+            "{} on {}: {}",
+            picture.title,
+            picture.gpu,
+            run_verdict(est)
+        ))
     );
     let _ = writeln!(
         svg,
@@ -152,7 +163,10 @@ fn verdict(role: &Role) -> String {
     match (role.fits, refusal) {
         (true, _) => format!("fits: {of}, headroom {} ({pct:.1}%)", format_size(margin)),
         (false, Some(reason)) => format!("DOES NOT FIT ({of}): {reason}"),
-        (false, None) => format!("DOES NOT FIT: {of}, short by {} ({pct:.1}%)", format_size(margin)),
+        (false, None) => format!(
+            "DOES NOT FIT: {of}, short by {} ({pct:.1}%)",
+            format_size(margin)
+        ),
     }
 }
 
@@ -162,7 +176,11 @@ fn run_verdict(est: &Estimate) -> String {
         [role] => verdict(role),
         roles if est.fits => format!("fits: every role ({} of them)", roles.len()),
         roles => {
-            let short: Vec<&str> = roles.iter().filter(|r| !r.fits).map(|r| r.role.label()).collect();
+            let short: Vec<&str> = roles
+                .iter()
+                .filter(|r| !r.fits)
+                .map(|r| r.role.label())
+                .collect();
             format!("DOES NOT FIT: {}", short.join(", "))
         }
     }
@@ -175,7 +193,13 @@ fn bars(role: &Role) -> Vec<(String, &[Component], u64)> {
     }
     role.phases
         .iter()
-        .map(|p: &PhaseMemory| (p.phase.label().to_string(), &p.components[..], p.total_bytes))
+        .map(|p: &PhaseMemory| {
+            (
+                p.phase.label().to_string(),
+                &p.components[..],
+                p.total_bytes,
+            )
+        })
         .collect()
 }
 
@@ -228,7 +252,11 @@ fn role_section(
         y + 4
     );
     y += LINE;
-    let anchor = if cap_x > (WIDTH - 150) as f64 { "end" } else { "middle" };
+    let anchor = if cap_x > (WIDTH - 150) as f64 {
+        "end"
+    } else {
+        "middle"
+    };
     let _ = writeln!(
         out,
         r#"<text x="{cap_x:.1}" y="{y}" text-anchor="{anchor}" data-bytes="{}">capacity {}</text>"#,
@@ -281,7 +309,12 @@ fn bar_row(
             x1 - x0,
             part_name(c.part),
             c.bytes,
-            escape(&format!("{}: {} ({})", c.name, format_size(c.bytes), c.explanation))
+            escape(&format!(
+                "{}: {} ({})",
+                c.name,
+                format_size(c.bytes),
+                c.explanation
+            ))
         );
         let text = short_size(c.bytes);
         if x1 - x0 >= 7.0 * text.len() as f64 + 6.0 {

@@ -136,7 +136,13 @@ fn check_marks_the_measured_peak() {
 #[test]
 fn an_unwritable_svg_path_is_bad_input() {
     vramfit()
-        .args(["estimate", "--preset", "24gb", "--svg", "/nonexistent-dir/bar.svg"])
+        .args([
+            "estimate",
+            "--preset",
+            "24gb",
+            "--svg",
+            "/nonexistent-dir/bar.svg",
+        ])
         .assert()
         .code(2)
         .stderr(predicates::str::contains("--svg"));

@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import pytest
 
@@ -86,7 +85,9 @@ def test_estimate_on_a_file_is_the_estimate_of_its_run(tmp_path):
 
 def test_dicts_update_the_presets_tables():
     base = vramfit.estimate(preset="24gb", **QUIET)
-    longer = vramfit.estimate(preset="24gb", grpo={"max_completion_length": 1536}, model={"max_seq_length": 2048}, **QUIET)
+    longer = vramfit.estimate(
+        preset="24gb", grpo={"max_completion_length": 1536}, model={"max_seq_length": 2048}, **QUIET
+    )
     assert longer.total_bytes > base.total_bytes
 
 
@@ -133,7 +134,15 @@ def test_check_sets_a_measured_log_against_the_estimate():
     total = 24 * GIB
     records = [
         {"kind": "start", "device": "NVIDIA GeForce RTX 4090", "total": total, "torch": "2.9.0"},
-        {"kind": "step", "step": 1, "max_allocated": 9 * GIB, "max_reserved": 10 * GIB, "free": total - 13 * GIB, "total": total, "seconds": 9.5},
+        {
+            "kind": "step",
+            "step": 1,
+            "max_allocated": 9 * GIB,
+            "max_reserved": 10 * GIB,
+            "free": total - 13 * GIB,
+            "total": total,
+            "seconds": 9.5,
+        },
     ]
     checked = vramfit.check(records, preset="24gb", offline=True)
     assert checked.steps == 1 and checked.capacity_bytes == total
@@ -180,7 +189,14 @@ def test_trainer_objects_are_read_as_the_keywords_they_set(GRPOConfig, LoraConfi
     as_dicts = vramfit.estimate(
         model={"model_name_or_path": "Qwen/Qwen2.5-1.5B-Instruct", "dtype": "bfloat16"},
         lora={"r": 16, "lora_alpha": 32, "target_modules": ["k_proj", "o_proj", "q_proj", "v_proj"]},
-        grpo={"per_device_train_batch_size": 4, "num_generations": 4, "max_completion_length": 512, "use_vllm": True, "vllm_mode": "colocate", "bf16": True},
+        grpo={
+            "per_device_train_batch_size": 4,
+            "num_generations": 4,
+            "max_completion_length": 512,
+            "use_vllm": True,
+            "vllm_mode": "colocate",
+            "bf16": True,
+        },
         stack="trl",
         gpu_mem="24GiB",
         **QUIET,
@@ -229,7 +245,9 @@ sys.stdout.write(sys.modules["vramfit.callback"]._SOURCE)
 def test_the_callback_is_the_one_vramfit_callback_writes():
     done = subprocess.run([sys.executable, "-c", CALLBACK], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    written = subprocess.run([vramfit.binary(), "callback", "-o", "-"], capture_output=True, text=True, check=True)
+    written = subprocess.run(
+        [vramfit.binary(), "callback", "-o", "-"], capture_output=True, text=True, check=True
+    )
     assert done.stdout == written.stdout
     assert done.stdout == (ROOT / "examples" / "vramfit_callback.py").read_text()
 
@@ -241,7 +259,9 @@ def test_the_wheel_is_manylinux2014_or_older():
         pytest.skip("no wheel built (tools/wheel/ci.sh builds one)")
     with zipfile.ZipFile(wheel) as z:
         name = next(n for n in z.namelist() if n.endswith(".dist-info/WHEEL"))
-        tags = [line.split(": ", 1)[1] for line in z.read(name).decode().splitlines() if line.startswith("Tag: ")]
+        tags = [
+            line.split(": ", 1)[1] for line in z.read(name).decode().splitlines() if line.startswith("Tag: ")
+        ]
         assert any(n.endswith("/vramfit") and ".data/scripts/" in n for n in z.namelist())
     assert tags
     for tag in tags:

@@ -226,7 +226,7 @@ def fit(
     return result
 
 
-def _log_argument(text_or_path: Any, tmp_name: str) -> Tuple[Optional[str], Optional[str]]:
+def _log_argument(text_or_path: Any) -> Tuple[str, Optional[str]]:
     """(path, None) for a file, else ("-", text) for the text itself."""
     if isinstance(text_or_path, os.PathLike):
         return os.fspath(text_or_path), None
@@ -254,7 +254,7 @@ def diagnose(
     `estimate`): the tensor that made the request and the nearest configuration that fits."""
     common = _common(gpu_mem, False, offline)
     source = _source(config, preset, model, lora, grpo, versions, stack, common)
-    log, stdin = _log_argument(text_or_path, "log")
+    log, stdin = _log_argument(text_or_path)
     data, _, _, rerun = _call(["diagnose", log], source, common, stdin=stdin, answers=(FITS,), svg=False)
     return _build(Diagnosis, data, svg=None, _rerun=rerun)
 
@@ -277,14 +277,15 @@ def check(
     run as in `estimate`; the GPU's memory is the log's unless `gpu_mem`."""
     common = _common(gpu_mem, False, offline)
     source = _source(config, preset, model, lora, grpo, versions, stack, common)
-    with tempfile.TemporaryDirectory(prefix="vramfit-log-") as tmp:
-        if isinstance(log, (list, tuple)):
-            path = os.path.join(tmp, "vramfit-run.jsonl")
-            with open(path, "w", encoding="utf-8") as f:
-                f.writelines(json.dumps(record) + "\n" for record in log)
-            log = path
+    if not isinstance(log, (list, tuple)):
         data, drawn, _, rerun = _call(["check", os.fspath(log)], source, common, answers=(FITS,))
+        return _build(Check, data, svg=drawn, _rerun=rerun)
+    with tempfile.TemporaryDirectory(prefix="vramfit-log-") as tmp:
+        path = os.path.join(tmp, "vramfit-run.jsonl")
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(record) + "\n" for record in log)
+        data, drawn, _, rerun = _call(["check", path], source, common, answers=(FITS,))
         result = _build(Check, data, svg=drawn, _rerun=rerun)
-        # the text report, while the log is still there
+        # the text report now, while the records' file is there
         str(result)
     return result

@@ -72,7 +72,7 @@ def _without_derived(obj: Any, kwargs: Dict[str, Any]) -> Dict[str, Any]:
         return kwargs
     kwargs = dict(kwargs)
     kwargs.pop("generation_batch_size", None)
-    if getattr(obj, "steps_per_generation") == getattr(obj, "gradient_accumulation_steps", None):
+    if obj.steps_per_generation == getattr(obj, "gradient_accumulation_steps", None):
         kwargs.pop("steps_per_generation", None)
     return kwargs
 
