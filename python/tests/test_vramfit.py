@@ -271,3 +271,36 @@ def test_the_wheel_is_manylinux2014_or_older():
         old = legacy.get(platform.split("_x86_64")[0].split("_aarch64")[0])
         version = (int(glibc[1]), int(glibc[2])) if glibc else old
         assert version is not None and version <= (2, 17), tag
+
+
+def test_the_run_file_writer_round_trips_through_a_toml_reader():
+    tomllib = pytest.importorskip("tomllib")
+    from vramfit._runfile import table_of, to_toml
+
+    class Mode(__import__("enum").Enum):
+        COLOCATE = "colocate"
+
+    given = {
+        "s": 'quote " backslash \\ newline \n tab \t é',
+        "n": 3,
+        "f": 0.45,
+        "b": False,
+        "modules": {"v_proj", "q_proj"},
+        "mode": Mode.COLOCATE,
+        "kwargs": {"use_reentrant": False, "odd key": [1, 2]},
+        "none": None,
+    }
+    tables = {"grpo": table_of(given, "grpo"), "env": {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}}
+    read = tomllib.loads(to_toml(tables))
+    assert read["grpo"] == {
+        "s": given["s"],
+        "n": 3,
+        "f": 0.45,
+        "b": False,
+        "modules": ["q_proj", "v_proj"],
+        "mode": "colocate",
+        "kwargs": {"use_reentrant": False, "odd key": [1, 2]},
+    }
+    assert read["env"] == tables["env"]
+    with pytest.warns(UserWarning, match=r"\[grpo\] thing"):
+        assert table_of({"thing": object()}, "grpo") == {}
