@@ -84,6 +84,10 @@ pub enum Command {
         /// `likely_request`, `fit`.
         #[arg(long)]
         json: bool,
+        /// With the run that failed: also draw the memory bar of the fit proposed as an SVG
+        /// picture into this file (replaced if there).
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
     },
     /// Write vramfit_callback.py: a transformers TrainerCallback that logs each step's GPU
     /// memory as JSON lines (vramfit-run.jsonl, or $VRAMFIT_LOG) for `vramfit check`. Also

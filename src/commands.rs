@@ -254,6 +254,7 @@ pub fn run_diagnose(
     log: Option<&std::path::Path>,
     source: &Source,
     json: bool,
+    picture: Option<&std::path::Path>,
 ) -> Result<u8, Failure> {
     use std::io::{IsTerminal, Read};
     if log.is_none() && std::io::stdin().is_terminal() {
@@ -288,7 +289,7 @@ pub fn run_diagnose(
     }
     let text = String::from_utf8_lossy(&bytes);
     let shown = log.map_or("standard input".to_string(), |p| p.display().to_string());
-    let text = diagnosis(&text, &shown, source, gpu_mem, json)?;
+    let text = diagnosis_drawn(&text, &shown, source, gpu_mem, json, picture)?;
     emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(FITS))?;
     Ok(FITS)
 }
@@ -302,6 +303,19 @@ pub fn diagnosis(
     source: &Source,
     gpu_mem: Option<u64>,
     json: bool,
+) -> Result<String, Failure> {
+    diagnosis_drawn(text, shown, source, gpu_mem, json, None)
+}
+
+/// `diagnosis`, and with `picture` (`diagnose --svg`) the memory bar of the fit it proposes,
+/// when it proposes one.
+fn diagnosis_drawn(
+    text: &str,
+    shown: &str,
+    source: &Source,
+    gpu_mem: Option<u64>,
+    json: bool,
+    picture: Option<&std::path::Path>,
 ) -> Result<String, Failure> {
     let mut report = vramfit::model::oom::diagnose(text)
         .ok_or_else(|| format!("{shown}: no out-of-memory message found"))?;
@@ -372,6 +386,20 @@ pub fn diagnosis(
         }
     }
     let culprit = culprit.map(|c| c.sentence());
+    if let (Some(path), Some((outcome, capacity)), Some(f)) = (picture, &proposal, &run) {
+        let (run, est) = match outcome {
+            FitOutcome::Fitted { run, estimate, .. } => (&**run, estimate),
+            FitOutcome::AlreadyFits { estimate } | FitOutcome::Impossible { estimate, .. } => {
+                (&f.run, estimate)
+            }
+        };
+        let gpu = format!(
+            "{} of the message's {} left to this run; the fit proposed",
+            format_size(est.capacity_bytes),
+            format_size(*capacity)
+        );
+        crate::picture::write_svg(path, run, est, &gpu, None)?;
+    }
     let text = if json {
         let mut v = serde_json::to_value(&report).map_err(|e| e.to_string())?;
         v["advice"] = serde_json::json!(advice);

@@ -64,9 +64,17 @@ fn main() -> ExitCode {
             json,
             svg.as_deref(),
         ),
-        Some(Command::Diagnose { file, source, json }) => {
-            run_diagnose(file.as_deref(), &merge(&cli.source, &source), json)
-        }
+        Some(Command::Diagnose {
+            file,
+            source,
+            json,
+            svg,
+        }) => run_diagnose(
+            file.as_deref(),
+            &merge(&cli.source, &source),
+            json,
+            svg.as_deref(),
+        ),
         Some(Command::Models { json }) => list_models(json),
         Some(Command::Presets) => list_presets(),
         Some(Command::Gpu { json }) => show_gpu(json),

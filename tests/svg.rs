@@ -134,6 +134,26 @@ fn check_marks_the_measured_peak() {
 }
 
 #[test]
+fn diagnose_draws_the_fit_it_proposes() {
+    let log = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/oom/torch-2.5-other-process.txt"
+    );
+    let (svg, json) = picture_and_json(&["diagnose", log, "--preset", "24gb"]);
+    assert_same_numbers(&svg, &json["fit"]["estimate"]);
+    assert!(svg.contains("of the message's 23.57 GiB left to this run"));
+    // without the run there is no fit, and no picture
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("none.svg");
+    vramfit()
+        .args(["diagnose", log, "--svg"])
+        .arg(&path)
+        .assert()
+        .code(0);
+    assert!(!path.exists());
+}
+
+#[test]
 fn an_unwritable_svg_path_is_bad_input() {
     vramfit()
         .args([

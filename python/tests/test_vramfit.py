@@ -128,6 +128,7 @@ def test_diagnose_reads_a_log_by_path_and_by_text():
     assert "verdict" in str(by_path)
     with_run = vramfit.diagnose(log, preset="24gb", offline=True)
     assert with_run.fit is not None and with_run.fits in (True, False)
+    assert "<svg" in with_run._repr_html_() and "<svg" not in by_path._repr_html_()
 
 
 def test_check_sets_a_measured_log_against_the_estimate():

@@ -255,8 +255,9 @@ def diagnose(
     common = _common(gpu_mem, False, offline)
     source = _source(config, preset, model, lora, grpo, versions, stack, common)
     log, stdin = _log_argument(text_or_path)
-    data, _, _, rerun = _call(["diagnose", log], source, common, stdin=stdin, answers=(FITS,), svg=False)
-    return _build(Diagnosis, data, svg=None, _rerun=rerun)
+    data, drawn, _, rerun = _call(["diagnose", log], source, common, stdin=stdin, answers=(FITS,))
+    # the picture: the fit proposed for the failed run, when one is
+    return _build(Diagnosis, data, svg=drawn, _rerun=rerun)
 
 
 def check(
