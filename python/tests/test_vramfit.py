@@ -83,6 +83,18 @@ def test_estimate_on_a_file_is_the_estimate_of_its_run(tmp_path):
     assert again.capacity_bytes == preset.capacity_bytes
 
 
+def test_a_run_given_as_tables_is_the_run_of_that_file(tmp_path):
+    tomllib = pytest.importorskip("tomllib")
+    preset = vramfit.estimate(preset="24gb", **QUIET)
+    tables = tomllib.loads(preset.to_toml())
+    assert vramfit.estimate(config=tables, **QUIET).total_bytes == preset.total_bytes
+    # on top of a file: its tables, with the dict's keys replaced
+    path = tmp_path / "run.toml"
+    preset.write(path)
+    shorter = vramfit.estimate(config=path, grpo={"max_completion_length": 256}, **QUIET)
+    assert shorter.total_bytes < preset.total_bytes
+
+
 def test_dicts_update_the_presets_tables():
     base = vramfit.estimate(preset="24gb", **QUIET)
     longer = vramfit.estimate(
