@@ -121,6 +121,12 @@ def test_fit_writes_a_run_that_fits(tmp_path):
     assert vramfit.estimate(config=path, gpu_mem="12GiB", **QUIET).fits
 
 
+def test_fit_keeps_the_headroom_asked_for_on_top_of_tables():
+    roomy = vramfit.fit(preset="24gb", gpu_mem="12GiB", headroom=20, grpo={"num_generations": 8}, **QUIET)
+    assert roomy.fits and roomy.estimate.total_bytes <= 0.8 * 12 * GIB
+    assert "keeping 20% free" in str(roomy)
+
+
 def test_fit_with_check_raises_when_nothing_fits():
     hopeless = vramfit.fit(preset="141gb", gpu_mem="2GiB", **QUIET)
     assert hopeless.fits is False and hopeless.floors

@@ -209,10 +209,9 @@ def fit(
     in `estimate`. `to_toml()` / `write(path)`: the fitted run. `check=True` raises DoesNotFit
     when nothing fits."""
     common = _common(gpu_mem, no_gpu, offline)
-    if headroom is not None:
-        common += ["--headroom", str(headroom)]
     source = _source(config, preset, model, lora, grpo, versions, stack, common)
-    data, drawn, code, rerun = _call(["fit"], source, common, run_flag="-o")
+    command = ["fit"] + (["--headroom", str(headroom)] if headroom is not None else [])
+    data, drawn, code, rerun = _call(command, source, common, run_flag="-o")
     inner = data.get("estimate")
     result = _build(
         Fit,
