@@ -5,7 +5,6 @@ object, fields added to it later included."""
 from __future__ import annotations
 
 import dataclasses
-import html
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
@@ -48,6 +47,8 @@ class _Answer:
         """The notebook's view: the stacked memory bar the binary draws (``--svg``)."""
         if self.svg:
             return f'<div class="vramfit">{self.svg}</div>'
+        import html  # only here: its entity tables are the package's slowest import
+
         return f"<pre>{html.escape(str(self))}</pre>"
 
 
