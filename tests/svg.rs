@@ -73,6 +73,10 @@ fn estimate_svg_is_the_snapshot_and_has_the_json_numbers() {
     assert_same_numbers(&svg, &json);
     assert!(svg.contains("fits: 12.27 GiB of 24.00 GiB"));
     insta::assert_snapshot!("estimate_24gb", svg);
+    // the README's picture is this one: drawn again when it changes
+    // (vramfit estimate --preset 24gb --gpu-mem 24GiB --no-gpu --svg docs/estimate-24gb.svg)
+    let shown = include_str!("../docs/estimate-24gb.svg");
+    assert_eq!(shown, svg, "docs/estimate-24gb.svg is out of date");
 }
 
 #[test]
