@@ -1,5 +1,5 @@
-//! The stacked memory bar as an SVG picture (`estimate --svg`, `fit --svg`, `check --svg`, and
-//! the Python package's notebook view): per role, one bar per phase, against the capacity, with
+//! The stacked memory bar as an SVG picture (`estimate`, `fit`, `check` and `diagnose --svg`,
+//! and the Python package's notebook view): per role, one bar per phase, against the capacity, with
 //! the headroom or the shortfall. It uses the interactive screen's colours (`tui::theme`), and
 //! every segment is also named with its size in a table below the bars, so it reads without
 //! colour too. No terminal code: only strings.
