@@ -52,6 +52,9 @@ pub enum Command {
         /// without it accelerate.yaml holds a placeholder that launch.sh refuses to run with.
         #[arg(long, value_name = "IP")]
         main_process_ip: Option<String>,
+        /// Also draw the memory bar as an SVG picture into this file (replaced if there).
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
     },
     /// Find the closest configuration that fits (exit 0), or say which floor was hit (exit 3).
     Fit {
@@ -69,6 +72,10 @@ pub enum Command {
         /// One JSON object: `changes` and `estimate`.
         #[arg(long)]
         json: bool,
+        /// Also draw the fitted run's memory bar (or, when nothing fits, the floors') as an SVG
+        /// picture into this file (replaced if there).
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
     },
     /// Read an out-of-memory message from a log (a file, or - for standard input): what caused
     /// it and what to do. --config or --preset: the run that failed (names the tensor that made
@@ -83,6 +90,10 @@ pub enum Command {
         /// `likely_request`, `fit`.
         #[arg(long)]
         json: bool,
+        /// With the run that failed: also draw the memory bar of the fit proposed as an SVG
+        /// picture into this file (replaced if there).
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
     },
     /// Write vramfit_callback.py: a transformers TrainerCallback that logs each step's GPU
     /// memory as JSON lines (vramfit-run.jsonl, or $VRAMFIT_LOG) for `vramfit check`. Also
@@ -111,6 +122,10 @@ pub enum Command {
         /// One JSON object: `predicted`, `measured`, `rows`.
         #[arg(long)]
         json: bool,
+        /// Also draw the estimate's memory bar with the measured peak (◆) as an SVG picture
+        /// into this file (replaced if there).
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
     },
     /// Run a training command under watch: `[env]` of the run applied, VRAMFIT_RUN_LOG set for
     /// the callback, NVML sampled twice a second, a run log written (the prediction, the

@@ -25,6 +25,8 @@ pub struct Exports<'a> {
     pub force: bool,
     /// the main node's address for a multi-node launch set (`--main-process-ip`)
     pub main_process_ip: Option<&'a str>,
+    /// the memory bar as SVG (`--svg`)
+    pub picture: Option<&'a std::path::Path>,
 }
 
 pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8, Failure> {
@@ -52,6 +54,9 @@ pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8,
             main_process_ip: exports.main_process_ip,
         };
         export_launch_set(file, (gpu, &gpu_line), &est, (dir, opts), force)?;
+    }
+    if let Some(path) = exports.picture {
+        crate::picture::write_svg(path, &file.run, &est, &gpu_line, None)?;
     }
     let to_stdout = export.is_some_and(|o| o == std::path::Path::new("-"));
     if json {
@@ -104,6 +109,7 @@ pub fn open_screen(
                 launch_dir: None,
                 force: false,
                 main_process_ip: None,
+                picture: None,
             },
         );
     }
@@ -201,6 +207,7 @@ pub fn run_fit(
     output: Option<&std::path::Path>,
     force: bool,
     json: bool,
+    picture: Option<&std::path::Path>,
 ) -> Result<u8, Failure> {
     if !headroom.is_finite() || !(0.0..=50.0).contains(&headroom) {
         return Err(Failure::Input(format!(
@@ -230,6 +237,15 @@ pub fn run_fit(
         FitOutcome::Impossible { .. } => None,
     };
     let answer = if fitted.is_some() { FITS } else { DOES_NOT_FIT };
+    if let Some(path) = picture {
+        let (run, est) = match &outcome {
+            FitOutcome::Fitted { run, estimate, .. } => (&**run, estimate),
+            FitOutcome::AlreadyFits { estimate } | FitOutcome::Impossible { estimate, .. } => {
+                (&file.run, estimate)
+            }
+        };
+        crate::picture::write_svg(path, run, est, &gpu_line, None)?;
+    }
     if let (Some((run, est)), Some(out)) = (fitted, output) {
         export_run(file, &run, (gpu, &gpu_line), est, out, force, answer)?;
     }
@@ -244,6 +260,7 @@ pub fn run_diagnose(
     log: Option<&std::path::Path>,
     source: &Source,
     json: bool,
+    picture: Option<&std::path::Path>,
 ) -> Result<u8, Failure> {
     use std::io::{IsTerminal, Read};
     if log.is_none() && std::io::stdin().is_terminal() {
@@ -278,7 +295,7 @@ pub fn run_diagnose(
     }
     let text = String::from_utf8_lossy(&bytes);
     let shown = log.map_or("standard input".to_string(), |p| p.display().to_string());
-    let text = diagnosis(&text, &shown, source, gpu_mem, json)?;
+    let text = diagnosis_drawn(&text, &shown, source, gpu_mem, json, picture)?;
     emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(FITS))?;
     Ok(FITS)
 }
@@ -292,6 +309,19 @@ pub fn diagnosis(
     source: &Source,
     gpu_mem: Option<u64>,
     json: bool,
+) -> Result<String, Failure> {
+    diagnosis_drawn(text, shown, source, gpu_mem, json, None)
+}
+
+/// `diagnosis`, and with `picture` (`diagnose --svg`) the memory bar of the fit it proposes,
+/// when it proposes one.
+fn diagnosis_drawn(
+    text: &str,
+    shown: &str,
+    source: &Source,
+    gpu_mem: Option<u64>,
+    json: bool,
+    picture: Option<&std::path::Path>,
 ) -> Result<String, Failure> {
     let mut report = vramfit_core::diagnose::oom::diagnose(text)
         .ok_or_else(|| format!("{shown}: no out-of-memory message found"))?;
@@ -364,6 +394,20 @@ pub fn diagnosis(
             );
     }
     let culprit = culprit.map(|c| c.sentence());
+    if let (Some(path), Some((outcome, capacity)), Some(f)) = (picture, &proposal, &run) {
+        let (run, est) = match outcome {
+            FitOutcome::Fitted { run, estimate, .. } => (&**run, estimate),
+            FitOutcome::AlreadyFits { estimate } | FitOutcome::Impossible { estimate, .. } => {
+                (&f.run, estimate)
+            }
+        };
+        let gpu = format!(
+            "{} of the message's {} left to this run; the fit proposed",
+            format_size(est.capacity_bytes),
+            format_size(*capacity)
+        );
+        crate::picture::write_svg(path, run, est, &gpu, None)?;
+    }
     let text = if json {
         let mut v = serde_json::to_value(&report).map_err(|e| e.to_string())?;
         v["advice"] = serde_json::json!(advice);

@@ -4,4 +4,5 @@
 pub mod gpu;
 pub mod hub;
 pub mod report;
+pub mod svg;
 pub mod tui;

@@ -105,7 +105,12 @@ pub fn write_callback(output: &Path, force: bool) -> Result<u8, Failure> {
 
 /// `check`: the log's peaks against the estimate of the run (`--config`/`--preset`), on the
 /// GPU the log names unless `--gpu-mem`.
-pub fn run_check(log: &Path, source: &Source, json: bool) -> Result<u8, Failure> {
+pub fn run_check(
+    log: &Path,
+    source: &Source,
+    json: bool,
+    picture: Option<&Path>,
+) -> Result<u8, Failure> {
     let shown = log.display().to_string();
     let text = std::fs::read_to_string(log).map_err(|e| format!("{shown}: cannot read: {e}"))?;
     let run_log = measured::parse_log(&text, &shown)?;
@@ -148,6 +153,17 @@ pub fn run_check(log: &Path, source: &Source, json: bool) -> Result<u8, Failure>
         .map_or_else(Vec::new, |m| measured::compare(&predicted, m));
     rows.extend(nvml_peak.map(|peak| measured::nvml_row(&predicted, peak)));
     let steps = measured.as_ref().map_or(0, |m| m.steps);
+    if let Some(path) = picture {
+        // the peak that is set against the estimate's total: the process tree's, else the device's
+        let peak = nvml_peak
+            .map(|p| (p, "measured, whole process (NVML peak)"))
+            .or_else(|| {
+                measured
+                    .as_ref()
+                    .map(|m| (m.max_used, "measured, device in use"))
+            });
+        crate::picture::write_svg(path, run, &est, &gpu_line, peak)?;
+    }
     let mut start = run_log.start.clone().unwrap_or_default();
     start.device = run_log.device().map(str::to_string);
     let phase = match predicted.phase {

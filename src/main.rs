@@ -10,6 +10,7 @@ mod inputs;
 mod launch;
 mod loop_commands;
 mod output;
+mod picture;
 
 use cli::{Cli, Command};
 use commands::*;
@@ -38,6 +39,7 @@ fn main() -> ExitCode {
             export_dir,
             force,
             main_process_ip,
+            svg,
         }) => run_estimate(
             &merge(&cli.source, &source),
             json,
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
                 launch_dir: export_dir.as_deref(),
                 force,
                 main_process_ip: main_process_ip.as_deref(),
+                picture: svg.as_deref(),
             },
         ),
         Some(Command::Fit {
@@ -54,16 +57,26 @@ fn main() -> ExitCode {
             output,
             force,
             json,
+            svg,
         }) => run_fit(
             &merge(&cli.source, &source),
             headroom,
             output.as_deref(),
             force,
             json,
+            svg.as_deref(),
         ),
-        Some(Command::Diagnose { file, source, json }) => {
-            run_diagnose(file.as_deref(), &merge(&cli.source, &source), json)
-        }
+        Some(Command::Diagnose {
+            file,
+            source,
+            json,
+            svg,
+        }) => run_diagnose(
+            file.as_deref(),
+            &merge(&cli.source, &source),
+            json,
+            svg.as_deref(),
+        ),
         Some(Command::Models { json }) => list_models(json),
         Some(Command::Presets) => list_presets(),
         Some(Command::Gpu { json }) => show_gpu(json),
@@ -76,9 +89,12 @@ fn main() -> ExitCode {
         Some(Command::Calibrate { logs, reset, json }) => {
             calibrate::run_calibrate(&logs, reset, json)
         }
-        Some(Command::Check { log, source, json }) => {
-            loop_commands::run_check(&log, &merge(&cli.source, &source), json)
-        }
+        Some(Command::Check {
+            log,
+            source,
+            json,
+            svg,
+        }) => loop_commands::run_check(&log, &merge(&cli.source, &source), json, svg.as_deref()),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -2,6 +2,7 @@
 //! and draw nothing outside their area, whatever its size.
 
 use super::theme::Theme;
+use crate::svg::short_size;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
@@ -111,18 +112,6 @@ pub struct MemoryBar<'a> {
     /// a followed run's measured peak (◆), on the bar of that index
     pub measured: Option<(usize, u64)>,
     pub theme: Theme,
-}
-
-/// `5.9G`, `412M`: a size short enough to sit inside a segment.
-fn short_size(bytes: u64) -> String {
-    let g = bytes as f64 / (1u64 << 30) as f64;
-    if g >= 10.0 {
-        format!("{g:.0}G")
-    } else if g >= 1.0 {
-        format!("{g:.1}G")
-    } else {
-        format!("{:.0}M", bytes as f64 / (1u64 << 20) as f64)
-    }
 }
 
 /// Column where `bytes` falls on a bar of `width` cells scaled to `scale` bytes.

@@ -20,6 +20,7 @@ mod recipes_cli;
 mod roundtrip;
 mod safetensors;
 mod scale;
+mod svg;
 mod trainer_keys;
 mod tui;
 mod tui_hub;

@@ -1,0 +1,29 @@
+//! `--svg FILE`: an estimate's memory bar drawn into a file (`vramfit::svg`), for `estimate`,
+//! `fit` and `check`.
+
+use crate::output::{Failure, say};
+use std::path::Path;
+use vramfit_core::config::export::write_atomically;
+use vramfit_core::memory::estimate::Estimate;
+use vramfit_core::run::RunConfig;
+
+/// Writes the picture of `est`, the estimate of `run` on `gpu_line`'s GPU, to `path` (replaced
+/// if there: it is drawn again from the same inputs), with `measured`'s peak marked when given.
+pub fn write_svg(
+    path: &Path,
+    run: &RunConfig,
+    est: &Estimate,
+    gpu_line: &str,
+    measured: Option<(u64, &str)>,
+) -> Result<(), Failure> {
+    let title = format!("{} ({} stack)", run.model_name, run.stack);
+    let picture = vramfit::svg::Picture {
+        title: &title,
+        gpu: gpu_line,
+        measured,
+    };
+    write_atomically(path, &vramfit::svg::render(est, &picture), true)
+        .map_err(|e| Failure::Input(format!("--svg {e}")))?;
+    say(&format!("wrote {}", path.display()));
+    Ok(())
+}
