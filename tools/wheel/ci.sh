@@ -38,4 +38,6 @@ unset VRAMFIT_BINARY
 # run from python/tests' parent's parent, importing the installed package (python/ is not on
 # sys.path: pytest adds only python/tests, for conftest.py)
 "$work/venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
-"$work/venv/bin/python" tools/wheel/bench.py
+# the startup figure, reported: a benchmark, not a timed test (a loaded CI machine is slower
+# than a notebook's; set VRAMFIT_BENCH_BUDGET_MS to make it fail past a budget)
+VRAMFIT_BENCH_BUDGET_MS=${VRAMFIT_BENCH_BUDGET_MS:-1e9} "$work/venv/bin/python" tools/wheel/bench.py
