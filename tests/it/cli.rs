@@ -502,3 +502,27 @@ fn a_bad_value_is_reported_as_path_line_table_key_value() {
     let expected = format!("vramfit: {}:4: not valid TOML: ", f.path().display());
     assert!(err.starts_with(&expected), "{err}\nexpected: {expected}");
 }
+
+/// vLLM's refusal is typed: the start-up check that fails (`reason`) beside vLLM's words
+/// (`detail`), the same names `diagnose` gives a real refusal.
+#[test]
+fn a_refusal_names_vllms_failed_check() {
+    let text = PRESET_24.replace("utilization = 0.45", "utilization = 0.15");
+    assert_ne!(text, PRESET_24, "the preset's share moved");
+    let f = file_with(&text);
+    let out = vramfit()
+        .args(["estimate", "--json", "--config"])
+        .arg(f.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let refusal = &v["vllm"]["refusal"];
+    assert_eq!(refusal["reason"], "no_cache_blocks", "{refusal}");
+    let detail = refusal["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("vLLM refuses to start: no available memory for the cache blocks"),
+        "{detail}"
+    );
+    assert!(v["warnings"][0].as_str().unwrap().contains(detail));
+}

@@ -69,7 +69,7 @@ fn no_debug_name_reaches_the_user() {
             "Fragmentation",
             "OtherProcesses",
             "VllmReservation",
-            "VllmKvTooSmall",
+            "VllmCannotStart",
             "Some(",
             "None",
         ] {
@@ -81,19 +81,44 @@ fn no_debug_name_reaches_the_user() {
 
 #[test]
 fn json_verdicts_are_snake_case_names() {
-    for (log, verdict) in [
-        ("seed-article.txt", "does_not_fit"),
-        ("torch-2.3-fragmentation.txt", "fragmentation"),
-        ("torch-2.5-other-process.txt", "other_processes"),
-        ("vllm-kv-cache.txt", "vllm_kv_too_small"),
-        ("vllm-kv-cache-long.txt", "vllm_kv_too_small"),
-        ("vllm-no-cache-blocks.txt", "vllm_kv_too_small"),
-        ("vllm-free-memory.txt", "vllm_kv_too_small"),
-        ("vllm-free-memory-device.txt", "vllm_kv_too_small"),
+    // vLLM's refusals: one verdict, the failed start-up check in the cause's `reason`
+    for (log, verdict, reason) in [
+        ("seed-article.txt", "does_not_fit", None),
+        ("torch-2.3-fragmentation.txt", "fragmentation", None),
+        ("torch-2.5-other-process.txt", "other_processes", None),
+        (
+            "vllm-kv-cache.txt",
+            "vllm_cannot_start",
+            Some("kv_cache_too_small"),
+        ),
+        (
+            "vllm-kv-cache-long.txt",
+            "vllm_cannot_start",
+            Some("kv_cache_too_small"),
+        ),
+        (
+            "vllm-no-cache-blocks.txt",
+            "vllm_cannot_start",
+            Some("no_cache_blocks"),
+        ),
+        (
+            "vllm-free-memory.txt",
+            "vllm_cannot_start",
+            Some("free_memory"),
+        ),
+        (
+            "vllm-free-memory-device.txt",
+            "vllm_cannot_start",
+            Some("free_memory"),
+        ),
     ] {
         let v = diagnose_json(&[], log);
         assert_eq!(v["verdict"], verdict, "{log}");
         assert_eq!(v["causes"][0]["cause"], verdict, "{log}");
+        match reason {
+            Some(r) => assert_eq!(v["causes"][0]["reason"], r, "{log}"),
+            None => assert!(v["causes"][0].get("reason").is_none(), "{log}"),
+        }
     }
     // vLLM's share starving training needs the run's estimate
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

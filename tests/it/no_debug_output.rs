@@ -33,7 +33,7 @@ const DEBUG_WORDS: &[&str] = &[
     "DoesNotFit",
     "OtherProcesses",
     "VllmReservation",
-    "VllmKvTooSmall",
+    "VllmCannotStart",
     "VllmShare",
     "MicroBatch",
     "SequenceLength",

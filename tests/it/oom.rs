@@ -35,7 +35,7 @@ fn the_shared_calibration_messages() {
         .collect();
     assert_eq!(messages.len(), 3);
     let gemma = diagnose(messages[0]).unwrap();
-    assert_eq!(gemma.format, "pytorch-2.2+");
+    assert_eq!(gemma.format.name(), "pytorch-2.2+");
     assert!(close(gemma.requested_bytes, 64.0 * MIB));
     assert!(close(gemma.total_bytes, 139.80 * GIB));
     assert!(close(gemma.free_bytes, 117.01 * GIB));
@@ -76,7 +76,7 @@ fn the_seed_articles_message() {
 #[test]
 fn older_and_newer_pytorch_formats() {
     let r = diagnose(&read("torch-2.1-capacty.txt")).unwrap();
-    assert_eq!(r.format, "pytorch-2.1");
+    assert_eq!(r.format.name(), "pytorch-2.1");
     assert!(close(r.total_bytes, 14.75 * GIB));
     // 2.1 lists the failing process itself as "Process 2291 has 14.74 GiB memory in use"
     assert!(r.other_processes.is_empty());
@@ -84,7 +84,7 @@ fn older_and_newer_pytorch_formats() {
     assert_eq!(r.verdict, Verdict::Fragmentation);
 
     let r = diagnose(&read("torch-1.13-old.txt")).unwrap();
-    assert_eq!(r.format, "pytorch-1.x-2.0");
+    assert_eq!(r.format.name(), "pytorch-1.x-2.0");
     assert!(close(r.total_bytes, 15.78 * GIB));
     assert!(close(r.allocated_bytes, 12.01 * GIB));
     assert!(close(r.free_bytes, 1.82 * GIB));
@@ -139,23 +139,23 @@ fn the_cause_that_frees_the_most_is_the_verdict() {
 #[test]
 fn vllm_refusals() {
     let r = diagnose(&read("vllm-free-memory.txt")).unwrap();
-    assert_eq!(r.verdict, Verdict::VllmKvTooSmall);
+    assert_eq!(r.verdict, Verdict::VllmCannotStart);
     assert!(close(r.requested_bytes, 21.24 * GIB));
     assert!(close(r.free_bytes, 14.5 * GIB));
     assert!(close(r.total_bytes, 23.6 * GIB));
     assert_eq!(r.vllm_utilization, Some(0.9));
     // current vLLM names the device: "Free memory on device cuda:0 (10.52/23.55 GiB) ..."
     let r = diagnose(&read("vllm-free-memory-device.txt")).unwrap();
-    assert_eq!(r.format, "vllm-startup-free-memory");
+    assert_eq!(r.format.name(), "vllm-startup-free-memory");
     assert!(close(r.free_bytes, 10.52 * GIB));
     assert!(close(r.total_bytes, 23.55 * GIB));
     assert!(close(r.requested_bytes, 21.2 * GIB));
     assert_eq!(r.vllm_utilization, Some(0.9));
     assert!(close(r.shortfall_bytes, (21.2 - 10.52) * GIB));
-    assert_eq!(r.verdict, Verdict::VllmKvTooSmall);
+    assert_eq!(r.verdict, Verdict::VllmCannotStart);
 
     let r = diagnose(&read("vllm-kv-cache.txt")).unwrap();
-    assert_eq!(r.format, "vllm-kv-cache");
+    assert_eq!(r.format.name(), "vllm-kv-cache");
     assert!(close(r.shortfall_bytes, 0.5 * GIB));
     assert!(close(r.kv_cache_needed_bytes, 1.0 * GIB));
     assert!(close(r.kv_cache_available_bytes, 0.5 * GIB));
@@ -163,7 +163,7 @@ fn vllm_refusals() {
     assert_eq!(r.estimated_max_model_len, Some(4096));
     // not a tensor request: no culprit is looked for
     assert_eq!(r.requested_bytes, None);
-    assert_eq!(r.verdict, Verdict::VllmKvTooSmall);
+    assert_eq!(r.verdict, Verdict::VllmCannotStart);
 
     let r = diagnose(&read("vllm-kv-cache-long.txt")).unwrap();
     assert_eq!(r.max_model_len, Some(40960));
@@ -171,18 +171,18 @@ fn vllm_refusals() {
     assert!(close(r.shortfall_bytes, (5.62 - 4.50) * GIB));
 
     let r = diagnose(&read("vllm-no-cache-blocks.txt")).unwrap();
-    assert_eq!(r.format, "vllm-no-cache-blocks");
-    assert_eq!(r.verdict, Verdict::VllmKvTooSmall);
+    assert_eq!(r.format.name(), "vllm-no-cache-blocks");
+    assert_eq!(r.verdict, Verdict::VllmCannotStart);
 
     // vLLM before V1
     let r = diagnose(
         "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV cache (21456). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
     )
     .unwrap();
-    assert_eq!(r.format, "vllm-kv-cache-tokens");
+    assert_eq!(r.format.name(), "vllm-kv-cache-tokens");
     assert_eq!(r.max_model_len, Some(32768));
     assert_eq!(r.estimated_max_model_len, Some(21456));
-    assert_eq!(r.verdict, Verdict::VllmKvTooSmall);
+    assert_eq!(r.verdict, Verdict::VllmCannotStart);
 }
 
 #[test]
@@ -201,9 +201,9 @@ fn verdicts_have_user_facing_and_snake_case_names() {
             "vllm_reservation",
         ),
         (
-            Verdict::VllmKvTooSmall,
+            Verdict::VllmCannotStart,
             "vLLM cannot start",
-            "vllm_kv_too_small",
+            "vllm_cannot_start",
         ),
     ] {
         assert_eq!(verdict.to_string(), shown);

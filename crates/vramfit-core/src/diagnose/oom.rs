@@ -2,6 +2,7 @@
 //! start-up refusals. The seed article's method step one: read the error before changing anything.
 
 use crate::fit::Lever;
+use crate::memory::refusal::VllmRefusal;
 use crate::run::knobs::Knob;
 use crate::run::{Generation, Quant, RunConfig, Stack};
 use crate::units::format_size;
@@ -12,7 +13,7 @@ use std::sync::OnceLock;
 
 /// What made the memory run out. Shown by its [`Verdict::name`] (`Display`), serialised by its
 /// snake_case name (`does_not_fit`, `fragmentation`, `other_processes`, `vllm_reservation`,
-/// `vllm_kv_too_small`).
+/// `vllm_cannot_start`, whose cause names vLLM's failed check in `reason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
@@ -26,7 +27,7 @@ pub enum Verdict {
     VllmReservation,
     /// vLLM refused to start: its KV cache cannot hold one sequence of its context, it has no
     /// room for a single cache block, or its share asks for more than is free at start-up
-    VllmKvTooSmall,
+    VllmCannotStart,
 }
 
 impl Verdict {
@@ -37,7 +38,7 @@ impl Verdict {
             Verdict::Fragmentation => "fragmentation",
             Verdict::OtherProcesses => "other processes",
             Verdict::VllmReservation => "vLLM's share starves training",
-            Verdict::VllmKvTooSmall => "vLLM cannot start",
+            Verdict::VllmCannotStart => "vLLM cannot start",
         }
     }
 }
@@ -58,6 +59,9 @@ pub struct Cause {
     pub bytes: u64,
     /// the cause in words, with its numbers
     pub detail: String,
+    /// for `vllm_cannot_start`: which of vLLM's start-up checks failed
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<VllmRefusal>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -66,10 +70,68 @@ pub struct OtherProcess {
     pub bytes: u64,
 }
 
+/// Which kind of message was read: PyTorch's out-of-memory error in the wording of its release,
+/// or one of vLLM's start-up refusals. Serialised as its name (`pytorch-2.2+`,
+/// `vllm-startup-free-memory`...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum MessageFormat {
+    /// "(GPU 0; X total capacity; Y already allocated; Z free; W reserved in total by PyTorch)"
+    #[serde(rename = "pytorch-1.x-2.0")]
+    Pytorch1To2_0,
+    /// "GPU 0 has a total capacty of ..." (2.1 spells it so)
+    #[serde(rename = "pytorch-2.1")]
+    Pytorch2_1,
+    /// "GPU 0 has a total capacity of X of which Y is free"
+    #[serde(rename = "pytorch-2.2+")]
+    Pytorch2_2,
+    #[serde(rename = "vllm-startup-free-memory")]
+    VllmStartupFreeMemory,
+    #[serde(rename = "vllm-kv-cache")]
+    VllmKvCache,
+    /// vLLM before V1: the KV cache's capacity in tokens
+    #[serde(rename = "vllm-kv-cache-tokens")]
+    VllmKvCacheTokens,
+    #[serde(rename = "vllm-no-cache-blocks")]
+    VllmNoCacheBlocks,
+}
+
+impl MessageFormat {
+    /// The format's name, as `--json` writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            MessageFormat::Pytorch1To2_0 => "pytorch-1.x-2.0",
+            MessageFormat::Pytorch2_1 => "pytorch-2.1",
+            MessageFormat::Pytorch2_2 => "pytorch-2.2+",
+            MessageFormat::VllmStartupFreeMemory => "vllm-startup-free-memory",
+            MessageFormat::VllmKvCache => "vllm-kv-cache",
+            MessageFormat::VllmKvCacheTokens => "vllm-kv-cache-tokens",
+            MessageFormat::VllmNoCacheBlocks => "vllm-no-cache-blocks",
+        }
+    }
+
+    /// The start-up check vLLM's message reports; `None` for PyTorch's messages.
+    pub fn vllm_refusal(self) -> Option<VllmRefusal> {
+        match self {
+            MessageFormat::VllmStartupFreeMemory => Some(VllmRefusal::FreeMemory),
+            MessageFormat::VllmKvCache | MessageFormat::VllmKvCacheTokens => {
+                Some(VllmRefusal::KvCacheTooSmall)
+            }
+            MessageFormat::VllmNoCacheBlocks => Some(VllmRefusal::NoCacheBlocks),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for MessageFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OomReport {
     /// which kind of message it was
-    pub format: &'static str,
+    pub format: MessageFormat,
     pub requested_bytes: Option<u64>,
     pub total_bytes: Option<u64>,
     pub free_bytes: Option<u64>,
@@ -195,9 +257,9 @@ fn read_torch(m: &str) -> OomReport {
     let (format, total, free, allocated, reserved_unallocated) = if new_total.is_some() {
         (
             if m.contains("capacty") {
-                "pytorch-2.1"
+                MessageFormat::Pytorch2_1
             } else {
-                "pytorch-2.2+"
+                MessageFormat::Pytorch2_2
             },
             new_total,
             find(m, &FREE_NEW, r"of which SIZE is free"),
@@ -217,7 +279,7 @@ fn read_torch(m: &str) -> OomReport {
             r"SIZE (?:reserved in total by PyTorch|cached)",
         );
         (
-            "pytorch-1.x-2.0",
+            MessageFormat::Pytorch1To2_0,
             find(m, &TOTAL_OLD, r"SIZE total capacity"),
             find(m, &FREE_OLD, r"SIZE free"),
             allocated,
@@ -336,17 +398,17 @@ fn read_vllm(m: &str) -> OomReport {
         kv.as_ref().and_then(|c| size_of(c, 3)),
     );
     let format = if want.is_some() || free_total.is_some() {
-        "vllm-startup-free-memory"
+        MessageFormat::VllmStartupFreeMemory
     } else if kv.is_some() {
-        "vllm-kv-cache"
+        MessageFormat::VllmKvCache
     } else if stored.is_some() {
         estimated = estimated.or(stored);
-        "vllm-kv-cache-tokens"
+        MessageFormat::VllmKvCacheTokens
     } else {
-        "vllm-no-cache-blocks"
+        MessageFormat::VllmNoCacheBlocks
     };
     let shortfall = match format {
-        "vllm-startup-free-memory" => wanted.zip(free).map(|(w, f)| w.saturating_sub(f)),
+        MessageFormat::VllmStartupFreeMemory => wanted.zip(free).map(|(w, f)| w.saturating_sub(f)),
         _ => needed.zip(available).map(|(n, a)| n.saturating_sub(a)),
     };
     let mut report = OomReport {
@@ -369,7 +431,7 @@ fn read_vllm(m: &str) -> OomReport {
         assumed_total_bytes: None,
         assumed_total_from: None,
         vllm_kv_cache_bytes: None,
-        verdict: Verdict::VllmKvTooSmall,
+        verdict: Verdict::VllmCannotStart,
         causes: Vec::new(),
         message: m.to_string(),
     };
@@ -380,7 +442,7 @@ fn read_vllm(m: &str) -> OomReport {
 impl OomReport {
     /// Whether the message is one of vLLM's start-up refusals rather than PyTorch's OOM.
     pub fn from_vllm(&self) -> bool {
-        self.format.starts_with("vllm")
+        self.format.vllm_refusal().is_some()
     }
 
     /// The most the failing process could ever hold: the per-process cap, else the GPU.
@@ -448,6 +510,7 @@ impl OomReport {
                 verdict: Verdict::OtherProcesses,
                 bytes: others,
                 detail: format!("{who} {} of the GPU", format_size(others)),
+                reason: None,
             });
         }
         if let Some(unused) = self.reserved_unallocated_bytes.filter(|&b| b > 0) {
@@ -458,6 +521,7 @@ impl OomReport {
                     "{} reserved by PyTorch but unallocated (free pieces of partly used segments)",
                     format_size(unused)
                 ),
+                reason: None,
             });
         }
         if let Some(kv) = self.vllm_kv_cache_bytes.filter(|&b| b > 0) {
@@ -468,6 +532,7 @@ impl OomReport {
                     "vLLM's KV cache holds {} while training runs (the run's estimate)",
                     format_size(kv)
                 ),
+                reason: None,
             });
         }
         let freeable: u64 = causes.iter().map(|c| c.bytes).sum();
@@ -486,6 +551,7 @@ impl OomReport {
                         "the GPU has"
                     }
                 ),
+                reason: None,
             }),
             _ => match (self.shortfall_bytes, causes.is_empty()) {
                 (Some(short), true) => Some(Cause {
@@ -495,6 +561,7 @@ impl OomReport {
                         "{} short, and the message names nothing else that holds memory: the run itself needs less",
                         format_size(short)
                     ),
+                    reason: None,
                 }),
                 (Some(short), false) if short > freeable => Some(Cause {
                     verdict: Verdict::DoesNotFit,
@@ -504,6 +571,7 @@ impl OomReport {
                         format_size(short - freeable),
                         format_size(short)
                     ),
+                    reason: None,
                 }),
                 (None, true) => Some(Cause {
                     verdict: Verdict::DoesNotFit,
@@ -516,6 +584,7 @@ impl OomReport {
                             "the message gives neither the request nor the free memory".to_string()
                         }
                     },
+                    reason: None,
                 }),
                 _ => None,
             },
@@ -527,7 +596,7 @@ impl OomReport {
     fn vllm_cause(&self) -> Cause {
         let size = |b: Option<u64>| b.map_or("?".to_string(), format_size);
         let detail = match self.format {
-            "vllm-startup-free-memory" => format!(
+            MessageFormat::VllmStartupFreeMemory => format!(
                 "its share{} asks for {}, {} more than the {} free{}",
                 self.vllm_utilization
                     .map_or(String::new(), |u| format!(" {u}")),
@@ -537,7 +606,7 @@ impl OomReport {
                 self.total_bytes
                     .map_or(String::new(), |t| format!(" of {}", format_size(t)))
             ),
-            "vllm-kv-cache" => format!(
+            MessageFormat::VllmKvCache => format!(
                 "one sequence of {} needs {} of KV cache, {} more than the {} available",
                 self.max_model_len
                     .map_or("max_model_len".to_string(), |t| format!("{t} tokens")),
@@ -545,7 +614,7 @@ impl OomReport {
                 size(self.shortfall_bytes),
                 size(self.kv_cache_available_bytes)
             ),
-            "vllm-kv-cache-tokens" => format!(
+            MessageFormat::VllmKvCacheTokens => format!(
                 "one sequence of {} tokens does not fit its KV cache of {} tokens",
                 self.max_model_len.map_or("?".to_string(), |t| t.to_string()),
                 self.estimated_max_model_len
@@ -554,9 +623,10 @@ impl OomReport {
             _ => "its share leaves no memory for a single KV cache block once the weights, profiled activations and CUDA graphs are in".to_string(),
         };
         Cause {
-            verdict: Verdict::VllmKvTooSmall,
+            verdict: Verdict::VllmCannotStart,
             bytes: self.shortfall_bytes.unwrap_or(0),
             detail,
+            reason: self.format.vllm_refusal(),
         }
     }
 }
@@ -659,7 +729,7 @@ pub fn advice(report: &OomReport, run: Option<&RunConfig>) -> Vec<String> {
                     "or let vLLM sleep while training runs ({sleep})"
                 ));
             }
-            Verdict::VllmKvTooSmall => vllm_advice(report, run, share, &share_key, &context_key, &mut out),
+            Verdict::VllmCannotStart => vllm_advice(report, run, share, &share_key, &context_key, &mut out),
         }
     }
     out
@@ -675,7 +745,7 @@ fn vllm_advice(
     context_key: &str,
     out: &mut Vec<String>,
 ) {
-    if r.format == "vllm-startup-free-memory" {
+    if r.format == MessageFormat::VllmStartupFreeMemory {
         match (r.free_bytes, r.total_bytes) {
             (Some(free), Some(total)) if total > 0 => {
                 let at_most = hundredths(free as f64 / total as f64, true);
@@ -701,7 +771,7 @@ fn vllm_advice(
         }
         return;
     }
-    let no_blocks = r.format == "vllm-no-cache-blocks";
+    let no_blocks = r.format == MessageFormat::VllmNoCacheBlocks;
     let capacity = r.capacity_bytes();
     let now = share.map_or(String::new(), |s| format!(", now {s}"));
     out.push(match (r.shortfall_bytes, capacity) {

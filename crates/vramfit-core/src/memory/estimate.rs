@@ -231,7 +231,7 @@ fn estimate_using(
     let mut warnings = Vec::new();
     if let Some(v) = &vllm {
         if let Some(reason) = &v.refusal {
-            warnings.push(reason.clone());
+            warnings.push(reason.detail.clone());
         }
         phases.push(vllm_generation(
             v,

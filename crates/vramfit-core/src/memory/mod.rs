@@ -9,6 +9,7 @@ pub mod frozen;
 pub mod generate;
 pub mod lm_head;
 pub mod moe;
+pub mod refusal;
 pub mod roles;
 #[cfg(test)]
 mod scale_examples;

@@ -5,6 +5,7 @@
 //! own budget (`vllm.v1.worker.gpu_worker.Worker.determine_available_memory`, 0.33).
 
 use crate::arch::Arch;
+use crate::memory::refusal::{Refusal, VllmRefusal};
 use crate::run::{Generation, Quant, RunConfig, Stack};
 use crate::units::{GIB, format_size};
 use serde::Serialize;
@@ -58,7 +59,7 @@ pub struct VllmPlan {
     /// whether vLLM gets past its start-up checks
     pub starts: bool,
     /// why it does not, in vLLM's terms
-    pub refusal: Option<String>,
+    pub refusal: Option<Refusal>,
     /// what vLLM keeps on the GPU while training runs (sleep frees part of it)
     pub kept_while_training_bytes: u64,
 }
@@ -172,34 +173,43 @@ fn plan_with(run: &RunConfig, s: &Setup) -> VllmPlan {
     let needed = per_token * s.context.div_ceil(BLOCK) * BLOCK;
     let usable = kv.saturating_sub(per_token * BLOCK);
     let refusal = if free_at_start < budget {
-        Some(format!(
-            "vLLM refuses to start: free memory on device ({}/{}) is less than desired GPU memory utilization ({utilization:.2}, {}){}",
-            format_size(free_at_start),
-            format_size(total),
-            format_size(budget),
-            if s.trainer_at_start > 0 {
-                format!(
-                    "; the training model already holds {}",
-                    format_size(s.trainer_at_start)
-                )
-            } else {
-                String::new()
-            },
-        ))
+        Some(Refusal {
+            reason: VllmRefusal::FreeMemory,
+            detail: format!(
+                "vLLM refuses to start: free memory on device ({}/{}) is less than desired GPU memory utilization ({utilization:.2}, {}){}",
+                format_size(free_at_start),
+                format_size(total),
+                format_size(budget),
+                if s.trainer_at_start > 0 {
+                    format!(
+                        "; the training model already holds {}",
+                        format_size(s.trainer_at_start)
+                    )
+                } else {
+                    String::new()
+                },
+            ),
+        })
     } else if usable == 0 {
-        Some(format!(
-            "vLLM refuses to start: no available memory for the cache blocks (its share of {} is taken by weights {}, profiled activations {} and CUDA graphs)",
-            format_size(budget),
-            format_size(weights),
-            format_size(activations)
-        ))
+        Some(Refusal {
+            reason: VllmRefusal::NoCacheBlocks,
+            detail: format!(
+                "vLLM refuses to start: no available memory for the cache blocks (its share of {} is taken by weights {}, profiled activations {} and CUDA graphs)",
+                format_size(budget),
+                format_size(weights),
+                format_size(activations)
+            ),
+        })
     } else if needed > usable {
-        Some(format!(
-            "vLLM refuses to start: one request of max_model_len {} needs {} of KV cache, more than the {} available",
-            s.context,
-            format_size(needed),
-            format_size(usable)
-        ))
+        Some(Refusal {
+            reason: VllmRefusal::KvCacheTooSmall,
+            detail: format!(
+                "vLLM refuses to start: one request of max_model_len {} needs {} of KV cache, more than the {} available",
+                s.context,
+                format_size(needed),
+                format_size(usable)
+            ),
+        })
     } else {
         None
     };
