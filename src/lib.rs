@@ -3,6 +3,7 @@
 pub mod config;
 pub mod contract;
 pub mod dates;
+pub mod files;
 pub mod gpu;
 pub mod hub;
 pub mod model;
