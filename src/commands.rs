@@ -27,6 +27,7 @@ pub struct Exports<'a> {
 
 pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8, Failure> {
     let (export, force) = (exports.run_file, exports.force);
+    check_exports(&exports)?;
     let Inputs {
         loaded,
         gpu,
@@ -42,13 +43,14 @@ pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8,
             say(&note);
         }
     }
-    if let Some(out) = export {
+    let to_stdout = export.is_some_and(|o| o == std::path::Path::new("-"));
+    // `--json --export -`: the run file goes inside the one JSON object, as `export`
+    if let Some(out) = export.filter(|_| !(json && to_stdout)) {
         export_run(file, &file.run, (gpu, &gpu_line), &est, out, force, answer)?;
     }
     if let Some(dir) = exports.launch_dir {
         export_launch_set(file, (gpu, &gpu_line), &est, dir, force)?;
     }
-    let to_stdout = export.is_some_and(|o| o == std::path::Path::new("-"));
     if json {
         let mut v = serde_json::to_value(&est).map_err(|e| e.to_string())?;
         v["parameters"] = serde_json::json!(file.run.arch.parameters());
@@ -56,6 +58,10 @@ pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8,
         v["stored_weights"] =
             serde_json::to_value(file.run.stored_weights).map_err(|e| e.to_string())?;
         v["calibrated"] = serde_json::json!(calibrated);
+        if to_stdout {
+            v["export"] =
+                serde_json::json!(to_toml(&file.run, &export_context(file, (gpu, &gpu_line), &est)));
+        }
         let text = json_text(&v)?;
         emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(answer))?;
     } else if !to_stdout {
@@ -200,6 +206,9 @@ pub fn run_fit(
         return Err(Failure::Input(format!(
             "--headroom {headroom}: expected a percentage between 0 and 50"
         )));
+    }
+    if let Some(out) = output.filter(|o| *o != std::path::Path::new("-")) {
+        vramfit::files::check_output(out, force)?;
     }
     let Inputs {
         loaded,
@@ -415,6 +424,21 @@ fn export_context<'a>(
     }
 }
 
+/// The outputs of `estimate`, checked before any work: each path can be written, and nothing
+/// there is replaced without `--force`.
+fn check_exports(exports: &Exports) -> Result<(), Failure> {
+    if let Some(out) = exports.run_file.filter(|o| *o != std::path::Path::new("-")) {
+        vramfit::files::check_output(out, exports.force)?;
+    }
+    if let Some(dir) = exports.launch_dir {
+        vramfit::files::check_output_dir(dir)?;
+        // the launch set's files for every run (ds_config.json only for DeepSpeed)
+        let names = ["run.toml", "accelerate.yaml", "launch.sh", "train_trl.py"];
+        vramfit::files::check_none_there(dir, &names, exports.force)?;
+    }
+    Ok(())
+}
+
 /// The example training script the launch set runs (examples/train_trl.py).
 const TRAIN_TRL: &str = include_str!("../examples/train_trl.py");
 
@@ -487,8 +511,14 @@ pub fn list_models(json: bool) -> Result<u8, Failure> {
         .map_err(unwritten(FITS))
 }
 
-pub fn list_presets() -> Result<u8, Failure> {
+pub fn list_presets(json: bool) -> Result<u8, Failure> {
     let rows = presets::all();
+    if json {
+        let text = json_text(&presets_json(&rows))?;
+        return emit(|out| out.write_all(text.as_bytes()))
+            .map(|()| FITS)
+            .map_err(unwritten(FITS));
+    }
     emit(|out| {
         for (name, file) in rows {
             match file {
@@ -521,4 +551,40 @@ pub fn list_presets() -> Result<u8, Failure> {
     })
     .map_err(unwritten(FITS))?;
     Ok(FITS)
+}
+
+/// `presets --json`: one object per preset, as the text lists them.
+fn presets_json(
+    rows: &[(String, Result<RunFile, vramfit::config::LoadError>)],
+) -> serde_json::Value {
+    let rows: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|(label, file)| {
+            let (name, whose) = label
+                .split_once(" (")
+                .map_or((label.as_str(), "built-in"), |(n, w)| {
+                    (n, w.trim_end_matches(')'))
+                });
+            let Ok(file) = file else {
+                let error = file.as_ref().err().map(ToString::to_string);
+                return serde_json::json!({"name": name, "whose": whose, "error": error});
+            };
+            let capacity = file.gpu_memory.unwrap_or(0);
+            let gpu = GpuBudget {
+                capacity,
+                used_by_others: 0,
+                context: None,
+            };
+            let est = estimate(&file.run, gpu);
+            serde_json::json!({
+                "name": name,
+                "whose": whose,
+                "model": file.run.model_name,
+                "capacity_bytes": capacity,
+                "estimate_bytes": est.total_bytes,
+                "fits": est.fits,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(rows)
 }
