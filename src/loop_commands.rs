@@ -108,7 +108,10 @@ pub fn write_callback(output: &Path, force: bool) -> Result<u8, Failure> {
 pub fn run_check(log: &Path, source: &Source, json: bool) -> Result<u8, Failure> {
     let shown = log.display().to_string();
     let text = std::fs::read_to_string(log).map_err(|e| format!("{shown}: cannot read: {e}"))?;
-    let run_log = measured::parse_log(&text, &shown)?;
+    let (run_log, note) = measured::parse_last_run(&text, &shown)?;
+    if let Some(note) = note {
+        say(&format!("vramfit: note: {note}"));
+    }
     let measured = run_log.measured();
     let nvml_peak = run_log.nvml_peak();
     if measured.is_none() && nvml_peak.is_none() {
