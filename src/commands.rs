@@ -11,7 +11,7 @@ use vramfit::gpu::{GpuProbe, NvmlProbe};
 use vramfit::model::catalog;
 use vramfit::model::estimate::{Estimator, GpuBudget, estimate};
 use vramfit::model::fit::{DEFAULT_HEADROOM, FitOutcome, fit};
-use vramfit::model::units::{format_size, parse_size};
+use vramfit::model::units::format_size;
 use vramfit::presets;
 use vramfit::tui::app::{App, GpuState};
 use vramfit::tui::theme::Theme;
@@ -262,12 +262,7 @@ pub fn run_diagnose(
             "diagnose: no log given and standard input is a terminal: name the log file, or pipe the log in (`-` reads standard input)\n{usage}"
         )));
     }
-    let gpu_mem = source
-        .gpu_mem
-        .as_deref()
-        .map(parse_size)
-        .transpose()
-        .map_err(|e| format!("--gpu-mem: {e}"))?;
+    let gpu_mem = crate::inputs::gpu_mem(source)?;
     let mut bytes = Vec::new();
     match log {
         Some(p) if p != std::path::Path::new("-") => {

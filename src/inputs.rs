@@ -8,7 +8,7 @@ use vramfit::config::{self, RunFile};
 use vramfit::gpu::{GpuInfo, GpuProbe, NvmlProbe};
 use vramfit::model::calibration::{self, Calibration};
 use vramfit::model::estimate::GpuBudget;
-use vramfit::model::units::{format_size, parse_size};
+use vramfit::model::units::{format_size, parse_gpu_size};
 use vramfit::presets;
 
 pub fn merge(outer: &Source, inner: &Source) -> Source {
@@ -53,7 +53,7 @@ pub fn gpu_mem(source: &Source) -> Result<Option<u64>, String> {
     source
         .gpu_mem
         .as_deref()
-        .map(|text| parse_size(text).map_err(|e| format!("--gpu-mem {text}: {e}")))
+        .map(|text| parse_gpu_size(text).map_err(|e| format!("--gpu-mem {text}: {e}")))
         .transpose()
 }
 

@@ -9,7 +9,7 @@ use std::path::Path;
 use vramfit::config::export::write_atomically;
 use vramfit::model::estimate::{Phase, estimate};
 use vramfit::model::measured::{self, GOOD_WITHIN_PERCENT};
-use vramfit::model::units::format_size;
+use vramfit::model::units::{MIN_GPU_MEMORY, format_size};
 use vramfit::tail::Tail;
 use vramfit::tui::follow::Following;
 
@@ -125,6 +125,12 @@ pub fn run_check(log: &Path, source: &Source, json: bool) -> Result<u8, Failure>
     let from_log = source.gpu_mem.is_none();
     if from_log {
         source.gpu_mem = run_log.total().map(|t| format!("{t}B"));
+        if let Some(t) = run_log.total().filter(|t| *t < MIN_GPU_MEMORY) {
+            return Err(Failure::Input(format!(
+                "{shown}: the log gives the GPU's total memory as {t} bytes, below {}: not a GPU this log can be checked on (pass --gpu-mem SIZE to check it against another)",
+                format_size(MIN_GPU_MEMORY)
+            )));
+        }
     }
     let mut inputs = resolve(&source)?;
     // the context measured on the log's GPU, when `vramfit calibrate` learned one

@@ -63,14 +63,20 @@ fn main() -> ExitCode {
             run_diagnose(file.as_deref(), &merge(&cli.source, &source), json)
         }
         Some(Command::Models { json }) => list_models(json),
-        Some(Command::Presets) => list_presets(),
+        Some(Command::Presets { json }) => list_presets(json),
         Some(Command::Gpu { json }) => show_gpu(json),
         Some(Command::Callback { output, force }) => loop_commands::write_callback(&output, force),
         Some(Command::Run {
             source,
             log,
+            append,
             command,
-        }) => launch::run_command(&merge(&cli.source, &source), log.as_deref(), &command),
+        }) => launch::run_command(
+            &merge(&cli.source, &source),
+            log.as_deref(),
+            append,
+            &command,
+        ),
         Some(Command::Calibrate { logs, reset, json }) => {
             calibrate::run_calibrate(&logs, reset, json)
         }
