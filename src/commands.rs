@@ -335,7 +335,7 @@ pub fn diagnosis(
         );
     }
     let proposal = run.as_ref().zip(limit).map(|(f, capacity)| {
-        let others: u64 = report.other_processes.iter().map(|p| p.bytes).sum();
+        let others = (report.other_processes.iter()).fold(0u64, |s, p| s.saturating_add(p.bytes));
         let gpu = GpuBudget {
             capacity: capacity.saturating_sub(others),
             used_by_others: 0,
