@@ -12,3 +12,4 @@ pub mod report;
 pub mod tail;
 pub mod text;
 pub mod tui;
+pub mod untrusted;

@@ -74,3 +74,97 @@ fn absurd_counts_in_a_config_json_are_refused_naming_the_field() {
         assert!(stderr.contains(said), "{stderr}");
     }
 }
+
+fn run_file(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
+    let path = dir.join("run.toml");
+    // the 24gb preset without its own [env] table (the last), then `extra`
+    let preset = include_str!("../presets/24gb.toml");
+    let cut = preset.find("\n[env]").unwrap_or(preset.len());
+    let text = preset[..cut].to_string() + "\n" + extra;
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_logs_device_name_reaches_the_terminal_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let device = "GPU\u{1b}]0;owned\u{7}\u{1b}[2J";
+    let total: u64 = 24 << 30;
+    let log = format!(
+        "{}\n{}\n",
+        serde_json::json!({"kind": "start", "device": device, "total": total, "trl": "0.24.0"}),
+        serde_json::json!({"kind": "step", "step": 1, "max_allocated": 10u64 << 30, "max_reserved": 11u64 << 30, "free": 12u64 << 30, "total": total}),
+    );
+    let path = dir.path().join("log.jsonl");
+    std::fs::write(&path, log).unwrap();
+    let out = vramfit()
+        .env("VRAMFIT_CONFIG_DIR", dir.path())
+        .arg("check")
+        .arg(&path)
+        .args(["--preset", "24gb"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!out.stdout.contains(&0x1b) && !out.stderr.contains(&0x1b), "{stdout:?} {stderr:?}");
+    assert!(!out.stdout.contains(&0x07), "{stdout:?}");
+    assert!(stdout.contains("GPU\\u{1b}]0;owned"), "{stdout}");
+}
+
+#[test]
+fn a_ten_megabyte_unknown_key_is_cut_and_answered_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = "k".repeat(10 << 20);
+    let path = run_file(dir.path(), "");
+    // an unknown key in [grpo], 10 MB long
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("[grpo]\n", &format!("[grpo]\n{key} = 1\n"));
+    std::fs::write(&path, text).unwrap();
+    let started = std::time::Instant::now();
+    let out = vramfit().arg("estimate").arg("--config").arg(&path).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{}", &stderr[..stderr.len().min(500)]);
+    assert!(stderr.len() < 20_000, "{} bytes said", stderr.len());
+    assert!(stderr.contains("more characters"), "{}", &stderr[..stderr.len().min(500)]);
+    assert!(!stderr.contains("did you mean"));
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "{:?}", started.elapsed());
+}
+
+#[test]
+fn env_keys_that_no_environment_holds_are_refused_and_what_is_set_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in ["\"A=B\"", "\"\""] {
+        let path = run_file(dir.path(), &format!("\n[env]\n{bad} = \"1\"\n"));
+        let out = vramfit().arg("estimate").arg("--config").arg(&path).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(stderr.contains("not an environment variable's name"), "{stderr}");
+    }
+    let path = run_file(
+        dir.path(),
+        "\n[env]\nPYTHONDONTWRITEBYTECODE = \"1\"\nMY_FLAG = \"x\"\n",
+    );
+    let out = vramfit()
+        .current_dir(dir.path())
+        .env("VRAMFIT_CONFIG_DIR", dir.path())
+        .args(["run", "--gpu-mem", "24GiB", "--log", "env.jsonl", "--config"])
+        .arg(&path)
+        .args(["--", "sh", "-c", "test \"$MY_FLAG\" = x"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("[env] sets MY_FLAG=x PYTHONDONTWRITEBYTECODE=1"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("warning: [env] sets PYTHONDONTWRITEBYTECODE"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("warning: [env] sets MY_FLAG"), "{stderr}");
+}

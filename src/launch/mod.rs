@@ -4,6 +4,7 @@
 //! out-of-memory death, and exits with the command's own status.
 
 mod console;
+mod env_notice;
 mod group;
 mod log;
 mod sampler;
@@ -59,6 +60,9 @@ pub fn run_command(
         format_size(inputs.gpu.capacity),
         path.display()
     ));
+    for line in env_notice::lines(&inputs.loaded.file.env) {
+        console.say(&line);
+    }
     let signals = signals::Signals::catch()?;
     let mut command = Command::new(program);
     command
