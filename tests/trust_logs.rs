@@ -221,3 +221,12 @@ fn twelve_calibrates_at_once_lose_no_update() {
     let text = std::fs::read_to_string(d.join("config/calibration.toml")).unwrap();
     assert_eq!(text.matches("[[gpu.run]]").count(), 12, "{text}");
 }
+
+#[test]
+fn follow_of_a_folder_is_refused_before_the_screen() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(vramfit(dir.path()).arg("--follow").arg(dir.path()));
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("a folder, not a run log"), "{}", out.stderr);
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+}
