@@ -59,8 +59,10 @@ pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8,
             serde_json::to_value(file.run.stored_weights).map_err(|e| e.to_string())?;
         v["calibrated"] = serde_json::json!(calibrated);
         if to_stdout {
-            v["export"] =
-                serde_json::json!(to_toml(&file.run, &export_context(file, (gpu, &gpu_line), &est)));
+            v["export"] = serde_json::json!(to_toml(
+                &file.run,
+                &export_context(file, (gpu, &gpu_line), &est)
+            ));
         }
         let text = json_text(&v)?;
         emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(answer))?;

@@ -109,8 +109,9 @@ pub fn read_source(source: &Source, detected: &Result<GpuInfo, String>) -> Resul
     // the user's preset wins over a built-in one of the same name, and says so
     if let Some((_, path)) = presets::user_presets().into_iter().find(|(n, _)| n == name) {
         let mut l = loaded(&path, format!("your preset {name}"), String::new())?;
-        let shadows = presets::built_in(name)
-            .map_or(String::new(), |_| format!("; it replaces the built-in {name}"));
+        let shadows = presets::built_in(name).map_or(String::new(), |_| {
+            format!("; it replaces the built-in {name}")
+        });
         l.origin = format!(
             "your preset {name}, {} ({}{shadows})",
             path.display(),
@@ -262,7 +263,11 @@ pub fn load_calibration() -> Result<Option<(Calibration, std::path::PathBuf)>, S
 pub fn calibrate_for(inputs: &mut Inputs, gpu: &str) -> Result<(), String> {
     // a calibration file that cannot be read is said, never fatal to an estimate
     let Some((calibration, _)) = load_calibration()
-        .inspect_err(|e| say(&format!("vramfit: note: {e}: the built-in CUDA context is used")))
+        .inspect_err(|e| {
+            say(&format!(
+                "vramfit: note: {e}: the built-in CUDA context is used"
+            ))
+        })
         .ok()
         .flatten()
     else {

@@ -32,8 +32,8 @@ pub struct Tail {
 impl Tail {
     /// Follows `path` from its start; an error names it when it cannot be read now.
     pub fn open(path: &Path) -> Result<Tail, String> {
-        let file =
-            std::fs::File::open(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let file = std::fs::File::open(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         if file.metadata().is_ok_and(|m| m.is_dir()) {
             return Err(format!("{}: a folder, not a run log", path.display()));
         }

@@ -56,7 +56,10 @@ mod tests {
 
     #[test]
     fn escapes_and_osc_sequences_are_shown_not_sent() {
-        assert_eq!(escape_controls("GPU\u{1b}]0;owned\u{7}"), "GPU\\u{1b}]0;owned\\u{7}");
+        assert_eq!(
+            escape_controls("GPU\u{1b}]0;owned\u{7}"),
+            "GPU\\u{1b}]0;owned\\u{7}"
+        );
         assert_eq!(escape_controls("a\0b\u{9b}c"), "a\\u{0}b\\u{9b}c");
         assert_eq!(escape_controls("line\n\tnext"), "line\n\tnext");
     }

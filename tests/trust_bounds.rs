@@ -109,7 +109,10 @@ fn a_logs_device_name_reaches_the_terminal_escaped() {
         String::from_utf8_lossy(&out.stderr),
     );
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(!out.stdout.contains(&0x1b) && !out.stderr.contains(&0x1b), "{stdout:?} {stderr:?}");
+    assert!(
+        !out.stdout.contains(&0x1b) && !out.stderr.contains(&0x1b),
+        "{stdout:?} {stderr:?}"
+    );
     assert!(!out.stdout.contains(&0x07), "{stdout:?}");
     assert!(stdout.contains("GPU\\u{1b}]0;owned"), "{stdout}");
 }
@@ -125,13 +128,31 @@ fn a_ten_megabyte_unknown_key_is_cut_and_answered_at_once() {
         .replace("[grpo]\n", &format!("[grpo]\n{key} = 1\n"));
     std::fs::write(&path, text).unwrap();
     let started = std::time::Instant::now();
-    let out = vramfit().arg("estimate").arg("--config").arg(&path).output().unwrap();
+    let out = vramfit()
+        .arg("estimate")
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{}", &stderr[..stderr.len().min(500)]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        &stderr[..stderr.len().min(500)]
+    );
     assert!(stderr.len() < 20_000, "{} bytes said", stderr.len());
-    assert!(stderr.contains("more characters"), "{}", &stderr[..stderr.len().min(500)]);
+    assert!(
+        stderr.contains("more characters"),
+        "{}",
+        &stderr[..stderr.len().min(500)]
+    );
     assert!(!stderr.contains("did you mean"));
-    assert!(started.elapsed() < std::time::Duration::from_secs(60), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
@@ -139,10 +160,18 @@ fn env_keys_that_no_environment_holds_are_refused_and_what_is_set_is_said() {
     let dir = tempfile::tempdir().unwrap();
     for bad in ["\"A=B\"", "\"\""] {
         let path = run_file(dir.path(), &format!("\n[env]\n{bad} = \"1\"\n"));
-        let out = vramfit().arg("estimate").arg("--config").arg(&path).output().unwrap();
+        let out = vramfit()
+            .arg("estimate")
+            .arg("--config")
+            .arg(&path)
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{bad}: {stderr}");
-        assert!(stderr.contains("not an environment variable's name"), "{stderr}");
+        assert!(
+            stderr.contains("not an environment variable's name"),
+            "{stderr}"
+        );
     }
     let path = run_file(
         dir.path(),
@@ -151,7 +180,14 @@ fn env_keys_that_no_environment_holds_are_refused_and_what_is_set_is_said() {
     let out = vramfit()
         .current_dir(dir.path())
         .env("VRAMFIT_CONFIG_DIR", dir.path())
-        .args(["run", "--gpu-mem", "24GiB", "--log", "env.jsonl", "--config"])
+        .args([
+            "run",
+            "--gpu-mem",
+            "24GiB",
+            "--log",
+            "env.jsonl",
+            "--config",
+        ])
         .arg(&path)
         .args(["--", "sh", "-c", "test \"$MY_FLAG\" = x"])
         .output()

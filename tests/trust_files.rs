@@ -42,7 +42,11 @@ fn run(cmd: &mut Command) -> Out {
 fn refused_before_work(out: &Out, said: &str) {
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(out.stderr.contains(said), "{}", out.stderr);
-    assert!(out.stdout.is_empty(), "work done before the refusal: {}", out.stdout);
+    assert!(
+        out.stdout.is_empty(),
+        "work done before the refusal: {}",
+        out.stdout
+    );
 }
 
 #[test]
@@ -138,14 +142,7 @@ fn a_linked_output_replaces_the_file_it_names_with_its_permissions() {
     assert_eq!(mode, 0o640);
     // a link to nothing is refused, not written through
     std::os::unix::fs::symlink(d.join("gone/x.toml"), d.join("dangling.toml")).unwrap();
-    let out = run(vramfit(d).args([
-        "fit",
-        "--preset",
-        "24gb",
-        "-o",
-        "dangling.toml",
-        "--force",
-    ]));
+    let out = run(vramfit(d).args(["fit", "--preset", "24gb", "-o", "dangling.toml", "--force"]));
     refused_before_work(&out, "symbolic link to nothing");
 }
 

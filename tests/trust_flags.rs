@@ -56,8 +56,9 @@ fn a_negative_headroom_gets_the_range_message() {
         let out = run(vramfit(dir.path()).args(["fit", "--preset", "24gb", "--headroom", value]));
         assert_eq!(out.code, Some(2), "{}", out.stderr);
         assert!(
-            out.stderr
-                .contains(&format!("--headroom {value}: expected a percentage between 0 and 50")),
+            out.stderr.contains(&format!(
+                "--headroom {value}: expected a percentage between 0 and 50"
+            )),
             "{}",
             out.stderr
         );
@@ -67,9 +68,8 @@ fn a_negative_headroom_gets_the_range_message() {
 #[test]
 fn json_is_honoured_with_export_to_standard_output() {
     let dir = tempfile::tempdir().unwrap();
-    let out = run(vramfit(dir.path()).args([
-        "estimate", "--preset", "24gb", "--json", "--export", "-",
-    ]));
+    let out =
+        run(vramfit(dir.path()).args(["estimate", "--preset", "24gb", "--json", "--export", "-"]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let v: Value = serde_json::from_str(&out.stdout).expect("one JSON object");
     assert!(v["total_bytes"].as_u64().is_some(), "{v}");
@@ -106,7 +106,8 @@ fn a_user_preset_named_as_a_built_in_one_wins_and_says_so() {
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(out.stdout.contains("Qwen2.5-1.5B"), "{}", out.stdout);
     assert!(
-        out.stderr.contains("is used instead of the built-in 24gb preset"),
+        out.stderr
+            .contains("is used instead of the built-in 24gb preset"),
         "{}",
         out.stderr
     );

@@ -15,7 +15,11 @@ fn a_large_chunk_is_read_in_linear_time() {
     let mut f = Follower::new("big.jsonl");
     let started = Instant::now();
     f.feed(&chunk);
-    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(f.step(), Some(1));
     // the line still being written waits for the next chunk
     assert!(f.mid_line());

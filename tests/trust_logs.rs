@@ -62,7 +62,15 @@ fn run_refuses_an_existing_log_without_append() {
     let d = dir.path();
     let go = |extra: &[&str]| {
         run(vramfit(d)
-            .args(["run", "--preset", "24gb", "--gpu-mem", "24GiB", "--log", "x.jsonl"])
+            .args([
+                "run",
+                "--preset",
+                "24gb",
+                "--gpu-mem",
+                "24GiB",
+                "--log",
+                "x.jsonl",
+            ])
             .args(extra)
             .args(["--", "true"]))
     };
@@ -132,7 +140,11 @@ fn a_log_with_no_total_or_free_above_total_is_blamed_not_gpu_mem() {
     std::fs::write(d.join("zero.jsonl"), zero).unwrap();
     let out = run(vramfit(d).args(["check", "zero.jsonl", "--preset", "24gb"]));
     assert_eq!(out.code, Some(2), "{}", out.stderr);
-    assert!(out.stderr.contains("zero.jsonl:1: `total` = 0"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("zero.jsonl:1: `total` = 0"),
+        "{}",
+        out.stderr
+    );
     assert!(!out.stderr.contains("--gpu-mem"), "{}", out.stderr);
     let above = format!(
         "{}\n",
@@ -141,7 +153,11 @@ fn a_log_with_no_total_or_free_above_total_is_blamed_not_gpu_mem() {
     std::fs::write(d.join("above.jsonl"), above).unwrap();
     let out = run(vramfit(d).args(["check", "above.jsonl", "--preset", "24gb"]));
     assert_eq!(out.code, Some(2), "{}", out.stderr);
-    assert!(out.stderr.contains("above.jsonl:1: step 3: `free`"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("above.jsonl:1: step 3: `free`"),
+        "{}",
+        out.stderr
+    );
     assert!(!out.stdout.contains("inf"), "{}", out.stdout);
 }
 
@@ -227,6 +243,10 @@ fn follow_of_a_folder_is_refused_before_the_screen() {
     let dir = tempfile::tempdir().unwrap();
     let out = run(vramfit(dir.path()).arg("--follow").arg(dir.path()));
     assert_eq!(out.code, Some(2), "{}", out.stderr);
-    assert!(out.stderr.contains("a folder, not a run log"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("a folder, not a run log"),
+        "{}",
+        out.stderr
+    );
     assert!(out.stdout.is_empty(), "{}", out.stdout);
 }

@@ -24,7 +24,8 @@ fn running(program: &str, marker: &str) -> Vec<i32> {
                 .split(|b| *b == 0)
                 .map(|a| String::from_utf8_lossy(a).into_owned())
                 .collect();
-            argv.first().is_some_and(|a| a == program) && argv[1..].iter().any(|a| a.contains(marker))
+            argv.first().is_some_and(|a| a == program)
+                && argv[1..].iter().any(|a| a.contains(marker))
         })
         .collect()
 }
@@ -63,7 +64,10 @@ fn signal(child: &Child, signal: i32) {
 
 /// Ends what is left of `marker`'s processes (this test's own), so a failure leaves nothing.
 fn clean(marker: &str) {
-    for pid in running("sleep", marker).into_iter().chain(running("bash", marker)) {
+    for pid in running("sleep", marker)
+        .into_iter()
+        .chain(running("bash", marker))
+    {
         // SAFETY: kill(2) on processes this test started (their arguments have its marker)
         unsafe {
             libc::kill(pid, libc::SIGKILL);
@@ -126,7 +130,10 @@ fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
     assert!(!survived, "{stderr}");
     assert_eq!(code, Some(128 + libc::SIGKILL), "{stderr}");
     assert!(stderr.contains("in 10 s"), "{stderr}");
-    assert!(took >= Duration::from_secs(9) && took < Duration::from_secs(20), "{took:?}");
+    assert!(
+        took >= Duration::from_secs(9) && took < Duration::from_secs(20),
+        "{took:?}"
+    );
     // the log is still written
     let log = std::fs::read_to_string(dir.path().join("run.jsonl")).unwrap();
     assert!(log.contains("\"exit\""), "{log}");

@@ -29,7 +29,10 @@ mod tests {
     #[test]
     fn every_variable_is_said_and_code_changing_ones_warned() {
         let env = [
-            ("PYTORCH_CUDA_ALLOC_CONF".to_string(), "expandable_segments:True".to_string()),
+            (
+                "PYTORCH_CUDA_ALLOC_CONF".to_string(),
+                "expandable_segments:True".to_string(),
+            ),
             ("LD_PRELOAD".to_string(), "/tmp/x.so".to_string()),
         ];
         let said = lines(&env);

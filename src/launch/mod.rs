@@ -72,9 +72,9 @@ pub fn run_command(
         .stderr(Stdio::piped());
     group::own_group(&mut command);
     let mut child = command.spawn().map_err(|e| {
-            run_log.remove_if_empty();
-            format!("cannot start `{}`: {e}", program.to_string_lossy())
-        })?;
+        run_log.remove_if_empty();
+        format!("cannot start `{}`: {e}", program.to_string_lossy())
+    })?;
     if let Err(e) = run_log.write(&prediction(source, &inputs, &est)) {
         console.say(&format!(
             "vramfit: {}: cannot write the run log: {e}",

@@ -110,9 +110,7 @@ fn vision(root: &Value, text_hidden: u64) -> Result<Vision, String> {
             kind
         }));
     }
-    let at = |key: &str, max: u64| {
-        capped(v, key, max).map_err(|e| format!("`vision_config`: {e}"))
-    };
+    let at = |key: &str, max: u64| capped(v, key, max).map_err(|e| format!("`vision_config`: {e}"));
     Ok(Vision::Counted(siglip_parameters(
         at("hidden_size", MAX_HIDDEN)?,
         at("intermediate_size", MAX_INTERMEDIATE)?,

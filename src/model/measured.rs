@@ -120,7 +120,9 @@ pub fn parse_last_run(text: &str, name: &str) -> Result<(RunLog, Option<String>)
         check_totals(&log, steps, &at)?;
     }
     let note = (runs > 1).then(|| {
-        format!("{name} holds {runs} runs: reading the last one, from line {first} (one run per log)")
+        format!(
+            "{name} holds {runs} runs: reading the last one, from line {first} (one run per log)"
+        )
     });
     Ok((log, note))
 }

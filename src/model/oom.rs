@@ -478,7 +478,9 @@ impl OomReport {
                 ),
             });
         }
-        let freeable = causes.iter().fold(0u64, |sum, c| sum.saturating_add(c.bytes));
+        let freeable = causes
+            .iter()
+            .fold(0u64, |sum, c| sum.saturating_add(c.bytes));
         let request = self.requested_bytes.map(format_size);
         let does_not_fit = match (self.requested_bytes, self.limit_bytes()) {
             (Some(r), Some(limit)) if r > limit => Some(Cause {
