@@ -5,7 +5,8 @@
 //! followed), flushed, given the replaced file's permissions, then renamed over the target.
 //! A symbolic link named as the output is kept: the file it points at is replaced, as the user
 //! who made the link meant; a link to nothing is refused. A failed write leaves no temporary
-//! file behind (the temporary file is removed when dropped).
+//! file behind (the temporary file is removed when dropped), and on Linux neither does a kill
+//! while the file is written (files_linux.rs: the file has no name until it is whole).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,7 +16,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug)]
 pub struct Target {
     pub file: PathBuf,
-    permissions: Option<std::fs::Permissions>,
+    pub(crate) permissions: Option<std::fs::Permissions>,
 }
 
 /// Checks `path` as an output before any work is done: it must not be a folder, nor an
@@ -90,7 +91,7 @@ pub fn check_output_dir(dir: &Path) -> Result<(), String> {
 }
 
 /// The folder a file lives in (`.` for a bare name).
-fn folder_of(file: &Path) -> PathBuf {
+pub(crate) fn folder_of(file: &Path) -> PathBuf {
     file.parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."))
@@ -107,17 +108,23 @@ fn check_folder_takes_files(dir: &Path, asked: &Path) -> Result<(), String> {
             dir.display()
         ));
     }
-    temp_in(dir, "check").map(drop).map_err(|e| {
-        format!(
-            "{}: cannot write in the folder {}: {e}",
-            asked.display(),
-            dir.display()
-        )
-    })
+    #[cfg(target_os = "linux")]
+    let tried = crate::files_linux::try_unnamed_in(dir);
+    #[cfg(not(target_os = "linux"))]
+    let tried = None;
+    tried
+        .unwrap_or_else(|| temp_in(dir, "check").map(drop))
+        .map_err(|e| {
+            format!(
+                "{}: cannot write in the folder {}: {e}",
+                asked.display(),
+                dir.display()
+            )
+        })
 }
 
 /// A new temporary file in `dir`, of a random name, created exclusively.
-fn temp_in(dir: &Path, name: &str) -> std::io::Result<tempfile::NamedTempFile> {
+pub(crate) fn temp_in(dir: &Path, name: &str) -> std::io::Result<tempfile::NamedTempFile> {
     let prefix = format!(".{name}.");
     let mut builder = tempfile::Builder::new();
     builder.prefix(&prefix).suffix(".tmp");
@@ -143,6 +150,10 @@ pub fn write_to(target: &Target, bytes: &[u8]) -> std::io::Result<()> {
         .file
         .file_name()
         .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
+    #[cfg(target_os = "linux")]
+    if let Some(written) = crate::files_linux::write_unnamed(target, &name, bytes) {
+        return written;
+    }
     let mut tmp = temp_in(&folder_of(&target.file), &name)?;
     tmp.write_all(bytes)?;
     if let Some(p) = &target.permissions {

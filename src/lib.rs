@@ -4,6 +4,8 @@ pub mod config;
 pub mod contract;
 pub mod dates;
 pub mod files;
+#[cfg(target_os = "linux")]
+mod files_linux;
 pub mod gpu;
 pub mod hub;
 pub mod model;
