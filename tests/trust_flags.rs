@@ -124,7 +124,7 @@ fn a_user_preset_named_as_a_built_in_one_wins_and_says_so() {
 }
 
 #[test]
-fn the_large_tiers_are_at_cudas_capacity_of_a_named_card() {
+fn tiers_are_at_cudas_capacity_of_a_named_card() {
     let dir = tempfile::tempdir().unwrap();
     let out = run(vramfit(dir.path()).args(["presets", "--json"]));
     let v: Value = serde_json::from_str(&out.stdout).unwrap();
@@ -137,7 +137,8 @@ fn the_large_tiers_are_at_cudas_capacity_of_a_named_card() {
             .as_u64()
             .unwrap()
     };
-    // A100 80 GB and H200 as torch's total_memory reports them
+    // RTX 4090, A100 80 GB and H200 as torch's total_memory reports them
+    assert_eq!(capacity("24gb"), 25_377_898_496);
     assert_eq!(capacity("80gb"), 85_024_112_640);
     assert_eq!(capacity("141gb"), 150_109_880_320);
 }
