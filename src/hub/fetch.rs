@@ -81,12 +81,17 @@ pub fn fetch(hub: &Hub, cache: &Path, repo: &str) -> Result<Fetched, String> {
         }
         None => vec![SINGLE_FILE.to_string()],
     };
+    super::bounds::check_shards(&repo, weights.len())?;
     (hub.say)(&format!(
         "vramfit: reading the safetensors headers of {repo} ({} file{}: the first bytes of each, not the weights)",
         weights.len(),
         if weights.len() == 1 { "" } else { "s" }
     ));
-    for shard in &weights {
+    let mut clock = super::bounds::Headers::start(weights.len());
+    for (done, shard) in weights.iter().enumerate() {
+        if let Some(progress) = clock.next(&repo, done)? {
+            (hub.say)(&progress);
+        }
         match remote.safetensors_header(&repo, &revision, shard) {
             Ok(Some(header)) => files.push((format!("{shard}{HEADER_ONLY_SUFFIX}"), header)),
             // a checkpoint without safetensors (pytorch_model.bin): the formula sizes it

@@ -2,6 +2,7 @@
 //! `config.json`, the local Hugging Face cache, the built-in catalog, or the Hugging Face Hub
 //! (fetched into the cache, unless offline), in that order.
 
+pub mod bounds;
 pub mod cache;
 pub mod fetch;
 pub mod online;
