@@ -97,3 +97,30 @@ fn a_header_of_too_many_tensors_is_refused_before_it_is_parsed() {
     );
     assert!(!dir.path().join("hub/models--test--dense").exists());
 }
+
+#[test]
+fn a_shard_name_with_a_space_is_asked_for_percent_encoded() {
+    use common::hub_repos::tiny_tensors;
+    let name = "model 00001.safetensors";
+    let tensors = tiny_tensors();
+    let weight_map: serde_json::Map<String, serde_json::Value> =
+        tensors.iter().map(|(t, _, _)| (t.clone(), json!(name))).collect();
+    let index = json!({"weight_map": weight_map}).to_string();
+    let hub = HubServer::start(
+        [(
+            "test/spaced".to_string(),
+            repo(vec![
+                (
+                    "model.safetensors.index.json",
+                    Served::whole(index.into_bytes()),
+                ),
+                // the stand-in matches the path as sent: only the encoded name is found
+                ("model%2000001.safetensors", shard(&tensors)),
+            ]),
+        )]
+        .into(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (code, stderr) = estimate(dir.path(), &hub.endpoint, "test/spaced");
+    assert_eq!(code, Some(0), "{stderr}");
+}

@@ -8,6 +8,7 @@ pub mod fetch;
 pub mod online;
 pub mod remote;
 pub mod safetensors;
+mod url_path;
 
 use crate::model::arch::Arch;
 use crate::model::catalog::{self, ImpliedQuant};

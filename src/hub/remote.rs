@@ -284,7 +284,12 @@ impl Remote {
         Ask {
             repo,
             file,
-            url: format!("{}/{repo}/resolve/{revision}/{file}", self.endpoint),
+            url: format!(
+                "{}/{repo}/resolve/{}/{}",
+                self.endpoint,
+                super::url_path::quote(revision, false),
+                super::url_path::quote(file, true)
+            ),
         }
     }
 
