@@ -103,8 +103,10 @@ fn a_shard_name_with_a_space_is_asked_for_percent_encoded() {
     use common::hub_repos::tiny_tensors;
     let name = "model 00001.safetensors";
     let tensors = tiny_tensors();
-    let weight_map: serde_json::Map<String, serde_json::Value> =
-        tensors.iter().map(|(t, _, _)| (t.clone(), json!(name))).collect();
+    let weight_map: serde_json::Map<String, serde_json::Value> = tensors
+        .iter()
+        .map(|(t, _, _)| (t.clone(), json!(name)))
+        .collect();
     let index = json!({"weight_map": weight_map}).to_string();
     let hub = HubServer::start(
         [(
