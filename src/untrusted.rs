@@ -1,6 +1,7 @@
 //! Text from outside vramfit reaches the terminal through here: a Hub server's file names, a
 //! run log's device name, a run file's keys. Control characters (escape sequences that would
-//! move the cursor, retitle the window or hide text; NUL) are shown escaped, `\u{1b}`, and a
+//! move the cursor, retitle the window or hide text; NUL) are shown escaped as `\u001b`, the
+//! form JSON and TOML strings read back as the same character (so `--json` stays valid), and a
 //! line too long to read is cut with the count of what was left out. Line breaks and tabs
 //! pass. `output::say` and `output::emit` apply it to everything they write.
 
@@ -22,7 +23,7 @@ pub fn escape_controls(text: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(text.len() + 16);
     for c in text.chars() {
         if unsafe_char(c) {
-            out.extend(c.escape_unicode());
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
         } else {
             out.push(c);
         }
@@ -58,9 +59,18 @@ mod tests {
     fn escapes_and_osc_sequences_are_shown_not_sent() {
         assert_eq!(
             escape_controls("GPU\u{1b}]0;owned\u{7}"),
-            "GPU\\u{1b}]0;owned\\u{7}"
+            "GPU\\u001b]0;owned\\u0007"
         );
-        assert_eq!(escape_controls("a\0b\u{9b}c"), "a\\u{0}b\\u{9b}c");
+        assert_eq!(
+            escape_controls("a\0b\u{9b}c\u{7f}"),
+            "a\\u0000b\\u009bc\\u007f"
+        );
+        // inside a JSON string the escape reads back as the character
+        let json = format!("\"{}\"", escape_controls("x\u{7f}"));
+        assert_eq!(
+            serde_json::from_str::<String>(&json).unwrap_or_default(),
+            "x\u{7f}"
+        );
         assert_eq!(escape_controls("line\n\tnext"), "line\n\tnext");
     }
 

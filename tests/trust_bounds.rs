@@ -88,7 +88,7 @@ fn run_file(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
 #[test]
 fn a_logs_device_name_reaches_the_terminal_escaped() {
     let dir = tempfile::tempdir().unwrap();
-    let device = "GPU\u{1b}]0;owned\u{7}\u{1b}[2J";
+    let device = "GPU\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}2J\u{7f}";
     let total: u64 = 24 << 30;
     let log = format!(
         "{}\n{}\n",
@@ -114,7 +114,18 @@ fn a_logs_device_name_reaches_the_terminal_escaped() {
         "{stdout:?} {stderr:?}"
     );
     assert!(!out.stdout.contains(&0x07), "{stdout:?}");
-    assert!(stdout.contains("GPU\\u{1b}]0;owned"), "{stdout}");
+    assert!(stdout.contains("GPU\\u001b]0;owned"), "{stdout}");
+    // `--json` stays JSON, and gives the name back as the log has it
+    let out = vramfit()
+        .env("VRAMFIT_CONFIG_DIR", dir.path())
+        .arg("check")
+        .arg(&path)
+        .args(["--preset", "24gb", "--json"])
+        .output()
+        .unwrap();
+    assert!(!out.stdout.contains(&0x7f) && !out.stdout.windows(2).any(|w| w == [0xc2, 0x9b]));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v.to_string().contains("owned"), "{v}");
 }
 
 #[test]
