@@ -73,8 +73,8 @@ fn learn_from(log: &Path) -> Result<(String, String, calibration::RunSample), St
         .unwrap_or_else(|_| log.to_path_buf())
         .display()
         .to_string();
-    let text = std::fs::read_to_string(log).map_err(|e| format!("{shown}: cannot read: {e}"))?;
-    let (run_log, note) = measured::parse_last_run(&text, &shown)?;
+    let file = std::fs::File::open(log).map_err(|e| format!("{shown}: cannot read: {e}"))?;
+    let (run_log, note) = measured::parse_last_run_from(std::io::BufReader::new(file), &shown)?;
     if let Some(note) = note {
         say(&format!("vramfit: note: {note}"));
     }

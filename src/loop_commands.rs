@@ -107,8 +107,8 @@ pub fn write_callback(output: &Path, force: bool) -> Result<u8, Failure> {
 /// GPU the log names unless `--gpu-mem`.
 pub fn run_check(log: &Path, source: &Source, json: bool) -> Result<u8, Failure> {
     let shown = log.display().to_string();
-    let text = std::fs::read_to_string(log).map_err(|e| format!("{shown}: cannot read: {e}"))?;
-    let (run_log, note) = measured::parse_last_run(&text, &shown)?;
+    let file = std::fs::File::open(log).map_err(|e| format!("{shown}: cannot read: {e}"))?;
+    let (run_log, note) = measured::parse_last_run_from(std::io::BufReader::new(file), &shown)?;
     if let Some(note) = note {
         say(&format!("vramfit: note: {note}"));
     }

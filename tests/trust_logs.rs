@@ -250,3 +250,19 @@ fn follow_of_a_folder_is_refused_before_the_screen() {
     );
     assert!(out.stdout.is_empty(), "{}", out.stdout);
 }
+
+#[test]
+fn check_reads_a_log_line_by_line_and_names_a_line_that_is_not_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut bytes = one_run("GPU A", "trl", 2, 12 * GIB).into_bytes();
+    bytes.extend_from_slice(b"{\"kind\": \"note\", \"text\": \"\xff\xfe\"}\n");
+    std::fs::write(d.join("bin.jsonl"), bytes).unwrap();
+    let out = run(vramfit(d).args(["check", "bin.jsonl", "--preset", "24gb"]));
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("bin.jsonl:5: not UTF-8 text"),
+        "{}",
+        out.stderr
+    );
+}

@@ -107,10 +107,27 @@ pub fn parse_log(text: &str, name: &str) -> Result<RunLog, String> {
 /// added a second run to holds several, which are never mixed. The note says which lines were
 /// read when there was more than one run. Errors name the log and the line.
 pub fn parse_last_run(text: &str, name: &str) -> Result<(RunLog, Option<String>), String> {
+    parse_last_run_from(text.as_bytes(), name)
+}
+
+/// `parse_last_run`, a line at a time from `reader`: a log of any size is read without holding
+/// its text (only the last run's records stay). A line that is not UTF-8 is an error naming it.
+pub fn parse_last_run_from(
+    mut reader: impl std::io::BufRead,
+    name: &str,
+) -> Result<(RunLog, Option<String>), String> {
     let mut log = RunLog::default();
     let (mut runs, mut first) = (1, 1);
-    for (i, line) in text.lines().enumerate() {
+    let mut bytes = Vec::new();
+    for i in 0.. {
+        bytes.clear();
+        match reader.read_until(b'\n', &mut bytes) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => return Err(format!("{name}: cannot read: {e}")),
+        }
         let at = format!("{name}:{}", i + 1);
+        let line = std::str::from_utf8(&bytes).map_err(|_| format!("{at}: not UTF-8 text"))?;
         if starts_another_run(&log, line) {
             log = RunLog::default();
             (runs, first) = (runs + 1, i + 1);
