@@ -250,7 +250,7 @@ pub fn run_diagnose(
     source: &Source,
     json: bool,
 ) -> Result<u8, Failure> {
-    use std::io::{IsTerminal, Read};
+    use std::io::IsTerminal;
     if log.is_none() && std::io::stdin().is_terminal() {
         // nothing piped in: say what is expected rather than wait for a log typed by hand
         use clap::CommandFactory;
@@ -265,19 +265,21 @@ pub fn run_diagnose(
         )));
     }
     let gpu_mem = crate::inputs::gpu_mem(source)?;
-    let mut bytes = Vec::new();
-    match log {
-        Some(p) if p != std::path::Path::new("-") => {
-            bytes = std::fs::read(p).map_err(|e| format!("{}: cannot read: {e}", p.display()))?
-        }
-        _ => {
-            std::io::stdin()
-                .read_to_end(&mut bytes)
-                .map_err(|e| format!("standard input: {e}"))?;
-        }
-    }
+    // the log's last 16 MiB (log_tail.rs): the last OOM message is at its end
+    let (bytes, cut) = match log {
+        Some(p) if p != std::path::Path::new("-") => crate::log_tail::read_file_end(p)
+            .map_err(|e| format!("{}: cannot read: {e}", p.display()))?,
+        _ => crate::log_tail::read_end(std::io::stdin().lock())
+            .map_err(|e| format!("standard input: {e}"))?,
+    };
     let text = String::from_utf8_lossy(&bytes);
     let shown = log.map_or("standard input".to_string(), |p| p.display().to_string());
+    if cut {
+        say(&format!(
+            "vramfit: note: {shown}: only its last {} MiB are read, where the last out-of-memory message is",
+            crate::log_tail::KEPT >> 20
+        ));
+    }
     let text = diagnosis(&text, &shown, source, gpu_mem, json)?;
     emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(FITS))?;
     Ok(FITS)

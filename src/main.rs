@@ -8,6 +8,7 @@ mod commands;
 mod host;
 mod inputs;
 mod launch;
+mod log_tail;
 mod loop_commands;
 mod output;
 

@@ -215,3 +215,17 @@ fn env_keys_that_no_environment_holds_are_refused_and_what_is_set_is_said() {
     );
     assert!(!stderr.contains("warning: [env] sets MY_FLAG"), "{stderr}");
 }
+
+#[test]
+fn diagnose_reads_only_the_end_of_a_large_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("train.log");
+    let mut text = "step 1 loss 0.5\n".repeat(40 << 16); // 40 MiB of training lines
+    text += include_str!("oom/torch-2.1-capacty.txt");
+    std::fs::write(&path, text).unwrap();
+    let out = vramfit().arg("diagnose").arg(&path).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("only its last 16 MiB are read"), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("fragmentation"));
+}
