@@ -50,14 +50,21 @@ impl RunLog {
         }
     }
 
-    /// Appends one record; an error is returned for the caller to say once.
+    /// Appends one record; an error is returned for the caller to say once. A record that
+    /// could be written only in part (a full disk) is cut off again, so that the log never ends
+    /// in half a line that the next one would run into.
     pub fn write(&self, record: &serde_json::Value) -> std::io::Result<()> {
         let line = format!("{record}\n");
         let mut file = self
             .file
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        file.write_all(line.as_bytes())
+        let before = file.metadata().map(|m| m.len());
+        file.write_all(line.as_bytes()).inspect_err(|_| {
+            if let Ok(before) = before {
+                let _ = file.set_len(before);
+            }
+        })
     }
 }
 
