@@ -24,21 +24,28 @@ pub fn run_calibrate(logs: &[PathBuf], reset: bool, json: bool) -> Result<u8, Fa
             "calibrate: no run log given: vramfit calibrate LOG... (or --reset)".into(),
         ));
     }
-    let mut calibration = load_calibration()?.map_or_else(Calibration::default, |(c, _)| c);
     // every log first: one that teaches nothing stops the command before the file changes
+    let samples = logs
+        .iter()
+        .map(|log| learn_from(log))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+    }
+    // read, merge and replace under the lock: a `calibrate` running beside this one loses
+    // nothing (each re-reads the file the other wrote)
+    let lock = vramfit_core::files::lock_beside(&path)?;
+    let mut calibration = load_calibration()?.map_or_else(Calibration::default, |(c, _)| c);
     let mut learned: Vec<(String, String)> = Vec::new();
-    for log in logs {
-        let (gpu, stack, sample) = learn_from(log)?;
+    for (gpu, stack, sample) in samples {
         calibration.add(&gpu, &stack, sample);
         if !learned.contains(&(gpu.clone(), stack.clone())) {
             learned.push((gpu, stack));
         }
     }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
-    }
     write_atomically(&path, &calibration::to_toml(&calibration), true)?;
+    drop(lock);
     let entries: Vec<&Entry> = learned
         .iter()
         .filter_map(|(g, s)| calibration.find(g, s))
@@ -66,8 +73,11 @@ fn learn_from(log: &Path) -> Result<(String, String, calibration::RunSample), St
         .unwrap_or_else(|_| log.to_path_buf())
         .display()
         .to_string();
-    let text = std::fs::read_to_string(log).map_err(|e| format!("{shown}: cannot read: {e}"))?;
-    let run_log = measured::parse_log(&text, &shown)?;
+    let file = std::fs::File::open(log).map_err(|e| format!("{shown}: cannot read: {e}"))?;
+    let (run_log, note) = measured::parse_last_run_from(std::io::BufReader::new(file), &shown)?;
+    if let Some(note) = note {
+        say(&format!("vramfit: note: {note}"));
+    }
     calibration::learn(&run_log, &shown)
 }
 

@@ -61,7 +61,12 @@ pub enum Command {
         #[command(flatten)]
         source: Source,
         /// Memory to leave free, in percent of the capacity.
-        #[arg(long, default_value_t = DEFAULT_HEADROOM * 100.0, value_name = "PCT")]
+        #[arg(
+            long,
+            default_value_t = DEFAULT_HEADROOM * 100.0,
+            value_name = "PCT",
+            allow_negative_numbers = true
+        )]
         headroom: f64,
         /// Write the fitted run file here.
         #[arg(short = 'o', long = "output", value_name = "OUT")]
@@ -137,6 +142,10 @@ pub enum Command {
         /// The run log (JSON lines); default vramfit-run-YYYYMMDD-HHMMSS.jsonl (UTC) here.
         #[arg(long, value_name = "FILE")]
         log: Option<PathBuf>,
+        /// Add this run to an existing --log (refused without it: one run per log; `check`
+        /// and `calibrate` read a log's last run).
+        #[arg(long, requires = "log")]
+        append: bool,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<std::ffi::OsString>,
@@ -162,7 +171,11 @@ pub enum Command {
         json: bool,
     },
     /// List the presets: built-in tiers and your own.
-    Presets,
+    Presets {
+        /// One JSON array: name, model, capacity, estimate, whether it fits, and whose it is.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show the GPU NVML detects (name, total, used, free), or why none was found. Exit 1 when none.
     Gpu {
         /// One JSON object instead of text.

@@ -6,15 +6,16 @@ use crate::inputs::{Inputs, load_source, resolve};
 use crate::output::*;
 use std::io::Write;
 use vramfit::gpu::{GpuProbe, NvmlProbe};
-use vramfit::tui::app::{App, GpuState};
-use vramfit::tui::theme::Theme;
 use vramfit_core::arch::catalog;
-use vramfit_core::config::RunFile;
-use vramfit_core::config::export::{ExportContext, write_atomically};
 use vramfit_core::fit::{DEFAULT_HEADROOM, FitOutcome, fit};
 use vramfit_core::memory::estimate::{Estimator, GpuBudget, estimate};
+
+use vramfit::tui::app::{App, GpuState};
+use vramfit::tui::theme::Theme;
+use vramfit_core::config::RunFile;
+use vramfit_core::config::export::{ExportContext, write_atomically};
 use vramfit_core::presets;
-use vramfit_core::units::{format_size, parse_size};
+use vramfit_core::units::format_size;
 
 /// What `estimate` writes besides its report.
 pub struct Exports<'a> {
@@ -31,6 +32,7 @@ pub struct Exports<'a> {
 
 pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8, Failure> {
     let (export, force) = (exports.run_file, exports.force);
+    check_exports(&exports)?;
     let Inputs {
         loaded,
         gpu,
@@ -46,7 +48,9 @@ pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8,
     {
         say(&note);
     }
-    if let Some(out) = export {
+    let to_stdout = export.is_some_and(|o| o == std::path::Path::new("-"));
+    // `--json --export -`: the run file goes inside the one JSON object, as `export`
+    if let Some(out) = export.filter(|_| !(json && to_stdout)) {
         export_run(file, &file.run, (gpu, &gpu_line), &est, out, force, answer)?;
     }
     if let Some(dir) = exports.launch_dir {
@@ -58,7 +62,6 @@ pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8,
     if let Some(path) = exports.picture {
         crate::picture::write_svg(path, &file.run, &est, &gpu_line, None)?;
     }
-    let to_stdout = export.is_some_and(|o| o == std::path::Path::new("-"));
     if json {
         let mut v = serde_json::to_value(&est).map_err(|e| e.to_string())?;
         v["parameters"] = serde_json::json!(file.run.arch.parameters());
@@ -66,6 +69,21 @@ pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8,
         v["stored_weights"] =
             serde_json::to_value(file.run.stored_weights).map_err(|e| e.to_string())?;
         v["calibrated"] = serde_json::json!(calibrated);
+        if to_stdout {
+            // the run file `--export -` writes: the user's own file edited in place
+            let mut notes = Vec::new();
+            let text = vramfit_core::config::write_back::text_for(
+                std::path::Path::new("-"),
+                file.source.as_ref(),
+                &file.run,
+                &export_context(file, (gpu, &gpu_line), &est),
+                &mut notes,
+            )?;
+            notes
+                .iter()
+                .for_each(|n| say(&format!("vramfit: note: {n}")));
+            v["export"] = serde_json::json!(text);
+        }
         let text = json_text(&v)?;
         emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(answer))?;
     } else if !to_stdout {
@@ -214,6 +232,9 @@ pub fn run_fit(
             "--headroom {headroom}: expected a percentage between 0 and 50"
         )));
     }
+    if let Some(out) = output.filter(|o| *o != std::path::Path::new("-")) {
+        vramfit_core::files::check_output(out, force)?;
+    }
     let Inputs {
         loaded,
         gpu,
@@ -262,7 +283,7 @@ pub fn run_diagnose(
     json: bool,
     picture: Option<&std::path::Path>,
 ) -> Result<u8, Failure> {
-    use std::io::{IsTerminal, Read};
+    use std::io::IsTerminal;
     if log.is_none() && std::io::stdin().is_terminal() {
         // nothing piped in: say what is expected rather than wait for a log typed by hand
         use clap::CommandFactory;
@@ -276,25 +297,22 @@ pub fn run_diagnose(
             "diagnose: no log given and standard input is a terminal: name the log file, or pipe the log in (`-` reads standard input)\n{usage}"
         )));
     }
-    let gpu_mem = source
-        .gpu_mem
-        .as_deref()
-        .map(parse_size)
-        .transpose()
-        .map_err(|e| format!("--gpu-mem: {e}"))?;
-    let mut bytes = Vec::new();
-    match log {
-        Some(p) if p != std::path::Path::new("-") => {
-            bytes = std::fs::read(p).map_err(|e| format!("{}: cannot read: {e}", p.display()))?
-        }
-        _ => {
-            std::io::stdin()
-                .read_to_end(&mut bytes)
-                .map_err(|e| format!("standard input: {e}"))?;
-        }
-    }
+    let gpu_mem = crate::inputs::gpu_mem(source)?;
+    // the log's last 16 MiB (log_tail.rs): the last OOM message is at its end
+    let (bytes, cut) = match log {
+        Some(p) if p != std::path::Path::new("-") => crate::log_tail::read_file_end(p)
+            .map_err(|e| format!("{}: cannot read: {e}", p.display()))?,
+        _ => crate::log_tail::read_end(std::io::stdin().lock())
+            .map_err(|e| format!("standard input: {e}"))?,
+    };
     let text = String::from_utf8_lossy(&bytes);
     let shown = log.map_or("standard input".to_string(), |p| p.display().to_string());
+    if cut {
+        say(&format!(
+            "vramfit: note: {shown}: only its last {} MiB are read, where the last out-of-memory message is",
+            crate::log_tail::KEPT >> 20
+        ));
+    }
     let text = diagnosis_drawn(&text, &shown, source, gpu_mem, json, picture)?;
     emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(FITS))?;
     Ok(FITS)
@@ -368,7 +386,7 @@ fn diagnosis_drawn(
         );
     }
     let proposal = run.as_ref().zip(limit).map(|(f, capacity)| {
-        let others: u64 = report.other_processes.iter().map(|p| p.bytes).sum();
+        let others = (report.other_processes.iter()).fold(0u64, |s, p| s.saturating_add(p.bytes));
         let gpu = GpuBudget {
             capacity: capacity.saturating_sub(others),
             used_by_others: 0,
@@ -478,6 +496,21 @@ fn export_context<'a>(
     }
 }
 
+/// The outputs of `estimate`, checked before any work: each path can be written, and nothing
+/// there is replaced without `--force`.
+fn check_exports(exports: &Exports) -> Result<(), Failure> {
+    if let Some(out) = exports.run_file.filter(|o| *o != std::path::Path::new("-")) {
+        vramfit_core::files::check_output(out, exports.force)?;
+    }
+    if let Some(dir) = exports.launch_dir {
+        vramfit_core::files::check_output_dir(dir)?;
+        // the launch set's files for every run (ds_config.json only for DeepSpeed)
+        let names = ["run.toml", "accelerate.yaml", "launch.sh", "train_trl.py"];
+        vramfit_core::files::check_none_there(dir, &names, exports.force)?;
+    }
+    Ok(())
+}
+
 /// The example training script the launch set runs (examples/train_trl.py).
 const TRAIN_TRL: &str = include_str!("../examples/train_trl.py");
 /// The single-GPU Unsloth script an Unsloth launch set runs (examples/train_unsloth.py).
@@ -571,8 +604,14 @@ pub fn list_models(json: bool) -> Result<u8, Failure> {
         .map_err(unwritten(FITS))
 }
 
-pub fn list_presets() -> Result<u8, Failure> {
+pub fn list_presets(json: bool) -> Result<u8, Failure> {
     let rows = presets::all(&vramfit::hub::HubResolver::current());
+    if json {
+        let text = json_text(&presets_json(&rows))?;
+        return emit(|out| out.write_all(text.as_bytes()))
+            .map(|()| FITS)
+            .map_err(unwritten(FITS));
+    }
     emit(|out| {
         for (name, file) in rows {
             match file {
@@ -605,4 +644,40 @@ pub fn list_presets() -> Result<u8, Failure> {
     })
     .map_err(unwritten(FITS))?;
     Ok(FITS)
+}
+
+/// `presets --json`: one object per preset, as the text lists them.
+fn presets_json(
+    rows: &[(String, Result<RunFile, vramfit_core::config::LoadError>)],
+) -> serde_json::Value {
+    let rows: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|(label, file)| {
+            let (name, whose) = label
+                .split_once(" (")
+                .map_or((label.as_str(), "built-in"), |(n, w)| {
+                    (n, w.trim_end_matches(')'))
+                });
+            let Ok(file) = file else {
+                let error = file.as_ref().err().map(ToString::to_string);
+                return serde_json::json!({"name": name, "whose": whose, "error": error});
+            };
+            let capacity = file.gpu_memory.unwrap_or(0);
+            let gpu = GpuBudget {
+                capacity,
+                used_by_others: 0,
+                context: None,
+            };
+            let est = estimate(&file.run, gpu);
+            serde_json::json!({
+                "name": name,
+                "whose": whose,
+                "model": file.run.model_name,
+                "capacity_bytes": capacity,
+                "estimate_bytes": est.total_bytes,
+                "fits": est.fits,
+            })
+        })
+        .collect();
+    serde_json::Value::Array(rows)
 }

@@ -10,7 +10,7 @@ use vramfit_core::config::{self, RunFile};
 use vramfit_core::measure::calibration::{self, Calibration};
 use vramfit_core::memory::estimate::GpuBudget;
 use vramfit_core::presets;
-use vramfit_core::units::{format_size, parse_size};
+use vramfit_core::units::{format_size, parse_gpu_size};
 
 pub fn merge(outer: &Source, inner: &Source) -> Source {
     Source {
@@ -56,7 +56,7 @@ pub fn gpu_mem(source: &Source) -> Result<Option<u64>, String> {
     source
         .gpu_mem
         .as_deref()
-        .map(|text| parse_size(text).map_err(|e| format!("--gpu-mem {text}: {e}")))
+        .map(|text| parse_gpu_size(text).map_err(|e| format!("--gpu-mem {text}: {e}")))
         .transpose()
 }
 
@@ -110,6 +110,25 @@ pub fn read_source(source: &Source, detected: &Result<GpuInfo, String>) -> Resul
             format!("the largest tier that fits {chooser}; pass --config or --preset")
         }
     };
+    // the user's preset wins over a built-in one of the same name, and says so
+    if let Some((_, path)) = presets::user_presets().into_iter().find(|(n, _)| n == name) {
+        let mut l = loaded(&path, format!("your preset {name}"), String::new())?;
+        let shadows = presets::built_in(name).map_or(String::new(), |_| {
+            format!("; it replaces the built-in {name}")
+        });
+        l.origin = format!(
+            "your preset {name}, {} ({}{shadows})",
+            path.display(),
+            why(&l.file)
+        );
+        if !shadows.is_empty() {
+            say(&format!(
+                "vramfit: note: --preset {name}: your {} is used instead of the built-in {name} preset",
+                path.display()
+            ));
+        }
+        return Ok(l);
+    }
     if let Some(text) = presets::built_in(name) {
         let label = format!("preset {name}");
         let file = config::parse_with(text, &label, None, &overlay, &HubResolver::current())
@@ -120,11 +139,6 @@ pub fn read_source(source: &Source, detected: &Result<GpuInfo, String>) -> Resul
             label,
             file,
         });
-    }
-    if let Some((_, path)) = presets::user_presets().into_iter().find(|(n, _)| n == name) {
-        let mut l = loaded(&path, format!("your preset {name}"), String::new())?;
-        l.origin = format!("your preset {name}, {} ({})", path.display(), why(&l.file));
-        return Ok(l);
     }
     let path = std::path::Path::new(name);
     if path.exists() {
@@ -228,13 +242,22 @@ pub fn calibration_path() -> Option<std::path::PathBuf> {
 }
 
 /// The calibration file, if there is one; a file that cannot be read is an error that names it.
+/// A bad entry in it is skipped, with a notice on standard error.
 pub fn load_calibration() -> Result<Option<(Calibration, std::path::PathBuf)>, String> {
     let Some(path) = calibration_path() else {
         return Ok(None);
     };
     let shown = path.display().to_string();
     match std::fs::read_to_string(&path) {
-        Ok(text) => Ok(Some((calibration::parse(&text, &shown)?, path))),
+        Ok(text) => {
+            let (calibration, skipped) = calibration::parse_skipping(&text, &shown)?;
+            for why in skipped {
+                say(&format!(
+                    "vramfit: note: {why}: skipped (`vramfit calibrate` leaves it out of the file it writes next; `--reset` removes the file)"
+                ));
+            }
+            Ok(Some((calibration, path)))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("{shown}: cannot read: {e}")),
     }
@@ -243,7 +266,16 @@ pub fn load_calibration() -> Result<Option<(Calibration, std::path::PathBuf)>, S
 /// Uses the CUDA context `vramfit calibrate` measured on a GPU named `gpu` (NVML's name,
 /// exactly) with the run's stack, when there is one.
 pub fn calibrate_for(inputs: &mut Inputs, gpu: &str) -> Result<(), String> {
-    let Some((calibration, _)) = load_calibration()? else {
+    // a calibration file that cannot be read is said, never fatal to an estimate
+    let Some((calibration, _)) = load_calibration()
+        .inspect_err(|e| {
+            say(&format!(
+                "vramfit: note: {e}: the built-in CUDA context is used"
+            ))
+        })
+        .ok()
+        .flatten()
+    else {
         return Ok(());
     };
     let stack = inputs.loaded.file.run.stack.name();

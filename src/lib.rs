@@ -6,3 +6,4 @@ pub mod hub;
 pub mod report;
 pub mod svg;
 pub mod tui;
+pub mod untrusted;

@@ -11,7 +11,7 @@ use vramfit_core::config::export::write_atomically;
 use vramfit_core::measure::measured::{self, GOOD_WITHIN_PERCENT};
 use vramfit_core::measure::tail::Tail;
 use vramfit_core::memory::estimate::{Phase, estimate};
-use vramfit_core::units::format_size;
+use vramfit_core::units::{MIN_GPU_MEMORY, format_size};
 
 /// A run log the screen follows (`vramfit --follow LOG`): the file, what its first look read,
 /// and the run to show.
@@ -112,8 +112,11 @@ pub fn run_check(
     picture: Option<&Path>,
 ) -> Result<u8, Failure> {
     let shown = log.display().to_string();
-    let text = std::fs::read_to_string(log).map_err(|e| format!("{shown}: cannot read: {e}"))?;
-    let run_log = measured::parse_log(&text, &shown)?;
+    let file = std::fs::File::open(log).map_err(|e| format!("{shown}: cannot read: {e}"))?;
+    let (run_log, note) = measured::parse_last_run_from(std::io::BufReader::new(file), &shown)?;
+    if let Some(note) = note {
+        say(&format!("vramfit: note: {note}"));
+    }
     let measured = run_log.measured();
     let nvml_peak = run_log.nvml_peak();
     if measured.is_none() && nvml_peak.is_none() {
@@ -127,6 +130,12 @@ pub fn run_check(
     let from_log = source.gpu_mem.is_none();
     if from_log {
         source.gpu_mem = run_log.total().map(|t| format!("{t}B"));
+        if let Some(t) = run_log.total().filter(|t| *t < MIN_GPU_MEMORY) {
+            return Err(Failure::Input(format!(
+                "{shown}: the log gives the GPU's total memory as {t} bytes, below {}: not a GPU this log can be checked on (pass --gpu-mem SIZE to check it against another)",
+                format_size(MIN_GPU_MEMORY)
+            )));
+        }
     }
     let mut inputs = resolve(&source)?;
     // the context measured on the log's GPU, when `vramfit calibrate` learned one

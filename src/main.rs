@@ -8,6 +8,7 @@ mod commands;
 mod host;
 mod inputs;
 mod launch;
+mod log_tail;
 mod loop_commands;
 mod output;
 mod picture;
@@ -78,14 +79,20 @@ fn main() -> ExitCode {
             svg.as_deref(),
         ),
         Some(Command::Models { json }) => list_models(json),
-        Some(Command::Presets) => list_presets(),
+        Some(Command::Presets { json }) => list_presets(json),
         Some(Command::Gpu { json }) => show_gpu(json),
         Some(Command::Callback { output, force }) => loop_commands::write_callback(&output, force),
         Some(Command::Run {
             source,
             log,
+            append,
             command,
-        }) => launch::run_command(&merge(&cli.source, &source), log.as_deref(), &command),
+        }) => launch::run_command(
+            &merge(&cli.source, &source),
+            log.as_deref(),
+            append,
+            &command,
+        ),
         Some(Command::Calibrate { logs, reset, json }) => {
             calibrate::run_calibrate(&logs, reset, json)
         }

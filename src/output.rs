@@ -31,17 +31,23 @@ pub fn unwritten(answer: u8) -> impl FnOnce(io::Error) -> Failure {
     move |error| Failure::Output { error, answer }
 }
 
-/// Writes to standard output, locked, through `f`, and flushes: every write error comes back
-/// as an `io::Error` instead of the panic of `print!`.
-pub fn emit(f: impl FnOnce(&mut io::StdoutLock<'static>) -> io::Result<()>) -> io::Result<()> {
+/// Writes to standard output what `f` writes, its control characters escaped
+/// (`vramfit::untrusted`), and flushes: every write error comes back as an `io::Error` instead
+/// of the panic of `print!`.
+pub fn emit(f: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> io::Result<()> {
+    let mut text = Vec::new();
+    f(&mut text)?;
+    let text = String::from_utf8_lossy(&text);
     let mut out = io::stdout().lock();
-    f(&mut out)?;
+    out.write_all(vramfit::untrusted::escape_controls(&text).as_bytes())?;
     out.flush()
 }
 
-/// A line for the user on standard error. If even that cannot be written there is nobody left
-/// to tell, so its error is dropped rather than turned into a panic.
+/// A line for the user on standard error, its control characters escaped and an overlong line
+/// cut (`vramfit::untrusted`). If even that cannot be written there is nobody left to tell, so
+/// its error is dropped rather than turned into a panic.
 pub fn say(line: &str) {
+    let line = vramfit::untrusted::for_terminal(line);
     let _ = writeln!(io::stderr().lock(), "{line}");
 }
 

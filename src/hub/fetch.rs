@@ -81,12 +81,17 @@ pub fn fetch(hub: &Hub, cache: &Path, repo: &str) -> Result<Fetched, String> {
         }
         None => vec![SINGLE_FILE.to_string()],
     };
+    super::bounds::check_shards(&repo, weights.len())?;
     (hub.say)(&format!(
         "vramfit: reading the safetensors headers of {repo} ({} file{}: the first bytes of each, not the weights)",
         weights.len(),
         if weights.len() == 1 { "" } else { "s" }
     ));
-    for shard in &weights {
+    let mut clock = super::bounds::Headers::start(weights.len());
+    for (done, shard) in weights.iter().enumerate() {
+        if let Some(progress) = clock.next(&repo, done)? {
+            (hub.say)(&progress);
+        }
         match remote.safetensors_header(&repo, &revision, shard) {
             Ok(Some(header)) => files.push((format!("{shard}{HEADER_ONLY_SUFFIX}"), header)),
             // a checkpoint without safetensors (pytorch_model.bin): the formula sizes it
@@ -113,10 +118,14 @@ pub fn fetch(hub: &Hub, cache: &Path, repo: &str) -> Result<Fetched, String> {
     })
 }
 
-/// A JSON object, or an error naming the model and the file.
+/// A JSON object that vramfit can read as a model's architecture (`config_json::parse`, as the
+/// cache lookup will read it), or an error naming the model and the file. Checked before
+/// anything is written: an unusable config.json cached would fail every later offline run.
 fn check_json(bytes: &[u8], repo: &str, file: &str) -> Result<(), String> {
     match serde_json::from_slice::<serde_json::Value>(bytes) {
-        Ok(serde_json::Value::Object(_)) => Ok(()),
+        Ok(v @ serde_json::Value::Object(_)) => vramfit_core::arch::config_json::parse(&v, repo)
+            .map(drop)
+            .map_err(|e| format!("{repo}'s {file} from the Hub cannot be used (not cached): {e}")),
         Ok(_) => Err(format!("{repo}'s {file} from the Hub is not a JSON object")),
         Err(e) => Err(format!("{repo}'s {file} from the Hub is not JSON: {e}")),
     }
@@ -138,23 +147,18 @@ fn write(
             std::fs::create_dir_all(parent)?;
         }
         if path.symlink_metadata().is_err() {
-            write_atomically(&path, bytes)?;
+            write_atomically(&path, bytes, false)?;
         }
     }
     std::fs::create_dir_all(folder.join("refs"))?;
-    write_atomically(&folder.join("refs/main"), revision.as_bytes())?;
+    write_atomically(&folder.join("refs/main"), revision.as_bytes(), true)?;
     Ok(snapshot)
 }
 
-/// Writes a file whole or not at all: into a sibling, then renamed over.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_os_string();
-    tmp.push(format!(".vramfit-{}.tmp", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+/// Writes a file whole or not at all (`crate::files`: a random temporary name created
+/// exclusively, then renamed over).
+fn write_atomically(path: &Path, bytes: &[u8], overwrite: bool) -> std::io::Result<()> {
+    vramfit_core::files::write_atomically(path, bytes, overwrite).map_err(std::io::Error::other)
 }
 
 #[cfg(test)]

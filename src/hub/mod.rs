@@ -2,9 +2,11 @@
 //! `config.json`, the local Hugging Face cache, the built-in catalog, or the Hugging Face Hub
 //! (fetched into the cache, unless offline), in that order.
 
+pub mod bounds;
 pub mod fetch;
 pub mod online;
 pub mod remote;
+mod url_path;
 
 use std::path::{Path, PathBuf};
 use vramfit_core::resolve::resolve_offline;

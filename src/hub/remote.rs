@@ -250,6 +250,8 @@ impl Remote {
             self.read_at_most(&mut body, skip, &ask)?;
             bytes.extend(self.read_at_most(&mut body, len, &ask)?);
         }
+        super::bounds::check_tensors(bytes.get(8..).unwrap_or_default())
+            .map_err(|what| ask.fail(Failure::BadBody(what)))?;
         let header = safetensors::read_header(bytes.as_slice())
             .map_err(|e| ask.fail(Failure::Header(e.problem)))?;
         if let Some(total) = total {
@@ -282,7 +284,12 @@ impl Remote {
         Ask {
             repo,
             file,
-            url: format!("{}/{repo}/resolve/{revision}/{file}", self.endpoint),
+            url: format!(
+                "{}/{repo}/resolve/{}/{}",
+                self.endpoint,
+                super::url_path::quote(revision, false),
+                super::url_path::quote(file, true)
+            ),
         }
     }
 

@@ -83,6 +83,8 @@ impl Console {
             let _ = err.write_all(b"\n");
             state.at_line_start = true;
         }
+        // vramfit's own lines (not the command's output): escaped as `output::say` escapes
+        let line = vramfit::untrusted::for_terminal(line);
         let _ = writeln!(err, "{line}");
     }
 

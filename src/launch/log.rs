@@ -12,37 +12,59 @@ use std::time::SystemTime;
 pub struct RunLog {
     pub path: PathBuf,
     file: Mutex<File>,
+    /// whether this run made the file (only then is an empty one removed)
+    created: bool,
 }
 
 impl RunLog {
-    /// Opens `path` for appending (created when absent).
-    pub fn open(path: &Path) -> Result<RunLog, String> {
+    /// Opens `path` for appending. A log already there is refused unless `append`: one run per
+    /// log, so that `check` never mixes two runs' steps.
+    pub fn open(path: &Path, append: bool) -> Result<RunLog, String> {
+        let shown = path.display();
+        let created = std::fs::symlink_metadata(path).is_err();
+        if !created && !append {
+            return Err(format!(
+                "{shown}: a run log is there already: name another --log, or pass --append to add this run after it (`check` reads a log's last run)"
+            ));
+        }
+        if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            return Err(format!("--log {shown} is a folder: name a file"));
+        }
         let file = OpenOptions::new()
-            .create(true)
+            .create_new(created)
             .append(true)
             .open(path)
-            .map_err(|e| format!("{}: cannot write the run log: {e}", path.display()))?;
+            .map_err(|e| format!("{shown}: cannot write the run log: {e}"))?;
         Ok(RunLog {
             path: path.to_path_buf(),
             file: Mutex::new(file),
+            created,
         })
     }
 
-    /// Removes the file when nothing was written to it (the command could not start).
+    /// Removes the file when this run made it and nothing was written to it (the command
+    /// could not start).
     pub fn remove_if_empty(&self) {
-        if std::fs::metadata(&self.path).is_ok_and(|m| m.len() == 0) {
+        if self.created && std::fs::metadata(&self.path).is_ok_and(|m| m.len() == 0) {
             let _ = std::fs::remove_file(&self.path);
         }
     }
 
-    /// Appends one record; an error is returned for the caller to say once.
+    /// Appends one record; an error is returned for the caller to say once. A record that
+    /// could be written only in part (a full disk) is cut off again, so that the log never ends
+    /// in half a line that the next one would run into.
     pub fn write(&self, record: &serde_json::Value) -> std::io::Result<()> {
         let line = format!("{record}\n");
         let mut file = self
             .file
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        file.write_all(line.as_bytes())
+        let before = file.metadata().map(|m| m.len());
+        file.write_all(line.as_bytes()).inspect_err(|_| {
+            if let Ok(before) = before {
+                let _ = file.set_len(before);
+            }
+        })
     }
 }
 

@@ -4,6 +4,8 @@
 //! out-of-memory death, and exits with the command's own status.
 
 mod console;
+mod env_notice;
+mod group;
 mod log;
 mod sampler;
 mod signals;
@@ -38,6 +40,7 @@ const POLL: Duration = Duration::from_millis(50);
 pub fn run_command(
     source: &Source,
     log: Option<&Path>,
+    append: bool,
     command: &[OsString],
 ) -> Result<u8, Failure> {
     let Some((program, args)) = command.split_first() else {
@@ -45,10 +48,10 @@ pub fn run_command(
             "run: no command given: vramfit run --config run.toml -- python train.py".into(),
         ));
     };
-    let inputs = resolve(source)?;
-    let est = estimate(&inputs.loaded.file.run, inputs.gpu);
     let path = log_path(log)?;
-    let run_log = Arc::new(log::RunLog::open(&path)?);
+    let run_log = Arc::new(log::RunLog::open(&path, append)?);
+    let inputs = resolve(source).inspect_err(|_| run_log.remove_if_empty())?;
+    let est = estimate(&inputs.loaded.file.run, inputs.gpu);
     let console = Arc::new(Console::new(std::io::stderr().is_terminal()));
     console.say(&format!(
         "vramfit: run: {}; predicted peak {} of {}; logging to {}",
@@ -57,17 +60,21 @@ pub fn run_command(
         format_size(inputs.gpu.capacity),
         path.display()
     ));
+    for line in env_notice::lines(&inputs.loaded.file.env) {
+        console.say(&line);
+    }
     let signals = signals::Signals::catch()?;
-    let mut child = Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(args)
         .envs(inputs.loaded.file.env.iter().map(|(k, v)| (k, v)))
         .env(LOG_VARIABLE, &path)
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| {
-            run_log.remove_if_empty();
-            format!("cannot start `{}`: {e}", program.to_string_lossy())
-        })?;
+        .stderr(Stdio::piped());
+    group::own_group(&mut command);
+    let mut child = command.spawn().map_err(|e| {
+        run_log.remove_if_empty();
+        format!("cannot start `{}`: {e}", program.to_string_lossy())
+    })?;
     if let Err(e) = run_log.write(&prediction(source, &inputs, &est)) {
         console.say(&format!(
             "vramfit: {}: cannot write the run log: {e}",
@@ -172,25 +179,28 @@ fn prediction(source: &Source, inputs: &Inputs, est: &Estimate) -> serde_json::V
     })
 }
 
-/// Waits for the command; a SIGTERM or SIGHUP vramfit receives is passed on to it.
+/// Waits for the command; a SIGINT, SIGTERM or SIGHUP vramfit receives is passed on to its
+/// process group, which is killed if it has not ended after `group::KILL_GRACE`.
 fn wait(
     child: &mut Child,
     signals: &signals::Signals,
     console: &Console,
 ) -> Result<ExitStatus, Failure> {
+    let mut escalation = group::Escalation::new(child.id());
     loop {
         match child.try_wait() {
-            Ok(Some(status)) => return Ok(status),
+            Ok(Some(status)) => {
+                escalation.finish();
+                return Ok(status);
+            }
             Ok(None) => {}
             Err(e) => return Err(Failure::Input(format!("cannot wait for the command: {e}"))),
         }
         if let Some(signal) = signals.take() {
-            if signals::forwarded(signal) {
-                signals::send(child.id(), signal);
-            }
-            console.say(&format!(
-                "vramfit: signal {signal}: waiting for the command to end, then writing the log"
-            ));
+            console.say(&escalation.forward(signal));
+        }
+        if let Some(said) = escalation.poll() {
+            console.say(&said);
         }
         std::thread::sleep(POLL);
     }

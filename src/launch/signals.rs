@@ -1,7 +1,6 @@
-//! While the command runs, vramfit outlives the signals that end it: Ctrl-C reaches the command
-//! directly (the terminal signals the whole foreground process group, which the command shares),
-//! so vramfit only notes it, waits for the command and still writes its log. A SIGTERM or
-//! SIGHUP sent to vramfit alone is passed on to the command.
+//! While the command runs, vramfit outlives the signals that end it: it catches SIGINT, SIGTERM
+//! and SIGHUP, passes them on to the command's process group (group.rs), waits for the command
+//! and still writes its log.
 //!
 //! The handlers are caught, not ignored: an ignored signal would stay ignored in the command
 //! after exec (signal(7)), and Python then leaves SIGINT alone (no KeyboardInterrupt).
@@ -29,21 +28,6 @@ impl Signals {
         match self.0.swap(0, Ordering::SeqCst) {
             0 => None,
             s => i32::try_from(s).ok(),
-        }
-    }
-}
-
-/// Whether vramfit passes `signal` on: SIGINT the command received itself.
-pub fn forwarded(signal: i32) -> bool {
-    signal != SIGINT
-}
-
-/// Sends `signal` to process `pid`.
-pub fn send(pid: u32, signal: i32) {
-    if let Ok(pid) = libc::pid_t::try_from(pid) {
-        // SAFETY: kill(2) takes plain integers and touches no memory of this process.
-        unsafe {
-            libc::kill(pid, signal);
         }
     }
 }

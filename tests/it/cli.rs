@@ -309,7 +309,7 @@ fn a_size_without_a_unit_is_refused_with_the_fix() {
         .assert()
         .code(0)
         .stdout(predicate::str::contains("24.00 GiB (--gpu-mem)"));
-    let f = file_with(&PRESET_24.replace("gpu_memory = \"24GiB\"", "gpu_memory = \"24\""));
+    let f = file_with(&PRESET_24.replace("gpu_memory = \"25377898496B\"", "gpu_memory = \"24\""));
     let name = f.path().display().to_string();
     vramfit()
         .args(["estimate", "--config"])

@@ -291,10 +291,11 @@ fn run_passes_the_commands_status_through_and_writes_its_log() {
     assert_eq!(lines[0]["stack"], "unsloth");
     assert_eq!(lines[0]["preset"], "24gb");
     assert_eq!(lines[1]["code"], 7);
-    // a signal: 128 + its number, as a shell reports it
+    // a signal: 128 + its number, as a shell reports it (a second run: --append)
     vramfit()
         .args(["run", "--preset", "24gb", "--log"])
         .arg(&log)
+        .arg("--append")
         .args(["--", "sh", "-c", "kill -TERM $$"])
         .assert()
         .code(128 + 15);
@@ -424,6 +425,7 @@ fn run_diagnoses_a_real_oom_message_and_exits_with_the_commands_status() {
         .arg(&config)
         .arg("--log")
         .arg(&log)
+        .arg("--append")
         .args(["--", "sh", "-c", "echo 'ValueError: bad' >&2; exit 1"])
         .output()
         .unwrap();

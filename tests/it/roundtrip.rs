@@ -187,7 +187,7 @@ fn round_trip(run: &RunConfig, capacity: Option<u64>) -> Result<(), TestCaseErro
 
 proptest! {
     #[test]
-    fn load_of_export_is_the_same_run(run in run_strategy(), capacity in proptest::option::of(1u64..(200u64 << 30))) {
+    fn load_of_export_is_the_same_run(run in run_strategy(), capacity in proptest::option::of(vramfit_core::units::MIN_GPU_MEMORY..(200u64 << 30))) {
         round_trip(&run, capacity)?;
     }
 

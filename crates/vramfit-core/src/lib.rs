@@ -7,6 +7,9 @@ pub mod config;
 pub mod contract;
 pub mod dates;
 pub mod diagnose;
+pub mod files;
+#[cfg(target_os = "linux")]
+mod files_linux;
 pub mod fit;
 pub mod measure;
 pub mod memory;

@@ -24,6 +24,11 @@ pub fn built_in(name: &str) -> Option<&'static str> {
         .map(|(_, text)| *text)
 }
 
+/// Whether `name` is a built-in preset's exact name.
+fn built_in_name(name: &str) -> bool {
+    BUILT_IN.iter().any(|(n, _)| *n == name)
+}
+
 pub fn names() -> Vec<&'static str> {
     BUILT_IN.iter().map(|(n, _)| *n).collect()
 }
@@ -112,13 +117,23 @@ impl PresetSource {
 }
 
 /// Every preset by name, built-in first then the user's ("name (yours)"), without reading them.
+/// A user's preset named as a built-in one replaces it (`--preset NAME` loads the user's), and
+/// its name says so.
 pub fn list() -> Vec<(String, PresetSource)> {
+    let user = user_presets();
+    let shadowed = |name: &str| user.iter().any(|(n, _)| n == name);
     let built_in = BUILT_IN
         .iter()
+        .filter(|(name, _)| !shadowed(name))
         .map(|(name, text)| (name.to_string(), PresetSource::BuiltIn(text)));
-    let user = user_presets()
-        .into_iter()
-        .map(|(name, path)| (format!("{name} (yours)"), PresetSource::User(path)));
+    let user = user.iter().map(|(name, path)| {
+        let mark = if built_in_name(name) {
+            "yours, replaces the built-in"
+        } else {
+            "yours"
+        };
+        (format!("{name} ({mark})"), PresetSource::User(path.clone()))
+    });
     built_in.chain(user).collect()
 }
 

@@ -7,6 +7,24 @@ pub const GIB: u64 = 1 << 30;
 /// The largest size accepted anywhere: 64 TiB, far beyond any single GPU.
 pub const ABSURD: u64 = 64 << 40;
 
+/// The least memory a GPU can be given: 256 MiB, a third of the CUDA context alone
+/// (`estimate::CUDA_CONTEXT`, 0.759 GiB measured on an H200), so no card that trains has less.
+/// A smaller capacity is a unit slip (`24MB` for `24GB`, `1B`), refused with the reason.
+pub const MIN_GPU_MEMORY: u64 = 256 * MIB;
+
+/// A GPU's memory: `parse_size`, at least `MIN_GPU_MEMORY`.
+pub fn parse_gpu_size(text: &str) -> Result<u64, String> {
+    let bytes = parse_size(text)?;
+    if bytes < MIN_GPU_MEMORY {
+        return Err(format!(
+            "{} is below {}, less than the CUDA context alone needs: check the unit (GiB, GB)",
+            format_size(bytes),
+            format_size(MIN_GPU_MEMORY)
+        ));
+    }
+    Ok(bytes)
+}
+
 /// Reads a size with its unit. A number alone is refused rather than taken as bytes: `24`
 /// meant for 24 GiB would otherwise be 24 bytes. The error says what is wrong without repeating
 /// the text, so that the caller can name where it came from: `--gpu-mem 24: add a unit, ...`.

@@ -426,6 +426,11 @@ pub fn ids() -> impl Iterator<Item = &'static str> {
 
 /// The catalog ids closest to a name that was not found, best first.
 pub fn closest(name: &str, n: usize) -> Vec<&'static str> {
+    // a name far longer than any id (a Hub id is at most 96 characters) is near none: not
+    // measured, so a 10 MB name costs nothing
+    if name.len() > 4 * 96 {
+        return Vec::new();
+    }
     let wanted = key(name);
     let mut scored: Vec<(usize, &'static str)> = ENTRIES
         .iter()

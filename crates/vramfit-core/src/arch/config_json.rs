@@ -58,6 +58,8 @@ pub fn parse(root: &Value, name: &str) -> Result<Arch, String> {
     if heads == 0 || hidden == 0 {
         return Err("`hidden_size` and `num_attention_heads` must be positive".into());
     }
+    // capped before the vision tower is counted from it
+    capped(cfg, "hidden_size", MAX_HIDDEN)?;
     let kv_heads = opt_num(cfg, "num_key_value_heads")?.unwrap_or(heads);
     let head_dim = opt_num(cfg, "head_dim")?.unwrap_or(hidden / heads);
     let layers = num(cfg, "num_hidden_layers")?;
@@ -108,12 +110,13 @@ fn vision(root: &Value, text_hidden: u64) -> Result<Vision, String> {
             kind
         }));
     }
+    let at = |key: &str, max: u64| capped(v, key, max).map_err(|e| format!("`vision_config`: {e}"));
     Ok(Vision::Counted(siglip_parameters(
-        num(v, "hidden_size")?,
-        num(v, "intermediate_size")?,
-        num(v, "num_hidden_layers")?,
-        num(v, "patch_size")?,
-        num(v, "image_size")?,
+        at("hidden_size", MAX_HIDDEN)?,
+        at("intermediate_size", MAX_INTERMEDIATE)?,
+        at("num_hidden_layers", MAX_LAYERS)?,
+        at("patch_size", 4096)?,
+        at("image_size", 1 << 16)?,
         text_hidden,
     )))
 }
@@ -128,6 +131,11 @@ fn experts(cfg: &Value) -> Result<Option<Moe>, String> {
     else {
         return Ok(None);
     };
+    if experts > MAX_EXPERTS {
+        return Err(format!(
+            "field `num_experts` = {experts}: expected 2..={MAX_EXPERTS}"
+        ));
+    }
     let dense_layers = cfg
         .get("mlp_only_layers")
         .and_then(Value::as_array)
@@ -147,14 +155,18 @@ fn experts(cfg: &Value) -> Result<Option<Moe>, String> {
         ));
     }
     let expert_intermediate = match opt_num(cfg, "moe_intermediate_size")? {
-        Some(w) => w,
-        None => num(cfg, "intermediate_size")?,
+        Some(_) => capped(cfg, "moe_intermediate_size", MAX_INTERMEDIATE)?,
+        None => capped(cfg, "intermediate_size", MAX_INTERMEDIATE)?,
+    };
+    let shared_intermediate = match opt_num(cfg, "shared_expert_intermediate_size")? {
+        Some(0) | None => 0,
+        Some(_) => capped(cfg, "shared_expert_intermediate_size", MAX_INTERMEDIATE)?,
     };
     Ok(Some(Moe {
         experts,
         active,
         expert_intermediate,
-        shared_intermediate: opt_num(cfg, "shared_expert_intermediate_size")?.unwrap_or(0),
+        shared_intermediate,
         mxfp4_experts: cfg
             .get("quantization_config")
             .and_then(|q| q.get("quant_method"))
@@ -163,12 +175,31 @@ fn experts(cfg: &Value) -> Result<Option<Moe>, String> {
     }))
 }
 
+/// The largest sizes read, each far past any published model's (the largest hidden size is
+/// 16,384, Llama 3.1 405B; the most experts 512, Qwen3-Next), and small enough together that no
+/// count or byte size computed from them overflows 64 bits.
+const MAX_HIDDEN: u64 = 1 << 17;
+const MAX_INTERMEDIATE: u64 = 1 << 20;
+const MAX_LAYERS: u64 = 4096;
+const MAX_EXPERTS: u64 = 1024;
+/// 2^42 parameters (4.4 trillion): past the largest open models (about 1 trillion) fourfold.
+const MAX_PARAMETERS: u64 = 1 << 42;
+
+/// `key`, present, from 1 to `max`.
+fn capped(v: &Value, key: &str, max: u64) -> Result<u64, String> {
+    match num(v, key)? {
+        n if (1..=max).contains(&n) => Ok(n),
+        n => Err(format!("field `{key}` = {n}: expected 1..={max}")),
+    }
+}
+
 /// Zero or absurd sizes (beyond any published model by far) are refused with the field named.
 fn check_sizes(a: &Arch) -> Result<(), String> {
     let limits = [
-        ("hidden_size", a.hidden, 1 << 17),
-        ("intermediate_size", a.intermediate, 1 << 20),
-        ("num_hidden_layers", a.layers, 4096),
+        ("hidden_size", a.hidden, MAX_HIDDEN),
+        ("intermediate_size", a.intermediate, MAX_INTERMEDIATE),
+        ("num_hidden_layers", a.layers, MAX_LAYERS),
+        ("max_position_embeddings", a.max_position, 1 << 26),
         ("num_attention_heads", a.heads, 4096),
         ("num_key_value_heads", a.kv_heads, 4096),
         ("head_dim", a.head_dim, 4096),
@@ -178,6 +209,18 @@ fn check_sizes(a: &Arch) -> Result<(), String> {
         if value == 0 || value > max {
             return Err(format!("field `{field}` = {value}: expected 1..={max}"));
         }
+    }
+    if a.sliding_layers > a.layers {
+        return Err(format!(
+            "`layer_types` names {} sliding-window layers of {} (`num_hidden_layers`)",
+            a.sliding_layers, a.layers
+        ));
+    }
+    if a.parameters() > MAX_PARAMETERS {
+        return Err(format!(
+            "{} parameters: expected at most {MAX_PARAMETERS} (2^42)",
+            a.parameters()
+        ));
     }
     if !a.heads.is_multiple_of(a.kv_heads) {
         return Err(format!(

@@ -10,7 +10,6 @@ use crate::run::spread::Spread;
 use crate::run::{Checkpointing, Generation, Quant, RunConfig, Stack, VllmVersion};
 use crate::units::{exact_size, format_size};
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 
 pub use crate::run::vllm_max_lora_rank;
@@ -298,35 +297,11 @@ fn header(out: &mut String, run: &RunConfig, ctx: &ExportContext) {
     out.push('\n');
 }
 
-/// Writes `text` to `path` atomically: a temporary file beside it, flushed, then renamed over.
-/// An existing file is kept unless `overwrite`.
+/// Writes `text` to `path` atomically (`crate::files::write_atomically`: a random temporary
+/// name created exclusively, the target's permissions and links kept). An existing file is
+/// kept unless `overwrite`.
 pub fn write_atomically(path: &Path, text: &str, overwrite: bool) -> Result<(), String> {
-    let shown = path.display();
-    if path.exists() && !overwrite {
-        return Err(format!("{shown} exists: not overwritten (use --force)"));
-    }
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .ok_or_else(|| format!("{shown}: not a file path"))?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    result.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot write {shown}: {e}")
-    })
+    crate::files::write_atomically(path, text.as_bytes(), overwrite)
 }
 
 #[cfg(test)]

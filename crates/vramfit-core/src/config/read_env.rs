@@ -25,6 +25,14 @@ pub fn env_vars(t: &Tables) -> Result<Vec<(String, String)>, LoadError> {
     table
         .iter()
         .map(|(key, value)| {
+            // what the environment cannot hold: execve(2) splits `NAME=value` at the first `=`
+            if key.is_empty() || key.contains(['=', '\0']) {
+                return Err(t.wrong_key(
+                    Table::Env,
+                    key,
+                    "not an environment variable's name (empty, or with `=` or NUL in it)",
+                ));
+            }
             let text = match value {
                 toml::Value::String(s) => s.clone(),
                 toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) => {
@@ -39,6 +47,13 @@ pub fn env_vars(t: &Tables) -> Result<Vec<(String, String)>, LoadError> {
                     ));
                 }
             };
+            if text.contains('\0') {
+                return Err(t.wrong_key(
+                    Table::Env,
+                    key,
+                    "the value holds a NUL character, which no environment variable can",
+                ));
+            }
             Ok((key.clone(), text))
         })
         .collect()

@@ -6,7 +6,7 @@ use super::tables::Tables;
 use crate::contract::Table as T;
 use crate::run::VllmVersion;
 use crate::run::knobs::Knob;
-use crate::units::parse_size;
+use crate::units::parse_gpu_size;
 use std::path::{Path, PathBuf};
 use toml::Value;
 
@@ -54,7 +54,7 @@ fn gpu_memory(t: &Tables) -> Result<Option<u64>, LoadError> {
     let key = "gpu_memory";
     t.get(T::Vramfit, key)?
         .map(|v| match v {
-            Value::String(s) => parse_size(s).map_err(|e| t.wrong(T::Vramfit, key, format!("\"{s}\""), e)),
+            Value::String(s) => parse_gpu_size(s).map_err(|e| t.wrong(T::Vramfit, key, format!("\"{s}\""), e)),
             Value::Integer(_) | Value::Float(_) => Err(t.wrong(
                 T::Vramfit,
                 key,

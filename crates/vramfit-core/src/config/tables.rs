@@ -53,8 +53,12 @@ pub struct Tables<'a> {
 
 /// `(did you mean `x`?)` for the nearest of `known`, when one is near.
 pub fn suggest<'k>(key: &str, known: impl IntoIterator<Item = &'k str>) -> String {
+    // the edit distance is at least the difference in length: only keys within 4 characters'
+    // length are measured, so a very long key costs nothing
+    let len = key.chars().count();
     let best = known
         .into_iter()
+        .filter(|k| k.chars().count().abs_diff(len) <= 4)
         .map(|k| (edit_distance(key, k), k))
         .min_by_key(|(d, _)| *d);
     match best {

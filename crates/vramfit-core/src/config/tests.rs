@@ -180,7 +180,7 @@ fn a_bad_value_in_each_table_names_its_table_key_value_and_line() {
     let cases = [
         ("gpus = 1", "gpus = 0", "vramfit", "gpus", Some("0")),
         (
-            "gpu_memory = \"24GiB\"",
+            "gpu_memory = \"25377898496B\"",
             "gpu_memory = 24",
             "vramfit",
             "gpu_memory",

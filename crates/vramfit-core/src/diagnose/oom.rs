@@ -189,7 +189,10 @@ fn bytes(number: &str, unit: &str) -> Option<u64> {
         "GB" => 1e9,
         _ => return None,
     };
-    (n.is_finite() && n >= 0.0).then(|| (n * scale).round() as u64)
+    // a size past any GPU's (units::ABSURD) is no measurement: it is not read, so that the
+    // sums below stay far from u64's end
+    let b = n * scale;
+    (b.is_finite() && b >= 0.0 && b <= crate::units::ABSURD as f64).then(|| b.round() as u64)
 }
 
 fn size_of(caps: &regex::Captures, at: usize) -> Option<u64> {
@@ -302,7 +305,9 @@ fn read_torch(m: &str) -> OomReport {
     // PyTorch 2.1 lists the failing process among the others ("Process N has ..."): the one
     // holding at least what PyTorch allocated and reserved is this process.
     if process_in_use.is_none() {
-        let own = allocated.unwrap_or(0) + reserved_unallocated.unwrap_or(0);
+        let own = allocated
+            .unwrap_or(0)
+            .saturating_add(reserved_unallocated.unwrap_or(0));
         if let Some(i) = other_processes
             .iter()
             .position(|p| own > 0 && p.bytes >= own)
@@ -493,7 +498,10 @@ impl OomReport {
 
     fn torch_causes(&self) -> Vec<Cause> {
         let mut causes = Vec::new();
-        let others: u64 = self.other_processes.iter().map(|p| p.bytes).sum();
+        let others = self
+            .other_processes
+            .iter()
+            .fold(0u64, |sum, p| sum.saturating_add(p.bytes));
         // under a per-process cap ("N allowed"), what other processes hold is not this
         // process's room
         if others > 0 && self.allowed_bytes.is_none() {
@@ -535,7 +543,9 @@ impl OomReport {
                 reason: None,
             });
         }
-        let freeable: u64 = causes.iter().map(|c| c.bytes).sum();
+        let freeable = causes
+            .iter()
+            .fold(0u64, |sum, c| sum.saturating_add(c.bytes));
         let request = self.requested_bytes.map(format_size);
         let does_not_fit = match (self.requested_bytes, self.limit_bytes()) {
             (Some(r), Some(limit)) if r > limit => Some(Cause {

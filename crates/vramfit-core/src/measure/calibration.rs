@@ -166,6 +166,7 @@ pub fn learn(log: &RunLog, name: &str) -> Result<(String, String, RunSample), St
         .prediction
         .as_ref()
         .and_then(|p| Some(p.reserved? as f64 / p.allocated.filter(|a| *a > 0)? as f64));
+    check_learned(name, stack, peak, predicted_slack)?;
     Ok((
         gpu.to_string(),
         stack.to_string(),
@@ -177,6 +178,43 @@ pub fn learn(log: &RunLog, name: &str) -> Result<(String, String, RunSample), St
             predicted_slack,
         },
     ))
+}
+
+/// What torch's reserved / allocated ratio can be: reserved memory holds every allocated byte
+/// (PyTorch `CUDACachingAllocator`: a block is carved out of a reserved segment), so the
+/// ratio is at least 1; 100 is far past any measured slack (1.0-1.3 on the runs in
+/// tests/realworld), so a larger one is a broken figure.
+const SLACK_RANGE: std::ops::RangeInclusive<f64> = 1.0..=100.0;
+
+/// The stacks a calibration is kept for (`Stack::name`).
+const STACKS: [&str; 2] = ["trl", "unsloth"];
+
+/// Refuses what would poison `calibration.toml`: an unknown stack, a peak step or a prediction
+/// line whose reserved memory is below its allocated memory.
+fn check_learned(
+    name: &str,
+    stack: &str,
+    peak: &StepRecord,
+    predicted: Option<f64>,
+) -> Result<(), String> {
+    if !STACKS.contains(&stack) {
+        return Err(format!(
+            "{name}: stack \"{stack}\": expected \"trl\" or \"unsloth\"; nothing learned"
+        ));
+    }
+    let slack = peak.max_reserved as f64 / peak.max_allocated as f64;
+    if !SLACK_RANGE.contains(&slack) {
+        return Err(format!(
+            "{name}: step {}: `max_reserved` {} against `max_allocated` {} (ratio {slack:.3}): torch reserves at least what it allocates; nothing learned",
+            peak.step, peak.max_reserved, peak.max_allocated
+        ));
+    }
+    match predicted {
+        Some(p) if !SLACK_RANGE.contains(&p) => Err(format!(
+            "{name}: the `prediction` line's `reserved` / `allocated` is {p:.3}: a prediction reserves at least what it allocates; nothing learned"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The file's text: a header that says what it is, then one `[[gpu]]` per GPU model and stack
@@ -243,6 +281,29 @@ pub fn parse(text: &str, file: &str) -> Result<Calibration, String> {
     Ok(c)
 }
 
+/// Reads the file's text as `parse` does, but a bad `[[gpu]]` entry (or a key of another
+/// kind) is skipped with a notice instead of failing: a stored file never breaks a later
+/// command. Only text that is not TOML at all is an error.
+pub fn parse_skipping(text: &str, file: &str) -> Result<(Calibration, Vec<String>), String> {
+    let root: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| format!("{file}: not valid TOML: {}", e.message().trim()))?;
+    let (mut c, mut skipped) = (Calibration::default(), Vec::new());
+    for (key, value) in &root {
+        let Some(gpus) = value.as_array().filter(|_| key == "gpu") else {
+            skipped.push(format!("{file}: key `{key}`: only [[gpu]] tables"));
+            continue;
+        };
+        for (i, gpu) in gpus.iter().enumerate() {
+            match entry(gpu, &format!("{file}: [[gpu]] {}", i + 1)) {
+                Ok(e) => c.entries.push(e),
+                Err(e) => skipped.push(e),
+            }
+        }
+    }
+    Ok((c, skipped))
+}
+
 fn table<'a>(v: &'a Value, at: &str) -> Result<&'a toml::Table, String> {
     v.as_table()
         .ok_or_else(|| format!("{at}: {v}: expected a table"))
@@ -267,7 +328,7 @@ fn entry(v: &Value, at: &str) -> Result<Entry, String> {
         ));
     }
     let stack = text(t, "stack", at)?;
-    if !matches!(stack.as_str(), "trl" | "unsloth") {
+    if !STACKS.contains(&stack.as_str()) {
         return Err(format!(
             "{at}: `stack` = \"{stack}\": expected \"trl\" or \"unsloth\""
         ));
@@ -307,7 +368,7 @@ fn run(v: &Value, at: &str) -> Result<RunSample, String> {
         match t.get(key) {
             None => Ok(None),
             Some(v) => match v.as_float().or_else(|| v.as_integer().map(|i| i as f64)) {
-                Some(x) if x.is_finite() && (1.0..=100.0).contains(&x) => Ok(Some(x)),
+                Some(x) if SLACK_RANGE.contains(&x) => Ok(Some(x)),
                 _ => Err(format!(
                     "{at}: `{key}` = {v}: expected a ratio from 1 to 100"
                 )),

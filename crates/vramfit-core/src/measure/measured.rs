@@ -103,6 +103,89 @@ pub fn parse_log(text: &str, name: &str) -> Result<RunLog, String> {
     Ok(log)
 }
 
+/// Reads the log's last run: a log that `vramfit run --append` (or a training script run twice)
+/// added a second run to holds several, which are never mixed. The note says which lines were
+/// read when there was more than one run. Errors name the log and the line.
+pub fn parse_last_run(text: &str, name: &str) -> Result<(RunLog, Option<String>), String> {
+    parse_last_run_from(text.as_bytes(), name)
+}
+
+/// `parse_last_run`, a line at a time from `reader`: a log of any size is read without holding
+/// its text (only the last run's records stay). A line that is not UTF-8 is an error naming it.
+pub fn parse_last_run_from(
+    mut reader: impl std::io::BufRead,
+    name: &str,
+) -> Result<(RunLog, Option<String>), String> {
+    let mut log = RunLog::default();
+    let (mut runs, mut first) = (1, 1);
+    let mut bytes = Vec::new();
+    for i in 0.. {
+        bytes.clear();
+        match reader.read_until(b'\n', &mut bytes) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => return Err(format!("{name}: cannot read: {e}")),
+        }
+        let at = format!("{name}:{}", i + 1);
+        let line = std::str::from_utf8(&bytes).map_err(|_| format!("{at}: not UTF-8 text"))?;
+        if starts_another_run(&log, line) {
+            log = RunLog::default();
+            (runs, first) = (runs + 1, i + 1);
+        }
+        let steps = log.steps.len();
+        read_line(&mut log, line, &at)?;
+        check_totals(&log, steps, &at)?;
+    }
+    let note = (runs > 1).then(|| {
+        format!(
+            "{name} holds {runs} runs: reading the last one, from line {first} (one run per log)"
+        )
+    });
+    Ok((log, note))
+}
+
+/// Whether `line` begins a new run after what `log` holds: a `prediction` line (the first line
+/// `vramfit run` writes) after a prediction, a step or an exit; a `start` line (the callback's
+/// first) after a start, a step or an exit.
+fn starts_another_run(log: &RunLog, line: &str) -> bool {
+    let (prediction, start) = (line.contains("\"prediction\""), line.contains("\"start\""));
+    if !prediction && !start {
+        return false;
+    }
+    let kind = serde_json::from_str::<Value>(line.trim())
+        .ok()
+        .and_then(|v| v.get("kind").and_then(Value::as_str).map(str::to_string));
+    let ran = !log.steps.is_empty() || log.exit.is_some();
+    match kind.as_deref() {
+        Some("prediction") => ran || log.prediction.is_some(),
+        Some("start") => ran || log.start.is_some(),
+        _ => false,
+    }
+}
+
+/// After the line `at`: a GPU total of 0 (the start line's, or a step's) or a step whose free
+/// memory exceeds its total is an error naming the line: every figure `check` gives would be
+/// divided by it, and the blame is the log's, not `--gpu-mem`'s.
+fn check_totals(log: &RunLog, steps_before: usize, at: &str) -> Result<(), String> {
+    let start = log.start.as_ref().and_then(|s| s.total);
+    if start == Some(0) || log.prediction.as_ref().and_then(|p| p.total) == Some(0) {
+        return Err(format!(
+            "{at}: `total` = 0: the GPU's total memory cannot be 0 bytes; this log cannot be read"
+        ));
+    }
+    match log.steps.get(steps_before) {
+        Some(s) if s.total == 0 => Err(format!(
+            "{at}: step {}: `total` = 0: the GPU's total memory cannot be 0 bytes",
+            s.step
+        )),
+        Some(s) if s.free > s.total => Err(format!(
+            "{at}: step {}: `free` = {} above `total` = {}: not a measurement",
+            s.step, s.free, s.total
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Adds one line of a log to `log`; `at` (`log.jsonl:7`) prefixes its error. A blank line or a
 /// line of another kind changes nothing; on an error `log` is left as it was.
 pub fn read_line(log: &mut RunLog, line: &str, at: &str) -> Result<(), String> {

@@ -27,16 +27,24 @@ pub struct Tail {
     offset: u64,
     /// the last look found no file: the next one that finds it starts over
     lost: bool,
+    /// the file last read (device and inode): another one under the name (a rotation by
+    /// rename) is read from its start, even when longer than what was read
+    identity: Option<(u64, u64)>,
 }
 
 impl Tail {
     /// Follows `path` from its start; an error names it when it cannot be read now.
     pub fn open(path: &Path) -> Result<Tail, String> {
-        std::fs::File::open(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let file = std::fs::File::open(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        if file.metadata().is_ok_and(|m| m.is_dir()) {
+            return Err(format!("{}: a folder, not a run log", path.display()));
+        }
         Ok(Tail {
             path: path.to_path_buf(),
             offset: 0,
             lost: false,
+            identity: None,
         })
     }
 
@@ -66,8 +74,12 @@ impl Tail {
     /// The bytes after `offset` (from the start when the file got shorter), and whether it did.
     fn read_on(&mut self) -> std::io::Result<(Vec<u8>, bool)> {
         let mut file = std::fs::File::open(&self.path)?;
-        let len = file.metadata()?.len();
-        let shorter = len < self.offset;
+        let meta = file.metadata()?;
+        let len = meta.len();
+        let identity = identity_of(&meta);
+        let replaced = self.identity.is_some() && identity != self.identity;
+        self.identity = identity;
+        let shorter = len < self.offset || replaced;
         if shorter {
             self.offset = 0;
         }
@@ -76,6 +88,20 @@ impl Tail {
         file.take(MOST_PER_LOOK).read_to_end(&mut bytes)?;
         self.offset += bytes.len() as u64;
         Ok((bytes, shorter))
+    }
+}
+
+/// A file's device and inode, where the platform has them.
+fn identity_of(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        Some((meta.dev(), meta.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        None
     }
 }
 
@@ -123,6 +149,26 @@ mod tests {
         assert!(matches!(tail.look(), Change::Gone(why) if why.contains("run.jsonl")));
         append(&path, "new run\n");
         assert_eq!(tail.look(), Change::Restarted(b"new run\n".to_vec()));
+        assert_eq!(tail.look(), Change::Appended(Vec::new()));
+    }
+
+    #[test]
+    fn a_file_renamed_over_the_followed_one_starts_over_even_when_longer() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("run.jsonl");
+        append(
+            &path, "one
+",
+        );
+        let mut tail = Tail::open(&path).expect("there");
+        assert_eq!(tail.look(), Change::Appended(b"one\n".to_vec()));
+        let next = dir.path().join("next.jsonl");
+        append(&next, "another run, longer\n");
+        std::fs::rename(&next, &path).expect("renamed");
+        assert_eq!(
+            tail.look(),
+            Change::Restarted(b"another run, longer\n".to_vec())
+        );
         assert_eq!(tail.look(), Change::Appended(Vec::new()));
     }
 }

@@ -1,0 +1,154 @@
+//! `vramfit run`'s signals (issue 23, audit): the command runs in its own process group, a
+//! SIGTERM, SIGHUP or SIGINT sent to vramfit reaches every process of it (a shell's `sleep`
+//! too), a command that ignores the signal is killed after the grace period the message names,
+//! and a SIGKILL of vramfit takes the command with it (Linux).
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The processes whose program (argv[0]) is `program` and whose arguments mention `marker`,
+/// by PID.
+fn running(program: &str, marker: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let Ok(c) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                return false;
+            };
+            let argv: Vec<String> = c
+                .split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            argv.first().is_some_and(|a| a == program)
+                && argv[1..].iter().any(|a| a.contains(marker))
+        })
+        .collect()
+}
+
+/// `vramfit run -- bash -c SCRIPT` in `dir`, its log at `dir/run.jsonl`.
+fn start(dir: &Path, script: &str) -> Child {
+    Command::new(assert_cmd::cargo::cargo_bin("vramfit"))
+        .current_dir(dir)
+        .env("HF_HUB_OFFLINE", "1")
+        .env("VRAMFIT_CONFIG_DIR", dir.join("config"))
+        .args(["--no-gpu", "run", "--preset", "24gb", "--gpu-mem", "24GiB"])
+        .args(["--log", "run.jsonl", "--", "bash", "-c", script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until `marker`'s `sleep` runs (the command is up).
+fn wait_for(marker: &str) {
+    let until = Instant::now() + Duration::from_secs(20);
+    while running("sleep", marker).is_empty() {
+        assert!(Instant::now() < until, "the command never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn signal(child: &Child, signal: i32) {
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on the PID of a child this test started
+    unsafe {
+        libc::kill(pid, signal);
+    }
+}
+
+/// Ends what is left of `marker`'s processes (this test's own), so a failure leaves nothing.
+fn clean(marker: &str) {
+    for pid in running("sleep", marker)
+        .into_iter()
+        .chain(running("bash", marker))
+    {
+        // SAFETY: kill(2) on processes this test started (their arguments have its marker)
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
+
+/// vramfit's exit status and standard error.
+fn finish(child: Child) -> (Option<i32>, String) {
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// `program` with `marker` gone within a second: processes may take a moment to be reaped.
+fn gone(program: &str, marker: &str) -> bool {
+    let until = Instant::now() + Duration::from_secs(1);
+    while !running(program, marker).is_empty() {
+        if Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
+}
+
+#[test]
+fn sigterm_and_sigint_reach_the_commands_grandchildren() {
+    for (sig, marker) in [(libc::SIGTERM, "25.4101"), (libc::SIGINT, "25.4102")] {
+        let dir = tempfile::tempdir().unwrap();
+        // `; :` keeps bash from exec'ing sleep: sleep is bash's child, vramfit's grandchild
+        let child = start(dir.path(), &format!("sleep {marker}; :"));
+        wait_for(marker);
+        signal(&child, sig);
+        let started = Instant::now();
+        let (code, stderr) = finish(child);
+        let survived = !gone("sleep", marker);
+        clean(marker);
+        assert!(!survived, "sleep survived signal {sig}: {stderr}");
+        assert!(started.elapsed() < Duration::from_secs(8), "{stderr}");
+        assert_eq!(code, Some(128 + sig), "{stderr}");
+        assert!(stderr.contains("process group"), "{stderr}");
+    }
+}
+
+#[test]
+fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
+    let marker = "25.4103";
+    let dir = tempfile::tempdir().unwrap();
+    let child = start(dir.path(), &format!("trap '' TERM; sleep {marker}; :"));
+    wait_for(marker);
+    signal(&child, libc::SIGTERM);
+    let started = Instant::now();
+    let (code, stderr) = finish(child);
+    let took = started.elapsed();
+    let survived = !gone("sleep", marker) || !gone("bash", marker);
+    clean(marker);
+    assert!(!survived, "{stderr}");
+    assert_eq!(code, Some(128 + libc::SIGKILL), "{stderr}");
+    assert!(stderr.contains("in 10 s"), "{stderr}");
+    assert!(
+        took >= Duration::from_secs(9) && took < Duration::from_secs(20),
+        "{took:?}"
+    );
+    // the log is still written
+    let log = std::fs::read_to_string(dir.path().join("run.jsonl")).unwrap();
+    assert!(log.contains("\"exit\""), "{log}");
+}
+
+#[test]
+fn the_command_dies_with_vramfit() {
+    let marker = "25.4104";
+    let dir = tempfile::tempdir().unwrap();
+    let child = start(dir.path(), &format!("sleep {marker}; echo {marker}"));
+    wait_for(marker);
+    signal(&child, libc::SIGKILL);
+    let _ = finish(child);
+    // bash, vramfit's child, dies with it (its own child, sleep, is not vramfit's to reach)
+    let bash_left = !gone("bash", marker);
+    clean(marker);
+    assert!(!bash_left, "the command outlived a SIGKILL of vramfit");
+}
