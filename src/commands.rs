@@ -56,6 +56,7 @@ pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8,
         v["stored_weights"] =
             serde_json::to_value(file.run.stored_weights).map_err(|e| e.to_string())?;
         v["calibrated"] = serde_json::json!(calibrated);
+        v["versions"] = serde_json::to_value(&file.versions).map_err(|e| e.to_string())?;
         let text = json_text(&v)?;
         emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(answer))?;
     } else if !to_stdout {
@@ -65,8 +66,10 @@ pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8,
         emit(|out| {
             write!(
                 out,
-                "run: {}\nmodel: {}{weights}\n{table}{calibrated}",
-                loaded.origin, file.model_source
+                "run: {}\nmodel: {}{weights}\nversions: {}\n{table}{calibrated}",
+                loaded.origin,
+                file.model_source,
+                vramfit::report::versions_line(&file.versions)
             )
         })
         .map_err(unwritten(answer))?;

@@ -68,8 +68,9 @@ pub fn load_source(source: &Source, detected: &Result<GpuInfo, String>) -> Resul
 }
 
 pub fn read_source(source: &Source, detected: &Result<GpuInfo, String>) -> Result<Loaded, String> {
+    let installed = crate::versions_env::detect().installed;
     let loaded = |path: &std::path::Path, name: String, origin: String| {
-        config::load(path)
+        config::load_in(path, &installed)
             .map(|file| Loaded {
                 file,
                 label: path.display().to_string(),
@@ -108,7 +109,7 @@ pub fn read_source(source: &Source, detected: &Result<GpuInfo, String>) -> Resul
     };
     if let Some(text) = presets::built_in(name) {
         let label = format!("preset {name}");
-        let file = config::parse(text, &label, None).map_err(|e| e.to_string())?;
+        let file = config::parse_in(text, &label, None, &installed).map_err(|e| e.to_string())?;
         return Ok(Loaded {
             origin: format!("the {name} preset ({})", why(&file)),
             name: format!("the {name} preset"),

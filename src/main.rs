@@ -10,6 +10,7 @@ mod inputs;
 mod launch;
 mod loop_commands;
 mod output;
+mod versions_env;
 
 use cli::{Cli, Command};
 use commands::*;
@@ -65,6 +66,7 @@ fn main() -> ExitCode {
         Some(Command::Models { json }) => list_models(json),
         Some(Command::Presets) => list_presets(),
         Some(Command::Gpu { json }) => show_gpu(json),
+        Some(Command::Env { json }) => versions_env::show_env(json),
         Some(Command::Callback { output, force }) => loop_commands::write_callback(&output, force),
         Some(Command::Run {
             source,

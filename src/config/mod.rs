@@ -27,6 +27,7 @@ pub use read_vramfit::ASSUMED_PROMPT_LENGTH;
 use crate::hub::ModelSource;
 use crate::model::rules;
 use crate::model::run::RunConfig;
+use crate::model::versions::{Installed, Pinned, stack_versions};
 use lines::{Lines, line_of_offset};
 use std::path::{Path, PathBuf};
 use tables::Tables;
@@ -45,20 +46,38 @@ pub struct RunFile {
     pub notes: Vec<String>,
     /// `[env]`, as `vramfit run` sets it for the training command
     pub env: Vec<(String, String)>,
+    /// the trainer versions the run is estimated for, and where each came from
+    pub versions: Vec<Pinned>,
 }
 
+/// Loads a run file with vramfit's default versions for what it does not pin.
 pub fn load(path: &Path) -> Result<RunFile, LoadError> {
+    load_in(path, &Installed::default())
+}
+
+/// Loads a run file; versions it does not pin are `installed`'s, else vramfit's defaults.
+pub fn load_in(path: &Path, installed: &Installed) -> Result<RunFile, LoadError> {
     let file = path.display().to_string();
     let text = std::fs::read(path)
         .map_err(|e| LoadError::whole_file(format!("cannot read: {e}")).in_file(&file))?;
     let text = String::from_utf8(text)
         .map_err(|_| LoadError::whole_file("not a text file (invalid UTF-8)").in_file(&file))?;
-    parse(&text, &file, path.parent())
+    parse_in(&text, &file, path.parent(), installed)
 }
 
 /// Parses a run file's text; `dir` resolves a relative `model_config` path. `file` names the
 /// text in errors (its path, or `preset 24gb`).
 pub fn parse(text: &str, file: &str, dir: Option<&Path>) -> Result<RunFile, LoadError> {
+    parse_in(text, file, dir, &Installed::default())
+}
+
+/// [`parse`], with the versions of the user's environment for what the file does not pin.
+pub fn parse_in(
+    text: &str,
+    file: &str,
+    dir: Option<&Path>,
+    installed: &Installed,
+) -> Result<RunFile, LoadError> {
     let root: toml::Table = text.parse().map_err(|e: toml::de::Error| {
         LoadError::whole_file(format!("not valid TOML: {}", e.message().trim()))
             .on_line(e.span().map(|span| line_of_offset(text, span.start)))
@@ -66,7 +85,11 @@ pub fn parse(text: &str, file: &str, dir: Option<&Path>) -> Result<RunFile, Load
     })?;
     let lines = Lines::new(text);
     Tables::new(&root, &lines)
-        .and_then(|tables| run_file(&tables, dir))
+        .and_then(|mut tables| {
+            let pins = read_vramfit::versions(&tables, installed)?;
+            tables.versions = stack_versions(&pins);
+            run_file(&tables, dir, pins)
+        })
         .map_err(|e| e.in_file(file))
 }
 
@@ -76,8 +99,8 @@ pub fn locate(text: &str, table: &str, key: Option<&str>) -> Option<usize> {
 }
 
 /// The run the tables describe, checked against the rules every run keeps.
-fn run_file(t: &Tables, dir: Option<&Path>) -> Result<RunFile, LoadError> {
-    let vramfit = read_vramfit::read_vramfit(t, dir)?;
+fn run_file(t: &Tables, dir: Option<&Path>, pins: Vec<Pinned>) -> Result<RunFile, LoadError> {
+    let vramfit = read_vramfit::read_vramfit(t, dir, pins)?;
     let model = read_model::read_model(t, vramfit.model_config.as_deref())?;
     let grpo = read_grpo::read_grpo(t)?;
     let lora = read_lora::read_lora(t, &model.arch)?;
@@ -120,6 +143,7 @@ fn run_file(t: &Tables, dir: Option<&Path>) -> Result<RunFile, LoadError> {
         steps_per_generation: grpo.steps_per_generation,
         generation_batch_size: grpo.generation_batch_size,
         vllm_version: vramfit.vllm_version,
+        versions: t.versions,
         vllm_max_num_seqs: generating.vllm_max_num_seqs,
         vllm_max_num_batched_tokens: generating.vllm_max_num_batched_tokens,
         standby_keeps_share: env.standby_keeps_share,
@@ -138,6 +162,7 @@ fn run_file(t: &Tables, dir: Option<&Path>) -> Result<RunFile, LoadError> {
         model_source: model.source,
         notes,
         env: env_vars,
+        versions: vramfit.versions,
     })
 }
 

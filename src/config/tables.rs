@@ -9,6 +9,7 @@ use crate::contract::{self, Call, Retired, Table};
 use crate::model::catalog::edit_distance;
 use crate::model::knobs::Knob;
 use crate::model::run::Stack;
+use crate::model::versions::StackVersions;
 use std::fmt::Display;
 use toml::Value;
 
@@ -21,6 +22,9 @@ pub const VRAMFIT_KEYS: &[&str] = &[
     "lock_effective_batch",
     "max_prompt_length",
     "vllm_version",
+    "trl_version",
+    "unsloth_version",
+    "transformers_version",
     "nodes",
 ];
 
@@ -45,6 +49,8 @@ pub struct Tables<'a> {
     root: &'a toml::Table,
     lines: &'a Lines<'a>,
     pub stack: Stack,
+    /// the trainer versions in force (their defaults differ by release)
+    pub versions: StackVersions,
     /// retired keys met, in words, for the user
     pub notes: Vec<String>,
 }
@@ -83,6 +89,7 @@ impl<'a> Tables<'a> {
             root,
             lines,
             stack: Stack::Unsloth,
+            versions: StackVersions::default(),
             notes: Vec::new(),
         };
         tables.stack = tables.read_stack()?;

@@ -10,6 +10,7 @@ use super::spread;
 use super::step::{self, StepPeak, StepShape};
 use super::units::{GIB, MIB};
 use super::unsloth_step::{SMALL_CARD, unsloth_step};
+use super::versions::UnslothLogits;
 use super::vllm;
 use serde::Serialize;
 
@@ -44,6 +45,8 @@ pub enum Part {
     OptimizerStates,
     Activations,
     Logits,
+    MicroBatchLogits,
+    SequenceLogitsFp32,
     AllocatorSlack,
     Weights,
     Gradients,
@@ -66,6 +69,8 @@ impl Part {
             Part::OptimizerStates => "optimizer states",
             Part::Activations => "activations",
             Part::Logits => "logits",
+            Part::MicroBatchLogits => "micro-batch logits",
+            Part::SequenceLogitsFp32 => "fp32 logits, a sequence at a time",
             Part::AllocatorSlack => "allocator slack",
             Part::Weights => "model weights",
             Part::Gradients => "gradients",
@@ -98,6 +103,12 @@ impl Part {
             }
             Part::Activations => "tensors autograd keeps for the backward pass at the peak",
             Part::Logits => "logits blocks and log-prob statistics at the peak",
+            Part::MicroBatchLogits => {
+                "the micro-batch's logits, materialised whole and read by log-softmax (TRL before 1.15; Unsloth 2025.2 runs TRL's loss)"
+            }
+            Part::SequenceLogitsFp32 => {
+                "Unsloth 2025's GRPO loss (UnslothEfficientGRPO): each sequence's logits and their fp32 upcast, the reference's too when beta != 0"
+            }
             Part::AllocatorSlack => "blocks PyTorch's caching allocator holds but no tensor uses",
             Part::Weights => {
                 "the trained model's parameters on this GPU: whole, or this rank's shard (ZeRO-3, FSDP)"
@@ -271,17 +282,27 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
         completion: run.completion_len,
         rank: run.lora_rank,
         checkpointing: run.checkpointing != Checkpointing::Off,
-        reference_pass: run.beta > 0.0 && !trainer,
+        reference_pass: run.beta > 0.0
+            && (!trainer || unsloth && run.versions.unsloth_logits() == UnslothLogits::TrlLoss),
         quantised_base: run.quant.is_quantised(),
         fused_logits: run.fused_logits && run.stack == Stack::Trl,
         expandable_segments: run.expandable_segments,
-        scoring_rows: if trainer && run.scores_before_training() {
+        scoring_rows: if trainer
+            && run.scores_before_training()
+            && (!unsloth || run.versions.unsloth_scores_before_training())
+        {
             run.generation_rows()
         } else {
             0
         },
         free_at_step: if unsloth { free } else { 0 },
         small_card: unsloth && capacity <= SMALL_CARD,
+        unsloth_logits: if unsloth {
+            run.versions.unsloth_logits()
+        } else {
+            UnslothLogits::Blocks
+        },
+        reference_logits: unsloth && run.beta != 0.0,
     }
 }
 
@@ -382,7 +403,7 @@ fn estimate_using(
     training.extend([
         (Part::LoraGradients, stat.gradients),
         (Part::Activations, peak.activations),
-        (Part::Logits, peak.logits),
+        (super::versions::logits_part(run), peak.logits),
         (Part::AllocatorSlack, reserved - allocated - stat.gradients),
     ]);
     phases.push(PhaseMemory::new(Phase::Training, training));
@@ -394,7 +415,7 @@ fn estimate_using(
     if run.quant == Quant::Fp32 {
         warnings.push("fp32 weights (TRL's ModelConfig dtype default): the step's activations are modelled in 16-bit; set [model] dtype = \"bfloat16\" to match".into());
     }
-    warnings.extend(rule_warnings(run, micro, &targets));
+    warnings.extend(rule_warnings(run, &targets));
     let headroom = gpu.capacity as i64 - total as i64;
     let training_fits = headroom >= 0 && vllm.as_ref().is_none_or(|v| v.starts);
     let mut roles = vec![roles::training(
@@ -732,16 +753,9 @@ fn optimizer_bytes(opt: Optimizer, elements: u64) -> u64 {
 }
 
 /// The trainer rules of SPEC section 1 that the knobs break.
-fn rule_warnings(run: &RunConfig, micro: u64, targets: &[bool]) -> Vec<String> {
+fn rule_warnings(run: &RunConfig, targets: &[bool]) -> Vec<String> {
     let mut w = Vec::new();
-    let generations = run.num_generations.max(1);
-    if micro != run.micro_batch {
-        w.push(format!(
-            "Unsloth will run micro-batch {micro}, not {}: batch x accumulation x GPUs = {} is not divisible by num_generations = {generations} (estimated with {micro})",
-            run.micro_batch,
-            run.effective_batch()
-        ));
-    }
+    w.extend(super::versions::batch_note(run));
     if run.max_seq_len < run.sequence_len() {
         w.push(format!(
             "max_seq_length {} is smaller than prompt + completion = {}",

@@ -22,4 +22,5 @@ pub mod spread;
 pub mod step;
 pub mod units;
 pub mod unsloth_step;
+pub mod versions;
 pub mod vllm;

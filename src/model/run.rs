@@ -2,6 +2,7 @@
 
 use super::arch::Arch;
 use super::spread::{Spread, VllmServer};
+use super::versions::{BatchRaise, StackVersions};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -202,6 +203,8 @@ pub struct RunConfig {
     pub generation_batch_size: Option<u64>,
     /// the vLLM whose behaviour is modelled
     pub vllm_version: VllmVersion,
+    /// the TRL, Unsloth and transformers whose behaviours are modelled
+    pub versions: StackVersions,
     /// `max_num_seqs` / `max_num_batched_tokens` given to Unsloth's vLLM loader, when set
     pub vllm_max_num_seqs: Option<u64>,
     pub vllm_max_num_batched_tokens: Option<u64>,
@@ -277,7 +280,7 @@ impl std::fmt::Display for VllmVersion {
 impl RunConfig {
     /// Completions per optimizer step across all GPUs.
     pub fn effective_batch(&self) -> u64 {
-        self.micro_batch
+        self.completions_per_device()
             .saturating_mul(self.grad_accum)
             .saturating_mul(self.processes())
     }
@@ -320,14 +323,42 @@ impl RunConfig {
             || self.grad_accum % self.steps_per_generation() != 0
     }
 
-    /// The micro-batch that really runs. Unsloth's GRPO patch replaces `per_device_train_batch_size`
-    /// by `num_generations` when `batch x accumulation x GPUs` is not a multiple of it.
-    pub fn running_micro_batch(&self) -> u64 {
-        let generations = self.num_generations.max(1);
-        if self.stack == Stack::Unsloth && self.effective_batch() % generations != 0 {
-            generations
+    /// The completions one `per_device_train_batch_size` stands for: itself, or, where TRL's
+    /// batch counts prompts (TRL 0.14), that many prompts of `num_generations` completions each.
+    pub fn completions_per_device(&self) -> u64 {
+        if self.versions.batch_counts_prompts() {
+            self.micro_batch.saturating_mul(self.num_generations.max(1))
         } else {
             self.micro_batch
+        }
+    }
+
+    /// The micro-batch that really runs. Unsloth's GRPO patch replaces `per_device_train_batch_size`
+    /// by `num_generations` when the batch is not a multiple of it: `batch x accumulation x GPUs`
+    /// from 2025.11, the per-device batch alone before (see [`BatchRaise`]).
+    pub fn running_micro_batch(&self) -> u64 {
+        if self.unsloth_raises_batch() {
+            self.num_generations.max(1)
+        } else {
+            self.completions_per_device()
+        }
+    }
+
+    /// Whether Unsloth silently raises `per_device_train_batch_size` to `num_generations`
+    /// (unsloth#3572).
+    pub fn unsloth_raises_batch(&self) -> bool {
+        let generations = self.num_generations.max(1);
+        if self.stack != Stack::Unsloth {
+            return false;
+        }
+        match self.versions.batch_raise() {
+            BatchRaise::Never => false,
+            BatchRaise::PerDevice => self.micro_batch % generations != 0,
+            BatchRaise::EffectiveBatch => {
+                self.steps_per_generation.is_none()
+                    && self.generation_batch_size.is_none()
+                    && self.effective_batch() % generations != 0
+            }
         }
     }
 
@@ -336,7 +367,7 @@ impl RunConfig {
     /// standby, fp8 KV or `max_lora_rank`; Unsloth's vLLM needs `max_lora_rank` to cover `r`.
     pub fn switch_stack(&mut self, stack: Stack) {
         self.stack = stack;
-        self.fused_logits = stack == Stack::Trl;
+        self.fused_logits = stack == Stack::Trl && self.versions.trl_fused_head();
         match stack {
             Stack::Trl => {
                 if self.checkpointing == Checkpointing::UnslothOffload {
@@ -391,6 +422,7 @@ impl RunConfig {
             steps_per_generation: None,
             generation_batch_size: None,
             vllm_version: VllmVersion::default(),
+            versions: StackVersions::default(),
             vllm_max_num_seqs: None,
             vllm_max_num_batched_tokens: None,
             standby_keeps_share: false,

@@ -13,8 +13,9 @@
 
 use super::arch::Arch;
 use super::run::Checkpointing;
-use super::step::{StepPeak, StepShape};
+use super::step::{Logits, StepPeak, StepShape};
 use super::units::{GIB, MIB};
+use super::versions::UnslothLogits;
 
 /// What the Unsloth step reads from the GPU when it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -106,7 +107,13 @@ fn gradient_pass(
     };
     let rows = s.seqs * s.completion;
     let gathered = rows * arch.hidden * 2;
-    let logits = logprob_block(arch, rows, gpu, true) + 2 * gathered + rows * STATS_PER_ROW;
+    let logits = match s.unsloth_logits {
+        UnslothLogits::Blocks => {
+            logprob_block(arch, rows, gpu, true) + 2 * gathered + rows * STATS_PER_ROW
+        }
+        UnslothLogits::PerSequenceFp32 => per_sequence_logits(arch, s),
+        UnslothLogits::TrlLoss => Logits::unfused_peak(arch, s),
+    };
     // the forward ends holding what it stored, the final hidden states and the scoring
     let forward = stored + hidden;
     let backward = if checkpointing == Checkpointing::Off {
@@ -115,6 +122,23 @@ fn gradient_pass(
         stored + layer + tokens * (i + arch.hidden) * 2
     };
     StepPeak::larger_moment(backward, (forward, logits))
+}
+
+/// Unsloth 2025's loss (unsloth_zoo 2025.5.2 to 2025.11.6 rl_replacements.py): `grpo_accumulated_loss`
+/// takes the micro-batch's final hidden states, and the reference's (adapters disabled) when
+/// `beta != 0`; `UnslothEfficientGRPO.forward` allocates `grad_inputs = torch.empty_like` of the
+/// hidden states and walks `n_chunks` chunks, `unsloth_num_chunks = -1` meaning one sequence each.
+/// Per sequence, `compute_loss` multiplies by the LM head (K+1 rows in the compute dtype) and
+/// `grpo_compute_loss` upcasts to fp32 (`new_logits.to(torch.float32)`), whose gradient
+/// `torch.func.grad_and_value` holds in fp32 too; the reference's logits likewise, without a
+/// gradient. Not measured: read from the wheels.
+fn per_sequence_logits(arch: &Arch, s: &StepShape) -> u64 {
+    let (k, v) = (s.completion, arch.vocab);
+    let states = s.seqs * (k + 1) * arch.hidden * 2;
+    let one = (k + 1) * v * 2 + k * v * 4;
+    let policy = one + k * v * 4;
+    let reference = if s.reference_logits { states + one } else { 0 };
+    states + policy + reference
 }
 
 /// The no-grad scoring of the generation batch (`_get_per_token_logps_and_entropies`, Unsloth's

@@ -1,0 +1,223 @@
+//! The trainer versions installed in the user's Python environment, read the way NVML gives the
+//! GPU: the `*.dist-info/METADATA` files of the active interpreter's site-packages. Nothing is
+//! imported and no interpreter is started: the folder is found from `$VIRTUAL_ENV`, else
+//! `$CONDA_PREFIX`, else the prefix of the `python3` on `PATH` (its `lib/pythonX.Y/site-packages`,
+//! Debian's `dist-packages` too).
+
+use std::path::{Path, PathBuf};
+use vramfit::model::versions::{Installed, Package};
+
+/// Where the packages were looked for, and what was found there.
+pub struct Environment {
+    /// `$VIRTUAL_ENV`, `$CONDA_PREFIX` or `python3 on PATH`
+    pub from: &'static str,
+    /// the environment's prefix
+    pub prefix: Option<PathBuf>,
+    /// the folders searched, in order
+    pub site_packages: Vec<PathBuf>,
+    pub installed: Installed,
+}
+
+/// The active Python environment's trainer packages.
+pub fn detect() -> Environment {
+    let (from, prefix) = active_prefix();
+    let site_packages = prefix.as_deref().map(site_folders).unwrap_or_default();
+    let mut found = Vec::new();
+    for p in Package::ALL {
+        if let Some((version, path)) = site_packages.iter().find_map(|d| read_package(d, p)) {
+            found.push((p, version, path.display().to_string()));
+        }
+    }
+    Environment {
+        from,
+        prefix,
+        site_packages,
+        installed: Installed { found },
+    }
+}
+
+/// The interpreter's prefix: `$VIRTUAL_ENV`, `$CONDA_PREFIX`, else the folder above the `bin/`
+/// that holds the `python3` on `PATH`.
+fn active_prefix() -> (&'static str, Option<PathBuf>) {
+    for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
+        if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+            return (
+                if var == "VIRTUAL_ENV" {
+                    "$VIRTUAL_ENV"
+                } else {
+                    "$CONDA_PREFIX"
+                },
+                Some(PathBuf::from(v)),
+            );
+        }
+    }
+    let python = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("python3"))
+            .find(|p| p.is_file())
+    });
+    // a symlinked interpreter (/usr/bin/python3 -> python3.12) keeps its own folder's prefix
+    let prefix = python.and_then(|p| p.parent()?.parent().map(Path::to_path_buf));
+    ("python3 on PATH", prefix)
+}
+
+/// `lib/pythonX.Y/site-packages` (and `dist-packages`) under `prefix`, newest Python first, then
+/// Debian's shared `lib/python3/dist-packages` and Windows' `Lib/site-packages`.
+fn site_folders(prefix: &Path) -> Vec<PathBuf> {
+    let mut pythons: Vec<PathBuf> = std::fs::read_dir(prefix.join("lib"))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("python3"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    pythons.sort_by_key(|p| std::cmp::Reverse(minor_of(p)));
+    let mut out = Vec::new();
+    for p in pythons {
+        out.push(p.join("site-packages"));
+        out.push(p.join("dist-packages"));
+    }
+    out.push(prefix.join("Lib").join("site-packages"));
+    out.retain(|d| d.is_dir());
+    out
+}
+
+/// 12 for `python3.12`; 0 for `python3`.
+fn minor_of(p: &Path) -> u32 {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("python3."))
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The version of `package` installed in `dir`, and the METADATA it was read from: the
+/// `<name>-<version>.dist-info` folder whose METADATA names the package.
+fn read_package(dir: &Path, package: Package) -> Option<(String, PathBuf)> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    for e in entries.filter_map(Result::ok) {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(stem) = name.strip_suffix(".dist-info") else {
+            continue;
+        };
+        let dist = stem.split('-').next().unwrap_or(stem);
+        if normalise(dist) != normalise(package.name()) {
+            continue;
+        }
+        let metadata = e.path().join("METADATA");
+        if let Some(version) = metadata_version(&metadata, package) {
+            return Some((version, metadata));
+        }
+    }
+    None
+}
+
+/// The `Version:` of a METADATA file whose `Name:` is the package (its header comes first).
+fn metadata_version(path: &Path, package: Package) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let header = text.split("\n\n").next().unwrap_or(&text);
+    let field = |key: &str| {
+        header
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(|v| v.trim().to_string())
+    };
+    let name = field("Name:")?;
+    (normalise(&name) == normalise(package.name())).then_some(())?;
+    field("Version:")
+}
+
+/// PEP 503's normalised name: lower case, runs of `-`, `_` and `.` as one `_`.
+fn normalise(name: &str) -> String {
+    name.to_ascii_lowercase().replace(['-', '.'], "_")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_compare_normalised() {
+        assert_eq!(normalise("Unsloth-Zoo"), normalise("unsloth_zoo"));
+        assert_ne!(normalise("unsloth_zoo"), normalise("unsloth"));
+    }
+
+    #[test]
+    fn python_folders_sort_newest_first() {
+        assert_eq!(minor_of(Path::new("/x/lib/python3.12")), 12);
+        assert_eq!(minor_of(Path::new("/x/lib/python3")), 0);
+    }
+}
+
+/// `vramfit env`: where the Python environment is and which trainer versions it holds, each
+/// against the range vramfit models. Exit 0.
+pub fn show_env(json: bool) -> Result<u8, crate::output::Failure> {
+    use crate::output::{FITS, emit, json_text, unwritten};
+    use std::io::Write;
+    let env = detect();
+    let rows: Vec<serde_json::Value> = Package::ALL
+        .iter()
+        .map(|&p| {
+            let found = env.installed.found.iter().find(|(q, _, _)| *q == p);
+            let modelled = found.map(|(_, v, _)| {
+                vramfit::model::versions::Release::parse(v).is_some_and(|r| p.models(r))
+            });
+            serde_json::json!({
+                "package": p,
+                "version": found.map(|(_, v, _)| v),
+                "metadata": found.map(|(_, _, path)| path),
+                "modelled": modelled,
+                "modelled_range": p.range_text(),
+                "default": p.targeted().to_string(),
+            })
+        })
+        .collect();
+    if json {
+        let v = serde_json::json!({
+            "from": env.from,
+            "prefix": env.prefix,
+            "site_packages": env.site_packages,
+            "packages": rows,
+        });
+        let text = json_text(&v)?;
+        emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(FITS))?;
+        return Ok(FITS);
+    }
+    let mut text = match &env.prefix {
+        Some(p) => format!("python environment: {} ({})\n", p.display(), env.from),
+        None => "python environment: none found ($VIRTUAL_ENV, $CONDA_PREFIX unset; no python3 on PATH)\n".to_string(),
+    };
+    for d in &env.site_packages {
+        text.push_str(&format!("site-packages: {}\n", d.display()));
+    }
+    for (p, row) in Package::ALL.iter().zip(&rows) {
+        let line = match (row["version"].as_str(), row["metadata"].as_str()) {
+            (Some(v), Some(path)) if row["modelled"] == serde_json::json!(true) => {
+                format!("{} {v} ({path})", p.name())
+            }
+            (Some(v), Some(path)) => format!(
+                "{} {v} ({path}): outside the modelled range {}; the estimate refuses it unless [vramfit] {} says otherwise",
+                p.name(),
+                p.range_text(),
+                p.key()
+            ),
+            _ => format!(
+                "{}: not installed; the estimate uses {} unless [vramfit] {} says otherwise",
+                p.name(),
+                p.targeted(),
+                p.key()
+            ),
+        };
+        text.push_str(&line);
+        text.push('\n');
+    }
+    emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(FITS))?;
+    Ok(FITS)
+}
