@@ -345,6 +345,17 @@ pub fn diagnosis(
         (fit(&f.run, gpu, DEFAULT_HEADROOM, &mut estimator), capacity)
     });
     let mut advice = vramfit::model::oom::advice(&report, run.as_ref().map(|f| &f.run));
+    if let Some(c) = &culprit {
+        if let (true, Some(who)) = (c.matches, &c.built_by) {
+            advice.insert(
+                0,
+                format!(
+                    "this request is {}: {who}, the version this run is pinned to, builds it in every step (the fit below is on that stack; trl 1.15 with unsloth 2026.10 never builds it)",
+                    c.tensor
+                ),
+            );
+        }
+    }
     if let (Some(c), Some((FitOutcome::AlreadyFits { estimate }, _))) = (&culprit, &proposal) {
         if c.matches && c.older_trainers_only {
             advice.insert(

@@ -47,6 +47,7 @@ pub enum Part {
     Logits,
     MicroBatchLogits,
     SequenceLogitsFp32,
+    MicroBatchLogitsFp32,
     AllocatorSlack,
     Weights,
     Gradients,
@@ -70,7 +71,8 @@ impl Part {
             Part::Activations => "activations",
             Part::Logits => "logits",
             Part::MicroBatchLogits => "micro-batch logits",
-            Part::SequenceLogitsFp32 => "fp32 logits, a sequence at a time",
+            Part::SequenceLogitsFp32 => "fp32 seq. logits",
+            Part::MicroBatchLogitsFp32 => "fp32 batch logits",
             Part::AllocatorSlack => "allocator slack",
             Part::Weights => "model weights",
             Part::Gradients => "gradients",
@@ -105,6 +107,9 @@ impl Part {
             Part::Logits => "logits blocks and log-prob statistics at the peak",
             Part::MicroBatchLogits => {
                 "the micro-batch's logits, materialised whole and read by log-softmax (TRL before 1.15; Unsloth 2025.2 runs TRL's loss)"
+            }
+            Part::MicroBatchLogitsFp32 => {
+                "Unsloth 2025.3-2025.7 with a FastModel model: the micro-batch's logits, the reference's, and both upcast to fp32 whole in grpo_compute_loss_slow"
             }
             Part::SequenceLogitsFp32 => {
                 "Unsloth 2025's GRPO loss (UnslothEfficientGRPO): each sequence's logits and their fp32 upcast, the reference's too when beta != 0"
@@ -298,7 +303,7 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
         free_at_step: if unsloth { free } else { 0 },
         small_card: unsloth && capacity <= SMALL_CARD,
         unsloth_logits: if unsloth {
-            run.versions.unsloth_logits()
+            super::versions::unsloth_logits_of(run)
         } else {
             UnslothLogits::Blocks
         },

@@ -112,6 +112,7 @@ fn gradient_pass(
             logprob_block(arch, rows, gpu, true) + 2 * gathered + rows * STATS_PER_ROW
         }
         UnslothLogits::PerSequenceFp32 => per_sequence_logits(arch, s),
+        UnslothLogits::MicroBatchFp32 => micro_batch_logits(arch, s),
         UnslothLogits::TrlLoss => Logits::unfused_peak(arch, s),
     };
     // the forward ends holding what it stored, the final hidden states and the scoring
@@ -139,6 +140,19 @@ fn per_sequence_logits(arch: &Arch, s: &StepShape) -> u64 {
     let policy = one + k * v * 4;
     let reference = if s.reference_logits { states + one } else { 0 };
     states + policy + reference
+}
+
+/// Unsloth 2025.3 to 2025.7's `FastModel` path (`UnslothLogits::MicroBatchFp32`): the model returns
+/// the micro-batch's logits (B x (K+1) x V, compute dtype, kept for the backward); the reference's,
+/// computed by `_prepare_inputs` with the adapters off, ride in the inputs when `beta != 0`; and
+/// `grpo_compute_loss_slow` upcasts both to fp32 (`new_logits.to(torch.float32)`), the policy's
+/// with its fp32 gradient. Read from the wheels; the seed article's 6.01 GiB request is one of
+/// these fp32 tensors.
+fn micro_batch_logits(arch: &Arch, s: &StepShape) -> u64 {
+    let bkv = s.seqs * s.completion * arch.vocab;
+    let policy = s.seqs * (s.completion + 1) * arch.vocab * 2 + 2 * bkv * 4;
+    let reference = if s.reference_logits { bkv * (2 + 4) } else { 0 };
+    policy + reference
 }
 
 /// The no-grad scoring of the generation batch (`_get_per_token_logps_and_entropies`, Unsloth's

@@ -367,6 +367,13 @@ pub enum UnslothLogits {
     /// logits to fp32 in `grpo_compute_loss` (unsloth_zoo 2025.5.2, 2025.8.9, 2025.11.6
     /// rl_replacements.py).
     PerSequenceFp32,
+    /// Unsloth 2025.3 to 2025.7 with a model `FastLanguageModel` hands to `FastModel` (see
+    /// [`fast_model`]): `FastBaseModel.from_pretrained` sets `UNSLOTH_USE_NEW_MODEL=1`, so the
+    /// replaced `_get_per_token_logps` returns the micro-batch's logits (it returns None only when
+    /// that flag is 0), and `compute_loss` hands them, with the reference's from `_prepare_inputs`,
+    /// to `grpo_compute_loss_slow`, which upcasts both to fp32 whole (unsloth 2025.3.19 and
+    /// 2025.5.2 rl_replacements.py; 2025.8.9's replacement returns None whatever the flag).
+    MicroBatchFp32,
     /// Unsloth 2026.1 on: mini-batches from `autotune_batch_and_chunks` and blocked log-probs
     /// (unsloth_zoo 2026.1.4; `fused_linear_logprobs` in 2026.10.9).
     Blocks,
@@ -443,14 +450,43 @@ impl StackVersions {
     }
 }
 
+/// Whether Unsloth 2025's `FastLanguageModel.from_pretrained` hands the model to `FastModel`:
+/// 8-bit loading, or a model type outside its own families (llama, mistral, gemma, gemma2,
+/// qwen2, qwen3; unsloth 2025.5.2 loader.py): Gemma 3, Phi-3/4, gpt-oss and Qwen3-MoE here.
+pub fn fast_model(run: &RunConfig) -> bool {
+    use super::arch::Family;
+    run.quant == super::run::Quant::Int8
+        || run.arch.moe.is_some()
+        || matches!(
+            run.arch.family,
+            Family::Gemma3 | Family::Phi3 | Family::GptOss
+        )
+}
+
+/// How the run's Unsloth computes its step's log-probabilities: [`StackVersions::unsloth_logits`],
+/// with the `FastModel` path of 2025.3 to 2025.7 (read in 2025.3.19 and 2025.5.2; 2025.8.9 no
+/// longer takes it).
+pub fn unsloth_logits_of(run: &RunConfig) -> UnslothLogits {
+    let by_release = run.versions.unsloth_logits();
+    if by_release == UnslothLogits::PerSequenceFp32
+        && run.versions.unsloth.line() < (2025, 8)
+        && fast_model(run)
+    {
+        UnslothLogits::MicroBatchFp32
+    } else {
+        by_release
+    }
+}
+
 /// The breakdown's name for the step's logits term, by the trainer release that builds it.
 pub fn logits_part(run: &RunConfig) -> Part {
     match run.stack {
         Stack::Trl if !run.fused_logits => Part::MicroBatchLogits,
         Stack::Trl => Part::Logits,
-        Stack::Unsloth => match run.versions.unsloth_logits() {
+        Stack::Unsloth => match unsloth_logits_of(run) {
             UnslothLogits::TrlLoss => Part::MicroBatchLogits,
             UnslothLogits::PerSequenceFp32 => Part::SequenceLogitsFp32,
+            UnslothLogits::MicroBatchFp32 => Part::MicroBatchLogitsFp32,
             UnslothLogits::Blocks => Part::Logits,
         },
     }

@@ -34,7 +34,10 @@ impl Theme {
             Part::LoraGradients => '+',
             Part::OptimizerStates => '=',
             Part::Activations => '▄',
-            Part::Logits | Part::MicroBatchLogits | Part::SequenceLogitsFp32 => '▀',
+            Part::Logits
+            | Part::MicroBatchLogits
+            | Part::SequenceLogitsFp32
+            | Part::MicroBatchLogitsFp32 => '▀',
             Part::AllocatorSlack => '·',
             Part::Weights => '▓',
             Part::Gradients => '+',
@@ -58,7 +61,10 @@ impl Theme {
             Part::LoraGradients => Color::LightRed,
             Part::OptimizerStates => Color::Yellow,
             Part::Activations => Color::Green,
-            Part::Logits | Part::MicroBatchLogits | Part::SequenceLogitsFp32 => Color::LightGreen,
+            Part::Logits
+            | Part::MicroBatchLogits
+            | Part::SequenceLogitsFp32
+            | Part::MicroBatchLogitsFp32 => Color::LightGreen,
             Part::AllocatorSlack => Color::Gray,
             Part::Weights => Color::Magenta,
             Part::Gradients => Color::LightRed,
