@@ -5,6 +5,7 @@ use std::process::ExitCode;
 mod calibrate;
 mod cli;
 mod commands;
+mod env_command;
 mod host;
 mod inputs;
 mod launch;
@@ -66,7 +67,7 @@ fn main() -> ExitCode {
         Some(Command::Models { json }) => list_models(json),
         Some(Command::Presets) => list_presets(),
         Some(Command::Gpu { json }) => show_gpu(json),
-        Some(Command::Env { json }) => versions_env::show_env(json),
+        Some(Command::Env { json }) => env_command::show_env(json),
         Some(Command::Callback { output, force }) => loop_commands::write_callback(&output, force),
         Some(Command::Run {
             source,

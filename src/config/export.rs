@@ -9,6 +9,7 @@ use crate::model::knobs::Knob;
 use crate::model::run::{Checkpointing, Generation, Quant, RunConfig, Stack, VllmVersion};
 use crate::model::spread::Spread;
 use crate::model::units::{exact_size, format_size};
+use crate::model::versions::Package;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
@@ -117,6 +118,21 @@ fn vramfit_table(w: &mut Writer, run: &RunConfig, ctx: &ExportContext) {
     w.knob(Knob::PromptLength, run.prompt_len);
     if run.vllm_version != VllmVersion::default() {
         w.key("vllm_version", quoted(&run.vllm_version.to_string()));
+    }
+    // the trainer versions the run was estimated for, when not vramfit's targets
+    let v = run.versions;
+    for (key, version, target) in [
+        ("trl_version", v.trl, Package::Trl),
+        ("unsloth_version", v.unsloth, Package::Unsloth),
+        (
+            "transformers_version",
+            v.transformers,
+            Package::Transformers,
+        ),
+    ] {
+        if version != target.targeted() {
+            w.key(key, quoted(&version.to_string()));
+        }
     }
 }
 

@@ -129,30 +129,33 @@ fn gradient_pass(
 /// takes the micro-batch's final hidden states, and the reference's (adapters disabled) when
 /// `beta != 0`; `UnslothEfficientGRPO.forward` allocates `grad_inputs = torch.empty_like` of the
 /// hidden states and walks `n_chunks` chunks, `unsloth_num_chunks = -1` meaning one sequence each.
-/// Per sequence, `compute_loss` multiplies by the LM head (K+1 rows in the compute dtype) and
-/// `grpo_compute_loss` upcasts to fp32 (`new_logits.to(torch.float32)`), whose gradient
-/// `torch.func.grad_and_value` holds in fp32 too; the reference's logits likewise, without a
-/// gradient. Not measured: read from the wheels.
+/// Per sequence, `compute_loss` multiplies by the LM head (K+1 rows in the compute dtype) and the
+/// compiled `grpo_compute_loss` upcasts to fp32 for the log-softmax: see [`logits_pair`].
+/// Read from the wheels; not measured.
 fn per_sequence_logits(arch: &Arch, s: &StepShape) -> u64 {
-    let (k, v) = (s.completion, arch.vocab);
-    let states = s.seqs * (k + 1) * arch.hidden * 2;
-    let one = (k + 1) * v * 2 + k * v * 4;
-    let policy = one + k * v * 4;
-    let reference = if s.reference_logits { states + one } else { 0 };
-    states + policy + reference
+    let states = s.seqs * (s.completion + 1) * arch.hidden * 2;
+    let reference = if s.reference_logits { states } else { 0 };
+    states + reference + logits_pair(arch, 1, s.completion, s.reference_logits)
+}
+
+/// One compiled GRPO loss over `rows` sequences of `k` completion tokens (Unsloth 2025's
+/// `grpo_compute_loss`, unsloth_zoo 2025.5.2): per logits tensor, the policy's and, when
+/// `beta != 0`, the reference's, the product in the compute dtype (K+1 rows) and the fp32
+/// log-softmax inductor materialises for it (`old_logits.to(torch.float32)`; the 1.06 GiB request
+/// of the Qwen3-4B T4 run in tests/realworld is such a buffer, `empty_strided_cuda((1, s4, 151936),
+/// float32)`), which the policy's backward reads.
+fn logits_pair(arch: &Arch, rows: u64, k: u64, reference: bool) -> u64 {
+    let one = rows * ((k + 1) * arch.vocab * 2 + k * arch.vocab * 4);
+    if reference { 2 * one } else { one }
 }
 
 /// Unsloth 2025.3 to 2025.7's `FastModel` path (`UnslothLogits::MicroBatchFp32`): the model returns
 /// the micro-batch's logits (B x (K+1) x V, compute dtype, kept for the backward); the reference's,
 /// computed by `_prepare_inputs` with the adapters off, ride in the inputs when `beta != 0`; and
-/// `grpo_compute_loss_slow` upcasts both to fp32 (`new_logits.to(torch.float32)`), the policy's
-/// with its fp32 gradient. Read from the wheels; the seed article's 6.01 GiB request is one of
-/// these fp32 tensors.
+/// the compiled `grpo_compute_loss_slow` takes both whole ([`logits_pair`] over the micro-batch).
+/// Read from the wheels; the seed article's 6.01 GiB request is one of these fp32 buffers.
 fn micro_batch_logits(arch: &Arch, s: &StepShape) -> u64 {
-    let bkv = s.seqs * s.completion * arch.vocab;
-    let policy = s.seqs * (s.completion + 1) * arch.vocab * 2 + 2 * bkv * 4;
-    let reference = if s.reference_logits { bkv * (2 + 4) } else { 0 };
-    policy + reference
+    logits_pair(arch, s.seqs, s.completion, s.reference_logits)
 }
 
 /// The no-grad scoring of the generation batch (`_get_per_token_logps_and_entropies`, Unsloth's
