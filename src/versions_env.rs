@@ -1,8 +1,9 @@
 //! The trainer versions installed in the user's Python environment, read the way NVML gives the
-//! GPU: the `*.dist-info/METADATA` files of the active interpreter's site-packages. Nothing is
-//! imported and no interpreter is started: the folder is found from `$VIRTUAL_ENV`, else
+//! GPU: the `*.dist-info/METADATA` files of the active interpreter's site-packages. No trainer
+//! package is imported: the folder is found from `$VIRTUAL_ENV`, else
 //! `$CONDA_PREFIX`, else the prefix of the `python3` on `PATH` (its `lib/pythonX.Y/site-packages`,
-//! Debian's `dist-packages` too).
+//! Debian's `dist-packages` too; for a shim such as pyenv's, the interpreter is asked once for
+//! `sysconfig`'s `purelib`, importing nothing else).
 
 use std::path::{Path, PathBuf};
 use vramfit::model::versions::{Installed, Package};
@@ -21,7 +22,11 @@ pub struct Environment {
 /// The active Python environment's trainer packages.
 pub fn detect() -> Environment {
     let (from, prefix) = active_prefix();
-    let site_packages = prefix.as_deref().map(site_folders).unwrap_or_default();
+    let mut site_packages = prefix.as_deref().map(site_folders).unwrap_or_default();
+    if site_packages.is_empty() && prefix.is_some() && from == PATH_PYTHON {
+        // a shim (pyenv, asdf) has no site-packages beside it: ask the interpreter once
+        site_packages.extend(purelib());
+    }
     let mut found = Vec::new();
     for p in Package::ALL {
         if let Some((version, path)) = site_packages.iter().find_map(|d| read_package(d, p)) {
@@ -58,7 +63,26 @@ fn active_prefix() -> (&'static str, Option<PathBuf>) {
     });
     // a symlinked interpreter (/usr/bin/python3 -> python3.12) keeps its own folder's prefix
     let prefix = python.and_then(|p| p.parent()?.parent().map(Path::to_path_buf));
-    ("python3 on PATH", prefix)
+    (PATH_PYTHON, prefix)
+}
+
+const PATH_PYTHON: &str = "python3 on PATH";
+
+/// `sysconfig`'s `purelib` of the `python3` on `PATH`: one interpreter start that imports only
+/// `sysconfig`, for interpreters reached through a shim.
+fn purelib() -> Option<PathBuf> {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-S",
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let path = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    (out.status.success() && path.is_dir()).then_some(path)
 }
 
 /// `lib/pythonX.Y/site-packages` (and `dist-packages`) under `prefix`, newest Python first, then
