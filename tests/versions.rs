@@ -340,3 +340,56 @@ fn trl_0_14_counts_prompts_and_unsloth_2025_raises_the_batch_and_says_so() {
             .contains("raises per_device_train_batch_size to num_generations")
     );
 }
+
+#[test]
+fn defaults_follow_the_trl_release_where_the_file_is_silent() {
+    let empty = fake_venv(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let run = |trl: &str, grpo: &str| {
+        let path = dir.path().join(format!("trl-{trl}.toml"));
+        std::fs::write(
+            &path,
+            format!("[vramfit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\nmax_prompt_length = 512\ntrl_version = \"{trl}\"\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nuse_vllm = false\n{grpo}"),
+        )
+        .unwrap();
+        let (code, out, err) = vramfit(
+            empty.path(),
+            &[
+                "estimate",
+                "--no-gpu",
+                "--offline",
+                "--export",
+                "-",
+                "--config",
+                path.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    // trl 0.17.0's GRPOConfig: beta 0.04, max_completion_length 256, no gradient checkpointing
+    let old = run("0.17.0", "");
+    for line in [
+        "beta = 0.04",
+        "max_completion_length = 256",
+        "gradient_checkpointing = false",
+    ] {
+        assert!(old.contains(line), "{line} in\n{old}");
+    }
+    assert!(!old.contains("unsloth_version"), "{old}");
+    // trl 1.15.0's: beta 0, 512 tokens, checkpointing on
+    let new = run("1.15.0", "");
+    for line in [
+        "beta = 0.0",
+        "max_completion_length = 512",
+        "gradient_checkpointing = true",
+    ] {
+        assert!(new.contains(line), "{line} in\n{new}");
+    }
+    // what the file says wins over any release's default
+    let set = run("0.17.0", "beta = 0.0\nmax_completion_length = 300\n");
+    assert!(
+        set.contains("beta = 0.0") && set.contains("max_completion_length = 300"),
+        "{set}"
+    );
+}

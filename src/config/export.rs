@@ -130,7 +130,9 @@ fn vramfit_table(w: &mut Writer, run: &RunConfig, ctx: &ExportContext) {
             Package::Transformers,
         ),
     ] {
-        if version != target.targeted() {
+        if version != target.targeted()
+            && (target != Package::Unsloth || run.stack == Stack::Unsloth)
+        {
             w.key(key, quoted(&version.to_string()));
         }
     }

@@ -97,7 +97,7 @@ pub fn versions(t: &Tables, installed: &Installed) -> Result<Vec<Pinned>, LoadEr
     for p in Package::ALL {
         given.push((p, t.text(T::Vramfit, p.key())?));
     }
-    versions::resolve(&given, installed).map_err(|r| refused(t, r))
+    versions::resolve(&given, installed, t.stack).map_err(|r| refused(t, r))
 }
 
 /// A version refused: on its line when the file gave it, else naming the METADATA it was read from.

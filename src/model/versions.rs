@@ -272,11 +272,12 @@ fn unsloth_for(trl: Release) -> Release {
 }
 
 /// Each package's version: the run file's key, else the environment's METADATA, else (for
-/// Unsloth, when TRL is pinned) the newest Unsloth that accepts that TRL, else the targeted
-/// release. A version outside the modelled range is refused, never rounded to the nearest.
+/// Unsloth on the unsloth stack, when TRL is pinned) the newest Unsloth that accepts that TRL,
+/// else the targeted release. A version outside the modelled range is refused, never rounded.
 pub fn resolve(
     file: &[(Package, Option<&str>)],
     installed: &Installed,
+    stack: Stack,
 ) -> Result<Vec<Pinned>, Refused> {
     let mut out: Vec<Pinned> = Vec::new();
     for p in Package::ALL {
@@ -300,7 +301,9 @@ pub fn resolve(
         };
         out.push(pinned);
     }
-    imply_unsloth(&mut out);
+    if stack == Stack::Unsloth {
+        imply_unsloth(&mut out);
+    }
     Ok(out)
 }
 
@@ -538,10 +541,10 @@ mod tests {
     #[test]
     fn a_version_outside_the_range_is_refused_not_rounded() {
         let none = Installed::default();
-        let e = resolve(&[(Package::Trl, Some("0.13.0"))], &none).unwrap_err();
+        let e = resolve(&[(Package::Trl, Some("0.13.0"))], &none, Stack::Unsloth).unwrap_err();
         assert!(e.reason.contains("0.14 to 1.15"), "{}", e.reason);
-        assert!(resolve(&[(Package::Trl, Some("1.16.0"))], &none).is_err());
-        assert!(resolve(&[(Package::Trl, Some("1.15.3"))], &none).is_ok());
+        assert!(resolve(&[(Package::Trl, Some("1.16.0"))], &none, Stack::Unsloth).is_err());
+        assert!(resolve(&[(Package::Trl, Some("1.15.3"))], &none, Stack::Unsloth).is_ok());
     }
 
     #[test]
@@ -560,7 +563,7 @@ mod tests {
                 ),
             ],
         };
-        let pins = resolve(&[(Package::Vllm, Some("0.10.1"))], &env).unwrap();
+        let pins = resolve(&[(Package::Vllm, Some("0.10.1"))], &env, Stack::Unsloth).unwrap();
         assert_eq!(pins[0].version, Release::new(0, 19, 1));
         assert!(matches!(pins[0].origin, Origin::Environment(_)));
         assert_eq!(pins[3].version, Release::new(0, 10, 1));
@@ -570,11 +573,32 @@ mod tests {
 
     #[test]
     fn an_old_trl_implies_an_unsloth_that_accepts_it() {
-        let pins = resolve(&[(Package::Trl, Some("0.15.2"))], &Installed::default()).unwrap();
+        let pins = resolve(
+            &[(Package::Trl, Some("0.15.2"))],
+            &Installed::default(),
+            Stack::Unsloth,
+        )
+        .unwrap();
         assert_eq!(pins[1].version, Release::new(2025, 8, 9));
         assert!(matches!(pins[1].origin, Origin::Implied(_)));
-        let today = resolve(&[(Package::Trl, Some("1.15.0"))], &Installed::default()).unwrap();
+        let today = resolve(
+            &[(Package::Trl, Some("1.15.0"))],
+            &Installed::default(),
+            Stack::Unsloth,
+        )
+        .unwrap();
         assert_eq!(today[1].origin, Origin::Default);
+        let trl = resolve(
+            &[(Package::Trl, Some("0.15.2"))],
+            &Installed::default(),
+            Stack::Trl,
+        )
+        .unwrap();
+        assert_eq!(
+            trl[1].origin,
+            Origin::Default,
+            "the trl stack runs no Unsloth"
+        );
     }
 
     #[test]
