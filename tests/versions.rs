@@ -393,3 +393,30 @@ fn defaults_follow_the_trl_release_where_the_file_is_silent() {
         "{set}"
     );
 }
+
+#[test]
+fn a_grpo_key_the_pinned_trl_does_not_take_is_named() {
+    let empty = fake_venv(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.toml");
+    std::fs::write(
+        &path,
+        "[vramfit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\nmax_prompt_length = 512\ntrl_version = \"0.14.0\"\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nuse_vllm = true\nvllm_mode = \"colocate\"\nper_device_train_batch_size = 1\n",
+    )
+    .unwrap();
+    let (code, _, err) = vramfit(
+        empty.path(),
+        &[
+            "estimate",
+            "--no-gpu",
+            "--offline",
+            "--config",
+            path.to_str().unwrap(),
+        ],
+    );
+    assert!(code == 0 || code == 3, "{err}");
+    assert!(
+        err.contains("`[grpo] vllm_mode`: trl 0.14.0's GRPOConfig does not take it"),
+        "{err}"
+    );
+}

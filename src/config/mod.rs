@@ -88,6 +88,8 @@ pub fn parse_in(
         .and_then(|mut tables| {
             let pins = read_vramfit::versions(&tables, installed)?;
             tables.versions = stack_versions(&pins);
+            let notes = read_vramfit::version_notes(&tables);
+            tables.notes.extend(notes);
             run_file(&tables, dir, pins)
         })
         .map_err(|e| e.in_file(file))

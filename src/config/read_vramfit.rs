@@ -100,6 +100,24 @@ pub fn versions(t: &Tables, installed: &Installed) -> Result<Vec<Pinned>, LoadEr
     versions::resolve(&given, installed, t.stack).map_err(|r| refused(t, r))
 }
 
+/// The `[grpo]` keys the TRL release in force does not take (its rung of the contract ladder):
+/// that TRL would refuse them; vramfit reads them as the targeted release does.
+pub fn version_notes(t: &Tables) -> Vec<String> {
+    let trl = t.versions.trl;
+    t.keys_of(T::Grpo)
+        .into_iter()
+        .filter(|key| !crate::contract::ladder::grpo_accepts(trl, key))
+        // retired keys have their own note
+        .filter(|key| crate::contract::retired(T::Grpo, key, t.stack).is_none())
+        .map(|key| {
+            format!(
+                "`[grpo] {key}`: trl {trl}'s GRPOConfig does not take it (read from the {} wheel); that TRL refuses this file",
+                crate::contract::ladder::rung_of(trl).map_or_else(String::new, |r| format!("trl {r}"))
+            )
+        })
+        .collect()
+}
+
 /// A version refused: on its line when the file gave it, else naming the METADATA it was read from.
 fn refused(t: &Tables, r: Refused) -> LoadError {
     let key = r.package.key();

@@ -117,6 +117,13 @@ impl<'a> Tables<'a> {
     }
 
     /// Whether the file writes `[table]`.
+    /// The keys the file writes in `table`.
+    pub fn keys_of(&self, table: Table) -> Vec<&'a str> {
+        self.table(table)
+            .map(|t| t.keys().map(String::as_str).collect())
+            .unwrap_or_default()
+    }
+
     pub fn has(&self, table: Table) -> bool {
         self.table(table).is_some()
     }

@@ -435,21 +435,15 @@ impl StackVersions {
         self.unsloth_logits() == UnslothLogits::Blocks
     }
 
-    /// GRPOConfig defaults that moved, where the version in force differs from trl 1.15.0 (whose
-    /// defaults the contract holds): `beta` 0.04 before 0.19 (trl 0.17.0 grpo_config.py; 0.0 in
-    /// 0.19.1); `max_completion_length` 256 before 1.10 (trl 1.9.2; 512 in 1.10.0);
-    /// `gradient_checkpointing` False before 0.22 (TrainingArguments' default in trl 0.21.0; GRPOConfig
-    /// sets True in 0.22.2); `per_device_train_batch_size` 1 in 0.14 (trl 0.14.0 GRPOConfig; from
-    /// 0.15 TrainingArguments' 8). `num_generations` is 8 in every release of the range.
+    /// `GRPOConfig`'s default for `key` in the TRL release in force, from the ladder of release
+    /// contracts (`src/contract/trl_ladder.json`, read from the wheels by tools/contract/ladder.py):
+    /// e.g. `beta` 0.04 before 0.19, `gradient_checkpointing` False before 0.22 (TrainingArguments'),
+    /// `max_completion_length` 256 before 1.10, `per_device_train_batch_size` 1 in 0.14 (prompts).
+    /// None where that release gives no value (the targeted contract's default applies).
     pub fn trl_default(self, key: &str) -> Option<serde_json::Value> {
-        let line = self.trl.line();
-        match key {
-            "beta" if line < (0, 19) => Some(serde_json::json!(0.04)),
-            "max_completion_length" if line < (1, 10) => Some(serde_json::json!(256)),
-            "gradient_checkpointing" if line < (0, 22) => Some(serde_json::json!(false)),
-            "per_device_train_batch_size" if line < (0, 15) => Some(serde_json::json!(1)),
-            _ => None,
-        }
+        crate::contract::ladder::grpo_default(self.trl, key)
+            .filter(|v| !v.is_null())
+            .cloned()
     }
 }
 
@@ -632,6 +626,21 @@ mod tests {
             at("0.17.0", "2025.5.2").trl_default("beta"),
             Some(serde_json::json!(0.04))
         );
-        assert_eq!(at("0.19.1", "2025.5.2").trl_default("beta"), None);
+        assert_eq!(
+            at("0.19.1", "2025.5.2").trl_default("beta"),
+            Some(serde_json::json!(0.0))
+        );
+        assert_eq!(
+            at("1.9.2", "2026.10.9").trl_default("max_completion_length"),
+            Some(serde_json::json!(256))
+        );
+        assert_eq!(
+            at("0.21.0", "2026.10.9").trl_default("gradient_checkpointing"),
+            Some(serde_json::json!(false))
+        );
+        assert_eq!(
+            at("0.14.0", "2025.2.4").trl_default("per_device_train_batch_size"),
+            Some(serde_json::json!(1))
+        );
     }
 }
