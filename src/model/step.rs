@@ -137,7 +137,7 @@ impl StepPeak {
 }
 
 /// Sizes of the logits-phase tensors.
-pub struct Logits {
+pub(crate) struct Logits {
     /// `logits[:, -keep:] / temperature`: B x K x V bf16
     pub(super) copy: u64,
     /// the lm_head output: B x (K+1) x V bf16
@@ -187,7 +187,7 @@ impl Logits {
     }
 
     /// The logits phase's peak above what is live before it, unfused (TRL before 1.15).
-    pub fn unfused_peak(arch: &Arch, s: &StepShape) -> u64 {
+    pub(crate) fn unfused_peak(arch: &Arch, s: &StepShape) -> u64 {
         Logits::new(arch, s).peak(s, arch.final_logit_softcapping)
     }
 
