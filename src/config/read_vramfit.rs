@@ -123,11 +123,20 @@ fn refused(t: &Tables, r: Refused) -> LoadError {
     let key = r.package.key();
     match r.origin {
         Origin::Environment(path) => LoadError::whole_file(format!(
-            "{} {} installed in the Python environment ({path}) is {}; or set `[vramfit] {key}`",
+            "{} {} installed in the Python environment ({path}) is {}; set `[vramfit] {key}` in the run file to the release to estimate for",
             r.package.name(),
             r.text,
             r.reason
         )),
-        _ => t.wrong(T::Vramfit, key, format!("\"{}\"", r.text), r.reason),
+        _ => t.wrong(
+            T::Vramfit,
+            key,
+            format!("\"{}\"", r.text),
+            if r.reason.starts_with("outside") {
+                format!("{}; pin a release in that range", r.reason)
+            } else {
+                r.reason
+            },
+        ),
     }
 }

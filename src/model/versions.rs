@@ -318,7 +318,7 @@ fn checked(p: Package, text: &str, origin: &Origin) -> Result<Release, Refused> 
         .ok_or_else(|| refuse("expected a version such as \"0.15.2\"".to_string()))?;
     if !p.models(r) {
         return Err(refuse(format!(
-            "outside the {} releases vramfit models ({}); pin a release in that range",
+            "outside the {} releases vramfit models ({})",
             p.name(),
             p.range_text()
         )));
