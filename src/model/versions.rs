@@ -103,7 +103,7 @@ impl Package {
     /// - TRL from 0.14 (the first release with `GRPOTrainer`) to 1.15 (the newest wheel read);
     /// - Unsloth from 2025.2 (its first GRPO patch, `PatchFastRL`) to 2026.10;
     /// - transformers from 4.46 (what trl 0.14.0's METADATA requires) to 5.17 (the newest read);
-    /// - vLLM from 0.7 (trl 0.14.0's `vllm` extra pins 0.7.2) to 0.33 (the newest released when
+    /// - vLLM from 0.7 (trl 0.15.2's `vllm` extra pins 0.7.2; 0.14.0's names no version) to 0.33 (the newest released when
     ///   the contract was last read).
     pub fn range(self) -> (Release, Release) {
         match self {
