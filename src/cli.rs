@@ -182,6 +182,15 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show the trainer versions of the active Python environment ($VIRTUAL_ENV, else
+    /// $CONDA_PREFIX, else the python3 on PATH), read from its *.dist-info/METADATA: what the
+    /// estimate uses where the run file pins no `[vramfit] trl_version`, `unsloth_version`,
+    /// `transformers_version` or `vllm_version`.
+    Env {
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Debug, Clone, Default)]

@@ -84,6 +84,7 @@ pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8,
                 .for_each(|n| say(&format!("vramfit: note: {n}")));
             v["export"] = serde_json::json!(text);
         }
+        v["versions"] = serde_json::to_value(&file.versions).map_err(|e| e.to_string())?;
         let text = json_text(&v)?;
         emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(answer))?;
     } else if !to_stdout {
@@ -93,8 +94,10 @@ pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8,
         emit(|out| {
             write!(
                 out,
-                "run: {}\nmodel: {}{weights}\n{table}{calibrated}",
-                loaded.origin, file.model_source
+                "run: {}\nmodel: {}{weights}\nversions: {}\n{table}{calibrated}",
+                loaded.origin,
+                file.model_source,
+                vramfit::report::versions_line(&file.versions)
             )
         })
         .map_err(unwritten(answer))?;
@@ -397,6 +400,17 @@ fn diagnosis_drawn(
         (fit(&f.run, gpu, DEFAULT_HEADROOM, &mut estimator), capacity)
     });
     let mut advice = vramfit_core::diagnose::oom::advice(&report, run.as_ref().map(|f| &f.run));
+    if let Some(c) = &culprit
+        && let (true, Some(who)) = (c.matches, &c.built_by)
+    {
+        advice.insert(
+                0,
+                format!(
+                    "this request is {}: {who}, the version this run is pinned to, builds it in every step (the fit below is on that stack; trl 1.15 with unsloth 2026.10 never builds it)",
+                    c.tensor
+                ),
+            );
+    }
     if let (Some(c), Some((FitOutcome::AlreadyFits { estimate }, _))) = (&culprit, &proposal)
         && c.matches
         && c.older_trainers_only

@@ -71,9 +71,13 @@ pub fn load_source(source: &Source, detected: &Result<GpuInfo, String>) -> Resul
 }
 
 pub fn read_source(source: &Source, detected: &Result<GpuInfo, String>) -> Result<Loaded, String> {
-    let overlay = config::accelerate::Overlay::new(source.launch.as_deref(), source.num_processes)?;
+    let reading = config::Reading {
+        models: &HubResolver::current(),
+        overlay: config::accelerate::Overlay::new(source.launch.as_deref(), source.num_processes)?,
+        installed: crate::versions_env::detect().installed,
+    };
     let loaded = |path: &std::path::Path, name: String, origin: String| {
-        config::load_with(path, &overlay, &HubResolver::current())
+        config::load_with(path, &reading)
             .map(|file| Loaded {
                 file,
                 label: path.display().to_string(),
@@ -131,8 +135,7 @@ pub fn read_source(source: &Source, detected: &Result<GpuInfo, String>) -> Resul
     }
     if let Some(text) = presets::built_in(name) {
         let label = format!("preset {name}");
-        let file = config::parse_with(text, &label, None, &overlay, &HubResolver::current())
-            .map_err(|e| e.to_string())?;
+        let file = config::parse_with(text, &label, None, &reading).map_err(|e| e.to_string())?;
         return Ok(Loaded {
             origin: format!("the {name} preset ({})", why(&file)),
             name: format!("the {name} preset"),

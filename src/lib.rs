@@ -3,6 +3,7 @@
 
 pub mod gpu;
 pub mod hub;
+pub mod palette;
 pub mod report;
 pub mod svg;
 pub mod tui;

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 mod calibrate;
 mod cli;
 mod commands;
+mod env_command;
 mod host;
 mod inputs;
 mod launch;
@@ -12,6 +13,7 @@ mod log_tail;
 mod loop_commands;
 mod output;
 mod picture;
+mod versions_env;
 
 use cli::{Cli, Command};
 use commands::*;
@@ -81,6 +83,7 @@ fn main() -> ExitCode {
         Some(Command::Models { json }) => list_models(json),
         Some(Command::Presets { json }) => list_presets(json),
         Some(Command::Gpu { json }) => show_gpu(json),
+        Some(Command::Env { json }) => env_command::show_env(json),
         Some(Command::Callback { output, force }) => loop_commands::write_callback(&output, force),
         Some(Command::Run {
             source,

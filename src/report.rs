@@ -332,3 +332,12 @@ fn role_table(out: &mut String, role: &Role) {
         );
     }
 }
+
+/// The versions the estimate used and where each came from, on one line:
+/// `trl 0.15.2 (run file), unsloth 2025.8.9 (implied: ...), ...`.
+pub fn versions_line(pins: &[vramfit_core::run::versions::Pinned]) -> String {
+    pins.iter()
+        .map(|p| format!("{} {} ({})", p.package.name(), p.version, p.origin))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -9,46 +9,14 @@ use vramfit_core::memory::estimate::{Component, Estimate, Part, PhaseMemory};
 use vramfit_core::memory::roles::Role;
 use vramfit_core::units::format_size;
 
-/// The RGB colour of a component's segment: the ANSI colour `tui::theme::Theme::segment` gives
-/// the part, as xterm's default palette draws it (xterm's `XTerm-col.ad`: color0-15), so the
-/// picture matches the screen in a default terminal.
+/// The RGB colour of a component's segment: its part's hue (`palette`), as the screen shows it.
 pub fn colour(part: Part) -> &'static str {
-    match part {
-        Part::CudaContext => DARK_GRAY,
-        Part::VllmWeights | Part::SharedWeights => BLUE,
-        Part::VllmCudaGraphs => LIGHT_BLUE,
-        Part::VllmActivations => CYAN,
-        Part::VllmKvCache => LIGHT_CYAN,
-        Part::GenerationKvCache => LIGHT_YELLOW,
-        Part::BaseWeights | Part::Weights => MAGENTA,
-        Part::LoraAdapters | Part::GatheredWeights => LIGHT_MAGENTA,
-        Part::LoraGradients | Part::Gradients => LIGHT_RED,
-        Part::OptimizerStates => YELLOW,
-        Part::Activations => GREEN,
-        Part::Logits => LIGHT_GREEN,
-        Part::AllocatorSlack => GRAY,
-        Part::ReferenceModel | Part::RewardModel => RED,
-        Part::OtherMemory => DARK_GRAY,
-        Part::ExpertWeights => MAGENTA,
-        Part::ExpertLora => LIGHT_MAGENTA,
-    }
+    crate::palette::hue(part).rgb()
 }
 
-// xterm's default palette (ratatui's Color names in the comments)
-const DARK_GRAY: &str = "#7f7f7f"; // color8, Color::DarkGray
-const RED: &str = "#cd0000"; // color1, Color::Red (the screen's overflow)
-const GREEN: &str = "#00cd00"; // color2, Color::Green
-const YELLOW: &str = "#cdcd00"; // color3, Color::Yellow
-const BLUE: &str = "#0000ee"; // color4, Color::Blue
-const MAGENTA: &str = "#cd00cd"; // color5, Color::Magenta
-const CYAN: &str = "#00cdcd"; // color6, Color::Cyan
-const GRAY: &str = "#e5e5e5"; // color7, Color::Gray
-const LIGHT_RED: &str = "#ff0000"; // color9, Color::LightRed
-const LIGHT_GREEN: &str = "#00ff00"; // color10, Color::LightGreen
-const LIGHT_YELLOW: &str = "#ffff00"; // color11, Color::LightYellow
-const LIGHT_BLUE: &str = "#5c5cff"; // color12, Color::LightBlue
-const LIGHT_MAGENTA: &str = "#ff00ff"; // color13, Color::LightMagenta
-const LIGHT_CYAN: &str = "#00ffff"; // color14, Color::LightCyan
+// the colours the picture uses beside the parts'
+const DARK_GRAY: &str = "#7f7f7f"; // Hue::DarkGray
+const RED: &str = "#cd0000"; // Hue::Red (the screen's overflow)
 
 /// Whether black text reads on `rgb` (else white): its luma (ITU-R BT.601 weights) above half.
 fn dark_text_on(rgb: &str) -> bool {
@@ -447,11 +415,13 @@ fn escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::palette::Hue;
 
     #[test]
     fn text_is_escaped_and_ink_follows_the_fill() {
         assert_eq!(escape("a<b & \"c\">"), "a&lt;b &amp; &quot;c&quot;&gt;");
-        assert!(dark_text_on(LIGHT_YELLOW));
-        assert!(!dark_text_on(BLUE));
+        assert!(dark_text_on(Hue::LightYellow.rgb()));
+        assert!(!dark_text_on(Hue::Blue.rgb()));
+        assert_eq!((DARK_GRAY, RED), (Hue::DarkGray.rgb(), Hue::Red.rgb()));
     }
 }

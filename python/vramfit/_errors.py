@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-# `vramfit: FILE[:LINE]: MESSAGE`, as `LoadError`'s Display (src/config/error.rs) and main.rs write it
+# `vramfit: FILE[:LINE]: MESSAGE`, as `LoadError`'s Display (crates/vramfit-core/src/config/error.rs) and main.rs write it
 _WHERE = re.compile(r"^(?P<file>.*?)(?::(?P<line>\d+))?: (?P<message>.*)$", re.S)
 # `` `[table] key = value` `` or `` `[table] key` `` inside the message
 _KEY = re.compile(r"`\[(?P<table>[A-Za-z_]+)\] (?P<key>[^`= ]+)(?: = (?P<value>[^`]*))?`")

@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any, Dict, Optional
 
-# the tables of a run file, in the order the binary's export writes them (src/contract Table::ALL)
+# the tables of a run file, in the order the binary's export writes them (vramfit-core contract::Table::ALL)
 TABLES = ("vramfit", "model", "lora", "grpo", "env", "distributed", "vllm_server")
 
 Tables = Dict[str, Dict[str, Any]]

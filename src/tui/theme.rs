@@ -1,5 +1,6 @@
 //! Colours, and the fill patterns that tell segments apart without colour (`NO_COLOR`).
 
+use crate::palette::Hue;
 use ratatui::style::{Color, Modifier, Style};
 use vramfit_core::memory::estimate::Part;
 
@@ -34,7 +35,10 @@ impl Theme {
             Part::LoraGradients => '+',
             Part::OptimizerStates => '=',
             Part::Activations => '▄',
-            Part::Logits => '▀',
+            Part::Logits
+            | Part::MicroBatchLogits
+            | Part::SequenceLogitsFp32
+            | Part::MicroBatchLogitsFp32 => '▀',
             Part::AllocatorSlack => '·',
             Part::Weights => '▓',
             Part::Gradients => '+',
@@ -51,27 +55,21 @@ impl Theme {
         if !self.colour {
             return Style::default();
         }
-        let c = match part {
-            Part::CudaContext => Color::DarkGray,
-            Part::VllmWeights | Part::SharedWeights => Color::Blue,
-            Part::VllmCudaGraphs => Color::LightBlue,
-            Part::VllmActivations => Color::Cyan,
-            Part::VllmKvCache => Color::LightCyan,
-            Part::GenerationKvCache => Color::LightYellow,
-            Part::BaseWeights => Color::Magenta,
-            Part::LoraAdapters => Color::LightMagenta,
-            Part::LoraGradients => Color::LightRed,
-            Part::OptimizerStates => Color::Yellow,
-            Part::Activations => Color::Green,
-            Part::Logits => Color::LightGreen,
-            Part::AllocatorSlack => Color::Gray,
-            Part::Weights => Color::Magenta,
-            Part::Gradients => Color::LightRed,
-            Part::GatheredWeights => Color::LightMagenta,
-            Part::ReferenceModel | Part::RewardModel => Color::Red,
-            Part::OtherMemory => Color::DarkGray,
-            Part::ExpertWeights => Color::Magenta,
-            Part::ExpertLora => Color::LightMagenta,
+        let c = match crate::palette::hue(part) {
+            Hue::DarkGray => Color::DarkGray,
+            Hue::Red => Color::Red,
+            Hue::Green => Color::Green,
+            Hue::Yellow => Color::Yellow,
+            Hue::Blue => Color::Blue,
+            Hue::Magenta => Color::Magenta,
+            Hue::Cyan => Color::Cyan,
+            Hue::Gray => Color::Gray,
+            Hue::LightRed => Color::LightRed,
+            Hue::LightGreen => Color::LightGreen,
+            Hue::LightYellow => Color::LightYellow,
+            Hue::LightBlue => Color::LightBlue,
+            Hue::LightMagenta => Color::LightMagenta,
+            Hue::LightCyan => Color::LightCyan,
         };
         Style::default().fg(c)
     }

@@ -33,3 +33,4 @@ mod trust_signals;
 mod tui;
 mod tui_hub;
 mod tui_tmux;
+mod versions;

@@ -24,6 +24,17 @@ pub fn settings(app: &App) -> Vec<String> {
         },
         r.optimizer.to_string(),
     ];
+    // the trainer versions, when the run is pinned to others than vramfit's targets
+    if r.versions != vramfit_core::run::versions::StackVersions::default() {
+        let v = r.versions;
+        s.insert(
+            1,
+            match r.stack {
+                Stack::Trl => format!("trl {}", v.trl),
+                Stack::Unsloth => format!("unsloth {}, trl {}", v.unsloth, v.trl),
+            },
+        );
+    }
     match r.generation {
         Generation::ColocatedVllm { .. } => {
             match r.stack {

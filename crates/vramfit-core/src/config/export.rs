@@ -7,6 +7,7 @@ use crate::contract::Table;
 use crate::memory::estimate::Estimate;
 use crate::run::knobs::Knob;
 use crate::run::spread::Spread;
+use crate::run::versions::Package;
 use crate::run::{Checkpointing, Generation, Quant, RunConfig, Stack, VllmVersion};
 use crate::units::{exact_size, format_size};
 use std::fmt::Write as _;
@@ -127,6 +128,23 @@ fn vramfit_table(w: &mut Writer, run: &RunConfig, ctx: &ExportContext) {
             "other_gpu_memory",
             quoted(&exact_size(run.other_gpu_memory)),
         );
+    }
+    // the trainer versions the run was estimated for, when not vramfit's targets
+    let v = run.versions;
+    for (key, version, target) in [
+        ("trl_version", v.trl, Package::Trl),
+        ("unsloth_version", v.unsloth, Package::Unsloth),
+        (
+            "transformers_version",
+            v.transformers,
+            Package::Transformers,
+        ),
+    ] {
+        if version != target.targeted()
+            && (target != Package::Unsloth || run.stack == Stack::Unsloth)
+        {
+            w.key(key, quoted(&version.to_string()));
+        }
     }
 }
 

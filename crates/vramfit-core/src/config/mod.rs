@@ -33,33 +33,28 @@ pub use error::{LoadError, Wording};
 pub use read_model::{model_name_key, stored_weights_of};
 pub use read_vramfit::ASSUMED_PROMPT_LENGTH;
 
-pub use read::{RunFile, locate, parse, parse_with};
+pub use read::{Reading, RunFile, locate, parse, parse_with};
 
 use crate::resolve::ModelResolver;
-use accelerate::Overlay;
 use std::path::Path;
 
 /// Reads and parses the run file at `path`; `models` looks its model name up.
 pub fn load(path: &Path, models: &dyn ModelResolver) -> Result<RunFile, LoadError> {
-    load_with(path, &Overlay::default(), models)
+    load_with(path, &Reading::new(models))
 }
 
-/// Reads a run file (TOML) or a TRL recipe (`.yaml`), spread as `overlay` says; `models` looks
-/// its model names up.
-pub fn load_with(
-    path: &Path,
-    overlay: &Overlay,
-    models: &dyn ModelResolver,
-) -> Result<RunFile, LoadError> {
+/// Reads a run file (TOML) or a TRL recipe (`.yaml`) as `reading` says (its resolver, launch
+/// config and installed versions).
+pub fn load_with(path: &Path, reading: &Reading) -> Result<RunFile, LoadError> {
     let file = path.display().to_string();
     let text = std::fs::read(path)
         .map_err(|e| LoadError::whole_file(format!("cannot read: {e}")).in_file(&file))?;
     let text = String::from_utf8(text)
         .map_err(|_| LoadError::whole_file("not a text file (invalid UTF-8)").in_file(&file))?;
     if source::Format::of(path) == source::Format::Yaml {
-        return recipe::load(&text, &file, path, overlay, models);
+        return recipe::load(&text, &file, path, reading);
     }
-    let mut run = parse_with(&text, &file, path.parent(), overlay, models)?;
+    let mut run = parse_with(&text, &file, path.parent(), reading)?;
     run.source = Some(source::SourceFile {
         path: path.to_path_buf(),
         text,

@@ -9,6 +9,7 @@ use super::{read_spread, read_vramfit, source};
 use crate::resolve::{ModelResolver, ModelSource};
 use crate::run::RunConfig;
 use crate::run::rules;
+use crate::run::versions::{Installed, Pinned, stack_versions};
 use std::path::{Path, PathBuf};
 
 /// A loaded file: the run, and the capacity it names (if any).
@@ -27,27 +28,48 @@ pub struct RunFile {
     pub env: Vec<(String, String)>,
     /// the user's file it was read from, which a write edits in place (`None` for a preset)
     pub source: Option<source::SourceFile>,
+    /// the trainer versions the run is estimated for, and where each came from
+    pub versions: Vec<Pinned>,
+}
+
+/// What a read takes beside the text: where model names are looked up (`models`: the cache,
+/// the catalog, the Hub, whatever the caller allows), the launch config's spread (`overlay`:
+/// `--launch`, `--num-processes`) and the trainer versions of the user's Python environment
+/// for those the file does not pin (`installed`).
+pub struct Reading<'a> {
+    pub models: &'a dyn ModelResolver,
+    pub overlay: Overlay,
+    pub installed: Installed,
+}
+
+impl<'a> Reading<'a> {
+    /// Only a resolver: no launch config, and vramfit's target versions for what is not pinned.
+    pub fn new(models: &'a dyn ModelResolver) -> Reading<'a> {
+        Reading {
+            models,
+            overlay: Overlay::default(),
+            installed: Installed::default(),
+        }
+    }
 }
 
 /// Parses a run file's text; `dir` resolves a relative `model_config` path. `file` names the
-/// text in errors (its path, or `preset 24gb`); `models` looks its model name up (the cache,
-/// the catalog, the Hub: whatever the caller allows).
+/// text in errors (its path, or `preset 24gb`); `models` looks its model name up.
 pub fn parse(
     text: &str,
     file: &str,
     dir: Option<&Path>,
     models: &dyn ModelResolver,
 ) -> Result<RunFile, LoadError> {
-    parse_with(text, file, dir, &Overlay::default(), models)
+    parse_with(text, file, dir, &Reading::new(models))
 }
 
-/// [`parse`], spread as `overlay` says.
+/// [`parse`], read as `reading` says (resolver, launch config, installed versions).
 pub fn parse_with(
     text: &str,
     file: &str,
     dir: Option<&Path>,
-    overlay: &Overlay,
-    models: &dyn ModelResolver,
+    reading: &Reading,
 ) -> Result<RunFile, LoadError> {
     let root: toml::Table = text.parse().map_err(|e: toml::de::Error| {
         LoadError::whole_file(format!("not valid TOML: {}", e.message().trim()))
@@ -56,7 +78,13 @@ pub fn parse_with(
     })?;
     let lines = Lines::new(text);
     Tables::new(&root, &lines)
-        .and_then(|tables| run_file(&tables, dir, overlay, models))
+        .and_then(|mut tables| {
+            let pins = read_vramfit::versions(&tables, &reading.installed)?;
+            tables.versions = stack_versions(&pins);
+            let notes = read_vramfit::version_notes(&tables);
+            tables.notes.extend(notes);
+            run_file(&tables, dir, pins, reading)
+        })
         .map_err(|e| e.in_file(file))
 }
 
@@ -69,11 +97,11 @@ pub fn locate(text: &str, table: &str, key: Option<&str>) -> Option<usize> {
 fn run_file(
     t: &Tables,
     dir: Option<&Path>,
-    overlay: &Overlay,
-    models: &dyn ModelResolver,
+    pins: Vec<Pinned>,
+    reading: &Reading,
 ) -> Result<RunFile, LoadError> {
-    let vramfit = read_vramfit::read_vramfit(t, dir)?;
-    let model = read_model::read_model(t, vramfit.model_config.as_deref(), models)?;
+    let vramfit = read_vramfit::read_vramfit(t, dir, pins)?;
+    let model = read_model::read_model(t, vramfit.model_config.as_deref(), reading.models)?;
     let grpo = read_grpo::read_grpo(t)?;
     let lora = read_lora::read_lora(t, &model.arch)?;
     let env = read_env::read_env(t);
@@ -81,7 +109,7 @@ fn run_file(
     let generating = read_generation::read_generation(t, env.unsloth_standby)?;
     let spread = read_spread::read_spread(t)?;
     let vllm_server = read_spread::read_vllm_server(t)?;
-    let frozen = read_frozen::read_frozen(t, models)?;
+    let frozen = read_frozen::read_frozen(t, reading.models)?;
     let notes = t
         .notes
         .iter()
@@ -116,6 +144,7 @@ fn run_file(
         steps_per_generation: grpo.steps_per_generation,
         generation_batch_size: grpo.generation_batch_size,
         vllm_version: vramfit.vllm_version,
+        versions: t.versions,
         vllm_max_num_seqs: generating.vllm_max_num_seqs,
         vllm_max_num_batched_tokens: generating.vllm_max_num_batched_tokens,
         standby_keeps_share: env.standby_keeps_share,
@@ -128,7 +157,10 @@ fn run_file(
         reward_models: frozen.reward_models,
         other_gpu_memory: frozen.other_gpu_memory,
     };
-    overlay.apply(&mut run).map_err(LoadError::whole_file)?;
+    reading
+        .overlay
+        .apply(&mut run)
+        .map_err(LoadError::whole_file)?;
     rules::validate(&run).map_err(|broken| broken_rule(t, &run, broken))?;
     Ok(RunFile {
         run,
@@ -139,6 +171,7 @@ fn run_file(
         notes,
         env: env_vars,
         source: None,
+        versions: vramfit.versions,
     })
 }
 

@@ -31,7 +31,11 @@ pub fn read_grpo(t: &Tables) -> Result<Grpo, LoadError> {
     // a knob's value under its key, else GRPOConfig's default for that key, else `default`
     let knob = |knob: Knob, default: u64| -> Result<u64, LoadError> {
         let key = knob.trainer_key(t.stack);
-        Ok(t.knob(knob)?.or(grpo.default_u64(key)).unwrap_or(default))
+        let moved = t.versions.trl_default(key).and_then(|v| v.as_u64());
+        Ok(t.knob(knob)?
+            .or(moved)
+            .or(grpo.default_u64(key))
+            .unwrap_or(default))
     };
     Ok(Grpo {
         micro_batch: knob(Knob::MicroBatch, 8)?,
@@ -40,6 +44,7 @@ pub fn read_grpo(t: &Tables) -> Result<Grpo, LoadError> {
         completion_len: knob(Knob::CompletionLength, 512)?,
         beta: t
             .float(T::Grpo, "beta", 0.0, 100.0)?
+            .or(t.versions.trl_default("beta").and_then(|v| v.as_f64()))
             .or(grpo.default_f64("beta"))
             .unwrap_or(0.0),
         optimizer: optimizer(t)?,
@@ -47,8 +52,9 @@ pub fn read_grpo(t: &Tables) -> Result<Grpo, LoadError> {
         generation_batch_size: t.int(T::Grpo, "generation_batch_size", 1, 1 << 24)?,
         // TRL 1.x always projects through its fused LM head (GRPOTrainer.__init__ calls
         // add_fused_lm_head); use_liger_kernel no longer touches the logits, since TRL forces
-        // Liger's fused cross-entropy off and applies only its layer kernels.
-        fused_logits: t.stack == Stack::Trl,
+        // Liger's fused cross-entropy off and applies only its layer kernels. Before 1.15 the
+        // logits are materialised (`StackVersions::trl_fused_head`).
+        fused_logits: t.stack == Stack::Trl && t.versions.trl_fused_head(),
         cast_lm_head_to_fp32: t
             .boolean(T::Grpo, "cast_lm_head_to_fp32")?
             .or(grpo.default_bool("cast_lm_head_to_fp32"))

@@ -152,8 +152,10 @@ fn checkpointing(t: &Tables) -> Result<Checkpointing, LoadError> {
 
 /// Unsloth's get_peft_model defaults to "unsloth"; TRL 1.x's _BaseConfig to true.
 fn default_checkpointing(t: &Tables) -> Checkpointing {
+    let moved = t.versions.trl_default("gradient_checkpointing");
     match lora_call(t)
         .default("use_gradient_checkpointing")
+        .or(moved.as_ref())
         .or(Call::GrpoConfig.default("gradient_checkpointing"))
     {
         Some(serde_json::Value::String(s)) if s == "unsloth" => Checkpointing::UnslothOffload,

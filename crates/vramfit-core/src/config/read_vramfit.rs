@@ -6,6 +6,7 @@ use super::tables::Tables;
 use crate::contract::Table as T;
 use crate::run::VllmVersion;
 use crate::run::knobs::Knob;
+use crate::run::versions::{self, Installed, Origin, Package, Pinned, Refused};
 use crate::units::parse_gpu_size;
 use std::path::{Path, PathBuf};
 use toml::Value;
@@ -25,13 +26,26 @@ pub struct Vramfit {
     pub model_config: Option<PathBuf>,
     pub prompt_len: u64,
     pub vllm_version: VllmVersion,
+    /// each package's version and where it came from
+    pub versions: Vec<Pinned>,
     /// said when the prompts' length was assumed
     pub note: Option<String>,
 }
 
-/// Reads `[vramfit]`; `dir` is the run file's folder.
-pub fn read_vramfit(t: &Tables, dir: Option<&Path>) -> Result<Vramfit, LoadError> {
+/// Reads `[vramfit]`; `dir` is the run file's folder, `pins` the versions [`versions`] resolved.
+pub fn read_vramfit(
+    t: &Tables,
+    dir: Option<&Path>,
+    pins: Vec<Pinned>,
+) -> Result<Vramfit, LoadError> {
     let prompt_len = t.knob(Knob::PromptLength)?;
+    let vllm = pins
+        .iter()
+        .find(|p| p.package == Package::Vllm)
+        .map_or_else(VllmVersion::default, |p| VllmVersion {
+            major: p.version.major,
+            minor: p.version.minor,
+        });
     Ok(Vramfit {
         gpu_memory: gpu_memory(t)?,
         gpus: t.knob(Knob::Gpus)?.unwrap_or(1),
@@ -42,7 +56,8 @@ pub fn read_vramfit(t: &Tables, dir: Option<&Path>) -> Result<Vramfit, LoadError
             .text(T::Vramfit, "model_config")?
             .map(|path| beside(dir, path)),
         prompt_len: prompt_len.unwrap_or(ASSUMED_PROMPT_LENGTH),
-        vllm_version: vllm_version(t)?,
+        vllm_version: vllm,
+        versions: pins,
         note: prompt_len.is_none().then(|| format!(
             "`[vramfit] max_prompt_length` not given: prompts of up to {ASSUMED_PROMPT_LENGTH} tokens assumed (set it to your dataset's longest prompt)"
         )),
@@ -75,17 +90,53 @@ fn beside(dir: Option<&Path>, path: &str) -> PathBuf {
     }
 }
 
-/// `vllm_version`, e.g. "0.11.0"; vramfit's default when not given.
-fn vllm_version(t: &Tables) -> Result<VllmVersion, LoadError> {
-    let Some(v) = t.text(T::Vramfit, "vllm_version")? else {
-        return Ok(VllmVersion::default());
-    };
-    VllmVersion::parse(v).ok_or_else(|| {
-        t.wrong(
+/// `trl_version`, `unsloth_version`, `transformers_version`, `vllm_version` (e.g. "0.15.2"),
+/// each else the environment's, else vramfit's default (`versions::resolve`).
+pub fn versions(t: &Tables, installed: &Installed) -> Result<Vec<Pinned>, LoadError> {
+    let mut given = Vec::new();
+    for p in Package::ALL {
+        given.push((p, t.text(T::Vramfit, p.key())?));
+    }
+    versions::resolve(&given, installed, t.stack).map_err(|r| refused(t, r))
+}
+
+/// The `[grpo]` keys the TRL release in force does not take (its rung of the contract ladder):
+/// that TRL would refuse them; vramfit reads them as the targeted release does.
+pub fn version_notes(t: &Tables) -> Vec<String> {
+    let trl = t.versions.trl;
+    t.keys_of(T::Grpo)
+        .into_iter()
+        .filter(|key| !crate::contract::ladder::grpo_accepts(trl, key))
+        // retired keys have their own note
+        .filter(|key| crate::contract::retired(T::Grpo, key, t.stack).is_none())
+        .map(|key| {
+            format!(
+                "`[grpo] {key}`: trl {trl}'s GRPOConfig does not take it (read from the {} wheel); that TRL refuses this file",
+                crate::contract::ladder::rung_of(trl).map_or_else(String::new, |r| format!("trl {r}"))
+            )
+        })
+        .collect()
+}
+
+/// A version refused: on its line when the file gave it, else naming the METADATA it was read from.
+fn refused(t: &Tables, r: Refused) -> LoadError {
+    let key = r.package.key();
+    match r.origin {
+        Origin::Environment(path) => LoadError::whole_file(format!(
+            "{} {} installed in the Python environment ({path}) is {}; set `[vramfit] {key}` in the run file to the release to estimate for",
+            r.package.name(),
+            r.text,
+            r.reason
+        )),
+        _ => t.wrong(
             T::Vramfit,
-            "vllm_version",
-            format!("\"{v}\""),
-            "expected a version such as \"0.11.0\"",
-        )
-    })
+            key,
+            format!("\"{}\"", r.text),
+            if r.reason.starts_with("outside") {
+                format!("{}; pin a release in that range", r.reason)
+            } else {
+                r.reason
+            },
+        ),
+    }
 }

@@ -8,15 +8,13 @@
 //! script's own) are carried through untouched: they stay in the text a write edits. The run
 //! file built so is then read by the same loader as a TOML one.
 
-use super::accelerate::Overlay;
 use super::error::LoadError;
-use super::read::{RunFile, parse_with};
+use super::read::{Reading, RunFile, parse_with};
 use super::read_vramfit::ASSUMED_PROMPT_LENGTH;
 use super::source::{Format, MODEL_LORA_KEYS, Placed, SourceFile};
 use super::yaml_edit;
 use crate::arch::catalog::edit_distance;
 use crate::contract::{Call, Table, retired};
-use crate::resolve::ModelResolver;
 use crate::run::Stack;
 use std::path::Path;
 use yaml_rust2::{Yaml, YamlLoader};
@@ -54,18 +52,12 @@ impl Sorted {
 }
 
 /// Reads a recipe's text; `file` names it in errors, `path` is where it is.
-pub fn load(
-    text: &str,
-    file: &str,
-    path: &Path,
-    overlay: &Overlay,
-    models: &dyn ModelResolver,
-) -> Result<RunFile, LoadError> {
+pub fn load(text: &str, file: &str, path: &Path, reading: &Reading) -> Result<RunFile, LoadError> {
     let keys = top_level(text).map_err(|e| e.in_file(file))?;
     let sorted = sort(&keys).map_err(|e| e.in_file(file))?;
     let toml_text = toml::to_string(&sorted.root)
         .map_err(|e| LoadError::whole_file(format!("cannot read: {e}")).in_file(file))?;
-    let mut run = parse_with(&toml_text, file, path.parent(), overlay, models).map_err(|e| {
+    let mut run = parse_with(&toml_text, file, path.parent(), reading).map_err(|e| {
         let line = e
             .key
             .as_deref()

@@ -9,6 +9,7 @@ use crate::arch::catalog::edit_distance;
 use crate::contract::{self, Call, Retired, Table};
 use crate::run::Stack;
 use crate::run::knobs::Knob;
+use crate::run::versions::StackVersions;
 use std::fmt::Display;
 use toml::Value;
 
@@ -21,6 +22,9 @@ pub const VRAMFIT_KEYS: &[&str] = &[
     "lock_effective_batch",
     "max_prompt_length",
     "vllm_version",
+    "trl_version",
+    "unsloth_version",
+    "transformers_version",
     "nodes",
     "reward_models",
     "other_gpu_memory",
@@ -47,6 +51,8 @@ pub struct Tables<'a> {
     root: &'a toml::Table,
     lines: &'a Lines<'a>,
     pub stack: Stack,
+    /// the trainer versions in force (their defaults differ by release)
+    pub versions: StackVersions,
     /// retired keys met, in words, for the user
     pub notes: Vec<String>,
 }
@@ -89,6 +95,7 @@ impl<'a> Tables<'a> {
             root,
             lines,
             stack: Stack::Unsloth,
+            versions: StackVersions::default(),
             notes: Vec::new(),
         };
         tables.stack = tables.read_stack()?;
@@ -116,6 +123,13 @@ impl<'a> Tables<'a> {
     }
 
     /// Whether the file writes `[table]`.
+    /// The keys the file writes in `table`.
+    pub fn keys_of(&self, table: Table) -> Vec<&'a str> {
+        self.table(table)
+            .map(|t| t.keys().map(String::as_str).collect())
+            .unwrap_or_default()
+    }
+
     pub fn has(&self, table: Table) -> bool {
         self.table(table).is_some()
     }

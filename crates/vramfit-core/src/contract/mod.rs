@@ -4,6 +4,9 @@
 //! accelerate 1.12.0 / deepspeed 0.18.2 for the launch files). The loader's key lists, its
 //! defaults for missing keys and the export's keys all come from here.
 
+pub mod ladder;
+pub mod release;
+
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;

@@ -1,7 +1,9 @@
 //! Which tensor of a run most likely made an out-of-memory request, by its size.
 
+use crate::memory::by_version::unsloth_logits_of;
 use crate::memory::step::unsloth_step;
-use crate::run::RunConfig;
+use crate::run::versions::UnslothLogits;
+use crate::run::{RunConfig, Stack};
 use crate::units::format_size;
 
 /// The tensor of a run whose size is closest to an out-of-memory request.
@@ -16,6 +18,9 @@ pub struct Request {
     /// a tensor only the trainers of 2025 held (the micro-batch's whole logits): today's TRL
     /// and Unsloth never build it
     pub older_trainers_only: bool,
+    /// the trainer release of the run that builds this tensor in its step, when the run is
+    /// pinned to one that does (`unsloth 2025.5.2`)
+    pub built_by: Option<String>,
 }
 
 impl Request {
@@ -55,14 +60,30 @@ pub fn likely_request(run: &RunConfig, requested: u64) -> Request {
         false,
     );
     let generation_rows = run.generation_rows();
-    let candidates: [(String, u64); 12] = [
+    // fp32 logits are v x 4 bytes a position: the positions the request holds, a micro-batch's
+    // rows at the length the completions had reached when it was made (at most the full length)
+    let positions = |rows: u64, longest: u64| -> u64 {
+        let per_row = (requested as f64 / (rows.max(1) * v.max(1) * 4) as f64).round() as u64;
+        if (1..=longest).contains(&per_row) {
+            per_row
+        } else {
+            longest
+        }
+    };
+    let (lb, ls) = (positions(b, k + 1), positions(1, run.sequence_len()));
+    let candidates: [(String, u64); 13] = [
         // the trainers of 2025 (TRL 0.x, Unsloth before its fused log-probs) held these
         (
             format!(
-                "the micro-batch's fp32 logits ({b} x {} x {v} x 4 bytes; TRL 0.x and Unsloth before 2026 made it)",
-                k + 1
+                "the micro-batch's fp32 logits ({b} x {lb} x {v} x 4 bytes; TRL 0.x and Unsloth before 2026 made it)"
             ),
-            b * (k + 1) * v * 4,
+            b * lb * v * 4,
+        ),
+        (
+            format!(
+                "one sequence's fp32 logits ({ls} x {v} x 4 bytes; Unsloth 2025's loss makes it a sequence at a time)"
+            ),
+            ls * v * 4,
         ),
         // today's: Unsloth 2026.10's log-prob block, TRL 1.x's fused-head tile, and transformers'
         // KV cache when the trained model generates itself
@@ -123,12 +144,20 @@ pub fn likely_request(run: &RunConfig, requested: u64) -> Request {
         .enumerate()
         .min_by(|x, y| distance(x.1.1).total_cmp(&distance(y.1.1)))
         .expect("candidates");
+    let built_by = match (index, run.stack, unsloth_logits_of(run)) {
+        (0, Stack::Unsloth, UnslothLogits::MicroBatchFp32)
+        | (1, Stack::Unsloth, UnslothLogits::PerSequenceFp32) => {
+            Some(format!("unsloth {}", run.versions.unsloth))
+        }
+        _ => None,
+    };
     Request {
         requested,
         tensor: tensor.clone(),
         bytes: *bytes,
         matches: distance(*bytes) <= 0.25_f64.ln_1p(),
-        older_trainers_only: index == 0,
+        older_trainers_only: index <= 1,
+        built_by,
     }
 }
 

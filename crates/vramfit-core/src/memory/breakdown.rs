@@ -35,6 +35,9 @@ pub enum Part {
     OptimizerStates,
     Activations,
     Logits,
+    MicroBatchLogits,
+    SequenceLogitsFp32,
+    MicroBatchLogitsFp32,
     AllocatorSlack,
     Weights,
     Gradients,
@@ -62,6 +65,9 @@ impl Part {
             Part::OptimizerStates => "optimizer states",
             Part::Activations => "activations",
             Part::Logits => "logits",
+            Part::MicroBatchLogits => "micro-batch logits",
+            Part::SequenceLogitsFp32 => "fp32 seq. logits",
+            Part::MicroBatchLogitsFp32 => "fp32 batch logits",
             Part::AllocatorSlack => "allocator slack",
             Part::Weights => "model weights",
             Part::Gradients => "gradients",
@@ -99,6 +105,15 @@ impl Part {
             }
             Part::Activations => "tensors autograd keeps for the backward pass at the peak",
             Part::Logits => "logits blocks and log-prob statistics at the peak",
+            Part::MicroBatchLogits => {
+                "the micro-batch's logits, materialised whole and read by log-softmax (TRL before 1.15; Unsloth 2025.2 runs TRL's loss)"
+            }
+            Part::MicroBatchLogitsFp32 => {
+                "Unsloth 2025.3-2025.7 with a FastModel model: the micro-batch's logits, the reference's, and both upcast to fp32 whole in grpo_compute_loss_slow"
+            }
+            Part::SequenceLogitsFp32 => {
+                "Unsloth 2025's GRPO loss (UnslothEfficientGRPO): each sequence's logits and their fp32 upcast, the reference's too when beta != 0"
+            }
             Part::AllocatorSlack => "blocks PyTorch's caching allocator holds but no tensor uses",
             Part::Weights => {
                 "the trained model's parameters on this GPU: whole, or this rank's shard (ZeRO-3, FSDP)"

@@ -8,6 +8,7 @@ use crate::memory::step::unsloth_step::{SMALL_CARD, unsloth_step};
 use crate::memory::step::{self, StepPeak, StepShape};
 use crate::memory::vllm;
 use crate::run::spread;
+use crate::run::versions::UnslothLogits;
 use crate::run::{
     Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack, vllm_max_lora_rank,
 };
@@ -150,17 +151,27 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
         completion: run.completion_len,
         rank: run.lora_rank,
         checkpointing: run.checkpointing != Checkpointing::Off,
-        reference_pass: run.beta > 0.0 && !trainer,
+        reference_pass: run.beta > 0.0
+            && (!trainer || unsloth && run.versions.unsloth_logits() == UnslothLogits::TrlLoss),
         quantised_base: run.quant.is_quantised(),
         fused_logits: run.fused_logits && run.stack == Stack::Trl,
         expandable_segments: run.expandable_segments,
-        scoring_rows: if trainer && run.scores_before_training() {
+        scoring_rows: if trainer
+            && run.scores_before_training()
+            && (!unsloth || run.versions.unsloth_scores_before_training())
+        {
             run.generation_rows()
         } else {
             0
         },
         free_at_step: if unsloth { free } else { 0 },
         small_card: unsloth && capacity <= SMALL_CARD,
+        unsloth_logits: if unsloth {
+            crate::memory::by_version::unsloth_logits_of(run)
+        } else {
+            UnslothLogits::Blocks
+        },
+        reference_logits: unsloth && run.beta != 0.0,
     }
 }
 
@@ -272,7 +283,7 @@ fn estimate_using(
     training.extend([
         (Part::LoraGradients, stat.gradients),
         (Part::Activations, peak.activations),
-        (Part::Logits, peak.logits),
+        (crate::memory::by_version::logits_part(run), peak.logits),
         (Part::AllocatorSlack, reserved - allocated - stat.gradients),
     ]);
     phases.push(PhaseMemory::of(Phase::Training, training));
@@ -287,7 +298,7 @@ fn estimate_using(
             warnings.push("full fine-tuning in fp32 (TRL's default dtype; DDP casts nothing): weights, gradients and AdamW's moments are all fp32, 16 bytes a parameter; [model] dtype = \"bfloat16\" halves them".into());
         }
     }
-    warnings.extend(rule_warnings(run, micro, &targets));
+    warnings.extend(rule_warnings(run, &targets));
     let headroom = gpu.capacity as i64 - total as i64;
     let training_fits = headroom >= 0 && vllm.as_ref().is_none_or(|v| v.starts);
     let mut roles = vec![roles::training(
@@ -626,16 +637,9 @@ fn optimizer_bytes(opt: Optimizer, elements: u64) -> u64 {
 }
 
 /// The trainer rules of SPEC section 1 that the knobs break.
-fn rule_warnings(run: &RunConfig, micro: u64, targets: &[bool]) -> Vec<String> {
+fn rule_warnings(run: &RunConfig, targets: &[bool]) -> Vec<String> {
     let mut w = Vec::new();
-    let generations = run.num_generations.max(1);
-    if micro != run.micro_batch {
-        w.push(format!(
-            "Unsloth will run micro-batch {micro}, not {}: batch x accumulation x GPUs = {} is not divisible by num_generations = {generations} (estimated with {micro})",
-            run.micro_batch,
-            run.effective_batch()
-        ));
-    }
+    w.extend(crate::memory::by_version::batch_note(run));
     if run.max_seq_len < run.sequence_len() {
         w.push(format!(
             "max_seq_length {} is smaller than prompt + completion = {}",

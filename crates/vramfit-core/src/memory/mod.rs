@@ -3,6 +3,7 @@
 //! without vLLM (`generate`) and the training step itself (`step`).
 
 pub mod breakdown;
+pub mod by_version;
 pub mod bytes;
 pub mod estimate;
 pub mod frozen;

@@ -6,10 +6,12 @@ pub mod knobs;
 pub mod reward;
 pub mod rules;
 pub mod spread;
+pub mod versions;
 
 use crate::arch::Arch;
 pub use crate::contract::Stack;
 use crate::run::spread::{Spread, VllmServer};
+use crate::run::versions::{BatchRaise, StackVersions};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -185,6 +187,8 @@ pub struct RunConfig {
     pub generation_batch_size: Option<u64>,
     /// the vLLM whose behaviour is modelled
     pub vllm_version: VllmVersion,
+    /// the TRL, Unsloth and transformers whose behaviours are modelled
+    pub versions: StackVersions,
     /// `max_num_seqs` / `max_num_batched_tokens` given to Unsloth's vLLM loader, when set
     pub vllm_max_num_seqs: Option<u64>,
     pub vllm_max_num_batched_tokens: Option<u64>,
@@ -248,13 +252,12 @@ impl VllmVersion {
 }
 
 impl Default for VllmVersion {
-    /// The newest vLLM TRL 1.15 accepts: trl 1.15.0's METADATA requires `vllm>=0.21.0,<=0.31.0`
-    /// for its `vllm` extra, and its `vllm-serve` passes `--weight-transfer-config`, which older
-    /// releases (0.11) lack.
+    /// The vLLM vramfit targets (`Package::Vllm.targeted()`).
     fn default() -> VllmVersion {
+        let target = versions::Package::Vllm.targeted();
         VllmVersion {
-            major: 0,
-            minor: 31,
+            major: target.major,
+            minor: target.minor,
         }
     }
 }
@@ -268,7 +271,7 @@ impl std::fmt::Display for VllmVersion {
 impl RunConfig {
     /// Completions per optimizer step across all GPUs.
     pub fn effective_batch(&self) -> u64 {
-        self.micro_batch
+        self.completions_per_device()
             .saturating_mul(self.grad_accum)
             .saturating_mul(self.processes())
     }
@@ -311,14 +314,42 @@ impl RunConfig {
             || !self.grad_accum.is_multiple_of(self.steps_per_generation())
     }
 
-    /// The micro-batch that really runs. Unsloth's GRPO patch replaces `per_device_train_batch_size`
-    /// by `num_generations` when `batch x accumulation x GPUs` is not a multiple of it.
-    pub fn running_micro_batch(&self) -> u64 {
-        let generations = self.num_generations.max(1);
-        if self.stack == Stack::Unsloth && !self.effective_batch().is_multiple_of(generations) {
-            generations
+    /// The completions one `per_device_train_batch_size` stands for: itself, or, where TRL's
+    /// batch counts prompts (TRL 0.14), that many prompts of `num_generations` completions each.
+    pub fn completions_per_device(&self) -> u64 {
+        if self.versions.batch_counts_prompts() {
+            self.micro_batch.saturating_mul(self.num_generations.max(1))
         } else {
             self.micro_batch
+        }
+    }
+
+    /// The micro-batch that really runs. Unsloth's GRPO patch replaces `per_device_train_batch_size`
+    /// by `num_generations` when the batch is not a multiple of it: `batch x accumulation x GPUs`
+    /// from 2025.11, the per-device batch alone before (see [`BatchRaise`]).
+    pub fn running_micro_batch(&self) -> u64 {
+        if self.unsloth_raises_batch() {
+            self.num_generations.max(1)
+        } else {
+            self.completions_per_device()
+        }
+    }
+
+    /// Whether Unsloth silently raises `per_device_train_batch_size` to `num_generations`
+    /// (unsloth#3572).
+    pub fn unsloth_raises_batch(&self) -> bool {
+        let generations = self.num_generations.max(1);
+        if self.stack != Stack::Unsloth {
+            return false;
+        }
+        match self.versions.batch_raise() {
+            BatchRaise::Never => false,
+            BatchRaise::PerDevice => !self.micro_batch.is_multiple_of(generations),
+            BatchRaise::EffectiveBatch => {
+                self.steps_per_generation.is_none()
+                    && self.generation_batch_size.is_none()
+                    && !self.effective_batch().is_multiple_of(generations)
+            }
         }
     }
 
@@ -327,7 +358,7 @@ impl RunConfig {
     /// standby, fp8 KV or `max_lora_rank`; Unsloth's vLLM needs `max_lora_rank` to cover `r`.
     pub fn switch_stack(&mut self, stack: Stack) {
         self.stack = stack;
-        self.fused_logits = stack == Stack::Trl;
+        self.fused_logits = stack == Stack::Trl && self.versions.trl_fused_head();
         match stack {
             Stack::Trl => {
                 if self.checkpointing == Checkpointing::UnslothOffload {
@@ -382,6 +413,7 @@ impl RunConfig {
             steps_per_generation: None,
             generation_batch_size: None,
             vllm_version: VllmVersion::default(),
+            versions: StackVersions::default(),
             vllm_max_num_seqs: None,
             vllm_max_num_batched_tokens: None,
             standby_keeps_share: false,

@@ -99,8 +99,9 @@ fn trl_rules(run: &RunConfig) -> Result<(), Broken> {
             ),
         });
     }
+    // completions: TRL 0.14's per_device_train_batch_size counts prompts
     let batch = run
-        .micro_batch
+        .completions_per_device()
         .saturating_mul(run.processes())
         .saturating_mul(run.steps_per_generation());
     if !batch.is_multiple_of(run.num_generations.max(1)) {

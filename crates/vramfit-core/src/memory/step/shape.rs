@@ -2,6 +2,7 @@
 //! saves per token, the logits-phase tensors, and the step's peak above static memory.
 
 use crate::arch::Arch;
+use crate::run::versions::UnslothLogits;
 
 /// Shapes of one micro-batch step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -27,6 +28,10 @@ pub struct StepShape {
     pub free_at_step: u64,
     /// a card of at most 24.5 GiB (Unsloth's tiled log-prob kernel for every row count)
     pub small_card: bool,
+    /// how the Unsloth release in force computes the step's log-probabilities
+    pub unsloth_logits: UnslothLogits,
+    /// `beta != 0`: Unsloth 2025's loss also multiplies the reference hidden states by the head
+    pub reference_logits: bool,
 }
 
 /// Bytes per token of one decoder layer's tensors, split as the allocator sees them.
@@ -125,7 +130,7 @@ impl StepPeak {
 }
 
 /// Sizes of the logits-phase tensors.
-pub(super) struct Logits {
+pub(crate) struct Logits {
     /// `logits[:, -keep:] / temperature`: B x K x V bf16
     pub(super) copy: u64,
     /// the lm_head output: B x (K+1) x V bf16
@@ -172,6 +177,11 @@ impl Logits {
         let forward = self.gathered + self.tile + self.stats;
         let backward = self.gathered + 2 * self.gathered + self.tile + self.gathered;
         forward.max(backward)
+    }
+
+    /// The logits phase's peak above what is live before it, unfused (TRL before 1.15).
+    pub(crate) fn unfused_peak(arch: &Arch, s: &StepShape) -> u64 {
+        Logits::new(arch, s).peak(s, arch.final_logit_softcapping)
     }
 
     /// The logits phase's peak above what is live before it.

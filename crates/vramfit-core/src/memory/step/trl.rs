@@ -95,6 +95,7 @@ fn trl_scoring_pass(arch: &Arch, s: &StepShape, logits: &Logits) -> StepPeak {
 mod tests {
     use super::*;
     use crate::arch::catalog;
+    use crate::run::versions::UnslothLogits;
 
     fn shape(scoring_rows: u64) -> StepShape {
         StepShape {
@@ -110,6 +111,8 @@ mod tests {
             scoring_rows,
             free_at_step: 0,
             small_card: false,
+            unsloth_logits: UnslothLogits::Blocks,
+            reference_logits: false,
         }
     }
 

@@ -12,8 +12,10 @@
 //! `fused_losses.fused_linear.fused_linear_logprobs`, one fp32 logits block at a time.
 
 use crate::arch::Arch;
+use crate::memory::step::shape::Logits;
 use crate::memory::step::{StepPeak, StepShape};
 use crate::run::Checkpointing;
+use crate::run::versions::UnslothLogits;
 use crate::units::{GIB, MIB};
 
 /// What the Unsloth step reads from the GPU when it runs.
@@ -106,7 +108,14 @@ fn gradient_pass(
     };
     let rows = s.seqs * s.completion;
     let gathered = rows * arch.hidden * 2;
-    let logits = logprob_block(arch, rows, gpu, true) + 2 * gathered + rows * STATS_PER_ROW;
+    let logits = match s.unsloth_logits {
+        UnslothLogits::Blocks => {
+            logprob_block(arch, rows, gpu, true) + 2 * gathered + rows * STATS_PER_ROW
+        }
+        UnslothLogits::PerSequenceFp32 => per_sequence_logits(arch, s),
+        UnslothLogits::MicroBatchFp32 => micro_batch_logits(arch, s),
+        UnslothLogits::TrlLoss => Logits::unfused_peak(arch, s),
+    };
     // the forward ends holding what it stored, the final hidden states and the scoring
     let forward = stored + hidden;
     let backward = if checkpointing == Checkpointing::Off {
@@ -115,6 +124,39 @@ fn gradient_pass(
         stored + layer + tokens * (i + arch.hidden) * 2
     };
     StepPeak::larger_moment(backward, (forward, logits))
+}
+
+/// Unsloth 2025's loss (unsloth_zoo 2025.5.2 to 2025.11.6 rl_replacements.py): `grpo_accumulated_loss`
+/// takes the micro-batch's final hidden states, and the reference's (adapters disabled) when
+/// `beta != 0`; `UnslothEfficientGRPO.forward` allocates `grad_inputs = torch.empty_like` of the
+/// hidden states and walks `n_chunks` chunks, `unsloth_num_chunks = -1` meaning one sequence each.
+/// Per sequence, `compute_loss` multiplies by the LM head (K+1 rows in the compute dtype) and the
+/// compiled `grpo_compute_loss` upcasts to fp32 for the log-softmax: see [`logits_pair`].
+/// Read from the wheels; not measured.
+fn per_sequence_logits(arch: &Arch, s: &StepShape) -> u64 {
+    let states = s.seqs * (s.completion + 1) * arch.hidden * 2;
+    let reference = if s.reference_logits { states } else { 0 };
+    states + reference + logits_pair(arch, 1, s.completion, s.reference_logits)
+}
+
+/// One compiled GRPO loss over `rows` sequences of `k` completion tokens (Unsloth 2025's
+/// `grpo_compute_loss`, unsloth_zoo 2025.5.2): per logits tensor, the policy's and, when
+/// `beta != 0`, the reference's, the product in the compute dtype (K+1 rows) and the fp32
+/// log-softmax inductor materialises for it (`old_logits.to(torch.float32)`; the 1.06 GiB request
+/// of the Qwen3-4B T4 run in tests/realworld is such a buffer, `empty_strided_cuda((1, s4, 151936),
+/// float32)`), which the policy's backward reads.
+fn logits_pair(arch: &Arch, rows: u64, k: u64, reference: bool) -> u64 {
+    let one = rows * ((k + 1) * arch.vocab * 2 + k * arch.vocab * 4);
+    if reference { 2 * one } else { one }
+}
+
+/// Unsloth 2025.3 to 2025.7's `FastModel` path (`UnslothLogits::MicroBatchFp32`): the model returns
+/// the micro-batch's logits (B x (K+1) x V, compute dtype, kept for the backward); the reference's,
+/// computed by `_prepare_inputs` with the adapters off, ride in the inputs when `beta != 0`; and
+/// the compiled `grpo_compute_loss_slow` takes both whole ([`logits_pair`] over the micro-batch).
+/// Read from the wheels; the seed article's 6.01 GiB request is one of these fp32 buffers.
+fn micro_batch_logits(arch: &Arch, s: &StepShape) -> u64 {
+    logits_pair(arch, s.seqs, s.completion, s.reference_logits)
 }
 
 /// The no-grad scoring of the generation batch (`_get_per_token_logps_and_entropies`, Unsloth's

@@ -1,0 +1,69 @@
+//! Each part's colour, named once: the screen draws it as the ANSI colour of that name
+//! (`tui::theme`), the SVG picture as the RGB xterm's default palette gives it (`svg`), so the
+//! picture matches the screen in a default terminal.
+
+use vramfit_core::memory::estimate::Part;
+
+/// One of the terminal's sixteen colours (those the screen uses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hue {
+    DarkGray,
+    Red,
+    Green,
+    Yellow,
+    Blue,
+    Magenta,
+    Cyan,
+    Gray,
+    LightRed,
+    LightGreen,
+    LightYellow,
+    LightBlue,
+    LightMagenta,
+    LightCyan,
+}
+
+impl Hue {
+    /// The colour as xterm's default palette draws it (`XTerm-col.ad`: color1-14).
+    pub fn rgb(self) -> &'static str {
+        match self {
+            Hue::Red => "#cd0000",
+            Hue::Green => "#00cd00",
+            Hue::Yellow => "#cdcd00",
+            Hue::Blue => "#0000ee",
+            Hue::Magenta => "#cd00cd",
+            Hue::Cyan => "#00cdcd",
+            Hue::Gray => "#e5e5e5",
+            Hue::DarkGray => "#7f7f7f",
+            Hue::LightRed => "#ff0000",
+            Hue::LightGreen => "#00ff00",
+            Hue::LightYellow => "#ffff00",
+            Hue::LightBlue => "#5c5cff",
+            Hue::LightMagenta => "#ff00ff",
+            Hue::LightCyan => "#00ffff",
+        }
+    }
+}
+
+/// The colour of a part's segment on the bar.
+pub fn hue(part: Part) -> Hue {
+    match part {
+        Part::CudaContext | Part::OtherMemory => Hue::DarkGray,
+        Part::VllmWeights | Part::SharedWeights => Hue::Blue,
+        Part::VllmCudaGraphs => Hue::LightBlue,
+        Part::VllmActivations => Hue::Cyan,
+        Part::VllmKvCache => Hue::LightCyan,
+        Part::GenerationKvCache => Hue::LightYellow,
+        Part::BaseWeights | Part::Weights | Part::ExpertWeights => Hue::Magenta,
+        Part::LoraAdapters | Part::GatheredWeights | Part::ExpertLora => Hue::LightMagenta,
+        Part::LoraGradients | Part::Gradients => Hue::LightRed,
+        Part::OptimizerStates => Hue::Yellow,
+        Part::Activations => Hue::Green,
+        Part::Logits
+        | Part::MicroBatchLogits
+        | Part::SequenceLogitsFp32
+        | Part::MicroBatchLogitsFp32 => Hue::LightGreen,
+        Part::AllocatorSlack => Hue::Gray,
+        Part::ReferenceModel | Part::RewardModel => Hue::Red,
+    }
+}
