@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-/// Exit codes of SPEC section 3.
+/// The exit codes, as docs/json.md documents them: 0 fits, 3 does not fit, 2 bad input, 1 no GPU.
 pub const FITS: u8 = 0;
 pub const BAD_INPUT: u8 = 2;
 pub const DOES_NOT_FIT: u8 = 3;

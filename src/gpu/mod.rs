@@ -138,7 +138,7 @@ impl NvmlSession {
         // nvml-wrapper 0.13 reads nvmlDeviceGetMemoryInfo_v2, whose `used` and `free` leave out
         // the driver's `reserved` memory (v1 counted it as used). On the shared H200:
         // NVML total 150,754,820,096 bytes, torch's total_memory 150,109,880,320, v1's used with
-        // no process 648,347,648 (../shared/calibration/h200-hf-peft.jsonl, its env record).
+        // no process 648,347,648 (calibration/h200-hf-peft.jsonl, its env record).
         Ok(GpuInfo {
             name: device.name().unwrap_or_else(|_| "NVIDIA GPU".into()),
             total_bytes: memory.total.saturating_sub(memory.reserved),

@@ -150,10 +150,7 @@ fn root() -> PathBuf {
 #[test]
 fn shared_h200_measurements() {
     let file = root().join("calibration/h200-hf-peft.jsonl");
-    check(
-        "shared/calibration/h200-hf-peft.jsonl",
-        errors(&[file], false),
-    );
+    check("calibration/h200-hf-peft.jsonl", errors(&[file], false));
 }
 
 #[test]
@@ -161,7 +158,7 @@ fn shared_h200_measurements_with_expandable_segments() {
     let file = root().join("calibration/h200-hf-peft-expandable-segments.jsonl");
     // expandable_segments: median 5.27 % today, 0.27 points over the 5 % target (see the issue note).
     check(
-        "shared/calibration/h200-hf-peft-expandable-segments.jsonl",
+        "calibration/h200-hf-peft-expandable-segments.jsonl",
         errors(&[file], true),
     );
 }

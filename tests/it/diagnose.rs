@@ -343,7 +343,7 @@ fn no_log_and_a_terminal_on_stdin_prints_usage_and_exits_2() {
     assert!(text.contains("terminal"), "{text}");
 }
 
-/// The seed article's request is the micro-batch's fp32 logits, which only the trainers of 2025
+/// The 6.01 GiB request of tests/oom/seed-article.txt is the micro-batch's fp32 logits, which only the trainers of 2025
 /// built: with a run file that reproduces it, the first advice is to upgrade, since the same run
 /// fits with today's trainers.
 #[test]

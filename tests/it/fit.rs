@@ -155,7 +155,7 @@ fn diagnose_from_the_command_line() {
             predicate::str::contains("\"verdict\": \"does_not_fit\"")
                 .and(predicate::str::contains("\"shortfall_bytes\"")),
         );
-    // with the run file, the seed's shortfall is vLLM's share's doing; on Unsloth 2026.10, whose
+    // with the run file, that message's shortfall is vLLM's share's doing; on Unsloth 2026.10, whose
     // log-probs never hold the micro-batch's logits, the same run fits as it is
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/seed-gemma-22gib.toml");

@@ -212,7 +212,7 @@ proptest! {
     }
 }
 
-/// The seed article's OOM asked for 6.01 GiB of fp32 logits (8 x 769 x 262144 x 4 bytes) in
+/// A 2025 Unsloth GRPO run of Gemma 3 1B on a 22 GB card (tests/oom/seed-article.txt) asked for 6.01 GiB of fp32 logits (8 x 769 x 262144 x 4 bytes) in
 /// Unsloth's 2025 scoring pass. Unsloth 2026.10 scores hidden states one fp32 block at a time
 /// (`fused_linear_logprobs`): no logits tensor of the step exceeds the 2 GiB block budget.
 #[test]

@@ -1,4 +1,4 @@
-//! The OOM reader over real messages (the shared calibration's, the seed article's) and every
+//! The OOM reader over real messages (calibration/oom-messages-torch-2.11.txt, tests/oom/seed-article.txt: a Gemma 3 1B Unsloth run on a 22 GB card) and every
 //! PyTorch / vLLM format, including truncated and garbled ones.
 
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)

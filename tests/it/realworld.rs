@@ -1,5 +1,5 @@
 //! The estimate against eleven real GRPO runs from public notebooks (`tests/realworld/`, copied
-//! from the shared set): each run's verdict, and vLLM's share and KV cache against what vLLM and
+//! from public notebooks and the logs they printed; sources in tests/realworld/README.md): each run's verdict, and vLLM's share and KV cache against what vLLM and
 //! Unsloth printed. `then.json` gives each run's trainer versions (and the few behaviours no
 //! version rule explains yet). Prints the table, with the verdict on today's stack (the run's
 //! TRL, Unsloth and transformers versions left out: vramfit's defaults) beside the verdict on

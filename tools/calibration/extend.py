@@ -1,4 +1,4 @@
-"""Extends the calibration set (calibration/, first copied from shared/calibration) with measurements the estimator is NOT fitted on.
+"""Extends the calibration set (calibration/, whose first files are the original H200 measurements) with measurements the estimator is NOT fitted on.
 
 Runs on the GPU machine, importing the shared `measure.py` (same step, same
 accounting), and writes to $OUT:

@@ -8,7 +8,7 @@ needed), reads their source with `ast` (nothing is imported or run), and writes
     python3 tools/contract/extract.py            # rewrite the contract file
     python3 tools/contract/extract.py --check    # fail when the pinned wheels say otherwise
 
-The calls (SPEC section 4: one trainer table = one call's keyword arguments):
+The calls (docs/run-file.md: one trainer table = one call's keyword arguments):
   trl.GRPOConfig                              [grpo]
   peft.LoraConfig                             [lora] (trl stack)
   trl.ModelConfig                             [model] (trl stack)
@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "crates" / "vramfit-core" / "src" / "contract" / "trainers.json"
 
-# The versions vramfit targets (SPEC section 4). Move them together and rerun.
+# The versions vramfit targets (docs/run-file.md, "Versions"). Move them together and rerun.
 PINS = {
     "trl": "1.15.0",
     "transformers": "5.17.0",

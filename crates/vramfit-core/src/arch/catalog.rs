@@ -468,7 +468,7 @@ mod tests {
         assert_eq!(count("Qwen/Qwen2.5-1.5B-Instruct"), 1_543_714_304);
         assert_eq!(count("meta-llama/Llama-3.1-8B-Instruct"), 8_030_261_248);
         assert_eq!(count("google/gemma-3-1b-it"), 999_885_952);
-        // measured n_params in ../shared/calibration/h200-hf-peft.jsonl
+        // measured n_params in calibration/h200-hf-peft.jsonl
         assert_eq!(count("Qwen/Qwen2.5-0.5B"), 494_032_768);
         assert_eq!(count("Qwen/Qwen2.5-3B"), 3_085_938_688);
         assert_eq!(count("meta-llama/Llama-3.2-1B"), 1_235_814_400);

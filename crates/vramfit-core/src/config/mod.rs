@@ -1,4 +1,4 @@
-//! The TOML run file shared by presets and exports (SPEC section 4): strict loading with
+//! The TOML run file shared by presets and exports (docs/run-file.md): strict loading with
 //! errors that name the file, the line, the table, the key and the value.
 //!
 //! One reader per part of the file (`read_vramfit`, `read_model`, `read_lora`, `read_grpo`,

@@ -1,5 +1,5 @@
 //! `[vramfit] nodes`, `[distributed]` and `[vllm_server]`: how the run is spread over GPUs
-//! (SPEC section 4). The first two are vramfit's own; `[vllm_server]` holds `trl vllm-serve`'s
+//! (docs/run-file.md). The first two are vramfit's own; `[vllm_server]` holds `trl vllm-serve`'s
 //! flags (the contract's `trl.vllm_serve.ScriptArguments`) and the number of its GPUs.
 
 use super::error::LoadError;

@@ -13,7 +13,7 @@ use crate::run::versions::StackVersions;
 use std::fmt::Display;
 use toml::Value;
 
-/// What `[vramfit]` itself holds: the assumptions only vramfit reads (SPEC section 4).
+/// What `[vramfit]` itself holds: the assumptions only vramfit reads (docs/run-file.md, "[vramfit]").
 pub const VRAMFIT_KEYS: &[&str] = &[
     "stack",
     "gpu_memory",
@@ -31,7 +31,7 @@ pub const VRAMFIT_KEYS: &[&str] = &[
 ];
 
 /// What `[distributed]` holds: how the training processes share the model, in accelerate's
-/// and DeepSpeed's terms (SPEC section 4; written out as accelerate.yaml / ds_config.json).
+/// and DeepSpeed's terms (docs/run-file.md, "[distributed]"; written out as accelerate.yaml / ds_config.json).
 pub const DISTRIBUTED_KEYS: &[&str] =
     &["engine", "zero_stage", "offload_optimizer", "offload_param"];
 

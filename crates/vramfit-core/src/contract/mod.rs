@@ -40,7 +40,7 @@ impl std::fmt::Display for Stack {
 /// The generated file, compiled in.
 const TRAINERS_JSON: &str = include_str!("trainers.json");
 
-/// One trainer call a run-file table feeds (SPEC section 4).
+/// One trainer call a run-file table feeds (docs/run-file.md, "Which call each table feeds").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Call {
     /// `trl.GRPOConfig(**cfg["grpo"])`, both stacks

@@ -15,7 +15,7 @@ use serde::Serialize;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashSet};
 
-/// One lever the solver may pull, in the seed article's order: a dimension the fit moves along
+/// One lever the solver may pull, in the order of their strength for a GRPO run (the vLLM share first, the LoRA rank last; docs/commands.md, "fit"): a dimension the fit moves along
 /// (a numeric [`Knob`], or checkpointing, fp8 KV cache, 4-bit weights). One rung down a lever is
 /// a [`StepDown`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -357,7 +357,7 @@ impl PartialOrd for Candidate {
 }
 
 /// The memory `fit` leaves free unless told otherwise: 5 % of the capacity, above the
-/// calibration's p90 error on PyTorch's reserved memory (4.35 %, ../shared/calibration).
+/// calibration's p90 error on PyTorch's reserved memory (4.35 %, over the measurements in calibration/).
 pub const DEFAULT_HEADROOM: f64 = 0.05;
 
 /// Whether `est` fits with `headroom` (a fraction of the capacity) to spare and vLLM starts

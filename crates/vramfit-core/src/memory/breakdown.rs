@@ -9,14 +9,14 @@ use serde::Serialize;
 /// the step's reserved peak, less what NVML counted as used before the process started (the
 /// driver's own reservation, 0.604 GiB, which CUDA's total already leaves out: NVML total
 /// 150,754,820,096 bytes against torch's total_memory 150,109,880,320). Over the 91 runs of
-/// ../shared/calibration/h200-hf-peft.jsonl, `nvml_after - peak_reserved - nvml_before.used`:
+/// calibration/h200-hf-peft.jsonl, `nvml_after - peak_reserved - nvml_before.used`:
 /// 0.745-0.771 GiB, median 0.759 GiB. Capacity is CUDA's total throughout (what torch, Unsloth's
 /// banner and OOM messages print), so the driver's reservation is counted nowhere.
 pub const CUDA_CONTEXT: u64 = (0.759 * GIB as f64) as u64;
 
 /// cuBLAS workspace PyTorch allocates per handle on Hopper (4096 KiB x 8), one for the forward
-/// thread and one for autograd's backward thread: `reserved_after_matmul` = 32 MiB in the shared
-/// calibration's environment record, and the first record's optimizer-state bytes carry it.
+/// thread and one for autograd's backward thread: `reserved_after_matmul` = 32 MiB in the environment
+/// record (first line) of calibration/h200-hf-peft.jsonl, and the first record's optimizer-state bytes carry it.
 pub const CUBLAS_WORKSPACES: u64 = 2 * 32 * MIB;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -636,7 +636,8 @@ fn optimizer_bytes(opt: Optimizer, elements: u64) -> u64 {
     }
 }
 
-/// The trainer rules of SPEC section 1 that the knobs break.
+/// The trainers' rules the knobs can break, said as warnings: the micro-batch that really runs,
+/// a context shorter than prompt + completion, Unsloth's max_lora_rank rounding.
 fn rule_warnings(run: &RunConfig, targets: &[bool]) -> Vec<String> {
     let mut w = Vec::new();
     w.extend(crate::memory::by_version::batch_note(run));

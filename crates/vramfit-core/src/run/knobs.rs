@@ -114,7 +114,7 @@ impl Knob {
         self.key(stack).1
     }
 
-    /// What one step down costs in training terms (the seed articles' trade-offs).
+    /// What one step down costs in training terms (shown beside each lever and in fit's changes).
     pub fn trade_off(self) -> &'static str {
         match self {
             Knob::VllmShare => {

@@ -2,7 +2,7 @@
 //! which large tensors exist, in which order they come and go, and so what PyTorch's
 //! `max_memory_allocated()` and `max_memory_reserved()` report.
 //!
-//! Evidence: allocator traces of the shared calibration step (`torch.cuda.memory._record_memory_history`,
+//! Evidence: allocator traces of the calibration step (calibration/measure.py) (`torch.cuda.memory._record_memory_history`,
 //! recorded on the H200 on 2026-11-29, `tools/calibration/extend.py`), summarised in
 //! `calibration/README.md`. The forward peak comes while the entropy of the logits is computed
 //! in 128-row chunks; with checkpointing the backward peak comes while the last layer is recomputed.

@@ -154,7 +154,7 @@ fn logits_pair(arch: &Arch, rows: u64, k: u64, reference: bool) -> u64 {
 /// the micro-batch's logits (B x (K+1) x V, compute dtype, kept for the backward); the reference's,
 /// computed by `_prepare_inputs` with the adapters off, ride in the inputs when `beta != 0`; and
 /// the compiled `grpo_compute_loss_slow` takes both whole ([`logits_pair`] over the micro-batch).
-/// Read from the wheels; the seed article's 6.01 GiB request is one of these fp32 buffers.
+/// Read from the wheels; the 6.01 GiB request of tests/oom/seed-article.txt (a 2025 Gemma 3 1B Unsloth run) is one of these fp32 buffers.
 fn micro_batch_logits(arch: &Arch, s: &StepShape) -> u64 {
     logits_pair(arch, s.seqs, s.completion, s.reference_logits)
 }
