@@ -178,127 +178,31 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
 fn estimate_using(
     run: &RunConfig,
     gpu: GpuBudget,
-    mut step: impl FnMut(&RunConfig, &[bool], &StepShape) -> StepPeak,
+    step: impl FnMut(&RunConfig, &[bool], &StepShape) -> StepPeak,
 ) -> Estimate {
     let targets = if run.full_finetuning {
         vec![false; run.arch.projections().len()]
     } else {
         target_mask(&run.arch, &run.lora_targets)
     };
-    let micro = run.running_micro_batch();
     let stat = static_memory(run, &targets);
-    let shares_weights = run.stack == Stack::Unsloth;
     let context = (
         Part::CudaContext,
         gpu.context.unwrap_or(CUDA_CONTEXT) + CUBLAS_WORKSPACES,
     );
-    let weights_part = if run.full_finetuning {
-        Part::Weights
-    } else if shares_weights && matches!(run.generation, Generation::ColocatedVllm { .. }) {
-        Part::SharedWeights
-    } else {
-        Part::BaseWeights
-    };
-    let trainer_static = [
-        (weights_part, stat.weights - stat.expert_weights),
-        (Part::ExpertWeights, stat.expert_weights),
-        (Part::LoraAdapters, stat.adapters - stat.expert_adapters),
-        (Part::ExpertLora, stat.expert_adapters),
-        (Part::OptimizerStates, stat.optimizer),
-        (Part::Gradients, stat.full_gradients),
-        (Part::GatheredWeights, stat.gathered),
-        (Part::ReferenceModel, stat.reference),
-        (Part::RewardModel, stat.rewards),
-        (Part::OtherMemory, run.other_gpu_memory),
-    ];
-    // generating, TRL gathers what it pushes into vLLM or generates with (ZeRO-3), in place of
-    // the live layers' buffers
-    let sync = spread::gather_for_generation(
-        &run.arch,
-        &run.spread,
-        run.processes(),
-        !run.full_finetuning,
-        run.generation == Generation::Transformers,
-    );
-    let mut generating_static = trainer_static;
-    for (part, bytes) in generating_static.iter_mut() {
-        if *part == Part::GatheredWeights {
-            *bytes = stat.gathered.max(sync);
-        }
-    }
-    let vllm = vllm::plan(
-        run,
-        &vllm::Surroundings {
-            capacity: gpu.capacity,
-            used_by_others: gpu.used_by_others + run.other_gpu_memory,
-            trainer_at_start: if shares_weights { 0 } else { stat.weights },
-            weights: stat.weights,
-        },
-    );
-    // Before the step: the trainer's static memory and what vLLM keeps while training.
-    let mut before_step = vec![context];
-    before_step.extend(trainer_static);
-    let mut phases = Vec::new();
     let mut warnings = Vec::new();
-    if let Some(v) = &vllm {
-        if let Some(reason) = &v.refusal {
-            warnings.push(reason.detail.clone());
-        }
-        phases.push(vllm_generation(
-            v,
-            &stat,
-            shares_weights,
-            context,
-            generating_static,
-        ));
-        before_step.extend(vllm_while_training(v, &stat, shares_weights));
-    }
-    if run.generation == Generation::Transformers {
-        phases.push(transformers_generation(
-            run,
-            &stat,
-            shares_weights,
-            context,
-            generating_static,
-        ));
-    }
-    let resident: u64 = before_step.iter().map(|(_, b)| b).sum::<u64>()
-        + static_slack(&stat, shares_weights)
-        + gpu.used_by_others;
-    let shape = step_shape(run, gpu.capacity, gpu.capacity.saturating_sub(resident));
-    let peak = step(run, &targets, &shape);
-    let train_weights = if shares_weights { 0 } else { stat.weights };
-    let allocated = train_weights
-        + stat.adapters
-        + stat.optimizer
-        + stat.full_gradients
-        + stat.gathered
-        + stat.reference
-        + stat.rewards
-        + peak.activations
-        + peak.logits;
-    let reserved_static = stat.reserved - if shares_weights { stat.weights } else { 0 };
-    let reserved = (reserved_static + peak.reserved).max(allocated + stat.gradients);
-    let mut training = before_step;
-    training.extend([
-        (Part::LoraGradients, stat.gradients),
-        (Part::Activations, peak.activations),
-        (crate::memory::by_version::logits_part(run), peak.logits),
-        (Part::AllocatorSlack, reserved - allocated - stat.gradients),
-    ]);
-    phases.push(PhaseMemory::of(Phase::Training, training));
+    let generating = generation_phases(run, gpu, &stat, context, &mut warnings);
+    let trained = training_phase(run, gpu, &stat, &targets, generating.before_step, step);
+    let mut phases = generating.phases;
+    phases.push(trained.phase);
     phases.sort_by_key(|p| std::cmp::Reverse(p.total_bytes));
     let peak_phase = phases[0].phase;
     let total = phases[0].total_bytes;
     let components = phases[0].components.clone();
     let phases = if phases.len() > 1 { phases } else { Vec::new() };
-    if run.quant == Quant::Fp32 {
-        warnings.push("fp32 weights (TRL's ModelConfig dtype default): the step's activations are modelled in 16-bit; set [model] dtype = \"bfloat16\" to match".into());
-        if run.full_finetuning && run.spread.engine == spread::Engine::Ddp {
-            warnings.push("full fine-tuning in fp32 (TRL's default dtype; DDP casts nothing): weights, gradients and AdamW's moments are all fp32, 16 bytes a parameter; [model] dtype = \"bfloat16\" halves them".into());
-        }
-    }
+    warnings.extend(dtype_warnings(run));
     warnings.extend(rule_warnings(run, &targets));
+    let vllm = generating.vllm;
     let headroom = gpu.capacity as i64 - total as i64;
     let training_fits = headroom >= 0 && vllm.as_ref().is_none_or(|v| v.starts);
     let mut roles = vec![roles::training(
@@ -325,9 +229,9 @@ fn estimate_using(
         components,
         effective_batch: run.effective_batch(),
         prompts_per_step: run.effective_batch() as f64 / run.num_generations.max(1) as f64,
-        running_micro_batch: micro,
-        training_peak_allocated_bytes: allocated,
-        training_peak_reserved_bytes: reserved,
+        running_micro_batch: run.running_micro_batch(),
+        training_peak_allocated_bytes: trained.allocated,
+        training_peak_reserved_bytes: trained.reserved,
         vllm,
         peak_phase,
         phases,
@@ -335,6 +239,167 @@ fn estimate_using(
         host_memory_bytes: stat.host,
         warnings,
     }
+}
+
+/// The trainer's static memory as the breakdown names it: weights (shared with vLLM on Unsloth,
+/// whole or a shard when fully fine-tuned), adapters, optimizer states and what else sits on the
+/// GPU beside the trained model.
+fn trainer_static(run: &RunConfig, stat: &Static) -> [(Part, u64); 10] {
+    let weights_part = if run.full_finetuning {
+        Part::Weights
+    } else if run.stack == Stack::Unsloth
+        && matches!(run.generation, Generation::ColocatedVllm { .. })
+    {
+        Part::SharedWeights
+    } else {
+        Part::BaseWeights
+    };
+    [
+        (weights_part, stat.weights - stat.expert_weights),
+        (Part::ExpertWeights, stat.expert_weights),
+        (Part::LoraAdapters, stat.adapters - stat.expert_adapters),
+        (Part::ExpertLora, stat.expert_adapters),
+        (Part::OptimizerStates, stat.optimizer),
+        (Part::Gradients, stat.full_gradients),
+        (Part::GatheredWeights, stat.gathered),
+        (Part::ReferenceModel, stat.reference),
+        (Part::RewardModel, stat.rewards),
+        (Part::OtherMemory, run.other_gpu_memory),
+    ]
+}
+
+/// The generation phases (vLLM here, or transformers' generate), vLLM's plan, and what is held
+/// when the step starts: the trainer's static memory and what vLLM keeps while training.
+struct Generating {
+    phases: Vec<PhaseMemory>,
+    vllm: Option<VllmPlan>,
+    before_step: Vec<(Part, u64)>,
+}
+
+fn generation_phases(
+    run: &RunConfig,
+    gpu: GpuBudget,
+    stat: &Static,
+    context: (Part, u64),
+    warnings: &mut Vec<String>,
+) -> Generating {
+    let shares_weights = run.stack == Stack::Unsloth;
+    let trainer_static = trainer_static(run, stat);
+    // generating, TRL gathers what it pushes into vLLM or generates with (ZeRO-3), in place of
+    // the live layers' buffers
+    let sync = spread::gather_for_generation(
+        &run.arch,
+        &run.spread,
+        run.processes(),
+        !run.full_finetuning,
+        run.generation == Generation::Transformers,
+    );
+    let mut generating_static = trainer_static;
+    for (part, bytes) in generating_static.iter_mut() {
+        if *part == Part::GatheredWeights {
+            *bytes = stat.gathered.max(sync);
+        }
+    }
+    let vllm = vllm::plan(
+        run,
+        &vllm::Surroundings {
+            capacity: gpu.capacity,
+            used_by_others: gpu.used_by_others + run.other_gpu_memory,
+            trainer_at_start: if shares_weights { 0 } else { stat.weights },
+            weights: stat.weights,
+        },
+    );
+    let mut before_step = vec![context];
+    before_step.extend(trainer_static);
+    let mut phases = Vec::new();
+    if let Some(v) = &vllm {
+        if let Some(reason) = &v.refusal {
+            warnings.push(reason.detail.clone());
+        }
+        phases.push(vllm_generation(
+            v,
+            stat,
+            shares_weights,
+            context,
+            generating_static,
+        ));
+        before_step.extend(vllm_while_training(v, stat, shares_weights));
+    }
+    if run.generation == Generation::Transformers {
+        phases.push(transformers_generation(
+            run,
+            stat,
+            shares_weights,
+            context,
+            generating_static,
+        ));
+    }
+    Generating {
+        phases,
+        vllm,
+        before_step,
+    }
+}
+
+/// The training phase: what is held before the step, and the step's peak above it, as PyTorch
+/// allocates and reserves it.
+struct Trained {
+    phase: PhaseMemory,
+    allocated: u64,
+    reserved: u64,
+}
+
+fn training_phase(
+    run: &RunConfig,
+    gpu: GpuBudget,
+    stat: &Static,
+    targets: &[bool],
+    before_step: Vec<(Part, u64)>,
+    mut step: impl FnMut(&RunConfig, &[bool], &StepShape) -> StepPeak,
+) -> Trained {
+    let shares_weights = run.stack == Stack::Unsloth;
+    let resident: u64 = before_step.iter().map(|(_, b)| b).sum::<u64>()
+        + static_slack(stat, shares_weights)
+        + gpu.used_by_others;
+    let shape = step_shape(run, gpu.capacity, gpu.capacity.saturating_sub(resident));
+    let peak = step(run, targets, &shape);
+    let train_weights = if shares_weights { 0 } else { stat.weights };
+    let allocated = train_weights
+        + stat.adapters
+        + stat.optimizer
+        + stat.full_gradients
+        + stat.gathered
+        + stat.reference
+        + stat.rewards
+        + peak.activations
+        + peak.logits;
+    let reserved_static = stat.reserved - if shares_weights { stat.weights } else { 0 };
+    let reserved = (reserved_static + peak.reserved).max(allocated + stat.gradients);
+    let mut training = before_step;
+    training.extend([
+        (Part::LoraGradients, stat.gradients),
+        (Part::Activations, peak.activations),
+        (crate::memory::by_version::logits_part(run), peak.logits),
+        (Part::AllocatorSlack, reserved - allocated - stat.gradients),
+    ]);
+    Trained {
+        phase: PhaseMemory::of(Phase::Training, training),
+        allocated,
+        reserved,
+    }
+}
+
+/// What an fp32 run should know: the step is modelled in 16-bit, and a full fine-tune in fp32
+/// holds 16 bytes a parameter.
+fn dtype_warnings(run: &RunConfig) -> Vec<String> {
+    let mut w = Vec::new();
+    if run.quant == Quant::Fp32 {
+        w.push("fp32 weights (TRL's ModelConfig dtype default): the step's activations are modelled in 16-bit; set [model] dtype = \"bfloat16\" to match".into());
+        if run.full_finetuning && run.spread.engine == spread::Engine::Ddp {
+            w.push("full fine-tuning in fp32 (TRL's default dtype; DDP casts nothing): weights, gradients and AdamW's moments are all fp32, 16 bytes a parameter; [model] dtype = \"bfloat16\" halves them".into());
+        }
+    }
+    w
 }
 
 /// Generation with vLLM here: vLLM whole, beside the trainer's static memory (weights,
@@ -468,65 +533,13 @@ impl Packing {
 }
 
 fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
+    if run.full_finetuning {
+        return full_finetuning_static(run);
+    }
     let arch = &run.arch;
-    let mut weights = 0;
     let mut packing = Packing::default();
-    let projections = arch.projections();
-    let mut add = |elements: u64, quantisable: bool, copies: u64| {
-        let b = block_bytes(tensor_bytes(elements, run.quant, quantisable));
-        weights += b * copies;
-        packing.add(b, copies);
-    };
-    // bitsandbytes quantises the decoder's linear layers, not the embedding, norms or head
-    let embedding = arch.vocab * arch.hidden;
-    add(embedding, false, 1);
-    for p in &projections {
-        add(p.fan_in * p.fan_out, true, arch.layers);
-    }
-    for v in arch.layer_vectors() {
-        add(v, false, arch.layers);
-    }
-    // the experts (3-D parameters: packed as `moe::experts_quantised` says) and the router
-    let experts_packed = crate::memory::moe::experts_quantised(run);
-    let mut expert_bytes = 0;
-    for (k, t) in arch.expert_tensors().into_iter().enumerate() {
-        if k < 2 {
-            expert_bytes += block_bytes(tensor_bytes(t, run.quant, experts_packed)) * arch.layers;
-        }
-        add(t, k < 2 && experts_packed, arch.layers);
-    }
-    add(arch.hidden, false, 1);
-    // a multimodal checkpoint's vision tower, frozen beside the language model (counted in
-    // 16-bit: whether bitsandbytes also packs its linear layers is not modelled)
-    if let Vision::Counted(p) = arch.vision {
-        add(p, false, 1);
-    }
-    if !arch.tied_embeddings {
-        add(embedding, false, 1);
-    }
-    let (mut adapters, mut optimizer) = (0, 0);
-    for (p, _) in projections.iter().zip(targets).filter(|(_, on)| **on) {
-        for elements in [run.lora_rank * p.fan_in, run.lora_rank * p.fan_out] {
-            let a = block_bytes(elements * 4);
-            let o = optimizer_bytes(run.optimizer, elements);
-            adapters += a * arch.layers;
-            optimizer += o * arch.layers;
-            // the adapter, its gradient and the optimizer's states
-            packing.add(elements * 4, 2 * arch.layers);
-            packing.add(o, arch.layers);
-        }
-    }
-    // Unsloth's LoRA on the experts (`moe::expert_lora_tensors`), fp32 as PEFT keeps adapters
-    let mut expert_adapters = 0;
-    for elements in crate::memory::moe::expert_lora_tensors(run) {
-        let a = block_bytes(elements * 4);
-        expert_adapters += a * arch.layers;
-        let o = optimizer_bytes(run.optimizer, elements);
-        adapters += a * arch.layers;
-        optimizer += o * arch.layers;
-        packing.add(elements * 4, 2 * arch.layers);
-        packing.add(o, arch.layers);
-    }
+    let (mut weights, expert_bytes) = base_weights(run, &mut packing);
+    let (adapters, optimizer, expert_adapters) = adapter_states(run, targets, &mut packing);
     // Gradients live all together only after the backward pass, when activations are gone;
     // at the step's peak one layer's worth exists.
     let gradients = adapters / arch.layers.max(1);
@@ -539,28 +552,7 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
             .max(stored.bytes);
         weights = stored.bytes;
     }
-    let processes = run.processes();
-    if run.full_finetuning {
-        return full_finetuning_static(run);
-    }
-    // ZeRO-3 / FSDP full shard: this rank's shard of the frozen base, and the live layers'
-    // gathered buffers (DeepSpeed's `largest_layer_memory`, `spread::full_finetuning_states`).
-    // accelerate 1.12 `fsdp2_prepare_model` upcasts the whole model, frozen base included, to
-    // fp32 under mixed precision (`model.to(torch.float32)`): a 16-bit base's shard doubles.
-    let (held, gathered) = match (run.spread.shards_parameters(), run.spread.engine) {
-        (true, spread::Engine::Fsdp) => {
-            let upcast = if run.quant == Quant::Bf16 { 2 } else { 1 };
-            (
-                upcast * weights / processes.max(1),
-                spread::fsdp_gathered(arch, 3),
-            )
-        }
-        (true, _) => (
-            weights / processes.max(1),
-            4 * spread::largest_layer_parameters(arch),
-        ),
-        (false, _) => (weights, 0),
-    };
+    let (held, gathered) = held_of_frozen_base(run, weights);
     // ZeRO's reduce buckets are allocated whatever is trained (`spread::zero_buffers`); an
     // fp32 head (`lm_head::fp32_head_bytes`)
     let buckets = spread::zero_buffers(arch, &run.spread);
@@ -583,6 +575,103 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
         rewards,
         expert_weights,
         expert_adapters,
+    }
+}
+
+/// The frozen base's bytes as the allocator holds them (each tensor in its block), packed into
+/// `packing`; and the experts' part of them. bitsandbytes quantises the decoder's linear layers,
+/// not the embedding, norms or head; the experts (3-D parameters) are packed as
+/// `moe::experts_quantised` says.
+fn base_weights(run: &RunConfig, packing: &mut Packing) -> (u64, u64) {
+    let arch = &run.arch;
+    let mut weights = 0;
+    let mut add = |elements: u64, quantisable: bool, copies: u64| {
+        let b = block_bytes(tensor_bytes(elements, run.quant, quantisable));
+        weights += b * copies;
+        packing.add(b, copies);
+    };
+    let embedding = arch.vocab * arch.hidden;
+    add(embedding, false, 1);
+    for p in &arch.projections() {
+        add(p.fan_in * p.fan_out, true, arch.layers);
+    }
+    for v in arch.layer_vectors() {
+        add(v, false, arch.layers);
+    }
+    // the experts and the router
+    let experts_packed = crate::memory::moe::experts_quantised(run);
+    let mut expert_bytes = 0;
+    for (k, t) in arch.expert_tensors().into_iter().enumerate() {
+        if k < 2 {
+            expert_bytes += block_bytes(tensor_bytes(t, run.quant, experts_packed)) * arch.layers;
+        }
+        add(t, k < 2 && experts_packed, arch.layers);
+    }
+    add(arch.hidden, false, 1);
+    // a multimodal checkpoint's vision tower, frozen beside the language model (counted in
+    // 16-bit: whether bitsandbytes also packs its linear layers is not modelled)
+    if let Vision::Counted(p) = arch.vision {
+        add(p, false, 1);
+    }
+    if !arch.tied_embeddings {
+        add(embedding, false, 1);
+    }
+    (weights, expert_bytes)
+}
+
+/// The LoRA adapters on `targets` and on the experts (Unsloth: `moe::expert_lora_tensors`), fp32
+/// as PEFT keeps them, with their optimizer states, packed into `packing`: (adapters, optimizer
+/// states, the experts' adapters).
+fn adapter_states(run: &RunConfig, targets: &[bool], packing: &mut Packing) -> (u64, u64, u64) {
+    let arch = &run.arch;
+    let (mut adapters, mut optimizer, mut expert_adapters) = (0, 0, 0);
+    let linear = arch
+        .projections()
+        .iter()
+        .zip(targets)
+        .filter(|(_, on)| **on)
+        .flat_map(|(p, _)| [run.lora_rank * p.fan_in, run.lora_rank * p.fan_out])
+        .collect::<Vec<_>>();
+    let experts = crate::memory::moe::expert_lora_tensors(run);
+    for (elements, expert) in linear
+        .into_iter()
+        .map(|e| (e, false))
+        .chain(experts.into_iter().map(|e| (e, true)))
+    {
+        let a = block_bytes(elements * 4);
+        let o = optimizer_bytes(run.optimizer, elements);
+        adapters += a * arch.layers;
+        optimizer += o * arch.layers;
+        if expert {
+            expert_adapters += a * arch.layers;
+        }
+        // the adapter, its gradient and the optimizer's states
+        packing.add(elements * 4, 2 * arch.layers);
+        packing.add(o, arch.layers);
+    }
+    (adapters, optimizer, expert_adapters)
+}
+
+/// What this rank holds of the frozen base of `weights` bytes, and the live layers' gathered
+/// buffers. ZeRO-3 / FSDP full shard: a shard, and the gathered layers (DeepSpeed's
+/// `largest_layer_memory`, `spread::full_finetuning_states`). accelerate 1.12
+/// `fsdp2_prepare_model` upcasts the whole model, frozen base included, to fp32 under mixed
+/// precision (`model.to(torch.float32)`): a 16-bit base's shard doubles.
+fn held_of_frozen_base(run: &RunConfig, weights: u64) -> (u64, u64) {
+    let processes = run.processes().max(1);
+    match (run.spread.shards_parameters(), run.spread.engine) {
+        (true, spread::Engine::Fsdp) => {
+            let upcast = if run.quant == Quant::Bf16 { 2 } else { 1 };
+            (
+                upcast * weights / processes,
+                spread::fsdp_gathered(&run.arch, 3),
+            )
+        }
+        (true, _) => (
+            weights / processes,
+            4 * spread::largest_layer_parameters(&run.arch),
+        ),
+        (false, _) => (weights, 0),
     }
 }
 
