@@ -43,8 +43,9 @@ impl Request {
     }
 }
 
-/// The tensor of `run` whose size is closest to `requested` bytes.
-pub fn likely_request(run: &RunConfig, requested: u64) -> Request {
+/// The tensors of `run` a request of `requested` bytes may be, each named with its shape: the
+/// first two only the trainers of 2025 build.
+fn candidates(run: &RunConfig, requested: u64) -> [(String, u64); 13] {
     let a = &run.arch;
     let b = run.running_micro_batch();
     let (k, v, h, i) = (run.completion_len, a.vocab, a.hidden, a.intermediate);
@@ -71,7 +72,7 @@ pub fn likely_request(run: &RunConfig, requested: u64) -> Request {
         }
     };
     let (lb, ls) = (positions(b, k + 1), positions(1, run.sequence_len()));
-    let candidates: [(String, u64); 13] = [
+    [
         // the trainers of 2025 (TRL 0.x, Unsloth before its fused log-probs) held these
         (
             format!(
@@ -137,7 +138,12 @@ pub fn likely_request(run: &RunConfig, requested: u64) -> Request {
             format!("the embedding or output head ({v} x {h}, bf16)"),
             v * h * 2,
         ),
-    ];
+    ]
+}
+
+/// The tensor of `run` whose size is closest to `requested` bytes.
+pub fn likely_request(run: &RunConfig, requested: u64) -> Request {
+    let candidates = candidates(run, requested);
     let distance = |size: u64| (size.max(1) as f64 / requested.max(1) as f64).ln().abs();
     let (index, (tensor, bytes)) = candidates
         .iter()

@@ -297,7 +297,6 @@ pub fn full_finetuning_states(
 ) -> ModelStates {
     let p = arch.parameters();
     let n = processes.max(1);
-    let largest = largest_layer_parameters(arch);
     let per_node = |bytes: u64| (bytes as f64 * HOST_BUFFER_FACTOR) as u64 / spread.nodes.max(1);
     match (spread.engine, spread.stage()) {
         // torch DDP (accelerate's DistributedDataParallelKwargs leave gradient_as_bucket_view
@@ -313,74 +312,12 @@ pub fn full_finetuning_states(
             buckets: if n > 1 { param_bytes * p } else { 0 },
             ..ModelStates::default()
         },
-        // deepspeed 0.18.2 stage_1_and_2.py: 2P (16-bit params, the engine casts the module to
-        // bf16 whatever dtype it was loaded in: `_configure_distributed_model`), fp32 params 4
-        // and Adam moments 8 over N. The gradient partition `grads_in_partition` is in the
-        // engine's bf16 (`get_data_types`), 2P/N; the fp32 copy (`step`, one parameter group
-        // at a time) lives only inside the optimizer step, after the activations are gone, so
-        // `estimate_zero2_model_states_mem_needs`' 18P/N overcounts the peak by 4P/N. Stage 1
-        // reduces whole 16-bit gradients: 2P + 2P/N. With the optimizer offloaded, 2P on the GPU
-        // and P x max(4N, 16) x 1.5 on the host. Stage 0: nothing sharded (N = 1). Each holds
-        // `zero_buffers`.
         (Engine::DeepSpeed, stage @ 0..=2) => {
-            let n = if stage == 0 { 1 } else { n };
-            let buckets = zero_buffers(arch, spread);
-            if spread.offload_optimizer {
-                ModelStates {
-                    weights: 2 * p,
-                    buckets,
-                    host: per_node(p * (4 * processes).max(16)),
-                    ..ModelStates::default()
-                }
-            } else {
-                let (whole_grads, sharded_grads) = match stage {
-                    0 => (0, 6 * p),
-                    1 => (2 * p, 2 * p / n),
-                    _ => (0, 2 * p / n),
-                };
-                ModelStates {
-                    weights: 2 * p,
-                    gradients: whole_grads + sharded_grads,
-                    optimizer: 12 * p / n,
-                    buckets,
-                    ..ModelStates::default()
-                }
-            }
+            let host = per_node(p * (4 * processes).max(16));
+            zero12_states(arch, spread, stage, n, host)
         }
-        // deepspeed 0.18.2 stage3.py `estimate_zero3_model_states_mem_needs` (zero_init):
-        // gpu = 4 x largest layer + 16-bit params 2P/N, fp32 params 4 and Adam moments 8 over N;
-        // the gradient partition (`_setup_for_real_optimizer`'s `grad_partitions_flat_buffer`)
-        // is in `gradient_accumulation_dtype`, the engine's bf16 (`get_data_types`): 2P/N, not
-        // the estimator's 4 (the fp32 copy, `_prepare_fp32_grad_for_sub_group`, lives only in
-        // the step). Optimizer offloaded: the partition on the host (`self.device` is the CPU),
-        // 2P/N on the GPU, host 16P x 1.5 per node; parameters offloaded too: largest only,
-        // host 18P x 1.5 per node. Each holds `zero_buffers`.
         (Engine::DeepSpeed, _) => {
-            let gathered = 4 * largest;
-            let buckets = zero_buffers(arch, spread);
-            match (spread.offload_optimizer, spread.offload_param) {
-                (_, true) => ModelStates {
-                    gathered,
-                    buckets,
-                    host: per_node(18 * p),
-                    ..ModelStates::default()
-                },
-                (true, false) => ModelStates {
-                    weights: 2 * p / n,
-                    gathered,
-                    buckets,
-                    host: per_node(16 * p),
-                    ..ModelStates::default()
-                },
-                (false, false) => ModelStates {
-                    weights: 2 * p / n,
-                    gathered,
-                    gradients: 2 * p / n,
-                    optimizer: 12 * p / n,
-                    buckets,
-                    ..ModelStates::default()
-                },
-            }
+            zero3_states(arch, spread, n, [per_node(18 * p), per_node(16 * p)])
         }
         // accelerate 1.12 `fsdp2_prepare_model` upcasts the parameters to fp32 under mixed
         // precision, so the shards are fp32 parameters (4P/N), fp32 gradients (4P/N) and AdamW's
@@ -404,6 +341,86 @@ pub fn full_finetuning_states(
                 }
             }
         }
+    }
+}
+
+/// ZeRO stages 0 to 2 on `n` processes (`host`: the offloaded optimizer's bytes per node).
+/// deepspeed 0.18.2 stage_1_and_2.py: 2P (16-bit params, the engine casts the module to bf16
+/// whatever dtype it was loaded in: `_configure_distributed_model`), fp32 params 4 and Adam
+/// moments 8 over N. The gradient partition `grads_in_partition` is in the engine's bf16
+/// (`get_data_types`), 2P/N; the fp32 copy (`step`, one parameter group at a time) lives only
+/// inside the optimizer step, after the activations are gone, so
+/// `estimate_zero2_model_states_mem_needs`' 18P/N overcounts the peak by 4P/N. Stage 1 reduces
+/// whole 16-bit gradients: 2P + 2P/N. With the optimizer offloaded, 2P on the GPU and
+/// P x max(4N, 16) x 1.5 on the host. Stage 0: nothing sharded (N = 1). Each holds
+/// `zero_buffers`.
+fn zero12_states(arch: &Arch, spread: &Spread, stage: u8, n: u64, host: u64) -> ModelStates {
+    let p = arch.parameters();
+    let n = if stage == 0 { 1 } else { n };
+    let buckets = zero_buffers(arch, spread);
+    if spread.offload_optimizer {
+        return ModelStates {
+            weights: 2 * p,
+            buckets,
+            host,
+            ..ModelStates::default()
+        };
+    }
+    let (whole_grads, sharded_grads) = match stage {
+        0 => (0, 6 * p),
+        1 => (2 * p, 2 * p / n),
+        _ => (0, 2 * p / n),
+    };
+    ModelStates {
+        weights: 2 * p,
+        gradients: whole_grads + sharded_grads,
+        optimizer: 12 * p / n,
+        buckets,
+        ..ModelStates::default()
+    }
+}
+
+/// ZeRO-3 on `n` processes (`host`: per node, with the parameters offloaded too, and with the
+/// optimizer alone offloaded). deepspeed 0.18.2 stage3.py
+/// `estimate_zero3_model_states_mem_needs` (zero_init): gpu = 4 x largest layer + 16-bit params
+/// 2P/N, fp32 params 4 and Adam moments 8 over N; the gradient partition
+/// (`_setup_for_real_optimizer`'s `grad_partitions_flat_buffer`) is in
+/// `gradient_accumulation_dtype`, the engine's bf16 (`get_data_types`): 2P/N, not the
+/// estimator's 4 (the fp32 copy, `_prepare_fp32_grad_for_sub_group`, lives only in the step).
+/// Optimizer offloaded: the partition on the host (`self.device` is the CPU), 2P/N on the GPU,
+/// host 16P x 1.5 per node; parameters offloaded too: largest only, host 18P x 1.5 per node.
+/// Each holds `zero_buffers`.
+fn zero3_states(
+    arch: &Arch,
+    spread: &Spread,
+    n: u64,
+    [params_host, optimizer_host]: [u64; 2],
+) -> ModelStates {
+    let p = arch.parameters();
+    let gathered = 4 * largest_layer_parameters(arch);
+    let buckets = zero_buffers(arch, spread);
+    match (spread.offload_optimizer, spread.offload_param) {
+        (_, true) => ModelStates {
+            gathered,
+            buckets,
+            host: params_host,
+            ..ModelStates::default()
+        },
+        (true, false) => ModelStates {
+            weights: 2 * p / n,
+            gathered,
+            buckets,
+            host: optimizer_host,
+            ..ModelStates::default()
+        },
+        (false, false) => ModelStates {
+            weights: 2 * p / n,
+            gathered,
+            gradients: 2 * p / n,
+            optimizer: 12 * p / n,
+            buckets,
+            ..ModelStates::default()
+        },
     }
 }
 
