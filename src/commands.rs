@@ -358,22 +358,7 @@ fn diagnosis_drawn(
     } else {
         None
     };
-    // the GPU's memory: the message's, else --gpu-mem, else the run file's gpu_memory
-    let assumed = gpu_mem.map(|b| (b, "--gpu-mem")).or_else(|| {
-        run.as_ref()
-            .and_then(|f| f.gpu_memory)
-            .map(|b| (b, "the run file's gpu_memory"))
-    });
-    if let Some((bytes, from)) = assumed
-        && !report.assume_total(bytes, from)
-        && from == "--gpu-mem"
-    {
-        say(&format!(
-            "vramfit: note: --gpu-mem {} not used: the message gives the GPU's memory, {}",
-            format_size(bytes),
-            report.total_bytes.map_or_else(String::new, format_size)
-        ));
-    }
+    assume_capacity(&mut report, gpu_mem, run.as_ref());
     // a tensor is looked for only in PyTorch's requests: vLLM's are its share or its KV cache
     let culprit = run.as_ref().filter(|_| !report.from_vllm()).and_then(|f| {
         report
@@ -400,45 +385,12 @@ fn diagnosis_drawn(
         (fit(&f.run, gpu, DEFAULT_HEADROOM, &mut estimator), capacity)
     });
     let mut advice = vramfit_core::diagnose::oom::advice(&report, run.as_ref().map(|f| &f.run));
-    if let Some(c) = &culprit
-        && let (true, Some(who)) = (c.matches, &c.built_by)
-    {
-        advice.insert(
-                0,
-                format!(
-                    "this request is {}: {who}, the version this run is pinned to, builds it in every step (the fit below is on that stack; trl 1.15 with unsloth 2026.10 never builds it)",
-                    c.tensor
-                ),
-            );
-    }
-    if let (Some(c), Some((FitOutcome::AlreadyFits { estimate }, _))) = (&culprit, &proposal)
-        && c.matches
-        && c.older_trainers_only
-    {
-        advice.insert(
-                0,
-                format!(
-                    "this request is {}: today's trainers (trl 1.15, unsloth 2026.10) never build it, and the same run needs {} of {} with them; upgrade the trainer",
-                    c.tensor,
-                    format_size(estimate.total_bytes),
-                    format_size(estimate.capacity_bytes)
-                ),
-            );
+    if let Some(c) = &culprit {
+        culprit_advice(c, proposal.as_ref().map(|p| &p.0), &mut advice);
     }
     let culprit = culprit.map(|c| c.sentence());
     if let (Some(path), Some((outcome, capacity)), Some(f)) = (picture, &proposal, &run) {
-        let (run, est) = match outcome {
-            FitOutcome::Fitted { run, estimate, .. } => (&**run, estimate),
-            FitOutcome::AlreadyFits { estimate } | FitOutcome::Impossible { estimate, .. } => {
-                (&f.run, estimate)
-            }
-        };
-        let gpu = format!(
-            "{} of the message's {} left to this run; the fit proposed",
-            format_size(est.capacity_bytes),
-            format_size(*capacity)
-        );
-        crate::picture::write_svg(path, run, est, &gpu, None)?;
+        draw_proposal(path, outcome, *capacity, &f.run)?;
     }
     let text = if json {
         let mut v = serde_json::to_value(&report).map_err(|e| e.to_string())?;
@@ -462,6 +414,84 @@ fn diagnosis_drawn(
         text
     };
     Ok(text)
+}
+
+/// The GPU's memory when the message gives none: --gpu-mem, else the run file's gpu_memory;
+/// `--gpu-mem` that the message overrules is said to be unused.
+fn assume_capacity(
+    report: &mut vramfit_core::diagnose::oom::OomReport,
+    gpu_mem: Option<u64>,
+    run: Option<&RunFile>,
+) {
+    let assumed = gpu_mem.map(|b| (b, "--gpu-mem")).or_else(|| {
+        run.and_then(|f| f.gpu_memory)
+            .map(|b| (b, "the run file's gpu_memory"))
+    });
+    if let Some((bytes, from)) = assumed
+        && !report.assume_total(bytes, from)
+        && from == "--gpu-mem"
+    {
+        say(&format!(
+            "vramfit: note: --gpu-mem {} not used: the message gives the GPU's memory, {}",
+            format_size(bytes),
+            report.total_bytes.map_or_else(String::new, format_size)
+        ));
+    }
+}
+
+/// The advice a request gets when it is a tensor only older trainers build: the pinned release
+/// that builds it, or, when today's trainers fit the same run (`proposal` already fits), the
+/// upgrade.
+fn culprit_advice(
+    c: &vramfit_core::diagnose::culprit::Request,
+    proposal: Option<&FitOutcome>,
+    advice: &mut Vec<String>,
+) {
+    if let (true, Some(who)) = (c.matches, &c.built_by) {
+        advice.insert(
+                0,
+                format!(
+                    "this request is {}: {who}, the version this run is pinned to, builds it in every step (the fit below is on that stack; trl 1.15 with unsloth 2026.10 never builds it)",
+                    c.tensor
+                ),
+            );
+    }
+    if let Some(FitOutcome::AlreadyFits { estimate }) = proposal
+        && c.matches
+        && c.older_trainers_only
+    {
+        advice.insert(
+                0,
+                format!(
+                    "this request is {}: today's trainers (trl 1.15, unsloth 2026.10) never build it, and the same run needs {} of {} with them; upgrade the trainer",
+                    c.tensor,
+                    format_size(estimate.total_bytes),
+                    format_size(estimate.capacity_bytes)
+                ),
+            );
+    }
+}
+
+/// `diagnose --svg`: the memory bar of the fit proposed on the message's GPU of `capacity`.
+fn draw_proposal(
+    path: &std::path::Path,
+    outcome: &FitOutcome,
+    capacity: u64,
+    failed: &vramfit_core::run::RunConfig,
+) -> Result<(), Failure> {
+    let (run, est) = match outcome {
+        FitOutcome::Fitted { run, estimate, .. } => (&**run, estimate),
+        FitOutcome::AlreadyFits { estimate } | FitOutcome::Impossible { estimate, .. } => {
+            (failed, estimate)
+        }
+    };
+    let gpu = format!(
+        "{} of the message's {} left to this run; the fit proposed",
+        format_size(est.capacity_bytes),
+        format_size(capacity)
+    );
+    crate::picture::write_svg(path, run, est, &gpu, None)?;
+    Ok(())
 }
 
 /// Writes `run` as the trainer's TOML, with the header of the file it came from and its estimate;

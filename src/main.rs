@@ -33,7 +33,12 @@ fn main() -> ExitCode {
         ));
         return ExitCode::from(BAD_INPUT);
     }
-    let result = match cli.command {
+    exit_code(dispatch(cli))
+}
+
+/// Runs the command the line names (the screen when none).
+fn dispatch(cli: Cli) -> Result<u8, Failure> {
+    match cli.command {
         None => open_screen(&cli.source, !cli.no_mouse, cli.follow.as_deref()),
         Some(Command::Estimate {
             source,
@@ -105,7 +110,11 @@ fn main() -> ExitCode {
             json,
             svg,
         }) => loop_commands::run_check(&log, &merge(&cli.source, &source), json, svg.as_deref()),
-    };
+    }
+}
+
+/// The process's exit code for a command's result, saying what went wrong.
+fn exit_code(result: Result<u8, Failure>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(Failure::Input(message)) => {
