@@ -53,7 +53,8 @@ def test_import_and_estimate_without_torch_or_transformers():
 def test_estimate_on_a_preset_has_the_json_fields_and_they_add_up():
     e = vramfit.estimate(preset="24gb", **QUIET)
     assert e.fits is True
-    assert e.capacity_bytes == 24 * GIB
+    # the 24gb preset's gpu_memory: an RTX 4090's CUDA total (crates/vramfit-core/presets/24gb.toml)
+    assert e.capacity_bytes == 25_377_898_496
     assert sum(c["bytes"] for c in e.components) == e.total_bytes
     assert e.headroom_bytes == e.capacity_bytes - e.total_bytes
     assert e.json["total_bytes"] == e.total_bytes
@@ -237,11 +238,18 @@ def test_an_object_replaces_its_table_and_its_defaults_are_the_trainers(GRPOConf
         keyword_arguments(object(), "grpo")
 
 
-def test_versions_name_the_vllm_and_nothing_else():
-    old = vramfit.estimate(preset="24gb", versions={"vllm": "0.11.0"}, **QUIET)
+def test_versions_pin_the_trainers_and_nothing_else():
+    old = vramfit.estimate(preset="24gb", versions={"vllm": "0.11.0", "trl": "0.19.1"}, **QUIET)
     assert old.total_bytes > 0
-    with pytest.raises(vramfit.ConfigError):
-        vramfit.estimate(preset="24gb", versions={"trl": "0.19.1"}, **QUIET)
+    used = {v["package"]: v["version"] for v in old.versions}
+    assert used["trl"] == "0.19.1", old.versions
+    with pytest.raises(vramfit.ConfigError) as e:
+        vramfit.estimate(preset="24gb", versions={"peft": "0.15.0"}, **QUIET)
+    assert "peft" in str(e.value)
+    # a release outside the modelled range is refused by the binary, with the key
+    with pytest.raises(vramfit.ConfigError) as e:
+        vramfit.estimate(preset="24gb", versions={"trl": "0.9.0"}, **QUIET)
+    assert "trl_version" in str(e.value)
 
 
 # a stand-in torch and transformers, as tests/python/test_vramfit_callback.py builds them

@@ -36,6 +36,11 @@ class _Source:
         return ["--config", path], (path, _WRITTEN, self.text)
 
 
+# the packages whose version changes the estimate (`[vramfit] trl_version`...; the binary's
+# `run::versions::Package`)
+VERSIONED = ("trl", "unsloth", "transformers", "vllm")
+
+
 def _source(config, preset, model, lora, grpo, versions, stack, common) -> _Source:
     """The run the arguments describe: a file or a preset as they are, or, when tables are
     given, a run file: the file's or the preset's tables (from the binary's `--export`), with
@@ -64,13 +69,12 @@ def _source(config, preset, model, lora, grpo, versions, stack, common) -> _Sour
     if stack:
         tables.setdefault("vramfit", {})["stack"] = stack
     for package, version in (versions or {}).items():
-        if package != "vllm":
+        if package not in VERSIONED:
             raise ConfigError(
-                f"versions: `{package}`: vramfit models the trainers it pins (trl, transformers, "
-                "peft, unsloth: `vramfit` README, The trainers targeted); only the vLLM version "
-                "is a choice (`[vramfit] vllm_version`)"
+                f"versions: `{package}`: vramfit takes the versions of {', '.join(VERSIONED)} "
+                "(`[vramfit] <package>_version`; `vramfit env` shows what it detects)"
             )
-        tables.setdefault("vramfit", {})["vllm_version"] = str(version)
+        tables.setdefault("vramfit", {})[f"{package}_version"] = str(version)
     return _Source(text=_runfile.to_toml(tables))
 
 
@@ -175,7 +179,8 @@ def estimate(
     The run: `config` (a run file's path, or its tables as a dict) or `preset` (`"24gb"`), and
     on top of it `model` / `lora` / `grpo`: dicts update the table, trainer objects (a TRL
     `ModelConfig`, a PEFT `LoraConfig`, a `GRPOConfig`) replace it with what they set.
-    `versions={"vllm": "0.11.0"}`: the vLLM the run uses. `stack`: "trl" or "unsloth" (else the
+    `versions={"trl": "0.15.2", "vllm": "0.8.5"}`: the trainer versions the run uses (else the
+    ones installed where the binary runs, else vramfit's targets). `stack`: "trl" or "unsloth" (else the
     file's, or what the objects are). `gpu_mem`: the capacity (`"24GiB"`, or bytes), else the
     GPU NVML detects (unless `no_gpu`), else the file's. `offline`: never ask the Hugging Face
     Hub. `check=True` raises DoesNotFit when the run does not fit. Bad input raises ConfigError.

@@ -91,6 +91,7 @@ class Estimate(_RunAnswer):
     model_source: Any = None
     stored_weights: Any = None
     calibrated: Optional[str] = None
+    versions: List[Dict[str, Any]] = field(default_factory=list)
     json: Dict[str, Any] = field(default_factory=dict)
     svg: Optional[str] = None
     _rerun: Optional[_Rerun] = field(default=None, compare=False)
