@@ -3,7 +3,7 @@
 
 pub mod gpu;
 pub mod hub;
-pub mod palette;
+mod palette;
 pub mod report;
 pub mod svg;
 pub mod tui;
