@@ -4,6 +4,8 @@
 use super::read_model::model_name_key;
 use super::tables::own_keys;
 use crate::contract::Table;
+use crate::contract::ladder;
+use crate::contract::release::Release;
 use crate::memory::estimate::Estimate;
 use crate::run::knobs::Knob;
 use crate::run::spread::Spread;
@@ -35,6 +37,11 @@ struct Writer {
     out: String,
     stack: Stack,
     table: Table,
+    /// the TRL release whose `GRPOConfig` the `[grpo]` table feeds (`train_trl.py` passes the
+    /// table to it as keyword arguments, and Unsloth's trainer is TRL's)
+    trl: Release,
+    /// `[grpo]` keys that release's `GRPOConfig` does not take, left out (said in the header)
+    left_out: Vec<&'static str>,
 }
 
 impl Writer {
@@ -46,7 +53,14 @@ impl Writer {
         let _ = writeln!(self.out, "[{}]", table.name());
     }
 
-    fn key(&mut self, key: &str, value: impl std::fmt::Display) {
+    fn key(&mut self, key: &'static str, value: impl std::fmt::Display) {
+        // a key the pinned TRL's GRPOConfig does not take would stop it at start-up
+        // (`TypeError: __init__() got an unexpected keyword argument`): the TRL ladder
+        // (`contract::ladder`, read from each release's wheel) says which it takes
+        if self.table == Table::Grpo && !ladder::grpo_accepts(self.trl, key) {
+            self.left_out.push(key);
+            return;
+        }
         debug_assert!(
             own_keys(self.table).contains(&key)
                 || self.table.call(self.stack).is_some_and(|c| c.accepts(key))
@@ -72,6 +86,8 @@ pub fn to_toml(run: &RunConfig, ctx: &ExportContext) -> String {
         out: String::new(),
         stack: run.stack,
         table: Table::Vramfit,
+        trl: run.versions.trl,
+        left_out: Vec::new(),
     };
     vramfit_table(&mut w, run, ctx);
     model_table(&mut w, run);
@@ -90,6 +106,14 @@ pub fn to_toml(run: &RunConfig, ctx: &ExportContext) -> String {
     }
     if run.unsloth_standby {
         w.key("UNSLOTH_VLLM_STANDBY", quoted("1"));
+    }
+    if !w.left_out.is_empty() {
+        let _ = writeln!(
+            head,
+            "# not written: trl {}'s GRPOConfig takes no {}",
+            run.versions.trl,
+            w.left_out.join(", ")
+        );
     }
     head + &w.out
 }
