@@ -56,7 +56,10 @@ impl Tail {
     pub fn look(&mut self) -> Change {
         match self.read_on() {
             Ok((bytes, restarted)) => {
-                let restarted = restarted || std::mem::take(&mut self.lost);
+                // taken first: `||` would leave it set when the file was also replaced, and
+                // the next look would start over again
+                let lost = std::mem::take(&mut self.lost);
+                let restarted = restarted || lost;
                 if restarted {
                     Change::Restarted(bytes)
                 } else {
