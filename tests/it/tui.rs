@@ -1733,3 +1733,28 @@ fn a_full_fine_tune_has_no_lora_rank_knob() {
     assert!(!a.knobs().contains(&Knob::LoraRank));
     assert!(app().knobs().contains(&Knob::LoraRank));
 }
+
+#[test]
+fn a_vllm_refusal_is_named_not_shown_as_a_shortfall() {
+    // 24gb preset, vLLM share 0.15: the memory fits but vLLM's start-up check fails
+    let a = type_share("0.15");
+    assert_eq!(Knob::VllmShare.get(&a.run), Some(15));
+    assert!(!a.estimate.fits && a.estimate.headroom_bytes > 0);
+    let reason = a
+        .estimate
+        .vllm
+        .as_ref()
+        .unwrap()
+        .refusal
+        .as_ref()
+        .unwrap()
+        .reason;
+    for w in [80, 120] {
+        let s = screen(&a, w, 24);
+        assert!(!s.contains("SHORT BY"), "{s}");
+        assert!(
+            s.contains(&format!("vLLM cannot start: {}", reason.name())),
+            "{s}"
+        );
+    }
+}
