@@ -1758,3 +1758,38 @@ fn a_vllm_refusal_is_named_not_shown_as_a_shortfall() {
         );
     }
 }
+
+#[test]
+fn the_levers_never_offer_a_step_that_stops_vllm_starting() {
+    use vramfit_core::memory::estimate::{Estimator, GpuBudget};
+    // Llama-3.1-8B in 16-bit: `f` raises the share to 0.70, where one rung down (0.65) leaves
+    // vLLM no room to start
+    let mut a = app();
+    keys(&mut a, "m");
+    keys(&mut a, "llama-3.1");
+    key(&mut a, KeyCode::Enter);
+    if a.run.quant != vramfit_core::run::Quant::Bf16 {
+        keys(&mut a, "4");
+    }
+    assert_eq!(a.run.quant, vramfit_core::run::Quant::Bf16);
+    keys(&mut a, "f");
+    assert_eq!(Knob::VllmShare.get(&a.run), Some(70), "{:?}", a.message);
+    assert!(a.estimate.vllm.as_ref().unwrap().starts);
+    assert!(!a.step_downs.is_empty());
+    let gpu = GpuBudget {
+        capacity: 24 << 30,
+        used_by_others: 0,
+        context: None,
+    };
+    let mut est = Estimator::new();
+    for step in &a.step_downs {
+        let e = est.estimate(&step.run, gpu);
+        assert!(
+            e.vllm.as_ref().is_none_or(|v| v.starts),
+            "{:?}",
+            step.change
+        );
+    }
+    let s = screen(&a, 120, 40);
+    assert!(!s.contains("0.70 → 0.65"), "{s}");
+}

@@ -575,30 +575,47 @@ pub struct StepDown {
 }
 
 /// One rung down each lever the solver may pull, largest saving first: the screen's levers
-/// panel and the solver read the same grid.
+/// panel and the solver read the same grid. A rung that would break a startable run is left
+/// out: one after which vLLM refuses to start, or which a trainer's own rule refuses.
 pub fn step_downs(run: &RunConfig, gpu: GpuBudget, est: &mut Estimator) -> Vec<StepDown> {
     let grid = Grid::new(run);
-    let base = est.estimate(run, gpu).total_bytes as i64;
+    let base_estimate = est.estimate(run, gpu);
+    let base = base_estimate.total_bytes as i64;
+    let base_starts = vllm_starts(&base_estimate);
+    let base_valid = rules::validate(run).is_ok();
     let mut steps: Vec<StepDown> = (0..Lever::ORDER.len())
         .filter(|&d| grid.values[d].len() > 1)
-        .map(|d| {
+        .filter_map(|d| {
             let mut at = vec![0; Lever::ORDER.len()];
             at[d] = 1;
             let lower = grid.run_at(run, &at);
+            let lowered = est.estimate(&lower, gpu);
+            if (base_starts && !vllm_starts(&lowered))
+                || (base_valid && rules::validate(&lower).is_err())
+            {
+                return None;
+            }
             let lever = Lever::ORDER[d];
             let change = Change {
                 lever,
                 key: lever.key_in(run),
                 from: grid.show(d, 0),
                 to: grid.show(d, 1),
-                bytes_saved: base - est.estimate(&lower, gpu).total_bytes as i64,
+                bytes_saved: base - lowered.total_bytes as i64,
                 trade_off: lever.trade_off(),
             };
-            StepDown { change, run: lower }
+            Some(StepDown { change, run: lower })
         })
         .collect();
     steps.sort_by_key(|s| std::cmp::Reverse(s.change.bytes_saved));
     steps
+}
+
+/// Whether every vLLM of the run (colocated or a server's) gets past its start-up checks.
+fn vllm_starts(e: &Estimate) -> bool {
+    e.roles
+        .iter()
+        .all(|r| r.vllm.as_ref().is_none_or(|v| v.starts))
 }
 
 /// The least sharding that fits a run of several training processes, every knob kept: DeepSpeed
