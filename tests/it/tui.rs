@@ -1793,3 +1793,40 @@ fn the_levers_never_offer_a_step_that_stops_vllm_starting() {
     let s = screen(&a, 120, 40);
     assert!(!s.contains("0.70 → 0.65"), "{s}");
 }
+
+#[test]
+fn typing_replaces_the_prefilled_value() {
+    // Enter pre-fills 0.45; `15%` replaces it (it used to append: 0.4515%)
+    let mut a = app();
+    key(&mut a, KeyCode::Enter);
+    assert!(screen(&a, 80, 24).contains("[0.45]"));
+    keys(&mut a, "15%");
+    assert!(
+        matches!(&a.mode, Mode::Entry { text, .. } if text == "15%"),
+        "{:?}",
+        a.mode
+    );
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(a.mode, Mode::Normal);
+    assert_eq!(Knob::VllmShare.get(&a.run), Some(15));
+    // an arrow key keeps the value for editing: typing then appends
+    let mut a = app();
+    key(&mut a, KeyCode::Enter);
+    key(&mut a, KeyCode::Right);
+    keys(&mut a, "5");
+    assert!(matches!(&a.mode, Mode::Entry { text, .. } if text == "0.455"));
+    // the refusal's example is a share that is taken, inside 5 % to 95 %
+    key(&mut a, KeyCode::Enter);
+    let Mode::Entry {
+        error: Some(error), ..
+    } = &a.mode
+    else {
+        panic!("{:?}", a.mode)
+    };
+    assert!(error.contains("e.g. 45% or 46%"), "{error}");
+    let e = Knob::VllmShare.parse("0.005").unwrap_err();
+    assert!(
+        e.contains("e.g. 5%") && !e.contains("0%") && !e.contains(" 1%"),
+        "{e}"
+    );
+}

@@ -38,6 +38,9 @@ pub enum Mode {
         knob: Knob,
         text: String,
         error: Option<String>,
+        /// the pre-filled value is selected, as in a text field: the first typed character
+        /// replaces it, Backspace clears it, an arrow key keeps it for editing
+        selected: bool,
     },
     /// the model catalog, filtered by what was typed; `typing`: letters go to the filter (else
     /// j/k move the selection)
@@ -311,7 +314,12 @@ impl App {
                     None => Mode::Normal,
                 };
             }
-            Mode::Entry { knob, text, .. } => self.entry_key(knob, text, key),
+            Mode::Entry {
+                knob,
+                text,
+                selected,
+                ..
+            } => self.entry_key(knob, text, selected, key),
             Mode::Models {
                 filter,
                 selected,

@@ -145,8 +145,19 @@ pub(super) fn fetching_line(app: &App, name: &str) -> String {
 pub(super) fn message_lines(app: &App, width: u16) -> Vec<Line<'static>> {
     let (text, style) = match &app.mode {
         // the error, once there is one, takes the hint's place
-        Mode::Entry { knob, text, error } => (
+        Mode::Entry {
+            knob,
+            text,
+            error,
+            selected,
+        } => (
+            // a selected value shows in brackets: typing replaces it
             match error {
+                None if *selected => format!(
+                    " {} = [{text}] {} · typing replaces, Enter sets, Esc cancels",
+                    knob.label(),
+                    knob.entry_hint()
+                ),
                 Some(e) => format!(" {} = {text}▏ {e} · Esc cancels", knob.label()),
                 None => format!(
                     " {} = {text}▏ {} · Enter sets, Esc cancels",
