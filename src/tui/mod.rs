@@ -97,6 +97,10 @@ pub fn run(mut app: App, poll_gpu: bool, mouse: bool, follow: Option<Tail>) -> R
     let result = event_loop(&mut terminal, &mut app, readings.as_ref(), log.as_ref());
     drop(capture);
     ratatui::restore();
+    // what the Hub client said while the screen was up, now that the terminal is the shell's
+    for notice in &app.notices {
+        eprintln!("{notice}");
+    }
     result
 }
 

@@ -154,6 +154,11 @@ pub struct App {
     pub hub_cache: Option<PathBuf>,
     /// the lookup under way (`Mode::Fetching`)
     pub lookup: Option<Lookup>,
+    /// what the Hub client said during lookups, printed to standard error once the screen is
+    /// closed (never under it)
+    pub notices: Vec<String>,
+    /// the latest of them, on the status line while the lookup runs
+    pub lookup_notice: Option<String>,
     /// the live run the screen follows (`--follow LOG`)
     pub follow: Option<Following>,
 }
@@ -197,6 +202,8 @@ impl App {
             hub: online::current(),
             hub_cache: cache::cache_dir(),
             lookup: None,
+            notices: Vec::new(),
+            lookup_notice: None,
             follow: None,
         };
         app.recompute();
@@ -336,6 +343,7 @@ impl App {
             }
             Mode::Fetching { name } => {
                 if key.code == KeyCode::Esc {
+                    self.take_notices();
                     self.lookup = None;
                     self.mode = Mode::Normal;
                     self.message = Some(format!("looking up {name}: cancelled"));

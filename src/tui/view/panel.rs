@@ -138,7 +138,10 @@ pub(super) fn fetching_line(app: &App, name: &str) -> String {
         crate::hub::online::Access::Online(hub) => format!("then {}", hub.remote.endpoint()),
         crate::hub::online::Access::Offline(why) => format!("not the Hub: {why}"),
     };
-    format!(" {spinner} fetching… {name}: the Hugging Face cache, {hub} · Esc cancels")
+    match &app.lookup_notice {
+        Some(said) => format!(" {spinner} {said} · Esc cancels"),
+        None => format!(" {spinner} fetching… {name}: the Hugging Face cache, {hub} · Esc cancels"),
+    }
 }
 
 /// The message line (two when it needs them): the entry, a question, or the last message.
