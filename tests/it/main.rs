@@ -31,6 +31,7 @@ mod trust_hub;
 mod trust_logs;
 mod trust_signals;
 mod tui;
+mod tui_follow_check;
 mod tui_hub;
 mod tui_tmux;
 mod versions;

@@ -161,6 +161,8 @@ pub struct App {
     pub lookup_notice: Option<String>,
     /// the live run the screen follows (`--follow LOG`)
     pub follow: Option<Following>,
+    /// the run's estimate as `check` makes it for the followed log (`follow::checked`)
+    pub checked: Option<Estimate>,
 }
 
 impl App {
@@ -205,6 +207,7 @@ impl App {
             notices: Vec::new(),
             lookup_notice: None,
             follow: None,
+            checked: None,
         };
         app.recompute();
         app
@@ -255,6 +258,7 @@ impl App {
                 if let Some(f) = self.follow.as_mut() {
                     f.take(change);
                 }
+                self.recheck();
             }
             Msg::Mouse(event) => {
                 if !self.too_small() {
@@ -469,6 +473,20 @@ impl App {
         let gpu = budget(&self.gpu);
         self.estimate = self.estimator.estimate(&self.run, gpu);
         self.step_downs = step_downs(&self.run, gpu, &mut self.estimator);
+        self.recheck();
+    }
+
+    /// The estimate the followed log is compared with, on the log's GPU (`check`'s).
+    pub fn recheck(&mut self) {
+        self.checked = self.follow.as_ref().map(|f| {
+            super::follow::checked(
+                f,
+                &self.run,
+                self.gpu.capacity,
+                self.gpu.capacity_from_user,
+                &mut self.estimator,
+            )
+        });
     }
 }
 

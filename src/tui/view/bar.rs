@@ -334,6 +334,7 @@ pub(super) fn follow_screen(app: &App) -> follow::Screen<'_> {
         follow: app.follow.as_ref(),
         run: &app.run,
         estimate: &app.estimate,
+        checked: app.checked.as_ref(),
         gpu_name: app.gpu.live.as_ref().map(|g| g.name.as_str()),
         capacity: app.gpu.capacity,
     }
