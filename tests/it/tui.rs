@@ -667,6 +667,12 @@ proptest::proptest! {
             proptest::prop_assert!(matches!(a.mode, Mode::Normal), "{:?} left {:?}", p, a.mode);
         }
         keys(&mut a, "s");
+        // a typed value may split the groups: the export is then refused with the rule
+        if let Err(broken) = vramfit_core::run::rules::whole_groups(&a.run) {
+            let said = a.message.clone().unwrap_or_default();
+            proptest::prop_assert_eq!(said, format!("not exported: {}", broken.message));
+            return Ok(());
+        }
         let name = a.run.model_name.rsplit('/').next().unwrap().to_ascii_lowercase();
         let path = dir.path().join(format!("vramfit-{name}.toml"));
         let back = config::load(&path, &vramfit_core::resolve::Offline::from_env()).map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}\n{walk:?}")))?;
@@ -1259,7 +1265,9 @@ fn the_mouse_focuses_sets_drags_and_steps() {
         mouse(&mut a, M::Drag(MouseButton::Left), (x0 + x1) / 2, y);
         mouse(&mut a, M::Drag(MouseButton::Left), x1 + 5, y + 3);
         mouse(&mut a, M::Up(MouseButton::Left), x1 + 5, y + 3);
-        assert_eq!(a.run.num_generations, 64, "{w}x{h}");
+        // the far end is the largest rung that divides the batch of 8 (64 would be 0.125
+        // prompts a step)
+        assert_eq!(a.run.num_generations, 8, "{w}x{h}");
         assert_eq!(a.focused(), Knob::Generations);
         keys(&mut a, "u");
         assert_eq!(a.run.num_generations, 4);
@@ -1829,4 +1837,70 @@ fn typing_replaces_the_prefilled_value() {
         e.contains("e.g. 5%") && !e.contains("0%") && !e.contains(" 1%"),
         "{e}"
     );
+}
+
+/// Whether `a`'s run is a whole number of prompts per step (generations divide the batch).
+fn whole_prompts(a: &App) -> bool {
+    a.run
+        .effective_batch()
+        .is_multiple_of(a.run.num_generations)
+        && !a.run.unsloth_raises_batch()
+}
+
+#[test]
+fn unlocked_steps_and_clicks_land_only_on_whole_groups() {
+    use ratatui::crossterm::event::{MouseButton, MouseEventKind};
+    let mut a = app();
+    resize(&mut a, 80, 24);
+    if a.lock {
+        keys(&mut a, "b");
+    }
+    assert!(!a.lock);
+    // micro-batch, every rung up then down: never batch 6 = 1.5 prompts x 4 generations
+    key(&mut a, KeyCode::Tab);
+    key(&mut a, KeyCode::Tab);
+    assert_eq!(a.focused(), Knob::MicroBatch);
+    for code in [KeyCode::Right, KeyCode::Left] {
+        for _ in 0..16 {
+            key(&mut a, code);
+            assert!(whole_prompts(&a), "{:?}", a.run);
+        }
+    }
+    // a click anywhere on the generations track
+    let (x0, x1, y) = track(&a, Knob::Generations, 80, 24);
+    for x in x0..=x1 {
+        mouse(&mut a, MouseEventKind::Down(MouseButton::Left), x, y);
+        mouse(&mut a, MouseEventKind::Up(MouseButton::Left), x, y);
+        assert!(
+            whole_prompts(&a),
+            "click at {x}: {} gens, batch {}",
+            a.run.num_generations,
+            a.run.effective_batch()
+        );
+    }
+    let s = screen(&a, 80, 24);
+    assert!(!s.contains(".5 prompts"), "{s}");
+}
+
+#[test]
+fn a_run_of_split_groups_is_not_exported() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = app_in(dir.path(), Theme::mono());
+    if a.lock {
+        keys(&mut a, "b");
+    }
+    // typed, the generations may split the batch of 8; the export says the rule instead
+    key(&mut a, KeyCode::Tab);
+    assert_eq!(a.focused(), Knob::Generations);
+    key(&mut a, KeyCode::Enter);
+    keys(&mut a, "3");
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(a.run.num_generations, 3, "{:?}", a.mode);
+    keys(&mut a, "s");
+    let message = a.message.clone().unwrap();
+    assert!(
+        message.starts_with("not exported: num_generations = 3") && message.contains("Unsloth"),
+        "{message}"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
