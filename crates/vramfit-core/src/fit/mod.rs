@@ -132,6 +132,20 @@ impl Lever {
         }
     }
 
+    /// Whether the lever is a setting of `run` at all: the vLLM share and its fp8 KV cache only
+    /// with vLLM colocated (the fp8 cache only on Unsloth, whose vLLM call takes
+    /// kv_cache_dtype; TRL's colocate call has no such key), the adapter rank and 4-bit frozen
+    /// weights only when adapters are trained.
+    pub fn applies(self, run: &RunConfig) -> bool {
+        let colocated = matches!(run.generation, Generation::ColocatedVllm { .. });
+        match self {
+            Lever::VllmShare => colocated,
+            Lever::KvCacheFp8 => colocated && run.stack == Stack::Unsloth,
+            Lever::FourBitWeights | Lever::LoraRank => !run.full_finetuning,
+            _ => true,
+        }
+    }
+
     /// Cost of moving one rung down this lever's candidate list. The training-quality levers
     /// cost an order of magnitude more than the ones that only cost speed or generation room.
     fn rung_cost(self) -> f64 {
@@ -484,6 +498,7 @@ fn impossible(
     let floors = Lever::ORDER
         .iter()
         .enumerate()
+        .filter(|(_, l)| l.applies(run))
         .map(|(d, l)| format!("{} = {}", l.key_in(run), grid.show(d, floor[d])))
         .collect();
     const STEP: u64 = 256 << 20;
