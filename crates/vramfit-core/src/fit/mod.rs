@@ -552,6 +552,10 @@ fn describe(
             bytes_saved: before - after,
             trade_off: if lever == Lever::VllmShare && grid.values[d][at[d]] > grid.values[d][0] {
                 "larger vLLM share: vLLM can start and hold its context, less room left for training"
+            } else if lever == Lever::Checkpointing
+                && grid.values[d][at[d]] == checkpointing_rank(Checkpointing::UnslothOffload)
+            {
+                CHECKPOINT_OFFLOAD_TRADE_OFF
             } else {
                 lever.trade_off()
             },
@@ -633,6 +637,17 @@ fn vllm_starts(e: &Estimate) -> bool {
         .all(|r| r.vllm.as_ref().is_none_or(|v| v.starts))
 }
 
+/// What offloading the optimizer to CPU costs: not GPU communication but host memory (the
+/// estimate's `host_memory_bytes`, DeepSpeed's `estimate_zero3_model_states_mem_needs`) and the
+/// PCIe link, which carries the gradients out and the updated weights back every step
+/// (DeepSpeed ZeRO-Offload, `offload_optimizer.device = "cpu"`).
+const OFFLOAD_TRADE_OFF: &str = "the optimizer's states in host memory, updated on the CPU: RAM on each node, and gradients and weights over PCIe every step (slower steps)";
+
+/// What Unsloth's offloaded checkpointing costs: the checkpointed activations in host memory,
+/// copied over PCIe and back each step (unsloth_zoo 2026.10.9 `gradient_checkpointing.py`,
+/// `Unsloth_Offloaded_Gradient_Checkpointer`: `hidden_states.to("cpu", non_blocking = True)`).
+const CHECKPOINT_OFFLOAD_TRADE_OFF: &str = "checkpoints kept in host memory and copied over PCIe each step: host RAM, and slower steps than on-GPU checkpointing";
+
 /// The least sharding that fits a run of several training processes, every knob kept: DeepSpeed
 /// ZeRO-2, then ZeRO-3, then ZeRO-3 with the optimizer offloaded to CPU (each shards more and
 /// communicates more than the one before).
@@ -667,7 +682,11 @@ fn sharding_that_fits(
                 from: now.describe(),
                 to: candidate.spread.describe(),
                 bytes_saved: before - e.total_bytes as i64,
-                trade_off: Lever::Sharding.trade_off(),
+                trade_off: if offload {
+                    OFFLOAD_TRADE_OFF
+                } else {
+                    Lever::Sharding.trade_off()
+                },
             };
             return Some(FitOutcome::Fitted {
                 changes: vec![change],
