@@ -1904,3 +1904,35 @@ fn a_run_of_split_groups_is_not_exported() {
     );
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn a_long_refusal_wraps_and_keeps_its_fix() {
+    let mut a = app();
+    keys(&mut a, "t");
+    assert_eq!(a.run.stack, Stack::Trl);
+    if a.lock {
+        keys(&mut a, "b");
+    }
+    key(&mut a, KeyCode::Tab);
+    assert_eq!(a.focused(), Knob::Generations);
+    key(&mut a, KeyCode::Enter);
+    keys(&mut a, "3");
+    key(&mut a, KeyCode::Enter);
+    let Mode::Entry {
+        error: Some(error), ..
+    } = &a.mode
+    else {
+        panic!("{:?}", a.mode)
+    };
+    assert!(error.len() > 120, "{error}");
+    // at 80 columns the refusal is whole, its rule's source included
+    let s = screen(&a, 80, 24);
+    let words: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("= 8) divisible by it (GRPOConfig.__post_init__) · Esc cancels"),
+        "{s}"
+    );
+    // narrower, the middle gives way but the end (how to get out) stays
+    let s = screen(&a, 60, 20);
+    assert!(s.contains("Esc cancels"), "{s}");
+}
