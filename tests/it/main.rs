@@ -34,4 +34,5 @@ mod tui;
 mod tui_follow_check;
 mod tui_hub;
 mod tui_tmux;
+mod tui_tmux_resize;
 mod versions;
