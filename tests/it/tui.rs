@@ -1381,6 +1381,14 @@ fn a_vllm_server_that_cannot_start_is_said_so_and_the_run_does_not_fit() {
     };
     let a = App::new(file, gpu, Theme::mono(), ".".into());
     assert!(a.estimate.roles[0].fits && !a.estimate.fits);
+    // wide, the title names the start-up check that fails on the server's GPUs
+    let server = a.estimate.roles[1].vllm.as_ref().unwrap();
+    let reason = server.refusal.as_ref().unwrap().reason.name();
+    let s = screen(&a, 200, 40);
+    assert!(
+        s.contains(&format!("vLLM server ×1 vLLM cannot start: {reason}")),
+        "{s}"
+    );
     let s = screen(&a, 80, 24);
     assert!(s.contains("DOES NOT FIT"), "{s}");
     assert!(

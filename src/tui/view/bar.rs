@@ -96,8 +96,13 @@ pub(super) fn role_style(app: &App, role: Option<&Role>) -> Style {
 /// A role's verdict: its headroom, what it is short by, or that vLLM would not start there;
 /// and whether that is good news.
 pub fn role_verdict(role: &Role) -> (String, bool) {
-    if role.vllm.as_ref().is_some_and(|v| !v.starts) {
-        ("vLLM refuses to start".into(), false)
+    if let Some(v) = role.vllm.as_ref().filter(|v| !v.starts) {
+        // the start-up check that fails, as the single-role title names it
+        let said = v.refusal.as_ref().map_or_else(
+            || "vLLM cannot start".to_string(),
+            |r| format!("vLLM cannot start: {}", r.reason.name()),
+        );
+        (said, false)
     } else if role.fits {
         (
             format!(
