@@ -168,6 +168,7 @@ pub fn open_screen(
     let mut app = App::new(file, gpu, Theme::from_env(), here);
     let tail = followed.map(|f| {
         app.follow = Some(f.following);
+        app.recheck();
         f.tail
     });
     vramfit::tui::run(app, !source.no_gpu, mouse, tail)?;

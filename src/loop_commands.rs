@@ -42,6 +42,11 @@ pub fn start_following(log: &Path, source: &Source) -> Result<Followed, Failure>
         .map_or_else(|| log.display().to_string(), |n| n.to_string_lossy().into());
     let mut following = Following::new(&name);
     following.take(tail.look());
+    // compared as `check` compares it: with the context calibrated for the log's device
+    following.calibration = crate::inputs::load_calibration()
+        .ok()
+        .flatten()
+        .map(|(c, _)| c);
     let mut source = source.clone();
     if source.config.is_none() && source.preset.is_none() {
         let named = following.follower.log().prediction.as_ref();
@@ -156,11 +161,7 @@ pub fn run_check(
     };
     let run = &loaded.file.run;
     let est = estimate(run, gpu);
-    let predicted = measured::predicted(run, &est);
-    let mut rows = measured
-        .as_ref()
-        .map_or_else(Vec::new, |m| measured::compare(&predicted, m));
-    rows.extend(nvml_peak.map(|peak| measured::nvml_row(&predicted, peak)));
+    let (predicted, rows) = vramfit_core::measure::check::rows(run, &est, &run_log);
     let steps = measured.as_ref().map_or(0, |m| m.steps);
     if let Some(path) = picture {
         // the peak that is set against the estimate's total: the process tree's, else the device's

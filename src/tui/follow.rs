@@ -2,11 +2,13 @@
 //! last (cut, vanished), and the text the screen shows: a status line with the measured peak
 //! against the estimate's total, the notices, and the figures `vramfit check` sets side by side.
 
+use vramfit_core::measure::calibration::Calibration;
+use vramfit_core::measure::check;
 use vramfit_core::measure::follow::{Follower, other_gpu};
-use vramfit_core::measure::measured::{self, Row};
+use vramfit_core::measure::measured::Row;
 use vramfit_core::measure::tail::Change;
-use vramfit_core::memory::estimate::Estimate;
 use vramfit_core::memory::estimate::Part;
+use vramfit_core::memory::estimate::{Estimate, Estimator};
 use vramfit_core::run::RunConfig;
 use vramfit_core::units::format_size;
 
@@ -19,6 +21,9 @@ pub struct Following {
     pub file_notice: Option<String>,
     /// said once at start: e.g. that the run on screen is not the one the log names
     pub start_notice: Option<String>,
+    /// what `vramfit calibrate` learned (`calibration.toml`), read once when following starts:
+    /// the log is compared as `check` compares it, with the context learned for its device
+    pub calibration: Option<Calibration>,
 }
 
 impl Following {
@@ -28,6 +33,7 @@ impl Following {
             follower: Follower::new(name),
             file_notice: None,
             start_notice: None,
+            calibration: None,
         }
     }
 
@@ -53,21 +59,49 @@ impl Following {
     }
 }
 
+/// The estimate the log is compared with, as `vramfit check` makes it ([`check::budget`]):
+/// on the log's GPU (`capacity` when the user gave it), with the CUDA context calibrated for
+/// the log's device.
+pub fn checked(
+    follow: &Following,
+    run: &RunConfig,
+    capacity: u64,
+    capacity_from_user: bool,
+    est: &mut Estimator,
+) -> Estimate {
+    let gpu = check::budget(
+        follow.follower.log(),
+        capacity_from_user.then_some(capacity),
+        capacity,
+        follow.calibration.as_ref(),
+        run.stack.name(),
+    );
+    est.estimate(run, gpu)
+}
+
 /// What the follow text reads of the screen: the log followed, the run on screen and its
 /// estimate, and the GPU the screen sizes for.
 pub struct Screen<'a> {
     pub follow: Option<&'a Following>,
     pub run: &'a RunConfig,
     pub estimate: &'a Estimate,
+    /// the estimate on the log's GPU, as `check` makes it ([`checked`]); the screen's when
+    /// absent
+    pub checked: Option<&'a Estimate>,
     /// the live GPU's name, when NVML answers
     pub gpu_name: Option<&'a str>,
     /// the capacity the screen sizes for
     pub capacity: u64,
 }
 
+/// The estimate the log is set against: `check`'s.
+fn compared<'a>(s: &Screen<'a>) -> &'a Estimate {
+    s.checked.unwrap_or(s.estimate)
+}
+
 /// The CUDA context of the estimate: torch's counters leave it out.
 fn context(s: &Screen) -> u64 {
-    s.estimate
+    compared(s)
         .components
         .iter()
         .filter(|c| c.part == Part::CudaContext)
@@ -95,7 +129,7 @@ pub fn status_lines(s: &Screen) -> Vec<String> {
         Some(code) => format!("run ended (exit {code})"),
         None => "run ended".to_string(),
     });
-    let predicted = s.estimate.total_bytes;
+    let predicted = compared(s).total_bytes;
     let peak = measured_peak(s).map(|m| {
         let error = Row::new("", predicted, m).error_percent;
         (
@@ -161,13 +195,7 @@ pub fn rows(s: &Screen) -> Vec<Row> {
     let Some(f) = s.follow else {
         return Vec::new();
     };
-    let log = f.follower.log();
-    let predicted = measured::predicted(s.run, s.estimate);
-    let mut rows = log
-        .measured()
-        .map_or_else(Vec::new, |m| measured::compare(&predicted, &m));
-    rows.extend(log.nvml_peak().map(|p| measured::nvml_row(&predicted, p)));
-    rows
+    check::rows(s.run, compared(s), f.follower.log()).1
 }
 
 /// One row as the screen and help show it.

@@ -96,7 +96,14 @@ pub fn run(mut app: App, poll_gpu: bool, mouse: bool, follow: Option<Tail>) -> R
     };
     let result = event_loop(&mut terminal, &mut app, readings.as_ref(), log.as_ref());
     drop(capture);
+    // the alternate screen blanked before it is left: a terminal that grew while it was up
+    // (tmux) keeps its rows past the main screen's old height, and they would show the frame
+    _ = terminal.clear();
     ratatui::restore();
+    // what the Hub client said while the screen was up, now that the terminal is the shell's
+    for notice in &app.notices {
+        eprintln!("{notice}");
+    }
     result
 }
 

@@ -329,3 +329,36 @@ fn the_fit_never_shortens_the_prompt() {
         (768, 512, 256)
     );
 }
+
+#[test]
+fn the_floor_lists_only_the_levers_that_apply() {
+    // a full fine-tune of a 32B model without vLLM on 8 GiB: no adapter rank, no vLLM share
+    let file = config::parse(
+        vramfit_core::presets::built_in("141gb").unwrap(),
+        "141gb",
+        None,
+        &vramfit_core::resolve::Offline::from_env(),
+    )
+    .unwrap();
+    let mut run = file.run.clone();
+    run.full_finetuning = true;
+    run.generation = vramfit_core::run::Generation::Transformers;
+    let gpu = GpuBudget {
+        capacity: 8 << 30,
+        used_by_others: 0,
+        context: None,
+    };
+    let FitOutcome::Impossible { floors, .. } = fit(&run, gpu, 0.05, &mut Estimator::new()) else {
+        panic!("a 32B full fine-tune fits 8 GiB?")
+    };
+    assert!(!floors.is_empty());
+    for f in &floors {
+        assert!(
+            !f.starts_with("r =")
+                && !f.contains("gpu_memory_utilization")
+                && !f.contains("load_in_4bit")
+                && !f.contains("kv"),
+            "{floors:?}"
+        );
+    }
+}

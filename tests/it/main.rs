@@ -31,6 +31,8 @@ mod trust_hub;
 mod trust_logs;
 mod trust_signals;
 mod tui;
+mod tui_follow_check;
 mod tui_hub;
 mod tui_tmux;
+mod tui_tmux_resize;
 mod versions;

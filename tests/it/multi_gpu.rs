@@ -398,3 +398,38 @@ fn fit_gives_the_vllm_server_the_gpus_it_needs_to_start() {
     assert!(roles.iter().all(|r| r["fits"] == true), "{roles:?}");
     assert_eq!(roles[1]["gpus"], 2);
 }
+
+#[test]
+fn cpu_offload_is_described_by_its_real_cost() {
+    // open-r1 on DDP, on GPUs small enough that only the optimizer offloaded to CPU fits
+    let ddp = variant(
+        "engine = \"deepspeed\"\nzero_stage = 3",
+        "engine = \"ddp\"\nzero_stage = 0",
+    );
+    let file = vramfit_core::config::load(ddp.path(), &vramfit_core::resolve::Offline::from_env())
+        .unwrap();
+    let mut est = vramfit_core::memory::estimate::Estimator::new();
+    let mut seen = None;
+    for gib in (8..80u64).rev() {
+        let gpu = vramfit_core::memory::estimate::GpuBudget {
+            capacity: gib << 30,
+            used_by_others: 0,
+            context: None,
+        };
+        if let vramfit_core::fit::FitOutcome::Fitted { changes, .. } =
+            vramfit_core::fit::fit(&file.run, gpu, 0.05, &mut est)
+            && let Some(c) = changes.iter().find(|c| c.to.contains("offloaded to CPU"))
+        {
+            seen = Some(c.clone());
+            break;
+        }
+    }
+    let change = seen.expect("some GPU size fits only with the optimizer offloaded");
+    assert!(
+        change.trade_off.contains("host memory")
+            && change.trade_off.contains("PCIe")
+            && !change.trade_off.contains("more communication"),
+        "{}",
+        change.trade_off
+    );
+}

@@ -667,6 +667,12 @@ proptest::proptest! {
             proptest::prop_assert!(matches!(a.mode, Mode::Normal), "{:?} left {:?}", p, a.mode);
         }
         keys(&mut a, "s");
+        // a typed value may split the groups: the export is then refused with the rule
+        if let Err(broken) = vramfit_core::run::rules::whole_groups(&a.run) {
+            let said = a.message.clone().unwrap_or_default();
+            proptest::prop_assert_eq!(said, format!("not exported: {}", broken.message));
+            return Ok(());
+        }
         let name = a.run.model_name.rsplit('/').next().unwrap().to_ascii_lowercase();
         let path = dir.path().join(format!("vramfit-{name}.toml"));
         let back = config::load(&path, &vramfit_core::resolve::Offline::from_env()).map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}\n{walk:?}")))?;
@@ -1259,7 +1265,9 @@ fn the_mouse_focuses_sets_drags_and_steps() {
         mouse(&mut a, M::Drag(MouseButton::Left), (x0 + x1) / 2, y);
         mouse(&mut a, M::Drag(MouseButton::Left), x1 + 5, y + 3);
         mouse(&mut a, M::Up(MouseButton::Left), x1 + 5, y + 3);
-        assert_eq!(a.run.num_generations, 64, "{w}x{h}");
+        // the far end is the largest rung that divides the batch of 8 (64 would be 0.125
+        // prompts a step)
+        assert_eq!(a.run.num_generations, 8, "{w}x{h}");
         assert_eq!(a.focused(), Knob::Generations);
         keys(&mut a, "u");
         assert_eq!(a.run.num_generations, 4);
@@ -1373,6 +1381,14 @@ fn a_vllm_server_that_cannot_start_is_said_so_and_the_run_does_not_fit() {
     };
     let a = App::new(file, gpu, Theme::mono(), ".".into());
     assert!(a.estimate.roles[0].fits && !a.estimate.fits);
+    // wide, the title names the start-up check that fails on the server's GPUs
+    let server = a.estimate.roles[1].vllm.as_ref().unwrap();
+    let reason = server.refusal.as_ref().unwrap().reason.name();
+    let s = screen(&a, 200, 40);
+    assert!(
+        s.contains(&format!("vLLM server ×1 vLLM cannot start: {reason}")),
+        "{s}"
+    );
     let s = screen(&a, 80, 24);
     assert!(s.contains("DOES NOT FIT"), "{s}");
     assert!(
@@ -1732,4 +1748,199 @@ fn a_full_fine_tune_has_no_lora_rank_knob() {
     assert!(a.run.full_finetuning);
     assert!(!a.knobs().contains(&Knob::LoraRank));
     assert!(app().knobs().contains(&Knob::LoraRank));
+}
+
+#[test]
+fn a_vllm_refusal_is_named_not_shown_as_a_shortfall() {
+    // 24gb preset, vLLM share 0.15: the memory fits but vLLM's start-up check fails
+    let a = type_share("0.15");
+    assert_eq!(Knob::VllmShare.get(&a.run), Some(15));
+    assert!(!a.estimate.fits && a.estimate.headroom_bytes > 0);
+    let reason = a
+        .estimate
+        .vllm
+        .as_ref()
+        .unwrap()
+        .refusal
+        .as_ref()
+        .unwrap()
+        .reason;
+    for w in [80, 120] {
+        let s = screen(&a, w, 24);
+        assert!(!s.contains("SHORT BY"), "{s}");
+        assert!(
+            s.contains(&format!("vLLM cannot start: {}", reason.name())),
+            "{s}"
+        );
+    }
+}
+
+#[test]
+fn the_levers_never_offer_a_step_that_stops_vllm_starting() {
+    use vramfit_core::memory::estimate::{Estimator, GpuBudget};
+    // Llama-3.1-8B in 16-bit: `f` raises the share to 0.70, where one rung down (0.65) leaves
+    // vLLM no room to start
+    let mut a = app();
+    keys(&mut a, "m");
+    keys(&mut a, "llama-3.1");
+    key(&mut a, KeyCode::Enter);
+    if a.run.quant != vramfit_core::run::Quant::Bf16 {
+        keys(&mut a, "4");
+    }
+    assert_eq!(a.run.quant, vramfit_core::run::Quant::Bf16);
+    keys(&mut a, "f");
+    assert_eq!(Knob::VllmShare.get(&a.run), Some(70), "{:?}", a.message);
+    assert!(a.estimate.vllm.as_ref().unwrap().starts);
+    assert!(!a.step_downs.is_empty());
+    let gpu = GpuBudget {
+        capacity: 24 << 30,
+        used_by_others: 0,
+        context: None,
+    };
+    let mut est = Estimator::new();
+    for step in &a.step_downs {
+        let e = est.estimate(&step.run, gpu);
+        assert!(
+            e.vllm.as_ref().is_none_or(|v| v.starts),
+            "{:?}",
+            step.change
+        );
+    }
+    let s = screen(&a, 120, 40);
+    assert!(!s.contains("0.70 → 0.65"), "{s}");
+}
+
+#[test]
+fn typing_replaces_the_prefilled_value() {
+    // Enter pre-fills 0.45; `15%` replaces it (it used to append: 0.4515%)
+    let mut a = app();
+    key(&mut a, KeyCode::Enter);
+    assert!(screen(&a, 80, 24).contains("[0.45]"));
+    keys(&mut a, "15%");
+    assert!(
+        matches!(&a.mode, Mode::Entry { text, .. } if text == "15%"),
+        "{:?}",
+        a.mode
+    );
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(a.mode, Mode::Normal);
+    assert_eq!(Knob::VllmShare.get(&a.run), Some(15));
+    // an arrow key keeps the value for editing: typing then appends
+    let mut a = app();
+    key(&mut a, KeyCode::Enter);
+    key(&mut a, KeyCode::Right);
+    keys(&mut a, "5");
+    assert!(matches!(&a.mode, Mode::Entry { text, .. } if text == "0.455"));
+    // the refusal's example is a share that is taken, inside 5 % to 95 %
+    key(&mut a, KeyCode::Enter);
+    let Mode::Entry {
+        error: Some(error), ..
+    } = &a.mode
+    else {
+        panic!("{:?}", a.mode)
+    };
+    assert!(error.contains("e.g. 45% or 46%"), "{error}");
+    let e = Knob::VllmShare.parse("0.005").unwrap_err();
+    assert!(
+        e.contains("e.g. 5%") && !e.contains("0%") && !e.contains(" 1%"),
+        "{e}"
+    );
+}
+
+/// Whether `a`'s run is a whole number of prompts per step (generations divide the batch).
+fn whole_prompts(a: &App) -> bool {
+    a.run
+        .effective_batch()
+        .is_multiple_of(a.run.num_generations)
+        && !a.run.unsloth_raises_batch()
+}
+
+#[test]
+fn unlocked_steps_and_clicks_land_only_on_whole_groups() {
+    use ratatui::crossterm::event::{MouseButton, MouseEventKind};
+    let mut a = app();
+    resize(&mut a, 80, 24);
+    if a.lock {
+        keys(&mut a, "b");
+    }
+    assert!(!a.lock);
+    // micro-batch, every rung up then down: never batch 6 = 1.5 prompts x 4 generations
+    key(&mut a, KeyCode::Tab);
+    key(&mut a, KeyCode::Tab);
+    assert_eq!(a.focused(), Knob::MicroBatch);
+    for code in [KeyCode::Right, KeyCode::Left] {
+        for _ in 0..16 {
+            key(&mut a, code);
+            assert!(whole_prompts(&a), "{:?}", a.run);
+        }
+    }
+    // a click anywhere on the generations track
+    let (x0, x1, y) = track(&a, Knob::Generations, 80, 24);
+    for x in x0..=x1 {
+        mouse(&mut a, MouseEventKind::Down(MouseButton::Left), x, y);
+        mouse(&mut a, MouseEventKind::Up(MouseButton::Left), x, y);
+        assert!(
+            whole_prompts(&a),
+            "click at {x}: {} gens, batch {}",
+            a.run.num_generations,
+            a.run.effective_batch()
+        );
+    }
+    let s = screen(&a, 80, 24);
+    assert!(!s.contains(".5 prompts"), "{s}");
+}
+
+#[test]
+fn a_run_of_split_groups_is_not_exported() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = app_in(dir.path(), Theme::mono());
+    if a.lock {
+        keys(&mut a, "b");
+    }
+    // typed, the generations may split the batch of 8; the export says the rule instead
+    key(&mut a, KeyCode::Tab);
+    assert_eq!(a.focused(), Knob::Generations);
+    key(&mut a, KeyCode::Enter);
+    keys(&mut a, "3");
+    key(&mut a, KeyCode::Enter);
+    assert_eq!(a.run.num_generations, 3, "{:?}", a.mode);
+    keys(&mut a, "s");
+    let message = a.message.clone().unwrap();
+    assert!(
+        message.starts_with("not exported: num_generations = 3") && message.contains("Unsloth"),
+        "{message}"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn a_long_refusal_wraps_and_keeps_its_fix() {
+    let mut a = app();
+    keys(&mut a, "t");
+    assert_eq!(a.run.stack, Stack::Trl);
+    if a.lock {
+        keys(&mut a, "b");
+    }
+    key(&mut a, KeyCode::Tab);
+    assert_eq!(a.focused(), Knob::Generations);
+    key(&mut a, KeyCode::Enter);
+    keys(&mut a, "3");
+    key(&mut a, KeyCode::Enter);
+    let Mode::Entry {
+        error: Some(error), ..
+    } = &a.mode
+    else {
+        panic!("{:?}", a.mode)
+    };
+    assert!(error.len() > 120, "{error}");
+    // at 80 columns the refusal is whole, its rule's source included
+    let s = screen(&a, 80, 24);
+    let words: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("= 8) divisible by it (GRPOConfig.__post_init__) · Esc cancels"),
+        "{s}"
+    );
+    // narrower, the middle gives way but the end (how to get out) stays
+    let s = screen(&a, 60, 20);
+    assert!(s.contains("Esc cancels"), "{s}");
 }

@@ -161,3 +161,40 @@ fn offline_the_picker_says_it_did_not_look_on_the_hub() {
         "{message}"
     );
 }
+
+#[test]
+fn the_hubs_notices_go_to_the_status_line_not_under_the_screen() {
+    let hub = HubServer::start(
+        [(TINY.to_string(), sharded(TINY_CONFIG, tiny_tensors()))]
+            .into_iter()
+            .collect(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = app(dir.path(), Some(&hub.endpoint));
+    // the program's own `say` writes to standard error: record what reaches it
+    let written = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let Access::Online(h) = &mut a.hub else {
+        panic!()
+    };
+    let record = written.clone();
+    h.say = Arc::new(move |s| record.lock().unwrap().push(s.to_string()));
+    pick(&mut a, TINY);
+    wait(&mut a);
+    assert_eq!(a.run.model_name, TINY, "{:?}", a.message);
+    assert!(
+        written.lock().unwrap().is_empty(),
+        "{:?}",
+        written.lock().unwrap()
+    );
+    // kept for standard error once the screen is closed, the latest shown while fetching
+    assert!(
+        a.notices
+            .iter()
+            .any(|n| n.contains("fetching config.json of test/tiny-llama")),
+        "{:?}",
+        a.notices
+    );
+    let last = a.lookup_notice.clone().unwrap();
+    assert!(last.contains("safetensors headers"), "{last}");
+    assert!(!last.starts_with("vramfit: "), "{last}");
+}

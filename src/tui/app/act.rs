@@ -93,6 +93,7 @@ impl App {
             knob,
             text,
             error: None,
+            selected: true,
         };
     }
 

@@ -5,48 +5,54 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use vramfit_core::run::knobs::Knob;
 
 impl App {
-    pub(super) fn entry_key(&mut self, knob: Knob, mut text: String, key: KeyEvent) {
+    /// A key while a value is typed. The pre-filled value starts selected, as in a text field:
+    /// the first character typed replaces it, Backspace clears it, an arrow key or End keeps it
+    /// for editing.
+    pub(super) fn entry_key(
+        &mut self,
+        knob: Knob,
+        mut text: String,
+        selected: bool,
+        key: KeyEvent,
+    ) {
+        let editing = |text: String, error: Option<String>| Mode::Entry {
+            knob,
+            text,
+            error,
+            selected: false,
+        };
         match key.code {
             KeyCode::Esc => self.mode = Mode::Normal,
             KeyCode::Enter => match knob.parse(&text) {
                 Ok(v) => {
                     self.mode = Mode::Normal;
                     if !self.set_knob(knob, v) {
-                        self.mode = Mode::Entry {
-                            knob,
-                            text,
-                            error: self.message.take(),
-                        };
+                        self.mode = editing(text, self.message.take());
                     }
                 }
-                Err(e) => {
-                    self.mode = Mode::Entry {
-                        knob,
-                        text,
-                        error: Some(e),
-                    }
-                }
+                Err(e) => self.mode = editing(text, Some(e)),
             },
             KeyCode::Backspace => {
-                text.pop();
-                self.mode = Mode::Entry {
-                    knob,
-                    text,
-                    error: None,
-                };
+                if selected {
+                    text.clear();
+                } else {
+                    text.pop();
+                }
+                self.mode = editing(text, None);
+            }
+            KeyCode::Left | KeyCode::Right | KeyCode::End | KeyCode::Home => {
+                self.mode = editing(text, None);
             }
             KeyCode::Char(c)
-                if text.len() < 12
-                    && (c.is_ascii_digit()
-                        || c == '.'
-                        || (c == '%' && knob == Knob::VllmShare)) =>
+                if c.is_ascii_digit() || c == '.' || (c == '%' && knob == Knob::VllmShare) =>
             {
-                text.push(c);
-                self.mode = Mode::Entry {
-                    knob,
-                    text,
-                    error: None,
-                };
+                if selected {
+                    text.clear();
+                }
+                if text.len() < 12 {
+                    text.push(c);
+                }
+                self.mode = editing(text, None);
             }
             _ => {}
         }

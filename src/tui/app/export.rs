@@ -43,6 +43,13 @@ impl App {
     /// Writes the run to `vramfit-<model>.toml`, asking first when the file exists; quits after
     /// with `then_quit` (the export quitting asked for).
     pub(super) fn export(&mut self, then_quit: bool) {
+        // a run no trainer takes as set is not written: the rule says why
+        if let Err(broken) = vramfit_core::run::rules::validate(&self.run)
+            .and_then(|()| vramfit_core::run::rules::whole_groups(&self.run))
+        {
+            self.message = Some(format!("not exported: {}", broken.message));
+            return;
+        }
         let name = self
             .run
             .model_name

@@ -38,6 +38,9 @@ pub enum Mode {
         knob: Knob,
         text: String,
         error: Option<String>,
+        /// the pre-filled value is selected, as in a text field: the first typed character
+        /// replaces it, Backspace clears it, an arrow key keeps it for editing
+        selected: bool,
     },
     /// the model catalog, filtered by what was typed; `typing`: letters go to the filter (else
     /// j/k move the selection)
@@ -151,8 +154,15 @@ pub struct App {
     pub hub_cache: Option<PathBuf>,
     /// the lookup under way (`Mode::Fetching`)
     pub lookup: Option<Lookup>,
+    /// what the Hub client said during lookups, printed to standard error once the screen is
+    /// closed (never under it)
+    pub notices: Vec<String>,
+    /// the latest of them, on the status line while the lookup runs
+    pub lookup_notice: Option<String>,
     /// the live run the screen follows (`--follow LOG`)
     pub follow: Option<Following>,
+    /// the run's estimate as `check` makes it for the followed log (`follow::checked`)
+    pub checked: Option<Estimate>,
 }
 
 impl App {
@@ -194,7 +204,10 @@ impl App {
             hub: online::current(),
             hub_cache: cache::cache_dir(),
             lookup: None,
+            notices: Vec::new(),
+            lookup_notice: None,
             follow: None,
+            checked: None,
         };
         app.recompute();
         app
@@ -245,6 +258,7 @@ impl App {
                 if let Some(f) = self.follow.as_mut() {
                     f.take(change);
                 }
+                self.recheck();
             }
             Msg::Mouse(event) => {
                 if !self.too_small() {
@@ -311,7 +325,12 @@ impl App {
                     None => Mode::Normal,
                 };
             }
-            Mode::Entry { knob, text, .. } => self.entry_key(knob, text, key),
+            Mode::Entry {
+                knob,
+                text,
+                selected,
+                ..
+            } => self.entry_key(knob, text, selected, key),
             Mode::Models {
                 filter,
                 selected,
@@ -328,6 +347,7 @@ impl App {
             }
             Mode::Fetching { name } => {
                 if key.code == KeyCode::Esc {
+                    self.take_notices();
                     self.lookup = None;
                     self.mode = Mode::Normal;
                     self.message = Some(format!("looking up {name}: cancelled"));
@@ -453,6 +473,20 @@ impl App {
         let gpu = budget(&self.gpu);
         self.estimate = self.estimator.estimate(&self.run, gpu);
         self.step_downs = step_downs(&self.run, gpu, &mut self.estimator);
+        self.recheck();
+    }
+
+    /// The estimate the followed log is compared with, on the log's GPU (`check`'s).
+    pub fn recheck(&mut self) {
+        self.checked = self.follow.as_ref().map(|f| {
+            super::follow::checked(
+                f,
+                &self.run,
+                self.gpu.capacity,
+                self.gpu.capacity_from_user,
+                &mut self.estimator,
+            )
+        });
     }
 }
 

@@ -5,7 +5,7 @@ use crate::tui::keymap::Action;
 use ratatui::crossterm::event::{
     KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
-use vramfit_core::run::adjust::exact_values;
+use vramfit_core::run::adjust::{exact_values, nearest_allowed};
 
 impl App {
     /// The mouse: a click on a knob focuses it, a click or a drag on its track sets it there,
@@ -79,8 +79,9 @@ impl App {
         }
     }
 
-    /// Sets the focused knob to the rung of its ladder at `column` on its `track` (the value
-    /// that keeps the locked batch nearest to it, when the lock binds the knob).
+    /// Sets the focused knob to the rung of its ladder at `column` on its `track`, or to the
+    /// allowed value nearest it: one that keeps the locked batch when the lock binds the knob,
+    /// the rules and whole groups (`adjust::allowed`).
     pub(super) fn set_from_track(&mut self, track: ratatui::layout::Rect, column: u16) {
         let knob = self.focused();
         let Some(current) = knob.get(&self.run) else {
@@ -91,18 +92,12 @@ impl App {
         let x = column.clamp(track.x, track.right().saturating_sub(1)) - track.x;
         let span = track.width.saturating_sub(1).max(1) as f64;
         let rung = ((x as f64 / span) * (ladder.len() - 1) as f64).round() as usize;
-        let mut value = ladder[rung.min(ladder.len() - 1)];
+        let at = ladder[rung.min(ladder.len() - 1)];
         let keep = self.lock.then_some(self.target_batch);
-        if let Some(values) = keep.and_then(|t| exact_values(knob, t, &self.run)) {
-            let distance = |v: u64| ((v as f64).ln() - (value as f64).ln()).abs();
-            if let Some(nearest) = values
-                .iter()
-                .copied()
-                .min_by(|a, b| distance(*a).total_cmp(&distance(*b)))
-            {
-                value = nearest;
-            }
-        }
+        // the rung nearest the click that keeps the locked batch, the rules and whole groups
+        let exact = keep.and_then(|t| exact_values(knob, t, &self.run));
+        let candidates = exact.as_deref().unwrap_or(ladder);
+        let value = nearest_allowed(&self.run, knob, at, candidates, keep).unwrap_or(current);
         if value != current {
             self.set_knob(knob, value);
         }

@@ -104,11 +104,13 @@ impl App {
             self.hub_cache.clone(),
             self.hub.clone(),
         ));
+        self.lookup_notice = None;
         self.mode = Mode::Fetching { name };
     }
 
     /// Takes the lookup's answer when it has come (the event loop calls this each frame).
     pub fn poll_lookup(&mut self) {
+        self.take_notices();
         let Some(answer) = self.lookup.as_ref().and_then(Lookup::poll) else {
             return;
         };
@@ -117,6 +119,20 @@ impl App {
             self.mode = Mode::Normal;
         }
         self.looked_up(name, answer);
+    }
+
+    /// The Hub client's notices: the latest on the status line while the lookup runs, all of
+    /// them kept for standard error once the screen is closed (`App::notices`).
+    pub(super) fn take_notices(&mut self) {
+        let said = self
+            .lookup
+            .as_ref()
+            .map(Lookup::notices)
+            .unwrap_or_default();
+        if let Some(last) = said.last() {
+            self.lookup_notice = Some(last.trim_start_matches("vramfit: ").to_string());
+        }
+        self.notices.extend(said);
     }
 
     pub(super) fn looked_up(&mut self, name: String, answer: Answer) {

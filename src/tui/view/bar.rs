@@ -96,8 +96,13 @@ pub(super) fn role_style(app: &App, role: Option<&Role>) -> Style {
 /// A role's verdict: its headroom, what it is short by, or that vLLM would not start there;
 /// and whether that is good news.
 pub fn role_verdict(role: &Role) -> (String, bool) {
-    if role.vllm.as_ref().is_some_and(|v| !v.starts) {
-        ("vLLM refuses to start".into(), false)
+    if let Some(v) = role.vllm.as_ref().filter(|v| !v.starts) {
+        // the start-up check that fails, as the single-role title names it
+        let said = v.refusal.as_ref().map_or_else(
+            || "vLLM cannot start".to_string(),
+            |r| format!("vLLM cannot start: {}", r.reason.name()),
+        );
+        (said, false)
     } else if role.fits {
         (
             format!(
@@ -131,15 +136,24 @@ pub(super) fn bar_title(app: &App, width: usize) -> Line<'static> {
         return roles_title(app, width);
     }
     let margin = e.headroom_bytes.unsigned_abs();
-    let (word, style) = if e.fits {
-        ("headroom", app.theme.good())
-    } else {
-        ("SHORT BY", app.theme.bad())
+    let refusal = vllm_refusal(app);
+    let (verdict, style) = match refusal {
+        // the memory would fit, but vLLM's start-up check fails: say so, not a shortfall
+        Some(reason) => (format!("vLLM cannot start: {reason}"), app.theme.bad()),
+        None if e.fits => (
+            format!("headroom {}", format_size(margin)),
+            app.theme.good(),
+        ),
+        None => (format!("SHORT BY {}", format_size(margin)), app.theme.bad()),
     };
-    let percent = format!(
-        " ({:.1}%)",
-        100.0 * margin as f64 / e.capacity_bytes.max(1) as f64
-    );
+    let percent = if refusal.is_some() {
+        String::new()
+    } else {
+        format!(
+            " ({:.1}%)",
+            100.0 * margin as f64 / e.capacity_bytes.max(1) as f64
+        )
+    };
     let sizes = format!(
         "{} of {}",
         format_size(e.total_bytes),
@@ -160,12 +174,22 @@ pub(super) fn bar_title(app: &App, width: usize) -> Line<'static> {
         };
         Line::from(vec![
             Span::raw(head),
-            Span::styled(format!("{word} {}{percent}", format_size(margin)), style),
+            Span::styled(format!("{verdict}{percent}"), style),
             Span::raw(pin.to_string()),
         ])
     };
     let Some((long, short)) = pin else {
-        return title(true, &percent, "");
+        // narrower, the percentage then the word "memory" give way, so the verdict stays whole
+        let candidates = [
+            title(true, &percent, ""),
+            title(true, "", ""),
+            title(false, "", ""),
+        ];
+        let fallback = title(false, "", "");
+        return candidates
+            .into_iter()
+            .find(|l| l.width() <= width)
+            .unwrap_or(fallback);
     };
     let candidates = [
         title(true, &percent, &long),
@@ -178,6 +202,14 @@ pub(super) fn bar_title(app: &App, width: usize) -> Line<'static> {
         .into_iter()
         .find(|l| l.width() <= width)
         .unwrap_or(fallback)
+}
+
+/// Why vLLM cannot start on the training GPUs, when the memory itself fits there: the verdict
+/// then names the start-up check rather than a shortfall (the headroom is positive).
+fn vllm_refusal(app: &App) -> Option<&'static str> {
+    let e = &app.estimate;
+    let refusal = e.vllm.as_ref()?.refusal.as_ref()?;
+    (e.headroom_bytes >= 0).then_some(refusal.reason.name())
 }
 
 /// The title when the run has several roles: the run fits only when every role fits, then
@@ -307,6 +339,7 @@ pub(super) fn follow_screen(app: &App) -> follow::Screen<'_> {
         follow: app.follow.as_ref(),
         run: &app.run,
         estimate: &app.estimate,
+        checked: app.checked.as_ref(),
         gpu_name: app.gpu.live.as_ref().map(|g| g.name.as_str()),
         capacity: app.gpu.capacity,
     }

@@ -138,15 +138,29 @@ pub(super) fn fetching_line(app: &App, name: &str) -> String {
         crate::hub::online::Access::Online(hub) => format!("then {}", hub.remote.endpoint()),
         crate::hub::online::Access::Offline(why) => format!("not the Hub: {why}"),
     };
-    format!(" {spinner} fetching… {name}: the Hugging Face cache, {hub} · Esc cancels")
+    match &app.lookup_notice {
+        Some(said) => format!(" {spinner} {said} · Esc cancels"),
+        None => format!(" {spinner} fetching… {name}: the Hugging Face cache, {hub} · Esc cancels"),
+    }
 }
 
 /// The message line (two when it needs them): the entry, a question, or the last message.
 pub(super) fn message_lines(app: &App, width: u16) -> Vec<Line<'static>> {
     let (text, style) = match &app.mode {
         // the error, once there is one, takes the hint's place
-        Mode::Entry { knob, text, error } => (
+        Mode::Entry {
+            knob,
+            text,
+            error,
+            selected,
+        } => (
+            // a selected value shows in brackets: typing replaces it
             match error {
+                None if *selected => format!(
+                    " {} = [{text}] {} · typing replaces, Enter sets, Esc cancels",
+                    knob.label(),
+                    knob.entry_hint()
+                ),
                 Some(e) => format!(" {} = {text}▏ {e} · Esc cancels", knob.label()),
                 None => format!(
                     " {} = {text}▏ {} · Enter sets, Esc cancels",
@@ -177,13 +191,37 @@ pub(super) fn message_lines(app: &App, width: u16) -> Vec<Line<'static>> {
         ),
     };
     let w = width as usize;
-    let mut lines = wrap(&text, w, 1);
-    if lines.len() > 2 {
-        let rest = lines[1..].join(" ");
-        lines.truncate(1);
-        lines.push(ellipsize(&format!(" {}", rest.trim()), w));
-    }
+    let lines = keep_the_end(wrap(&text, w, 1), w, MESSAGE_LINES);
     lines.into_iter().map(|l| Line::styled(l, style)).collect()
+}
+
+/// The message's lines at most: a refusal wraps onto them whole at 80 columns.
+const MESSAGE_LINES: usize = 3;
+
+/// At most `most` of the wrapped `lines`: when there are more, the middle gives way (`…`) and
+/// the end stays, since a refusal ends with its fix (`b unlocks`, `Esc cancels`).
+fn keep_the_end(mut lines: Vec<String>, width: usize, most: usize) -> Vec<String> {
+    if lines.len() <= most {
+        return lines;
+    }
+    let rest: Vec<&str> = lines[most - 1..]
+        .iter()
+        .flat_map(|l| l.split_whitespace())
+        .collect();
+    // the longest run of the last words that fits after " … "
+    let mut tail: Vec<&str> = Vec::new();
+    for word in rest.iter().rev() {
+        let mut candidate = vec![*word];
+        candidate.extend(tail.iter());
+        if width_of(&format!(" … {}", candidate.join(" "))) > width {
+            break;
+        }
+        tail = candidate;
+    }
+    let last = ellipsize(&format!(" … {}", tail.join(" ")), width);
+    lines.truncate(most - 1);
+    lines.push(last);
+    lines
 }
 
 /// The footer's keys (the engine and ZeRO keys once the spread is shown); when they do not

@@ -132,6 +132,20 @@ impl Lever {
         }
     }
 
+    /// Whether the lever is a setting of `run` at all: the vLLM share and its fp8 KV cache only
+    /// with vLLM colocated (the fp8 cache only on Unsloth, whose vLLM call takes
+    /// kv_cache_dtype; TRL's colocate call has no such key), the adapter rank and 4-bit frozen
+    /// weights only when adapters are trained.
+    pub fn applies(self, run: &RunConfig) -> bool {
+        let colocated = matches!(run.generation, Generation::ColocatedVllm { .. });
+        match self {
+            Lever::VllmShare => colocated,
+            Lever::KvCacheFp8 => colocated && run.stack == Stack::Unsloth,
+            Lever::FourBitWeights | Lever::LoraRank => !run.full_finetuning,
+            _ => true,
+        }
+    }
+
     /// Cost of moving one rung down this lever's candidate list. The training-quality levers
     /// cost an order of magnitude more than the ones that only cost speed or generation room.
     fn rung_cost(self) -> f64 {
@@ -484,6 +498,7 @@ fn impossible(
     let floors = Lever::ORDER
         .iter()
         .enumerate()
+        .filter(|(_, l)| l.applies(run))
         .map(|(d, l)| format!("{} = {}", l.key_in(run), grid.show(d, floor[d])))
         .collect();
     const STEP: u64 = 256 << 20;
@@ -537,6 +552,10 @@ fn describe(
             bytes_saved: before - after,
             trade_off: if lever == Lever::VllmShare && grid.values[d][at[d]] > grid.values[d][0] {
                 "larger vLLM share: vLLM can start and hold its context, less room left for training"
+            } else if lever == Lever::Checkpointing
+                && grid.values[d][at[d]] == checkpointing_rank(Checkpointing::UnslothOffload)
+            {
+                CHECKPOINT_OFFLOAD_TRADE_OFF
             } else {
                 lever.trade_off()
             },
@@ -575,31 +594,59 @@ pub struct StepDown {
 }
 
 /// One rung down each lever the solver may pull, largest saving first: the screen's levers
-/// panel and the solver read the same grid.
+/// panel and the solver read the same grid. A rung that would break a startable run is left
+/// out: one after which vLLM refuses to start, or which a trainer's own rule refuses.
 pub fn step_downs(run: &RunConfig, gpu: GpuBudget, est: &mut Estimator) -> Vec<StepDown> {
     let grid = Grid::new(run);
-    let base = est.estimate(run, gpu).total_bytes as i64;
+    let base_estimate = est.estimate(run, gpu);
+    let base = base_estimate.total_bytes as i64;
+    let base_starts = vllm_starts(&base_estimate);
+    let base_valid = rules::validate(run).is_ok();
     let mut steps: Vec<StepDown> = (0..Lever::ORDER.len())
         .filter(|&d| grid.values[d].len() > 1)
-        .map(|d| {
+        .filter_map(|d| {
             let mut at = vec![0; Lever::ORDER.len()];
             at[d] = 1;
             let lower = grid.run_at(run, &at);
+            let lowered = est.estimate(&lower, gpu);
+            if (base_starts && !vllm_starts(&lowered))
+                || (base_valid && rules::validate(&lower).is_err())
+            {
+                return None;
+            }
             let lever = Lever::ORDER[d];
             let change = Change {
                 lever,
                 key: lever.key_in(run),
                 from: grid.show(d, 0),
                 to: grid.show(d, 1),
-                bytes_saved: base - est.estimate(&lower, gpu).total_bytes as i64,
+                bytes_saved: base - lowered.total_bytes as i64,
                 trade_off: lever.trade_off(),
             };
-            StepDown { change, run: lower }
+            Some(StepDown { change, run: lower })
         })
         .collect();
     steps.sort_by_key(|s| std::cmp::Reverse(s.change.bytes_saved));
     steps
 }
+
+/// Whether every vLLM of the run (colocated or a server's) gets past its start-up checks.
+fn vllm_starts(e: &Estimate) -> bool {
+    e.roles
+        .iter()
+        .all(|r| r.vllm.as_ref().is_none_or(|v| v.starts))
+}
+
+/// What offloading the optimizer to CPU costs: not GPU communication but host memory (the
+/// estimate's `host_memory_bytes`, DeepSpeed's `estimate_zero3_model_states_mem_needs`) and the
+/// PCIe link, which carries the gradients out and the updated weights back every step
+/// (DeepSpeed ZeRO-Offload, `offload_optimizer.device = "cpu"`).
+const OFFLOAD_TRADE_OFF: &str = "the optimizer's states in host memory, updated on the CPU: RAM on each node, and gradients and weights over PCIe every step (slower steps)";
+
+/// What Unsloth's offloaded checkpointing costs: the checkpointed activations in host memory,
+/// copied over PCIe and back each step (unsloth_zoo 2026.10.9 `gradient_checkpointing.py`,
+/// `Unsloth_Offloaded_Gradient_Checkpointer`: `hidden_states.to("cpu", non_blocking = True)`).
+const CHECKPOINT_OFFLOAD_TRADE_OFF: &str = "checkpoints kept in host memory and copied over PCIe each step: host RAM, and slower steps than on-GPU checkpointing";
 
 /// The least sharding that fits a run of several training processes, every knob kept: DeepSpeed
 /// ZeRO-2, then ZeRO-3, then ZeRO-3 with the optimizer offloaded to CPU (each shards more and
@@ -635,7 +682,11 @@ fn sharding_that_fits(
                 from: now.describe(),
                 to: candidate.spread.describe(),
                 bytes_saved: before - e.total_bytes as i64,
-                trade_off: Lever::Sharding.trade_off(),
+                trade_off: if offload {
+                    OFFLOAD_TRADE_OFF
+                } else {
+                    Lever::Sharding.trade_off()
+                },
             };
             return Some(FitOutcome::Fitted {
                 changes: vec![change],

@@ -1,7 +1,9 @@
 //! What real runs measured: the run log's lines (`measured`), following a log as it grows
-//! (`tail`, `follow`) and the calibration learned from finished runs (`calibration`).
+//! (`tail`, `follow`), the calibration learned from finished runs (`calibration`), and the one
+//! comparison of a run with its log that `check` and `--follow` share (`check`).
 
 pub mod calibration;
+pub mod check;
 pub mod follow;
 pub mod measured;
 pub mod tail;

@@ -77,11 +77,7 @@ pub fn step_knob(
         Some(values) => step_along(values, v, up, false),
         None => knob.next(v, up, false),
     };
-    let allowed = |v: u64| {
-        let mut trial = run.clone();
-        apply_knob(&mut trial, knob, v, keep_batch);
-        rules::validate(&trial).is_ok()
-    };
+    let allowed = |v: u64| allowed(run, knob, v, keep_batch);
     let (mut at, mut chosen, mut steps) = (current, current, 0);
     while steps < if coarse { 3 } else { 1 } {
         let n = next(at);
@@ -95,6 +91,33 @@ pub fn step_knob(
         }
     }
     Some(chosen)
+}
+
+/// Whether the screen may move `knob` of `run` to `value`: the rules hold after
+/// ([`rules::validate`]), and the groups stay whole ([`rules::whole_groups`]) unless they were
+/// already split (then any rung that the rules allow, so the knob can leave the split).
+pub fn allowed(run: &RunConfig, knob: Knob, value: u64, keep_batch: Option<u64>) -> bool {
+    let mut trial = run.clone();
+    apply_knob(&mut trial, knob, value, keep_batch);
+    rules::validate(&trial).is_ok()
+        && (rules::whole_groups(&trial).is_ok() || rules::whole_groups(run).is_err())
+}
+
+/// Of `candidates`, the value of `knob` nearest `value` (on a log scale) that [`allowed`]
+/// takes; `None` when none is.
+pub fn nearest_allowed(
+    run: &RunConfig,
+    knob: Knob,
+    value: u64,
+    candidates: &[u64],
+    keep_batch: Option<u64>,
+) -> Option<u64> {
+    let distance = |v: u64| ((v.max(1) as f64).ln() - (value.max(1) as f64).ln()).abs();
+    candidates
+        .iter()
+        .copied()
+        .filter(|&v| allowed(run, knob, v, keep_batch))
+        .min_by(|a, b| distance(*a).total_cmp(&distance(*b)))
 }
 
 /// Moves `knob` to `value`; with `keep_batch`, a micro-batch change re-derives the accumulation
@@ -179,6 +202,29 @@ mod tests {
         );
         // free, along the ladder
         assert_eq!(step_knob(&run, Knob::Gpus, true, false, None), Some(8));
+    }
+
+    #[test]
+    fn unlocked_steps_keep_unsloths_groups_whole() {
+        let mut run = run_on(1);
+        run.stack = crate::run::Stack::Unsloth;
+        (run.micro_batch, run.grad_accum, run.num_generations) = (2, 2, 4);
+        assert!(rules::whole_groups(&run).is_ok());
+        // micro-batch 3 x 2 = 6 completions: 1.5 prompts of 4; stepped over
+        assert_eq!(
+            step_knob(&run, Knob::MicroBatch, true, false, None),
+            Some(4)
+        );
+        // generations: 3 does not divide 4 either
+        assert_eq!(
+            step_knob(&run, Knob::Generations, false, false, None),
+            Some(2)
+        );
+        let ladder = Knob::Generations.ladder();
+        assert_eq!(
+            nearest_allowed(&run, Knob::Generations, 48, ladder, None),
+            Some(4)
+        );
     }
 
     #[test]

@@ -303,10 +303,17 @@ fn parse_share(t: &str) -> Result<u64, String> {
     let pct = if percent || x >= 1.0 { x } else { x * 100.0 };
     let whole = pct.round();
     if (pct - whole).abs() > 1e-6 {
+        // the nearest whole percents, kept inside the range so the example is one that is taken
+        let (lo, hi) = Knob::VllmShare.range();
+        let near = |p: f64| format!("{}%", (p as u64).clamp(lo, hi));
+        let (below, above) = (near(pct.floor()), near(pct.ceil()));
+        let example = if below == above {
+            below
+        } else {
+            format!("{below} or {above}")
+        };
         return Err(format!(
-            "\"{t}\": the share is set in whole percent, e.g. {} or {}",
-            pct.floor(),
-            pct.ceil()
+            "\"{t}\": the share is set in whole percent ({lo}% to {hi}%), e.g. {example}"
         ));
     }
     Ok(whole as u64)

@@ -67,6 +67,39 @@ pub fn validate(run: &RunConfig) -> Result<(), Broken> {
     trl_rules(run)
 }
 
+/// Whole groups: `num_generations` divides the generation batch (`per_device_train_batch_size x
+/// GPUs x steps_per_generation`), on either stack. TRL refuses a run that splits a group
+/// (`GRPOConfig.__post_init__`, in [`validate`]); Unsloth, whose GRPOConfig is TRL's, first
+/// raises `per_device_train_batch_size` to `num_generations` without asking (unsloth#3572,
+/// [`RunConfig::unsloth_raises_batch`]), so the run that trains is not the one set. The screen's
+/// steps and clicks land on neither, and it exports neither: this is that rule.
+pub fn whole_groups(run: &RunConfig) -> Result<(), Broken> {
+    let g = run.num_generations.max(1);
+    if run.unsloth_raises_batch() {
+        return Err(Broken {
+            knob: Some(Knob::Generations),
+            message: format!(
+                "num_generations = {g}: the batch (per_device_train_batch_size x accumulation x GPUs = {}) is not a whole number of groups; Unsloth would raise per_device_train_batch_size {} to {g} without asking (unsloth#3572)",
+                run.effective_batch(),
+                run.micro_batch
+            ),
+        });
+    }
+    let batch = run
+        .completions_per_device()
+        .saturating_mul(run.processes())
+        .saturating_mul(run.steps_per_generation());
+    if !batch.is_multiple_of(g) {
+        return Err(Broken {
+            knob: Some(Knob::Generations),
+            message: format!(
+                "num_generations = {g}: the generation batch (per_device_train_batch_size x GPUs x steps_per_generation = {batch}) must be divisible by it (trl GRPOConfig.__post_init__)"
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// What TRL itself refuses: a generation batch that splits a prompt's group
 /// (`GRPOConfig.__post_init__`: "generation_batch_size ... must be divisible by
 /// num_generations"; Unsloth replaces the micro-batch instead, a warning of the estimate), and
