@@ -16,6 +16,7 @@ mod multi_gpu;
 mod no_debug_output;
 mod oom;
 mod realworld;
+mod realworld_unsloth_vllm;
 mod recipes_cli;
 mod roundtrip;
 mod safetensors;

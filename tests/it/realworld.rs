@@ -15,12 +15,12 @@ use vramfit_core::memory::estimate::{GpuBudget, estimate};
 use vramfit_core::memory::vllm::kv_bytes_per_token;
 use vramfit_core::units::GIB;
 
-fn folder() -> PathBuf {
+pub(crate) fn folder() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/realworld")
 }
 
 /// The case's TOML with `then.json`'s keys (`table.key`) set in it.
-fn with_then(toml_text: &str, then: &Value) -> String {
+pub(crate) fn with_then(toml_text: &str, then: &Value) -> String {
     let mut root: toml::Table = toml_text.parse().expect("case TOML parses");
     for (path, value) in then.as_object().into_iter().flatten() {
         let (table, key) = path.split_once('.').expect("table.key");
@@ -116,7 +116,10 @@ fn rows() -> Vec<Row> {
 }
 
 /// The run file and its estimate on the capacity it names.
-fn estimated(id: &str, text: &str) -> (config::RunFile, vramfit_core::memory::estimate::Estimate) {
+pub(crate) fn estimated(
+    id: &str,
+    text: &str,
+) -> (config::RunFile, vramfit_core::memory::estimate::Estimate) {
     let file = config::parse(
         text,
         id,

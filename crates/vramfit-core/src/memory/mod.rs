@@ -15,4 +15,5 @@ pub mod roles;
 #[cfg(test)]
 mod scale_examples;
 pub mod step;
+pub mod unsloth_vllm_2025;
 pub mod vllm;

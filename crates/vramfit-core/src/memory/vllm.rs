@@ -6,6 +6,7 @@
 
 use crate::arch::Arch;
 use crate::memory::refusal::{Refusal, VllmRefusal};
+use crate::run::versions::UnslothVllmLimits;
 use crate::run::{Generation, Quant, RunConfig, Stack};
 use crate::units::{GIB, format_size};
 use serde::Serialize;
@@ -337,9 +338,10 @@ fn vllm_weights(run: &RunConfig, training_weights: u64) -> u64 {
 
 /// `max_num_seqs` and `max_num_batched_tokens`. TRL: the generation batch of the tensor-parallel
 /// group (`per_device_train_batch_size x vllm_tensor_parallel_size x steps_per_generation`,
-/// trl 1.15.0 `GRPOTrainer.__init__`) and 4096. Unsloth: a table on its own
-/// KV estimate (load_vllm, 2026.10.9), the tokens capped at `seqs x max_seq_length`, unless the
-/// file passes them to load_vllm.
+/// trl 1.15.0 `GRPOTrainer.__init__`) and 4096. Unsloth: by release (`unsloth_vllm_limits`), a
+/// table on its own KV estimate (load_vllm, 2026.10.9: `unsloth_pairs`; before unsloth_zoo
+/// 2025.11.6: `unsloth_vllm_2025::limits`), the tokens capped at `seqs x max_seq_length`, unless
+/// the file passes them to load_vllm.
 fn batch_limits(run: &RunConfig, budget: u64, weights: u64) -> (u64, u64) {
     match run.stack {
         Stack::Trl => (
@@ -348,34 +350,42 @@ fn batch_limits(run: &RunConfig, budget: u64, weights: u64) -> (u64, u64) {
             TRL_BATCHED_TOKENS,
         ),
         Stack::Unsloth => {
-            // Unsloth's own KV estimate: its share less weights, LoRA and a CUDA-graph reserve
-            // of 172 graphs x hidden x layers x 4 bytes, clamped to 0.15-1 GiB
-            let reserve = (172 * run.arch.hidden * run.arch.layers * 4)
-                .clamp((0.15 * GIB as f64) as u64, GIB);
-            let kv_gib = budget.saturating_sub(weights + reserve) as f64 / GIB as f64;
-            let (tokens, seqs) = match kv_gib {
-                g if g <= 2.0 => (2048, 8),
-                g if g <= 4.0 => (2048, 16),
-                g if g <= 8.0 => (4096, 32),
-                g if g <= 12.0 => (4096, 48),
-                g if g <= 16.0 => (6144, 64),
-                g if g <= 24.0 => (6144, 80),
-                g if g <= 40.0 => (8192, 96),
-                g if g <= 48.0 => (8192, 112),
-                g if g <= 80.0 => (8192, 128),
-                _ => (8192, 256),
+            let (tokens, seqs) = match run.versions.unsloth_vllm_limits() {
+                UnslothVllmLimits::SequencesByKv => super::unsloth_vllm_2025::limits(run, budget),
+                UnslothVllmLimits::PairsByKv => unsloth_pairs(run, budget, weights),
             };
-            let fp8 = if run.vllm_kv_fp8 { 1.05 } else { 1.0 };
-            let seqs = run
-                .vllm_max_num_seqs
-                .unwrap_or(((seqs as f64 * fp8) as u64).max(1));
+            let seqs = run.vllm_max_num_seqs.unwrap_or(seqs.max(1));
             let tokens = run
                 .vllm_max_num_batched_tokens
-                .unwrap_or((tokens as u64).min(seqs * run.max_seq_len))
+                .unwrap_or(tokens.min(seqs * run.max_seq_len))
                 .max(seqs);
             (seqs, tokens)
         }
     }
+}
+
+/// unsloth_zoo 2025.11.6 on (`load_vllm`, read in 2026.10.9): `(max_num_batched_tokens,
+/// max_num_seqs)` from one tier of its KV estimate, sequences x 1.05 with an fp8 KV cache.
+fn unsloth_pairs(run: &RunConfig, budget: u64, weights: u64) -> (u64, u64) {
+    // Unsloth's own KV estimate: its share less weights, LoRA and a CUDA-graph reserve
+    // of 172 graphs x hidden x layers x 4 bytes, clamped to 0.15-1 GiB
+    let reserve =
+        (172 * run.arch.hidden * run.arch.layers * 4).clamp((0.15 * GIB as f64) as u64, GIB);
+    let kv_gib = budget.saturating_sub(weights + reserve) as f64 / GIB as f64;
+    let (tokens, seqs) = match kv_gib {
+        g if g <= 2.0 => (2048, 8),
+        g if g <= 4.0 => (2048, 16),
+        g if g <= 8.0 => (4096, 32),
+        g if g <= 12.0 => (4096, 48),
+        g if g <= 16.0 => (6144, 64),
+        g if g <= 24.0 => (6144, 80),
+        g if g <= 40.0 => (8192, 96),
+        g if g <= 48.0 => (8192, 112),
+        g if g <= 80.0 => (8192, 128),
+        _ => (8192, 256),
+    };
+    let fp8 = if run.vllm_kv_fp8 { 1.05 } else { 1.0 };
+    (tokens, (seqs as f64 * fp8) as u64)
 }
 
 /// The profile run's peak above the weights: one forward of `tokens` tokens (the MLP's

@@ -345,6 +345,18 @@ pub enum BatchRaise {
     EffectiveBatch,
 }
 
+/// How Unsloth's `load_vllm` picks vLLM's `max_num_seqs` and `max_num_batched_tokens`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnslothVllmLimits {
+    /// Before unsloth_zoo 2025.11.6: `max_num_seqs` from a tier of its KV estimate (128 to 400
+    /// sequences) and `max_num_batched_tokens = max_seq_length` (unsloth_zoo 2025.2.4 to 2025.11.5
+    /// `vllm_utils.load_vllm`, "Chunked prefill tokens = ... Num Sequences = ...").
+    SequencesByKv,
+    /// unsloth_zoo 2025.11.6 on: a tier gives both, 8 to 256 sequences and 2048 to 8192 tokens
+    /// (`load_vllm`, "Benchmarks for max_batched_tokens, max_num_seqs").
+    PairsByKv,
+}
+
 impl StackVersions {
     /// TRL 0.14's `per_device_train_batch_size` counts prompts: `compute_loss` repeats each
     /// prompt `num_generations` times (`torch.repeat_interleave(prompt_inputs["input_ids"],
@@ -374,6 +386,18 @@ impl StackVersions {
             l if l < (2025, 3) => BatchRaise::Never,
             l if l < (2025, 11) => BatchRaise::PerDevice,
             _ => BatchRaise::EffectiveBatch,
+        }
+    }
+
+    /// Unsloth's vLLM sequence table by release. unsloth_zoo 2025.11.5 still has the older rule
+    /// and 2025.11.6 the newer (both wheels read); unsloth 2025.11.6 requires
+    /// `unsloth_zoo>=2025.11.6` (its METADATA), so an Unsloth release before 2025.11.6 is taken to
+    /// run the older rule.
+    pub fn unsloth_vllm_limits(self) -> UnslothVllmLimits {
+        if self.unsloth < Release::new(2025, 11, 6) {
+            UnslothVllmLimits::SequencesByKv
+        } else {
+            UnslothVllmLimits::PairsByKv
         }
     }
 
@@ -500,6 +524,19 @@ mod tests {
             at("0.18.2", "2025.11.6").batch_raise(),
             BatchRaise::EffectiveBatch
         );
+        for (unsloth, limits) in [
+            ("2025.2.4", UnslothVllmLimits::SequencesByKv),
+            ("2025.11", UnslothVllmLimits::SequencesByKv),
+            ("2025.11.5", UnslothVllmLimits::SequencesByKv),
+            ("2025.11.6", UnslothVllmLimits::PairsByKv),
+            ("2026.10.9", UnslothVllmLimits::PairsByKv),
+        ] {
+            assert_eq!(
+                at("0.15.2", unsloth).unsloth_vllm_limits(),
+                limits,
+                "{unsloth}"
+            );
+        }
         assert_eq!(
             at("0.17.0", "2025.5.2").trl_default("beta"),
             Some(serde_json::json!(0.04))
