@@ -220,6 +220,10 @@ pub struct Source {
     /// alone is refused (24 would be 24 bytes). Overrides what is detected.
     #[arg(long, global = true, value_name = "SIZE", allow_hyphen_values = true)]
     pub gpu_mem: Option<String>,
+    /// A capacity a command takes from elsewhere than the command line (`check`: the log's
+    /// GPU), in bytes: it stands where `--gpu-mem` would.
+    #[arg(skip)]
+    pub capacity: Option<u64>,
     /// Do not ask NVML for the GPU.
     #[arg(long, global = true)]
     pub no_gpu: bool,

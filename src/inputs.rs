@@ -19,6 +19,7 @@ pub fn merge(outer: &Source, inner: &Source) -> Source {
         num_processes: inner.num_processes.or(outer.num_processes),
         preset: inner.preset.clone().or_else(|| outer.preset.clone()),
         gpu_mem: inner.gpu_mem.clone().or_else(|| outer.gpu_mem.clone()),
+        capacity: inner.capacity.or(outer.capacity),
         no_gpu: inner.no_gpu || outer.no_gpu,
         offline: inner.offline || outer.offline,
     }
@@ -53,6 +54,9 @@ pub struct Loaded {
 
 /// `--gpu-mem`, read once: the tier it picks and the capacity it sets agree.
 pub fn gpu_mem(source: &Source) -> Result<Option<u64>, String> {
+    if source.capacity.is_some() {
+        return Ok(source.capacity);
+    }
     source
         .gpu_mem
         .as_deref()

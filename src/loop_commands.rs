@@ -108,6 +108,16 @@ pub fn write_callback(output: &Path, force: bool) -> Result<u8, Failure> {
     Ok(FITS)
 }
 
+/// The log's last run (a note says when it holds others before it).
+fn read_last_run(log: &Path, shown: &str) -> Result<measured::RunLog, Failure> {
+    let file = std::fs::File::open(log).map_err(|e| format!("{shown}: cannot read: {e}"))?;
+    let (run_log, note) = measured::parse_last_run_from(std::io::BufReader::new(file), shown)?;
+    if let Some(note) = note {
+        say(&format!("vramfit: note: {note}"));
+    }
+    Ok(run_log)
+}
+
 /// `check`: the log's peaks against the estimate of the run (`--config`/`--preset`), on the
 /// GPU the log names unless `--gpu-mem`.
 pub fn run_check(
@@ -117,11 +127,7 @@ pub fn run_check(
     picture: Option<&Path>,
 ) -> Result<u8, Failure> {
     let shown = log.display().to_string();
-    let file = std::fs::File::open(log).map_err(|e| format!("{shown}: cannot read: {e}"))?;
-    let (run_log, note) = measured::parse_last_run_from(std::io::BufReader::new(file), &shown)?;
-    if let Some(note) = note {
-        say(&format!("vramfit: note: {note}"));
-    }
+    let run_log = read_last_run(log, &shown)?;
     let measured = run_log.measured();
     let nvml_peak = run_log.nvml_peak();
     if measured.is_none() && nvml_peak.is_none() {
@@ -134,7 +140,7 @@ pub fn run_check(
     source.no_gpu = true;
     let from_log = source.gpu_mem.is_none();
     if from_log {
-        source.gpu_mem = run_log.total().map(|t| format!("{t}B"));
+        source.capacity = run_log.total();
         if let Some(t) = run_log.total().filter(|t| *t < MIN_GPU_MEMORY) {
             return Err(Failure::Input(format!(
                 "{shown}: the log gives the GPU's total memory as {t} bytes, below {}: not a GPU this log can be checked on (pass --gpu-mem SIZE to check it against another)",
@@ -195,63 +201,96 @@ pub fn run_check(
             "rows": rows,
         }))?
     } else {
-        let mut t = format!("run: {}\n", loaded.origin);
-        let versions: Vec<String> = start
-            .versions
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
-        t += &format!(
-            "log: {shown}: {} step{} on {}{}\n",
+        check_text(&CheckText {
+            origin: &loaded.origin,
+            shown: &shown,
             steps,
-            if steps == 1 { "" } else { "s" },
-            start.device.as_deref().unwrap_or("an unnamed GPU"),
-            if versions.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", versions.join(", "))
-            }
-        );
-        t += &format!("GPU: {gpu_line}\n");
-        if let Some(c) = &calibrated {
-            t += &format!("{c}\n");
-        }
-        t += "\n";
-        t += &format!(
-            "{:<30} {:>11} {:>11} {:>9}  verdict\n",
-            "", "predicted", "measured", "error"
-        );
-        for r in &rows {
-            t += &format!(
-                "{:<30} {:>11} {:>11} {:>7.1} %  {}\n",
-                r.name,
-                format_size(r.predicted_bytes),
-                format_size(r.measured_bytes),
-                r.error_percent,
-                r.verdict.word()
-            );
-        }
-        t += &format!(
-            "\nerror: (predicted - measured) / measured; good within {GOOD_WITHIN_PERCENT} %.\n\
-             torch's counters are the largest over the steps and count everything the training \
-             process holds: weights, adapters, optimizer states and, with vLLM colocated, vLLM's \
-             tensors, besides the step's activations. GRPOTrainer generates inside the training \
-             step, so a step's peak covers both phases: predicted from the {phase} phase, the \
-             larger.\n\
-             device in use: total - free when a step ended (other processes count too), against \
-             the estimate's total (CUDA context included).\n\
-             whole process: the largest memory NVML listed for the command's processes while \
-             `vramfit run` sampled it twice a second, against the estimate's total.\n"
-        );
-        if let Some(total) = run_log.total().filter(|t| *t != gpu.capacity) {
-            t += &format!(
-                "note: the log's GPU has {}, the estimate was made for {}\n",
-                format_size(total),
-                format_size(gpu.capacity)
-            );
-        }
-        t
+            start: &start,
+            gpu_line: &gpu_line,
+            calibrated: calibrated.as_deref(),
+            rows: &rows,
+            phase,
+            log_total: run_log.total(),
+            capacity: gpu.capacity,
+        })
     };
     emit(|o| o.write_all(out.as_bytes())).map_err(unwritten(FITS))?;
     Ok(FITS)
+}
+
+/// What `check`'s text report says.
+struct CheckText<'a> {
+    origin: &'a str,
+    shown: &'a str,
+    steps: usize,
+    start: &'a measured::Start,
+    gpu_line: &'a str,
+    calibrated: Option<&'a str>,
+    rows: &'a [measured::Row],
+    phase: &'a str,
+    log_total: Option<u64>,
+    capacity: u64,
+}
+
+/// `check`'s report in words: the run, the log, the GPU, the rows, and how to read them.
+fn check_text(c: &CheckText) -> String {
+    let mut t = format!("run: {}\n", c.origin);
+    let versions: Vec<String> = c
+        .start
+        .versions
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    t += &format!(
+        "log: {}: {} step{} on {}{}\n",
+        c.shown,
+        c.steps,
+        if c.steps == 1 { "" } else { "s" },
+        c.start.device.as_deref().unwrap_or("an unnamed GPU"),
+        if versions.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", versions.join(", "))
+        }
+    );
+    t += &format!("GPU: {}\n", c.gpu_line);
+    if let Some(cal) = c.calibrated {
+        t += &format!("{cal}\n");
+    }
+    t += "\n";
+    t += &format!(
+        "{:<30} {:>11} {:>11} {:>9}  verdict\n",
+        "", "predicted", "measured", "error"
+    );
+    for r in c.rows {
+        t += &format!(
+            "{:<30} {:>11} {:>11} {:>7.1} %  {}\n",
+            r.name,
+            format_size(r.predicted_bytes),
+            format_size(r.measured_bytes),
+            r.error_percent,
+            r.verdict.word()
+        );
+    }
+    t += &format!(
+        "\nerror: (predicted - measured) / measured; good within {GOOD_WITHIN_PERCENT} %.\n\
+         torch's counters are the largest over the steps and count everything the training \
+         process holds: weights, adapters, optimizer states and, with vLLM colocated, vLLM's \
+         tensors, besides the step's activations. GRPOTrainer generates inside the training \
+         step, so a step's peak covers both phases: predicted from the {} phase, the \
+         larger.\n\
+         device in use: total - free when a step ended (other processes count too), against \
+         the estimate's total (CUDA context included).\n\
+         whole process: the largest memory NVML listed for the command's processes while \
+         `vramfit run` sampled it twice a second, against the estimate's total.\n",
+        c.phase
+    );
+    if let Some(total) = c.log_total.filter(|t| *t != c.capacity) {
+        t += &format!(
+            "note: the log's GPU has {}, the estimate was made for {}\n",
+            format_size(total),
+            format_size(c.capacity)
+        );
+    }
+    t
 }
