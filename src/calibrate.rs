@@ -12,7 +12,7 @@ use vramfit_core::measure::measured;
 use vramfit_core::memory::estimate::CUDA_CONTEXT;
 use vramfit_core::units::format_size;
 
-pub fn run_calibrate(logs: &[PathBuf], reset: bool, json: bool) -> Result<u8, Failure> {
+pub(crate) fn run_calibrate(logs: &[PathBuf], reset: bool, json: bool) -> Result<u8, Failure> {
     let path = calibration_path().ok_or_else(|| {
         "no config folder: set VRAMFIT_CONFIG_DIR to the folder for calibration.toml".to_string()
     })?;

@@ -10,7 +10,7 @@ use vramfit_core::fit::DEFAULT_HEADROOM;
     version,
     about = "Fit a GRPO fine-tuning run into a GPU before launching it"
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
     #[command(flatten)]
@@ -27,7 +27,7 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Command {
+pub(crate) enum Command {
     /// Print where the GPU memory goes. Exit 0 when it fits, 3 when it does not, 2 on bad input.
     Estimate {
         #[command(flatten)]
@@ -194,7 +194,7 @@ pub enum Command {
 }
 
 #[derive(Args, Debug, Clone, Default)]
-pub struct Source {
+pub(crate) struct Source {
     /// A run file (TOML), or a TRL CLI recipe (`.yaml`/`.yml`, as `trl grpo --config` reads it).
     /// A write (-o, --export, the screen's export) edits this file's text: only the tuned keys
     /// change.

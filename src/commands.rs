@@ -18,7 +18,7 @@ use vramfit_core::presets;
 use vramfit_core::units::format_size;
 
 /// What `estimate` writes besides its report.
-pub struct Exports<'a> {
+pub(crate) struct Exports<'a> {
     /// the run file (`--export`; `-` for standard output)
     pub run_file: Option<&'a std::path::Path>,
     /// the launch set's folder (`--export-dir`)
@@ -30,7 +30,7 @@ pub struct Exports<'a> {
     pub picture: Option<&'a std::path::Path>,
 }
 
-pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8, Failure> {
+pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8, Failure> {
     let (export, force) = (exports.run_file, exports.force);
     check_exports(&exports)?;
     let Inputs {
@@ -107,7 +107,7 @@ pub fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8,
 
 /// The interactive screen, following the run log `follow` when given; without a terminal, the
 /// estimate is printed instead.
-pub fn open_screen(
+pub(crate) fn open_screen(
     source: &Source,
     mouse: bool,
     follow: Option<&std::path::Path>,
@@ -175,7 +175,7 @@ pub fn open_screen(
     Ok(FITS)
 }
 
-pub fn show_gpu(json: bool) -> Result<u8, Failure> {
+pub(crate) fn show_gpu(json: bool) -> Result<u8, Failure> {
     let detected = NvmlProbe.probe_all();
     let answer = if detected.is_ok() { FITS } else { NO_GPU };
     emit(|out| {
@@ -223,7 +223,7 @@ pub fn show_gpu(json: bool) -> Result<u8, Failure> {
     Ok(answer)
 }
 
-pub fn run_fit(
+pub(crate) fn run_fit(
     source: &Source,
     headroom: f64,
     output: Option<&std::path::Path>,
@@ -281,7 +281,7 @@ pub fn run_fit(
 /// `diagnose`: the last OOM message of a log, read with the run that failed (`--config` or
 /// `--preset`) and the GPU's memory (`--gpu-mem`, else the run file's) where the message gives
 /// none.
-pub fn run_diagnose(
+pub(crate) fn run_diagnose(
     log: Option<&std::path::Path>,
     source: &Source,
     json: bool,
@@ -325,7 +325,7 @@ pub fn run_diagnose(
 /// The diagnosis of the last OOM message of `text` (`shown` names it), as `diagnose` prints it:
 /// with the run of `source` when it names one, the GPU's memory from the message, else
 /// `gpu_mem`, else the run file's. `vramfit run` prints it when its command runs out of memory.
-pub fn diagnosis(
+pub(crate) fn diagnosis(
     text: &str,
     shown: &str,
     source: &Source,
@@ -497,7 +497,7 @@ fn draw_proposal(
 
 /// Writes `run` as the trainer's TOML, with the header of the file it came from and its estimate;
 /// `answer` is the command's exit code, kept if standard output (`-`) has no reader left.
-pub fn export_run(
+pub(crate) fn export_run(
     file: &RunFile,
     run: &vramfit_core::run::RunConfig,
     gpu: (GpuBudget, &str),
@@ -622,7 +622,7 @@ fn export_launch_set(
     Ok(())
 }
 
-pub fn list_models(json: bool) -> Result<u8, Failure> {
+pub(crate) fn list_models(json: bool) -> Result<u8, Failure> {
     let text = if json {
         let rows: Vec<serde_json::Value> = catalog::ids()
             .filter_map(catalog::find)
@@ -649,7 +649,7 @@ pub fn list_models(json: bool) -> Result<u8, Failure> {
         .map_err(unwritten(FITS))
 }
 
-pub fn list_presets(json: bool) -> Result<u8, Failure> {
+pub(crate) fn list_presets(json: bool) -> Result<u8, Failure> {
     let rows = presets::all(&vramfit::hub::HubResolver::current());
     if json {
         let text = json_text(&presets_json(&rows))?;

@@ -6,7 +6,7 @@ use vramfit_core::run::versions::Package;
 
 /// `vramfit env`: where the Python environment is and which trainer versions it holds, each
 /// against the range vramfit models. Exit 0.
-pub fn show_env(json: bool) -> Result<u8, crate::output::Failure> {
+pub(crate) fn show_env(json: bool) -> Result<u8, crate::output::Failure> {
     use crate::output::{FITS, emit, json_text, unwritten};
     use std::io::Write;
     let env = detect();

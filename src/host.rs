@@ -1,7 +1,7 @@
 //! This machine's memory, for what a run offloads to the host (ZeRO-Offload, FSDP CPU offload).
 
 /// `MemTotal` of `/proc/meminfo`, in bytes; `None` where there is no such file.
-pub fn memory_bytes() -> Option<u64> {
+pub(crate) fn memory_bytes() -> Option<u64> {
     parse_meminfo(&std::fs::read_to_string("/proc/meminfo").ok()?)
 }
 
@@ -13,7 +13,7 @@ fn parse_meminfo(text: &str) -> Option<u64> {
 
 /// A note when the offloaded states need more host memory than this machine has (the run
 /// would be killed by the kernel, or swap, long before the GPU is the limit).
-pub fn offload_note(needed: u64) -> Option<String> {
+pub(crate) fn offload_note(needed: u64) -> Option<String> {
     let have = memory_bytes()?;
     (needed > have).then(|| {
         format!(

@@ -12,7 +12,7 @@ use vramfit_core::memory::estimate::GpuBudget;
 use vramfit_core::presets;
 use vramfit_core::units::{format_size, parse_gpu_size};
 
-pub fn merge(outer: &Source, inner: &Source) -> Source {
+pub(crate) fn merge(outer: &Source, inner: &Source) -> Source {
     Source {
         config: inner.config.clone().or_else(|| outer.config.clone()),
         launch: inner.launch.clone().or_else(|| outer.launch.clone()),
@@ -26,7 +26,7 @@ pub fn merge(outer: &Source, inner: &Source) -> Source {
 }
 
 /// The GPU NVML sees, unless `--no-gpu`.
-pub fn detect(source: &Source) -> Result<GpuInfo, String> {
+pub(crate) fn detect(source: &Source) -> Result<GpuInfo, String> {
     if source.no_gpu {
         return Err("--no-gpu".to_string());
     }
@@ -42,7 +42,7 @@ pub fn detect(source: &Source) -> Result<GpuInfo, String> {
 }
 
 /// The run file, the names it goes by, and where it came from.
-pub struct Loaded {
+pub(crate) struct Loaded {
     pub file: RunFile,
     /// what notes about the file are prefixed with: its path, `preset 24gb`
     pub label: String,
@@ -53,7 +53,7 @@ pub struct Loaded {
 }
 
 /// `--gpu-mem`, read once: the tier it picks and the capacity it sets agree.
-pub fn gpu_mem(source: &Source) -> Result<Option<u64>, String> {
+pub(crate) fn gpu_mem(source: &Source) -> Result<Option<u64>, String> {
     if source.capacity.is_some() {
         return Ok(source.capacity);
     }
@@ -66,7 +66,10 @@ pub fn gpu_mem(source: &Source) -> Result<Option<u64>, String> {
 
 /// The start state: `--config`, else `--preset`, else the preset of the largest tier that the
 /// GPU (`--gpu-mem` or detected) holds, else the 24 GB tier.
-pub fn load_source(source: &Source, detected: &Result<GpuInfo, String>) -> Result<Loaded, String> {
+pub(crate) fn load_source(
+    source: &Source,
+    detected: &Result<GpuInfo, String>,
+) -> Result<Loaded, String> {
     let loaded = read_source(source, detected)?;
     for note in &loaded.file.notes {
         say(&format!("vramfit: note: {}: {note}", loaded.label));
@@ -74,7 +77,10 @@ pub fn load_source(source: &Source, detected: &Result<GpuInfo, String>) -> Resul
     Ok(loaded)
 }
 
-pub fn read_source(source: &Source, detected: &Result<GpuInfo, String>) -> Result<Loaded, String> {
+pub(crate) fn read_source(
+    source: &Source,
+    detected: &Result<GpuInfo, String>,
+) -> Result<Loaded, String> {
     let reading = config::Reading {
         models: &HubResolver::current(),
         overlay: config::accelerate::Overlay::new(source.launch.as_deref(), source.num_processes)?,
@@ -164,7 +170,7 @@ pub fn read_source(source: &Source, detected: &Result<GpuInfo, String>) -> Resul
 
 /// Capacity: `--gpu-mem`, else the detected GPU, else the run file's `gpu_memory`; and the
 /// line that says which.
-pub fn capacity(
+pub(crate) fn capacity(
     source: &Source,
     loaded: &Loaded,
     detected: &Result<GpuInfo, String>,
@@ -212,7 +218,7 @@ pub fn capacity(
 
 /// A command's inputs, resolved once: the run and where it came from, the GPU and the line
 /// that says where its capacity came from, and what NVML answered.
-pub struct Inputs {
+pub(crate) struct Inputs {
     pub loaded: Loaded,
     pub gpu: GpuBudget,
     pub gpu_line: String,
@@ -224,7 +230,7 @@ pub struct Inputs {
 
 /// Resolves `source`: the GPU first (NVML unless `--no-gpu`), then the run (its notes said on
 /// standard error), then the capacity.
-pub fn resolve(source: &Source) -> Result<Inputs, String> {
+pub(crate) fn resolve(source: &Source) -> Result<Inputs, String> {
     let detected = detect(source);
     let loaded = load_source(source, &detected)?;
     let (gpu, gpu_line) = capacity(source, &loaded, &detected)?;
@@ -244,13 +250,13 @@ pub fn resolve(source: &Source) -> Result<Inputs, String> {
 }
 
 /// `<config dir>/calibration.toml`, where `vramfit calibrate` keeps what it learned.
-pub fn calibration_path() -> Option<std::path::PathBuf> {
+pub(crate) fn calibration_path() -> Option<std::path::PathBuf> {
     presets::config_dir().map(|d| d.join("calibration.toml"))
 }
 
 /// The calibration file, if there is one; a file that cannot be read is an error that names it.
 /// A bad entry in it is skipped, with a notice on standard error.
-pub fn load_calibration() -> Result<Option<(Calibration, std::path::PathBuf)>, String> {
+pub(crate) fn load_calibration() -> Result<Option<(Calibration, std::path::PathBuf)>, String> {
     let Some(path) = calibration_path() else {
         return Ok(None);
     };
@@ -272,7 +278,7 @@ pub fn load_calibration() -> Result<Option<(Calibration, std::path::PathBuf)>, S
 
 /// Uses the CUDA context `vramfit calibrate` measured on a GPU named `gpu` (NVML's name,
 /// exactly) with the run's stack, when there is one.
-pub fn calibrate_for(inputs: &mut Inputs, gpu: &str) -> Result<(), String> {
+pub(crate) fn calibrate_for(inputs: &mut Inputs, gpu: &str) -> Result<(), String> {
     // a calibration file that cannot be read is said, never fatal to an estimate
     let Some((calibration, _)) = load_calibration()
         .inspect_err(|e| {

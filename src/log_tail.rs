@@ -6,10 +6,10 @@ use std::io::{Read, Seek, SeekFrom};
 
 /// How much of a log's end is read: an OOM message with its traceback is a few KiB, a
 /// training loop's last lines before it a few hundred; 16 MiB holds them many times over.
-pub const KEPT: usize = 16 << 20;
+pub(crate) const KEPT: usize = 16 << 20;
 
 /// The last `KEPT` bytes of the file at `path`, and whether its start was left out.
-pub fn read_file_end(path: &std::path::Path) -> std::io::Result<(Vec<u8>, bool)> {
+pub(crate) fn read_file_end(path: &std::path::Path) -> std::io::Result<(Vec<u8>, bool)> {
     let mut file = std::fs::File::open(path)?;
     let len = file.metadata()?.len();
     let kept = KEPT as u64;
@@ -23,7 +23,7 @@ pub fn read_file_end(path: &std::path::Path) -> std::io::Result<(Vec<u8>, bool)>
 }
 
 /// The last `KEPT` bytes of `reader`, read to its end, and whether its start was left out.
-pub fn read_end(mut reader: impl Read) -> std::io::Result<(Vec<u8>, bool)> {
+pub(crate) fn read_end(mut reader: impl Read) -> std::io::Result<(Vec<u8>, bool)> {
     let mut window: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 1 << 20];
     let mut cut = false;

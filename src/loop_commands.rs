@@ -15,7 +15,7 @@ use vramfit_core::units::{MIN_GPU_MEMORY, format_size};
 
 /// A run log the screen follows (`vramfit --follow LOG`): the file, what its first look read,
 /// and the run to show.
-pub struct Followed {
+pub(crate) struct Followed {
     pub tail: Tail,
     pub following: Following,
     /// `--config`/`--preset`, else the run file or the preset the log's prediction line names
@@ -25,7 +25,7 @@ pub struct Followed {
 impl Followed {
     /// The log's GPU, for a screen with no NVML reading and no `--gpu-mem`: its memory, and
     /// how the header names it.
-    pub fn log_gpu(&self) -> Option<(u64, String)> {
+    pub(crate) fn log_gpu(&self) -> Option<(u64, String)> {
         let log = self.following.follower.log();
         let device = log.device().unwrap_or("GPU");
         Some((log.total()?, format!("the log's {device}")))
@@ -35,7 +35,7 @@ impl Followed {
 /// Opens `log` (a missing one is an error naming it) and reads what it holds so far. Without
 /// `--config` or `--preset`, the run is the one the log's prediction line names; when it names
 /// none that is here, the screen says so.
-pub fn start_following(log: &Path, source: &Source) -> Result<Followed, Failure> {
+pub(crate) fn start_following(log: &Path, source: &Source) -> Result<Followed, Failure> {
     let mut tail = Tail::open(log).map_err(|e| format!("--follow {e}"))?;
     let name = log
         .file_name()
@@ -75,7 +75,7 @@ pub fn start_following(log: &Path, source: &Source) -> Result<Followed, Failure>
 }
 
 /// The callback, as `vramfit callback` writes it.
-pub const CALLBACK: &str = include_str!("../examples/vramfit_callback.py");
+pub(crate) const CALLBACK: &str = include_str!("../examples/vramfit_callback.py");
 
 /// Whether standard output is `path` itself (`vramfit callback > vramfit_callback.py`).
 #[cfg(unix)]
@@ -94,7 +94,7 @@ fn stdout_is(_: &Path) -> bool {
 
 /// `callback`: writes the callback to `output` (atomically; an existing file only with
 /// `force`) and prints it, unless standard output is that file (then the shell writes it).
-pub fn write_callback(output: &Path, force: bool) -> Result<u8, Failure> {
+pub(crate) fn write_callback(output: &Path, force: bool) -> Result<u8, Failure> {
     let print = || emit(|out| out.write_all(CALLBACK.as_bytes())).map_err(unwritten(FITS));
     if output == Path::new("-") || stdout_is(output) {
         return print().map(|()| FITS);
@@ -120,7 +120,7 @@ fn read_last_run(log: &Path, shown: &str) -> Result<measured::RunLog, Failure> {
 
 /// `check`: the log's peaks against the estimate of the run (`--config`/`--preset`), on the
 /// GPU the log names unless `--gpu-mem`.
-pub fn run_check(
+pub(crate) fn run_check(
     log: &Path,
     source: &Source,
     json: bool,

@@ -4,16 +4,16 @@
 use std::io::{self, Write};
 
 /// The exit codes, as docs/json.md documents them: 0 fits, 3 does not fit, 2 bad input, 1 no GPU.
-pub const FITS: u8 = 0;
-pub const BAD_INPUT: u8 = 2;
-pub const DOES_NOT_FIT: u8 = 3;
-pub const NO_GPU: u8 = 1;
+pub(crate) const FITS: u8 = 0;
+pub(crate) const BAD_INPUT: u8 = 2;
+pub(crate) const DOES_NOT_FIT: u8 = 3;
+pub(crate) const NO_GPU: u8 = 1;
 /// Standard output could not be written: the code of bad input, the one that says the command
 /// did not do its job (1 and 3 are answers: no GPU, does not fit).
-pub const FAILED: u8 = 2;
+pub(crate) const FAILED: u8 = 2;
 
 /// Why a command stopped before its answer.
-pub enum Failure {
+pub(crate) enum Failure {
     /// bad input, or a file that cannot be read or written: the message
     Input(String),
     /// writing standard output failed; `answer` is the exit code the command had reached
@@ -27,14 +27,14 @@ impl From<String> for Failure {
 }
 
 /// Turns an error writing standard output into a `Failure` that keeps the command's answer.
-pub fn unwritten(answer: u8) -> impl FnOnce(io::Error) -> Failure {
+pub(crate) fn unwritten(answer: u8) -> impl FnOnce(io::Error) -> Failure {
     move |error| Failure::Output { error, answer }
 }
 
 /// Writes to standard output what `f` writes, its control characters escaped
 /// (`vramfit::untrusted`), and flushes: every write error comes back as an `io::Error` instead
 /// of the panic of `print!`.
-pub fn emit(f: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> io::Result<()> {
+pub(crate) fn emit(f: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> io::Result<()> {
     let mut text = Vec::new();
     f(&mut text)?;
     let text = String::from_utf8_lossy(&text);
@@ -46,13 +46,13 @@ pub fn emit(f: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> io::Result<()> {
 /// A line for the user on standard error, its control characters escaped and an overlong line
 /// cut (`vramfit::untrusted`). If even that cannot be written there is nobody left to tell, so
 /// its error is dropped rather than turned into a panic.
-pub fn say(line: &str) {
+pub(crate) fn say(line: &str) {
     let line = vramfit::untrusted::for_terminal(line);
     let _ = writeln!(io::stderr().lock(), "{line}");
 }
 
 /// `value` as pretty JSON and a newline, for standard output.
-pub fn json_text(value: &impl serde::Serialize) -> Result<String, String> {
+pub(crate) fn json_text(value: &impl serde::Serialize) -> Result<String, String> {
     serde_json::to_string_pretty(value)
         .map(|text| text + "\n")
         .map_err(|e| e.to_string())

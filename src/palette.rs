@@ -6,7 +6,7 @@ use vramfit_core::memory::estimate::Part;
 
 /// One of the terminal's sixteen colours (those the screen uses).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hue {
+pub(crate) enum Hue {
     DarkGray,
     Red,
     Green,
@@ -25,7 +25,7 @@ pub enum Hue {
 
 impl Hue {
     /// The colour as xterm's default palette draws it (`XTerm-col.ad`: color1-14).
-    pub fn rgb(self) -> &'static str {
+    pub(crate) fn rgb(self) -> &'static str {
         match self {
             Hue::Red => "#cd0000",
             Hue::Green => "#00cd00",
@@ -46,7 +46,7 @@ impl Hue {
 }
 
 /// The colour of a part's segment on the bar.
-pub fn hue(part: Part) -> Hue {
+pub(crate) fn hue(part: Part) -> Hue {
     match part {
         Part::CudaContext | Part::OtherMemory => Hue::DarkGray,
         Part::VllmWeights | Part::SharedWeights => Hue::Blue,

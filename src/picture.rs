@@ -9,7 +9,7 @@ use vramfit_core::run::RunConfig;
 
 /// Writes the picture of `est`, the estimate of `run` on `gpu_line`'s GPU, to `path` (replaced
 /// if there: it is drawn again from the same inputs), with `measured`'s peak marked when given.
-pub fn write_svg(
+pub(crate) fn write_svg(
     path: &Path,
     run: &RunConfig,
     est: &Estimate,

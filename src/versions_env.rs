@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use vramfit_core::run::versions::{Installed, Package};
 
 /// Where the packages were looked for, and what was found there.
-pub struct Environment {
+pub(crate) struct Environment {
     /// `$VIRTUAL_ENV`, `$CONDA_PREFIX` or `python3 on PATH`
     pub from: &'static str,
     /// the environment's prefix
@@ -20,7 +20,7 @@ pub struct Environment {
 }
 
 /// The active Python environment's trainer packages.
-pub fn detect() -> Environment {
+pub(crate) fn detect() -> Environment {
     let (from, prefix) = active_prefix();
     let mut site_packages = prefix.as_deref().map(site_folders).unwrap_or_default();
     if site_packages.is_empty() && prefix.is_some() && from == PATH_PYTHON {

@@ -4,7 +4,7 @@
 //! is then asked for by its name, not refused as an invalid URI.
 
 /// `text` percent-encoded, `/` kept when `keep_slash`.
-pub fn quote(text: &str, keep_slash: bool) -> String {
+pub(super) fn quote(text: &str, keep_slash: bool) -> String {
     let mut out = String::with_capacity(text.len());
     for b in text.bytes() {
         if b.is_ascii_alphanumeric()

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 /// Erases the line the cursor is on and returns to its start (ECMA-48 EL, "erase in line").
 const CLEAR_LINE: &str = "\r\x1b[K";
 
-pub struct Console {
+pub(super) struct Console {
     /// whether a status line may be drawn (standard error is a terminal)
     live: bool,
     state: Mutex<State>,
@@ -23,7 +23,7 @@ struct State {
 }
 
 impl Console {
-    pub fn new(live: bool) -> Console {
+    pub(super) fn new(live: bool) -> Console {
         Console {
             live,
             state: Mutex::new(State {
@@ -42,7 +42,7 @@ impl Console {
 
     /// The command's standard error, as it came: the status line cleared first. Write errors
     /// are dropped: nobody is left to tell.
-    pub fn pass_through(&self, chunk: &[u8]) {
+    pub(super) fn pass_through(&self, chunk: &[u8]) {
         let mut state = self.state();
         let mut err = io::stderr().lock();
         if state.shown {
@@ -57,7 +57,7 @@ impl Console {
     }
 
     /// Draws `line` in place of the previous status, when live and at the start of a line.
-    pub fn status(&self, line: &str) {
+    pub(super) fn status(&self, line: &str) {
         if !self.live {
             return;
         }
@@ -72,7 +72,7 @@ impl Console {
     }
 
     /// A line of vramfit's own, the status line cleared first.
-    pub fn say(&self, line: &str) {
+    pub(super) fn say(&self, line: &str) {
         let mut state = self.state();
         let mut err = io::stderr().lock();
         if state.shown {
@@ -89,7 +89,7 @@ impl Console {
     }
 
     /// Clears the status line, at exit.
-    pub fn clear(&self) {
+    pub(super) fn clear(&self) {
         let mut state = self.state();
         if state.shown {
             let _ = io::stderr().lock().write_all(CLEAR_LINE.as_bytes());

@@ -8,7 +8,7 @@ fn changes_code(key: &str) -> bool {
 }
 
 /// The lines to say for `env` (the run file's `[env]`, as the command gets it); none when empty.
-pub fn lines(env: &[(String, String)]) -> Vec<String> {
+pub(super) fn lines(env: &[(String, String)]) -> Vec<String> {
     if env.is_empty() {
         return Vec::new();
     }

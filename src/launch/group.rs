@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 /// How long the command has to end after a signal is passed on before it is killed: the
 /// default of `docker stop --time` (10 s, Docker CLI reference), the stop grace period most
 /// training jobs already live under.
-pub const KILL_GRACE: Duration = Duration::from_secs(10);
+pub(super) const KILL_GRACE: Duration = Duration::from_secs(10);
 
 /// Makes `command` start in a new process group (its PID is the group's id) and, on Linux, die
 /// when vramfit does.
-pub fn own_group(command: &mut Command) {
+pub(super) fn own_group(command: &mut Command) {
     #[cfg(unix)]
     {
         use std::os::unix::process::CommandExt;
@@ -63,14 +63,14 @@ fn send_group(group: u32, signal: i32) {
 }
 
 /// The signals passed on to the command's group, and the kill that follows when it does not end.
-pub struct Escalation {
+pub(super) struct Escalation {
     group: u32,
     deadline: Option<Instant>,
     killed: bool,
 }
 
 impl Escalation {
-    pub fn new(group: u32) -> Escalation {
+    pub(super) fn new(group: u32) -> Escalation {
         Escalation {
             group,
             deadline: None,
@@ -80,7 +80,7 @@ impl Escalation {
 
     /// Passes `signal` on to the group (then SIGCONT, for a stopped member) and returns what
     /// to tell the user.
-    pub fn forward(&mut self, signal: i32) -> String {
+    pub(super) fn forward(&mut self, signal: i32) -> String {
         send_group(self.group, signal);
         #[cfg(unix)]
         send_group(self.group, libc::SIGCONT);
@@ -97,7 +97,7 @@ impl Escalation {
 
     /// Kills the group once the grace period after a signal has run out; returns what to tell
     /// the user when it does.
-    pub fn poll(&mut self) -> Option<String> {
+    pub(super) fn poll(&mut self) -> Option<String> {
         let due = self.deadline.is_some_and(|d| Instant::now() >= d);
         if !due || self.killed {
             return None;
@@ -113,7 +113,7 @@ impl Escalation {
 
     /// After the command has ended: what is left of its group is killed when vramfit was told
     /// to stop (a descendant that ignored the signal).
-    pub fn finish(&mut self) {
+    pub(super) fn finish(&mut self) {
         if self.deadline.is_some() && !self.killed {
             self.killed = true;
             #[cfg(unix)]

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-pub struct RunLog {
+pub(super) struct RunLog {
     pub path: PathBuf,
     file: Mutex<File>,
     /// whether this run made the file (only then is an empty one removed)
@@ -19,7 +19,7 @@ pub struct RunLog {
 impl RunLog {
     /// Opens `path` for appending. A log already there is refused unless `append`: one run per
     /// log, so that `check` never mixes two runs' steps.
-    pub fn open(path: &Path, append: bool) -> Result<RunLog, String> {
+    pub(super) fn open(path: &Path, append: bool) -> Result<RunLog, String> {
         let shown = path.display();
         let created = std::fs::symlink_metadata(path).is_err();
         if !created && !append {
@@ -44,7 +44,7 @@ impl RunLog {
 
     /// Removes the file when this run made it and nothing was written to it (the command
     /// could not start).
-    pub fn remove_if_empty(&self) {
+    pub(super) fn remove_if_empty(&self) {
         if self.created && std::fs::metadata(&self.path).is_ok_and(|m| m.len() == 0) {
             let _ = std::fs::remove_file(&self.path);
         }
@@ -53,7 +53,7 @@ impl RunLog {
     /// Appends one record; an error is returned for the caller to say once. A record that
     /// could be written only in part (a full disk) is cut off again, so that the log never ends
     /// in half a line that the next one would run into.
-    pub fn write(&self, record: &serde_json::Value) -> std::io::Result<()> {
+    pub(super) fn write(&self, record: &serde_json::Value) -> std::io::Result<()> {
         let line = format!("{record}\n");
         let mut file = self
             .file
@@ -69,7 +69,7 @@ impl RunLog {
 }
 
 /// `vramfit-run-YYYYMMDD-HHMMSS.jsonl` for the moment `now` (UTC).
-pub fn dated_name(now: SystemTime) -> String {
+pub(super) fn dated_name(now: SystemTime) -> String {
     let secs = vramfit_core::dates::unix_seconds(now);
     let (y, m, d) = vramfit_core::dates::civil_from_days((secs / 86_400) as i64);
     let s = secs % 86_400;

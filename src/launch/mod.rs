@@ -28,7 +28,7 @@ use vramfit_core::memory::estimate::{Estimate, estimate};
 use vramfit_core::units::format_size;
 
 /// The variable the callback reads the run log's path from (examples/vramfit_callback.py).
-pub const LOG_VARIABLE: &str = "VRAMFIT_RUN_LOG";
+pub(crate) const LOG_VARIABLE: &str = "VRAMFIT_RUN_LOG";
 
 /// How long the command's standard error may stay open after it exits (a descendant still
 /// holding it) before vramfit stops waiting for its last bytes.
@@ -37,7 +37,7 @@ const TEE_GRACE: Duration = Duration::from_secs(2);
 /// How often the command is polled for its exit, and vramfit's signals checked.
 const POLL: Duration = Duration::from_millis(50);
 
-pub fn run_command(
+pub(crate) fn run_command(
     source: &Source,
     log: Option<&Path>,
     append: bool,

@@ -13,11 +13,11 @@ use vramfit::gpu::sample::Sample;
 use vramfit_core::units::format_size;
 
 /// Twice a second, as the issue asks (and as the interactive screen polls NVML).
-pub const EVERY: Duration = Duration::from_millis(500);
+pub(super) const EVERY: Duration = Duration::from_millis(500);
 
 /// The largest figures seen.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Peaks {
+pub(super) struct Peaks {
     pub samples: u64,
     /// GPU 0's used memory
     pub used: u64,
@@ -37,7 +37,7 @@ impl Peaks {
 }
 
 /// What the sampler is given.
-pub struct Watch {
+pub(super) struct Watch {
     pub session: NvmlSession,
     pub root: u32,
     pub log: Arc<RunLog>,
@@ -47,7 +47,7 @@ pub struct Watch {
 }
 
 /// Samples until `stop` is sent to or dropped; returns the peaks.
-pub fn spawn(watch: Watch, stop: Receiver<()>) -> std::thread::JoinHandle<Peaks> {
+pub(super) fn spawn(watch: Watch, stop: Receiver<()>) -> std::thread::JoinHandle<Peaks> {
     std::thread::spawn(move || {
         let started = Instant::now();
         let mut peaks = Peaks::default();
@@ -84,7 +84,7 @@ pub fn spawn(watch: Watch, stop: Receiver<()>) -> std::thread::JoinHandle<Peaks>
 }
 
 /// `vramfit: 17.2 GiB used of 23.6 GiB · predicted peak 18.4 GiB`, GPU 0's figures.
-pub fn status_line(sample: &Sample, peaks: Peaks, predicted: u64) -> Option<String> {
+pub(super) fn status_line(sample: &Sample, peaks: Peaks, predicted: u64) -> Option<String> {
     let gpu = sample.gpus.first()?;
     let tree = peaks.tree.map_or(String::new(), |t| {
         format!(" · command's peak {}", format_size(t))

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The last signal received (0: none).
-pub struct Signals(Arc<AtomicUsize>);
+pub(super) struct Signals(Arc<AtomicUsize>);
 
 impl Signals {
     /// Catches SIGINT, SIGTERM and SIGHUP from now on.
-    pub fn catch() -> Result<Signals, String> {
+    pub(super) fn catch() -> Result<Signals, String> {
         let last = Arc::new(AtomicUsize::new(0));
         for signal in [SIGINT, SIGTERM, SIGHUP] {
             signal_hook::flag::register_usize(signal, Arc::clone(&last), signal as usize)
@@ -24,7 +24,7 @@ impl Signals {
     }
 
     /// The signal received since the last call, if any.
-    pub fn take(&self) -> Option<i32> {
+    pub(super) fn take(&self) -> Option<i32> {
         match self.0.swap(0, Ordering::SeqCst) {
             0 => None,
             s => i32::try_from(s).ok(),
@@ -34,7 +34,7 @@ impl Signals {
 
 /// The command's exit status as vramfit's own: its code, or 128 + the signal that ended it
 /// (as a POSIX shell reports it, `$?`).
-pub fn exit_code(status: std::process::ExitStatus) -> u8 {
+pub(super) fn exit_code(status: std::process::ExitStatus) -> u8 {
     #[cfg(unix)]
     {
         use std::os::unix::process::ExitStatusExt;

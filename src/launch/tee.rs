@@ -9,11 +9,11 @@ use std::sync::{Arc, Mutex};
 /// How much of the command's standard error is kept for the diagnosis: a traceback and its
 /// message fit many times over (the longest message of
 /// calibration/oom-messages-torch-2.11.txt is under 1 KiB).
-pub const KEPT: usize = 64 * 1024;
+pub(super) const KEPT: usize = 64 * 1024;
 
 /// The end of what was read, shared with the thread that reads it.
 #[derive(Clone, Default)]
-pub struct Tail(Arc<Mutex<Vec<u8>>>);
+pub(super) struct Tail(Arc<Mutex<Vec<u8>>>);
 
 impl Tail {
     fn push(&self, chunk: &[u8]) {
@@ -28,7 +28,7 @@ impl Tail {
         }
     }
 
-    pub fn text(&self) -> String {
+    pub(super) fn text(&self) -> String {
         let kept = self
             .0
             .lock()
@@ -38,7 +38,7 @@ impl Tail {
 }
 
 /// Reads `from` to its end on a thread, passing each chunk to the console and keeping the tail.
-pub fn spawn(
+pub(super) fn spawn(
     mut from: impl Read + Send + 'static,
     console: Arc<Console>,
     tail: Tail,

@@ -10,7 +10,7 @@ use std::os::unix::fs::OpenOptionsExt;
 
 /// Whether a file can be made in `dir`, tried with an unnamed one (nothing left in the folder
 /// even by a kill); `None` when its file system makes none.
-pub fn try_unnamed_in(dir: &std::path::Path) -> Option<std::io::Result<()>> {
+pub(crate) fn try_unnamed_in(dir: &std::path::Path) -> Option<std::io::Result<()>> {
     match std::fs::OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_TMPFILE)
@@ -27,7 +27,7 @@ pub fn try_unnamed_in(dir: &std::path::Path) -> Option<std::io::Result<()>> {
 /// Writes `bytes` over `file` (in the folder `dir`, with `permissions` when it had some)
 /// through an unnamed file; `None` when the folder's file system cannot make one (the caller
 /// falls back).
-pub fn write_unnamed(
+pub(crate) fn write_unnamed(
     dir: &std::path::Path,
     file_path: &std::path::Path,
     permissions: Option<&std::fs::Permissions>,

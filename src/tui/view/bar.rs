@@ -12,7 +12,7 @@ use vramfit_core::units::{format_change, format_size};
 
 /// The phases the bars show, in their order (generation, then training): both when the
 /// estimate has two, else none (one bar for the run).
-pub fn phases(app: &App) -> Vec<&PhaseMemory> {
+pub(super) fn phases(app: &App) -> Vec<&PhaseMemory> {
     let mut phases: Vec<&PhaseMemory> = app.estimate.phases.iter().collect();
     if phases.len() < 2 {
         return Vec::new();
@@ -26,7 +26,7 @@ pub fn phases(app: &App) -> Vec<&PhaseMemory> {
 
 /// One bar on the memory scale: its label (empty for a lone bar), the components it stacks,
 /// and the label's style.
-pub struct BarRow<'a> {
+pub(super) struct BarRow<'a> {
     pub label: String,
     pub components: &'a [Component],
     pub style: Style,
@@ -36,7 +36,7 @@ pub struct BarRow<'a> {
 /// bold) when vLLM shares them, else one bar for them; then one bar per other role (the vLLM
 /// server's GPUs). With more than one role or training process, the bars say the role and its
 /// GPUs (`training ×7`, `vLLM server ×1`); a role that does not fit has its label in red.
-pub fn bar_list(app: &App) -> Vec<BarRow<'_>> {
+pub(super) fn bar_list(app: &App) -> Vec<BarRow<'_>> {
     let e = &app.estimate;
     let mut rows: Vec<BarRow<'_>> = phases(app)
         .into_iter()
@@ -95,7 +95,7 @@ pub(super) fn role_style(app: &App, role: Option<&Role>) -> Style {
 
 /// A role's verdict: its headroom, what it is short by, or that vLLM would not start there;
 /// and whether that is good news.
-pub fn role_verdict(role: &Role) -> (String, bool) {
+pub(super) fn role_verdict(role: &Role) -> (String, bool) {
     if let Some(v) = role.vllm.as_ref().filter(|v| !v.starts) {
         // the start-up check that fails, as the single-role title names it
         let said = v.refusal.as_ref().map_or_else(

@@ -10,7 +10,7 @@ use vramfit_core::text::count;
 use vramfit_core::units::format_size;
 
 /// Every setting a key toggles, where it applies to the run: what the header shows.
-pub fn settings(app: &App) -> Vec<String> {
+pub(super) fn settings(app: &App) -> Vec<String> {
     let r = &app.run;
     let on = |b: bool| if b { "on" } else { "off" };
     let mut s = vec![

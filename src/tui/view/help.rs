@@ -188,7 +188,7 @@ pub(super) fn help_area(app: &App, area: Rect) -> (Rect, Vec<String>) {
 }
 
 /// Lines of help on screen at `w` x `h`.
-pub fn help_rows(app: &App, w: u16, h: u16) -> usize {
+pub(super) fn help_rows(app: &App, w: u16, h: u16) -> usize {
     help_area(app, Rect::new(0, 0, w, h))
         .0
         .height
@@ -196,7 +196,7 @@ pub fn help_rows(app: &App, w: u16, h: u16) -> usize {
 }
 
 /// How far help scrolls at `w` x `h`.
-pub fn help_max_scroll(app: &App, w: u16, h: u16) -> usize {
+pub(super) fn help_max_scroll(app: &App, w: u16, h: u16) -> usize {
     let (_, lines) = help_area(app, Rect::new(0, 0, w, h));
     lines.len().saturating_sub(help_rows(app, w, h))
 }

@@ -20,7 +20,7 @@ pub(super) fn legend_rows(width: u16, entries: usize, pinned: bool) -> u16 {
 }
 
 /// One line of the legend: a part, its bytes, and its change since the pin (when pinned).
-pub struct Entry {
+pub(super) struct Entry {
     pub part: Part,
     pub name: &'static str,
     pub bytes: u64,
@@ -34,7 +34,7 @@ pub struct Entry {
 /// since the pin, and the parts the pin had that the run no longer has (now 0), so that the
 /// changes add up to the total's; then the parts only the other phase holds, then those only
 /// the other roles' GPUs hold (the vLLM server's).
-pub fn legend_entries(app: &App) -> (Vec<Entry>, Vec<Entry>) {
+pub(super) fn legend_entries(app: &App) -> (Vec<Entry>, Vec<Entry>) {
     let e = &app.estimate;
     let change = |part: Part, bytes: u64| {
         app.pinned.as_ref().map(|pin| {

@@ -17,7 +17,7 @@ pub(super) fn picker_area(mode: &Mode, area: Rect) -> Rect {
 }
 
 /// Rows of a picker's list at `w` x `h` (PgUp/PgDn move this many).
-pub fn picker_rows(mode: &Mode, w: u16, h: u16) -> usize {
+pub(super) fn picker_rows(mode: &Mode, w: u16, h: u16) -> usize {
     let r = picker_area(mode, Rect::new(0, 0, w, h));
     let filter = u16::from(matches!(mode, Mode::Models { .. }));
     r.height.saturating_sub(2 + filter) as usize

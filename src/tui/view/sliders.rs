@@ -10,7 +10,7 @@ pub(super) const KEYS_FROM_WIDTH: u16 = 70;
 
 /// The index of the first knob on screen when `rows` of them fit: the focused one is always
 /// among them.
-pub fn first_knob(app: &App, rows: usize) -> usize {
+pub(super) fn first_knob(app: &App, rows: usize) -> usize {
     window_start(app.focus, app.knobs().len(), rows)
 }
 

@@ -8,7 +8,7 @@ pub(super) fn width_of(text: &str) -> usize {
 
 /// `text` in at most `width` cells: whole words, then `…` when something was left out. Only a
 /// single word longer than the whole width is cut inside.
-pub fn ellipsize(text: &str, width: usize) -> String {
+pub(super) fn ellipsize(text: &str, width: usize) -> String {
     if width_of(text) <= width {
         return text.to_string();
     }
@@ -53,7 +53,7 @@ pub(super) fn ellipsize_words(text: &str, width: usize) -> String {
 
 /// `text` broken at spaces into lines of at most `width` cells, the lines after the first
 /// indented by `indent` spaces; a word wider than a line is cut.
-pub fn wrap(text: &str, width: usize, indent: usize) -> Vec<String> {
+pub(super) fn wrap(text: &str, width: usize, indent: usize) -> Vec<String> {
     let width = width.max(indent + 8);
     let body = text.trim_start_matches(' ');
     let mut lines = Vec::new();

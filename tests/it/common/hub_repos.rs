@@ -7,17 +7,17 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use vramfit_core::resolve::safetensors::{self, dtype_bits};
 
-pub const TINY: &str = "test/tiny-llama";
+pub(crate) const TINY: &str = "test/tiny-llama";
 
 /// A tiny Llama's config.json: 106,816 parameters.
-pub const TINY_CONFIG: &str = r#"{"model_type": "llama", "hidden_size": 64,
+pub(crate) const TINY_CONFIG: &str = r#"{"model_type": "llama", "hidden_size": 64,
     "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
     "num_key_value_heads": 2, "vocab_size": 256, "tie_word_embeddings": false,
     "max_position_embeddings": 2048}"#;
 
 /// A safetensors file holding `tensors` (name, dtype, shape) end to end: its header and its
 /// whole length (the data, zeros, is never stored).
-pub fn shard(tensors: &[(String, &str, Vec<u64>)]) -> Served {
+pub(crate) fn shard(tensors: &[(String, &str, Vec<u64>)]) -> Served {
     let mut header = serde_json::Map::new();
     header.insert("__metadata__".into(), json!({"format": "pt"}));
     let mut at = 0u64;
@@ -38,7 +38,7 @@ pub fn shard(tensors: &[(String, &str, Vec<u64>)]) -> Served {
 }
 
 /// Every tensor of the tiny Llama, in bf16.
-pub fn tiny_tensors() -> Vec<(String, &'static str, Vec<u64>)> {
+pub(crate) fn tiny_tensors() -> Vec<(String, &'static str, Vec<u64>)> {
     let mut t = vec![(
         "model.embed_tokens.weight".to_string(),
         "BF16",
@@ -65,7 +65,7 @@ pub fn tiny_tensors() -> Vec<(String, &'static str, Vec<u64>)> {
 }
 
 /// A repository of `config` and the tensors split in two shards with an index.
-pub fn sharded(config: &str, tensors: Vec<(String, &'static str, Vec<u64>)>) -> Repo {
+pub(crate) fn sharded(config: &str, tensors: Vec<(String, &'static str, Vec<u64>)>) -> Repo {
     let (a, b) = tensors.split_at(tensors.len() / 2);
     let names = [
         "model-00001-of-00002.safetensors",

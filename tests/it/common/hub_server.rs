@@ -11,17 +11,17 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
 /// The commit every repository's `main` points at.
-pub const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
+pub(crate) const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
 
 /// One file: its first bytes, and its whole length (zeros past `bytes`).
 #[derive(Clone)]
-pub struct Served {
+pub(crate) struct Served {
     pub bytes: Vec<u8>,
     pub len: u64,
 }
 
 impl Served {
-    pub fn whole(bytes: Vec<u8>) -> Served {
+    pub(crate) fn whole(bytes: Vec<u8>) -> Served {
         let len = bytes.len() as u64;
         Served { bytes, len }
     }
@@ -29,7 +29,7 @@ impl Served {
 
 /// How a repository answers.
 #[derive(Clone, Default)]
-pub struct Repo {
+pub(crate) struct Repo {
     pub files: BTreeMap<String, Served>,
     /// every request about it answers 401 with `X-Error-Code: GatedRepo`, but the model info
     pub gated: bool,
@@ -40,20 +40,20 @@ pub struct Repo {
 
 /// A request as received.
 #[derive(Clone, Debug)]
-pub struct Request {
+pub(crate) struct Request {
     pub path: String,
     pub range: Option<(u64, u64)>,
     pub authorization: Option<String>,
 }
 
-pub struct HubServer {
+pub(crate) struct HubServer {
     pub endpoint: String,
     pub requests: Arc<Mutex<Vec<Request>>>,
 }
 
 impl HubServer {
     /// Serves `repos` (by id) until the test process ends.
-    pub fn start(repos: BTreeMap<String, Repo>) -> HubServer {
+    pub(crate) fn start(repos: BTreeMap<String, Repo>) -> HubServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -66,7 +66,7 @@ impl HubServer {
         HubServer { endpoint, requests }
     }
 
-    pub fn requests(&self) -> Vec<Request> {
+    pub(crate) fn requests(&self) -> Vec<Request> {
         self.requests.lock().unwrap().clone()
     }
 }

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-pub const RUN: &str = r#"
+pub(crate) const RUN: &str = r#"
 [vramfit]
 stack = "trl"
 max_prompt_length = 256
@@ -18,11 +18,11 @@ use_vllm = true
 vllm_max_model_length = 2048
 "#;
 
-pub const REVISION: &str = "cdbee75f17c01a7cc42f958dc650907174af0554";
+pub(crate) const REVISION: &str = "cdbee75f17c01a7cc42f958dc650907174af0554";
 
 /// Qwen3-4B-Instruct-2507's config.json in a snapshot under `hub`, at the revision
 /// `refs/main` names; returns the snapshot folder.
-pub fn qwen3_2507_snapshot(hub: &Path) -> PathBuf {
+pub(crate) fn qwen3_2507_snapshot(hub: &Path) -> PathBuf {
     let repo = hub.join("models--Qwen--Qwen3-4B-Instruct-2507");
     let snap = repo.join("snapshots").join(REVISION);
     std::fs::create_dir_all(&snap).unwrap();
@@ -36,5 +36,5 @@ pub fn qwen3_2507_snapshot(hub: &Path) -> PathBuf {
     .unwrap();
     snap
 }
-pub mod hub_repos;
-pub mod hub_server;
+pub(crate) mod hub_repos;
+pub(crate) mod hub_server;

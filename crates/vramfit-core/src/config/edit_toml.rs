@@ -7,7 +7,10 @@ use crate::contract::{RETIRED, Table};
 use toml_edit::{DocumentMut, Item, Value};
 
 /// `source`'s text with `changes` made; also the changed keys, as the header names them.
-pub fn edit(source: &SourceFile, changes: &[Change]) -> Result<(String, Vec<String>), String> {
+pub(super) fn edit(
+    source: &SourceFile,
+    changes: &[Change],
+) -> Result<(String, Vec<String>), String> {
     let shown = source.path.display();
     let mut doc: DocumentMut = source
         .text

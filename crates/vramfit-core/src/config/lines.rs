@@ -31,7 +31,7 @@ impl<'t> Lines<'t> {
 }
 
 /// The 1-based line of byte `offset` in `text`.
-pub fn line_of_offset(text: &str, offset: usize) -> usize {
+pub(super) fn line_of_offset(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())]
         .iter()
         .filter(|b| **b == b'\n')

@@ -7,7 +7,7 @@ use crate::contract::Table;
 use crate::run::Stack;
 
 /// What `[env]` sets.
-pub struct Env {
+pub(super) struct Env {
     pub expandable_segments: bool,
     pub unsloth_standby: bool,
     pub standby_keeps_share: bool,
@@ -18,7 +18,7 @@ pub struct Env {
 /// Every variable of `[env]`, as `vramfit run` sets it for the command: a string as written,
 /// a number or a boolean as TOML writes it (`1`, `0.5`, `true`); an array, a table or a date
 /// is refused, naming the key and the value.
-pub fn env_vars(t: &Tables) -> Result<Vec<(String, String)>, LoadError> {
+pub(super) fn env_vars(t: &Tables) -> Result<Vec<(String, String)>, LoadError> {
     let Some(table) = t.env_table() else {
         return Ok(Vec::new());
     };
@@ -60,7 +60,7 @@ pub fn env_vars(t: &Tables) -> Result<Vec<(String, String)>, LoadError> {
 }
 
 /// Reads `[env]` (any variable may be there; only these are read).
-pub fn read_env(t: &Tables) -> Env {
+pub(super) fn read_env(t: &Tables) -> Env {
     let asked_expandable = t
         .env("PYTORCH_CUDA_ALLOC_CONF")
         .unwrap_or("")

@@ -10,12 +10,12 @@ use crate::units::parse_size;
 use toml::Value;
 
 /// The two keys, read together.
-pub struct Frozen {
+pub(super) struct Frozen {
     pub reward_models: Vec<RewardModel>,
     pub other_gpu_memory: u64,
 }
 
-pub fn read_frozen(t: &Tables, models: &dyn ModelResolver) -> Result<Frozen, LoadError> {
+pub(super) fn read_frozen(t: &Tables, models: &dyn ModelResolver) -> Result<Frozen, LoadError> {
     Ok(Frozen {
         reward_models: reward_models(t, models)?,
         other_gpu_memory: other_gpu_memory(t)?,

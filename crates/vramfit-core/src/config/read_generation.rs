@@ -9,7 +9,7 @@ use crate::contract::{Call, Table as T};
 use crate::run::{Generation, Stack};
 
 /// How completions are generated.
-pub struct Generating {
+pub(super) struct Generating {
     pub generation: Generation,
     pub vllm_kv_fp8: bool,
     pub vllm_sleep: bool,
@@ -21,7 +21,7 @@ pub struct Generating {
 
 /// Reads where and how completions are generated; `standby` is Unsloth's vLLM standby
 /// (`[env]`), its sleep mode.
-pub fn read_generation(t: &Tables, standby: bool) -> Result<Generating, LoadError> {
+pub(super) fn read_generation(t: &Tables, standby: bool) -> Result<Generating, LoadError> {
     let unsloth = |read: Result<Option<u64>, LoadError>| match t.stack {
         Stack::Unsloth => read,
         Stack::Trl => Ok(None),

@@ -8,7 +8,7 @@ use crate::run::knobs::Knob;
 use crate::run::{Optimizer, Stack};
 
 /// What `[grpo]` says about training.
-pub struct Grpo {
+pub(super) struct Grpo {
     pub micro_batch: u64,
     pub grad_accum: u64,
     pub num_generations: u64,
@@ -26,7 +26,7 @@ pub struct Grpo {
 }
 
 /// Reads `[grpo]`, with GRPOConfig's defaults for what it leaves out.
-pub fn read_grpo(t: &Tables) -> Result<Grpo, LoadError> {
+pub(super) fn read_grpo(t: &Tables) -> Result<Grpo, LoadError> {
     let grpo = Call::GrpoConfig;
     // a knob's value under its key, else GRPOConfig's default for that key, else `default`
     let knob = |knob: Knob, default: u64| -> Result<u64, LoadError> {

@@ -10,7 +10,7 @@ use crate::run::{Checkpointing, Stack};
 use toml::Value;
 
 /// What `[lora]` says.
-pub struct Lora {
+pub(super) struct Lora {
     pub rank: u64,
     pub alpha: u64,
     pub targets: Vec<String>,
@@ -20,7 +20,7 @@ pub struct Lora {
 }
 
 /// Reads `[lora]`; `arch` decides PEFT's default target modules.
-pub fn read_lora(t: &Tables, arch: &Arch) -> Result<Lora, LoadError> {
+pub(super) fn read_lora(t: &Tables, arch: &Arch) -> Result<Lora, LoadError> {
     refuse_cli_keys(t)?;
     let full = full_finetuning(t)?;
     let call = lora_call(t);

@@ -14,7 +14,7 @@ use std::path::Path;
 use toml::Value;
 
 /// What `[model]` says, with the architecture it names.
-pub struct Model {
+pub(super) struct Model {
     pub name: String,
     pub arch: Arch,
     pub quant: Quant,
@@ -30,7 +30,7 @@ pub struct Model {
 
 /// Reads `[model]`; the architecture comes from `model_config` when given (`[vramfit]`), else
 /// from the local Hugging Face cache, else from the catalog (`hub::resolve`).
-pub fn read_model(
+pub(super) fn read_model(
     t: &Tables,
     model_config: Option<&Path>,
     models: &dyn ModelResolver,
@@ -102,7 +102,7 @@ fn stored_weights(w: &WeightsOnDisk) -> Option<StoredWeights> {
 }
 
 /// The call `[model]` feeds on `stack`.
-pub fn model_call(stack: Stack) -> Call {
+pub(super) fn model_call(stack: Stack) -> Call {
     T::Model.call(stack).unwrap_or(Call::UnslothFromPretrained)
 }
 

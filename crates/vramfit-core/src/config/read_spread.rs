@@ -11,7 +11,7 @@ use crate::run::spread::{Engine, Spread, VllmServer};
 const MAX_GPUS: u64 = 4096;
 
 /// Reads `[vramfit] nodes` and `[distributed]`.
-pub fn read_spread(t: &Tables) -> Result<Spread, LoadError> {
+pub(super) fn read_spread(t: &Tables) -> Result<Spread, LoadError> {
     let engine = match t.text(T::Distributed, "engine")? {
         None => Engine::Ddp,
         Some(name) => Engine::from_name(name).ok_or_else(|| {
@@ -53,7 +53,7 @@ fn offload(t: &Tables, key: &str) -> Result<bool, LoadError> {
 }
 
 /// Reads `[vllm_server]`; missing flags take vllm-serve's own defaults.
-pub fn read_vllm_server(t: &Tables) -> Result<VllmServer, LoadError> {
+pub(super) fn read_vllm_server(t: &Tables) -> Result<VllmServer, LoadError> {
     let d = VllmServer::default();
     let tp = t
         .int(T::VllmServer, "tensor_parallel_size", 1, 64)?

@@ -17,7 +17,7 @@ use toml::Value;
 pub const ASSUMED_PROMPT_LENGTH: u64 = 512;
 
 /// What `[vramfit]` says.
-pub struct Vramfit {
+pub(super) struct Vramfit {
     /// the card's memory in bytes, when the file names it
     pub gpu_memory: Option<u64>,
     pub gpus: u64,
@@ -33,7 +33,7 @@ pub struct Vramfit {
 }
 
 /// Reads `[vramfit]`; `dir` is the run file's folder, `pins` the versions [`versions`] resolved.
-pub fn read_vramfit(
+pub(super) fn read_vramfit(
     t: &Tables,
     dir: Option<&Path>,
     pins: Vec<Pinned>,
@@ -92,7 +92,7 @@ fn beside(dir: Option<&Path>, path: &str) -> PathBuf {
 
 /// `trl_version`, `unsloth_version`, `transformers_version`, `vllm_version` (e.g. "0.15.2"),
 /// each else the environment's, else vramfit's default (`versions::resolve`).
-pub fn versions(t: &Tables, installed: &Installed) -> Result<Vec<Pinned>, LoadError> {
+pub(super) fn versions(t: &Tables, installed: &Installed) -> Result<Vec<Pinned>, LoadError> {
     let mut given = Vec::new();
     for p in Package::ALL {
         given.push((p, t.text(T::Vramfit, p.key())?));
@@ -102,7 +102,7 @@ pub fn versions(t: &Tables, installed: &Installed) -> Result<Vec<Pinned>, LoadEr
 
 /// The `[grpo]` keys the TRL release in force does not take (its rung of the contract ladder):
 /// that TRL would refuse them; vramfit reads them as the targeted release does.
-pub fn version_notes(t: &Tables) -> Vec<String> {
+pub(super) fn version_notes(t: &Tables) -> Vec<String> {
     let trl = t.versions.trl;
     t.keys_of(T::Grpo)
         .into_iter()

@@ -9,7 +9,7 @@ use crate::contract::Table;
 
 /// `source`'s text with `changes` made; also the recipe keys changed, as the header names them.
 /// A change the recipe has no key for (the GPUs, vLLM server flags, the launch) goes to `notes`.
-pub fn edit(
+pub(super) fn edit(
     source: &SourceFile,
     changes: &[Change],
     notes: &mut Vec<String>,
@@ -58,7 +58,7 @@ fn not_a_recipe_key(change: &Change) -> String {
 }
 
 /// A TOML value as a YAML scalar (or a flow list) the recipe's reader takes back the same.
-pub fn scalar(value: &toml::Value) -> String {
+pub(super) fn scalar(value: &toml::Value) -> String {
     match value {
         toml::Value::String(s) if plain(s) => s.clone(),
         toml::Value::String(s) => serde_json::to_string(s).unwrap_or_default(),
@@ -108,7 +108,7 @@ fn value_span(text: &str, key: &str) -> Result<Option<(usize, std::ops::Range<us
 }
 
 /// The rest of `line` after `key:` when `line` writes the top-level `key`.
-pub fn top_level_key<'l>(line: &'l str, key: &str) -> Option<&'l str> {
+pub(super) fn top_level_key<'l>(line: &'l str, key: &str) -> Option<&'l str> {
     let rest = [
         format!("{key}:"),
         format!("\"{key}\":"),
@@ -152,7 +152,7 @@ fn closing(s: &str, q: char) -> Option<usize> {
 }
 
 /// `text` with top-level `key`'s value set to `value` (the line added at the end when absent).
-pub fn set(text: &str, key: &str, value: &str) -> Result<String, String> {
+pub(super) fn set(text: &str, key: &str, value: &str) -> Result<String, String> {
     match value_span(text, key)? {
         Some((_, span)) => Ok(format!(
             "{}{value}{}",
@@ -171,7 +171,7 @@ pub fn set(text: &str, key: &str, value: &str) -> Result<String, String> {
 }
 
 /// `text` without top-level `key`'s line.
-pub fn remove(text: &str, key: &str) -> Result<String, String> {
+pub(super) fn remove(text: &str, key: &str) -> Result<String, String> {
     match value_span(text, key)? {
         Some((line, _)) => {
             let end = text[line..].find('\n').map_or(text.len(), |i| line + i + 1);
