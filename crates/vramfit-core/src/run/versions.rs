@@ -254,7 +254,55 @@ pub fn resolve(
     if stack == Stack::Unsloth {
         imply_unsloth(&mut out);
     }
+    imply_vllm(&mut out);
     Ok(out)
+}
+
+/// The vLLM each TRL release line's `vllm` extra installs (its METADATA's `Requires-Dist: vllm`,
+/// read from the wheels trl 0.15.2 to 1.15.0): the pinned or highest release it allows where the
+/// requirement names one (`==0.7.2`, `<=0.31.0`, `<0.13.0`: 0.12), else the lowest it takes
+/// (`>=0.8.3`). trl 0.14.0 names none: the line is absent and the default stays.
+const TRL_VLLM: [(Release, Release); 13] = [
+    (Release::new(0, 15, 0), Release::new(0, 7, 2)),
+    (Release::new(0, 16, 0), Release::new(0, 7, 0)),
+    (Release::new(0, 17, 0), Release::new(0, 8, 3)),
+    (Release::new(0, 21, 0), Release::new(0, 10, 0)),
+    (Release::new(0, 29, 0), Release::new(0, 12, 0)),
+    (Release::new(1, 0, 0), Release::new(0, 17, 1)),
+    (Release::new(1, 5, 0), Release::new(0, 18, 0)),
+    (Release::new(1, 7, 0), Release::new(0, 23, 0)),
+    (Release::new(1, 9, 0), Release::new(0, 25, 1)),
+    (Release::new(1, 10, 0), Release::new(0, 26, 0)),
+    (Release::new(1, 12, 0), Release::new(0, 27, 1)),
+    (Release::new(1, 13, 0), Release::new(0, 28, 0)),
+    (Release::new(1, 14, 0), Release::new(0, 30, 0)),
+];
+
+/// A vLLM version nobody gave goes with the TRL that was given: the one that TRL's `vllm` extra
+/// installs (`TRL_VLLM`; trl 1.15 and later keep the targeted vLLM, which 1.15's extra allows).
+fn imply_vllm(pins: &mut [Pinned]) {
+    let trl = pins.iter().find(|p| p.package == Package::Trl).cloned();
+    let Some(trl) = trl.filter(|t| t.origin != Origin::Default) else {
+        return;
+    };
+    let Some(vllm) = pins
+        .iter_mut()
+        .find(|p| p.package == Package::Vllm && p.origin == Origin::Default)
+    else {
+        return;
+    };
+    let installs = TRL_VLLM
+        .iter()
+        .rev()
+        .find(|(line, _)| line.line() <= trl.version.line())
+        .filter(|_| trl.version.line() < Package::Trl.targeted().line());
+    if let Some((_, v)) = installs {
+        vllm.version = *v;
+        vllm.origin = Origin::Implied(format!(
+            "the vLLM trl {}'s `vllm` extra installs",
+            trl.version
+        ));
+    }
 }
 
 fn checked(p: Package, text: &str, origin: &Origin) -> Result<Release, Refused> {
@@ -424,6 +472,37 @@ impl StackVersions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_old_trl_brings_the_vllm_its_extra_installs() {
+        let none = Installed::default();
+        let vllm_of = |pins: &[Pinned]| {
+            let p = pins.iter().find(|p| p.package == Package::Vllm).unwrap();
+            (p.version, matches!(p.origin, Origin::Implied(_)))
+        };
+        // trl 0.15.2's METADATA: `vllm==0.7.2; extra == "vllm"`
+        let pins = resolve(&[(Package::Trl, Some("0.15.2"))], &none, Stack::Trl).unwrap();
+        assert_eq!(vllm_of(&pins), (Release::new(0, 7, 2), true));
+        // trl 1.13's: `vllm<=0.28.0,>=0.19.1`
+        let pins = resolve(&[(Package::Trl, Some("1.13.0"))], &none, Stack::Trl).unwrap();
+        assert_eq!(vllm_of(&pins), (Release::new(0, 28, 0), true));
+        // the targeted TRL keeps the targeted vLLM; a vLLM the file names wins
+        let pins = resolve(&[(Package::Trl, Some("1.15.0"))], &none, Stack::Trl).unwrap();
+        assert_eq!(vllm_of(&pins), (Package::Vllm.targeted(), false));
+        let pins = resolve(
+            &[
+                (Package::Trl, Some("0.15.2")),
+                (Package::Vllm, Some("0.8.5")),
+            ],
+            &none,
+            Stack::Trl,
+        )
+        .unwrap();
+        assert_eq!(vllm_of(&pins), (Release::new(0, 8, 5), false));
+        // trl 0.14 names no vLLM: the default stays
+        let pins = resolve(&[(Package::Trl, Some("0.14.0"))], &none, Stack::Trl).unwrap();
+        assert_eq!(vllm_of(&pins), (Package::Vllm.targeted(), false));
+    }
 
     #[test]
     fn releases_parse_with_their_suffixes() {
