@@ -6,36 +6,10 @@
 
 use assert_cmd::Command;
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use crate::common::RUN;
 use crate::common::hub_server::{HubServer, Repo, Served};
-
-fn vramfit(dir: &Path) -> Command {
-    let mut c = Command::cargo_bin("vramfit").unwrap();
-    c.current_dir(dir)
-        .arg("--no-gpu")
-        .env("HF_HUB_OFFLINE", "1")
-        .env("VRAMFIT_CONFIG_DIR", dir.join("config"));
-    c
-}
-
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-fn run(cmd: &mut Command) -> Out {
-    let out = cmd.output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    Out {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).to_string(),
-        stderr,
-    }
-}
+use crate::common::{Out, run, vramfit_in};
 
 /// Refused with exit 2, `said` on standard error, and nothing computed on standard output.
 fn refused_before_work(out: &Out, said: &str) {
@@ -54,7 +28,7 @@ fn fit_output_is_checked_before_the_fit() {
     let d = dir.path();
     std::fs::write(d.join("mine.toml"), "# mine\n").unwrap();
     let fit = |args: &[&str]| {
-        run(vramfit(d)
+        run(vramfit_in(d)
             .args(["fit", "--preset", "24gb", "-o"])
             .args(args))
     };
@@ -76,14 +50,14 @@ fn estimate_exports_are_checked_before_the_estimate() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::write(d.join("run.toml"), "# mine\n").unwrap();
-    let out = run(vramfit(d).args(["estimate", "--preset", "24gb", "--export", "run.toml"]));
+    let out = run(vramfit_in(d).args(["estimate", "--preset", "24gb", "--export", "run.toml"]));
     refused_before_work(&out, "run.toml exists");
     std::fs::write(d.join("a-file"), "x").unwrap();
-    let out = run(vramfit(d).args(["estimate", "--preset", "24gb", "--export-dir", "a-file"]));
+    let out = run(vramfit_in(d).args(["estimate", "--preset", "24gb", "--export-dir", "a-file"]));
     refused_before_work(&out, "a-file exists and is not a folder");
     std::fs::create_dir(d.join("set")).unwrap();
     std::fs::write(d.join("set/launch.sh"), "# mine\n").unwrap();
-    let out = run(vramfit(d).args(["estimate", "--preset", "24gb", "--export-dir", "set"]));
+    let out = run(vramfit_in(d).args(["estimate", "--preset", "24gb", "--export-dir", "set"]));
     refused_before_work(&out, "launch.sh: already exists");
 }
 
@@ -91,7 +65,7 @@ fn estimate_exports_are_checked_before_the_estimate() {
 fn callback_output_that_is_a_folder_is_named_so() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("cb")).unwrap();
-    let out = run(vramfit(dir.path()).args(["callback", "-o", "cb", "--force"]));
+    let out = run(vramfit_in(dir.path()).args(["callback", "-o", "cb", "--force"]));
     refused_before_work(&out, "cb is a folder");
 }
 
@@ -129,9 +103,9 @@ fn a_linked_output_replaces_the_file_it_names_with_its_permissions() {
     std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o640)).unwrap();
     std::os::unix::fs::symlink(&target, d.join("run.toml")).unwrap();
     // a link is an existing file: --force is needed
-    let out = run(vramfit(d).args(["fit", "--preset", "24gb", "-o", "run.toml"]));
+    let out = run(vramfit_in(d).args(["fit", "--preset", "24gb", "-o", "run.toml"]));
     refused_before_work(&out, "run.toml exists");
-    let out = run(vramfit(d).args(["fit", "--preset", "24gb", "-o", "run.toml", "--force"]));
+    let out = run(vramfit_in(d).args(["fit", "--preset", "24gb", "-o", "run.toml", "--force"]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let link = std::fs::symlink_metadata(d.join("run.toml")).unwrap();
     assert!(link.file_type().is_symlink(), "the link was replaced");
@@ -141,7 +115,8 @@ fn a_linked_output_replaces_the_file_it_names_with_its_permissions() {
     assert_eq!(mode, 0o640);
     // a link to nothing is refused, not written through
     std::os::unix::fs::symlink(d.join("gone/x.toml"), d.join("dangling.toml")).unwrap();
-    let out = run(vramfit(d).args(["fit", "--preset", "24gb", "-o", "dangling.toml", "--force"]));
+    let out =
+        run(vramfit_in(d).args(["fit", "--preset", "24gb", "-o", "dangling.toml", "--force"]));
     refused_before_work(&out, "symbolic link to nothing");
 }
 

@@ -3,6 +3,7 @@
 //! `presets --json` exists, and a user preset named as a built-in one wins and says so.
 #![allow(clippy::unwrap_used)]
 
+use crate::common::run;
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::Path;
@@ -13,23 +14,6 @@ fn vramfit(config: &Path) -> Command {
         .env("HF_HUB_OFFLINE", "1")
         .env("VRAMFIT_CONFIG_DIR", config);
     c
-}
-
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-fn run(cmd: &mut Command) -> Out {
-    let out = cmd.output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    Out {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).to_string(),
-        stderr,
-    }
 }
 
 #[test]

@@ -38,3 +38,31 @@ pub(crate) fn qwen3_2507_snapshot(hub: &Path) -> PathBuf {
 }
 pub(crate) mod hub_repos;
 pub(crate) mod hub_server;
+
+/// A run of the binary, read: its exit code and both streams (a panic fails the test).
+pub(crate) struct Out {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+pub(crate) fn run(cmd: &mut assert_cmd::Command) -> Out {
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    Out {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).to_string(),
+        stderr,
+    }
+}
+
+/// The binary without NVML, offline, in `dir`, with its config folder inside it.
+pub(crate) fn vramfit_in(dir: &Path) -> assert_cmd::Command {
+    let mut c = assert_cmd::Command::cargo_bin("vramfit").unwrap();
+    c.current_dir(dir)
+        .arg("--no-gpu")
+        .env("HF_HUB_OFFLINE", "1")
+        .env("VRAMFIT_CONFIG_DIR", dir.join("config"));
+    c
+}
