@@ -37,3 +37,4 @@ mod tui_hub;
 mod tui_tmux;
 mod tui_tmux_resize;
 mod versions;
+mod walk;
