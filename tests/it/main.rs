@@ -15,6 +15,7 @@ mod model;
 mod multi_gpu;
 mod no_debug_output;
 mod oom;
+mod presets_capacity;
 mod realworld;
 mod realworld_unsloth_vllm;
 mod recipes_cli;
