@@ -6,6 +6,7 @@ mod cli;
 mod common;
 mod diagnose;
 mod fit;
+mod fit_versions;
 mod hub;
 mod hub_remote;
 mod keep_keys;

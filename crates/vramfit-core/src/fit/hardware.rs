@@ -145,6 +145,10 @@ fn server_that_starts(
     headroom: f64,
     est: &mut Estimator,
 ) -> Option<(RunConfig, Change)> {
+    // `vllm_mode = "server"` (from trl 0.18) or the server's flags must exist in the pinned TRL
+    if !Lever::VllmServerGpus.exists_in(run) {
+        return None;
+    }
     let now = est.estimate(run, gpu);
     let server_fits = now
         .roles

@@ -1,6 +1,7 @@
 //! The levers the fit pulls, in their order, each with its trainer key and what a step down
 //! costs in training terms.
 
+use crate::contract::{Table, ladder};
 use crate::run::knobs::Knob;
 use crate::run::{Generation, RunConfig, Stack};
 use serde::Serialize;
@@ -62,22 +63,54 @@ impl Lever {
     /// The key the lever changes in `run` (the server's `max_model_len` for the sequence in
     /// server mode, `Knob::key_for`).
     pub fn key_in(self, run: &RunConfig) -> &'static str {
-        match self.knob() {
-            Some(k) => k.key_for(run).1,
-            None => self.trainer_key(run.stack),
-        }
+        self.setting(run).1
     }
 
     pub fn trainer_key(self, stack: Stack) -> &'static str {
+        self.setting_on(stack).1
+    }
+
+    /// The run-file table and key the lever changes in `run`: its knob's (`Knob::key_for`), or
+    /// its own on `run.stack`; moving a colocated vLLM to GPUs of its own is `[grpo] vllm_mode`.
+    pub fn setting(self, run: &RunConfig) -> (Table, &'static str) {
+        match (self, self.knob()) {
+            (_, Some(k)) => k.key_for(run),
+            (Lever::VllmServerGpus, None)
+                if matches!(run.generation, Generation::ColocatedVllm { .. }) =>
+            {
+                (Table::Grpo, "vllm_mode")
+            }
+            (_, None) => self.setting_on(run.stack),
+        }
+    }
+
+    /// The table and key of the lever on `stack`, declared once.
+    fn setting_on(self, stack: Stack) -> (Table, &'static str) {
         match (self, stack) {
-            (Lever::Checkpointing, Stack::Unsloth) => "use_gradient_checkpointing",
-            (Lever::Checkpointing, Stack::Trl) => "gradient_checkpointing",
-            (Lever::KvCacheFp8, _) => "float8_kv_cache",
-            (Lever::FourBitWeights, _) => "load_in_4bit",
-            (Lever::Sharding, _) => "zero_stage",
-            (Lever::Gpus, _) => "gpus",
-            (Lever::VllmServerGpus, _) => "tensor_parallel_size",
-            (other, _) => other.knob().map_or("", |k| k.trainer_key(stack)),
+            (Lever::Checkpointing, Stack::Unsloth) => (Table::Lora, "use_gradient_checkpointing"),
+            (Lever::Checkpointing, Stack::Trl) => (Table::Grpo, "gradient_checkpointing"),
+            (Lever::KvCacheFp8, _) => (Table::Model, "float8_kv_cache"),
+            (Lever::FourBitWeights, _) => (Table::Model, "load_in_4bit"),
+            (Lever::Sharding, _) => (Table::Distributed, "zero_stage"),
+            (Lever::Gpus, _) => (Table::Vramfit, "gpus"),
+            (Lever::VllmServerGpus, _) => (Table::VllmServer, "tensor_parallel_size"),
+            (other, _) => other.knob().map_or((Table::Vramfit, ""), |k| k.key(stack)),
+        }
+    }
+
+    /// Whether the key the lever changes exists in the trainer versions `run` is pinned to: a
+    /// lever whose key that release's call does not take is never offered, since that trainer
+    /// would refuse the file (`TypeError: __init__() got an unexpected keyword argument`). TRL's
+    /// `GRPOConfig` keys are read per release from its wheels (`contract::ladder`): e.g.
+    /// `vllm_max_model_length` from trl 0.29 (0.18 to 0.23 size the colocated vLLM's context as
+    /// `max_prompt_length + max_completion_length`, trl 0.19.1 `GRPOTrainer.__init__`),
+    /// `vllm_mode` from 0.18. The other tables' keys are taken to exist in every modelled
+    /// release until their per-version ladders (Unsloth's, vLLM's) are read here too.
+    pub fn exists_in(self, run: &RunConfig) -> bool {
+        let (table, key) = self.setting(run);
+        match table {
+            Table::Grpo => ladder::grpo_accepts(run.versions.trl, key),
+            _ => true,
         }
     }
 
@@ -125,15 +158,17 @@ impl Lever {
     /// Whether the lever is a setting of `run` at all: the vLLM share and its fp8 KV cache only
     /// with vLLM colocated (the fp8 cache only on Unsloth, whose vLLM call takes
     /// kv_cache_dtype; TRL's colocate call has no such key), the adapter rank and 4-bit frozen
-    /// weights only when adapters are trained.
+    /// weights only when adapters are trained; and only when its key exists in the run's
+    /// pinned versions (`exists_in`).
     pub fn applies(self, run: &RunConfig) -> bool {
         let colocated = matches!(run.generation, Generation::ColocatedVllm { .. });
-        match self {
+        let here = match self {
             Lever::VllmShare => colocated,
             Lever::KvCacheFp8 => colocated && run.stack == Stack::Unsloth,
             Lever::FourBitWeights | Lever::LoraRank => !run.full_finetuning,
             _ => true,
-        }
+        };
+        here && self.exists_in(run)
     }
 
     /// Cost of moving one rung down this lever's candidate list. The training-quality levers

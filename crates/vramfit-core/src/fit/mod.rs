@@ -40,7 +40,7 @@ fn checkpointing_rank(c: Checkpointing) -> u64 {
 impl Grid {
     fn new(run: &RunConfig) -> Grid {
         let batch = run.effective_batch();
-        let values = Lever::ORDER
+        let mut values: Vec<Vec<u64>> = Lever::ORDER
             .iter()
             .map(|&lever| match lever {
                 Lever::Checkpointing => {
@@ -92,6 +92,12 @@ impl Grid {
                 }
             })
             .collect();
+        // a lever whose key the pinned trainer lacks stays where it is
+        for (v, lever) in values.iter_mut().zip(Lever::ORDER) {
+            if !lever.exists_in(run) {
+                v.truncate(1);
+            }
+        }
         Grid { values }
     }
 
@@ -434,3 +440,6 @@ fn vllm_starts(e: &Estimate) -> bool {
         .iter()
         .all(|r| r.vllm.as_ref().is_none_or(|v| v.starts))
 }
+
+#[cfg(test)]
+mod tests;

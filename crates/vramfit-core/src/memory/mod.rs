@@ -15,5 +15,6 @@ pub mod roles;
 #[cfg(test)]
 mod scale_examples;
 pub mod step;
+mod unsloth_checkpoint;
 pub mod unsloth_vllm_2025;
 pub mod vllm;

@@ -5,7 +5,9 @@
 //! unsloth_zoo 2025.2.4, 2025.2.7, 2025.5.2, 2025.8.9, 2025.11.3 and 2025.11.5 wheels; replaced
 //! in 2025.11.6 by the paired table in `vllm::batch_limits`.
 
+use super::unsloth_checkpoint::loads_prequantized;
 use crate::arch::Arch;
+use crate::contract::release::Release;
 use crate::run::{Quant, RunConfig};
 use crate::units::GIB;
 
@@ -14,8 +16,8 @@ use crate::units::GIB;
 /// MLP in 16 bits, divided by `factor`; the embedding, the untied LM head and one layer's two
 /// norms (sic: not times the layers) in 16 bits; fp16 LoRA A and B of `max_lora_rank` on all
 /// seven projections, one adapter (`max_loras = 1`).
-/// `factor`: 16/5 when 4-bit (2025.2.4 to 2025.8.9: `"quantization_config" in config`, a
-/// pre-quantized bnb checkpoint, which Unsloth swaps in for `load_in_4bit`; 2025.11.5:
+/// `factor`: 16/5 when 4-bit (2025.2.4 to 2025.9.7: `"quantization_config" in config`, a
+/// pre-quantized bnb checkpoint, `counted_quant`; 2025.9.8 to 2025.11.5:
 /// `load_in_4bit = use_bitsandbytes`), 8/5 for fp8 (2025.11.5: `load_in_8bit = is_fp8`), else 1.
 pub fn model_bytes(arch: &Arch, quant: Quant, max_lora_rank: u64) -> f64 {
     let (hd, mlp_size, layers, r) = (arch.hidden, arch.intermediate, arch.layers, max_lora_rank);
@@ -48,7 +50,29 @@ pub fn model_bytes(arch: &Arch, quant: Quant, max_lora_rank: u64) -> f64 {
 /// which is `budget`) less `model_bytes`, at least 0.
 pub fn kv_estimate(run: &RunConfig, budget: u64) -> f64 {
     let rank = run.max_lora_rank.unwrap_or(run.lora_rank);
-    (budget as f64 - model_bytes(&run.arch, run.quant, rank)).max(0.0)
+    (budget as f64 - model_bytes(&run.arch, counted_quant(run), rank)).max(0.0)
+}
+
+/// The first Unsloth release to require an unsloth_zoo (>= 2025.9.9, its METADATA) whose
+/// `approximate_vllm_memory_usage` counts 4-bit by `load_in_4bit = use_bitsandbytes`, the
+/// `load_in_4bit` of `from_pretrained` (unsloth_zoo 2025.9.8 on; 2025.9.7 and before read the
+/// checkpoint's config).
+const COUNTS_BY_FLAG: Release = Release::new(2025, 9, 7);
+
+/// The weights' format as `approximate_vllm_memory_usage` counts them. Before `COUNTS_BY_FLAG`,
+/// 4-bit only when the checkpoint Unsloth loads is pre-quantized (`load_in_4bit =
+/// "quantization_config" in config`, unsloth_zoo 2025.2.4 to 2025.9.7, with `config` the
+/// `AutoConfig` of the name `get_model_name` gives, unsloth `FastLlamaModel.from_pretrained`):
+/// a name Unsloth's mapper does not swap for a `-bnb-4bit` upload is quantized on the fly, yet
+/// counted in 16 bits (`unsloth_checkpoint::loads_prequantized`).
+fn counted_quant(run: &RunConfig) -> Quant {
+    let unsloth = run.versions.unsloth;
+    match run.quant {
+        Quant::Nf4 if unsloth < COUNTS_BY_FLAG && !loads_prequantized(&run.model_name, unsloth) => {
+            Quant::Bf16
+        }
+        quant => quant,
+    }
 }
 
 /// `load_vllm`'s tier: "Default vLLM max_num_seqs is 256", fewer below 16 GB of KV estimate and
@@ -159,6 +183,35 @@ mod tests {
         assert_eq!(limits(&run, tight), (512, 128));
         // nothing left: 256 tokens
         assert_eq!(limits(&run, GIB), (256, 128));
+    }
+
+    #[test]
+    fn unsloth_2025_counts_a_checkpoint_its_mapper_does_not_swap_in_16_bits() {
+        // the DeepSeek-R1-0528-Qwen3-8B notebook (unsloth 2025.5, tests/realworld): `load_in_4bit`
+        // on Erland/DeepSeek-R1-0528-Qwen3-8B, no mapper name, so vLLM quantizes it on the fly
+        // ("Model loading took 5.9072 GiB") while Unsloth's estimate counts it whole: "actual GPU
+        // utilization = 69.19%" of 39.381 GiB less 15.42 GiB leaves "KV Cache can use up to
+        // 11.83 GB", the (8, 12] GB tier: "Num Sequences = 224", "Chunked prefill tokens = 2048"
+        let qwen3 = catalog::find("Qwen/Qwen3-8B").expect("in the catalog").arch;
+        let mut run = RunConfig::example(qwen3);
+        run.stack = Stack::Unsloth;
+        run.quant = Quant::Nf4;
+        run.lora_rank = 32;
+        run.max_lora_rank = Some(32);
+        run.max_seq_len = 2048;
+        run.model_name = "Erland/DeepSeek-R1-0528-Qwen3-8B".into();
+        run.versions.unsloth = Release::new(2025, 5, 0);
+        let budget = (0.6919 * 39.381 * GIB as f64) as u64;
+        let kv = kv_estimate(&run, budget) / GIB as f64;
+        assert!((kv - 11.83).abs() < 0.005, "{kv}");
+        assert_eq!(limits(&run, budget), (2048, 224));
+        // the base model's own name is swapped for unsloth/Qwen3-8B-unsloth-bnb-4bit: 4-bit
+        run.model_name = "Qwen/Qwen3-8B".into();
+        assert_eq!(limits(&run, budget).1, 288);
+        // from unsloth 2025.9.7 the flag decides, whatever the checkpoint
+        run.model_name = "Erland/DeepSeek-R1-0528-Qwen3-8B".into();
+        run.versions.unsloth = Release::new(2025, 9, 7);
+        assert_eq!(limits(&run, budget).1, 288);
     }
 
     #[test]

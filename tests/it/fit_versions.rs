@@ -1,0 +1,74 @@
+//! `fit` on a run pinned to an older trainer: it moves only the knobs that release has.
+
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
+use crate::common::{Out, run, vramfit_in};
+
+/// Qwen2.5-7B LoRA with TRL, vLLM colocated with a 16384-token context: on 16 GiB, TRL 1.15's
+/// fit shortens that context (`vllm_max_model_length`, a GRPOConfig key from trl 0.29).
+const TRL_COLOCATED: &str = r#"
+[vramfit]
+stack = "trl"
+max_prompt_length = 256
+trl_version = "1.15.0"
+
+[model]
+model_name_or_path = "Qwen/Qwen2.5-7B-Instruct"
+dtype = "bfloat16"
+
+[lora]
+r = 16
+lora_alpha = 32
+target_modules = ["q_proj", "k_proj", "v_proj", "o_proj"]
+
+[grpo]
+per_device_train_batch_size = 8
+num_generations = 8
+max_completion_length = 4096
+use_vllm = true
+vllm_mode = "colocate"
+vllm_gpu_memory_utilization = 0.3
+vllm_max_model_length = 16384
+"#;
+
+/// `vramfit fit` on the file pinned to `trl`, with `extra` arguments.
+fn fit_pinned(trl: &str, extra: &[&str]) -> Out {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("run.toml"),
+        TRL_COLOCATED.replace("1.15.0", trl),
+    )
+    .unwrap();
+    run(vramfit_in(dir.path())
+        .args(["fit", "--config", "run.toml", "--gpu-mem", "16GiB"])
+        .args(extra))
+}
+
+#[test]
+fn fit_never_moves_a_key_the_pinned_trl_lacks() {
+    let now = fit_pinned("1.15.0", &["--json"]);
+    assert_eq!(now.code, Some(0), "{}", now.stderr);
+    let json: serde_json::Value = serde_json::from_str(&now.stdout).unwrap();
+    let keys: Vec<&str> = json["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["key"].as_str().unwrap())
+        .collect();
+    assert!(keys.contains(&"vllm_max_model_length"), "{keys:?}");
+    // trl 0.14 to 0.23 have no `vllm_max_model_length`: neither the changes nor the floors
+    // name it, in JSON or in text
+    for old in ["0.14.0", "0.19.1", "0.23.0"] {
+        for format in [&["--json"][..], &[]] {
+            let out = fit_pinned(old, format);
+            assert!(matches!(out.code, Some(0 | 3)), "{old}: {}", out.stderr);
+            assert!(!out.stdout.is_empty(), "{old}");
+            assert!(
+                !out.stdout.contains("vllm_max_model_length"),
+                "{old} {format:?}: {}",
+                out.stdout
+            );
+        }
+    }
+}
