@@ -212,10 +212,8 @@ fn the_screens_export_edits_the_users_file() {
     );
     let before = a.run.clone();
     for c in ['l', 's'] {
-        a.update(Msg::Key(KeyEvent::new(
-            KeyCode::Char(c),
-            KeyModifiers::NONE,
-        )));
+        let key = Msg::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+        vramfit::tui::runner::Runner::new().dispatch(&mut a, key);
     }
     assert_ne!(a.run, before, "the knob moved");
     let out =

@@ -9,6 +9,7 @@ use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use vramfit::gpu::GpuInfo;
 use vramfit::tui::app::{App, GpuState, Mode, Msg};
+use vramfit::tui::runner::Runner;
 use vramfit::tui::theme::Theme;
 use vramfit::tui::view;
 use vramfit_core::config;
@@ -51,12 +52,18 @@ fn app() -> App {
     app_in(std::path::Path::new("."), Theme::mono())
 }
 
+/// Hands `msg` to `app` as the screen's loop does: the commands it answers with are run (a file
+/// written, the fit searched) and their answers handed back.
+fn send(app: &mut App, msg: Msg) {
+    Runner::new().dispatch(app, msg);
+}
+
 /// Draws `app` at `w` x `h` and hands it what was drawn, as the screen's loop does.
 fn resize(app: &mut App, w: u16, h: u16) {
     let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
     let mut drawn = None;
     t.draw(|f| drawn = Some(view::draw(f, app))).unwrap();
-    app.update(Msg::Drawn(drawn.unwrap()));
+    send(app, Msg::Drawn(drawn.unwrap()));
 }
 
 /// Draws `app` again at the size it was last drawn at: the loop draws before each event.
@@ -68,7 +75,7 @@ fn redraw(app: &mut App) {
 
 fn key(app: &mut App, code: KeyCode) {
     redraw(app);
-    app.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
+    send(app, Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
 }
 
 fn keys(app: &mut App, text: &str) {
@@ -232,10 +239,10 @@ fn a_gpu_reading_moves_the_capacity_unless_the_user_fixed_it() {
             bytes: Some(1 << 30),
         }],
     };
-    a.update(Msg::Gpu(Ok(reading)));
+    send(&mut a, Msg::Gpu(Ok(reading)));
     assert_eq!(a.estimate.capacity_bytes, 80 << 30);
     assert!(screen(&a, 80, 24).contains("pid 4242"));
-    a.update(Msg::Gpu(Err("driver gone".into())));
+    send(&mut a, Msg::Gpu(Err("driver gone".into())));
     assert!(screen(&a, 80, 24).contains("driver gone"));
 }
 
@@ -759,10 +766,10 @@ fn below_the_minimum_size_only_quit_and_help_answer() {
 }
 
 fn ctrl_c(a: &mut App) {
-    a.update(Msg::Key(KeyEvent::new(
-        KeyCode::Char('c'),
-        KeyModifiers::CONTROL,
-    )));
+    send(
+        a,
+        Msg::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+    );
 }
 
 #[test]
@@ -1228,12 +1235,13 @@ fn the_pickers_scroll_with_the_same_keys_and_the_filter_takes_words_in_any_order
 
 fn mouse(a: &mut App, kind: ratatui::crossterm::event::MouseEventKind, column: u16, row: u16) {
     redraw(a);
-    a.update(Msg::Mouse(ratatui::crossterm::event::MouseEvent {
+    let at = ratatui::crossterm::event::MouseEvent {
         kind,
         column,
         row,
         modifiers: KeyModifiers::NONE,
-    }));
+    };
+    send(a, Msg::Mouse(at));
 }
 
 /// The track of `knob` on a `w` x `h` screen: (first column, last column, row).
@@ -1558,7 +1566,7 @@ impl Followed {
 
     fn look(&mut self) {
         let change = self.tail.look();
-        self.app.update(Msg::Log(change));
+        send(&mut self.app, Msg::Log(change));
     }
 }
 

@@ -99,7 +99,7 @@ fn follow_and_check_share_one_comparison_calibration_included() {
     following.calibration = Some(learned);
     a.follow = Some(following);
     let mut tail = Tail::open(&log).unwrap();
-    a.update(Msg::Log(tail.look()));
+    vramfit::tui::runner::Runner::new().dispatch(&mut a, Msg::Log(tail.look()));
     // the screen's own estimate keeps the built-in context; the comparison is check's
     assert_ne!(a.estimate.total_bytes, used);
     let s = screen(&a);

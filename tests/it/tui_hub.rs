@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use vramfit::hub::online::{Access, Hub};
 use vramfit::hub::remote::Remote;
 use vramfit::tui::app::{App, GpuState, Mode, Msg};
+use vramfit::tui::runner::Runner;
 use vramfit::tui::theme::Theme;
 use vramfit::tui::view;
 use vramfit_core::config;
@@ -46,16 +47,17 @@ fn app(cache: &std::path::Path, endpoint: Option<&str>) -> App {
     a
 }
 
-fn press(a: &mut App, code: KeyCode) {
-    a.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
+/// A key, as the screen's loop hands it over; `r` runs what it asks (the lookup).
+fn press(a: &mut App, r: &mut Runner, code: KeyCode) {
+    r.dispatch(a, Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
 }
 
 /// `m`, the name typed, Enter: returns how long the UI thread took.
-fn pick(a: &mut App, name: &str) -> Duration {
+fn pick(a: &mut App, r: &mut Runner, name: &str) -> Duration {
     let started = Instant::now();
-    press(a, KeyCode::Char('m'));
-    name.chars().for_each(|c| press(a, KeyCode::Char(c)));
-    press(a, KeyCode::Enter);
+    press(a, r, KeyCode::Char('m'));
+    name.chars().for_each(|c| press(a, r, KeyCode::Char(c)));
+    press(a, r, KeyCode::Enter);
     started.elapsed()
 }
 
@@ -70,13 +72,15 @@ fn screen(a: &App) -> String {
 }
 
 /// Polls as the event loop does until the lookup answers (10 s at most).
-fn wait(a: &mut App) {
+fn wait(a: &mut App, r: &mut Runner) {
     let started = Instant::now();
-    while a.lookup.is_some() && started.elapsed() < Duration::from_secs(10) {
+    while r.looking_up() && started.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(20));
-        a.poll_lookup();
+        for news in r.poll() {
+            r.dispatch(a, news);
+        }
     }
-    assert!(a.lookup.is_none(), "the lookup did not answer");
+    assert!(!r.looking_up(), "the lookup did not answer");
 }
 
 #[test]
@@ -88,15 +92,17 @@ fn a_typed_name_is_fetched_off_the_ui_thread() {
     );
     let dir = tempfile::tempdir().unwrap();
     let mut a = app(dir.path(), Some(&hub.endpoint));
-    press(&mut a, KeyCode::Char('m'));
-    TINY.chars().for_each(|c| press(&mut a, KeyCode::Char(c)));
+    let mut r = Runner::new();
+    press(&mut a, &mut r, KeyCode::Char('m'));
+    TINY.chars()
+        .for_each(|c| press(&mut a, &mut r, KeyCode::Char(c)));
     let s = screen(&a);
     assert!(
         s.contains("no match in the catalog: Enter looks \"test/tiny-llama\" up"),
         "{s}"
     );
-    press(&mut a, KeyCode::Esc);
-    let took = pick(&mut a, TINY);
+    press(&mut a, &mut r, KeyCode::Esc);
+    let took = pick(&mut a, &mut r, TINY);
     assert!(took < Duration::from_millis(500), "{took:?}");
     assert_eq!(
         a.mode,
@@ -107,7 +113,7 @@ fn a_typed_name_is_fetched_off_the_ui_thread() {
     let s = screen(&a);
     assert!(s.contains(&format!("fetching… {TINY}")), "{s}");
     assert!(s.contains("Esc cancels"), "{s}");
-    wait(&mut a);
+    wait(&mut a, &mut r);
     assert_eq!(a.mode, Mode::Normal);
     assert_eq!(a.run.model_name, TINY, "{:?}", a.message);
     assert_eq!(a.run.arch.parameters(), 106_816);
@@ -119,8 +125,9 @@ fn a_typed_name_is_fetched_off_the_ui_thread() {
     );
     // it is in the cache now: offline finds it there
     let mut offline = app(dir.path(), None);
-    pick(&mut offline, TINY);
-    wait(&mut offline);
+    let mut ro = Runner::new();
+    pick(&mut offline, &mut ro, TINY);
+    wait(&mut offline, &mut ro);
     assert_eq!(offline.run.model_name, TINY, "{:?}", offline.message);
     assert!(offline.message.unwrap().contains("Hugging Face cache"));
 }
@@ -132,13 +139,14 @@ fn esc_cancels_a_lookup_that_does_not_answer() {
     let endpoint = format!("http://{}", silent.local_addr().unwrap());
     let dir = tempfile::tempdir().unwrap();
     let mut a = app(dir.path(), Some(&endpoint));
+    let mut r = Runner::new();
     let before = a.run.model_name.clone();
-    let took = pick(&mut a, "org/never-answers");
+    let took = pick(&mut a, &mut r, "org/never-answers");
     assert!(took < Duration::from_millis(500), "{took:?}");
     assert!(matches!(a.mode, Mode::Fetching { .. }));
-    press(&mut a, KeyCode::Esc);
+    press(&mut a, &mut r, KeyCode::Esc);
     assert_eq!(a.mode, Mode::Normal);
-    assert!(a.lookup.is_none());
+    assert!(!r.looking_up());
     assert_eq!(a.run.model_name, before);
     assert_eq!(
         a.message.as_deref(),
@@ -150,9 +158,10 @@ fn esc_cancels_a_lookup_that_does_not_answer() {
 fn offline_the_picker_says_it_did_not_look_on_the_hub() {
     let dir = tempfile::tempdir().unwrap();
     let mut a = app(dir.path(), None);
+    let mut r = Runner::new();
     let before = a.run.model_name.clone();
-    pick(&mut a, "org/nowhere");
-    wait(&mut a);
+    pick(&mut a, &mut r, "org/nowhere");
+    wait(&mut a, &mut r);
     assert_eq!(a.run.model_name, before);
     let message = a.message.clone().unwrap();
     assert!(
@@ -171,6 +180,7 @@ fn the_hubs_notices_go_to_the_status_line_not_under_the_screen() {
     );
     let dir = tempfile::tempdir().unwrap();
     let mut a = app(dir.path(), Some(&hub.endpoint));
+    let mut r = Runner::new();
     // the program's own `say` writes to standard error: record what reaches it
     let written = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let Access::Online(h) = &mut a.hub else {
@@ -178,8 +188,8 @@ fn the_hubs_notices_go_to_the_status_line_not_under_the_screen() {
     };
     let record = written.clone();
     h.say = Arc::new(move |s| record.lock().unwrap().push(s.to_string()));
-    pick(&mut a, TINY);
-    wait(&mut a);
+    pick(&mut a, &mut r, TINY);
+    wait(&mut a, &mut r);
     assert_eq!(a.run.model_name, TINY, "{:?}", a.message);
     assert!(
         written.lock().unwrap().is_empty(),
