@@ -22,7 +22,7 @@ pub enum Cmd {
         notes: Vec<String>,
     },
     /// Search the smallest change to `run` that fits `gpu`. The answer is `Msg::Fitted`.
-    Fit { run: RunConfig, gpu: GpuBudget },
+    Fit { run: Box<RunConfig>, gpu: GpuBudget },
     /// Look a name the catalog lacks up off the UI thread: the Hugging Face `cache`, then the Hub
     /// as `access` allows. The answers are `Msg::LookingUp`, `Msg::HubSaid`, `Msg::LookedUp`.
     LookUp {

@@ -108,6 +108,7 @@ impl Runner {
             Cmd::LoadPreset { name, source } => {
                 let file = source
                     .load(&name, &Offline::from_env())
+                    .map(Box::new)
                     .map_err(|e| e.to_string());
                 vec![Msg::PresetLoaded { name, file }]
             }

@@ -14,7 +14,7 @@ impl App {
     pub(super) fn apply_fit(&mut self) {
         let gpu = budget(&self.gpu);
         self.ask(Cmd::Fit {
-            run: self.run.clone(),
+            run: Box::new(self.run.clone()),
             gpu,
         });
     }

@@ -112,7 +112,7 @@ pub enum Msg {
     /// the preset picked, loaded or why not (`Cmd::LoadPreset`)
     PresetLoaded {
         name: String,
-        file: Result<RunFile, String>,
+        file: Result<Box<RunFile>, String>,
     },
 }
 

@@ -171,9 +171,10 @@ impl App {
 
     /// The preset picked, loaded by the loop: the whole state takes it (undo brings the old one
     /// back), and its capacity when no GPU or `--gpu-mem` gave one.
-    pub(super) fn preset_loaded(&mut self, name: String, file: Result<RunFile, String>) {
+    pub(super) fn preset_loaded(&mut self, name: String, file: Result<Box<RunFile>, String>) {
         match file {
             Ok(file) => {
+                let file = *file;
                 let take_capacity = !self.gpu.capacity_from_user && self.gpu.live.is_none();
                 self.change_all(|s| {
                     s.lock = file.lock_effective_batch;

@@ -158,7 +158,7 @@ fn f_asks_for_the_fit_and_changes_nothing_until_it_answers() {
     let run = a.run.clone();
     let cmds = press(&mut a, KeyCode::Char('f'));
     assert!(
-        matches!(cmds.as_slice(), [Cmd::Fit { run: asked, gpu }] if *asked == run && gpu.capacity == 24 << 30),
+        matches!(cmds.as_slice(), [Cmd::Fit { run: asked, gpu }] if **asked == run && gpu.capacity == 24 << 30),
         "{cmds:?}"
     );
     assert_eq!((&a.run, a.message.as_deref()), (&run, None));
