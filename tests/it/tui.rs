@@ -68,7 +68,7 @@ fn resize(app: &mut App, w: u16, h: u16) {
 
 /// Draws `app` again at the size it was last drawn at: the loop draws before each event.
 fn redraw(app: &mut App) {
-    if let Some((w, h)) = app.drawn.as_ref().map(|d| d.size) {
+    if let Some((w, h)) = app.drawn_size() {
         resize(app, w, h);
     }
 }
@@ -105,13 +105,13 @@ fn screen(app: &App, w: u16, h: u16) -> String {
 fn sliders_move_and_undo_restores() {
     let mut a = app();
     assert_eq!(a.focused(), Knob::VllmShare);
-    let before = a.estimate.total_bytes;
+    let before = a.estimate().total_bytes;
     key(&mut a, KeyCode::Right);
-    assert_eq!(Knob::VllmShare.get(&a.run), Some(50));
-    assert!(a.estimate.total_bytes > before);
+    assert_eq!(Knob::VllmShare.get(a.run()), Some(50));
+    assert!(a.estimate().total_bytes > before);
     key(&mut a, KeyCode::Char('u'));
-    assert_eq!(Knob::VllmShare.get(&a.run), Some(45));
-    assert_eq!(a.estimate.total_bytes, before);
+    assert_eq!(Knob::VllmShare.get(a.run()), Some(45));
+    assert_eq!(a.estimate().total_bytes, before);
 }
 
 #[test]
@@ -120,24 +120,24 @@ fn typed_values_are_checked_before_they_are_set() {
     keys(&mut a, "jjjjjj"); // LoRA rank
     assert_eq!(a.focused(), Knob::LoraRank);
     key(&mut a, KeyCode::Enter);
-    assert!(matches!(a.mode, Mode::Entry { .. }));
+    assert!(matches!(*a.mode(), Mode::Entry { .. }));
     for _ in 0..4 {
         key(&mut a, KeyCode::Backspace);
     }
     keys(&mut a, "99999");
     key(&mut a, KeyCode::Enter);
     assert!(
-        matches!(&a.mode, Mode::Entry { error: Some(_), .. }),
+        matches!(a.mode(), Mode::Entry { error: Some(_), .. }),
         "{:?}",
-        a.mode
+        *a.mode()
     );
     for _ in 0..5 {
         key(&mut a, KeyCode::Backspace);
     }
     keys(&mut a, "48");
     key(&mut a, KeyCode::Enter);
-    assert_eq!(a.mode, Mode::Normal);
-    assert_eq!(a.run.lora_rank, 48);
+    assert_eq!(*a.mode(), Mode::Normal);
+    assert_eq!(a.run().lora_rank, 48);
 }
 
 /// Types `text` into the vLLM share's entry (focused at start) and presses Enter.
@@ -156,17 +156,17 @@ fn type_share(text: &str) -> App {
 fn the_share_is_typed_as_a_fraction_or_a_percent() {
     for text in ["0.15", "15", "15%"] {
         let a = type_share(text);
-        assert_eq!(a.mode, Mode::Normal, "{text}");
-        assert_eq!(Knob::VllmShare.get(&a.run), Some(15), "{text}");
+        assert_eq!(*a.mode(), Mode::Normal, "{text}");
+        assert_eq!(Knob::VllmShare.get(a.run()), Some(15), "{text}");
     }
     // 1 is 1 %, below the range, as 100 is above it: both refused, the range said
     for text in ["1", "100", "1%", "0.99"] {
         let a = type_share(text);
         let Mode::Entry {
             error: Some(error), ..
-        } = &a.mode
+        } = a.mode()
         else {
-            panic!("{text} accepted: {:?}", a.mode);
+            panic!("{text} accepted: {:?}", *a.mode());
         };
         assert!(error.contains("5%") && error.contains("95%"), "{error}");
     }
@@ -181,21 +181,21 @@ fn the_share_is_typed_as_a_fraction_or_a_percent() {
 fn toggles_and_model_picker() {
     let mut a = app();
     keys(&mut a, "t");
-    assert_eq!(a.run.stack, Stack::Trl);
+    assert_eq!(a.run().stack, Stack::Trl);
     keys(&mut a, "m");
     keys(&mut a, "llama-3.1");
     key(&mut a, KeyCode::Enter);
-    assert_eq!(a.run.model_name, "meta-llama/Llama-3.1-8B-Instruct");
-    assert_eq!(a.run.arch.parameters(), 8_030_261_248);
+    assert_eq!(a.run().model_name, "meta-llama/Llama-3.1-8B-Instruct");
+    assert_eq!(a.run().arch.parameters(), 8_030_261_248);
     keys(&mut a, "?");
-    assert!(matches!(a.mode, Mode::Help { .. }));
+    assert!(matches!(*a.mode(), Mode::Help { .. }));
     keys(&mut a, "x");
-    assert_eq!(a.mode, Mode::Normal);
+    assert_eq!(*a.mode(), Mode::Normal);
     // changed and not exported: Ctrl-C asks, a second one quits
     ctrl_c(&mut a);
-    assert_eq!(a.mode, Mode::ConfirmQuit);
+    assert_eq!(*a.mode(), Mode::ConfirmQuit);
     ctrl_c(&mut a);
-    assert!(a.quit);
+    assert!(a.quits());
 }
 
 #[test]
@@ -205,10 +205,10 @@ fn export_writes_once_and_asks_before_overwriting() {
     keys(&mut a, "s");
     let path = dir.path().join("vramfit-qwen2.5-3b-instruct.toml");
     let written = config::load(&path, &vramfit_core::resolve::Offline::from_env()).unwrap();
-    assert_eq!(written.run, a.run);
+    assert_eq!(written.run, *a.run());
     keys(&mut a, "l");
     keys(&mut a, "s");
-    assert!(matches!(a.mode, Mode::ConfirmOverwrite { .. }));
+    assert!(matches!(*a.mode(), Mode::ConfirmOverwrite { .. }));
     keys(&mut a, "n");
     assert_eq!(
         config::load(&path, &vramfit_core::resolve::Offline::from_env())
@@ -221,7 +221,7 @@ fn export_writes_once_and_asks_before_overwriting() {
         config::load(&path, &vramfit_core::resolve::Offline::from_env())
             .unwrap()
             .run,
-        a.run
+        *a.run()
     );
 }
 
@@ -240,7 +240,7 @@ fn a_gpu_reading_moves_the_capacity_unless_the_user_fixed_it() {
         }],
     };
     send(&mut a, Msg::Gpu(Ok(reading)));
-    assert_eq!(a.estimate.capacity_bytes, 80 << 30);
+    assert_eq!(a.estimate().capacity_bytes, 80 << 30);
     assert!(screen(&a, 80, 24).contains("pid 4242"));
     send(&mut a, Msg::Gpu(Err("driver gone".into())));
     assert!(screen(&a, 80, 24).contains("driver gone"));
@@ -304,19 +304,25 @@ fn prompt_and_completion_are_knobs_of_their_own_and_the_sequence_rewrites_neithe
     let dir = tempfile::tempdir().unwrap();
     let mut a = app_in(dir.path(), Theme::mono());
     // the 24gb preset: prompt 256, completion 768, max_seq_length 1024
-    let parts = |a: &App| (a.run.max_seq_len, a.run.prompt_len, a.run.completion_len);
+    let parts = |a: &App| {
+        (
+            a.run().max_seq_len,
+            a.run().prompt_len,
+            a.run().completion_len,
+        )
+    };
     assert_eq!(parts(&a), (1024, 256, 768));
     keys(&mut a, "jjj");
     assert_eq!(a.focused(), Knob::SequenceLength);
     type_value(&mut a, "100");
-    assert_eq!(a.mode, Mode::Normal);
+    assert_eq!(*a.mode(), Mode::Normal);
     assert_eq!(parts(&a), (100, 256, 768));
     // too short a sequence is the estimate's warning, and it stays on screen at every size
     let warning = "max_seq_length 100 is smaller than prompt + completion = 1024";
     assert!(
-        a.estimate.warnings.iter().any(|w| w == warning),
+        a.estimate().warnings.iter().any(|w| w == warning),
         "{:?}",
-        a.estimate.warnings
+        a.estimate().warnings
     );
     for (w, h) in SIZES {
         let s = screen(&a, w, h);
@@ -328,7 +334,7 @@ fn prompt_and_completion_are_knobs_of_their_own_and_the_sequence_rewrites_neithe
     type_value(&mut a, "4096");
     assert_eq!(parts(&a), (4096, 256, 768));
     assert!(
-        !a.estimate
+        !a.estimate()
             .warnings
             .iter()
             .any(|w| w.contains("max_seq_length"))
@@ -371,7 +377,7 @@ fn prompt_and_completion_are_knobs_of_their_own_and_the_sequence_rewrites_neithe
         config::load(&path, &vramfit_core::resolve::Offline::from_env())
             .unwrap()
             .run,
-        a.run
+        *a.run()
     );
     keys(&mut a, "uuuu");
     assert_eq!(parts(&a), (1024, 256, 768));
@@ -395,7 +401,7 @@ fn two_phases_are_two_bars_each_with_its_total_and_the_peak_marked() {
         (standby.as_str(), Phase::Generation),
     ] {
         let a = app_of(text, here, Theme::mono());
-        let e = &a.estimate;
+        let e = a.estimate();
         assert_eq!(e.phases.len(), 2);
         assert_eq!(e.peak_phase, peak);
         for (w, h) in [(60, 20), (80, 24), (200, 60)] {
@@ -424,7 +430,7 @@ fn two_phases_are_two_bars_each_with_its_total_and_the_peak_marked() {
         // help has each phase whole, component by component
         let mut a = a;
         let text = help_text(&mut a, 200, 60);
-        for p in &a.estimate.phases {
+        for p in &a.estimate().phases {
             assert!(
                 text.contains(&format!(
                     "{} {}",
@@ -445,10 +451,10 @@ fn two_phases_are_two_bars_each_with_its_total_and_the_peak_marked() {
     // role, each with its GPUs and total
     let server = "[vramfit]\nstack = \"trl\"\nmax_prompt_length = 256\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n[grpo]\nuse_vllm = true\nvllm_mode = \"server\"\n";
     let a = app_of(server, here, Theme::mono());
-    assert!(a.estimate.phases.is_empty());
+    assert!(a.estimate().phases.is_empty());
     let s = screen(&a, 80, 24);
     assert!(phase_line(&s, Phase::Generation).is_none(), "{s}");
-    for r in &a.estimate.roles {
+    for r in &a.estimate().roles {
         let label = format!(" {} ×{}", r.role.label(), r.gpus);
         let line = s
             .lines()
@@ -462,19 +468,16 @@ fn two_phases_are_two_bars_each_with_its_total_and_the_peak_marked() {
 #[test]
 fn x_pins_a_baseline_that_undo_keeps_and_x_again_unpins() {
     let mut a = app();
-    let pin = a.estimate.clone();
-    assert!(a.pinned.is_none());
+    let pin = a.estimate().clone();
+    assert!(a.pinned().is_none());
     keys(&mut a, "x");
-    assert_eq!(
-        a.pinned.as_ref().map(|p| p.total_bytes),
-        Some(pin.total_bytes)
-    );
+    assert_eq!(a.pinned().map(|p| p.total_bytes), Some(pin.total_bytes));
     // pinning changes nothing to export: q still quits at once
     assert!(!a.unsaved());
     // the LoRA rank up, 32 to 64: the adapters and their states grow
     keys(&mut a, "jjjjjj");
     key(&mut a, KeyCode::Right);
-    assert_eq!(a.run.lora_rank, 64);
+    assert_eq!(a.run().lora_rank, 64);
     let then = |part| {
         pin.components
             .iter()
@@ -482,7 +485,7 @@ fn x_pins_a_baseline_that_undo_keeps_and_x_again_unpins() {
             .map(|c| c.bytes)
             .sum::<u64>()
     };
-    let total = format_change(a.estimate.total_bytes as i64 - pin.total_bytes as i64);
+    let total = format_change(a.estimate().total_bytes as i64 - pin.total_bytes as i64);
     assert_ne!(total, "±0");
     let s = screen(&a, 200, 60);
     // the title: the pin and the change since
@@ -492,7 +495,7 @@ fn x_pins_a_baseline_that_undo_keeps_and_x_again_unpins() {
     );
     // the legend: each component, its bytes and its change since the pin
     let mut changed = 0;
-    for c in &a.estimate.components {
+    for c in &a.estimate().components {
         let change = c.bytes as i64 - then(c.part) as i64;
         changed += usize::from(change != 0);
         let cell = format!(
@@ -527,17 +530,14 @@ fn x_pins_a_baseline_that_undo_keeps_and_x_again_unpins() {
     );
     // undo goes back to the pinned run and keeps the pin: every change is ±0
     keys(&mut a, "u");
-    assert_eq!(a.run.lora_rank, 32);
-    assert_eq!(
-        a.pinned.as_ref().map(|p| p.total_bytes),
-        Some(pin.total_bytes)
-    );
+    assert_eq!(a.run().lora_rank, 32);
+    assert_eq!(a.pinned().map(|p| p.total_bytes), Some(pin.total_bytes));
     let s = screen(&a, 200, 60);
     assert!(
         s.contains(&format!("◇ pin {} (±0)", format_size(pin.total_bytes))),
         "{s}"
     );
-    for c in &a.estimate.components {
+    for c in &a.estimate().components {
         assert!(
             s.contains(&format!(
                 "{:<16}{:>10}        ±0",
@@ -551,10 +551,10 @@ fn x_pins_a_baseline_that_undo_keeps_and_x_again_unpins() {
     keys(&mut a, "p");
     key(&mut a, KeyCode::Enter);
     keys(&mut a, "u");
-    assert!(a.pinned.is_some());
+    assert!(a.pinned().is_some());
     // x again: unpinned, nothing of it left on screen
     keys(&mut a, "x");
-    assert!(a.pinned.is_none());
+    assert!(a.pinned().is_none());
     let s = screen(&a, 200, 60);
     assert!(!s.contains('◇') && !s.contains("±0"), "{s}");
 }
@@ -568,12 +568,12 @@ fn overflow(a: &mut App) {
     key(a, KeyCode::Tab);
     assert_eq!(a.focused(), Knob::MicroBatch);
     for _ in 0..6 {
-        if !a.estimate.fits {
+        if !a.estimate().fits {
             break;
         }
         key(a, KeyCode::Right);
     }
-    assert!(!a.estimate.fits);
+    assert!(!a.estimate().fits);
 }
 
 #[test]
@@ -588,17 +588,17 @@ fn overflow_is_shown_as_a_shortfall() {
 fn f_applies_the_fit_and_u_undoes_it() {
     let mut a = app();
     overflow(&mut a);
-    let batch = a.run.effective_batch();
+    let batch = a.run().effective_batch();
     keys(&mut a, "f");
     assert!(
-        a.estimate.total_bytes as f64 <= 0.95 * a.estimate.capacity_bytes as f64,
+        a.estimate().total_bytes as f64 <= 0.95 * a.estimate().capacity_bytes as f64,
         "{:?}",
-        a.message
+        a.message()
     );
-    assert_eq!(a.run.effective_batch(), batch);
-    assert!(a.message.as_deref().unwrap().starts_with("fit: "));
+    assert_eq!(a.run().effective_batch(), batch);
+    assert!(a.message().unwrap().starts_with("fit: "));
     keys(&mut a, "u");
-    assert!(!a.estimate.fits);
+    assert!(!a.estimate().fits);
 }
 
 #[test]
@@ -608,9 +608,9 @@ fn the_preset_picker_loads_the_chosen_tier() {
     key(&mut a, KeyCode::Down); // 8gb -> 12gb
     assert!(screen(&a, 80, 24).contains("▶ 12gb"));
     key(&mut a, KeyCode::Enter);
-    assert_eq!(a.mode, Mode::Normal);
-    assert_eq!(a.run.model_name, "unsloth/Qwen2.5-1.5B-Instruct");
-    assert_eq!(a.message.as_deref(), Some("preset 12gb loaded"));
+    assert_eq!(*a.mode(), Mode::Normal);
+    assert_eq!(a.run().model_name, "unsloth/Qwen2.5-1.5B-Instruct");
+    assert_eq!(a.message(), Some("preset 12gb loaded"));
 }
 
 /// One key a person might press on the main screen, or a value typed into the focused knob.
@@ -666,30 +666,30 @@ proptest::proptest! {
                     }
                     keys(&mut a, text);
                     key(&mut a, KeyCode::Enter);
-                    if matches!(a.mode, Mode::Entry { .. }) {
+                    if matches!(*a.mode(), Mode::Entry { .. }) {
                         key(&mut a, KeyCode::Esc);
                     }
                 }
             }
-            proptest::prop_assert!(matches!(a.mode, Mode::Normal), "{:?} left {:?}", p, a.mode);
+            proptest::prop_assert!(matches!(*a.mode(), Mode::Normal), "{:?} left {:?}", p, *a.mode());
         }
         keys(&mut a, "s");
         // a typed value may split the groups: the export is then refused with the rule
-        if let Err(broken) = vramfit_core::run::rules::whole_groups(&a.run) {
-            let said = a.message.clone().unwrap_or_default();
+        if let Err(broken) = vramfit_core::run::rules::whole_groups(a.run()) {
+            let said = a.message().unwrap_or_default().to_string();
             proptest::prop_assert_eq!(said, format!("not exported: {}", broken.message));
             return Ok(());
         }
-        let name = a.run.model_name.rsplit('/').next().unwrap().to_ascii_lowercase();
+        let name = a.run().model_name.rsplit('/').next().unwrap().to_ascii_lowercase();
         let path = dir.path().join(format!("vramfit-{name}.toml"));
         let back = config::load(&path, &vramfit_core::resolve::Offline::from_env()).map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}\n{walk:?}")))?;
-        proptest::prop_assert_eq!(back.run, a.run.clone());
+        proptest::prop_assert_eq!(back.run, a.run().clone());
     }
 }
 
 /// The value `knob` shows on its slider row.
 fn shown(a: &App, knob: Knob) -> String {
-    knob.get(&a.run).map_or("-".into(), |v| knob.show(v))
+    knob.get(a.run()).map_or("-".into(), |v| knob.show(v))
 }
 
 /// The screen's line that holds the focused knob (`▶ label ... value`).
@@ -736,33 +736,33 @@ fn below_the_minimum_size_only_quit_and_help_answer() {
     let dir = tempfile::tempdir().unwrap();
     let mut a = app_in(dir.path(), Theme::mono());
     resize(&mut a, 40, 12);
-    let (run, focus) = (a.run.clone(), a.focus);
+    let (run, focus) = (a.run().clone(), a.focused());
     for c in "LlHhjkctr4obumpsfex".chars() {
         key(&mut a, KeyCode::Char(c));
-        assert_eq!(a.mode, Mode::Normal, "{c}");
+        assert_eq!(*a.mode(), Mode::Normal, "{c}");
     }
     for code in [KeyCode::Right, KeyCode::Left, KeyCode::Tab, KeyCode::Enter] {
         key(&mut a, code);
     }
-    assert_eq!(a.run, run);
-    assert_eq!(a.focus, focus);
-    assert!(a.pinned.is_none());
-    assert!(!a.quit);
+    assert_eq!(*a.run(), run);
+    assert_eq!(a.focused(), focus);
+    assert!(a.pinned().is_none());
+    assert!(!a.quits());
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     assert!(screen(&a, 40, 12).contains("60x20"));
     keys(&mut a, "?");
-    assert!(matches!(a.mode, Mode::Help { .. }), "{:?}", a.mode);
+    assert!(matches!(*a.mode(), Mode::Help { .. }), "{:?}", *a.mode());
     key(&mut a, KeyCode::Esc);
-    assert_eq!(a.mode, Mode::Normal);
+    assert_eq!(*a.mode(), Mode::Normal);
     // grown back: keys work again
     resize(&mut a, 80, 24);
     keys(&mut a, "l");
-    assert_ne!(a.run, run);
+    assert_ne!(*a.run(), run);
     resize(&mut a, 40, 12);
     keys(&mut a, "q");
-    assert_eq!(a.mode, Mode::ConfirmQuit);
+    assert_eq!(*a.mode(), Mode::ConfirmQuit);
     keys(&mut a, "n");
-    assert!(a.quit);
+    assert!(a.quits());
 }
 
 fn ctrl_c(a: &mut App) {
@@ -779,42 +779,42 @@ fn esc_never_quits_and_quitting_asks_before_losing_changes() {
     // nothing changed: q quits at once; Esc does nothing
     let mut a = app_in(dir.path(), Theme::mono());
     key(&mut a, KeyCode::Esc);
-    assert!(!a.quit);
+    assert!(!a.quits());
     keys(&mut a, "q");
-    assert!(a.quit);
+    assert!(a.quits());
     let mut a = app_in(dir.path(), Theme::mono());
     ctrl_c(&mut a);
-    assert!(a.quit);
+    assert!(a.quits());
 
     // changed: q asks; c and Esc cancel, n quits without writing
     let mut a = app_in(dir.path(), Theme::mono());
     key(&mut a, KeyCode::Right);
     key(&mut a, KeyCode::Esc);
-    assert!(!a.quit);
+    assert!(!a.quits());
     keys(&mut a, "q");
-    assert_eq!(a.mode, Mode::ConfirmQuit);
-    assert!(!a.quit);
+    assert_eq!(*a.mode(), Mode::ConfirmQuit);
+    assert!(!a.quits());
     assert!(screen(&a, 80, 24).contains("export? y/n/cancel"));
     keys(&mut a, "c");
-    assert_eq!(a.mode, Mode::Normal);
+    assert_eq!(*a.mode(), Mode::Normal);
     keys(&mut a, "q");
     key(&mut a, KeyCode::Esc);
-    assert_eq!(a.mode, Mode::Normal);
-    assert!(!a.quit);
+    assert_eq!(*a.mode(), Mode::Normal);
+    assert!(!a.quits());
     keys(&mut a, "qn");
-    assert!(a.quit);
+    assert!(a.quits());
     assert!(!file.exists());
 
     // y exports, then quits
     let mut a = app_in(dir.path(), Theme::mono());
     key(&mut a, KeyCode::Right);
     keys(&mut a, "qy");
-    assert!(a.quit);
+    assert!(a.quits());
     assert_eq!(
         config::load(&file, &vramfit_core::resolve::Offline::from_env())
             .unwrap()
             .run,
-        a.run
+        *a.run()
     );
 
     // y with the file there: asks to overwrite, then quits
@@ -822,14 +822,14 @@ fn esc_never_quits_and_quitting_asks_before_losing_changes() {
     key(&mut a, KeyCode::Right);
     key(&mut a, KeyCode::Right);
     keys(&mut a, "qy");
-    assert!(!a.quit);
+    assert!(!a.quits());
     keys(&mut a, "y");
-    assert!(a.quit);
+    assert!(a.quits());
     assert_eq!(
         config::load(&file, &vramfit_core::resolve::Offline::from_env())
             .unwrap()
             .run,
-        a.run
+        *a.run()
     );
 
     // exported: q quits at once; undone back to the start: nothing to lose either
@@ -837,34 +837,34 @@ fn esc_never_quits_and_quitting_asks_before_losing_changes() {
     key(&mut a, KeyCode::Left);
     keys(&mut a, "sy");
     keys(&mut a, "q");
-    assert!(a.quit);
+    assert!(a.quits());
     let mut a = app_in(dir.path(), Theme::mono());
     key(&mut a, KeyCode::Left);
     keys(&mut a, "uq");
-    assert!(a.quit);
+    assert!(a.quits());
 
     // Ctrl-C asks too; a second Ctrl-C quits
     let mut a = app_in(dir.path(), Theme::mono());
     key(&mut a, KeyCode::Right);
     ctrl_c(&mut a);
-    assert_eq!(a.mode, Mode::ConfirmQuit);
+    assert_eq!(*a.mode(), Mode::ConfirmQuit);
     ctrl_c(&mut a);
-    assert!(a.quit);
+    assert!(a.quits());
 
     // Esc cancels an entry and closes the pickers and help, never quits
     let mut a = app();
     for open in ["e", "m", "p", "?"] {
         keys(&mut a, open);
-        assert_ne!(a.mode, Mode::Normal, "{open}");
+        assert_ne!(*a.mode(), Mode::Normal, "{open}");
         key(&mut a, KeyCode::Esc);
-        assert_eq!(a.mode, Mode::Normal, "{open}");
-        assert!(!a.quit);
+        assert_eq!(*a.mode(), Mode::Normal, "{open}");
+        assert!(!a.quits());
     }
 }
 
 /// The micro-batch step the levers panel offers: (from, to).
 fn panel_micro_batch(a: &App) -> Option<(String, String)> {
-    a.step_downs
+    a.step_downs()
         .iter()
         .find(|s| s.change.lever == vramfit_core::fit::Lever::MicroBatch)
         .map(|s| (s.change.from.clone(), s.change.to.clone()))
@@ -884,17 +884,17 @@ fn the_lock_holds_the_effective_batch_exactly() {
     let mut a = app();
     keys(&mut a, "jj");
     assert_eq!(a.focused(), Knob::MicroBatch);
-    assert!(a.lock);
-    assert_eq!((a.run.micro_batch, a.run.grad_accum), (4, 2));
+    assert!(a.batch_locked());
+    assert_eq!((a.run().micro_batch, a.run().grad_accum), (4, 2));
     // micro-batch: only the divisors of 8
     let mut seen = vec![];
     for _ in 0..3 {
         key(&mut a, KeyCode::Left);
-        seen.push((a.run.micro_batch, a.run.grad_accum));
+        seen.push((a.run().micro_batch, a.run().grad_accum));
     }
     for _ in 0..4 {
         key(&mut a, KeyCode::Right);
-        seen.push((a.run.micro_batch, a.run.grad_accum));
+        seen.push((a.run().micro_batch, a.run().grad_accum));
     }
     assert_eq!(
         seen,
@@ -904,28 +904,32 @@ fn the_lock_holds_the_effective_batch_exactly() {
     // a typed micro-batch that cannot keep 8 is refused, saying which can
     for typed in ["1024", "3", "6"] {
         type_value(&mut a, typed);
-        let Mode::Entry { error: Some(e), .. } = &a.mode else {
-            panic!("{typed} accepted: {:?} {:?}", a.mode, a.run.micro_batch);
+        let Mode::Entry { error: Some(e), .. } = a.mode() else {
+            panic!(
+                "{typed} accepted: {:?} {:?}",
+                *a.mode(),
+                a.run().micro_batch
+            );
         };
         assert!(e.contains("1, 2, 4 or 8"), "{e}");
         key(&mut a, KeyCode::Esc);
-        assert_eq!(a.run.effective_batch(), 8);
+        assert_eq!(a.run().effective_batch(), 8);
     }
     type_value(&mut a, "2");
-    assert_eq!((a.run.micro_batch, a.run.grad_accum), (2, 4));
+    assert_eq!((a.run().micro_batch, a.run().grad_accum), (2, 4));
     // accumulation: the same divisors, the micro-batch follows
     keys(&mut a, "jjjjj");
     assert_eq!(a.focused(), Knob::GradAccum);
     key(&mut a, KeyCode::Left);
-    assert_eq!((a.run.micro_batch, a.run.grad_accum), (4, 2));
+    assert_eq!((a.run().micro_batch, a.run().grad_accum), (4, 2));
     keys(&mut a, "H");
-    assert_eq!((a.run.micro_batch, a.run.grad_accum), (8, 1));
+    assert_eq!((a.run().micro_batch, a.run().grad_accum), (8, 1));
     keys(&mut a, "L");
-    assert_eq!((a.run.micro_batch, a.run.grad_accum), (1, 8));
+    assert_eq!((a.run().micro_batch, a.run().grad_accum), (1, 8));
     type_value(&mut a, "3");
-    assert!(matches!(a.mode, Mode::Entry { error: Some(_), .. }));
+    assert!(matches!(*a.mode(), Mode::Entry { error: Some(_), .. }));
     key(&mut a, KeyCode::Esc);
-    assert_eq!(a.run.effective_batch(), 8);
+    assert_eq!(a.run().effective_batch(), 8);
 
     // unlocked, accumulation 9: 36 completions; locked again, the micro-batch steps through
     // 36's divisors (9 and 12 are not on the unlocked ladder's way down) and the levers panel
@@ -935,29 +939,29 @@ fn the_lock_holds_the_effective_batch_exactly() {
     keys(&mut a, "b");
     keys(&mut a, "kkkkk");
     assert_eq!(a.focused(), Knob::MicroBatch);
-    assert_eq!((a.run.micro_batch, a.run.effective_batch()), (1, 9));
+    assert_eq!((a.run().micro_batch, a.run().effective_batch()), (1, 9));
     keys(&mut a, "b");
     type_value(&mut a, "4");
     keys(&mut a, "b");
-    assert_eq!(a.run.effective_batch(), 36);
+    assert_eq!(a.run().effective_batch(), 36);
     for expected in [6, 9, 12, 18, 36] {
         key(&mut a, KeyCode::Right);
-        assert_eq!(a.run.micro_batch, expected);
-        assert_eq!(a.run.effective_batch(), 36);
+        assert_eq!(a.run().micro_batch, expected);
+        assert_eq!(a.run().effective_batch(), 36);
     }
     for _ in 0..8 {
-        let from = a.run.micro_batch;
+        let from = a.run().micro_batch;
         let panel = panel_micro_batch(&a);
         key(&mut a, KeyCode::Left);
-        let to = a.run.micro_batch;
+        let to = a.run().micro_batch;
         if to == from {
             assert_eq!(panel, None);
             break;
         }
         assert_eq!(panel, Some((from.to_string(), to.to_string())));
-        assert_eq!(a.run.effective_batch(), 36);
+        assert_eq!(a.run().effective_batch(), 36);
     }
-    assert_eq!(a.run.micro_batch, 1);
+    assert_eq!(a.run().micro_batch, 1);
 }
 
 fn app_without_nvml() -> App {
@@ -981,23 +985,23 @@ fn app_without_nvml() -> App {
 #[test]
 fn undo_restores_the_whole_state() {
     let mut a = app_without_nvml();
-    let (run, capacity) = (a.run.clone(), a.estimate.capacity_bytes);
+    let (run, capacity) = (a.run().clone(), a.estimate().capacity_bytes);
     keys(&mut a, "p");
     key(&mut a, KeyCode::Down);
     key(&mut a, KeyCode::Enter);
-    assert_eq!(a.run.model_name, "unsloth/Qwen2.5-1.5B-Instruct");
-    assert_ne!(a.gpu.capacity, capacity);
+    assert_eq!(a.run().model_name, "unsloth/Qwen2.5-1.5B-Instruct");
+    assert_ne!(a.gpu().capacity, capacity);
     keys(&mut a, "u");
-    assert_eq!(a.run, run);
-    assert_eq!(a.gpu.capacity, capacity);
-    assert_eq!(a.estimate.capacity_bytes, capacity);
-    assert_eq!(a.gpu.name, "24gb's gpu_memory");
+    assert_eq!(*a.run(), run);
+    assert_eq!(a.gpu().capacity, capacity);
+    assert_eq!(a.estimate().capacity_bytes, capacity);
+    assert_eq!(a.gpu().name, "24gb's gpu_memory");
     // the lock too
-    assert!(a.lock);
+    assert!(a.batch_locked());
     keys(&mut a, "b");
-    assert!(!a.lock);
+    assert!(!a.batch_locked());
     keys(&mut a, "u");
-    assert!(a.lock);
+    assert!(a.batch_locked());
 }
 
 /// The header: the lines above the GPU's.
@@ -1055,10 +1059,10 @@ fn help_text(a: &mut App, w: u16, h: u16) -> String {
         }
         pages.push(s);
         key(a, KeyCode::PageDown);
-        assert!(matches!(a.mode, Mode::Help { .. }));
+        assert!(matches!(*a.mode(), Mode::Help { .. }));
     }
     key(a, KeyCode::Esc);
-    assert_eq!(a.mode, Mode::Normal);
+    assert_eq!(*a.mode(), Mode::Normal);
     let mut lines: Vec<String> = vec![];
     for page in &pages {
         for l in page.lines() {
@@ -1089,7 +1093,7 @@ fn long_text_is_cut_at_a_word_and_help_has_all_of_it() {
     let mut cut = 0;
     for (w, h) in SIZES {
         let s = screen(&a, w, h);
-        for step in &a.step_downs {
+        for step in a.step_downs() {
             let c = &step.change;
             let Some(line) = s
                 .lines()
@@ -1124,7 +1128,7 @@ fn long_text_is_cut_at_a_word_and_help_has_all_of_it() {
     // one line), and its own lines are never cut
     for (w, h) in [(60, 20), (200, 60)] {
         let text = help_text(&mut a, w, h);
-        for step in &a.step_downs {
+        for step in a.step_downs() {
             assert!(
                 text.contains(step.change.trade_off),
                 "{w}x{h}: {}\n{text}",
@@ -1140,7 +1144,7 @@ fn long_text_is_cut_at_a_word_and_help_has_all_of_it() {
     resize(&mut a, 200, 60);
     keys(&mut a, "?");
     let s = screen(&a, 200, 60);
-    for step in &a.step_downs {
+    for step in a.step_downs() {
         assert!(s.lines().any(|l| l.contains(step.change.trade_off)), "{s}");
     }
     assert!(
@@ -1163,7 +1167,7 @@ fn the_pickers_scroll_with_the_same_keys_and_the_filter_takes_words_in_any_order
     keys(&mut a, "m");
     keys(&mut a, "8b qwen3");
     key(&mut a, KeyCode::Enter);
-    assert_eq!(a.run.model_name, "Qwen/Qwen3-8B");
+    assert_eq!(a.run().model_name, "Qwen/Qwen3-8B");
 
     for (w, h) in [(60, 20), (80, 24)] {
         let mut a = app();
@@ -1174,8 +1178,8 @@ fn the_pickers_scroll_with_the_same_keys_and_the_filter_takes_words_in_any_order
         key(&mut a, KeyCode::Home);
         // every model can be reached and is on screen when selected
         for (i, id) in all.iter().enumerate() {
-            let Mode::Models { selected, .. } = a.mode else {
-                panic!("{:?}", a.mode)
+            let Mode::Models { selected, .. } = *a.mode() else {
+                panic!("{:?}", *a.mode())
             };
             assert_eq!(selected, i);
             let s = screen(&a, w, h);
@@ -1185,12 +1189,12 @@ fn the_pickers_scroll_with_the_same_keys_and_the_filter_takes_words_in_any_order
         }
         key(&mut a, KeyCode::Home);
         key(&mut a, KeyCode::PageDown);
-        let Mode::Models { selected, .. } = a.mode else {
+        let Mode::Models { selected, .. } = *a.mode() else {
             panic!()
         };
         assert!(selected > 1 && selected < all.len() - 1, "{selected}");
         key(&mut a, KeyCode::PageUp);
-        assert!(matches!(a.mode, Mode::Models { selected: 0, .. }));
+        assert!(matches!(*a.mode(), Mode::Models { selected: 0, .. }));
         key(&mut a, KeyCode::End);
         assert!(
             selected_row(&screen(&a, w, h))
@@ -1222,14 +1226,14 @@ fn the_pickers_scroll_with_the_same_keys_and_the_filter_takes_words_in_any_order
         keys(&mut a, "k");
         key(&mut a, KeyCode::Up);
         key(&mut a, KeyCode::Down);
-        let Mode::Presets { selected, .. } = &a.mode else {
+        let Mode::Presets { selected, .. } = a.mode() else {
             panic!()
         };
         assert!(*selected > 0);
         key(&mut a, KeyCode::Home);
         keys(&mut a, "j");
         key(&mut a, KeyCode::Enter);
-        assert_eq!(a.run.model_name, "unsloth/Qwen2.5-1.5B-Instruct");
+        assert_eq!(a.run().model_name, "unsloth/Qwen2.5-1.5B-Instruct");
     }
 }
 
@@ -1266,55 +1270,55 @@ fn the_mouse_focuses_sets_drags_and_steps() {
         mouse(&mut a, M::Down(MouseButton::Left), 3, y);
         mouse(&mut a, M::Up(MouseButton::Left), 3, y);
         assert_eq!(a.focused(), Knob::Generations);
-        assert_eq!(a.run.num_generations, 4);
+        assert_eq!(a.run().num_generations, 4);
         // on its track: the ladder's rung there; a drag follows; one undo takes the whole drag
         mouse(&mut a, M::Down(MouseButton::Left), x0, y);
-        assert_eq!(a.run.num_generations, 2);
+        assert_eq!(a.run().num_generations, 2);
         mouse(&mut a, M::Drag(MouseButton::Left), (x0 + x1) / 2, y);
         mouse(&mut a, M::Drag(MouseButton::Left), x1 + 5, y + 3);
         mouse(&mut a, M::Up(MouseButton::Left), x1 + 5, y + 3);
         // the far end is the largest rung that divides the batch of 8 (64 would be 0.125
         // prompts a step)
-        assert_eq!(a.run.num_generations, 8, "{w}x{h}");
+        assert_eq!(a.run().num_generations, 8, "{w}x{h}");
         assert_eq!(a.focused(), Knob::Generations);
         keys(&mut a, "u");
-        assert_eq!(a.run.num_generations, 4);
+        assert_eq!(a.run().num_generations, 4);
         // the wheel over a knob focuses and steps it
         // (the list may scroll to keep the focused knob mid-window: its row is found again)
         let (_, _, y) = track(&a, Knob::LoraRank, w, h);
         mouse(&mut a, M::ScrollUp, 2, y);
-        assert_eq!((a.focused(), a.run.lora_rank), (Knob::LoraRank, 64));
+        assert_eq!((a.focused(), a.run().lora_rank), (Knob::LoraRank, 64));
         for _ in 0..2 {
             let (_, _, y) = track(&a, Knob::LoraRank, w, h);
             mouse(&mut a, M::ScrollDown, 2, y);
         }
-        assert_eq!(a.run.lora_rank, 16);
+        assert_eq!(a.run().lora_rank, 16);
         // the lock holds under the mouse too: the far end of the micro-batch is 8 of 8
         let (_, x1, y) = track(&a, Knob::MicroBatch, w, h);
         mouse(&mut a, M::Down(MouseButton::Left), x1, y);
         mouse(&mut a, M::Up(MouseButton::Left), x1, y);
-        assert_eq!((a.run.micro_batch, a.run.grad_accum), (8, 1));
+        assert_eq!((a.run().micro_batch, a.run().grad_accum), (8, 1));
         // with a popup open, clicks do nothing; the wheel moves the list
         keys(&mut a, "p");
         mouse(&mut a, M::Down(MouseButton::Left), x1, y);
         mouse(&mut a, M::ScrollDown, x1, y);
         assert!(
-            matches!(a.mode, Mode::Presets { selected: 1, .. }),
+            matches!(*a.mode(), Mode::Presets { selected: 1, .. }),
             "{:?}",
-            a.mode
+            *a.mode()
         );
         key(&mut a, KeyCode::Esc);
-        assert_eq!(a.run.micro_batch, 8);
+        assert_eq!(a.run().micro_batch, 8);
     }
     // below the minimum size the mouse changes nothing either
     let mut a = app();
     resize(&mut a, 40, 12);
-    let run = a.run.clone();
+    let run = a.run().clone();
     for y in 0..12 {
         mouse(&mut a, M::Down(MouseButton::Left), 20, y);
         mouse(&mut a, M::ScrollUp, 20, y);
     }
-    assert_eq!(a.run, run);
+    assert_eq!(*a.run(), run);
 }
 
 /// The open-r1 example (7 training H100s under DeepSpeed ZeRO-3, `trl vllm-serve` on an
@@ -1352,7 +1356,7 @@ fn both_roles_are_drawn_at_80x24() {
     insta::assert_snapshot!("open_r1_80x24", s);
     // larger, the legend names every part of both roles; at the minimum both bars stay
     let large = screen(&a, 200, 60);
-    for role in &a.estimate.roles {
+    for role in &a.estimate().roles {
         for c in &role.components {
             assert!(large.contains(c.name), "{}\n{large}", c.name);
         }
@@ -1388,9 +1392,9 @@ fn a_vllm_server_that_cannot_start_is_said_so_and_the_run_does_not_fit() {
         unavailable: None,
     };
     let a = App::new(file, gpu, Theme::mono(), ".".into());
-    assert!(a.estimate.roles[0].fits && !a.estimate.fits);
+    assert!(a.estimate().roles[0].fits && !a.estimate().fits);
     // wide, the title names the start-up check that fails on the server's GPUs
-    let server = a.estimate.roles[1].vllm.as_ref().unwrap();
+    let server = a.estimate().roles[1].vllm.as_ref().unwrap();
     let reason = server.refusal.as_ref().unwrap().reason.name();
     let s = screen(&a, 200, 40);
     assert!(
@@ -1408,7 +1412,7 @@ fn a_vllm_server_that_cannot_start_is_said_so_and_the_run_does_not_fit() {
 /// Exports `a` into `dir` and loads the file back: the run, and its estimate's verdict per role.
 fn export_and_reload(a: &mut App, dir: &std::path::Path) -> config::RunFile {
     let name = a
-        .run
+        .run()
         .model_name
         .rsplit('/')
         .next()
@@ -1427,10 +1431,10 @@ fn the_engine_and_zero_stage_keys_move_the_spread_and_the_estimate() {
     use vramfit_core::run::spread::Engine;
     let dir = tempfile::tempdir().unwrap();
     let mut a = open_r1(Some("ddp"), dir.path());
-    let spread = |a: &App| (a.run.spread.engine, a.run.spread.stage());
+    let spread = |a: &App| (a.run().spread.engine, a.run().spread.stage());
     assert_eq!(spread(&a), (Engine::Ddp, 0));
     // DDP holds the whole 7B model's states on every rank: the training GPUs are short
-    assert!(!a.estimate.fits && !a.estimate.roles[0].fits);
+    assert!(!a.estimate().fits && !a.estimate().roles[0].fits);
     let s = screen(&a, 80, 24);
     assert!(s.contains("DOES NOT FIT") && s.contains("SHORT BY"), "{s}");
     assert!(
@@ -1440,18 +1444,18 @@ fn the_engine_and_zero_stage_keys_move_the_spread_and_the_estimate() {
     // DDP has no stages: z says so and changes nothing
     keys(&mut a, "z");
     assert_eq!(spread(&a), (Engine::Ddp, 0));
-    assert!(a.message.as_deref().unwrap().contains("DDP has no ZeRO"));
+    assert!(a.message().unwrap().contains("DDP has no ZeRO"));
     keys(&mut a, "d");
     assert_eq!(spread(&a), (Engine::DeepSpeed, 0));
-    let mut totals = vec![a.estimate.total_bytes];
+    let mut totals = vec![a.estimate().total_bytes];
     for stage in 1..=3 {
         keys(&mut a, "z");
         assert_eq!(spread(&a), (Engine::DeepSpeed, stage));
-        totals.push(a.estimate.total_bytes);
+        totals.push(a.estimate().total_bytes);
     }
     assert!(totals.windows(2).all(|w| w[0] > w[1]), "{totals:?}");
     // ZeRO-3 fits, every role
-    assert!(a.estimate.fits && a.estimate.roles.iter().all(|r| r.fits));
+    assert!(a.estimate().fits && a.estimate().roles.iter().all(|r| r.fits));
     let s = screen(&a, 80, 24);
     assert!(
         s.contains("DeepSpeed ZeRO-3") && s.contains(" fits ·"),
@@ -1459,7 +1463,7 @@ fn the_engine_and_zero_stage_keys_move_the_spread_and_the_estimate() {
     );
     // every engine and stage the keys reach exports a file that loads back to the same run
     // and the same estimate
-    let capacity = a.gpu.capacity;
+    let capacity = a.gpu().capacity;
     let budget = GpuBudget {
         capacity,
         used_by_others: 0,
@@ -1467,34 +1471,34 @@ fn the_engine_and_zero_stage_keys_move_the_spread_and_the_estimate() {
     };
     for press in ["", "z", "d", "z", "z", "d", "d", "z"] {
         keys(&mut a, press);
-        assert_eq!(a.mode, Mode::Normal, "{press}: {:?}", a.message);
+        assert_eq!(*a.mode(), Mode::Normal, "{press}: {:?}", a.message());
         let back = export_and_reload(&mut a, dir.path());
-        assert_eq!(back.run, a.run, "{:?}", a.run.spread);
+        assert_eq!(back.run, *a.run(), "{:?}", a.run().spread);
         let again = Estimator::new().estimate(&back.run, budget);
-        assert_eq!(again.total_bytes, a.estimate.total_bytes);
-        assert_eq!(again.fits, a.estimate.fits);
+        assert_eq!(again.total_bytes, a.estimate().total_bytes);
+        assert_eq!(again.fits, a.estimate().fits);
     }
     // undo walks back through the engines
-    while a.run.spread.engine != Engine::Ddp || a.run.spread.stage() != 0 {
+    while a.run().spread.engine != Engine::Ddp || a.run().spread.stage() != 0 {
         keys(&mut a, "u");
     }
-    assert!(!a.estimate.fits);
+    assert!(!a.estimate().fits);
 }
 
 #[test]
 fn the_gpus_knob_keeps_the_locked_effective_batch() {
     let dir = tempfile::tempdir().unwrap();
     let mut a = open_r1(None, dir.path());
-    assert!(a.lock);
+    assert!(a.batch_locked());
     while a.focused() != Knob::Gpus {
         key(&mut a, KeyCode::Tab);
     }
-    let shape = |a: &App| (a.run.gpus, a.run.grad_accum, a.run.effective_batch());
+    let shape = |a: &App| (a.run().gpus, a.run().grad_accum, a.run().effective_batch());
     assert_eq!(shape(&a), (7, 8, 896));
     // locked, the GPU counts that keep 896 = 16 per device x accumulation x GPUs
     key(&mut a, KeyCode::Right);
     assert_eq!(shape(&a), (8, 7, 896));
-    assert_eq!(a.estimate.roles[0].gpus, 8);
+    assert_eq!(a.estimate().roles[0].gpus, 8);
     key(&mut a, KeyCode::Right);
     assert_eq!(shape(&a), (14, 4, 896));
     key(&mut a, KeyCode::Left);
@@ -1505,9 +1509,9 @@ fn the_gpus_knob_keeps_the_locked_effective_batch() {
     assert_eq!(shape(&a), (7, 8, 896));
     let Mode::Entry {
         error: Some(error), ..
-    } = &a.mode
+    } = a.mode()
     else {
-        panic!("6 accepted: {:?}", a.mode);
+        panic!("6 accepted: {:?}", *a.mode());
     };
     assert!(error.contains("batch locked at 896"), "{error}");
     key(&mut a, KeyCode::Esc);
@@ -1516,7 +1520,7 @@ fn the_gpus_knob_keeps_the_locked_effective_batch() {
     key(&mut a, KeyCode::Right);
     assert_eq!(shape(&a), (8, 8, 1024));
     let back = export_and_reload(&mut a, dir.path());
-    assert_eq!(back.run, a.run);
+    assert_eq!(back.run, *a.run());
 }
 
 #[test]
@@ -1534,7 +1538,7 @@ fn a_single_gpu_run_shows_the_gpus_knob_once_the_engine_key_is_pressed() {
     assert!(s.contains("GPUs") && s.contains(" gpus"), "{s}");
     // undo takes the engine back, the knob stays for the session
     keys(&mut a, "u");
-    assert_eq!(a.run.spread, vramfit_core::run::spread::Spread::default());
+    assert_eq!(a.run().spread, vramfit_core::run::spread::Spread::default());
     assert!(a.knobs().contains(&Knob::Gpus));
 }
 
@@ -1559,7 +1563,7 @@ struct Followed {
 impl Followed {
     fn new(path: &std::path::Path) -> Followed {
         let mut app = app();
-        app.follow = Some(vramfit::tui::follow::Following::new("run.jsonl"));
+        app.follow(vramfit::tui::follow::Following::new("run.jsonl"));
         let tail = vramfit_core::measure::tail::Tail::open(path).unwrap();
         Followed { app, tail }
     }
@@ -1609,7 +1613,7 @@ fn the_screen_follows_a_run_log_written_in_steps() {
         ),
     );
     let mut f = Followed::new(&path);
-    let predicted = format_size(f.app.estimate.total_bytes);
+    let predicted = format_size(f.app.estimate().total_bytes);
     f.look();
     // NVML's peak for the process tree, no step yet
     let s = screen(&f.app, 200, 60);
@@ -1632,7 +1636,7 @@ fn the_screen_follows_a_run_log_written_in_steps() {
     f.look();
     let context = f
         .app
-        .estimate
+        .estimate()
         .components
         .iter()
         .find(|c| c.part == vramfit_core::memory::estimate::Part::CudaContext)
@@ -1741,11 +1745,11 @@ fn a_followed_log_that_goes_wrong_is_a_notice_on_screen() {
 fn the_engine_key_passes_over_what_unsloth_refuses() {
     use vramfit_core::run::spread::Engine;
     let mut a = app();
-    assert_eq!(a.run.spread.engine, Engine::Ddp);
+    assert_eq!(a.run().spread.engine, Engine::Ddp);
     keys(&mut a, "d");
-    assert_eq!(a.run.spread.engine, Engine::DeepSpeed);
+    assert_eq!(a.run().spread.engine, Engine::DeepSpeed);
     keys(&mut a, "d");
-    assert_eq!(a.run.spread.engine, Engine::Ddp);
+    assert_eq!(a.run().spread.engine, Engine::Ddp);
 }
 
 /// A full fine-tune has no adapter: no LoRA-rank slider.
@@ -1753,7 +1757,7 @@ fn the_engine_key_passes_over_what_unsloth_refuses() {
 fn a_full_fine_tune_has_no_lora_rank_knob() {
     let text = std::fs::read_to_string("examples/multi-gpu/open-r1-7plus1-h100.toml").unwrap();
     let a = app_of(&text, std::path::Path::new("."), Theme::mono());
-    assert!(a.run.full_finetuning);
+    assert!(a.run().full_finetuning);
     assert!(!a.knobs().contains(&Knob::LoraRank));
     assert!(app().knobs().contains(&Knob::LoraRank));
 }
@@ -1762,10 +1766,10 @@ fn a_full_fine_tune_has_no_lora_rank_knob() {
 fn a_vllm_refusal_is_named_not_shown_as_a_shortfall() {
     // 24gb preset, vLLM share 0.15: the memory fits but vLLM's start-up check fails
     let a = type_share("0.15");
-    assert_eq!(Knob::VllmShare.get(&a.run), Some(15));
-    assert!(!a.estimate.fits && a.estimate.headroom_bytes > 0);
+    assert_eq!(Knob::VllmShare.get(a.run()), Some(15));
+    assert!(!a.estimate().fits && a.estimate().headroom_bytes > 0);
     let reason = a
-        .estimate
+        .estimate()
         .vllm
         .as_ref()
         .unwrap()
@@ -1792,21 +1796,21 @@ fn the_levers_never_offer_a_step_that_stops_vllm_starting() {
     keys(&mut a, "m");
     keys(&mut a, "llama-3.1");
     key(&mut a, KeyCode::Enter);
-    if a.run.quant != vramfit_core::run::Quant::Bf16 {
+    if a.run().quant != vramfit_core::run::Quant::Bf16 {
         keys(&mut a, "4");
     }
-    assert_eq!(a.run.quant, vramfit_core::run::Quant::Bf16);
+    assert_eq!(a.run().quant, vramfit_core::run::Quant::Bf16);
     keys(&mut a, "f");
-    assert_eq!(Knob::VllmShare.get(&a.run), Some(70), "{:?}", a.message);
-    assert!(a.estimate.vllm.as_ref().unwrap().starts);
-    assert!(!a.step_downs.is_empty());
+    assert_eq!(Knob::VllmShare.get(a.run()), Some(70), "{:?}", a.message());
+    assert!(a.estimate().vllm.as_ref().unwrap().starts);
+    assert!(!a.step_downs().is_empty());
     let gpu = GpuBudget {
         capacity: 24 << 30,
         used_by_others: 0,
         context: None,
     };
     let mut est = Estimator::new();
-    for step in &a.step_downs {
+    for step in a.step_downs() {
         let e = est.estimate(&step.run, gpu);
         assert!(
             e.vllm.as_ref().is_none_or(|v| v.starts),
@@ -1826,26 +1830,26 @@ fn typing_replaces_the_prefilled_value() {
     assert!(screen(&a, 80, 24).contains("[0.45]"));
     keys(&mut a, "15%");
     assert!(
-        matches!(&a.mode, Mode::Entry { text, .. } if text == "15%"),
+        matches!(a.mode(), Mode::Entry { text, .. } if text == "15%"),
         "{:?}",
-        a.mode
+        *a.mode()
     );
     key(&mut a, KeyCode::Enter);
-    assert_eq!(a.mode, Mode::Normal);
-    assert_eq!(Knob::VllmShare.get(&a.run), Some(15));
+    assert_eq!(*a.mode(), Mode::Normal);
+    assert_eq!(Knob::VllmShare.get(a.run()), Some(15));
     // an arrow key keeps the value for editing: typing then appends
     let mut a = app();
     key(&mut a, KeyCode::Enter);
     key(&mut a, KeyCode::Right);
     keys(&mut a, "5");
-    assert!(matches!(&a.mode, Mode::Entry { text, .. } if text == "0.455"));
+    assert!(matches!(a.mode(), Mode::Entry { text, .. } if text == "0.455"));
     // the refusal's example is a share that is taken, inside 5 % to 95 %
     key(&mut a, KeyCode::Enter);
     let Mode::Entry {
         error: Some(error), ..
-    } = &a.mode
+    } = a.mode()
     else {
-        panic!("{:?}", a.mode)
+        panic!("{:?}", *a.mode())
     };
     assert!(error.contains("e.g. 45% or 46%"), "{error}");
     let e = Knob::VllmShare.parse("0.005").unwrap_err();
@@ -1857,10 +1861,10 @@ fn typing_replaces_the_prefilled_value() {
 
 /// Whether `a`'s run is a whole number of prompts per step (generations divide the batch).
 fn whole_prompts(a: &App) -> bool {
-    a.run
+    a.run()
         .effective_batch()
-        .is_multiple_of(a.run.num_generations)
-        && !a.run.unsloth_raises_batch()
+        .is_multiple_of(a.run().num_generations)
+        && !a.run().unsloth_raises_batch()
 }
 
 #[test]
@@ -1868,10 +1872,10 @@ fn unlocked_steps_and_clicks_land_only_on_whole_groups() {
     use ratatui::crossterm::event::{MouseButton, MouseEventKind};
     let mut a = app();
     resize(&mut a, 80, 24);
-    if a.lock {
+    if a.batch_locked() {
         keys(&mut a, "b");
     }
-    assert!(!a.lock);
+    assert!(!a.batch_locked());
     // micro-batch, every rung up then down: never batch 6 = 1.5 prompts x 4 generations
     key(&mut a, KeyCode::Tab);
     key(&mut a, KeyCode::Tab);
@@ -1879,7 +1883,7 @@ fn unlocked_steps_and_clicks_land_only_on_whole_groups() {
     for code in [KeyCode::Right, KeyCode::Left] {
         for _ in 0..16 {
             key(&mut a, code);
-            assert!(whole_prompts(&a), "{:?}", a.run);
+            assert!(whole_prompts(&a), "{:?}", *a.run());
         }
     }
     // a click anywhere on the generations track
@@ -1890,8 +1894,8 @@ fn unlocked_steps_and_clicks_land_only_on_whole_groups() {
         assert!(
             whole_prompts(&a),
             "click at {x}: {} gens, batch {}",
-            a.run.num_generations,
-            a.run.effective_batch()
+            a.run().num_generations,
+            a.run().effective_batch()
         );
     }
     let s = screen(&a, 80, 24);
@@ -1902,7 +1906,7 @@ fn unlocked_steps_and_clicks_land_only_on_whole_groups() {
 fn a_run_of_split_groups_is_not_exported() {
     let dir = tempfile::tempdir().unwrap();
     let mut a = app_in(dir.path(), Theme::mono());
-    if a.lock {
+    if a.batch_locked() {
         keys(&mut a, "b");
     }
     // typed, the generations may split the batch of 8; the export says the rule instead
@@ -1911,9 +1915,9 @@ fn a_run_of_split_groups_is_not_exported() {
     key(&mut a, KeyCode::Enter);
     keys(&mut a, "3");
     key(&mut a, KeyCode::Enter);
-    assert_eq!(a.run.num_generations, 3, "{:?}", a.mode);
+    assert_eq!(a.run().num_generations, 3, "{:?}", *a.mode());
     keys(&mut a, "s");
-    let message = a.message.clone().unwrap();
+    let message = a.message().unwrap().to_string();
     assert!(
         message.starts_with("not exported: num_generations = 3") && message.contains("Unsloth"),
         "{message}"
@@ -1925,8 +1929,8 @@ fn a_run_of_split_groups_is_not_exported() {
 fn a_long_refusal_wraps_and_keeps_its_fix() {
     let mut a = app();
     keys(&mut a, "t");
-    assert_eq!(a.run.stack, Stack::Trl);
-    if a.lock {
+    assert_eq!(a.run().stack, Stack::Trl);
+    if a.batch_locked() {
         keys(&mut a, "b");
     }
     key(&mut a, KeyCode::Tab);
@@ -1936,9 +1940,9 @@ fn a_long_refusal_wraps_and_keeps_its_fix() {
     key(&mut a, KeyCode::Enter);
     let Mode::Entry {
         error: Some(error), ..
-    } = &a.mode
+    } = a.mode()
     else {
-        panic!("{:?}", a.mode)
+        panic!("{:?}", *a.mode())
     };
     assert!(error.len() > 120, "{error}");
     // at 80 columns the refusal is whole, its rule's source included

@@ -5,6 +5,7 @@ mod entry;
 mod export;
 mod mouse;
 mod pickers;
+mod read;
 
 use super::cmd::{Cmd, ExportError, Exported};
 use super::drawn::Drawn;
@@ -142,25 +143,27 @@ struct Snapshot {
     source: Option<vramfit_core::config::source::SourceFile>,
 }
 
+/// The screen's state. Its fields are the screen's own; what tests and callers read of it goes
+/// through the accessors below, in the words of what the screen shows.
 pub struct App {
-    pub run: RunConfig,
-    pub gpu: GpuState,
-    pub focus: usize,
-    pub mode: Mode,
-    pub estimate: Estimate,
-    pub step_downs: Vec<StepDown>,
-    pub lock: bool,
+    pub(crate) run: RunConfig,
+    pub(crate) gpu: GpuState,
+    pub(crate) focus: usize,
+    pub(crate) mode: Mode,
+    pub(crate) estimate: Estimate,
+    pub(crate) step_downs: Vec<StepDown>,
+    pub(crate) lock: bool,
     /// the effective batch the lock keeps
-    pub target_batch: u64,
-    pub message: Option<String>,
-    pub quit: bool,
-    pub theme: Theme,
-    pub export_dir: PathBuf,
+    target_batch: u64,
+    pub(crate) message: Option<String>,
+    pub(crate) quit: bool,
+    pub(crate) theme: Theme,
+    export_dir: PathBuf,
     /// what the last frame drew; `None` before the first
-    pub drawn: Option<Drawn>,
+    pub(crate) drawn: Option<Drawn>,
     /// the estimate pinned with `x`, the baseline the bar and the legend compare against; kept
     /// outside the undo history, so undo never loses it
-    pub pinned: Option<Estimate>,
+    pub(crate) pinned: Option<Estimate>,
     model_config: Option<PathBuf>,
     /// the user's file the run was read from, which the export edits in place
     source: Option<vramfit_core::config::source::SourceFile>,
@@ -175,19 +178,19 @@ pub struct App {
     estimator: Estimator,
     /// whether the model picker may ask the Hub for a name the catalog lacks, and where the
     /// Hugging Face cache is (taken from the command line when the screen opens)
-    pub hub: online::Access,
-    pub hub_cache: Option<PathBuf>,
+    pub(crate) hub: online::Access,
+    hub_cache: Option<PathBuf>,
     /// when the lookup under way started (`Mode::Fetching`); the loop runs it (`Cmd::LookUp`)
-    pub lookup_started: Option<Instant>,
+    pub(crate) lookup_started: Option<Instant>,
     /// what the Hub client said during lookups, printed to standard error once the screen is
     /// closed (never under it)
-    pub notices: Vec<String>,
+    pub(crate) notices: Vec<String>,
     /// the latest of them, on the status line while the lookup runs
-    pub lookup_notice: Option<String>,
+    pub(crate) lookup_notice: Option<String>,
     /// the live run the screen follows (`--follow LOG`)
-    pub follow: Option<Following>,
+    pub(crate) follow: Option<Following>,
     /// the run's estimate as `check` makes it for the followed log (`follow::checked`)
-    pub checked: Option<Estimate>,
+    pub(crate) checked: Option<Estimate>,
     /// what this update asks the loop to do, handed over when it returns
     asked: Vec<Cmd>,
 }
@@ -536,7 +539,7 @@ impl App {
     }
 
     /// The estimate the followed log is compared with, on the log's GPU (`check`'s).
-    pub fn recheck(&mut self) {
+    fn recheck(&mut self) {
         self.checked = self.follow.as_ref().map(|f| {
             super::follow::checked(
                 f,
