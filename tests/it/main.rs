@@ -34,6 +34,8 @@ mod trust_signals;
 mod tui;
 mod tui_follow_check;
 mod tui_hub;
+mod tui_keys;
+mod tui_spread;
 mod tui_tmux;
 mod tui_tmux_resize;
 mod versions;
