@@ -37,5 +37,6 @@ mod tui_hub;
 mod tui_keys;
 mod tui_spread;
 mod tui_tmux;
+mod tui_tmux_cmds;
 mod tui_tmux_resize;
 mod versions;
