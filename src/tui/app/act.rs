@@ -44,7 +44,7 @@ impl App {
             Action::PickModel => self.open_models(),
             Action::PickPreset => self.ask(Cmd::ListPresets),
             Action::Export => self.export(false),
-            Action::Fit => self.apply_fit(),
+            Action::Fit => self.ask_fit(),
             Action::TogglePin => self.toggle_pin(),
             Action::Help => self.mode = Mode::Help { scroll: 0 },
             Action::Quit => self.request_quit(),

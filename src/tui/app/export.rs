@@ -10,8 +10,8 @@ use vramfit_core::fit::DEFAULT_HEADROOM;
 use vramfit_core::units::format_size;
 
 impl App {
-    /// Asks the loop for the fit solver's answer on the run as it is.
-    pub(super) fn apply_fit(&mut self) {
+    /// Asks the loop for the fit solver's answer on the run as it is (`Msg::Fitted` brings it).
+    pub(super) fn ask_fit(&mut self) {
         let gpu = budget(&self.gpu);
         self.ask(Cmd::Fit {
             run: Box::new(self.run.clone()),

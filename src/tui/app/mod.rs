@@ -64,7 +64,7 @@ pub enum Mode {
     },
     /// quitting with changes not exported: y exports then quits, n quits, c or Esc stays
     ConfirmQuit,
-    /// a typed model name being looked up off the UI thread (`App::lookup`); Esc cancels
+    /// a typed model name being looked up off the UI thread (`Cmd::LookUp`); Esc cancels
     Fetching {
         name: String,
     },
