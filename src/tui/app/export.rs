@@ -96,7 +96,7 @@ impl App {
     }
 
     /// What became of the export: written, a file there to ask about, or why not.
-    pub(super) fn exported(&mut self, written: Result<Exported, ExportError>) {
+    pub(super) fn export_written(&mut self, written: Result<Exported, ExportError>) {
         match written {
             Ok(Exported {
                 path,

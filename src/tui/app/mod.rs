@@ -323,7 +323,7 @@ impl App {
                     self.key(key)
                 }
             }
-            Msg::Exported(written) => self.exported(written),
+            Msg::Exported(written) => self.export_written(written),
             Msg::Fitted(outcome) => self.fitted(outcome),
             Msg::LookingUp { started } => self.lookup_started = Some(started),
             Msg::HubSaid(said) => self.hub_said(said),
