@@ -43,7 +43,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 let code = if up { KeyCode::Right } else { KeyCode::Left };
                 up = !up;
-                app.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
+                _ = app.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
                 term.draw(|f| {
                     black_box(view::draw(f, black_box(&app)));
                 })
@@ -52,11 +52,11 @@ fn bench(c: &mut Criterion) {
         });
         let mut micro = true;
         let mut app = start("24gb", trl);
-        app.update(Msg::Key(KeyEvent::new(
+        _ = app.update(Msg::Key(KeyEvent::new(
             KeyCode::Char('j'),
             KeyModifiers::NONE,
         )));
-        app.update(Msg::Key(KeyEvent::new(
+        _ = app.update(Msg::Key(KeyEvent::new(
             KeyCode::Char('j'),
             KeyModifiers::NONE,
         )));
@@ -66,7 +66,7 @@ fn bench(c: &mut Criterion) {
                 b.iter(|| {
                     let code = if micro { KeyCode::Right } else { KeyCode::Left };
                     micro = !micro;
-                    app.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
+                    _ = app.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
                     term.draw(|f| {
                         black_box(view::draw(f, black_box(&app)));
                     })

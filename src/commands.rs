@@ -167,8 +167,7 @@ pub(crate) fn open_screen(
     let here = std::env::current_dir().unwrap_or_else(|_| ".".into());
     let mut app = App::new(file, gpu, Theme::from_env(), here);
     let tail = followed.map(|f| {
-        app.follow = Some(f.following);
-        app.recheck();
+        app.follow(f.following);
         f.tail
     });
     vramfit::tui::run(app, !source.no_gpu, mouse, tail)?;

@@ -1,6 +1,7 @@
-//! Each part's colour, named once: the screen draws it as the ANSI colour of that name
-//! (`tui::theme`), the SVG picture as the RGB xterm's default palette gives it (`svg`), so the
-//! picture matches the screen in a default terminal.
+//! Each part's colour and glyph, named once: the screen draws the colour as the ANSI colour of
+//! that name and fills the segment with the glyph (`tui::theme`), the SVG picture draws the colour
+//! as the RGB xterm's default palette gives it (`svg`), so the picture matches the screen in a
+//! default terminal.
 
 use vramfit_core::memory::estimate::Part;
 
@@ -45,25 +46,44 @@ impl Hue {
     }
 }
 
-/// The colour of a part's segment on the bar.
-pub(crate) fn hue(part: Part) -> Hue {
-    match part {
-        Part::CudaContext | Part::OtherMemory => Hue::DarkGray,
-        Part::VllmWeights | Part::SharedWeights => Hue::Blue,
-        Part::VllmCudaGraphs => Hue::LightBlue,
-        Part::VllmActivations => Hue::Cyan,
-        Part::VllmKvCache => Hue::LightCyan,
-        Part::GenerationKvCache => Hue::LightYellow,
-        Part::BaseWeights | Part::Weights | Part::ExpertWeights => Hue::Magenta,
-        Part::LoraAdapters | Part::GatheredWeights | Part::ExpertLora => Hue::LightMagenta,
-        Part::LoraGradients | Part::Gradients => Hue::LightRed,
-        Part::OptimizerStates => Hue::Yellow,
-        Part::Activations => Hue::Green,
+/// How a part's segment looks on the bar: its colour, and the glyph that fills it on the screen
+/// (which tells the parts apart without colour, `NO_COLOR`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Look {
+    pub(crate) hue: Hue,
+    pub(crate) fill: char,
+}
+
+/// Each part's look, declared once: the screen draws its colour and its glyph (`tui::theme`),
+/// the SVG picture its colour (`svg`).
+pub(crate) fn look(part: Part) -> Look {
+    let (hue, fill) = match part {
+        Part::CudaContext => (Hue::DarkGray, '▒'),
+        Part::OtherMemory => (Hue::DarkGray, '▩'),
+        Part::SharedWeights => (Hue::Blue, '█'),
+        Part::VllmWeights => (Hue::Blue, '▇'),
+        Part::VllmCudaGraphs => (Hue::LightBlue, '▚'),
+        Part::VllmActivations => (Hue::Cyan, '▞'),
+        Part::VllmKvCache => (Hue::LightCyan, '░'),
+        Part::GenerationKvCache => (Hue::LightYellow, '▒'),
+        Part::BaseWeights | Part::Weights | Part::ExpertWeights => (Hue::Magenta, '▓'),
+        Part::LoraAdapters | Part::ExpertLora => (Hue::LightMagenta, '#'),
+        Part::GatheredWeights => (Hue::LightMagenta, '▦'),
+        Part::LoraGradients | Part::Gradients => (Hue::LightRed, '+'),
+        Part::OptimizerStates => (Hue::Yellow, '='),
+        Part::Activations => (Hue::Green, '▄'),
         Part::Logits
         | Part::MicroBatchLogits
         | Part::SequenceLogitsFp32
-        | Part::MicroBatchLogitsFp32 => Hue::LightGreen,
-        Part::AllocatorSlack => Hue::Gray,
-        Part::ReferenceModel | Part::RewardModel => Hue::Red,
-    }
+        | Part::MicroBatchLogitsFp32 => (Hue::LightGreen, '▀'),
+        Part::AllocatorSlack => (Hue::Gray, '·'),
+        Part::ReferenceModel => (Hue::Red, '▤'),
+        Part::RewardModel => (Hue::Red, '▥'),
+    };
+    Look { hue, fill }
+}
+
+/// The colour of a part's segment on the bar.
+pub(crate) fn hue(part: Part) -> Hue {
+    look(part).hue
 }

@@ -1,11 +1,14 @@
-//! The interactive screen: Elm-style (state, `Msg`, `update`, pure `draw`), NVML polled off the
-//! UI thread, the terminal restored on every exit.
+//! The interactive screen: Elm-style (state, `Msg`, a pure `update` that returns commands, pure
+//! `draw`); the loop runs the commands (`runner`) and hands their answers back as messages. NVML
+//! polled off the UI thread, the terminal restored on every exit.
 
 pub mod app;
+pub mod cmd;
 pub mod drawn;
 pub mod follow;
 pub mod keymap;
 pub mod lookup;
+pub mod runner;
 pub mod theme;
 pub mod view;
 pub mod widgets;
@@ -15,6 +18,7 @@ use app::{App, Msg};
 use ratatui::crossterm::event::{
     self, DisableMouseCapture, EnableMouseCapture, Event, KeyEventKind,
 };
+use runner::Runner;
 use std::sync::mpsc;
 use std::time::Duration;
 use vramfit_core::measure::tail::{Change, Tail};
@@ -114,6 +118,7 @@ fn event_loop(
     log: Option<&mpsc::Receiver<Change>>,
 ) -> Result<(), String> {
     let io = |e: std::io::Error| format!("terminal error: {e}");
+    let mut runner = Runner::new();
     while !app.quit {
         let mut drawn = None;
         terminal
@@ -124,24 +129,28 @@ fn event_loop(
         if let Some(drawn) = drawn
             && app.drawn.as_ref() != Some(&drawn)
         {
-            app.update(Msg::Drawn(drawn));
+            runner.dispatch(app, Msg::Drawn(drawn));
         }
         if event::poll(Duration::from_millis(250)).map_err(io)? {
             match event::read().map_err(io)? {
-                Event::Key(key) if key.kind == KeyEventKind::Press => app.update(Msg::Key(key)),
-                Event::Mouse(m) => app.update(Msg::Mouse(m)),
+                Event::Key(key) if key.kind == KeyEventKind::Press => {
+                    runner.dispatch(app, Msg::Key(key))
+                }
+                Event::Mouse(m) => runner.dispatch(app, Msg::Mouse(m)),
                 _ => {}
             }
         }
-        app.poll_lookup();
+        for news in runner.poll() {
+            runner.dispatch(app, news);
+        }
         if let Some(rx) = readings {
             while let Ok(reading) = rx.try_recv() {
-                app.update(Msg::Gpu(reading));
+                runner.dispatch(app, Msg::Gpu(reading));
             }
         }
         if let Some(rx) = log {
             while let Ok(change) = rx.try_recv() {
-                app.update(Msg::Log(change));
+                runner.dispatch(app, Msg::Log(change));
             }
         }
     }

@@ -20,35 +20,9 @@ impl Theme {
         Theme { colour: false }
     }
 
-    /// The pattern a component's segment is filled with, in both themes.
+    /// The pattern a component's segment is filled with, in both themes (`palette::look`).
     pub fn fill(part: Part) -> char {
-        match part {
-            Part::CudaContext => '▒',
-            Part::SharedWeights => '█',
-            Part::VllmWeights => '▇',
-            Part::VllmCudaGraphs => '▚',
-            Part::VllmActivations => '▞',
-            Part::VllmKvCache => '░',
-            Part::GenerationKvCache => '▒',
-            Part::BaseWeights => '▓',
-            Part::LoraAdapters => '#',
-            Part::LoraGradients => '+',
-            Part::OptimizerStates => '=',
-            Part::Activations => '▄',
-            Part::Logits
-            | Part::MicroBatchLogits
-            | Part::SequenceLogitsFp32
-            | Part::MicroBatchLogitsFp32 => '▀',
-            Part::AllocatorSlack => '·',
-            Part::Weights => '▓',
-            Part::Gradients => '+',
-            Part::GatheredWeights => '▦',
-            Part::ReferenceModel => '▤',
-            Part::RewardModel => '▥',
-            Part::OtherMemory => '▩',
-            Part::ExpertWeights => '▓',
-            Part::ExpertLora => '#',
-        }
+        crate::palette::look(part).fill
     }
 
     pub fn segment(&self, part: Part) -> Style {

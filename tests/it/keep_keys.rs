@@ -210,14 +210,12 @@ fn the_screens_export_edits_the_users_file() {
         vramfit::tui::theme::Theme::mono(),
         dir.path().into(),
     );
-    let before = a.run.clone();
+    let before = a.run().clone();
     for c in ['l', 's'] {
-        a.update(Msg::Key(KeyEvent::new(
-            KeyCode::Char(c),
-            KeyModifiers::NONE,
-        )));
+        let key = Msg::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+        vramfit::tui::runner::Runner::new().dispatch(&mut a, key);
     }
-    assert_ne!(a.run, before, "the knob moved");
+    assert_ne!(*a.run(), before, "the knob moved");
     let out =
         std::fs::read_to_string(dir.path().join("vramfit-qwen2.5-1.5b-instruct.toml")).unwrap();
     let (header, body) = out.split_once('\n').unwrap();

@@ -97,11 +97,11 @@ fn follow_and_check_share_one_comparison_calibration_included() {
     let mut a = App::new(file, gpu, Theme::mono(), dir.path().to_path_buf());
     let mut following = Following::new("run.jsonl");
     following.calibration = Some(learned);
-    a.follow = Some(following);
+    a.follow(following);
     let mut tail = Tail::open(&log).unwrap();
-    a.update(Msg::Log(tail.look()));
+    vramfit::tui::runner::Runner::new().dispatch(&mut a, Msg::Log(tail.look()));
     // the screen's own estimate keeps the built-in context; the comparison is check's
-    assert_ne!(a.estimate.total_bytes, used);
+    assert_ne!(a.estimate().total_bytes, used);
     let s = screen(&a);
     assert!(
         s.contains(&format!("(predicted {}", format_size(used))),

@@ -10,17 +10,17 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn tmux(args: &[&str]) -> String {
+pub(crate) fn tmux(args: &[&str]) -> String {
     let out = Command::new("tmux").args(args).output().expect("tmux runs");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn screen(session: &str) -> String {
+pub(crate) fn screen(session: &str) -> String {
     tmux(&["capture-pane", "-p", "-t", session])
 }
 
 /// Waits until the screen contains `text`, up to a few seconds.
-fn wait_for(session: &str, text: &str) -> String {
+pub(crate) fn wait_for(session: &str, text: &str) -> String {
     let start = Instant::now();
     loop {
         let s = screen(session);
@@ -125,7 +125,7 @@ fn mouse_flag(session: &str) -> String {
         .to_string()
 }
 
-fn tmux_missing() -> bool {
+pub(crate) fn tmux_missing() -> bool {
     if Command::new("tmux").arg("-V").output().is_err() {
         assert!(std::env::var_os("CI").is_none(), "CI must install tmux");
         eprintln!("tmux is not installed: the pseudo-terminal test did not run");

@@ -42,14 +42,9 @@ impl App {
             | Action::CycleOptimizer => self.toggle(action),
             Action::CycleEngine | Action::CycleZeroStage => self.cycle_spread(action),
             Action::PickModel => self.open_models(),
-            Action::PickPreset => {
-                self.mode = Mode::Presets {
-                    selected: 0,
-                    choices: super::pickers::preset_choices(),
-                }
-            }
+            Action::PickPreset => self.ask(Cmd::ListPresets),
             Action::Export => self.export(false),
-            Action::Fit => self.apply_fit(),
+            Action::Fit => self.ask_fit(),
             Action::TogglePin => self.toggle_pin(),
             Action::Help => self.mode = Mode::Help { scroll: 0 },
             Action::Quit => self.request_quit(),

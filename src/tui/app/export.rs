@@ -1,47 +1,55 @@
-//! Applying the fit, and exporting the run file.
+//! Applying the fit, and exporting the run file. The search and the write are the loop's
+//! (`Cmd::Fit`, `Cmd::WriteExport`); their answers come back here.
 
 use super::*;
 use std::path::PathBuf;
-use vramfit_core::config::export::{ExportContext, write_atomically};
+use vramfit_core::config::export::ExportContext;
 use vramfit_core::config::source::Format;
 use vramfit_core::config::write_back::text_for;
-use vramfit_core::fit::{DEFAULT_HEADROOM, FitOutcome, fit};
+use vramfit_core::fit::DEFAULT_HEADROOM;
 use vramfit_core::units::format_size;
 
 impl App {
-    /// The fit solver's answer applied to the run (undo brings the old one back).
-    pub(super) fn apply_fit(&mut self) {
+    /// Asks the loop for the fit solver's answer on the run as it is (`Msg::Fitted` brings it).
+    pub(super) fn ask_fit(&mut self) {
         let gpu = budget(&self.gpu);
-        self.message = Some(
-            match fit(&self.run, gpu, DEFAULT_HEADROOM, &mut self.estimator) {
-                FitOutcome::AlreadyFits { .. } => {
-                    format!("already fits with {}% headroom", DEFAULT_HEADROOM * 100.0)
-                }
-                FitOutcome::Fitted { run, changes, .. } => {
-                    let said: Vec<String> = changes
-                        .iter()
-                        .map(|c| format!("{} {} → {}", c.key, c.from, c.to))
-                        .collect();
-                    self.change_all(|s| {
-                        s.run = *run;
-                        s.target_batch = s.run.effective_batch();
-                    });
-                    format!("fit: {}", said.join(", "))
-                }
-                FitOutcome::Impossible {
-                    smallest_gpu_bytes, ..
-                } => {
-                    format!(
-                        "nothing on the grid fits: it needs a {} GPU",
-                        format_size(smallest_gpu_bytes)
-                    )
-                }
-            },
-        );
+        self.ask(Cmd::Fit {
+            run: Box::new(self.run.clone()),
+            gpu,
+        });
     }
 
-    /// Writes the run to `vramfit-<model>.toml`, asking first when the file exists; quits after
-    /// with `then_quit` (the export quitting asked for).
+    /// The fit solver's answer applied to the run (undo brings the old one back).
+    pub(super) fn fitted(&mut self, outcome: FitOutcome) {
+        self.message = Some(match outcome {
+            FitOutcome::AlreadyFits { .. } => {
+                format!("already fits with {}% headroom", DEFAULT_HEADROOM * 100.0)
+            }
+            FitOutcome::Fitted { run, changes, .. } => {
+                let said: Vec<String> = changes
+                    .iter()
+                    .map(|c| format!("{} {} → {}", c.key, c.from, c.to))
+                    .collect();
+                self.change_all(|s| {
+                    s.run = *run;
+                    s.target_batch = s.run.effective_batch();
+                });
+                format!("fit: {}", said.join(", "))
+            }
+            FitOutcome::Impossible {
+                smallest_gpu_bytes, ..
+            } => {
+                format!(
+                    "nothing on the grid fits: it needs a {} GPU",
+                    format_size(smallest_gpu_bytes)
+                )
+            }
+        });
+    }
+
+    /// Writes the run to `vramfit-<model>.toml`, asking first when the file exists (the loop
+    /// answers `ExportError::Exists`); quits after with `then_quit` (the export quitting asked
+    /// for).
     pub(super) fn export(&mut self, then_quit: bool) {
         // a run no trainer takes as set is not written: the rule says why
         if let Err(broken) = vramfit_core::run::rules::validate(&self.run)
@@ -61,13 +69,10 @@ impl App {
         let path = self
             .export_dir
             .join(format!("vramfit-{name}.{}", format.extension()));
-        if path.exists() {
-            self.mode = Mode::ConfirmOverwrite { path, then_quit };
-        } else {
-            self.write_export(path, false, then_quit);
-        }
+        self.write_export(path, false, then_quit);
     }
 
+    /// The run file's text for `path`, handed to the loop to write.
     pub(super) fn write_export(&mut self, path: PathBuf, overwrite: bool, then_quit: bool) {
         let gpu_line = format!("{} {}", self.gpu.name, format_size(self.gpu.capacity));
         let ctx = ExportContext {
@@ -78,16 +83,36 @@ impl App {
             estimate: Some(&self.estimate),
         };
         let mut notes = Vec::new();
-        let text = text_for(&path, self.source.as_ref(), &self.run, &ctx, &mut notes);
-        match text.and_then(|text| write_atomically(&path, &text, overwrite)) {
-            Ok(()) => {
+        match text_for(&path, self.source.as_ref(), &self.run, &ctx, &mut notes) {
+            Ok(text) => self.ask(Cmd::WriteExport {
+                path,
+                text,
+                overwrite,
+                then_quit,
+                notes,
+            }),
+            Err(e) => self.message = Some(e),
+        }
+    }
+
+    /// What became of the export: written, a file there to ask about, or why not.
+    pub(super) fn export_written(&mut self, written: Result<Exported, ExportError>) {
+        match written {
+            Ok(Exported {
+                path,
+                then_quit,
+                notes,
+            }) => {
                 let notes = notes.iter().map(|n| format!("; {n}")).collect::<String>();
                 self.message = Some(format!("wrote {}{notes}", path.display()));
                 self.exported = self.snapshot();
                 self.quit = then_quit;
             }
+            Err(ExportError::Exists { path, then_quit }) => {
+                self.mode = Mode::ConfirmOverwrite { path, then_quit }
+            }
             // the error is shown and the screen stays, whether or not quitting asked for it
-            Err(e) => self.message = Some(e),
+            Err(ExportError::Failed(e)) => self.message = Some(e),
         }
     }
 }

@@ -5,18 +5,21 @@ mod entry;
 mod export;
 mod mouse;
 mod pickers;
+mod read;
 
+use super::cmd::{Cmd, ExportError, Exported};
 use super::drawn::Drawn;
 use super::follow::Following;
 use super::keymap::{self, Action};
-use super::lookup::Lookup;
+use super::lookup::Answer;
 use super::theme::Theme;
 use crate::gpu::GpuInfo;
 use crate::hub::{cache, online};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent};
 use std::path::PathBuf;
+use std::time::Instant;
 use vramfit_core::config::RunFile;
-use vramfit_core::fit::{StepDown, step_downs};
+use vramfit_core::fit::{FitOutcome, StepDown, step_downs};
 use vramfit_core::measure::tail::Change;
 use vramfit_core::memory::estimate::{Estimate, Estimator, GpuBudget};
 use vramfit_core::presets;
@@ -61,7 +64,7 @@ pub enum Mode {
     },
     /// quitting with changes not exported: y exports then quits, n quits, c or Esc stays
     ConfirmQuit,
-    /// a typed model name being looked up off the UI thread (`App::lookup`); Esc cancels
+    /// a typed model name being looked up off the UI thread (`Cmd::LookUp`); Esc cancels
     Fetching {
         name: String,
     },
@@ -78,7 +81,8 @@ pub struct PresetChoice {
     pub capacity: Option<u64>,
 }
 
-#[derive(Debug, Clone)]
+/// What `update` is handed: the user's keys and clicks, what the loop's pollers read, what the
+/// last frame drew, and the answers to the commands `update` asked for (`Cmd`).
 pub enum Msg {
     Key(KeyEvent),
     /// a new NVML reading (or why there is none)
@@ -89,6 +93,28 @@ pub enum Msg {
     Mouse(MouseEvent),
     /// what a look at the followed run log found (`--follow`)
     Log(Change),
+    /// the export's file written, or why not (`Cmd::WriteExport`)
+    Exported(Result<Exported, ExportError>),
+    /// the fit search's answer (`Cmd::Fit`)
+    Fitted(FitOutcome),
+    /// a lookup started at this time (`Cmd::LookUp`): the spinner turns from it
+    LookingUp {
+        started: Instant,
+    },
+    /// what the Hub client said while looking up
+    HubSaid(Vec<String>),
+    /// the lookup's answer for `name`
+    LookedUp {
+        name: String,
+        answer: Answer,
+    },
+    /// the presets read for the picker (`Cmd::ListPresets`)
+    PresetsListed(Vec<PresetChoice>),
+    /// the preset picked, loaded or why not (`Cmd::LoadPreset`)
+    PresetLoaded {
+        name: String,
+        file: Result<Box<RunFile>, String>,
+    },
 }
 
 /// Where the capacity comes from.
@@ -117,25 +143,27 @@ struct Snapshot {
     source: Option<vramfit_core::config::source::SourceFile>,
 }
 
+/// The screen's state. Its fields are the screen's own; what tests and callers read of it goes
+/// through the accessors below, in the words of what the screen shows.
 pub struct App {
-    pub run: RunConfig,
-    pub gpu: GpuState,
-    pub focus: usize,
-    pub mode: Mode,
-    pub estimate: Estimate,
-    pub step_downs: Vec<StepDown>,
-    pub lock: bool,
+    pub(crate) run: RunConfig,
+    pub(crate) gpu: GpuState,
+    pub(crate) focus: usize,
+    pub(crate) mode: Mode,
+    pub(crate) estimate: Estimate,
+    pub(crate) step_downs: Vec<StepDown>,
+    pub(crate) lock: bool,
     /// the effective batch the lock keeps
-    pub target_batch: u64,
-    pub message: Option<String>,
-    pub quit: bool,
-    pub theme: Theme,
-    pub export_dir: PathBuf,
+    target_batch: u64,
+    pub(crate) message: Option<String>,
+    pub(crate) quit: bool,
+    pub(crate) theme: Theme,
+    export_dir: PathBuf,
     /// what the last frame drew; `None` before the first
-    pub drawn: Option<Drawn>,
+    pub(crate) drawn: Option<Drawn>,
     /// the estimate pinned with `x`, the baseline the bar and the legend compare against; kept
     /// outside the undo history, so undo never loses it
-    pub pinned: Option<Estimate>,
+    pub(crate) pinned: Option<Estimate>,
     model_config: Option<PathBuf>,
     /// the user's file the run was read from, which the export edits in place
     source: Option<vramfit_core::config::source::SourceFile>,
@@ -150,19 +178,21 @@ pub struct App {
     estimator: Estimator,
     /// whether the model picker may ask the Hub for a name the catalog lacks, and where the
     /// Hugging Face cache is (taken from the command line when the screen opens)
-    pub hub: online::Access,
-    pub hub_cache: Option<PathBuf>,
-    /// the lookup under way (`Mode::Fetching`)
-    pub lookup: Option<Lookup>,
+    pub(crate) hub: online::Access,
+    hub_cache: Option<PathBuf>,
+    /// when the lookup under way started (`Mode::Fetching`); the loop runs it (`Cmd::LookUp`)
+    pub(crate) lookup_started: Option<Instant>,
     /// what the Hub client said during lookups, printed to standard error once the screen is
     /// closed (never under it)
-    pub notices: Vec<String>,
+    pub(crate) notices: Vec<String>,
     /// the latest of them, on the status line while the lookup runs
-    pub lookup_notice: Option<String>,
+    pub(crate) lookup_notice: Option<String>,
     /// the live run the screen follows (`--follow LOG`)
-    pub follow: Option<Following>,
+    pub(crate) follow: Option<Following>,
     /// the run's estimate as `check` makes it for the followed log (`follow::checked`)
-    pub checked: Option<Estimate>,
+    pub(crate) checked: Option<Estimate>,
+    /// what this update asks the loop to do, handed over when it returns
+    asked: Vec<Cmd>,
 }
 
 impl App {
@@ -203,11 +233,12 @@ impl App {
             estimator,
             hub: online::current(),
             hub_cache: cache::cache_dir(),
-            lookup: None,
+            lookup_started: None,
             notices: Vec::new(),
             lookup_notice: None,
             follow: None,
             checked: None,
+            asked: Vec::new(),
         };
         app.recompute();
         app
@@ -250,7 +281,20 @@ impl App {
             || self.model_config != self.exported.model_config
     }
 
-    pub fn update(&mut self, msg: Msg) {
+    /// Takes a message, changes the state, and returns what the loop is to do for it: the
+    /// update itself writes no file, reads no folder, asks no network and runs no search.
+    #[must_use = "the commands are the loop's to run"]
+    pub fn update(&mut self, msg: Msg) -> Vec<Cmd> {
+        self.take(msg);
+        std::mem::take(&mut self.asked)
+    }
+
+    /// Asks the loop to run `cmd` once this update returns.
+    fn ask(&mut self, cmd: Cmd) {
+        self.asked.push(cmd);
+    }
+
+    fn take(&mut self, msg: Msg) {
         match msg {
             Msg::Gpu(reading) => self.gpu_reading(reading),
             Msg::Drawn(drawn) => self.drawn = Some(drawn),
@@ -279,6 +323,24 @@ impl App {
                     self.key(key)
                 }
             }
+            Msg::Exported(written) => self.export_written(written),
+            Msg::Fitted(outcome) => self.fitted(outcome),
+            Msg::LookingUp { started } => self.lookup_started = Some(started),
+            Msg::HubSaid(said) => self.hub_said(said),
+            Msg::LookedUp { name, answer } => {
+                self.lookup_started = None;
+                if matches!(self.mode, Mode::Fetching { .. }) {
+                    self.mode = Mode::Normal;
+                }
+                self.looked_up(name, answer);
+            }
+            Msg::PresetsListed(choices) => {
+                self.mode = Mode::Presets {
+                    selected: 0,
+                    choices,
+                }
+            }
+            Msg::PresetLoaded { name, file } => self.preset_loaded(name, file),
         }
     }
 
@@ -347,8 +409,8 @@ impl App {
             }
             Mode::Fetching { name } => {
                 if key.code == KeyCode::Esc {
-                    self.take_notices();
-                    self.lookup = None;
+                    self.ask(Cmd::CancelLookUp);
+                    self.lookup_started = None;
                     self.mode = Mode::Normal;
                     self.message = Some(format!("looking up {name}: cancelled"));
                 }
@@ -477,7 +539,7 @@ impl App {
     }
 
     /// The estimate the followed log is compared with, on the log's GPU (`check`'s).
-    pub fn recheck(&mut self) {
+    fn recheck(&mut self) {
         self.checked = self.follow.as_ref().map(|f| {
             super::follow::checked(
                 f,
@@ -553,3 +615,6 @@ fn one_of(values: &[u64], near: u64) -> String {
         None => "nothing".into(),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,12 +1,11 @@
-//! The model and preset pickers, and the model look-up off the UI thread.
+//! The model and preset pickers, and the model look-up off the UI thread (the loop runs it:
+//! `Cmd::LookUp`).
 
 use super::*;
 use crate::hub::{self};
-use crate::tui::lookup::{Answer, Lookup};
+use crate::tui::lookup::Answer;
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use vramfit_core::arch::catalog;
-use vramfit_core::presets;
-use vramfit_core::resolve::Offline;
 
 impl App {
     /// Catalog ids matching the filter: every word of it, in any order, case-insensitive
@@ -97,38 +96,21 @@ impl App {
         }
     }
 
-    /// Looks a name the catalog lacks up off the UI thread: the cache, then the Hub.
+    /// Asks the loop to look a name the catalog lacks up off the UI thread: the cache, then the
+    /// Hub.
     pub(super) fn look_up(&mut self, name: String) {
-        self.lookup = Some(Lookup::start(
-            name.clone(),
-            self.hub_cache.clone(),
-            self.hub.clone(),
-        ));
+        self.ask(Cmd::LookUp {
+            name: name.clone(),
+            cache: self.hub_cache.clone(),
+            access: self.hub.clone(),
+        });
         self.lookup_notice = None;
         self.mode = Mode::Fetching { name };
     }
 
-    /// Takes the lookup's answer when it has come (the event loop calls this each frame).
-    pub fn poll_lookup(&mut self) {
-        self.take_notices();
-        let Some(answer) = self.lookup.as_ref().and_then(Lookup::poll) else {
-            return;
-        };
-        let name = self.lookup.take().map(|l| l.name).unwrap_or_default();
-        if matches!(self.mode, Mode::Fetching { .. }) {
-            self.mode = Mode::Normal;
-        }
-        self.looked_up(name, answer);
-    }
-
     /// The Hub client's notices: the latest on the status line while the lookup runs, all of
     /// them kept for standard error once the screen is closed (`App::notices`).
-    pub(super) fn take_notices(&mut self) {
-        let said = self
-            .lookup
-            .as_ref()
-            .map(Lookup::notices)
-            .unwrap_or_default();
+    pub(super) fn hub_said(&mut self, said: Vec<String>) {
         if let Some(last) = said.last() {
             self.lookup_notice = Some(last.trim_start_matches("vramfit: ").to_string());
         }
@@ -178,47 +160,37 @@ impl App {
                 let Some(choice) = choices.get(selected) else {
                     return;
                 };
-                let name = choice.name.clone();
-                match choice.source.load(&name, &Offline::from_env()) {
-                    Ok(file) => {
-                        let take_capacity = !self.gpu.capacity_from_user && self.gpu.live.is_none();
-                        self.change_all(|s| {
-                            s.lock = file.lock_effective_batch;
-                            s.model_config = file.model_config.clone();
-                            // a preset's export starts from it: its own file, or none
-                            s.source = file.source.clone();
-                            if let Some(bytes) = file.gpu_memory.filter(|_| take_capacity) {
-                                s.capacity = bytes;
-                                s.gpu_name = format!("the {name} preset's gpu_memory");
-                            }
-                            s.run = file.run;
-                            s.target_batch = s.run.effective_batch();
-                        });
-                        self.message = Some(format!("preset {name} loaded"));
-                    }
-                    Err(e) => self.message = Some(e.to_string()),
-                }
+                self.ask(Cmd::LoadPreset {
+                    name: choice.name.clone(),
+                    source: choice.source.clone(),
+                });
             }
             _ => {}
         }
     }
-}
 
-/// The presets, each read once to show its model and capacity.
-pub(super) fn preset_choices() -> Vec<PresetChoice> {
-    presets::list()
-        .into_iter()
-        .map(|(name, source)| {
-            let (model, capacity) = match source.load(&name, &Offline::from_env()) {
-                Ok(file) => (file.run.model_name, file.gpu_memory),
-                Err(e) => (format!("does not load: {e}"), None),
-            };
-            PresetChoice {
-                name,
-                source,
-                model,
-                capacity,
+    /// The preset picked, loaded by the loop: the whole state takes it (undo brings the old one
+    /// back), and its capacity when no GPU or `--gpu-mem` gave one.
+    pub(super) fn preset_loaded(&mut self, name: String, file: Result<Box<RunFile>, String>) {
+        match file {
+            Ok(file) => {
+                let file = *file;
+                let take_capacity = !self.gpu.capacity_from_user && self.gpu.live.is_none();
+                self.change_all(|s| {
+                    s.lock = file.lock_effective_batch;
+                    s.model_config = file.model_config.clone();
+                    // a preset's export starts from it: its own file, or none
+                    s.source = file.source.clone();
+                    if let Some(bytes) = file.gpu_memory.filter(|_| take_capacity) {
+                        s.capacity = bytes;
+                        s.gpu_name = format!("the {name} preset's gpu_memory");
+                    }
+                    s.run = file.run;
+                    s.target_batch = s.run.effective_batch();
+                });
+                self.message = Some(format!("preset {name} loaded"));
             }
-        })
-        .collect()
+            Err(e) => self.message = Some(e),
+        }
+    }
 }

@@ -130,9 +130,8 @@ pub(super) fn advice_lines(app: &App, width: u16) -> Vec<Line<'static>> {
 pub(super) fn fetching_line(app: &App, name: &str) -> String {
     const SPINNER: [char; 4] = ['|', '/', '-', '\\'];
     let ticks = app
-        .lookup
-        .as_ref()
-        .map_or(0, |l| l.started.elapsed().as_millis() / 250);
+        .lookup_started
+        .map_or(0, |started| started.elapsed().as_millis() / 250);
     let spinner = SPINNER[(ticks % 4) as usize];
     let hub = match &app.hub {
         crate::hub::online::Access::Online(hub) => format!("then {}", hub.remote.endpoint()),

@@ -1,0 +1,86 @@
+//! What the screen's `update` asks the event loop to do: the work that touches the world (a file
+//! written, a folder read, the network) or takes a search, none of which `update` does itself.
+//! The loop runs each command (`runner.rs`) and hands its result back to `update` as a message,
+//! the way it hands back what `view::draw` drew.
+
+use crate::hub::online::Access;
+use std::path::PathBuf;
+use vramfit_core::memory::estimate::GpuBudget;
+use vramfit_core::presets::PresetSource;
+use vramfit_core::run::RunConfig;
+
+pub enum Cmd {
+    /// Write the exported run file: `text` to `path`, replacing a file there only with
+    /// `overwrite`. The answer is `Msg::Exported`.
+    WriteExport {
+        path: PathBuf,
+        text: String,
+        overwrite: bool,
+        /// quit once it is written (the export quitting asked for)
+        then_quit: bool,
+        /// what the export left out or changed, said with the file's name once it is written
+        notes: Vec<String>,
+    },
+    /// Search the smallest change to `run` that fits `gpu`. The answer is `Msg::Fitted`.
+    Fit { run: Box<RunConfig>, gpu: GpuBudget },
+    /// Look a name the catalog lacks up off the UI thread: the Hugging Face `cache`, then the Hub
+    /// as `access` allows. The answers are `Msg::LookingUp`, `Msg::HubSaid`, `Msg::LookedUp`.
+    LookUp {
+        name: String,
+        cache: Option<PathBuf>,
+        access: Access,
+    },
+    /// Drop the lookup under way (its answer then goes nowhere). What the Hub client said until
+    /// then comes back as `Msg::HubSaid`.
+    CancelLookUp,
+    /// Read the presets, built-in and the user's, for the picker. The answer is
+    /// `Msg::PresetsListed`.
+    ListPresets,
+    /// Load the preset picked. The answer is `Msg::PresetLoaded`.
+    LoadPreset { name: String, source: PresetSource },
+}
+
+/// What became of a run file written by `Cmd::WriteExport`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exported {
+    pub path: PathBuf,
+    pub then_quit: bool,
+    pub notes: Vec<String>,
+}
+
+/// Why a run file was not written.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExportError {
+    /// a file is there and the export did not say to replace it: the screen asks
+    Exists { path: PathBuf, then_quit: bool },
+    /// the write failed: the message names the file
+    Failed(String),
+}
+
+impl std::fmt::Debug for Cmd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cmd::WriteExport {
+                path,
+                overwrite,
+                then_quit,
+                ..
+            } => f
+                .debug_struct("WriteExport")
+                .field("path", path)
+                .field("overwrite", overwrite)
+                .field("then_quit", then_quit)
+                .finish_non_exhaustive(),
+            Cmd::Fit { run, .. } => f
+                .debug_struct("Fit")
+                .field("model", &run.model_name)
+                .finish(),
+            Cmd::LookUp { name, .. } => f.debug_struct("LookUp").field("name", name).finish(),
+            Cmd::CancelLookUp => f.write_str("CancelLookUp"),
+            Cmd::ListPresets => f.write_str("ListPresets"),
+            Cmd::LoadPreset { name, .. } => {
+                f.debug_struct("LoadPreset").field("name", name).finish()
+            }
+        }
+    }
+}
