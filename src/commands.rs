@@ -166,6 +166,8 @@ pub(crate) fn open_screen(
     };
     let here = std::env::current_dir().unwrap_or_else(|_| ".".into());
     let mut app = App::new(file, gpu, Theme::from_env(), here);
+    let hub = crate::inputs::hub_for(source);
+    app.look_up_in(hub.cache, hub.access);
     let tail = followed.map(|f| {
         app.follow(f.following);
         f.tail
@@ -648,8 +650,8 @@ pub(crate) fn list_models(json: bool) -> Result<u8, Failure> {
         .map_err(unwritten(FITS))
 }
 
-pub(crate) fn list_presets(json: bool) -> Result<u8, Failure> {
-    let rows = presets::all(&vramfit::hub::HubResolver::current());
+pub(crate) fn list_presets(source: &crate::cli::Source, json: bool) -> Result<u8, Failure> {
+    let rows = presets::all(&crate::inputs::hub_for(source));
     if json {
         let text = json_text(&presets_json(&rows))?;
         return emit(|out| out.write_all(text.as_bytes()))

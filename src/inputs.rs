@@ -25,6 +25,13 @@ pub(crate) fn merge(outer: &Source, inner: &Source) -> Source {
     }
 }
 
+/// Where the run readers find a model: the Hugging Face cache, then the Hub, saying what is
+/// fetched on standard error, unless `--offline` (before or after the command) or
+/// `HF_HUB_OFFLINE`.
+pub(crate) fn hub_for(source: &Source) -> HubResolver {
+    HubResolver::from_env(source.offline, std::sync::Arc::new(say))
+}
+
 /// The GPU NVML sees, unless `--no-gpu`.
 pub(crate) fn detect(source: &Source) -> Result<GpuInfo, String> {
     if source.no_gpu {
@@ -81,8 +88,9 @@ pub(crate) fn read_source(
     source: &Source,
     detected: &Result<GpuInfo, String>,
 ) -> Result<Loaded, String> {
+    let models = hub_for(source);
     let reading = config::Reading {
-        models: &HubResolver::current(),
+        models: &models,
         overlay: config::accelerate::Overlay::new(source.launch.as_deref(), source.num_processes)?,
         installed: crate::versions_env::detect().installed,
     };
@@ -105,11 +113,11 @@ pub(crate) fn read_source(
     let (name, chooser, tier_fits) = match (&source.preset, capacity, detected) {
         (Some(name), _, _) => (name.as_str(), "--preset".to_string(), None),
         (None, Some(bytes), _) => {
-            let (name, fits) = presets::tier_for(bytes, &HubResolver::current());
+            let (name, fits) = presets::tier_for(bytes, &models);
             (name, "--gpu-mem".to_string(), Some(fits))
         }
         (None, None, Ok(gpu)) => {
-            let (name, fits) = presets::tier_for(gpu.total_bytes, &HubResolver::current());
+            let (name, fits) = presets::tier_for(gpu.total_bytes, &models);
             (name, format!("the detected {}", gpu.name), Some(fits))
         }
         (None, None, Err(_)) => (presets::DEFAULT, String::new(), None),

@@ -25,7 +25,6 @@ fn main() -> ExitCode {
         say(&format!("vramfit: {e}"));
     }
     let cli = Cli::parse();
-    allow_hub(&cli);
     if let (Some(log), Some(_)) = (&cli.follow, &cli.command) {
         say(&format!(
             "vramfit: --follow {}: the screen follows a run; it takes no command",
@@ -86,7 +85,7 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
             svg.as_deref(),
         ),
         Some(Command::Models { json }) => list_models(json),
-        Some(Command::Presets { json }) => list_presets(json),
+        Some(Command::Presets { json }) => list_presets(&cli.source, json),
         Some(Command::Gpu { json }) => show_gpu(json),
         Some(Command::Env { json }) => env_command::show_env(json),
         Some(Command::Callback { output, force }) => loop_commands::write_callback(&output, force),
@@ -136,23 +135,4 @@ fn exit_code(result: Result<u8, Failure>) -> ExitCode {
             ExitCode::from(FAILED)
         }
     }
-}
-
-/// Lets the run readers fetch a model from the Hugging Face Hub, saying so on standard error,
-/// unless `--offline` (before or after the command) or `HF_HUB_OFFLINE`.
-fn allow_hub(cli: &Cli) {
-    let inner = match &cli.command {
-        Some(
-            Command::Estimate { source, .. }
-            | Command::Fit { source, .. }
-            | Command::Diagnose { source, .. }
-            | Command::Check { source, .. },
-        ) => source.offline,
-        _ => false,
-    };
-    let offline = cli.source.offline || inner;
-    vramfit::hub::online::set(vramfit::hub::online::from_env(
-        offline,
-        std::sync::Arc::new(say),
-    ));
 }

@@ -20,11 +20,12 @@ pub struct HubResolver {
 }
 
 impl HubResolver {
-    /// The environment's cache, and the access the program decided (`online::current`).
-    pub fn current() -> HubResolver {
+    /// The environment's cache, and the Hub unless `offline` (`--offline`) or `HF_HUB_OFFLINE`
+    /// says no; `say` tells the user what is being fetched.
+    pub fn from_env(offline: bool, say: online::Say) -> HubResolver {
         HubResolver {
             cache: cache::cache_dir(),
-            access: online::current(),
+            access: online::from_env(offline, say),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Whether vramfit may look a model up on the Hugging Face Hub, and with what: the endpoint,
-//! the token, and where to say that it is fetching. The program decides once (`set`, from
-//! `from_env`); a library user that decides nothing stays offline, so no test reaches the Hub.
+//! the token, and where to say that it is fetching. The command line decides (`from_env`, from
+//! its `--offline` flag) and hands the answer to whatever resolves models: no global holds it,
+//! so a library user or a test that builds no `Access` never reaches the Hub.
 //!
 //! The variables are huggingface_hub's (`constants.py`): `HF_HUB_OFFLINE` (true for 1, ON, YES,
 //! TRUE), `HF_ENDPOINT` (default https://huggingface.co), `HF_TOKEN`, else the file
@@ -9,7 +10,7 @@
 use super::remote::{Remote, Token};
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 /// The Hub's address when `HF_ENDPOINT` is unset.
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
@@ -31,24 +32,6 @@ pub enum Access {
     Online(Hub),
     /// why not, in words (`HF_HUB_OFFLINE=1`, `--offline`)
     Offline(String),
-}
-
-static ACCESS: RwLock<Option<Access>> = RwLock::new(None);
-
-/// What the program decided; offline when it decided nothing.
-pub fn current() -> Access {
-    match ACCESS.read() {
-        Ok(access) => access.clone(),
-        Err(_) => None,
-    }
-    .unwrap_or_else(|| Access::Offline("only the command line looks on the Hub".into()))
-}
-
-/// Decides for the whole process.
-pub fn set(access: Access) {
-    if let Ok(mut slot) = ACCESS.write() {
-        *slot = Some(access);
-    }
 }
 
 /// The access the environment and `--offline` give, saying what is fetched with `say`.

@@ -79,11 +79,6 @@ impl Drop for MouseCapture {
 /// Runs the screen until the user quits. `poll_gpu` is false with `--no-gpu`, `mouse` with
 /// `--no-mouse`; `follow`: the run log to follow (`--follow`).
 pub fn run(mut app: App, poll_gpu: bool, mouse: bool, follow: Option<Tail>) -> Result<(), String> {
-    // the picker looks names up off this thread (the app took the Hub access when it was made);
-    // a preset loaded while the screen is up must not fetch, nor write to standard error
-    crate::hub::online::set(crate::hub::online::Access::Offline(
-        "the screen looks models up from its picker (m) only".into(),
-    ));
     let readings = poll_gpu.then(spawn_gpu_poller);
     let log = follow.map(spawn_log_poller);
     let mut terminal = ratatui::try_init().map_err(|e| format!("cannot open the terminal: {e}"))?;

@@ -231,7 +231,7 @@ impl App {
             gesture: None,
             spread_shown: false,
             estimator,
-            hub: online::current(),
+            hub: online::Access::Offline("no Hub access was given to the screen".into()),
             hub_cache: cache::cache_dir(),
             lookup_started: None,
             notices: Vec::new(),
