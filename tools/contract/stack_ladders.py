@@ -12,7 +12,8 @@ The siblings of ladder.py (TRL's GRPOConfig), read the same way (`pip download -
   parameters when `fast_inference=True` (llama.py, FastLlamaModel.from_pretrained,
   `load_vllm_kwargs = dict(...)`; any other `load_vllm` keyword in its `**kwargs` is passed on
   too: `for allowed_arg in allowed_args`), and which keywords `load_vllm` hands to vLLM's
-  `LLM(...)` (unsloth_zoo/vllm_utils.py, load_vllm, `engine_args = dict(...)`).
+  `LLM(...)` (unsloth_zoo/vllm_utils.py, load_vllm, `engine_args = dict(...)`), each with the
+  `load_vllm` parameters it is computed from.
 - `vllm_ladder.json`: for each vLLM release, the fields and literal defaults of `EngineArgs`
   (vllm/engine/arg_utils.py, which `LLM(...)` builds from its keywords), defaults that point
   at a config class (`CacheConfig.gpu_memory_utilization`, `get_field(ModelConfig, ...)`)
@@ -103,6 +104,33 @@ def call_keywords(fn: ast.FunctionDef, target: str) -> dict:
     return dict(sorted(found.items()))
 
 
+def depends_on(fn: ast.FunctionDef, expr: str, params: set) -> list:
+    """The parameters of `fn` that the expression `expr` is computed from: its names, and the
+    names every assignment in `fn` to a local among them uses, followed to the end (a rough
+    def-use closure: any assignment counts, branches and all)."""
+    feeds = {}
+    for node in ast.walk(fn):
+        targets, value = [], None
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+            targets, value = [node.target], node.value
+        names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} if value is not None else set()
+        for t in targets:
+            for n in ast.walk(t):
+                if isinstance(n, ast.Name):
+                    feeds.setdefault(n.id, set()).update(names)
+    seen, todo = set(), [n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name not in params:
+            todo.extend(feeds.get(name, ()))
+    return sorted(seen & params)
+
+
 def function(tree: ast.AST, name: str, owner: str = None) -> ast.FunctionDef:
     """The function `name` (in class `owner` when given) of a module."""
     body = tree.body
@@ -143,7 +171,11 @@ def unsloth_rung(version: str) -> dict:
     # unsloth_zoo/vllm_utils.py, load_vllm: its keywords, and `engine_args = dict(...)` for LLM(...)
     zoo = source.module("unsloth_zoo.vllm_utils")
     params, kw = extract.module_function_params(zoo, source, "load_vllm")
-    to_llm = call_keywords(function(zoo.tree, "load_vllm"), "engine_args")
+    load_vllm = function(zoo.tree, "load_vllm")
+    to_llm = {
+        key: {"expr": expr, "from": depends_on(load_vllm, expr, set(params))}
+        for key, expr in call_keywords(load_vllm, "engine_args").items()
+    }
     return {
         "unsloth_zoo": zoo_version,
         "from_pretrained": from_pretrained,
