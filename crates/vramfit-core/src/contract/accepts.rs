@@ -4,7 +4,7 @@
 
 use crate::contract::release::Release;
 use crate::contract::unsloth_ladder::{self, UnslothCall};
-use crate::contract::{Call, ladder, vllm_ladder};
+use crate::contract::{Call, ladder, trl_serve_ladder, vllm_ladder};
 
 /// The releases a run's calls are made against (the run's resolved trl / unsloth / vllm).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,9 +14,9 @@ pub struct CallVersions {
     pub vllm: Release,
 }
 
-/// Whether `call`, in the releases `versions` pins, takes the keyword `key`. `GRPOConfig` and
-/// Unsloth's calls are read from each release's wheel (the ladders); `ModelConfig`,
-/// `LoraConfig` and `trl vllm-serve`'s flags only from the targeted wheels (trainers.json).
+/// Whether `call`, in the releases `versions` pins, takes the keyword `key`. `GRPOConfig`,
+/// Unsloth's calls and `trl vllm-serve`'s flags are read from each release's wheel (the
+/// ladders); `ModelConfig` and `LoraConfig` only from the targeted wheels (trainers.json).
 pub fn accepts(call: Call, key: &str, versions: &CallVersions) -> bool {
     let unsloth = |c| unsloth_ladder::accepts(c, versions.unsloth, key);
     match call {
@@ -24,7 +24,8 @@ pub fn accepts(call: Call, key: &str, versions: &CallVersions) -> bool {
         Call::UnslothFromPretrained => unsloth(UnslothCall::FromPretrained),
         Call::UnslothGetPeftModel => unsloth(UnslothCall::GetPeftModel),
         Call::UnslothLoadVllm => unsloth(UnslothCall::LoadVllm),
-        Call::TrlModelConfig | Call::LoraConfig | Call::VllmServe => call.accepts(key),
+        Call::VllmServe => trl_serve_ladder::serve_accepts(versions.trl, key),
+        Call::TrlModelConfig | Call::LoraConfig => call.accepts(key),
     }
 }
 
@@ -55,6 +56,7 @@ mod tests {
             (Call::UnslothFromPretrained, "load_in_fp8"),
             (Call::UnslothGetPeftModel, "qat_scheme"),
             (Call::UnslothLoadVllm, "max_num_seqs"),
+            (Call::VllmServe, "gpu_memory_utilization"),
         ] {
             assert!(!accepts(call, key, &old), "{} {key}", call.name());
             assert!(accepts(call, key, &new), "{} {key}", call.name());

@@ -8,6 +8,7 @@ pub mod accepts;
 pub mod ladder;
 pub mod release;
 mod rungs;
+pub mod trl_serve_ladder;
 pub mod unsloth_ladder;
 pub mod vllm_ladder;
 
