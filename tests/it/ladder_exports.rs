@@ -160,3 +160,45 @@ fn every_export_on_every_release_of_the_ladders_passes_only_keywords_those_relea
         assert!(headers.contains(expected), "no header says: {expected}");
     }
 }
+
+/// From the binary: a run file pinned to Unsloth 2025.2.4 that asks for 8-bit weights loads
+/// with a note naming the keyword that release's `from_pretrained` lacks, and a write back
+/// into the file keeps the user's key (a write never drops what the user wrote).
+#[test]
+fn a_model_key_the_pinned_unsloth_lacks_is_named_and_kept() {
+    let preset = vramfit_core::presets::built_in("24gb").unwrap();
+    let text = preset
+        .replace(
+            "max_prompt_length = 256\n",
+            "max_prompt_length = 256\nunsloth_version = \"2025.2.4\"\n",
+        )
+        .replace(
+            "load_in_4bit = false\n",
+            "load_in_4bit = false\nload_in_8bit = true\n",
+        );
+    assert!(text.contains("unsloth_version") && text.contains("load_in_8bit"));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.toml");
+    std::fs::write(&path, &text).unwrap();
+    let out_path = dir.path().join("out.toml");
+    let out = assert_cmd::Command::cargo_bin("vramfit")
+        .unwrap()
+        .env_remove("VIRTUAL_ENV")
+        .env_remove("CONDA_PREFIX")
+        .args(["--no-gpu", "estimate", "--offline", "--config"])
+        .arg(&path)
+        .arg("--export")
+        .arg(&out_path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{err}");
+    assert!(
+        err.contains(
+            "`[model] load_in_8bit`: unsloth 2025.2.4's FastLanguageModel.from_pretrained takes no load_in_8bit"
+        ),
+        "{err}"
+    );
+    let written = std::fs::read_to_string(&out_path).unwrap();
+    assert!(written.contains("load_in_8bit = true"), "{written}");
+}

@@ -21,6 +21,7 @@ mod read_grpo;
 mod read_lora;
 mod read_model;
 mod read_spread;
+mod read_version_keys;
 mod read_vramfit;
 pub mod recipe;
 mod serve_command;
