@@ -4,7 +4,8 @@
 use super::export_keys;
 use super::read_model::model_name_key;
 use super::tables::own_keys;
-use crate::contract::{CallVersions, Table};
+use crate::contract::Table;
+use crate::contract::accepts::CallVersions;
 use crate::memory::estimate::Estimate;
 use crate::run::knobs::Knob;
 use crate::run::spread::Spread;

@@ -7,7 +7,8 @@
 //! which it hands to vLLM's `EngineArgs` under the same names (`contract::vllm_ladder`).
 
 use super::tables::own_keys;
-use crate::contract::{self, CallVersions, Table, trl_serve_ladder};
+use crate::contract::accepts::{CallVersions, accepts, engine_accepts};
+use crate::contract::{Table, trl_serve_ladder};
 use crate::run::Stack;
 
 /// Why `key` of `table` is left out for the pinned releases, as the header's line begins
@@ -22,7 +23,7 @@ pub(super) fn left_out_by(
         return None;
     }
     let call = table.call(stack)?;
-    if !contract::accepts(call, key, v) {
+    if !accepts(call, key, v) {
         return Some(match (table, stack) {
             (Table::Grpo, _) => format!("trl {}'s GRPOConfig takes no", v.trl),
             (Table::Model, Stack::Unsloth) => format!(
@@ -41,7 +42,7 @@ pub(super) fn left_out_by(
             _ => format!("{} takes no", call.name()),
         });
     }
-    if table == Table::VllmServer && !contract::engine_accepts(key, v) {
+    if table == Table::VllmServer && !engine_accepts(key, v) {
         return Some(format!(
             "vllm {}.{}'s EngineArgs (what `trl vllm-serve` passes its flags to) takes no",
             v.vllm.major, v.vllm.minor

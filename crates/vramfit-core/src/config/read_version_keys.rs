@@ -5,7 +5,8 @@
 
 use super::export_keys::left_out_by;
 use super::tables::Tables;
-use crate::contract::{CallVersions, Table, retired};
+use crate::contract::accepts::CallVersions;
+use crate::contract::{Table, retired};
 use crate::run::versions::{Package, Pinned};
 
 /// The pinned releases the ladders are read at.

@@ -12,8 +12,6 @@ pub mod trl_serve_ladder;
 pub mod unsloth_ladder;
 pub mod vllm_ladder;
 
-pub use accepts::{CallVersions, accepts, engine_accepts};
-
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::OnceLock;

@@ -1,7 +1,7 @@
 //! The releases a run's trainer calls are made against, as the contract's ladders read them
-//! (`contract::accepts(call, key, &run.call_versions())`).
+//! (`contract::accepts::accepts(call, key, &run.call_versions())`).
 
-use crate::contract::CallVersions;
+use crate::contract::accepts::CallVersions;
 use crate::contract::release::Release;
 use crate::run::RunConfig;
 
