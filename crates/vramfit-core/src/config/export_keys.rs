@@ -120,4 +120,48 @@ mod tests {
             ]
         );
     }
+
+    /// `RunConfig::pinned_release_takes` (what the levers ask) refuses exactly the keys the
+    /// export leaves out.
+    #[test]
+    fn the_levers_question_agrees_with_the_export() {
+        use crate::run::knobs::Knob;
+        use crate::run::{RunConfig, VllmVersion};
+        let arch = crate::arch::catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .map(|m| m.arch)
+            .expect("in the catalog");
+        let mut refused = 0;
+        for stack in [Stack::Unsloth, Stack::Trl] {
+            for (trl, unsloth, vllm) in [
+                ((0, 14, 0), (2025, 2, 4), (0, 7)),
+                ((0, 16, 1), (2025, 3, 19), (0, 8)),
+                ((1, 15, 0), (2026, 10, 9), (0, 31)),
+            ] {
+                let mut run = RunConfig::example(arch.clone());
+                run.switch_stack(stack);
+                let v = at(trl, unsloth, vllm);
+                run.versions.trl = v.trl;
+                run.versions.unsloth = v.unsloth;
+                run.vllm_version = VllmVersion {
+                    major: vllm.0,
+                    minor: vllm.1,
+                };
+                let mut keys: Vec<(Table, &str)> = Knob::ALL.iter().map(|k| k.key(stack)).collect();
+                keys.extend([
+                    (Table::Model, "load_in_8bit"),
+                    (Table::Model, "load_in_fp8"),
+                    (Table::Grpo, "vllm_mode"),
+                    (Table::VllmServer, "data_parallel_size"),
+                    (Table::VllmServer, "gpus"),
+                ]);
+                for (table, key) in keys {
+                    let takes = run.pinned_release_takes((table, key));
+                    let left_out = left_out_by(table, stack, key, &run.call_versions());
+                    assert_eq!(takes, left_out.is_none(), "{stack} {table:?} {key}");
+                    refused += usize::from(!takes);
+                }
+            }
+        }
+        assert!(refused > 0);
+    }
 }
