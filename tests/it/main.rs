@@ -10,6 +10,7 @@ mod fit_versions;
 mod hub;
 mod hub_remote;
 mod keep_keys;
+mod ladder_exports;
 mod launch_set;
 mod loop_cli;
 mod model;

@@ -1,11 +1,11 @@
 //! Writing a run file: each trainer table holds exactly the keyword arguments of one call for
 //! the chosen stack, `[env]` the environment, and a comment header the estimate it was made with.
 
+use super::export_keys;
 use super::read_model::model_name_key;
 use super::tables::own_keys;
 use crate::contract::Table;
-use crate::contract::ladder;
-use crate::contract::release::Release;
+use crate::contract::accepts::CallVersions;
 use crate::memory::estimate::Estimate;
 use crate::run::knobs::Knob;
 use crate::run::spread::Spread;
@@ -37,11 +37,12 @@ struct Writer {
     out: String,
     stack: Stack,
     table: Table,
-    /// the TRL release whose `GRPOConfig` the `[grpo]` table feeds (`train_trl.py` passes the
-    /// table to it as keyword arguments, and Unsloth's trainer is TRL's)
-    trl: Release,
-    /// `[grpo]` keys that release's `GRPOConfig` does not take, left out (said in the header)
-    left_out: Vec<&'static str>,
+    /// the releases whose calls the tables feed (`train_trl.py` / `train_unsloth.py` pass each
+    /// table to its call as keyword arguments, and Unsloth's trainer is TRL's)
+    versions: CallVersions,
+    /// keys the pinned release's call does not take, left out with the reason (said in the
+    /// header, `export_keys::header_lines`)
+    left_out: Vec<(String, &'static str)>,
 }
 
 impl Writer {
@@ -54,11 +55,10 @@ impl Writer {
     }
 
     fn key(&mut self, key: &'static str, value: impl std::fmt::Display) {
-        // a key the pinned TRL's GRPOConfig does not take would stop it at start-up
-        // (`TypeError: __init__() got an unexpected keyword argument`): the TRL ladder
-        // (`contract::ladder`, read from each release's wheel) says which it takes
-        if self.table == Table::Grpo && !ladder::grpo_accepts(self.trl, key) {
-            self.left_out.push(key);
+        // a key the pinned release's call does not take would stop it at start-up: the
+        // ladders (read from each release's wheel) say which it takes
+        if let Some(why) = export_keys::left_out_by(self.table, self.stack, key, &self.versions) {
+            self.left_out.push((why, key));
             return;
         }
         debug_assert!(
@@ -86,7 +86,7 @@ pub fn to_toml(run: &RunConfig, ctx: &ExportContext) -> String {
         out: String::new(),
         stack: run.stack,
         table: Table::Vramfit,
-        trl: run.versions.trl,
+        versions: run.call_versions(),
         left_out: Vec::new(),
     };
     vramfit_table(&mut w, run, ctx);
@@ -107,13 +107,8 @@ pub fn to_toml(run: &RunConfig, ctx: &ExportContext) -> String {
     if run.unsloth_standby {
         w.key("UNSLOTH_VLLM_STANDBY", quoted("1"));
     }
-    if !w.left_out.is_empty() {
-        let _ = writeln!(
-            head,
-            "# not written: trl {}'s GRPOConfig takes no {}",
-            run.versions.trl,
-            w.left_out.join(", ")
-        );
+    for line in export_keys::header_lines(&w.left_out) {
+        let _ = writeln!(head, "{line}");
     }
     head + &w.out
 }

@@ -119,16 +119,9 @@ pub fn launch_sh(run: &RunConfig, run_file: &str) -> String {
             list(train, v.gpus),
             v.gpus
         );
-        let mut serve = format!(
-            "CUDA_VISIBLE_DEVICES={} trl vllm-serve --model {} --tensor_parallel_size {} --data_parallel_size {} --gpu_memory_utilization {}",
-            list(train, v.gpus),
-            run.model_name,
-            v.tensor_parallel_size,
-            v.data_parallel_size,
-            v.gpu_memory_utilization
-        );
-        if let Some(len) = v.max_model_len {
-            let _ = write!(serve, " --max_model_len {len}");
+        let (serve, left_out) = super::serve_command::vllm_serve_command(run, &list(train, v.gpus));
+        for line in left_out {
+            let _ = writeln!(sh, "{line}");
         }
         let _ = writeln!(sh, "echo \"launch.sh: {serve}\"\n{serve} &");
         let _ = writeln!(sh, "SERVER=$!\ntrap 'kill $SERVER' EXIT");

@@ -107,17 +107,10 @@ fn multi_node_sh(run: &RunConfig, run_file: &str) -> String {
         "if grep -q '{IP_PLACEHOLDER}' accelerate.yaml; then\n  echo \"launch.sh: accelerate.yaml has no main_process_ip (write the main node's address there, or export again with --main-process-ip): nothing run\" >&2\n  exit 1\nfi\nMAIN_IP=\"$(sed -n 's/^main_process_ip: //p' accelerate.yaml)\""
     );
     if run.generation == Generation::VllmServer {
-        let v = &run.vllm_server;
-        let mut serve = format!(
-            "CUDA_VISIBLE_DEVICES={} trl vllm-serve --model {} --tensor_parallel_size {} --data_parallel_size {} --gpu_memory_utilization {}",
-            devices(run.gpus, v.gpus),
-            run.model_name,
-            v.tensor_parallel_size,
-            v.data_parallel_size,
-            v.gpu_memory_utilization
-        );
-        if let Some(len) = v.max_model_len {
-            let _ = write!(serve, " --max_model_len {len}");
+        let (serve, left_out) =
+            super::serve_command::vllm_serve_command(run, &devices(run.gpus, run.vllm_server.gpus));
+        for line in left_out {
+            let _ = writeln!(sh, "{line}");
         }
         let _ = writeln!(
             sh,

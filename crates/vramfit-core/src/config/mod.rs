@@ -9,6 +9,7 @@ pub mod accelerate;
 mod edit_toml;
 mod error;
 pub mod export;
+mod export_keys;
 pub mod launch;
 pub mod launch_set;
 mod lines;
@@ -20,8 +21,10 @@ mod read_grpo;
 mod read_lora;
 mod read_model;
 mod read_spread;
+mod read_version_keys;
 mod read_vramfit;
 pub mod recipe;
+mod serve_command;
 pub mod source;
 pub mod tables;
 #[cfg(test)]

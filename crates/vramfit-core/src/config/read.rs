@@ -83,6 +83,8 @@ pub fn parse_with(
             tables.versions = stack_versions(&pins);
             let notes = read_vramfit::version_notes(&tables);
             tables.notes.extend(notes);
+            let notes = super::read_version_keys::pinned_key_notes(&tables, &pins);
+            tables.notes.extend(notes);
             run_file(&tables, dir, pins, reading)
         })
         .map_err(|e| e.in_file(file))

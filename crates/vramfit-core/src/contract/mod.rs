@@ -4,8 +4,13 @@
 //! accelerate 1.12.0 / deepspeed 0.18.2 for the launch files). The loader's key lists, its
 //! defaults for missing keys and the export's keys all come from here.
 
+pub mod accepts;
 pub mod ladder;
 pub mod release;
+mod rungs;
+pub mod trl_serve_ladder;
+pub mod unsloth_ladder;
+pub mod vllm_ladder;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -1,6 +1,7 @@
 //! One GRPO run as vramfit sees it: the stack, the knobs and the settings around them.
 
 pub mod adjust;
+mod call_versions;
 pub mod cycle;
 pub mod knobs;
 pub mod reward;

@@ -1,0 +1,68 @@
+//! "Does the call take keyword K in the pinned versions?": the one question the export and
+//! the levers ask of the release ladders (TRL's `GRPOConfig`: `ladder`; Unsloth's calls:
+//! `unsloth_ladder`; vLLM's `EngineArgs`: `vllm_ladder`).
+
+use crate::contract::release::Release;
+use crate::contract::unsloth_ladder::{self, UnslothCall};
+use crate::contract::{Call, ladder, trl_serve_ladder, vllm_ladder};
+
+/// The releases a run's calls are made against (the run's resolved trl / unsloth / vllm).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallVersions {
+    pub trl: Release,
+    pub unsloth: Release,
+    pub vllm: Release,
+}
+
+/// Whether `call`, in the releases `versions` pins, takes the keyword `key`. `GRPOConfig`,
+/// Unsloth's calls and `trl vllm-serve`'s flags are read from each release's wheel (the
+/// ladders); `ModelConfig` and `LoraConfig` only from the targeted wheels (trainers.json).
+pub fn accepts(call: Call, key: &str, versions: &CallVersions) -> bool {
+    let unsloth = |c| unsloth_ladder::accepts(c, versions.unsloth, key);
+    match call {
+        Call::GrpoConfig => ladder::grpo_accepts(versions.trl, key),
+        Call::UnslothFromPretrained => unsloth(UnslothCall::FromPretrained),
+        Call::UnslothGetPeftModel => unsloth(UnslothCall::GetPeftModel),
+        Call::UnslothLoadVllm => unsloth(UnslothCall::LoadVllm),
+        Call::VllmServe => trl_serve_ladder::serve_accepts(versions.trl, key),
+        Call::TrlModelConfig | Call::LoraConfig => call.accepts(key),
+    }
+}
+
+/// Whether vLLM's `EngineArgs` (what `LLM(...)` and `trl vllm-serve` build vLLM from) has the
+/// field `key` in the pinned vLLM.
+pub fn engine_accepts(key: &str, versions: &CallVersions) -> bool {
+    vllm_ladder::engine_accepts(versions.vllm, key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_call_asks_its_own_ladder() {
+        let old = CallVersions {
+            trl: Release::new(0, 15, 2),
+            unsloth: Release::new(2025, 2, 4),
+            vllm: Release::new(0, 7, 2),
+        };
+        let new = CallVersions {
+            trl: Release::new(1, 15, 0),
+            unsloth: Release::new(2026, 10, 9),
+            vllm: Release::new(0, 31, 0),
+        };
+        for (call, key) in [
+            (Call::GrpoConfig, "vllm_mode"),
+            (Call::UnslothFromPretrained, "load_in_fp8"),
+            (Call::UnslothGetPeftModel, "qat_scheme"),
+            (Call::UnslothLoadVllm, "max_num_seqs"),
+            (Call::VllmServe, "gpu_memory_utilization"),
+        ] {
+            assert!(!accepts(call, key, &old), "{} {key}", call.name());
+            assert!(accepts(call, key, &new), "{} {key}", call.name());
+        }
+        assert!(accepts(Call::LoraConfig, "r", &old));
+        assert!(!engine_accepts("data_parallel_size", &old));
+        assert!(engine_accepts("data_parallel_size", &new));
+    }
+}
