@@ -1,7 +1,7 @@
 //! The levers the fit pulls, in their order, each with its trainer key and what a step down
 //! costs in training terms.
 
-use crate::contract::{Table, ladder};
+use crate::contract::Table;
 use crate::run::knobs::Knob;
 use crate::run::{Generation, RunConfig, Stack};
 use serde::Serialize;
@@ -101,17 +101,14 @@ impl Lever {
     /// Whether the key the lever changes exists in the trainer versions `run` is pinned to: a
     /// lever whose key that release's call does not take is never offered, since that trainer
     /// would refuse the file (`TypeError: __init__() got an unexpected keyword argument`). TRL's
-    /// `GRPOConfig` keys are read per release from its wheels (`contract::ladder`): e.g.
-    /// `vllm_max_model_length` from trl 0.29 (0.18 to 0.23 size the colocated vLLM's context as
-    /// `max_prompt_length + max_completion_length`, trl 0.19.1 `GRPOTrainer.__init__`),
-    /// `vllm_mode` from 0.18. The other tables' keys are taken to exist in every modelled
-    /// release until their per-version ladders (Unsloth's, vLLM's) are read here too.
+    /// Whether the pinned releases have this lever's key: the call its table feeds takes it
+    /// (`RunConfig::pinned_release_takes`, read from the wheels' ladders: GRPOConfig per TRL
+    /// release, Unsloth's `from_pretrained` / `get_peft_model`, `trl vllm-serve`'s flags and
+    /// vLLM's `EngineArgs`). E.g. `vllm_max_model_length` exists from trl 0.29 (0.18 to 0.25 size
+    /// the colocated vLLM's context as `max_prompt_length + max_completion_length`, trl 0.19.1
+    /// `GRPOTrainer.__init__`), `vllm_mode` from 0.18.
     pub fn exists_in(self, run: &RunConfig) -> bool {
-        let (table, key) = self.setting(run);
-        match table {
-            Table::Grpo => ladder::grpo_accepts(run.versions.trl, key),
-            _ => true,
-        }
+        run.pinned_release_takes(self.setting(run))
     }
 
     pub(super) fn knob(self) -> Option<Knob> {
