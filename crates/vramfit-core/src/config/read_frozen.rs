@@ -67,7 +67,7 @@ fn other_gpu_memory(t: &Tables) -> Result<u64, LoadError> {
     match t.get(T::Vramfit, key)? {
         None => Ok(0),
         Some(Value::String(s)) => {
-            parse_size(s).map_err(|e| t.wrong(T::Vramfit, key, format!("\"{s}\""), e))
+            parse_size(s).map_err(|e| t.wrong(T::Vramfit, key, format!("\"{s}\""), e.to_string()))
         }
         Some(v) => Err(t.wrong(
             T::Vramfit,
