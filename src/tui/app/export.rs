@@ -79,7 +79,9 @@ impl App {
         };
         let mut notes = Vec::new();
         let text = text_for(&path, self.source.as_ref(), &self.run, &ctx, &mut notes);
-        match text.and_then(|text| write_atomically(&path, &text, overwrite)) {
+        match text.and_then(|text| {
+            write_atomically(&path, &text, overwrite).map_err(|e| e.to_string())
+        }) {
             Ok(()) => {
                 let notes = notes.iter().map(|n| format!("; {n}")).collect::<String>();
                 self.message = Some(format!("wrote {}{notes}", path.display()));
