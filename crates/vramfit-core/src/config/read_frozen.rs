@@ -44,7 +44,7 @@ fn reward_models(t: &Tables, models: &dyn ModelResolver) -> Result<Vec<RewardMod
                 .ok_or_else(|| t.wrong(T::Vramfit, key, n, "expected a model name in quotes"))?;
             let resolved = models
                 .resolve(name, None)
-                .map_err(|e| t.wrong(T::Vramfit, key, format!("\"{name}\""), e))?;
+                .map_err(|e| t.wrong(T::Vramfit, key, format!("\"{name}\""), e.to_string()))?;
             let resolved = resolved.ok_or_else(|| {
                 t.wrong(
                     T::Vramfit,
