@@ -83,7 +83,8 @@ pub(crate) fn read_source(
 ) -> Result<Loaded, String> {
     let reading = config::Reading {
         models: &HubResolver::current(),
-        overlay: config::accelerate::Overlay::new(source.launch.as_deref(), source.num_processes)?,
+        overlay: config::accelerate::Overlay::new(source.launch.as_deref(), source.num_processes)
+            .map_err(|e| e.to_string())?,
         installed: crate::versions_env::detect().installed,
     };
     let loaded = |path: &std::path::Path, name: String, origin: String| {
