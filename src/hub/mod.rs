@@ -9,8 +9,8 @@ pub mod remote;
 mod url_path;
 
 use std::path::{Path, PathBuf};
-use vramfit_core::resolve::{ResolveError, resolve_offline};
 pub use vramfit_core::resolve::{ModelResolver, ModelSource, Resolved, cache, safetensors};
+use vramfit_core::resolve::{ResolveError, resolve_offline};
 
 /// The command line's resolver: the run file's `config.json`, the Hugging Face cache, the
 /// catalog, then the Hub when `access` allows it (fetched into the cache).
@@ -56,11 +56,9 @@ pub fn resolve_with(
         return Ok(Some(found));
     }
     match access {
-        online::Access::Online(hub) if fetch::is_repo_id(name) => {
-            from_hub(hub, name, cache)
-                .map(Some)
-                .map_err(ResolveError::Hub)
-        }
+        online::Access::Online(hub) if fetch::is_repo_id(name) => from_hub(hub, name, cache)
+            .map(Some)
+            .map_err(ResolveError::Hub),
         _ => Ok(None),
     }
 }

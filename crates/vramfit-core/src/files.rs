@@ -89,17 +89,27 @@ pub fn check_output(path: &Path, overwrite: bool) -> Result<Target, FileError> {
     let own = match std::fs::symlink_metadata(path) {
         Ok(m) => Some(m),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(error) => return Err(FileError::CannotCheck { path: shown(), error }),
+        Err(error) => {
+            return Err(FileError::CannotCheck {
+                path: shown(),
+                error,
+            });
+        }
     };
     let file = match &own {
         Some(m) if m.is_dir() => {
             return Err(FileError::IsFolder { path: shown() });
         }
         Some(m) if m.file_type().is_symlink() => {
-            let target = std::fs::canonicalize(path)
-                .map_err(|error| FileError::DanglingLink { path: shown(), error })?;
+            let target = std::fs::canonicalize(path).map_err(|error| FileError::DanglingLink {
+                path: shown(),
+                error,
+            })?;
             if target.is_dir() {
-                return Err(FileError::LinkToFolder { path: shown(), target });
+                return Err(FileError::LinkToFolder {
+                    path: shown(),
+                    target,
+                });
             }
             target
         }
@@ -141,7 +151,10 @@ pub fn check_output_dir(dir: &Path) -> Result<(), FileError> {
             }
             check_folder_takes_files(&up, dir)
         }
-        Err(error) => Err(FileError::CannotCheck { path: shown(), error }),
+        Err(error) => Err(FileError::CannotCheck {
+            path: shown(),
+            error,
+        }),
     }
 }
 

@@ -8,10 +8,7 @@ use std::path::Path;
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigJsonError {
     #[error("{path}: cannot read: {error}")]
-    Unreadable {
-        path: String,
-        error: std::io::Error,
-    },
+    Unreadable { path: String, error: std::io::Error },
     #[error("{path}: not valid JSON: {error}")]
     NotJson {
         path: String,
@@ -51,7 +48,9 @@ pub enum ArchError {
         "dense MLP layers between the expert layers (`mlp_only_layers`, `decoder_sparse_step`) are not modelled yet"
     )]
     DenseLayersBetweenExperts,
-    #[error("`layer_types` names {sliding} sliding-window layers of {layers} (`num_hidden_layers`)")]
+    #[error(
+        "`layer_types` names {sliding} sliding-window layers of {layers} (`num_hidden_layers`)"
+    )]
     SlidingLayers { sliding: u64, layers: u64 },
     #[error("{parameters} parameters: expected at most {max} (2^42)")]
     TooManyParameters { parameters: u64, max: u64 },

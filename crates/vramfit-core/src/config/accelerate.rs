@@ -15,10 +15,7 @@ const MAX_PROCESSES: i64 = 4096;
 #[derive(Debug, thiserror::Error)]
 pub enum AccelerateError {
     #[error("{path}: cannot read: {error}")]
-    Unreadable {
-        path: String,
-        error: std::io::Error,
-    },
+    Unreadable { path: String, error: std::io::Error },
     #[error("{path}: not valid YAML: {error}")]
     NotYaml { path: String, error: ScanError },
     /// the value of `key` (or what it leads to) is wrong
@@ -228,18 +225,16 @@ fn deepspeed(ds: &Yaml, launch: &Path) -> Result<Spread, SpreadError> {
             .map(|d| d.join(file))
             .filter(|p| p.exists())
             .unwrap_or_else(|| file.into());
-        let text = std::fs::read_to_string(&path).map_err(|error| {
-            SpreadError::DeepSpeedUnreadable {
+        let text =
+            std::fs::read_to_string(&path).map_err(|error| SpreadError::DeepSpeedUnreadable {
                 path: path.clone(),
                 error,
-            }
-        })?;
-        let json: serde_json::Value = serde_json::from_str(&text).map_err(|error| {
-            SpreadError::DeepSpeedNotJson {
+            })?;
+        let json: serde_json::Value =
+            serde_json::from_str(&text).map_err(|error| SpreadError::DeepSpeedNotJson {
                 path: path.clone(),
                 error,
-            }
-        })?;
+            })?;
         let zero = &json["zero_optimization"];
         spread.zero_stage = stage(zero["stage"].as_i64())?;
         let device = |k: &str| zero[k]["device"].as_str();

@@ -40,7 +40,12 @@ pub(super) fn read_model(
         if model_config.is_some() {
             t.wrong_key(T::Vramfit, "model_config", e.to_string())
         } else {
-            t.wrong(T::Model, model_name_key(t.stack), format!("\"{name}\""), e.to_string())
+            t.wrong(
+                T::Model,
+                model_name_key(t.stack),
+                format!("\"{name}\""),
+                e.to_string(),
+            )
         }
     })?;
     let resolved = resolved.ok_or_else(|| unknown_model(t, &name, models))?;

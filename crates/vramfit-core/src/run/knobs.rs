@@ -264,8 +264,9 @@ impl Knob {
         let value = if self == Knob::VllmShare {
             parse_share(t)?
         } else {
-            t.parse::<u64>()
-                .map_err(|_| KnobError::NotWhole { text: t.to_string() })?
+            t.parse::<u64>().map_err(|_| KnobError::NotWhole {
+                text: t.to_string(),
+            })?
         };
         if value < lo || value > hi {
             return Err(match self {
@@ -315,7 +316,9 @@ fn parse_share(t: &str) -> Result<u64, KnobError> {
         Some(n) => (n.trim(), true),
         None => (t, false),
     };
-    let not_a_share = || KnobError::NotAShare { text: t.to_string() };
+    let not_a_share = || KnobError::NotAShare {
+        text: t.to_string(),
+    };
     let x: f64 = number.parse().map_err(|_| not_a_share())?;
     if !x.is_finite() || x <= 0.0 {
         return Err(not_a_share());
