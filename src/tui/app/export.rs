@@ -78,10 +78,11 @@ impl App {
             estimate: Some(&self.estimate),
         };
         let mut notes = Vec::new();
-        let text = text_for(&path, self.source.as_ref(), &self.run, &ctx, &mut notes);
-        match text.and_then(|text| {
-            write_atomically(&path, &text, overwrite).map_err(|e| e.to_string())
-        }) {
+        let text = text_for(&path, self.source.as_ref(), &self.run, &ctx, &mut notes)
+            .map_err(|e| e.to_string());
+        match text
+            .and_then(|text| write_atomically(&path, &text, overwrite).map_err(|e| e.to_string()))
+        {
             Ok(()) => {
                 let notes = notes.iter().map(|n| format!("; {n}")).collect::<String>();
                 self.message = Some(format!("wrote {}{notes}", path.display()));
