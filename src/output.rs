@@ -46,6 +46,12 @@ impl From<vramfit_core::config::launch_set::LaunchSetError> for Failure {
     }
 }
 
+impl From<vramfit_core::measure::measured::LogError> for Failure {
+    fn from(e: vramfit_core::measure::measured::LogError) -> Failure {
+        Failure::Input(e.to_string())
+    }
+}
+
 /// Turns an error writing standard output into a `Failure` that keeps the command's answer.
 pub(crate) fn unwritten(answer: u8) -> impl FnOnce(io::Error) -> Failure {
     move |error| Failure::Output { error, answer }
