@@ -79,7 +79,7 @@ fn learn_from(log: &Path) -> Result<(String, String, calibration::RunSample), St
     if let Some(note) = note {
         say(&format!("vramfit: note: {note}"));
     }
-    calibration::learn(&run_log, &shown)
+    calibration::learn(&run_log, &shown).map_err(|e| e.to_string())
 }
 
 /// `--reset`: the file removed, or nothing to remove.
