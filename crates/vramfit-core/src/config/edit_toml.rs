@@ -17,7 +17,7 @@ pub(super) fn edit(
         .parse()
         .map_err(|error| WriteBackError::CannotEdit {
             path: source.path.clone(),
-            error,
+            error: Box::new(error),
         })?;
     let mut edited = Vec::new();
     for change in changes {
@@ -75,7 +75,7 @@ fn set(
         .parse()
         .map_err(|error| EditError::NotTomlValue {
             value: value.to_string(),
-            error,
+            error: Box::new(error),
         })?;
     if doc.get(table).is_none() {
         doc.insert(table, Item::Table(toml_edit::Table::new()));

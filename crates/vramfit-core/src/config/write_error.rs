@@ -3,14 +3,15 @@
 
 use std::path::PathBuf;
 
-/// A tuned run that cannot be written into the file asked for.
+/// A tuned run that cannot be written into the file asked for. (toml_edit's errors are boxed,
+/// which keeps the error under clippy's `result_large_err` size.)
 #[derive(Debug, thiserror::Error)]
 pub enum WriteBackError {
     /// the TOML run file cannot be parsed for editing
     #[error("{}: cannot edit: {error}", .path.display())]
     CannotEdit {
         path: PathBuf,
-        error: toml_edit::TomlError,
+        error: Box<toml_edit::TomlError>,
     },
     /// `[table] key` of the TOML run file cannot be set
     #[error("{}: `[{table}] {key}`: {problem}", .path.display())]
@@ -42,7 +43,7 @@ pub enum EditError {
     #[error("cannot write {value}: {error}")]
     NotTomlValue {
         value: String,
-        error: toml_edit::TomlError,
+        error: Box<toml_edit::TomlError>,
     },
     #[error("`{table}` is not a table")]
     NotATable { table: String },

@@ -17,11 +17,12 @@ pub enum ResolveError {
     /// the `config.json` named, or the cache's, cannot be used
     #[error(transparent)]
     ConfigJson(#[from] ConfigJsonError),
-    /// the snapshot's safetensors files cannot be read
+    /// the snapshot's safetensors files cannot be read (boxed, which keeps the error under
+    /// clippy's `result_large_err` size)
     #[error("the weights of {repo} in the Hugging Face cache: {error}")]
     Weights {
         repo: String,
-        error: safetensors::SafetensorsError,
+        error: Box<safetensors::SafetensorsError>,
     },
     /// the Hugging Face Hub (the binary's resolver; this crate reaches no network): what went
     /// wrong, in words
@@ -155,7 +156,7 @@ pub fn resolve_offline(
             Some(snapshot) if found.repo.eq_ignore_ascii_case(name) => {
                 safetensors::read_snapshot(snapshot).map_err(|error| ResolveError::Weights {
                     repo: found.repo.clone(),
-                    error,
+                    error: Box::new(error),
                 })?
             }
             _ => None,
