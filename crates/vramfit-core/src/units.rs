@@ -224,4 +224,26 @@ mod tests {
             assert!(parse_size(bad).is_err(), "{bad} was accepted");
         }
     }
+
+    #[test]
+    fn a_refused_size_carries_what_was_wrong() {
+        assert_eq!(
+            parse_size("24"),
+            Err(SizeError::NoUnit {
+                number: "24".into()
+            })
+        );
+        assert_eq!(
+            parse_size("24 parsecs"),
+            Err(SizeError::UnknownUnit {
+                unit: "parsecs".into()
+            })
+        );
+        let slip = parse_gpu_size("24MB").unwrap_err();
+        assert_eq!(slip, SizeError::BelowGpuMinimum { bytes: 24_000_000 });
+        assert_eq!(
+            slip.to_string(),
+            "22.9 MiB is below 256.0 MiB, less than the CUDA context alone needs: check the unit (GiB, GB)"
+        );
+    }
 }

@@ -521,4 +521,39 @@ mod tests {
         .unwrap();
         assert_eq!(other.vision, Vision::Uncounted("clip_vision_model".into()));
     }
+
+    #[test]
+    fn a_refused_config_carries_the_field_and_its_value() {
+        let base = json!({"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192,
+            "num_hidden_layers": 0, "num_attention_heads": 32, "vocab_size": 128256});
+        assert_eq!(
+            parse(&base, "x"),
+            Err(ArchError::OutOfRange {
+                key: "num_hidden_layers".into(),
+                value: 0,
+                max: MAX_LAYERS
+            })
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        std::fs::write(&path, base.to_string()).unwrap();
+        let e = load(&path).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                ConfigJsonError::Fields {
+                    error: ArchError::OutOfRange { value: 0, .. },
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: field `num_hidden_layers` = 0: expected 1..=4096",
+                path.display()
+            )
+        );
+    }
 }

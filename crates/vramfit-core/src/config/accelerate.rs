@@ -329,4 +329,24 @@ mod tests {
                 .contains("does not split evenly")
         );
     }
+
+    #[test]
+    fn a_refused_launch_carries_the_file_and_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("accelerate.yaml");
+        std::fs::write(&path, "distributed_type: TPU\n").unwrap();
+        let e = read(&path, None).unwrap_err();
+        assert!(
+            matches!(&e, AccelerateError::AtKey { key, problem: SpreadError::DistributedType { kind }, .. }
+                if key == "distributed_type" && kind == "TPU"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: `distributed_type`: TPU: vramfit models NO, MULTI_GPU, DEEPSPEED and FSDP",
+                path.display()
+            )
+        );
+    }
 }

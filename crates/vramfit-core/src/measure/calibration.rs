@@ -634,4 +634,28 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn a_refused_file_carries_the_entry_and_the_key() {
+        let e = parse("[[gpu]]\nname = \"x\"\nstack = \"trl\"\n", "c.toml").unwrap_err();
+        assert_eq!(
+            e,
+            CalibrationError {
+                at: "c.toml: [[gpu]] 1".into(),
+                problem: CalibrationProblem::NoRuns
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "c.toml: [[gpu]] 1: no [[gpu.run]]: nothing learned"
+        );
+        let e = learn(&RunLog::default(), "a.jsonl").unwrap_err();
+        assert_eq!(
+            e,
+            LearnError {
+                log: "a.jsonl".into(),
+                problem: NothingLearned::NoGpu
+            }
+        );
+    }
 }

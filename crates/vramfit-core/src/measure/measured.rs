@@ -717,4 +717,20 @@ mod tests {
         let est = estimate(&trl, gpu);
         assert!(predicted(&trl, &est).allocated >= est.training_peak_allocated_bytes);
     }
+
+    #[test]
+    fn a_bad_line_carries_where_and_what() {
+        let e = parse_log("\n[1]\n", "x").unwrap_err();
+        assert_eq!(e.at, "x:2");
+        assert!(matches!(e.problem, LogProblem::NotAnObject), "{e:?}");
+        let e = parse_log(r#"{"kind": "step", "step": 1}"#, "x").unwrap_err();
+        assert!(
+            matches!(&e.problem, LogProblem::MissingBytes { key } if key == "max_allocated"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "x:1: `max_allocated` missing or not a byte count"
+        );
+    }
 }

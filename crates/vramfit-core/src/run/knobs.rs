@@ -486,4 +486,24 @@ mod tests {
         assert!(Knob::MicroBatch.parse("0").is_err());
         assert_eq!(Knob::LoraRank.parse(" 64 "), Ok(64));
     }
+
+    #[test]
+    fn a_refused_value_carries_the_knob_and_its_range() {
+        assert_eq!(
+            Knob::MicroBatch.parse("0"),
+            Err(KnobError::OutOfRange {
+                knob: Knob::MicroBatch,
+                lo: Knob::MicroBatch.range().0,
+                hi: Knob::MicroBatch.range().1,
+            })
+        );
+        assert_eq!(
+            Knob::VllmShare.parse("x"),
+            Err(KnobError::NotAShare { text: "x".into() })
+        );
+        assert_eq!(
+            Knob::VllmShare.parse("1").unwrap_err().to_string(),
+            "vLLM share must be 5% to 95% (0.05 to 0.95)"
+        );
+    }
 }
