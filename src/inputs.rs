@@ -91,7 +91,8 @@ pub(crate) fn read_source(
     let models = hub_for(source);
     let reading = config::Reading {
         models: &models,
-        overlay: config::accelerate::Overlay::new(source.launch.as_deref(), source.num_processes)?,
+        overlay: config::accelerate::Overlay::new(source.launch.as_deref(), source.num_processes)
+            .map_err(|e| e.to_string())?,
         installed: crate::versions_env::detect().installed,
     };
     let loaded = |path: &std::path::Path, name: String, origin: String| {
@@ -271,7 +272,8 @@ pub(crate) fn load_calibration() -> Result<Option<(Calibration, std::path::PathB
     let shown = path.display().to_string();
     match std::fs::read_to_string(&path) {
         Ok(text) => {
-            let (calibration, skipped) = calibration::parse_skipping(&text, &shown)?;
+            let (calibration, skipped) =
+                calibration::parse_skipping(&text, &shown).map_err(|e| e.to_string())?;
             for why in skipped {
                 say(&format!(
                     "vramfit: note: {why}: skipped (`vramfit calibrate` leaves it out of the file it writes next; `--reset` removes the file)"

@@ -26,6 +26,32 @@ impl From<String> for Failure {
     }
 }
 
+/// The core's typed errors reach the user as their message: bad input, or a file that cannot
+/// be read or written.
+impl From<vramfit_core::files::FileError> for Failure {
+    fn from(e: vramfit_core::files::FileError) -> Failure {
+        Failure::Input(e.to_string())
+    }
+}
+
+impl From<vramfit_core::config::write_back::WriteBackError> for Failure {
+    fn from(e: vramfit_core::config::write_back::WriteBackError) -> Failure {
+        Failure::Input(e.to_string())
+    }
+}
+
+impl From<vramfit_core::config::launch_set::LaunchSetError> for Failure {
+    fn from(e: vramfit_core::config::launch_set::LaunchSetError) -> Failure {
+        Failure::Input(e.to_string())
+    }
+}
+
+impl From<vramfit_core::measure::measured::LogError> for Failure {
+    fn from(e: vramfit_core::measure::measured::LogError) -> Failure {
+        Failure::Input(e.to_string())
+    }
+}
+
 /// Turns an error writing standard output into a `Failure` that keeps the command's answer.
 pub(crate) fn unwritten(answer: u8) -> impl FnOnce(io::Error) -> Failure {
     move |error| Failure::Output { error, answer }

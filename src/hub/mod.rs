@@ -9,8 +9,8 @@ pub mod remote;
 mod url_path;
 
 use std::path::{Path, PathBuf};
-use vramfit_core::resolve::resolve_offline;
 pub use vramfit_core::resolve::{ModelResolver, ModelSource, Resolved, cache, safetensors};
+use vramfit_core::resolve::{ResolveError, resolve_offline};
 
 /// The command line's resolver: the run file's `config.json`, the Hugging Face cache, the
 /// catalog, then the Hub when `access` allows it (fetched into the cache).
@@ -31,7 +31,11 @@ impl HubResolver {
 }
 
 impl ModelResolver for HubResolver {
-    fn resolve(&self, name: &str, model_config: Option<&Path>) -> Result<Option<Resolved>, String> {
+    fn resolve(
+        &self,
+        name: &str,
+        model_config: Option<&Path>,
+    ) -> Result<Option<Resolved>, ResolveError> {
         resolve_with(name, model_config, self.cache.as_deref(), &self.access)
     }
     fn cache(&self) -> Option<&Path> {
@@ -48,14 +52,14 @@ pub fn resolve_with(
     model_config: Option<&Path>,
     cache: Option<&Path>,
     access: &online::Access,
-) -> Result<Option<Resolved>, String> {
+) -> Result<Option<Resolved>, ResolveError> {
     if let Some(found) = resolve_offline(name, model_config, cache)? {
         return Ok(Some(found));
     }
     match access {
-        online::Access::Online(hub) if fetch::is_repo_id(name) => {
-            from_hub(hub, name, cache).map(Some)
-        }
+        online::Access::Online(hub) if fetch::is_repo_id(name) => from_hub(hub, name, cache)
+            .map(Some)
+            .map_err(ResolveError::Hub),
         _ => Ok(None),
     }
 }
@@ -86,7 +90,8 @@ fn from_hub(hub: &online::Hub, name: &str, cache: Option<&Path>) -> Result<Resol
         format!("no Hugging Face cache folder to fetch {name} into: set HF_HUB_CACHE or HF_HOME")
     })?;
     let fetched = fetch::fetch(hub, cache, name)?;
-    let found = resolve_offline(&fetched.repo, None, Some(cache))?
+    let found = resolve_offline(&fetched.repo, None, Some(cache))
+        .map_err(|e| e.to_string())?
         .filter(|r| matches!(r.source, ModelSource::Cache { .. }))
         .ok_or_else(|| {
             format!(

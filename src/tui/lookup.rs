@@ -38,7 +38,8 @@ impl Lookup {
         };
         let asked = name.clone();
         std::thread::spawn(move || {
-            let answer = hub::resolve_with(&asked, None, cache.as_deref(), &access);
+            let answer = hub::resolve_with(&asked, None, cache.as_deref(), &access)
+                .map_err(|e| e.to_string());
             let _ = tx.send(answer);
         });
         Lookup {

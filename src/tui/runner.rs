@@ -78,7 +78,7 @@ impl Runner {
                             then_quit,
                             notes,
                         })
-                        .map_err(ExportError::Failed)
+                        .map_err(|e| ExportError::Failed(e.to_string()))
                 };
                 vec![Msg::Exported(written)]
             }

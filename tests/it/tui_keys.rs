@@ -706,7 +706,7 @@ fn typing_replaces_the_prefilled_value() {
         panic!("{:?}", *a.mode())
     };
     assert!(error.contains("e.g. 45% or 46%"), "{error}");
-    let e = Knob::VllmShare.parse("0.005").unwrap_err();
+    let e = Knob::VllmShare.parse("0.005").unwrap_err().to_string();
     assert!(
         e.contains("e.g. 5%") && !e.contains("0%") && !e.contains(" 1%"),
         "{e}"

@@ -11,6 +11,65 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// Why an output cannot be written: the path and what is wrong with it (the I/O error, when
+/// there is one, is shown in the message as it always was, and so is not also a `source`).
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("an empty output path: name a file")]
+    EmptyPath,
+    #[error("{}: cannot check: {error}", .path.display())]
+    CannotCheck {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{} is a folder: name a file in it", .path.display())]
+    IsFolder { path: PathBuf },
+    #[error(
+        "{} is a symbolic link to nothing that can be written ({error}): not followed; remove the link or name another file",
+        .path.display()
+    )]
+    DanglingLink {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{} is a link to the folder {}: name a file", .path.display(), .target.display())]
+    LinkToFolder { path: PathBuf, target: PathBuf },
+    #[error("{} exists: not overwritten (use --force)", .path.display())]
+    Exists { path: PathBuf },
+    #[error("{} is not a regular file: not replaced", .path.display())]
+    NotRegular { path: PathBuf },
+    #[error("{} exists and is not a folder", .path.display())]
+    NotAFolder { path: PathBuf },
+    #[error("{}: cannot create it: {} is not a folder", .path.display(), .blocker.display())]
+    CannotCreate { path: PathBuf, blocker: PathBuf },
+    #[error("{}: the folder {} does not exist", .asked.display(), .folder.display())]
+    NoFolder { asked: PathBuf, folder: PathBuf },
+    #[error("{}: cannot write in the folder {}: {error}", .asked.display(), .folder.display())]
+    FolderNotWritable {
+        asked: PathBuf,
+        folder: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("cannot write {}: {error}", .path.display())]
+    CannotWrite {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// one of a set of files is there already
+    #[error("{}: already exists; nothing written (pass --force to replace the set)", .path.display())]
+    AlreadyThere { path: PathBuf },
+    #[error("{}: cannot open the lock file: {error}", .lock.display())]
+    CannotOpenLock {
+        lock: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{}: cannot lock: {error}", .lock.display())]
+    CannotLock {
+        lock: PathBuf,
+        error: std::io::Error,
+    },
+}
+
 /// Where an output goes: the file to replace (the link's target when the path is a link) and
 /// the permissions it has now.
 #[derive(Debug)]
@@ -22,40 +81,46 @@ pub struct Target {
 /// Checks `path` as an output before any work is done: it must not be a folder, nor an
 /// existing file (or link) unless `overwrite`, nor a link to nothing, and its folder must
 /// exist and take a new file. `Ok` gives the file a write would replace.
-pub fn check_output(path: &Path, overwrite: bool) -> Result<Target, String> {
-    let shown = path.display();
+pub fn check_output(path: &Path, overwrite: bool) -> Result<Target, FileError> {
+    let shown = || path.to_path_buf();
     if path.as_os_str().is_empty() {
-        return Err("an empty output path: name a file".into());
+        return Err(FileError::EmptyPath);
     }
     let own = match std::fs::symlink_metadata(path) {
         Ok(m) => Some(m),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(format!("{shown}: cannot check: {e}")),
+        Err(error) => {
+            return Err(FileError::CannotCheck {
+                path: shown(),
+                error,
+            });
+        }
     };
     let file = match &own {
         Some(m) if m.is_dir() => {
-            return Err(format!("{shown} is a folder: name a file in it"));
+            return Err(FileError::IsFolder { path: shown() });
         }
         Some(m) if m.file_type().is_symlink() => {
-            let target = std::fs::canonicalize(path).map_err(|e| {
-                format!("{shown} is a symbolic link to nothing that can be written ({e}): not followed; remove the link or name another file")
+            let target = std::fs::canonicalize(path).map_err(|error| FileError::DanglingLink {
+                path: shown(),
+                error,
             })?;
             if target.is_dir() {
-                return Err(format!(
-                    "{shown} is a link to the folder {}: name a file",
-                    target.display()
-                ));
+                return Err(FileError::LinkToFolder {
+                    path: shown(),
+                    target,
+                });
             }
             target
         }
         _ => path.to_path_buf(),
     };
     if own.is_some() && !overwrite {
-        return Err(format!("{shown} exists: not overwritten (use --force)"));
+        return Err(FileError::Exists { path: shown() });
     }
     let existing = std::fs::metadata(&file).ok();
     if existing.as_ref().is_some_and(|m| !m.is_file()) {
-        return Err(format!("{shown} is not a regular file: not replaced"));
+        return Err(FileError::NotRegular { path: shown() });
     }
     let permissions = existing.map(|m| m.permissions());
     check_folder_takes_files(&folder_of(&file), path)?;
@@ -64,11 +129,11 @@ pub fn check_output(path: &Path, overwrite: bool) -> Result<Target, String> {
 
 /// Checks `dir` as an output folder before any work: it is a folder (or does not exist yet,
 /// under a folder that can take it) and takes new files.
-pub fn check_output_dir(dir: &Path) -> Result<(), String> {
-    let shown = dir.display();
+pub fn check_output_dir(dir: &Path) -> Result<(), FileError> {
+    let shown = || dir.to_path_buf();
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => check_folder_takes_files(dir, dir),
-        Ok(_) => Err(format!("{shown} exists and is not a folder")),
+        Ok(_) => Err(FileError::NotAFolder { path: shown() }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             // the nearest folder that exists must take the new one
             let mut up = dir.to_path_buf();
@@ -79,14 +144,17 @@ pub fn check_output_dir(dir: &Path) -> Result<(), String> {
                 }
             }
             if !up.is_dir() {
-                return Err(format!(
-                    "{shown}: cannot create it: {} is not a folder",
-                    up.display()
-                ));
+                return Err(FileError::CannotCreate {
+                    path: shown(),
+                    blocker: up,
+                });
             }
             check_folder_takes_files(&up, dir)
         }
-        Err(e) => Err(format!("{shown}: cannot check: {e}")),
+        Err(error) => Err(FileError::CannotCheck {
+            path: shown(),
+            error,
+        }),
     }
 }
 
@@ -100,13 +168,12 @@ pub(crate) fn folder_of(file: &Path) -> PathBuf {
 
 /// Whether a new file can be made in `dir`, tried for real (a temporary file, removed at
 /// once): permission bits alone do not tell (root, ACLs, read-only mounts).
-fn check_folder_takes_files(dir: &Path, asked: &Path) -> Result<(), String> {
+fn check_folder_takes_files(dir: &Path, asked: &Path) -> Result<(), FileError> {
     if !dir.is_dir() {
-        return Err(format!(
-            "{}: the folder {} does not exist",
-            asked.display(),
-            dir.display()
-        ));
+        return Err(FileError::NoFolder {
+            asked: asked.to_path_buf(),
+            folder: dir.to_path_buf(),
+        });
     }
     #[cfg(target_os = "linux")]
     let tried = crate::files_linux::try_unnamed_in(dir);
@@ -114,12 +181,10 @@ fn check_folder_takes_files(dir: &Path, asked: &Path) -> Result<(), String> {
     let tried = None;
     tried
         .unwrap_or_else(|| temp_in(dir, "check").map(drop))
-        .map_err(|e| {
-            format!(
-                "{}: cannot write in the folder {}: {e}",
-                asked.display(),
-                dir.display()
-            )
+        .map_err(|error| FileError::FolderNotWritable {
+            asked: asked.to_path_buf(),
+            folder: dir.to_path_buf(),
+            error,
         })
 }
 
@@ -139,9 +204,12 @@ pub(crate) fn temp_in(dir: &Path, name: &str) -> std::io::Result<tempfile::Named
 
 /// Writes `bytes` to `path` atomically (see the module's comment); an existing file only when
 /// `overwrite`. The error names the path.
-pub fn write_atomically(path: &Path, bytes: &[u8], overwrite: bool) -> Result<(), String> {
+pub fn write_atomically(path: &Path, bytes: &[u8], overwrite: bool) -> Result<(), FileError> {
     let target = check_output(path, overwrite)?;
-    write_to(&target, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    write_to(&target, bytes).map_err(|error| FileError::CannotWrite {
+        path: path.to_path_buf(),
+        error,
+    })
 }
 
 /// Writes `bytes` over `target` (checked by `check_output`) through a temporary file.
@@ -173,7 +241,7 @@ pub fn write_to(target: &Target, bytes: &[u8]) -> std::io::Result<()> {
 
 /// Checks, before any work, that none of `names` is in `dir` already (unless `overwrite`), so
 /// that a set of files is never half replaced.
-pub fn check_none_there(dir: &Path, names: &[&str], overwrite: bool) -> Result<(), String> {
+pub fn check_none_there(dir: &Path, names: &[&str], overwrite: bool) -> Result<(), FileError> {
     if overwrite {
         return Ok(());
     }
@@ -182,10 +250,7 @@ pub fn check_none_there(dir: &Path, names: &[&str], overwrite: bool) -> Result<(
         .map(|n| dir.join(n))
         .find(|p| p.symlink_metadata().is_ok())
     {
-        Some(p) => Err(format!(
-            "{}: already exists; nothing written (pass --force to replace the set)",
-            p.display()
-        )),
+        Some(path) => Err(FileError::AlreadyThere { path }),
         None => Ok(()),
     }
 }
@@ -198,12 +263,11 @@ pub struct Lock {
 }
 
 /// Waits for and takes the lock of `path` (see `Lock`).
-pub fn lock_beside(path: &Path) -> Result<Lock, String> {
+pub fn lock_beside(path: &Path) -> Result<Lock, FileError> {
     let name = path
         .file_name()
         .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
     let lock = folder_of(path).join(format!(".{name}.lock"));
-    let shown = lock.display();
     let mut options = std::fs::OpenOptions::new();
     options.create(true).truncate(false).write(true);
     #[cfg(unix)]
@@ -214,14 +278,17 @@ pub fn lock_beside(path: &Path) -> Result<Lock, String> {
     }
     let file = options
         .open(&lock)
-        .map_err(|e| format!("{shown}: cannot open the lock file: {e}"))?;
+        .map_err(|error| FileError::CannotOpenLock {
+            lock: lock.clone(),
+            error,
+        })?;
     #[cfg(unix)]
     {
         use std::os::fd::AsRawFd;
         // SAFETY: flock(2) on a descriptor this function owns; it touches no memory.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            let e = std::io::Error::last_os_error();
-            return Err(format!("{shown}: cannot lock: {e}"));
+            let error = std::io::Error::last_os_error();
+            return Err(FileError::CannotLock { lock, error });
         }
     }
     Ok(Lock { _file: file })

@@ -12,15 +12,37 @@ pub const ABSURD: u64 = 64 << 40;
 /// A smaller capacity is a unit slip (`24MB` for `24GB`, `1B`), refused with the reason.
 pub const MIN_GPU_MEMORY: u64 = 256 * MIB;
 
+/// Why a text is not a size (see `parse_size`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    #[error("a size cannot be negative")]
+    Negative,
+    #[error("not a size: write a number and its unit, e.g. 24GiB, 24576MiB, 24GB or 25769803776B")]
+    NoNumber,
+    #[error("\"{number}\" is not a number")]
+    NotANumber { number: String },
+    #[error("add a unit, e.g. {number}GiB (or {number}B for bytes)")]
+    NoUnit { number: String },
+    #[error("unknown unit \"{unit}\" (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)")]
+    UnknownUnit { unit: String },
+    #[error("not a usable size: it must be more than zero")]
+    NotPositive,
+    #[error("absurdly large: more than 64 TiB, far beyond any GPU")]
+    Absurd,
+    /// a GPU's memory below `MIN_GPU_MEMORY`: a unit slip
+    #[error(
+        "{} is below {}, less than the CUDA context alone needs: check the unit (GiB, GB)",
+        format_size(*.bytes),
+        format_size(MIN_GPU_MEMORY)
+    )]
+    BelowGpuMinimum { bytes: u64 },
+}
+
 /// A GPU's memory: `parse_size`, at least `MIN_GPU_MEMORY`.
-pub fn parse_gpu_size(text: &str) -> Result<u64, String> {
+pub fn parse_gpu_size(text: &str) -> Result<u64, SizeError> {
     let bytes = parse_size(text)?;
     if bytes < MIN_GPU_MEMORY {
-        return Err(format!(
-            "{} is below {}, less than the CUDA context alone needs: check the unit (GiB, GB)",
-            format_size(bytes),
-            format_size(MIN_GPU_MEMORY)
-        ));
+        return Err(SizeError::BelowGpuMinimum { bytes });
     }
     Ok(bytes)
 }
@@ -28,29 +50,26 @@ pub fn parse_gpu_size(text: &str) -> Result<u64, String> {
 /// Reads a size with its unit. A number alone is refused rather than taken as bytes: `24`
 /// meant for 24 GiB would otherwise be 24 bytes. The error says what is wrong without repeating
 /// the text, so that the caller can name where it came from: `--gpu-mem 24: add a unit, ...`.
-pub fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     let t = text.trim();
     if t.starts_with('-') {
-        return Err("a size cannot be negative".to_string());
+        return Err(SizeError::Negative);
     }
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (number, unit) = (t[..split].trim(), t[split..].trim());
     if number.is_empty() {
-        return Err(
-            "not a size: write a number and its unit, e.g. 24GiB, 24576MiB, 24GB or 25769803776B"
-                .to_string(),
-        );
+        return Err(SizeError::NoNumber);
     }
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("\"{number}\" is not a number"))?;
+    let value: f64 = number.parse().map_err(|_| SizeError::NotANumber {
+        number: number.to_string(),
+    })?;
     let scale = match unit.to_ascii_lowercase().as_str() {
         "" => {
-            return Err(format!(
-                "add a unit, e.g. {number}GiB (or {number}B for bytes)"
-            ));
+            return Err(SizeError::NoUnit {
+                number: number.to_string(),
+            });
         }
         "b" => 1.0,
         "k" | "kib" => KIB as f64,
@@ -62,17 +81,17 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "gb" => 1e9,
         "tb" => 1e12,
         _ => {
-            return Err(format!(
-                "unknown unit \"{unit}\" (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
-            ));
+            return Err(SizeError::UnknownUnit {
+                unit: unit.to_string(),
+            });
         }
     };
     let bytes = value * scale;
     if !bytes.is_finite() || bytes < 1.0 {
-        return Err("not a usable size: it must be more than zero".to_string());
+        return Err(SizeError::NotPositive);
     }
     if bytes > ABSURD as f64 {
-        return Err("absurdly large: more than 64 TiB, far beyond any GPU".to_string());
+        return Err(SizeError::Absurd);
     }
     Ok(bytes.round() as u64)
 }
@@ -158,7 +177,7 @@ mod tests {
     #[test]
     fn a_number_without_a_unit_is_refused() {
         assert_eq!(
-            parse_size("24"),
+            parse_size("24").map_err(|e| e.to_string()),
             Err("add a unit, e.g. 24GiB (or 24B for bytes)".to_string())
         );
         assert!(parse_size("25769803776").is_err());
@@ -204,5 +223,27 @@ mod tests {
         ] {
             assert!(parse_size(bad).is_err(), "{bad} was accepted");
         }
+    }
+
+    #[test]
+    fn a_refused_size_carries_what_was_wrong() {
+        assert_eq!(
+            parse_size("24"),
+            Err(SizeError::NoUnit {
+                number: "24".into()
+            })
+        );
+        assert_eq!(
+            parse_size("24 parsecs"),
+            Err(SizeError::UnknownUnit {
+                unit: "parsecs".into()
+            })
+        );
+        let slip = parse_gpu_size("24MB").unwrap_err();
+        assert_eq!(slip, SizeError::BelowGpuMinimum { bytes: 24_000_000 });
+        assert_eq!(
+            slip.to_string(),
+            "22.9 MiB is below 256.0 MiB, less than the CUDA context alone needs: check the unit (GiB, GB)"
+        );
     }
 }

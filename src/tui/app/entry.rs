@@ -30,7 +30,7 @@ impl App {
                         self.mode = editing(text, self.message.take());
                     }
                 }
-                Err(e) => self.mode = editing(text, Some(e)),
+                Err(e) => self.mode = editing(text, Some(e.to_string())),
             },
             KeyCode::Backspace => {
                 if selected {

@@ -91,7 +91,7 @@ impl App {
                 then_quit,
                 notes,
             }),
-            Err(e) => self.message = Some(e),
+            Err(e) => self.message = Some(e.to_string()),
         }
     }
 

@@ -4,31 +4,79 @@ use crate::arch::{Arch, Family, Moe, Vision, siglip_parameters};
 use serde_json::Value;
 use std::path::Path;
 
-/// A config.json that cannot be used, with the path and the field at fault.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConfigJsonError {
-    pub path: String,
-    pub message: String,
+/// A config.json that cannot be used, with the path and what is at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigJsonError {
+    #[error("{path}: cannot read: {error}")]
+    Unreadable { path: String, error: std::io::Error },
+    #[error("{path}: not valid JSON: {error}")]
+    NotJson {
+        path: String,
+        error: serde_json::Error,
+    },
+    /// valid JSON whose fields are not an architecture vramfit reads
+    #[error("{path}: {error}")]
+    Fields { path: String, error: ArchError },
 }
 
-impl std::fmt::Display for ConfigJsonError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.path, self.message)
-    }
+/// Why a config.json's fields are not an architecture vramfit reads: the field at fault and
+/// its value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArchError {
+    #[error("expected a JSON object at the top")]
+    NotAnObject,
+    #[error("missing field `model_type` (e.g. \"llama\", \"qwen2\", \"gemma3_text\")")]
+    MissingModelType,
+    #[error("unsupported `model_type` \"{model_type}\"")]
+    UnsupportedModelType { model_type: String },
+    #[error("missing field `{key}`")]
+    Missing { key: String },
+    /// `found` as the JSON writes it
+    #[error("field `{key}` must be a non-negative integer, found {found}")]
+    NotACount { key: String, found: String },
+    #[error("`hidden_size` and `num_attention_heads` must be positive")]
+    ZeroWidth,
+    #[error("field `{key}` = {value}: expected 1..={max}")]
+    OutOfRange { key: String, value: u64, max: u64 },
+    #[error("field `num_experts` = {experts}: expected 2..={max}")]
+    TooManyExperts { experts: u64, max: u64 },
+    #[error("field `num_experts_per_tok` = {active}: expected 1..={experts} (the experts)")]
+    ActiveExperts { active: u64, experts: u64 },
+    #[error("missing field `num_experts_per_tok` for a mixture of experts")]
+    MissingActiveExperts,
+    #[error(
+        "dense MLP layers between the expert layers (`mlp_only_layers`, `decoder_sparse_step`) are not modelled yet"
+    )]
+    DenseLayersBetweenExperts,
+    #[error(
+        "`layer_types` names {sliding} sliding-window layers of {layers} (`num_hidden_layers`)"
+    )]
+    SlidingLayers { sliding: u64, layers: u64 },
+    #[error("{parameters} parameters: expected at most {max} (2^42)")]
+    TooManyParameters { parameters: u64, max: u64 },
+    #[error(
+        "`num_attention_heads` = {heads} is not a multiple of `num_key_value_heads` = {kv_heads}"
+    )]
+    HeadsNotMultiple { heads: u64, kv_heads: u64 },
+    /// a field of the SigLIP tower's `vision_config`
+    #[error("`vision_config`: {0}")]
+    Vision(Box<ArchError>),
 }
-
-impl std::error::Error for ConfigJsonError {}
 
 pub fn load(path: &Path) -> Result<Arch, ConfigJsonError> {
-    let shown = path.display().to_string();
-    let fail = |message: String| ConfigJsonError {
-        path: shown.clone(),
-        message,
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read: {e}")))?;
-    let root: Value =
-        serde_json::from_str(&text).map_err(|e| fail(format!("not valid JSON: {e}")))?;
-    parse(&root, &name_from(path)).map_err(fail)
+    let shown = || path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|error| ConfigJsonError::Unreadable {
+        path: shown(),
+        error,
+    })?;
+    let root: Value = serde_json::from_str(&text).map_err(|error| ConfigJsonError::NotJson {
+        path: shown(),
+        error,
+    })?;
+    parse(&root, &name_from(path)).map_err(|error| ConfigJsonError::Fields {
+        path: shown(),
+        error,
+    })
 }
 
 fn name_from(path: &Path) -> String {
@@ -40,9 +88,9 @@ fn name_from(path: &Path) -> String {
 }
 
 /// Reads the architecture numbers, descending into `text_config` for multimodal models.
-pub fn parse(root: &Value, name: &str) -> Result<Arch, String> {
+pub fn parse(root: &Value, name: &str) -> Result<Arch, ArchError> {
     if !root.is_object() {
-        return Err("expected a JSON object at the top".into());
+        return Err(ArchError::NotAnObject);
     }
     let tied_top = root.get("tie_word_embeddings").and_then(Value::as_bool);
     let cfg = root
@@ -56,7 +104,7 @@ pub fn parse(root: &Value, name: &str) -> Result<Arch, String> {
     let hidden = num(cfg, "hidden_size")?;
     let heads = num(cfg, "num_attention_heads")?;
     if heads == 0 || hidden == 0 {
-        return Err("`hidden_size` and `num_attention_heads` must be positive".into());
+        return Err(ArchError::ZeroWidth);
     }
     // capped before the vision tower is counted from it
     capped(cfg, "hidden_size", MAX_HIDDEN)?;
@@ -98,7 +146,7 @@ pub fn parse(root: &Value, name: &str) -> Result<Arch, String> {
 
 /// A multimodal config's vision tower: a SigLIP one (Gemma 3) is counted from its
 /// `vision_config`; another kind is named as not counted.
-fn vision(root: &Value, text_hidden: u64) -> Result<Vision, String> {
+fn vision(root: &Value, text_hidden: u64) -> Result<Vision, ArchError> {
     let Some(v) = root.get("vision_config").filter(|v| v.is_object()) else {
         return Ok(Vision::None);
     };
@@ -110,7 +158,7 @@ fn vision(root: &Value, text_hidden: u64) -> Result<Vision, String> {
             kind
         }));
     }
-    let at = |key: &str, max: u64| capped(v, key, max).map_err(|e| format!("`vision_config`: {e}"));
+    let at = |key: &str, max: u64| capped(v, key, max).map_err(|e| ArchError::Vision(Box::new(e)));
     Ok(Vision::Counted(siglip_parameters(
         at("hidden_size", MAX_HIDDEN)?,
         at("intermediate_size", MAX_INTERMEDIATE)?,
@@ -124,7 +172,7 @@ fn vision(root: &Value, text_hidden: u64) -> Result<Vision, String> {
 /// The mixture-of-experts fields, under each family's names: `num_experts` (Qwen-MoE) or
 /// `num_local_experts` (Mixtral, gpt-oss); `num_experts_per_tok` or `experts_per_token`
 /// (gpt-oss); one expert's width in `moe_intermediate_size` (Qwen-MoE) or `intermediate_size`.
-fn experts(cfg: &Value) -> Result<Option<Moe>, String> {
+fn experts(cfg: &Value) -> Result<Option<Moe>, ArchError> {
     let Some(experts) = opt_num(cfg, "num_experts")?
         .or(opt_num(cfg, "num_local_experts")?)
         .filter(|&e| e > 1)
@@ -132,9 +180,10 @@ fn experts(cfg: &Value) -> Result<Option<Moe>, String> {
         return Ok(None);
     };
     if experts > MAX_EXPERTS {
-        return Err(format!(
-            "field `num_experts` = {experts}: expected 2..={MAX_EXPERTS}"
-        ));
+        return Err(ArchError::TooManyExperts {
+            experts,
+            max: MAX_EXPERTS,
+        });
     }
     let dense_layers = cfg
         .get("mlp_only_layers")
@@ -142,17 +191,13 @@ fn experts(cfg: &Value) -> Result<Option<Moe>, String> {
         .is_some_and(|l| !l.is_empty())
         || opt_num(cfg, "decoder_sparse_step")?.is_some_and(|s| s > 1);
     if dense_layers {
-        return Err(
-            "dense MLP layers between the expert layers (`mlp_only_layers`, `decoder_sparse_step`) are not modelled yet".into(),
-        );
+        return Err(ArchError::DenseLayersBetweenExperts);
     }
     let active = opt_num(cfg, "num_experts_per_tok")?
         .or(opt_num(cfg, "experts_per_token")?)
-        .ok_or("missing field `num_experts_per_tok` for a mixture of experts")?;
+        .ok_or(ArchError::MissingActiveExperts)?;
     if active == 0 || active > experts {
-        return Err(format!(
-            "field `num_experts_per_tok` = {active}: expected 1..={experts} (the experts)"
-        ));
+        return Err(ArchError::ActiveExperts { active, experts });
     }
     let expert_intermediate = match opt_num(cfg, "moe_intermediate_size")? {
         Some(_) => capped(cfg, "moe_intermediate_size", MAX_INTERMEDIATE)?,
@@ -186,15 +231,19 @@ const MAX_EXPERTS: u64 = 1024;
 const MAX_PARAMETERS: u64 = 1 << 42;
 
 /// `key`, present, from 1 to `max`.
-fn capped(v: &Value, key: &str, max: u64) -> Result<u64, String> {
+fn capped(v: &Value, key: &str, max: u64) -> Result<u64, ArchError> {
     match num(v, key)? {
         n if (1..=max).contains(&n) => Ok(n),
-        n => Err(format!("field `{key}` = {n}: expected 1..={max}")),
+        value => Err(ArchError::OutOfRange {
+            key: key.to_string(),
+            value,
+            max,
+        }),
     }
 }
 
 /// Zero or absurd sizes (beyond any published model by far) are refused with the field named.
-fn check_sizes(a: &Arch) -> Result<(), String> {
+fn check_sizes(a: &Arch) -> Result<(), ArchError> {
     let limits = [
         ("hidden_size", a.hidden, MAX_HIDDEN),
         ("intermediate_size", a.intermediate, MAX_INTERMEDIATE),
@@ -207,31 +256,35 @@ fn check_sizes(a: &Arch) -> Result<(), String> {
     ];
     for (field, value, max) in limits {
         if value == 0 || value > max {
-            return Err(format!("field `{field}` = {value}: expected 1..={max}"));
+            return Err(ArchError::OutOfRange {
+                key: field.to_string(),
+                value,
+                max,
+            });
         }
     }
     if a.sliding_layers > a.layers {
-        return Err(format!(
-            "`layer_types` names {} sliding-window layers of {} (`num_hidden_layers`)",
-            a.sliding_layers, a.layers
-        ));
+        return Err(ArchError::SlidingLayers {
+            sliding: a.sliding_layers,
+            layers: a.layers,
+        });
     }
     if a.parameters() > MAX_PARAMETERS {
-        return Err(format!(
-            "{} parameters: expected at most {MAX_PARAMETERS} (2^42)",
-            a.parameters()
-        ));
+        return Err(ArchError::TooManyParameters {
+            parameters: a.parameters(),
+            max: MAX_PARAMETERS,
+        });
     }
     if !a.heads.is_multiple_of(a.kv_heads) {
-        return Err(format!(
-            "`num_attention_heads` = {} is not a multiple of `num_key_value_heads` = {}",
-            a.heads, a.kv_heads
-        ));
+        return Err(ArchError::HeadsNotMultiple {
+            heads: a.heads,
+            kv_heads: a.kv_heads,
+        });
     }
     Ok(())
 }
 
-fn family_of(model_type: &str, cfg: &Value) -> Result<Family, String> {
+fn family_of(model_type: &str, cfg: &Value) -> Result<Family, ArchError> {
     Ok(match model_type {
         "llama" | "mistral" | "granite" | "mixtral" => Family::Llama,
         "qwen2" | "qwen2_moe" => Family::Qwen2,
@@ -241,16 +294,18 @@ fn family_of(model_type: &str, cfg: &Value) -> Result<Family, String> {
         "gemma3" | "gemma3_text" => Family::Gemma3,
         "phi3" => Family::Phi3,
         "" => {
-            return Err(
-                "missing field `model_type` (e.g. \"llama\", \"qwen2\", \"gemma3_text\")".into(),
-            );
+            return Err(ArchError::MissingModelType);
         }
         other if cfg.get("intermediate_size").is_some() => {
             // An unknown decoder-only model: its shapes are read the Llama way.
             let _ = other;
             Family::Llama
         }
-        other => return Err(format!("unsupported `model_type` \"{other}\"")),
+        other => {
+            return Err(ArchError::UnsupportedModelType {
+                model_type: other.to_string(),
+            });
+        }
     })
 }
 
@@ -289,19 +344,24 @@ fn str_field(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_string)
 }
 
-fn opt_num(v: &Value, key: &str) -> Result<Option<u64>, String> {
+fn opt_num(v: &Value, key: &str) -> Result<Option<u64>, ArchError> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(x) => x
             .as_u64()
             .filter(|&n| n < (1 << 40))
             .map(Some)
-            .ok_or_else(|| format!("field `{key}` must be a non-negative integer, found {x}")),
+            .ok_or_else(|| ArchError::NotACount {
+                key: key.to_string(),
+                found: x.to_string(),
+            }),
     }
 }
 
-fn num(v: &Value, key: &str) -> Result<u64, String> {
-    opt_num(v, key)?.ok_or_else(|| format!("missing field `{key}`"))
+fn num(v: &Value, key: &str) -> Result<u64, ArchError> {
+    opt_num(v, key)?.ok_or_else(|| ArchError::Missing {
+        key: key.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -363,7 +423,7 @@ mod tests {
         ] {
             let mut cfg = base.clone();
             cfg[field] = json!(value);
-            let err = parse(&cfg, "x").unwrap_err();
+            let err = parse(&cfg, "x").unwrap_err().to_string();
             assert!(err.contains(field), "{field}: {err}");
         }
         assert!(parse(&base, "x").is_ok());
@@ -371,15 +431,20 @@ mod tests {
 
     #[test]
     fn missing_fields_are_named() {
-        let err = parse(&json!({"model_type": "llama", "hidden_size": 8}), "x").unwrap_err();
+        let err = parse(&json!({"model_type": "llama", "hidden_size": 8}), "x")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("num_attention_heads"), "{err}");
-        let err = parse(&json!({"hidden_size": 8}), "x").unwrap_err();
+        let err = parse(&json!({"hidden_size": 8}), "x")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("model_type"), "{err}");
         let err = parse(
             &json!({"model_type": "llama", "hidden_size": -3, "num_attention_heads": 2}),
             "x",
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("hidden_size"), "{err}");
     }
 
@@ -426,7 +491,7 @@ mod tests {
                     "mlp_only_layers": [0, 1]}),
             "x",
         );
-        assert!(mixed.unwrap_err().contains("mlp_only_layers"));
+        assert!(mixed.unwrap_err().to_string().contains("mlp_only_layers"));
     }
 
     /// Gemma 3 4B's config.json (its published fields): the SigLIP tower in `vision_config` is
@@ -455,5 +520,40 @@ mod tests {
         )
         .unwrap();
         assert_eq!(other.vision, Vision::Uncounted("clip_vision_model".into()));
+    }
+
+    #[test]
+    fn a_refused_config_carries_the_field_and_its_value() {
+        let base = json!({"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192,
+            "num_hidden_layers": 0, "num_attention_heads": 32, "vocab_size": 128256});
+        assert_eq!(
+            parse(&base, "x"),
+            Err(ArchError::OutOfRange {
+                key: "num_hidden_layers".into(),
+                value: 0,
+                max: MAX_LAYERS
+            })
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        std::fs::write(&path, base.to_string()).unwrap();
+        let e = load(&path).unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                ConfigJsonError::Fields {
+                    error: ArchError::OutOfRange { value: 0, .. },
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: field `num_hidden_layers` = 0: expected 1..=4096",
+                path.display()
+            )
+        );
     }
 }

@@ -3,6 +3,7 @@
 //! A key the file does not write yet goes at the end of its table.
 
 use super::source::{Change, SourceFile};
+use super::write_error::{EditError, WriteBackError};
 use crate::contract::{RETIRED, Table};
 use toml_edit::{DocumentMut, Item, Value};
 
@@ -10,18 +11,26 @@ use toml_edit::{DocumentMut, Item, Value};
 pub(super) fn edit(
     source: &SourceFile,
     changes: &[Change],
-) -> Result<(String, Vec<String>), String> {
-    let shown = source.path.display();
+) -> Result<(String, Vec<String>), WriteBackError> {
     let mut doc: DocumentMut = source
         .text
         .parse()
-        .map_err(|e| format!("{shown}: cannot edit: {e}"))?;
+        .map_err(|error| WriteBackError::CannotEdit {
+            path: source.path.clone(),
+            error: Box::new(error),
+        })?;
     let mut edited = Vec::new();
     for change in changes {
         let (table, key) = place(&doc, source, change.table, &change.key);
         match &change.value {
-            Some(value) => set(&mut doc, &table, &key, value)
-                .map_err(|e| format!("{shown}: `[{table}] {key}`: {e}"))?,
+            Some(value) => {
+                set(&mut doc, &table, &key, value).map_err(|problem| WriteBackError::TomlKey {
+                    path: source.path.clone(),
+                    table: table.clone(),
+                    key: key.clone(),
+                    problem,
+                })?
+            }
             None => remove(&mut doc, &table, &key),
         }
         let now = change
@@ -55,18 +64,28 @@ fn place(doc: &DocumentMut, source: &SourceFile, table: Table, key: &str) -> (St
 }
 
 /// `[table] key = value`, keeping the comment and spacing around a value already there.
-fn set(doc: &mut DocumentMut, table: &str, key: &str, value: &toml::Value) -> Result<(), String> {
+fn set(
+    doc: &mut DocumentMut,
+    table: &str,
+    key: &str,
+    value: &toml::Value,
+) -> Result<(), EditError> {
     let new: Value = value
         .to_string()
         .parse()
-        .map_err(|e| format!("cannot write {value}: {e}"))?;
+        .map_err(|error| EditError::NotTomlValue {
+            value: value.to_string(),
+            error: Box::new(error),
+        })?;
     if doc.get(table).is_none() {
         doc.insert(table, Item::Table(toml_edit::Table::new()));
     }
     let t = doc
         .get_mut(table)
         .and_then(Item::as_table_like_mut)
-        .ok_or_else(|| format!("`{table}` is not a table"))?;
+        .ok_or_else(|| EditError::NotATable {
+            table: table.to_string(),
+        })?;
     match t.get_mut(key).and_then(Item::as_value_mut) {
         Some(old) => {
             let decor = old.decor().clone();

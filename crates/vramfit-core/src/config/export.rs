@@ -337,7 +337,11 @@ fn header(out: &mut String, run: &RunConfig, ctx: &ExportContext) {
 /// Writes `text` to `path` atomically (`crate::files::write_atomically`: a random temporary
 /// name created exclusively, the target's permissions and links kept). An existing file is
 /// kept unless `overwrite`.
-pub fn write_atomically(path: &Path, text: &str, overwrite: bool) -> Result<(), String> {
+pub fn write_atomically(
+    path: &Path,
+    text: &str,
+    overwrite: bool,
+) -> Result<(), crate::files::FileError> {
     crate::files::write_atomically(path, text.as_bytes(), overwrite)
 }
 

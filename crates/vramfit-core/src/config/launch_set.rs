@@ -8,6 +8,20 @@ use super::launch::{accelerate_yaml, launch_files};
 use crate::run::{Generation, RunConfig, Stack};
 use std::fmt::Write as _;
 
+/// Why a run gets no launch set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LaunchSetError {
+    /// `processes`: the GPUs over all the machines
+    #[error(
+        "no launch set for an Unsloth run on {processes} GPUs: vramfit launches Unsloth on one GPU (`[vramfit] gpus = 1`); for several GPUs use the trl stack (`[vramfit] stack = \"trl\"`)"
+    )]
+    UnslothOnSeveralGpus { processes: u64 },
+    #[error(
+        "no launch set for an Unsloth run with `vllm_mode = \"server\"`: Unsloth generates with vLLM in its own process (`[model] fast_inference = true`)"
+    )]
+    UnslothWithServer,
+}
+
 /// What the command line adds to the launch set.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LaunchOptions<'a> {
@@ -29,7 +43,7 @@ pub fn launch_set(
     run: &RunConfig,
     run_file: &str,
     opts: LaunchOptions,
-) -> Result<Vec<(&'static str, String)>, String> {
+) -> Result<Vec<(&'static str, String)>, LaunchSetError> {
     match run.stack {
         Stack::Unsloth => unsloth(run, run_file),
         Stack::Trl if run.spread.nodes > 1 => Ok(multi_node(run, run_file, opts)),
@@ -48,15 +62,14 @@ pub fn training_script(stack: Stack) -> &'static str {
 /// Unsloth: one process on one GPU (`python train_unsloth.py run.toml`, which sets `[env]`
 /// itself before importing torch). Its GRPO generates with vLLM inside that process
 /// (`fast_inference`), so neither several GPUs nor a `trl vllm-serve` server is launched for it.
-fn unsloth(run: &RunConfig, run_file: &str) -> Result<Vec<(&'static str, String)>, String> {
+fn unsloth(run: &RunConfig, run_file: &str) -> Result<Vec<(&'static str, String)>, LaunchSetError> {
     if run.processes() > 1 {
-        return Err(format!(
-            "no launch set for an Unsloth run on {} GPUs: vramfit launches Unsloth on one GPU (`[vramfit] gpus = 1`); for several GPUs use the trl stack (`[vramfit] stack = \"trl\"`)",
-            run.processes()
-        ));
+        return Err(LaunchSetError::UnslothOnSeveralGpus {
+            processes: run.processes(),
+        });
     }
     if run.generation == Generation::VllmServer {
-        return Err("no launch set for an Unsloth run with `vllm_mode = \"server\"`: Unsloth generates with vLLM in its own process (`[model] fast_inference = true`)".into());
+        return Err(LaunchSetError::UnslothWithServer);
     }
     let sh = format!(
         "#!/usr/bin/env bash\n# written by vramfit: Unsloth on one GPU\nset -euo pipefail\ncd \"$(dirname \"$0\")\"\necho \"launch.sh: python train_unsloth.py {run_file} (on GPU ${{CUDA_VISIBLE_DEVICES:-0}})\"\npython train_unsloth.py {run_file}\n"
@@ -156,7 +169,9 @@ mod tests {
         assert_eq!(files.len(), 1);
         assert!(files[0].1.contains("\npython train_unsloth.py run.toml\n"));
         run.gpus = 2;
-        let why = launch_set(&run, "run.toml", LaunchOptions::default()).unwrap_err();
+        let why = launch_set(&run, "run.toml", LaunchOptions::default())
+            .unwrap_err()
+            .to_string();
         assert!(why.contains("on 2 GPUs"), "{why}");
     }
 

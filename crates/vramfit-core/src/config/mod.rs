@@ -30,6 +30,7 @@ pub mod tables;
 #[cfg(test)]
 mod tests;
 pub mod write_back;
+mod write_error;
 mod yaml_edit;
 
 pub use error::{LoadError, Wording};

@@ -162,7 +162,7 @@ fn run_file(
     reading
         .overlay
         .apply(&mut run)
-        .map_err(LoadError::whole_file)?;
+        .map_err(|e| LoadError::whole_file(e.to_string()))?;
     rules::validate(&run).map_err(|broken| broken_rule(t, &run, broken))?;
     Ok(RunFile {
         run,

@@ -44,7 +44,7 @@ fn reward_models(t: &Tables, models: &dyn ModelResolver) -> Result<Vec<RewardMod
                 .ok_or_else(|| t.wrong(T::Vramfit, key, n, "expected a model name in quotes"))?;
             let resolved = models
                 .resolve(name, None)
-                .map_err(|e| t.wrong(T::Vramfit, key, format!("\"{name}\""), e))?;
+                .map_err(|e| t.wrong(T::Vramfit, key, format!("\"{name}\""), e.to_string()))?;
             let resolved = resolved.ok_or_else(|| {
                 t.wrong(
                     T::Vramfit,
@@ -67,7 +67,7 @@ fn other_gpu_memory(t: &Tables) -> Result<u64, LoadError> {
     match t.get(T::Vramfit, key)? {
         None => Ok(0),
         Some(Value::String(s)) => {
-            parse_size(s).map_err(|e| t.wrong(T::Vramfit, key, format!("\"{s}\""), e))
+            parse_size(s).map_err(|e| t.wrong(T::Vramfit, key, format!("\"{s}\""), e.to_string()))
         }
         Some(v) => Err(t.wrong(
             T::Vramfit,

@@ -38,9 +38,14 @@ pub(super) fn read_model(
     let name = model_name(t)?;
     let resolved = models.resolve(&name, model_config).map_err(|e| {
         if model_config.is_some() {
-            t.wrong_key(T::Vramfit, "model_config", e)
+            t.wrong_key(T::Vramfit, "model_config", e.to_string())
         } else {
-            t.wrong(T::Model, model_name_key(t.stack), format!("\"{name}\""), e)
+            t.wrong(
+                T::Model,
+                model_name_key(t.stack),
+                format!("\"{name}\""),
+                e.to_string(),
+            )
         }
     })?;
     let resolved = resolved.ok_or_else(|| unknown_model(t, &name, models))?;

@@ -69,7 +69,7 @@ fn gpu_memory(t: &Tables) -> Result<Option<u64>, LoadError> {
     let key = "gpu_memory";
     t.get(T::Vramfit, key)?
         .map(|v| match v {
-            Value::String(s) => parse_gpu_size(s).map_err(|e| t.wrong(T::Vramfit, key, format!("\"{s}\""), e)),
+            Value::String(s) => parse_gpu_size(s).map_err(|e| t.wrong(T::Vramfit, key, format!("\"{s}\""), e.to_string())),
             Value::Integer(_) | Value::Float(_) => Err(t.wrong(
                 T::Vramfit,
                 key,

@@ -8,6 +8,7 @@
 use super::edit_toml;
 use super::export::{ExportContext, to_toml};
 use super::source::{Change, Format, SourceFile};
+pub use super::write_error::{EditError, WriteBackError};
 use super::yaml_edit;
 use crate::contract::Table;
 use crate::run::RunConfig;
@@ -107,7 +108,7 @@ pub fn write_back(
     run: &RunConfig,
     ctx: &ExportContext,
     notes: &mut Vec<String>,
-) -> Result<String, String> {
+) -> Result<String, WriteBackError> {
     let Some(source) = source else {
         return Ok(to_toml(run, ctx));
     };
@@ -128,7 +129,7 @@ pub fn text_for(
     run: &RunConfig,
     ctx: &ExportContext,
     notes: &mut Vec<String>,
-) -> Result<String, String> {
+) -> Result<String, WriteBackError> {
     let wanted = match source {
         Some(s) if out == Path::new("-") => s.format,
         _ => Format::of(out),
@@ -142,10 +143,11 @@ pub fn text_for(
             ));
             Ok(to_toml(run, ctx))
         }
-        (Format::Yaml, s) if s.is_none_or(|s| s.format != Format::Yaml) => Err(format!(
-            "{}: a TRL recipe is written only into one read with --config recipe.yaml; write a .toml run file",
-            out.display()
-        )),
+        (Format::Yaml, s) if s.is_none_or(|s| s.format != Format::Yaml) => {
+            Err(WriteBackError::RecipeOnlyFromRecipe {
+                out: out.to_path_buf(),
+            })
+        }
         (_, s) => write_back(s, run, ctx, notes),
     }
 }

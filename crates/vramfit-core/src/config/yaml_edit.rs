@@ -5,6 +5,7 @@
 
 use super::source::recipe_key;
 use super::source::{Change, SourceFile};
+use super::write_error::{EditError, WriteBackError};
 use crate::contract::Table;
 
 /// `source`'s text with `changes` made; also the recipe keys changed, as the header names them.
@@ -13,8 +14,7 @@ pub(super) fn edit(
     source: &SourceFile,
     changes: &[Change],
     notes: &mut Vec<String>,
-) -> Result<(String, Vec<String>), String> {
-    let shown = source.path.display();
+) -> Result<(String, Vec<String>), WriteBackError> {
     let mut text = source.text.clone();
     let mut edited = Vec::new();
     for change in changes {
@@ -29,7 +29,11 @@ pub(super) fn edit(
             Some(value) => set(&text, &key, value),
             None => remove(&text, &key),
         }
-        .map_err(|e| format!("{shown}: `{key}`: {e}"))?;
+        .map_err(|problem| WriteBackError::RecipeKey {
+            path: source.path.clone(),
+            key: key.clone(),
+            problem,
+        })?;
         edited.push(format!(
             "{key} = {}",
             value.as_deref().unwrap_or("(removed)")
@@ -88,7 +92,7 @@ fn plain(s: &str) -> bool {
 /// Where a top-level `key:` line's value is: the line's start, and the value's byte range in
 /// the whole text. `Err` when the key's value is not written on its line (a list or map below
 /// it, a block scalar).
-fn value_span(text: &str, key: &str) -> Result<Option<(usize, std::ops::Range<usize>)>, String> {
+fn value_span(text: &str, key: &str) -> Result<Option<(usize, std::ops::Range<usize>)>, EditError> {
     let mut start = 0;
     for line in text.split_inclusive('\n') {
         let body = line.trim_end_matches(['\n', '\r']);
@@ -98,7 +102,7 @@ fn value_span(text: &str, key: &str) -> Result<Option<(usize, std::ops::Range<us
             let from = value_start + (rest.len() - trimmed.len());
             let len = scalar_len(trimmed)?;
             if len == 0 {
-                return Err("written as a list, a map or on the lines below: only one-line values are edited; change it by hand".into());
+                return Err(EditError::NotOneLine);
             }
             return Ok(Some((start, start + from..start + from + len)));
         }
@@ -120,18 +124,16 @@ pub(super) fn top_level_key<'l>(line: &'l str, key: &str) -> Option<&'l str> {
 }
 
 /// The length of the one-line value `s` starts with, up to its comment.
-fn scalar_len(s: &str) -> Result<usize, String> {
+fn scalar_len(s: &str) -> Result<usize, EditError> {
     let end = match s.chars().next() {
         None | Some('#') => return Ok(0),
         Some('|' | '>') => return Ok(0),
-        Some(q @ ('"' | '\'')) => {
-            closing(s, q).ok_or("its quoted value does not close on its line")?
-        }
+        Some(q @ ('"' | '\'')) => closing(s, q).ok_or(EditError::UnclosedQuote)?,
         Some(open @ ('[' | '{')) => {
             let close = if open == '[' { ']' } else { '}' };
             s.rfind(close)
                 .map(|i| i + 1)
-                .ok_or("its list does not close on its line")?
+                .ok_or(EditError::UnclosedList)?
         }
         Some(_) => s.find(" #").unwrap_or(s.len()),
     };
@@ -152,7 +154,7 @@ fn closing(s: &str, q: char) -> Option<usize> {
 }
 
 /// `text` with top-level `key`'s value set to `value` (the line added at the end when absent).
-pub(super) fn set(text: &str, key: &str, value: &str) -> Result<String, String> {
+pub(super) fn set(text: &str, key: &str, value: &str) -> Result<String, EditError> {
     match value_span(text, key)? {
         Some((_, span)) => Ok(format!(
             "{}{value}{}",
@@ -171,7 +173,7 @@ pub(super) fn set(text: &str, key: &str, value: &str) -> Result<String, String> 
 }
 
 /// `text` without top-level `key`'s line.
-pub(super) fn remove(text: &str, key: &str) -> Result<String, String> {
+pub(super) fn remove(text: &str, key: &str) -> Result<String, EditError> {
     match value_span(text, key)? {
         Some((line, _)) => {
             let end = text[line..].find('\n').map_or(text.len(), |i| line + i + 1);

@@ -122,20 +122,71 @@ impl Calibration {
     }
 }
 
+/// A run log nothing can be learned from: the log, and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{log}: {problem}")]
+pub struct LearnError {
+    /// the log's name
+    pub log: String,
+    pub problem: NothingLearned,
+}
+
+/// Why a run log teaches nothing.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NothingLearned {
+    #[error("no GPU name: neither a callback `start` line nor an NVML sample names the GPU")]
+    NoGpu,
+    #[error(
+        "no stack: no `prediction` line (vramfit run) and no trl or unsloth version in the `start` line"
+    )]
+    NoStack,
+    #[error(
+        "no `step` line: the context is learned from the callback's step lines (was VramfitCallback passed to the trainer?)"
+    )]
+    NoSteps,
+    #[error(
+        "the device had less in use than torch reserved at every step: other processes or a different GPU's figures, nothing to learn"
+    )]
+    LessInUseThanReserved,
+    #[error("no `step` line")]
+    NoPeak,
+    #[error("the peak step allocated 0 bytes: nothing to learn")]
+    ZeroPeak,
+    #[error("stack \"{stack}\": expected \"trl\" or \"unsloth\"; nothing learned")]
+    UnknownStack { stack: String },
+    #[error(
+        "step {step}: `max_reserved` {reserved} against `max_allocated` {allocated} (ratio {ratio:.3}): torch reserves at least what it allocates; nothing learned"
+    )]
+    Slack {
+        step: u64,
+        reserved: u64,
+        allocated: u64,
+        ratio: f64,
+    },
+    #[error(
+        "the `prediction` line's `reserved` / `allocated` is {ratio:.3}: a prediction reserves at least what it allocates; nothing learned"
+    )]
+    PredictedSlack { ratio: f64 },
+}
+
+impl NothingLearned {
+    /// This reason, for the log `name`.
+    fn of(self, name: &str) -> LearnError {
+        LearnError {
+            log: name.to_string(),
+            problem: self,
+        }
+    }
+}
+
 /// The GPU, the stack and the measurement of one run log (`name` names it in errors).
-pub fn learn(log: &RunLog, name: &str) -> Result<(String, String, RunSample), String> {
-    let gpu = log.device().ok_or_else(|| {
-        format!(
-            "{name}: no GPU name: neither a callback `start` line nor an NVML sample names the GPU"
-        )
-    })?;
-    let stack = log.stack().ok_or_else(|| {
-        format!("{name}: no stack: no `prediction` line (vramfit run) and no trl or unsloth version in the `start` line")
-    })?;
+pub fn learn(log: &RunLog, name: &str) -> Result<(String, String, RunSample), LearnError> {
+    let gpu = log.device().ok_or_else(|| NothingLearned::NoGpu.of(name))?;
+    let stack = log
+        .stack()
+        .ok_or_else(|| NothingLearned::NoStack.of(name))?;
     if log.steps.is_empty() {
-        return Err(format!(
-            "{name}: no `step` line: the context is learned from the callback's step lines (was VramfitCallback passed to the trainer?)"
-        ));
+        return Err(NothingLearned::NoSteps.of(name));
     }
     let before = log
         .prediction
@@ -147,20 +198,14 @@ pub fn learn(log: &RunLog, name: &str) -> Result<(String, String, RunSample), St
         .iter()
         .filter_map(|s| s.used().checked_sub(s.max_reserved + before))
         .collect();
-    let context = median(contexts).ok_or_else(|| {
-        format!(
-            "{name}: the device had less in use than torch reserved at every step: other processes or a different GPU's figures, nothing to learn"
-        )
-    })?;
+    let context = median(contexts).ok_or_else(|| NothingLearned::LessInUseThanReserved.of(name))?;
     let peak: &StepRecord = log
         .steps
         .iter()
         .max_by_key(|s| s.max_reserved)
-        .ok_or_else(|| format!("{name}: no `step` line"))?;
+        .ok_or_else(|| NothingLearned::NoPeak.of(name))?;
     if peak.max_allocated == 0 {
-        return Err(format!(
-            "{name}: the peak step allocated 0 bytes: nothing to learn"
-        ));
+        return Err(NothingLearned::ZeroPeak.of(name));
     }
     let predicted_slack = log
         .prediction
@@ -196,23 +241,27 @@ fn check_learned(
     stack: &str,
     peak: &StepRecord,
     predicted: Option<f64>,
-) -> Result<(), String> {
+) -> Result<(), LearnError> {
     if !STACKS.contains(&stack) {
-        return Err(format!(
-            "{name}: stack \"{stack}\": expected \"trl\" or \"unsloth\"; nothing learned"
-        ));
+        return Err(NothingLearned::UnknownStack {
+            stack: stack.to_string(),
+        }
+        .of(name));
     }
     let slack = peak.max_reserved as f64 / peak.max_allocated as f64;
     if !SLACK_RANGE.contains(&slack) {
-        return Err(format!(
-            "{name}: step {}: `max_reserved` {} against `max_allocated` {} (ratio {slack:.3}): torch reserves at least what it allocates; nothing learned",
-            peak.step, peak.max_reserved, peak.max_allocated
-        ));
+        return Err(NothingLearned::Slack {
+            step: peak.step,
+            reserved: peak.max_reserved,
+            allocated: peak.max_allocated,
+            ratio: slack,
+        }
+        .of(name));
     }
     match predicted {
-        Some(p) if !SLACK_RANGE.contains(&p) => Err(format!(
-            "{name}: the `prediction` line's `reserved` / `allocated` is {p:.3}: a prediction reserves at least what it allocates; nothing learned"
-        )),
+        Some(ratio) if !SLACK_RANGE.contains(&ratio) => {
+            Err(NothingLearned::PredictedSlack { ratio }.of(name))
+        }
         _ => Ok(()),
     }
 }
@@ -260,19 +309,81 @@ pub fn to_toml(c: &Calibration) -> String {
 /// any card's, so a larger value is a typo, not a measurement.
 const CONTEXT_LIMIT: u64 = 16 << 30;
 
+/// A calibration file that cannot be read: where (the file, its `[[gpu]]` entry and run) and
+/// what is wrong.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{at}: {problem}")]
+pub struct CalibrationError {
+    /// `calibration.toml`, `calibration.toml: [[gpu]] 2`, `calibration.toml: [[gpu]] 2 run 1`
+    pub at: String,
+    pub problem: CalibrationProblem,
+}
+
+/// What is wrong in a calibration file; values as the file writes them.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CalibrationProblem {
+    #[error("not valid TOML: {}", .error.message().trim())]
+    NotToml { error: toml::de::Error },
+    #[error("unknown key `{key}` (only [[gpu]] tables)")]
+    UnknownTopKey { key: String },
+    #[error("`gpu` = {value}: expected [[gpu]] tables")]
+    NotGpuTables { value: String },
+    #[error("{value}: expected a table")]
+    NotATable { value: String },
+    #[error("`{key}` = {value}: expected a non-empty string")]
+    NotText { key: String, value: String },
+    #[error("`{key}` missing")]
+    Missing { key: String },
+    #[error("unknown key `{key}` (name, stack, [[gpu.run]])")]
+    UnknownGpuKey { key: String },
+    #[error("`stack` = \"{stack}\": expected \"trl\" or \"unsloth\"")]
+    UnknownStack { stack: String },
+    #[error("`run` = {value}: expected [[gpu.run]] tables")]
+    NotRunTables { value: String },
+    #[error("no [[gpu.run]]: nothing learned")]
+    NoRuns,
+    /// `known`: the keys a run takes
+    #[error("unknown key `{key}` ({})", .known.join(", "))]
+    UnknownRunKey {
+        key: String,
+        known: &'static [&'static str],
+    },
+    #[error("`{key}` = {value}: expected a whole number from 0 to {max}")]
+    NotCount {
+        key: String,
+        value: String,
+        max: u64,
+    },
+    #[error("`{key}` = {value}: expected a ratio from 1 to 100")]
+    NotRatio { key: String, value: String },
+}
+
+impl CalibrationProblem {
+    /// This problem, at `at`.
+    fn at(self, at: &str) -> CalibrationError {
+        CalibrationError {
+            at: at.to_string(),
+            problem: self,
+        }
+    }
+}
+
 /// Reads the file's text; `file` names it in errors, with the key and the value.
-pub fn parse(text: &str, file: &str) -> Result<Calibration, String> {
+pub fn parse(text: &str, file: &str) -> Result<Calibration, CalibrationError> {
     let root: toml::Table = text
         .parse()
-        .map_err(|e: toml::de::Error| format!("{file}: not valid TOML: {}", e.message().trim()))?;
+        .map_err(|error| CalibrationProblem::NotToml { error }.at(file))?;
     let mut c = Calibration::default();
     for (key, value) in &root {
         if key != "gpu" {
-            return Err(format!("{file}: unknown key `{key}` (only [[gpu]] tables)"));
+            return Err(CalibrationProblem::UnknownTopKey { key: key.clone() }.at(file));
         }
-        let gpus = value
-            .as_array()
-            .ok_or_else(|| format!("{file}: `gpu` = {value}: expected [[gpu]] tables"))?;
+        let gpus = value.as_array().ok_or_else(|| {
+            CalibrationProblem::NotGpuTables {
+                value: value.to_string(),
+            }
+            .at(file)
+        })?;
         for (i, gpu) in gpus.iter().enumerate() {
             c.entries
                 .push(entry(gpu, &format!("{file}: [[gpu]] {}", i + 1))?);
@@ -284,10 +395,13 @@ pub fn parse(text: &str, file: &str) -> Result<Calibration, String> {
 /// Reads the file's text as `parse` does, but a bad `[[gpu]]` entry (or a key of another
 /// kind) is skipped with a notice instead of failing: a stored file never breaks a later
 /// command. Only text that is not TOML at all is an error.
-pub fn parse_skipping(text: &str, file: &str) -> Result<(Calibration, Vec<String>), String> {
+pub fn parse_skipping(
+    text: &str,
+    file: &str,
+) -> Result<(Calibration, Vec<String>), CalibrationError> {
     let root: toml::Table = text
         .parse()
-        .map_err(|e: toml::de::Error| format!("{file}: not valid TOML: {}", e.message().trim()))?;
+        .map_err(|error| CalibrationProblem::NotToml { error }.at(file))?;
     let (mut c, mut skipped) = (Calibration::default(), Vec::new());
     for (key, value) in &root {
         let Some(gpus) = value.as_array().filter(|_| key == "gpu") else {
@@ -297,46 +411,58 @@ pub fn parse_skipping(text: &str, file: &str) -> Result<(Calibration, Vec<String
         for (i, gpu) in gpus.iter().enumerate() {
             match entry(gpu, &format!("{file}: [[gpu]] {}", i + 1)) {
                 Ok(e) => c.entries.push(e),
-                Err(e) => skipped.push(e),
+                Err(e) => skipped.push(e.to_string()),
             }
         }
     }
     Ok((c, skipped))
 }
 
-fn table<'a>(v: &'a Value, at: &str) -> Result<&'a toml::Table, String> {
-    v.as_table()
-        .ok_or_else(|| format!("{at}: {v}: expected a table"))
+fn table<'a>(v: &'a Value, at: &str) -> Result<&'a toml::Table, CalibrationError> {
+    v.as_table().ok_or_else(|| {
+        CalibrationProblem::NotATable {
+            value: v.to_string(),
+        }
+        .at(at)
+    })
 }
 
-fn text(t: &toml::Table, key: &str, at: &str) -> Result<String, String> {
+fn text(t: &toml::Table, key: &str, at: &str) -> Result<String, CalibrationError> {
     match t.get(key) {
         Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-        Some(v) => Err(format!("{at}: `{key}` = {v}: expected a non-empty string")),
-        None => Err(format!("{at}: `{key}` missing")),
+        Some(v) => Err(CalibrationProblem::NotText {
+            key: key.to_string(),
+            value: v.to_string(),
+        }
+        .at(at)),
+        None => Err(CalibrationProblem::Missing {
+            key: key.to_string(),
+        }
+        .at(at)),
     }
 }
 
-fn entry(v: &Value, at: &str) -> Result<Entry, String> {
+fn entry(v: &Value, at: &str) -> Result<Entry, CalibrationError> {
     let t = table(v, at)?;
     if let Some(k) = t
         .keys()
         .find(|k| !matches!(k.as_str(), "name" | "stack" | "run"))
     {
-        return Err(format!(
-            "{at}: unknown key `{k}` (name, stack, [[gpu.run]])"
-        ));
+        return Err(CalibrationProblem::UnknownGpuKey { key: k.clone() }.at(at));
     }
     let stack = text(t, "stack", at)?;
     if !STACKS.contains(&stack.as_str()) {
-        return Err(format!(
-            "{at}: `stack` = \"{stack}\": expected \"trl\" or \"unsloth\""
-        ));
+        return Err(CalibrationProblem::UnknownStack { stack }.at(at));
     }
     let runs = match t.get("run") {
         Some(Value::Array(runs)) if !runs.is_empty() => runs,
-        Some(v) => return Err(format!("{at}: `run` = {v}: expected [[gpu.run]] tables")),
-        None => return Err(format!("{at}: no [[gpu.run]]: nothing learned")),
+        Some(v) => {
+            return Err(CalibrationProblem::NotRunTables {
+                value: v.to_string(),
+            }
+            .at(at));
+        }
+        None => return Err(CalibrationProblem::NoRuns.at(at)),
     };
     Ok(Entry {
         gpu: text(t, "name", at)?,
@@ -349,29 +475,44 @@ fn entry(v: &Value, at: &str) -> Result<Entry, String> {
     })
 }
 
-fn run(v: &Value, at: &str) -> Result<RunSample, String> {
+fn run(v: &Value, at: &str) -> Result<RunSample, CalibrationError> {
     let t = table(v, at)?;
     const KEYS: [&str; 5] = ["log", "context_bytes", "steps", "slack", "predicted_slack"];
     if let Some(k) = t.keys().find(|k| !KEYS.contains(&k.as_str())) {
-        return Err(format!("{at}: unknown key `{k}` ({})", KEYS.join(", ")));
+        return Err(CalibrationProblem::UnknownRunKey {
+            key: k.clone(),
+            known: &KEYS,
+        }
+        .at(at));
     }
-    let count = |key: &str, max: u64| -> Result<u64, String> {
+    let missing = |key: &str| {
+        CalibrationProblem::Missing {
+            key: key.to_string(),
+        }
+        .at(at)
+    };
+    let count = |key: &str, max: u64| -> Result<u64, CalibrationError> {
         match t.get(key) {
             Some(Value::Integer(n)) if (0..=max as i64).contains(n) => Ok(*n as u64),
-            Some(v) => Err(format!(
-                "{at}: `{key}` = {v}: expected a whole number from 0 to {max}"
-            )),
-            None => Err(format!("{at}: `{key}` missing")),
+            Some(v) => Err(CalibrationProblem::NotCount {
+                key: key.to_string(),
+                value: v.to_string(),
+                max,
+            }
+            .at(at)),
+            None => Err(missing(key)),
         }
     };
-    let ratio = |key: &str| -> Result<Option<f64>, String> {
+    let ratio = |key: &str| -> Result<Option<f64>, CalibrationError> {
         match t.get(key) {
             None => Ok(None),
             Some(v) => match v.as_float().or_else(|| v.as_integer().map(|i| i as f64)) {
                 Some(x) if SLACK_RANGE.contains(&x) => Ok(Some(x)),
-                _ => Err(format!(
-                    "{at}: `{key}` = {v}: expected a ratio from 1 to 100"
-                )),
+                _ => Err(CalibrationProblem::NotRatio {
+                    key: key.to_string(),
+                    value: v.to_string(),
+                }
+                .at(at)),
             },
         }
     };
@@ -379,7 +520,7 @@ fn run(v: &Value, at: &str) -> Result<RunSample, String> {
         log: text(t, "log", at)?,
         context: count("context_bytes", CONTEXT_LIMIT)?,
         steps: count("steps", u64::from(u32::MAX))?,
-        slack: ratio("slack")?.ok_or_else(|| format!("{at}: `slack` missing"))?,
+        slack: ratio("slack")?.ok_or_else(|| missing("slack"))?,
         predicted_slack: ratio("predicted_slack")?,
     })
 }
@@ -412,7 +553,8 @@ mod tests {
         assert_eq!(s.predicted_slack, Some(1.1));
         // less in use than reserved: no measurement of this process
         let e = learn(&log("NVIDIA L4", 3 * GIB, 10 * GIB, 8 * GIB), "b.jsonl")
-            .expect_err("nothing to learn");
+            .expect_err("nothing to learn")
+            .to_string();
         assert!(e.starts_with("b.jsonl: "), "{e}");
     }
 
@@ -485,11 +627,35 @@ mod tests {
             ),
             ("[[gpu".to_string(), "not valid TOML"),
         ] {
-            let e = parse(&bad, "c.toml").expect_err(needle);
+            let e = parse(&bad, "c.toml").expect_err(needle).to_string();
             assert!(
                 e.starts_with("c.toml: ") && e.contains(needle),
                 "{needle}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn a_refused_file_carries_the_entry_and_the_key() {
+        let e = parse("[[gpu]]\nname = \"x\"\nstack = \"trl\"\n", "c.toml").unwrap_err();
+        assert_eq!(
+            e,
+            CalibrationError {
+                at: "c.toml: [[gpu]] 1".into(),
+                problem: CalibrationProblem::NoRuns
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "c.toml: [[gpu]] 1: no [[gpu.run]]: nothing learned"
+        );
+        let e = learn(&RunLog::default(), "a.jsonl").unwrap_err();
+        assert_eq!(
+            e,
+            LearnError {
+                log: "a.jsonl".into(),
+                problem: NothingLearned::NoGpu
+            }
+        );
     }
 }

@@ -67,7 +67,7 @@ impl Follower {
         let at = format!("{}:{}", self.name, self.lines);
         let result = std::str::from_utf8(line)
             .map_err(|_| format!("{at}: not UTF-8 text"))
-            .and_then(|text| read_line(&mut self.log, text, &at));
+            .and_then(|text| read_line(&mut self.log, text, &at).map_err(|e| e.to_string()));
         if let Err(e) = result {
             self.skip(e);
         }

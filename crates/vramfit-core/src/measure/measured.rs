@@ -91,11 +91,59 @@ pub struct Exit {
     pub code: Option<u64>,
 }
 
+/// A run log that cannot be read: where (`log.jsonl:7`, or the log alone) and what is wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{at}: {problem}")]
+pub struct LogError {
+    /// the log's name and the 1-based line: `log.jsonl:7`
+    pub at: String,
+    pub problem: LogProblem,
+}
+
+/// What is wrong with a run log's line.
+#[derive(Debug, thiserror::Error)]
+pub enum LogProblem {
+    #[error("cannot read: {0}")]
+    Unreadable(std::io::Error),
+    #[error("not UTF-8 text")]
+    NotUtf8,
+    #[error("not a JSON line: {0}")]
+    NotJson(serde_json::Error),
+    #[error("expected a JSON object")]
+    NotAnObject,
+    #[error("no `kind` (\"start\", \"step\", \"prediction\" or \"nvml\")")]
+    NoKind,
+    #[error("`{key}` missing or not a byte count")]
+    MissingBytes { key: String },
+    /// `value` as the JSON writes it
+    #[error("`{key}` = {value}: not a byte count")]
+    NotBytes { key: String, value: String },
+    #[error("`gpus` missing or empty")]
+    NoGpus,
+    /// the start line's or the prediction's
+    #[error("`total` = 0: the GPU's total memory cannot be 0 bytes; this log cannot be read")]
+    ZeroTotal,
+    #[error("step {step}: `total` = 0: the GPU's total memory cannot be 0 bytes")]
+    StepZeroTotal { step: u64 },
+    #[error("step {step}: `free` = {free} above `total` = {total}: not a measurement")]
+    FreeAboveTotal { step: u64, free: u64, total: u64 },
+}
+
+impl LogProblem {
+    /// This problem, at `at`.
+    fn at(self, at: &str) -> LogError {
+        LogError {
+            at: at.to_string(),
+            problem: self,
+        }
+    }
+}
+
 /// Reads the log; `name` prefixes errors (`log.jsonl:2: ...`). Blank lines and lines of other
 /// kinds are skipped; a line that is no JSON object, or a `step`/`start`/`prediction`/`nvml`
 /// line with a field missing or of the wrong type, is an error. A last line cut short (the run
 /// still writing, or killed mid-line) is an error too: it names the line.
-pub fn parse_log(text: &str, name: &str) -> Result<RunLog, String> {
+pub fn parse_log(text: &str, name: &str) -> Result<RunLog, LogError> {
     let mut log = RunLog::default();
     for (i, line) in text.lines().enumerate() {
         read_line(&mut log, line, &format!("{name}:{}", i + 1))?;
@@ -106,7 +154,7 @@ pub fn parse_log(text: &str, name: &str) -> Result<RunLog, String> {
 /// Reads the log's last run: a log that `vramfit run --append` (or a training script run twice)
 /// added a second run to holds several, which are never mixed. The note says which lines were
 /// read when there was more than one run. Errors name the log and the line.
-pub fn parse_last_run(text: &str, name: &str) -> Result<(RunLog, Option<String>), String> {
+pub fn parse_last_run(text: &str, name: &str) -> Result<(RunLog, Option<String>), LogError> {
     parse_last_run_from(text.as_bytes(), name)
 }
 
@@ -115,7 +163,7 @@ pub fn parse_last_run(text: &str, name: &str) -> Result<(RunLog, Option<String>)
 pub fn parse_last_run_from(
     mut reader: impl std::io::BufRead,
     name: &str,
-) -> Result<(RunLog, Option<String>), String> {
+) -> Result<(RunLog, Option<String>), LogError> {
     let mut log = RunLog::default();
     let (mut runs, mut first) = (1, 1);
     let mut bytes = Vec::new();
@@ -124,10 +172,10 @@ pub fn parse_last_run_from(
         match reader.read_until(b'\n', &mut bytes) {
             Ok(0) => break,
             Ok(_) => {}
-            Err(e) => return Err(format!("{name}: cannot read: {e}")),
+            Err(e) => return Err(LogProblem::Unreadable(e).at(name)),
         }
         let at = format!("{name}:{}", i + 1);
-        let line = std::str::from_utf8(&bytes).map_err(|_| format!("{at}: not UTF-8 text"))?;
+        let line = std::str::from_utf8(&bytes).map_err(|_| LogProblem::NotUtf8.at(&at))?;
         if starts_another_run(&log, line) {
             log = RunLog::default();
             (runs, first) = (runs + 1, i + 1);
@@ -166,37 +214,33 @@ fn starts_another_run(log: &RunLog, line: &str) -> bool {
 /// After the line `at`: a GPU total of 0 (the start line's, or a step's) or a step whose free
 /// memory exceeds its total is an error naming the line: every figure `check` gives would be
 /// divided by it, and the blame is the log's, not `--gpu-mem`'s.
-fn check_totals(log: &RunLog, steps_before: usize, at: &str) -> Result<(), String> {
+fn check_totals(log: &RunLog, steps_before: usize, at: &str) -> Result<(), LogError> {
     let start = log.start.as_ref().and_then(|s| s.total);
     if start == Some(0) || log.prediction.as_ref().and_then(|p| p.total) == Some(0) {
-        return Err(format!(
-            "{at}: `total` = 0: the GPU's total memory cannot be 0 bytes; this log cannot be read"
-        ));
+        return Err(LogProblem::ZeroTotal.at(at));
     }
     match log.steps.get(steps_before) {
-        Some(s) if s.total == 0 => Err(format!(
-            "{at}: step {}: `total` = 0: the GPU's total memory cannot be 0 bytes",
-            s.step
-        )),
-        Some(s) if s.free > s.total => Err(format!(
-            "{at}: step {}: `free` = {} above `total` = {}: not a measurement",
-            s.step, s.free, s.total
-        )),
+        Some(s) if s.total == 0 => Err(LogProblem::StepZeroTotal { step: s.step }.at(at)),
+        Some(s) if s.free > s.total => Err(LogProblem::FreeAboveTotal {
+            step: s.step,
+            free: s.free,
+            total: s.total,
+        }
+        .at(at)),
         _ => Ok(()),
     }
 }
 
 /// Adds one line of a log to `log`; `at` (`log.jsonl:7`) prefixes its error. A blank line or a
 /// line of another kind changes nothing; on an error `log` is left as it was.
-pub fn read_line(log: &mut RunLog, line: &str, at: &str) -> Result<(), String> {
+pub fn read_line(log: &mut RunLog, line: &str, at: &str) -> Result<(), LogError> {
     let line = line.trim();
     if line.is_empty() {
         return Ok(());
     }
-    let value: Value =
-        serde_json::from_str(line).map_err(|e| format!("{at}: not a JSON line: {e}"))?;
+    let value: Value = serde_json::from_str(line).map_err(|e| LogProblem::NotJson(e).at(at))?;
     let Some(object) = value.as_object() else {
-        return Err(format!("{at}: expected a JSON object"));
+        return Err(LogProblem::NotAnObject.at(at));
     };
     let fields = Fields { object, at };
     match object.get("kind").and_then(Value::as_str) {
@@ -206,11 +250,7 @@ pub fn read_line(log: &mut RunLog, line: &str, at: &str) -> Result<(), String> {
         Some("nvml") => log.samples.push(fields.nvml()?),
         Some("exit") => log.exit = Some(fields.exit()),
         Some(_) => {}
-        None => {
-            return Err(format!(
-                "{at}: no `kind` (\"start\", \"step\", \"prediction\" or \"nvml\")"
-            ));
-        }
+        None => return Err(LogProblem::NoKind.at(at)),
     }
     Ok(())
 }
@@ -222,21 +262,26 @@ struct Fields<'a> {
 }
 
 impl Fields<'_> {
-    fn bytes(&self, key: &str) -> Result<u64, String> {
-        self.object
-            .get(key)
-            .and_then(Value::as_u64)
-            .ok_or_else(|| format!("{}: `{key}` missing or not a byte count", self.at))
+    fn bytes(&self, key: &str) -> Result<u64, LogError> {
+        self.object.get(key).and_then(Value::as_u64).ok_or_else(|| {
+            LogProblem::MissingBytes {
+                key: key.to_string(),
+            }
+            .at(self.at)
+        })
     }
 
     /// absent or null: None; anything but a byte count: an error naming the value
-    fn optional_bytes(&self, key: &str) -> Result<Option<u64>, String> {
+    fn optional_bytes(&self, key: &str) -> Result<Option<u64>, LogError> {
         match self.object.get(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(v) => v
-                .as_u64()
-                .map(Some)
-                .ok_or_else(|| format!("{}: `{key}` = {v}: not a byte count", self.at)),
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+                LogProblem::NotBytes {
+                    key: key.to_string(),
+                    value: v.to_string(),
+                }
+                .at(self.at)
+            }),
         }
     }
 
@@ -261,7 +306,7 @@ impl Fields<'_> {
         }
     }
 
-    fn step(&self) -> Result<StepRecord, String> {
+    fn step(&self) -> Result<StepRecord, LogError> {
         Ok(StepRecord {
             step: self.bytes("step")?,
             max_allocated: self.bytes("max_allocated")?,
@@ -272,7 +317,7 @@ impl Fields<'_> {
         })
     }
 
-    fn prediction(&self) -> Result<PredictionRecord, String> {
+    fn prediction(&self) -> Result<PredictionRecord, LogError> {
         Ok(PredictionRecord {
             device: self.text("device"),
             total: self.optional_bytes("total")?,
@@ -293,14 +338,14 @@ impl Fields<'_> {
     }
 
     /// GPU 0 of the `gpus` array, and the process tree's memory.
-    fn nvml(&self) -> Result<NvmlSample, String> {
+    fn nvml(&self) -> Result<NvmlSample, LogError> {
         let gpu = self
             .object
             .get("gpus")
             .and_then(Value::as_array)
             .and_then(|gpus| gpus.first())
             .and_then(Value::as_object)
-            .ok_or_else(|| format!("{}: `gpus` missing or empty", self.at))?;
+            .ok_or_else(|| LogProblem::NoGpus.at(self.at))?;
         let gpu = Fields {
             object: gpu,
             at: self.at,
@@ -598,11 +643,17 @@ mod tests {
     #[test]
     fn a_bad_line_is_named_by_its_number() {
         let text = "{\"kind\": \"start\"}\n{\"kind\": \"step\", \"step\": 1\n";
-        let e = parse_log(text, "log.jsonl").expect_err("line 2 is cut");
+        let e = parse_log(text, "log.jsonl")
+            .expect_err("line 2 is cut")
+            .to_string();
         assert!(e.starts_with("log.jsonl:2:"), "{e}");
-        let e = parse_log("\n[1]\n", "x").expect_err("no object");
+        let e = parse_log("\n[1]\n", "x")
+            .expect_err("no object")
+            .to_string();
         assert!(e.starts_with("x:2:"), "{e}");
-        let e = parse_log(r#"{"kind": "step", "step": 1}"#, "x").expect_err("fields");
+        let e = parse_log(r#"{"kind": "step", "step": 1}"#, "x")
+            .expect_err("fields")
+            .to_string();
         assert!(e.contains("max_allocated"), "{e}");
     }
 
@@ -626,9 +677,13 @@ mod tests {
         let log = parse_log(&untreed, "run.jsonl").expect("reads");
         assert_eq!(log.nvml_peak(), Some(600));
         assert_eq!(log.whole_process_peak(50), Some(600));
-        let e = parse_log(r#"{"kind": "nvml", "gpus": []}"#, "x").expect_err("no GPU");
+        let e = parse_log(r#"{"kind": "nvml", "gpus": []}"#, "x")
+            .expect_err("no GPU")
+            .to_string();
         assert!(e.contains("`gpus`"), "{e}");
-        let e = parse_log(r#"{"kind": "prediction", "total": "big"}"#, "x").expect_err("type");
+        let e = parse_log(r#"{"kind": "prediction", "total": "big"}"#, "x")
+            .expect_err("type")
+            .to_string();
         assert!(e.contains("`total` = \"big\""), "{e}");
     }
 
@@ -661,5 +716,21 @@ mod tests {
         trl.switch_stack(Stack::Trl);
         let est = estimate(&trl, gpu);
         assert!(predicted(&trl, &est).allocated >= est.training_peak_allocated_bytes);
+    }
+
+    #[test]
+    fn a_bad_line_carries_where_and_what() {
+        let e = parse_log("\n[1]\n", "x").unwrap_err();
+        assert_eq!(e.at, "x:2");
+        assert!(matches!(e.problem, LogProblem::NotAnObject), "{e:?}");
+        let e = parse_log(r#"{"kind": "step", "step": 1}"#, "x").unwrap_err();
+        assert!(
+            matches!(&e.problem, LogProblem::MissingBytes { key } if key == "max_allocated"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "x:1: `max_allocated` missing or not a byte count"
+        );
     }
 }

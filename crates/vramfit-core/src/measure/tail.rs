@@ -20,6 +20,18 @@ pub enum Change {
     Gone(String),
 }
 
+/// Why a run log cannot be followed.
+#[derive(Debug, thiserror::Error)]
+pub enum TailError {
+    #[error("{}: cannot read: {error}", .path.display())]
+    Unreadable {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{}: a folder, not a run log", .path.display())]
+    Folder { path: PathBuf },
+}
+
 #[derive(Debug)]
 pub struct Tail {
     path: PathBuf,
@@ -34,11 +46,15 @@ pub struct Tail {
 
 impl Tail {
     /// Follows `path` from its start; an error names it when it cannot be read now.
-    pub fn open(path: &Path) -> Result<Tail, String> {
-        let file = std::fs::File::open(path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    pub fn open(path: &Path) -> Result<Tail, TailError> {
+        let file = std::fs::File::open(path).map_err(|error| TailError::Unreadable {
+            path: path.to_path_buf(),
+            error,
+        })?;
         if file.metadata().is_ok_and(|m| m.is_dir()) {
-            return Err(format!("{}: a folder, not a run log", path.display()));
+            return Err(TailError::Folder {
+                path: path.to_path_buf(),
+            });
         }
         Ok(Tail {
             path: path.to_path_buf(),
@@ -129,6 +145,7 @@ mod tests {
         assert!(
             Tail::open(&path)
                 .expect_err("missing")
+                .to_string()
                 .contains("run.jsonl")
         );
         append(&path, "one\ntw");

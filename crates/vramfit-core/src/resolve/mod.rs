@@ -7,16 +7,39 @@ pub mod safetensors;
 
 use crate::arch::Arch;
 use crate::arch::catalog::{self, ImpliedQuant};
-use crate::arch::config_json;
+use crate::arch::config_json::{self, ConfigJsonError};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+
+/// Why a model name could not be resolved (as opposed to not being known: `Ok(None)`).
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// the `config.json` named, or the cache's, cannot be used
+    #[error(transparent)]
+    ConfigJson(#[from] ConfigJsonError),
+    /// the snapshot's safetensors files cannot be read (boxed, which keeps the error under
+    /// clippy's `result_large_err` size)
+    #[error("the weights of {repo} in the Hugging Face cache: {error}")]
+    Weights {
+        repo: String,
+        error: Box<safetensors::SafetensorsError>,
+    },
+    /// the Hugging Face Hub (the binary's resolver; this crate reaches no network): what went
+    /// wrong, in words
+    #[error("{0}")]
+    Hub(String),
+}
 
 /// Where a run file's model names are looked up. `config::parse` takes one, so that whoever
 /// parses decides whether that reads the Hugging Face cache or reaches the Hub.
 pub trait ModelResolver {
     /// `name`'s architecture: from `model_config` when the file names one, else wherever this
     /// resolver looks. `None` when none of its places knows the name.
-    fn resolve(&self, name: &str, model_config: Option<&Path>) -> Result<Option<Resolved>, String>;
+    fn resolve(
+        &self,
+        name: &str,
+        model_config: Option<&Path>,
+    ) -> Result<Option<Resolved>, ResolveError>;
     /// The Hugging Face cache folder it reads, if any (named when a model is not found).
     fn cache(&self) -> Option<&Path>;
     /// Why `name` was not looked up on the Hugging Face Hub; `None` when it was.
@@ -40,7 +63,11 @@ impl Offline {
 }
 
 impl ModelResolver for Offline {
-    fn resolve(&self, name: &str, model_config: Option<&Path>) -> Result<Option<Resolved>, String> {
+    fn resolve(
+        &self,
+        name: &str,
+        model_config: Option<&Path>,
+    ) -> Result<Option<Resolved>, ResolveError> {
         resolve_offline(name, model_config, self.cache.as_deref())
     }
     fn cache(&self) -> Option<&Path> {
@@ -109,9 +136,9 @@ pub fn resolve_offline(
     name: &str,
     model_config: Option<&Path>,
     cache: Option<&Path>,
-) -> Result<Option<Resolved>, String> {
+) -> Result<Option<Resolved>, ResolveError> {
     if let Some(path) = model_config {
-        let arch = config_json::load(path).map_err(|e| e.to_string())?;
+        let arch = config_json::load(path)?;
         return Ok(Some(Resolved {
             arch,
             quant: ImpliedQuant::None,
@@ -122,16 +149,14 @@ pub fn resolve_offline(
         }));
     }
     if let Some(found) = cache.and_then(|c| cache::find(c, name)) {
-        let mut arch = config_json::load(&found.config).map_err(|e| e.to_string())?;
+        let mut arch = config_json::load(&found.config)?;
         arch.name = found.repo.clone();
         // a base model's weights are not its re-upload's (`-bnb-4bit` packs them)
         let weights = match found.config.parent() {
             Some(snapshot) if found.repo.eq_ignore_ascii_case(name) => {
-                safetensors::read_snapshot(snapshot).map_err(|e| {
-                    format!(
-                        "the weights of {} in the Hugging Face cache: {e}",
-                        found.repo
-                    )
+                safetensors::read_snapshot(snapshot).map_err(|error| ResolveError::Weights {
+                    repo: found.repo.clone(),
+                    error: Box::new(error),
                 })?
             }
             _ => None,
@@ -259,7 +284,8 @@ mod tests {
         std::fs::write(snap.join("model.safetensors"), 1u64.to_le_bytes()).unwrap();
         let err = resolve_offline("Qwen/Qwen3-4B-Instruct-2507", None, Some(cache.path()))
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(err.contains("Qwen/Qwen3-4B-Instruct-2507"), "{err}");
         assert!(err.contains("model.safetensors: header length 1"), "{err}");
     }

@@ -258,28 +258,50 @@ impl Knob {
     /// Parses a typed value, others as whole numbers and the share by one rule: a number below 1
     /// is a fraction (`0.15`), anything else a percentage, with or without `%` (`15`, `15%`).
     /// So `1` is 1 %, refused like `100` as outside 5 % to 95 %; a share is whole percent.
-    pub fn parse(self, text: &str) -> Result<u64, String> {
+    pub fn parse(self, text: &str) -> Result<u64, KnobError> {
         let t = text.trim();
         let (lo, hi) = self.range();
         let value = if self == Knob::VllmShare {
             parse_share(t)?
         } else {
-            t.parse::<u64>()
-                .map_err(|_| format!("\"{t}\" is not a whole number"))?
+            t.parse::<u64>().map_err(|_| KnobError::NotWhole {
+                text: t.to_string(),
+            })?
         };
         if value < lo || value > hi {
             return Err(match self {
-                Knob::VllmShare => format!(
-                    "{} must be {lo}% to {hi}% ({} to {})",
-                    self.label(),
-                    self.show(lo),
-                    self.show(hi)
-                ),
-                _ => format!("{} must be {lo} to {hi}", self.label()),
+                Knob::VllmShare => KnobError::ShareOutOfRange { lo, hi },
+                _ => KnobError::OutOfRange { knob: self, lo, hi },
             });
         }
         Ok(value)
     }
+}
+
+/// Why a typed value is not taken (see `Knob::parse`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KnobError {
+    #[error("\"{text}\" is not a whole number")]
+    NotWhole { text: String },
+    #[error("\"{text}\" is not a share: write 0.15, 15 or 15%")]
+    NotAShare { text: String },
+    /// a share between two whole percents; `example` names the nearest ones taken
+    #[error("\"{text}\": the share is set in whole percent ({lo}% to {hi}%), e.g. {example}")]
+    ShareNotWhole {
+        text: String,
+        lo: u64,
+        hi: u64,
+        example: String,
+    },
+    #[error(
+        "{} must be {lo}% to {hi}% ({} to {})",
+        Knob::VllmShare.label(),
+        Knob::VllmShare.show(*.lo),
+        Knob::VllmShare.show(*.hi)
+    )]
+    ShareOutOfRange { lo: u64, hi: u64 },
+    #[error("{} must be {lo} to {hi}", .knob.label())]
+    OutOfRange { knob: Knob, lo: u64, hi: u64 },
 }
 
 impl std::fmt::Display for Knob {
@@ -289,16 +311,17 @@ impl std::fmt::Display for Knob {
 }
 
 /// The share in whole percent: `0.15`, `15`, `15%` are all 15.
-fn parse_share(t: &str) -> Result<u64, String> {
+fn parse_share(t: &str) -> Result<u64, KnobError> {
     let (number, percent) = match t.strip_suffix('%') {
         Some(n) => (n.trim(), true),
         None => (t, false),
     };
-    let x: f64 = number
-        .parse()
-        .map_err(|_| format!("\"{t}\" is not a share: write 0.15, 15 or 15%"))?;
+    let not_a_share = || KnobError::NotAShare {
+        text: t.to_string(),
+    };
+    let x: f64 = number.parse().map_err(|_| not_a_share())?;
     if !x.is_finite() || x <= 0.0 {
-        return Err(format!("\"{t}\" is not a share: write 0.15, 15 or 15%"));
+        return Err(not_a_share());
     }
     let pct = if percent || x >= 1.0 { x } else { x * 100.0 };
     let whole = pct.round();
@@ -312,9 +335,12 @@ fn parse_share(t: &str) -> Result<u64, String> {
         } else {
             format!("{below} or {above}")
         };
-        return Err(format!(
-            "\"{t}\": the share is set in whole percent ({lo}% to {hi}%), e.g. {example}"
-        ));
+        return Err(KnobError::ShareNotWhole {
+            text: t.to_string(),
+            lo,
+            hi,
+            example,
+        });
     }
     Ok(whole as u64)
 }
@@ -438,10 +464,10 @@ mod tests {
         for text in [
             "1", "1%", "100", "100%", "0.01", "0.99", "4", "96", "0", "-15", "NaN",
         ] {
-            let e = Knob::VllmShare.parse(text).unwrap_err();
+            let e = Knob::VllmShare.parse(text).unwrap_err().to_string();
             assert!(!e.is_empty(), "{text}");
         }
-        let e = Knob::VllmShare.parse("1").unwrap_err();
+        let e = Knob::VllmShare.parse("1").unwrap_err().to_string();
         assert!(e.contains("5%") && e.contains("95%"), "{e}");
         // whole percent only: no silent rounding
         assert!(Knob::VllmShare.parse("15.5").is_err());
@@ -459,5 +485,25 @@ mod tests {
         assert!(Knob::MicroBatch.parse("-1").is_err());
         assert!(Knob::MicroBatch.parse("0").is_err());
         assert_eq!(Knob::LoraRank.parse(" 64 "), Ok(64));
+    }
+
+    #[test]
+    fn a_refused_value_carries_the_knob_and_its_range() {
+        assert_eq!(
+            Knob::MicroBatch.parse("0"),
+            Err(KnobError::OutOfRange {
+                knob: Knob::MicroBatch,
+                lo: Knob::MicroBatch.range().0,
+                hi: Knob::MicroBatch.range().1,
+            })
+        );
+        assert_eq!(
+            Knob::VllmShare.parse("x"),
+            Err(KnobError::NotAShare { text: "x".into() })
+        );
+        assert_eq!(
+            Knob::VllmShare.parse("1").unwrap_err().to_string(),
+            "vLLM share must be 5% to 95% (0.05 to 0.95)"
+        );
     }
 }
