@@ -35,5 +35,6 @@ mod tui;
 mod tui_follow_check;
 mod tui_hub;
 mod tui_tmux;
+mod tui_tmux_follow_big;
 mod tui_tmux_resize;
 mod versions;
