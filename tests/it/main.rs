@@ -29,6 +29,7 @@ mod trust_flags;
 mod trust_follow;
 mod trust_full_disk;
 mod trust_hub;
+mod trust_hub_deadline;
 mod trust_logs;
 mod trust_signals;
 mod tui;
