@@ -15,9 +15,13 @@ pub const MAX_SHARDS: usize = 1024;
 /// which took 1.5 GB and 18 s to read.
 pub const MAX_TENSORS_PER_FILE: usize = 1 << 16;
 
-/// How long all the headers of one model may take. The Hub answers a header's two range
-/// requests in well under a second each; ten minutes for every shard is a server that trickles.
-pub const HEADERS_DEADLINE: Duration = Duration::from_secs(600);
+/// How long one model's fetch may take whole (its info, config.json, index and every
+/// header), unless `DEADLINE_VAR` says otherwise. The Hub answers each request in well under a
+/// second; ten minutes for one model is a server that trickles.
+pub const DEADLINE: Duration = Duration::from_secs(600);
+
+/// The environment variable that sets the deadline, in whole seconds.
+pub const DEADLINE_VAR: &str = "VRAMFIT_HUB_DEADLINE_SECS";
 
 /// How often the fetch of many headers says how far it is.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
@@ -45,33 +49,83 @@ pub fn check_tensors(json: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// The clock of one model's header fetches: its deadline, and when progress was last said.
+/// The deadline `DEADLINE_VAR` sets (whole seconds above 0), else `DEADLINE`.
+pub fn deadline() -> Result<Duration, String> {
+    deadline_from(std::env::var_os(DEADLINE_VAR))
+}
+
+fn deadline_from(value: Option<std::ffi::OsString>) -> Result<Duration, String> {
+    let Some(value) = value else {
+        return Ok(DEADLINE);
+    };
+    let text = value.to_string_lossy();
+    match text.trim().parse::<u64>() {
+        Ok(secs) if secs > 0 => Ok(Duration::from_secs(secs)),
+        _ => Err(format!(
+            "{DEADLINE_VAR} = {:?}: not a whole number of seconds above 0 (e.g. 600)",
+            text.chars().take(40).collect::<String>()
+        )),
+    }
+}
+
+/// The clock of one model's fetch: its deadline, and when progress was last said.
 pub struct Headers {
     started: Instant,
     said: Instant,
+    deadline: Duration,
     total: usize,
 }
 
 impl Headers {
-    pub fn start(total: usize) -> Headers {
+    /// Starts the clock of a fetch that may take `deadline`; its headers are counted once
+    /// known ([`Headers::count`]).
+    pub fn start(deadline: Duration) -> Headers {
         let now = Instant::now();
         Headers {
             started: now,
             said: now,
-            total,
+            deadline,
+            total: 0,
         }
+    }
+
+    /// The number of safetensors headers to read.
+    pub fn count(&mut self, total: usize) {
+        self.total = total;
+    }
+
+    /// When the fetch must be done: each request is cut there.
+    pub fn ends_at(&self) -> Instant {
+        self.started + self.deadline
+    }
+
+    /// `error`, or the deadline's own message when the deadline has passed (a request cut by
+    /// it fails as a timeout); `done` headers were read.
+    pub fn explain(&self, repo: &str, done: usize, error: String) -> String {
+        if Instant::now() >= self.ends_at() {
+            self.late(repo, done)
+        } else {
+            error
+        }
+    }
+
+    fn late(&self, repo: &str, done: usize) -> String {
+        let what = if self.total == 0 {
+            "its config.json and index".to_string()
+        } else {
+            format!("{done} of {} safetensors headers", self.total)
+        };
+        format!(
+            "{repo}: the Hub took over {} s for {what}: stopped ({DEADLINE_VAR} sets how long; HF_HUB_OFFLINE=1 or --offline stays offline, HF_ENDPOINT picks a mirror)",
+            self.deadline.as_secs()
+        )
     }
 
     /// Before header `done + 1`: an error past the deadline, else a progress line to say when
     /// `PROGRESS_EVERY` has passed since the last.
     pub fn next(&mut self, repo: &str, done: usize) -> Result<Option<String>, String> {
-        let took = self.started.elapsed();
-        if took > HEADERS_DEADLINE {
-            return Err(format!(
-                "{repo}: the Hub took over {} s for {done} of {} safetensors headers: stopped (HF_HUB_OFFLINE=1 or --offline stays offline, HF_ENDPOINT picks a mirror)",
-                HEADERS_DEADLINE.as_secs(),
-                self.total
-            ));
+        if Instant::now() >= self.ends_at() {
+            return Err(self.late(repo, done));
         }
         if self.said.elapsed() < PROGRESS_EVERY {
             return Ok(None);
@@ -80,7 +134,7 @@ impl Headers {
         Ok(Some(format!(
             "vramfit: {repo}: {done} of {} safetensors headers read ({} s)",
             self.total,
-            took.as_secs()
+            self.started.elapsed().as_secs()
         )))
     }
 }
@@ -98,6 +152,29 @@ mod tests {
             .collect();
         let e = check_tensors(many.as_bytes()).unwrap_err();
         assert!(e.contains("65537 tensors"), "{e}");
+    }
+
+    #[test]
+    fn the_deadline_is_whole_seconds_above_zero() {
+        assert_eq!(deadline_from(None), Ok(DEADLINE));
+        assert_eq!(deadline_from(Some("3".into())), Ok(Duration::from_secs(3)));
+        for bad in ["0", "-1", "1.5", "soon", ""] {
+            let e = deadline_from(Some(bad.into())).unwrap_err();
+            assert!(e.starts_with(DEADLINE_VAR) && e.contains(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn past_the_deadline_the_error_says_how_far_the_fetch_got() {
+        let mut clock = Headers::start(Duration::ZERO);
+        clock.count(20);
+        let e = clock.next("a/b", 3).unwrap_err();
+        assert!(e.contains("3 of 20 safetensors headers"), "{e}");
+        assert!(e.contains(DEADLINE_VAR), "{e}");
+        let e = clock.explain("a/b", 3, "timeout".into());
+        assert!(e.contains("took over 0 s"), "{e}");
+        let running = Headers::start(DEADLINE);
+        assert_eq!(running.explain("a/b", 0, "timeout".into()), "timeout");
     }
 
     #[test]

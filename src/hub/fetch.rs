@@ -51,27 +51,29 @@ pub fn repo_folder(cache: &Path, repo: &str) -> PathBuf {
 
 /// Fetches `repo`'s config.json and safetensors headers into `cache`, saying so through `hub`.
 pub fn fetch(hub: &Hub, cache: &Path, repo: &str) -> Result<Fetched, String> {
-    let remote = &hub.remote;
+    let mut clock = super::bounds::Headers::start(super::bounds::deadline()?);
+    let remote = &hub.remote.until(clock.ends_at());
     (hub.say)(&format!(
         "vramfit: fetching config.json of {repo} from {} (HF_HUB_OFFLINE=1 or --offline to stop)",
         remote.endpoint()
     ));
+    let asked = repo;
     let (repo, revision) = remote.model_info(repo).map_err(|e| match e.failure {
         Failure::NoSuchModel { .. } => format!(
             "{e}; nor is it in the catalog (closest: {})",
-            catalog::closest(repo, 3).join(", ")
+            catalog::closest(asked, 3).join(", ")
         ),
-        _ => e.to_string(),
+        _ => clock.explain(asked, 0, e.to_string()),
     })?;
     let config = remote
         .file(&repo, &revision, "config.json")
-        .map_err(|e| e.to_string())?
+        .map_err(|e| clock.explain(&repo, 0, e.to_string()))?
         .ok_or_else(|| format!("{repo} on the Hub has no config.json at {revision}"))?;
     check_json(&config, &repo, "config.json")?;
     let mut files = vec![];
     let weights = match remote
         .file(&repo, &revision, INDEX_FILE)
-        .map_err(|e| e.to_string())?
+        .map_err(|e| clock.explain(&repo, 0, e.to_string()))?
     {
         Some(index) => {
             let shards = safetensors::index_files(&index)
@@ -87,7 +89,7 @@ pub fn fetch(hub: &Hub, cache: &Path, repo: &str) -> Result<Fetched, String> {
         weights.len(),
         if weights.len() == 1 { "" } else { "s" }
     ));
-    let mut clock = super::bounds::Headers::start(weights.len());
+    clock.count(weights.len());
     for (done, shard) in weights.iter().enumerate() {
         if let Some(progress) = clock.next(&repo, done)? {
             (hub.say)(&progress);
@@ -101,7 +103,7 @@ pub fn fetch(hub: &Hub, cache: &Path, repo: &str) -> Result<Fetched, String> {
                     "{repo}'s {INDEX_FILE} lists {shard}, which the Hub does not have at {revision}"
                 ));
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(clock.explain(&repo, done, e.to_string())),
         }
     }
     files.push(("config.json".to_string(), config));

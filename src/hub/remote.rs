@@ -9,7 +9,7 @@
 //! command never hangs on a dead network.
 
 use std::io::Read;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use vramfit_core::resolve::safetensors::{self, MAX_HEADER_BYTES, Problem};
 
 /// Time to open a connection.
@@ -22,6 +22,7 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 pub const MAX_JSON_BYTES: u64 = 16 << 20;
 
 /// A token and where it came from (`HF_TOKEN`, or the token file's path), never printed.
+#[derive(Clone)]
 pub struct Token {
     value: String,
     from: String,
@@ -38,6 +39,8 @@ pub struct Remote {
     endpoint: String,
     token: Option<Token>,
     agent: ureq::Agent,
+    /// when every request is cut, however far it got ([`Remote::until`])
+    deadline: Option<Instant>,
 }
 
 /// A request that did not give what was asked, naming the model, the file and the URL.
@@ -160,6 +163,18 @@ impl Remote {
             endpoint,
             token,
             agent: ureq::Agent::new_with_config(config),
+            deadline: None,
+        }
+    }
+
+    /// The same Hub, each request of which is cut at `deadline` (a timeout) however slowly
+    /// its bytes come: one model's fetch is bounded whole, not only request by request.
+    pub fn until(&self, deadline: Instant) -> Remote {
+        Remote {
+            endpoint: self.endpoint.clone(),
+            token: self.token.clone(),
+            agent: self.agent.clone(),
+            deadline: Some(deadline),
         }
     }
 
@@ -321,6 +336,14 @@ impl Remote {
         }
         if let Some((from, to)) = range {
             request = request.header("Range", format!("bytes={from}-{to}"));
+        }
+        if let Some(deadline) = self.deadline {
+            // the body's reading included; a zero timeout would be none
+            let left = deadline.saturating_duration_since(Instant::now());
+            request = request
+                .config()
+                .timeout_global(Some(left.max(Duration::from_millis(1))))
+                .build();
         }
         let response = request.call().map_err(|e| {
             ask.fail(Failure::Network {

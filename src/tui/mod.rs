@@ -7,6 +7,7 @@ pub mod cmd;
 pub mod drawn;
 pub mod follow;
 pub mod keymap;
+pub mod log_poller;
 pub mod lookup;
 pub mod runner;
 pub mod theme;
@@ -15,13 +16,14 @@ pub mod widgets;
 
 use crate::gpu::{GpuProbe, NvmlSession};
 use app::{App, Msg};
+use log_poller::LogPoller;
 use ratatui::crossterm::event::{
     self, DisableMouseCapture, EnableMouseCapture, Event, KeyEventKind,
 };
 use runner::Runner;
 use std::sync::mpsc;
 use std::time::Duration;
-use vramfit_core::measure::tail::{Change, Tail};
+use vramfit_core::measure::tail::Tail;
 
 /// Polls a GPU probe about twice a second on its own thread; stops when the screen closes.
 /// NVML is opened on that thread, so a slow or missing driver never delays a frame.
@@ -36,23 +38,6 @@ fn spawn_gpu_poller() -> mpsc::Receiver<Result<crate::gpu::GpuInfo, String>> {
             }
         };
         while tx.send(probe.probe()).is_ok() {
-            std::thread::sleep(Duration::from_millis(500));
-        }
-    });
-    rx
-}
-
-/// Looks at the followed run log about twice a second on its own thread (a slow disk never
-/// delays a frame); stops when the screen closes.
-fn spawn_log_poller(mut tail: Tail) -> mpsc::Receiver<Change> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        loop {
-            let change = tail.look();
-            let nothing = change == Change::Appended(Vec::new());
-            if !nothing && tx.send(change).is_err() {
-                return;
-            }
             std::thread::sleep(Duration::from_millis(500));
         }
     });
@@ -80,7 +65,7 @@ impl Drop for MouseCapture {
 /// `--no-mouse`; `follow`: the run log to follow (`--follow`).
 pub fn run(mut app: App, poll_gpu: bool, mouse: bool, follow: Option<Tail>) -> Result<(), String> {
     let readings = poll_gpu.then(spawn_gpu_poller);
-    let log = follow.map(spawn_log_poller);
+    let log = follow.map(LogPoller::spawn);
     let mut terminal = ratatui::try_init().map_err(|e| format!("cannot open the terminal: {e}"))?;
     let capture = if mouse {
         match MouseCapture::on() {
@@ -94,6 +79,9 @@ pub fn run(mut app: App, poll_gpu: bool, mouse: bool, follow: Option<Tail>) -> R
         None
     };
     let result = event_loop(&mut terminal, &mut app, readings.as_ref(), log.as_ref());
+    if let Some(log) = log {
+        log.stop();
+    }
     drop(capture);
     // the alternate screen blanked before it is left: a terminal that grew while it was up
     // (tmux) keeps its rows past the main screen's old height, and they would show the frame
@@ -106,14 +94,20 @@ pub fn run(mut app: App, poll_gpu: bool, mouse: bool, follow: Option<Tail>) -> R
     result
 }
 
+/// How long one frame reads the followed log at most (a look at least): a log of gigabytes is
+/// read over many frames, and a key waits for no more than this and a frame.
+const LOG_PER_FRAME: Duration = Duration::from_millis(100);
+
 fn event_loop(
     terminal: &mut ratatui::DefaultTerminal,
     app: &mut App,
     readings: Option<&mpsc::Receiver<Result<crate::gpu::GpuInfo, String>>>,
-    log: Option<&mpsc::Receiver<Change>>,
+    log: Option<&LogPoller>,
 ) -> Result<(), String> {
     let io = |e: std::io::Error| format!("terminal error: {e}");
     let mut runner = Runner::new();
+    // looks of the log left for the next frame: keys are read at once, not waited for
+    let mut behind = false;
     while !app.quit {
         let mut drawn = None;
         terminal
@@ -126,7 +120,8 @@ fn event_loop(
         {
             runner.dispatch(app, Msg::Drawn(drawn));
         }
-        if event::poll(Duration::from_millis(250)).map_err(io)? {
+        let wait = if behind { 0 } else { 250 };
+        if event::poll(Duration::from_millis(wait)).map_err(io)? {
             match event::read().map_err(io)? {
                 Event::Key(key) if key.kind == KeyEventKind::Press => {
                     runner.dispatch(app, Msg::Key(key))
@@ -143,10 +138,10 @@ fn event_loop(
                 runner.dispatch(app, Msg::Gpu(reading));
             }
         }
-        if let Some(rx) = log {
-            while let Ok(change) = rx.try_recv() {
-                runner.dispatch(app, Msg::Log(change));
-            }
+        if let Some(log) = log {
+            behind = log.take_for(LOG_PER_FRAME, |change| {
+                runner.dispatch(app, Msg::Log(change))
+            });
         }
     }
     Ok(())

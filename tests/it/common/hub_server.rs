@@ -2,7 +2,8 @@
 //! (`/api/models/{repo}/revision/main`), files (`/{repo}/resolve/{revision}/{file}`) answering
 //! `Range: bytes=a-b` with 206 and `Content-Range` as the Hub's CDN does, and the Hub's
 //! failures (`X-Error-Code`). A file may be longer than its bytes: the rest reads as zeros, so a
-//! multi-gigabyte shard costs only its header. Every request is recorded.
+//! multi-gigabyte shard costs only its header. A repository can answer slowly, its bytes
+//! trickled (`Repo::trickle`). Every request is recorded.
 #![allow(clippy::unwrap_used, dead_code)]
 
 use std::collections::BTreeMap;
@@ -36,6 +37,9 @@ pub(crate) struct Repo {
     /// files answer 200 with the whole file, whatever the `Range` (as a server without range
     /// support does)
     pub ignore_range: bool,
+    /// each file's answer is sent a byte at a time, spread over this long (a server that
+    /// trickles: no read ever waits long, the whole answer does)
+    pub trickle: Option<std::time::Duration>,
 }
 
 /// A request as received.
@@ -100,8 +104,20 @@ fn answer(
         authorization,
     });
     let reply = route(&path, range, repos);
-    stream.write_all(&reply)?;
-    stream.flush()
+    let trickle = split_resolve(&path)
+        .and_then(|(repo, _, _)| repos.get(&repo)?.trickle)
+        .filter(|_| !reply.is_empty());
+    let Some(trickle) = trickle else {
+        stream.write_all(&reply)?;
+        return stream.flush();
+    };
+    let pause = trickle / reply.len() as u32;
+    for byte in reply {
+        stream.write_all(&[byte])?;
+        stream.flush()?;
+        std::thread::sleep(pause);
+    }
+    Ok(())
 }
 
 fn parse_range(value: &str) -> Option<(u64, u64)> {

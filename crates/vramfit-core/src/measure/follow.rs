@@ -3,11 +3,15 @@
 //! newline yet) waits for the next feed. A line that does not read is skipped and said in a
 //! notice; it never stops the reading.
 
-use crate::measure::measured::{RunLog, read_line};
+use crate::measure::measured::{NvmlSample, RunLog, StepRecord, read_line};
 use crate::units::format_size;
 
 /// A line longer than this without a newline is no log line: it is dropped, with a notice.
 pub const LONGEST_LINE: usize = 1 << 20;
+
+/// The most steps (and NVML samples) kept: past it they are folded to those that hold a peak
+/// and the last, so a log of millions of steps is followed in bounded memory.
+pub const MOST_KEPT: usize = 1024;
 
 #[derive(Debug, Clone, Default)]
 pub struct Follower {
@@ -45,6 +49,7 @@ impl Follower {
         }
         self.pending = pending;
         self.pending.drain(..start);
+        self.fold();
         if self.pending.len() > LONGEST_LINE {
             self.pending.clear();
             self.lines += 1;
@@ -54,6 +59,16 @@ impl Follower {
                 self.lines,
                 format_size(LONGEST_LINE as u64)
             ));
+        }
+    }
+
+    /// Past `MOST_KEPT` steps or samples, only those a figure of the screen reads are kept.
+    fn fold(&mut self) {
+        if self.log.steps.len() > MOST_KEPT {
+            self.log.steps = peak_steps(&self.log.steps);
+        }
+        if self.log.samples.len() > MOST_KEPT {
+            self.log.samples = peak_samples(&self.log.samples);
         }
     }
 
@@ -78,7 +93,9 @@ impl Follower {
         self.notice = Some(why);
     }
 
-    /// The log as read so far (whole lines only).
+    /// The log as read so far (whole lines only). Its peaks, its last step and its GPU are the
+    /// log's; past `MOST_KEPT` steps or samples, the others are dropped (`steps.len()` is no
+    /// count of the steps).
     pub fn log(&self) -> &RunLog {
         &self.log
     }
@@ -101,6 +118,46 @@ impl Follower {
     pub fn step(&self) -> Option<u64> {
         self.log.steps.last().map(|s| s.step)
     }
+}
+
+/// The steps [`RunLog::measured`] reads, in their order: those of the largest allocated,
+/// reserved and used memory, and the last.
+fn peak_steps(steps: &[StepRecord]) -> Vec<StepRecord> {
+    let mut kept = [
+        last_largest(steps, |s| s.max_allocated),
+        last_largest(steps, |s| s.max_reserved),
+        last_largest(steps, StepRecord::used),
+        steps.len().checked_sub(1),
+    ];
+    kept.sort();
+    keep(steps, &kept)
+}
+
+/// The samples [`RunLog::nvml_peak`] and [`RunLog::device`] read, in their order: the first
+/// that names a GPU, those of the largest process tree and used memory, and the last.
+fn peak_samples(samples: &[NvmlSample]) -> Vec<NvmlSample> {
+    let tree = samples.iter().filter_map(|s| s.tree).max();
+    let mut kept = [
+        samples.iter().position(|s| s.device.is_some()),
+        tree.and_then(|t| samples.iter().rposition(|s| s.tree == Some(t))),
+        last_largest(samples, |s| s.used),
+        samples.len().checked_sub(1),
+    ];
+    kept.sort();
+    keep(samples, &kept)
+}
+
+/// Where the largest `of` is (the last of equals).
+fn last_largest<T>(items: &[T], of: impl Fn(&T) -> u64) -> Option<usize> {
+    let largest = items.iter().map(&of).max()?;
+    items.iter().rposition(|i| of(i) == largest)
+}
+
+/// The items at `at` (sorted), each once.
+fn keep<T: Clone>(items: &[T], at: &[Option<usize>]) -> Vec<T> {
+    let mut at: Vec<usize> = at.iter().flatten().copied().collect();
+    at.dedup();
+    at.iter().map(|i| items[*i].clone()).collect()
 }
 
 /// A notice when the log's GPU is not the one the estimate is made for: its memory differs
@@ -198,6 +255,52 @@ mod tests {
         assert!(!f.mid_line());
         f.feed(format!("{STEP}\n").as_bytes());
         assert_eq!(f.step(), Some(3));
+    }
+
+    #[test]
+    fn a_long_log_keeps_its_peaks_and_last_step_in_bounded_memory() {
+        let mut f = Follower::new("run.jsonl");
+        let mut all = Follower::new("run.jsonl");
+        let mut text = String::from(PREDICTION);
+        text.push('\n');
+        for i in 0..3_000u64 {
+            let (a, r, free) = ((i * 7919) % 10_007, (i * 104_729) % 10_009, (i * 31) % 997);
+            text.push_str(&format!(
+                "{{\"kind\": \"step\", \"step\": {i}, \"max_allocated\": {a}, \"max_reserved\": {r}, \"free\": {free}, \"total\": 20000}}\n"
+            ));
+            text.push_str(&format!(
+                "{{\"kind\": \"nvml\", \"gpus\": [{{\"used\": {r}}}], \"tree\": {}}}\n",
+                (i * 13) % 9_973
+            ));
+        }
+        // read in chunks, as the screen reads a growing log, and whole
+        for chunk in text.as_bytes().chunks(4096) {
+            f.feed(chunk);
+        }
+        all.feed(text.as_bytes());
+        for g in [&f, &all] {
+            assert!(g.log().steps.len() <= MOST_KEPT, "{}", g.log().steps.len());
+            assert!(g.log().samples.len() <= MOST_KEPT);
+            assert_eq!(g.step(), Some(2_999));
+        }
+        let full = crate::measure::measured::parse_log(&text, "run.jsonl").expect("reads");
+        let m = full.measured().expect("steps");
+        for g in [&f, &all] {
+            let kept = g.log().measured().expect("steps");
+            assert_eq!(
+                (
+                    kept.max_allocated,
+                    kept.max_reserved,
+                    kept.max_used,
+                    kept.total
+                ),
+                (m.max_allocated, m.max_reserved, m.max_used, m.total)
+            );
+            assert_eq!(g.log().nvml_peak(), full.nvml_peak());
+            assert_eq!(g.log().whole_process_peak(7), full.whole_process_peak(7));
+            assert_eq!(g.log().device(), full.device());
+            assert_eq!(g.log().total(), full.total());
+        }
     }
 
     #[test]

@@ -5,8 +5,9 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-/// The most one look reads; the rest waits for the next look.
-pub const MOST_PER_LOOK: u64 = 16 << 20;
+/// The most one look reads; the rest waits for the next look. A screen reads a look whole
+/// between two frames: 1 MiB keeps that short, and a log of gigabytes is read in as many looks.
+pub const MOST_PER_LOOK: u64 = 1 << 20;
 
 /// What one look found.
 #[derive(Debug, Clone, PartialEq)]
@@ -190,5 +191,26 @@ mod tests {
             Change::Restarted(b"another run, longer\n".to_vec())
         );
         assert_eq!(tail.look(), Change::Appended(Vec::new()));
+    }
+
+    #[test]
+    fn a_large_file_is_read_in_looks_of_at_most_the_cap() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("run.jsonl");
+        // 3.5 MiB: a screen parses each look between two frames, so none is over 1 MiB
+        let size = (7 << 19) + 12_345;
+        std::fs::write(&path, vec![b'x'; size]).expect("written");
+        let mut tail = Tail::open(&path).expect("there");
+        let mut looks = Vec::new();
+        loop {
+            match tail.look() {
+                Change::Appended(bytes) if bytes.is_empty() => break,
+                Change::Appended(bytes) => looks.push(bytes.len()),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(looks.iter().all(|n| *n <= 1 << 20), "{looks:?}");
+        assert_eq!(looks.iter().sum::<usize>(), size);
+        assert_eq!(looks.len(), 4, "{looks:?}");
     }
 }
