@@ -401,3 +401,35 @@ fn a_grpo_key_the_pinned_trl_does_not_take_is_named() {
         "{err}"
     );
 }
+
+/// The training step's allocated peak of an Unsloth 2025.2 run with a long prompt, pinned to `unsloth`
+/// and `trl`, `batch` sequences a micro-batch (TRL 0.14 counts prompts: `batch` there is 1 prompt
+/// x `batch` generations).
+fn unsloth_2025_2_logits(unsloth: &str, trl: &str) -> u64 {
+    let empty = fake_venv(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.toml");
+    let per_device = if trl == "0.14.0" { 1 } else { 4 };
+    std::fs::write(
+        &path,
+        format!("[vramfit]\nstack = \"unsloth\"\ngpu_memory = \"79.19GiB\"\nmax_prompt_length = 3072\nunsloth_version = \"{unsloth}\"\ntrl_version = \"{trl}\"\n\n[model]\nmodel_name = \"Qwen/Qwen2.5-3B-Instruct\"\nmax_seq_length = 3200\nload_in_4bit = true\nfast_inference = false\n\n[lora]\nr = 16\n\n[grpo]\nper_device_train_batch_size = {per_device}\nnum_generations = 4\nmax_completion_length = 128\nbeta = 0.0\nuse_vllm = false\n"),
+    )
+    .unwrap();
+    let (_, est) = estimate_json(empty.path(), &path);
+    assert_eq!(est["running_micro_batch"], 4, "{est}");
+    est["training_peak_allocated_bytes"].as_u64().unwrap()
+}
+
+#[test]
+fn unsloth_2025_2_4_under_trl_0_15_returns_every_positions_logits() {
+    // trl 0.15 asks for `logits_to_keep`, a name unsloth 2025.2.4's forward does not read: the
+    // logits of all 3072 + 128 positions, where trl 0.14 (`num_logits_to_keep`) and unsloth
+    // 2025.2.15 (both names) give the completion's 129
+    let every = unsloth_2025_2_logits("2025.2.4", "0.15.2");
+    let kept_by_name = unsloth_2025_2_logits("2025.2.4", "0.14.0");
+    let kept_by_release = unsloth_2025_2_logits("2025.2.15", "0.15.2");
+    assert_eq!(kept_by_name, kept_by_release);
+    // the head's output over every position: 4 x 3200 x 151936 bf16 logits, 3.9 GB
+    let head = 4 * (3072 + 128) * 151_936 * 2;
+    assert!(every > kept_by_name + head / 2, "{every} vs {kept_by_name}");
+}

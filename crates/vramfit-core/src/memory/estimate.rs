@@ -172,6 +172,7 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
             UnslothLogits::Blocks
         },
         reference_logits: unsloth && run.beta != 0.0,
+        every_position_logits: unsloth && run.versions.unsloth_returns_every_position(),
     }
 }
 

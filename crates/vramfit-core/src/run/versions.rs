@@ -421,6 +421,18 @@ impl StackVersions {
         self.trl.line() >= (1, 15)
     }
 
+    /// Whether the model ignores the `logits_to_keep` TRL asks it for, so that it returns the
+    /// logits of every position and TRL slices the completion's out of them: TRL from 0.15
+    /// calls `model(..., logits_to_keep=logits_to_keep + 1)` (trl 0.15.2
+    /// `GRPOTrainer._get_per_token_logps`, which slices `logits[:, -logits_to_keep:]` itself "for
+    /// transformers<=4.48"; trl 0.14.0 still passes `num_logits_to_keep`), and unsloth 2025.2.4's
+    /// `CausalLM_fast_forward` takes only `num_logits_to_keep`, the new name landing unread in
+    /// `**kwargs`. unsloth 2025.2.15 takes both (`max(num_logits_to_keep, logits_to_keep)`);
+    /// unsloth 2025.2.4 accepts any trl >= 0.7.9 but 0.9.x (its METADATA).
+    pub fn unsloth_returns_every_position(self) -> bool {
+        self.unsloth < Release::new(2025, 2, 15) && self.trl.line() >= (0, 15)
+    }
+
     pub fn unsloth_logits(self) -> UnslothLogits {
         match self.unsloth.line() {
             l if l < (2025, 3) => UnslothLogits::TrlLoss,

@@ -32,6 +32,9 @@ pub struct StepShape {
     pub unsloth_logits: UnslothLogits,
     /// `beta != 0`: Unsloth 2025's loss also multiplies the reference hidden states by the head
     pub reference_logits: bool,
+    /// the model returns the logits of every position, prompt included, and TRL slices the
+    /// completion's out of them (`StackVersions::unsloth_returns_every_position`)
+    pub every_position_logits: bool,
 }
 
 /// Bytes per token of one decoder layer's tensors, split as the allocator sees them.
@@ -182,6 +185,19 @@ impl Logits {
     /// The logits phase's peak above what is live before it, unfused (TRL before 1.15).
     pub(crate) fn unfused_peak(arch: &Arch, s: &StepShape) -> u64 {
         Logits::new(arch, s).peak(s, arch.final_logit_softcapping)
+    }
+
+    /// The logits phase's peak when the model returns every position's logits
+    /// (`StepShape::every_position_logits`): the head's output covers prompt and completion, and
+    /// the backward of TRL's slice `logits[:, -logits_to_keep:]` fills a zero tensor of that whole
+    /// output's shape (autograd's `SliceBackward`) while the sliced gradient is still held.
+    pub(crate) fn every_position_peak(arch: &Arch, s: &StepShape) -> u64 {
+        let mut logits = Logits::new(arch, s);
+        logits.head = s.seqs * (s.prompt + s.completion) * arch.vocab * 2;
+        let sliced_backward = logits.copy + logits.head;
+        logits
+            .peak(s, arch.final_logit_softcapping)
+            .max(sliced_backward)
     }
 
     /// The logits phase's peak above what is live before it.

@@ -113,6 +113,7 @@ mod tests {
             small_card: false,
             unsloth_logits: UnslothLogits::Blocks,
             reference_logits: false,
+            every_position_logits: false,
         }
     }
 

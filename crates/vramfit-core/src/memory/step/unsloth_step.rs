@@ -114,6 +114,7 @@ fn gradient_pass(
         }
         UnslothLogits::PerSequenceFp32 => per_sequence_logits(arch, s),
         UnslothLogits::MicroBatchFp32 => micro_batch_logits(arch, s),
+        UnslothLogits::TrlLoss if s.every_position_logits => Logits::every_position_peak(arch, s),
         UnslothLogits::TrlLoss => Logits::unfused_peak(arch, s),
     };
     // the forward ends holding what it stored, the final hidden states and the scoring
