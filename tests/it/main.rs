@@ -39,4 +39,5 @@ mod tui_hub;
 mod tui_tmux;
 mod tui_tmux_resize;
 mod versions;
+mod versions_old_trl;
 mod walk;

@@ -1,0 +1,73 @@
+//! Runs pinned to a TRL before 1.x, end to end: what those releases do that today's does not
+//! (the colocated vLLM's context, the key `diagnose` names for it).
+
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
+use crate::common::{Out, run, vramfit_in};
+
+/// Qwen2.5-7B LoRA with TRL, vLLM colocated, no context set: 256-token prompts and
+/// 1024-token completions.
+const TRL_COLOCATED: &str = r#"
+[vramfit]
+stack = "trl"
+max_prompt_length = 256
+trl_version = "1.15.0"
+
+[model]
+model_name_or_path = "Qwen/Qwen2.5-7B-Instruct"
+dtype = "bfloat16"
+
+[lora]
+r = 16
+lora_alpha = 32
+target_modules = ["q_proj", "k_proj", "v_proj", "o_proj"]
+
+[grpo]
+per_device_train_batch_size = 8
+num_generations = 8
+max_completion_length = 1024
+use_vllm = true
+vllm_mode = "colocate"
+vllm_gpu_memory_utilization = 0.3
+"#;
+
+/// `vramfit ARGS --config run.toml` on the file pinned to `trl`.
+fn pinned(trl: &str, args: &[&str]) -> Out {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("run.toml"),
+        TRL_COLOCATED.replace("1.15.0", trl),
+    )
+    .unwrap();
+    run(vramfit_in(dir.path())
+        .args(args)
+        .args(["--config", "run.toml", "--gpu-mem", "80GiB"]))
+}
+
+/// vLLM's `max_model_len` in `estimate --json` on the file pinned to `trl`.
+fn vllm_context(trl: &str) -> u64 {
+    let out = pinned(trl, &["estimate", "--json"]);
+    assert!(matches!(out.code, Some(0 | 3)), "{trl}: {}", out.stderr);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    json["vllm"]["max_model_len"].as_u64().unwrap()
+}
+
+#[test]
+fn trl_0_18_to_0_25_give_colocated_vllm_prompt_plus_completion() {
+    // trl 0.19.1 GRPOTrainer.__init__: LLM(max_model_len=max_prompt_length + max_completion_length)
+    for old in ["0.18.2", "0.19.1", "0.23.0", "0.25.1"] {
+        assert_eq!(vllm_context(old), 256 + 1024, "{old}");
+    }
+    // the text says it too
+    let text = pinned("0.19.1", &["estimate"]);
+    assert!(
+        text.stdout.contains("sequences of 1280 tokens"),
+        "{}",
+        text.stdout
+    );
+    // trl 0.26.2 on, vllm_max_model_length unset: the model's own context (Qwen2.5-7B: 32768)
+    for new in ["0.26.2", "1.15.0"] {
+        assert_eq!(vllm_context(new), 32768, "{new}");
+    }
+}
