@@ -71,3 +71,43 @@ fn trl_0_18_to_0_25_give_colocated_vllm_prompt_plus_completion() {
         assert_eq!(vllm_context(new), 32768, "{new}");
     }
 }
+
+/// The advice of `diagnose --config` on vLLM's refusal for want of KV cache (a 40960-token
+/// context, 32768 what fits), with the run file pinned to `trl`: the line that shortens the context.
+fn context_advice(trl: &str) -> String {
+    let log =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oom/vllm-kv-cache-long.txt");
+    let out = pinned(trl, &["diagnose", log.to_str().unwrap()]);
+    assert_eq!(out.code, Some(0), "{trl}: {}", out.stderr);
+    out.stdout
+        .lines()
+        .find(|l| l.contains("shorten its context"))
+        .unwrap_or_else(|| panic!("{trl}: {}", out.stdout))
+        .to_string()
+}
+
+#[test]
+fn diagnose_names_the_context_key_of_the_pinned_trl() {
+    // GRPOConfig's vllm_max_model_length from trl 0.26 (the TRL ladder)
+    assert!(context_advice("1.15.0").contains("(`vllm_max_model_length`)"));
+    // trl 0.15.2 GRPOTrainer.__init__: LLM(max_model_len=self.args.vllm_max_model_len)
+    let a = context_advice("0.15.2");
+    assert!(a.contains("(`vllm_max_model_len`)"), "{a}");
+    // trl 0.19.1: LLM(max_model_len=self.max_prompt_length + self.max_completion_length)
+    let a = context_advice("0.19.1");
+    assert!(
+        a.contains("`max_prompt_length` + `max_completion_length`, now 256 + 1024"),
+        "{a}"
+    );
+    // trl 0.16 and 0.17 generate only in `trl vllm-serve`; trl 0.14 passes vLLM no context
+    let a = context_advice("0.16.1");
+    assert!(a.contains("`trl vllm-serve --max_model_len`"), "{a}");
+    let a = context_advice("0.14.0");
+    assert!(a.contains("no key in trl 0.14.0"), "{a}");
+    for old in ["0.14.0", "0.15.2", "0.16.1", "0.19.1", "0.23.0"] {
+        assert!(
+            !context_advice(old).contains("vllm_max_model_length"),
+            "{old}"
+        );
+    }
+}
