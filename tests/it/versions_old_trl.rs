@@ -89,7 +89,10 @@ fn context_advice(trl: &str) -> String {
 #[test]
 fn diagnose_names_the_context_key_of_the_pinned_trl() {
     // GRPOConfig's vllm_max_model_length from trl 0.26 (the TRL ladder)
-    assert!(context_advice("1.15.0").contains("(`vllm_max_model_length`)"));
+    for new in ["0.26.2", "0.28.0", "1.15.0"] {
+        let a = context_advice(new);
+        assert!(a.contains("(`vllm_max_model_length`)"), "{new}: {a}");
+    }
     // trl 0.15.2 GRPOTrainer.__init__: LLM(max_model_len=self.args.vllm_max_model_len)
     let a = context_advice("0.15.2");
     assert!(a.contains("(`vllm_max_model_len`)"), "{a}");

@@ -102,7 +102,7 @@ impl Lever {
     /// lever whose key that release's call does not take is never offered, since that trainer
     /// would refuse the file (`TypeError: __init__() got an unexpected keyword argument`). TRL's
     /// `GRPOConfig` keys are read per release from its wheels (`contract::ladder`): e.g.
-    /// `vllm_max_model_length` from trl 0.29 (0.18 to 0.23 size the colocated vLLM's context as
+    /// `vllm_max_model_length` from trl 0.26 (0.18 to 0.25 size the colocated vLLM's context as
     /// `max_prompt_length + max_completion_length`, trl 0.19.1 `GRPOTrainer.__init__`),
     /// `vllm_mode` from 0.18. The other tables' keys are taken to exist in every modelled
     /// release until their per-version ladders (Unsloth's, vLLM's) are read here too.
