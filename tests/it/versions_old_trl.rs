@@ -114,3 +114,49 @@ fn diagnose_names_the_context_key_of_the_pinned_trl() {
         );
     }
 }
+
+/// A component's bytes in `estimate --json` (0 when absent).
+fn component(json: &serde_json::Value, part: &str) -> u64 {
+    json["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["part"] == part)
+        .map_or(0, |c| c["bytes"].as_u64().unwrap())
+}
+
+#[test]
+fn four_bit_weights_keep_no_more_activations_under_trl() {
+    // bitsandbytes' MatMul4Bit.forward saves only the packed weight, ctx.tensors = (None, B)
+    // (bitsandbytes 0.46.0 autograd/_functions.py): NF4 leaves the activations as they were
+    let estimate = |four_bit: bool| -> serde_json::Value {
+        let dir = tempfile::tempdir().unwrap();
+        let text = TRL_COLOCATED.replace("1.15.0", "0.19.1");
+        let text = if four_bit {
+            text.replace(
+                "dtype = \"bfloat16\"",
+                "dtype = \"bfloat16\"\nload_in_4bit = true",
+            )
+        } else {
+            text
+        };
+        std::fs::write(dir.path().join("run.toml"), text).unwrap();
+        let out = run(vramfit_in(dir.path()).args([
+            "estimate",
+            "--json",
+            "--config",
+            "run.toml",
+            "--gpu-mem",
+            "80GiB",
+        ]));
+        assert!(matches!(out.code, Some(0 | 3)), "{}", out.stderr);
+        serde_json::from_str(&out.stdout).unwrap()
+    };
+    let (bf16, nf4) = (estimate(false), estimate(true));
+    assert_eq!(
+        component(&nf4, "activations"),
+        component(&bf16, "activations")
+    );
+    assert!(component(&nf4, "base_weights") < component(&bf16, "base_weights"));
+    assert!(nf4["total_bytes"].as_u64() < bf16["total_bytes"].as_u64());
+}
