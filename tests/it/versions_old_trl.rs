@@ -160,3 +160,26 @@ fn four_bit_weights_keep_no_more_activations_under_trl() {
     assert!(component(&nf4, "base_weights") < component(&bf16, "base_weights"));
     assert!(nf4["total_bytes"].as_u64() < bf16["total_bytes"].as_u64());
 }
+
+#[test]
+fn trl_0_15_reads_vllm_max_model_len_as_the_colocated_context() {
+    // trl 0.15.2 GRPOTrainer.__init__: LLM(max_model_len=self.args.vllm_max_model_len); the
+    // key diagnose names for that release loads, with a note, as vLLM's context
+    let dir = tempfile::tempdir().unwrap();
+    let text = TRL_COLOCATED
+        .replace("1.15.0", "0.15.2")
+        .replace("vllm_mode = \"colocate\"", "vllm_max_model_len = 2048");
+    std::fs::write(dir.path().join("run.toml"), text).unwrap();
+    let out = run(vramfit_in(dir.path()).args([
+        "estimate",
+        "--json",
+        "--config",
+        "run.toml",
+        "--gpu-mem",
+        "80GiB",
+    ]));
+    assert!(matches!(out.code, Some(0 | 3)), "{}", out.stderr);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(json["vllm"]["max_model_len"], 2048, "{}", out.stdout);
+    assert!(out.stderr.contains("vllm_max_model_len"), "{}", out.stderr);
+}
