@@ -183,3 +183,60 @@ fn trl_0_15_reads_vllm_max_model_len_as_the_colocated_context() {
     assert_eq!(json["vllm"]["max_model_len"], 2048, "{}", out.stdout);
     assert!(out.stderr.contains("vllm_max_model_len"), "{}", out.stderr);
 }
+
+/// `estimate --json` on `TRL_COLOCATED` pinned to `trl`, without the lines holding `drop`.
+fn estimate_without(trl: &str, drop: &[&str]) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let text: String = TRL_COLOCATED
+        .replace("1.15.0", trl)
+        .lines()
+        .filter(|l| !drop.iter().any(|d| l.starts_with(d)))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(dir.path().join("run.toml"), text).unwrap();
+    let out = run(vramfit_in(dir.path()).args([
+        "estimate",
+        "--json",
+        "--config",
+        "run.toml",
+        "--gpu-mem",
+        "80GiB",
+    ]));
+    assert!(matches!(out.code, Some(0 | 3)), "{trl}: {}", out.stderr);
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
+#[test]
+fn use_vllm_alone_runs_where_the_pinned_trl_puts_vllm() {
+    let roles = |json: &serde_json::Value| -> Vec<String> {
+        json["roles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["role"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    // GRPOConfig.vllm_mode defaults to "server" from trl 0.18.2 to 0.29.1 (the TRL ladder), and
+    // 0.16/0.17 only build a VLLMClient: `trl vllm-serve`, no vLLM on the training GPU
+    for server in ["0.16.1", "0.19.1", "0.28.0"] {
+        let json = estimate_without(server, &["vllm_mode"]);
+        assert!(json["vllm"].is_null(), "{server}: {}", json["vllm"]);
+        assert!(
+            roles(&json).contains(&"vllm_server".to_string()),
+            "{server}"
+        );
+    }
+    // "colocate" from 1.0; trl 0.15 starts vLLM on the only GPU
+    for colocated in ["0.15.2", "1.0.0", "1.15.0"] {
+        let json = estimate_without(colocated, &["vllm_mode"]);
+        assert!(!json["vllm"].is_null(), "{colocated}");
+    }
+    // the share's default: 0.9 in trl 0.14 and 0.15 (GRPOConfig.vllm_gpu_memory_utilization), 0.3 later
+    let share = |trl: &str| {
+        estimate_without(trl, &["vllm_mode", "vllm_gpu_memory_utilization"])["vllm"]["utilization"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(share("0.15.2"), 0.9);
+    assert_eq!(share("1.15.0"), 0.3);
+}
