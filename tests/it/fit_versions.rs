@@ -6,7 +6,7 @@
 use crate::common::{Out, run, vramfit_in};
 
 /// Qwen2.5-7B LoRA with TRL, vLLM colocated with a 16384-token context: on 16 GiB, TRL 1.15's
-/// fit shortens that context (`vllm_max_model_length`, a GRPOConfig key from trl 0.29).
+/// fit shortens that context (`vllm_max_model_length`, a GRPOConfig key from trl 0.26).
 const TRL_COLOCATED: &str = r#"
 [vramfit]
 stack = "trl"
@@ -57,9 +57,9 @@ fn fit_never_moves_a_key_the_pinned_trl_lacks() {
         .map(|c| c["key"].as_str().unwrap())
         .collect();
     assert!(keys.contains(&"vllm_max_model_length"), "{keys:?}");
-    // trl 0.14 to 0.23 have no `vllm_max_model_length`: neither the changes nor the floors
+    // trl 0.14 to 0.25 have no `vllm_max_model_length`: neither the changes nor the floors
     // name it, in JSON or in text
-    for old in ["0.14.0", "0.19.1", "0.23.0"] {
+    for old in ["0.14.0", "0.19.1", "0.25.1"] {
         for format in [&["--json"][..], &[]] {
             let out = fit_pinned(old, format);
             assert!(matches!(out.code, Some(0 | 3)), "{old}: {}", out.stderr);
@@ -71,4 +71,19 @@ fn fit_never_moves_a_key_the_pinned_trl_lacks() {
             );
         }
     }
+}
+
+#[test]
+fn fit_moves_the_context_from_trl_0_26() {
+    // trl 0.26.2's GRPOConfig takes `vllm_max_model_length` (its own rung of the TRL ladder)
+    let out = fit_pinned("0.26.2", &["--json"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let keys: Vec<&str> = json["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["key"].as_str().unwrap())
+        .collect();
+    assert!(keys.contains(&"vllm_max_model_length"), "{keys:?}");
 }

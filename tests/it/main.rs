@@ -45,4 +45,5 @@ mod tui_tmux_cmds;
 mod tui_tmux_follow_big;
 mod tui_tmux_resize;
 mod versions;
+mod versions_old_trl;
 mod walk;

@@ -36,6 +36,11 @@ LADDER = [
     "0.21.0",
     "0.22.2",  # gradient_checkpointing True in GRPOConfig
     "0.23.0",
+    "0.24.0",
+    "0.25.1",  # the last whose colocated vLLM takes max_prompt_length + max_completion_length
+    "0.26.2",  # vllm_max_model_length
+    "0.27.2",
+    "0.28.0",
     "0.29.1",
     "1.0.0",
     "1.5.0",

@@ -74,15 +74,20 @@ fn generation(t: &Tables) -> Result<Generation, LoadError> {
             .or(asked_vllm)
             .or(model.default_bool("fast_inference"))
             .unwrap_or(false),
-        Stack::Trl => {
-            use_vllm.unwrap_or(false) && mode.or(grpo.default_str("vllm_mode")) != Some("server")
-        }
+        Stack::Trl => use_vllm.unwrap_or(false) && mode.unwrap_or(default_mode(t)) != "server",
     };
-    let server = t.stack == Stack::Trl && use_vllm.unwrap_or(false) && mode == Some("server");
+    let server = t.stack == Stack::Trl
+        && use_vllm.unwrap_or(false)
+        && mode.unwrap_or(default_mode(t)) == "server";
     Ok(if colocated {
         let default = match t.stack {
             Stack::Unsloth => model.default_f64("gpu_memory_utilization"),
-            Stack::Trl => grpo.default_f64("vllm_gpu_memory_utilization"),
+            // the release's own default: 0.9 in trl 0.14 and 0.15, 0.3 from 0.18 (the ladder)
+            Stack::Trl => t
+                .versions
+                .trl_default("vllm_gpu_memory_utilization")
+                .and_then(|v| v.as_f64())
+                .or(grpo.default_f64("vllm_gpu_memory_utilization")),
         };
         Generation::ColocatedVllm {
             share: share.or(default).unwrap_or(0.5),
@@ -113,6 +118,25 @@ fn vllm_share(t: &Tables) -> Result<Option<f64>, LoadError> {
             .with_value(a));
     }
     Ok(from_model.or(from_grpo))
+}
+
+/// TRL's `vllm_mode` where the file leaves it out, by the release in force: its GRPOConfig
+/// default (the TRL ladder: "server" from 0.18.2 to 0.29.1, "colocate" from 1.0.0). trl 0.16
+/// and 0.17 have no `vllm_mode` and generate only in `trl vllm-serve` (their
+/// `GRPOTrainer.__init__` builds a `VLLMClient`); 0.14 and 0.15 start vLLM in the trainer
+/// (`LLM(device=vllm_device)`, trl 0.15.2 `GRPOTrainer.__init__`), on the training GPU when it
+/// is the only one (`vllm_device = "auto"`), as colocate does.
+fn default_mode(t: &Tables) -> &'static str {
+    if ((0, 16)..(0, 18)).contains(&t.versions.trl.line()) {
+        return "server";
+    }
+    match t.versions.trl_default("vllm_mode") {
+        Some(v) if v.as_str() == Some("server") => "server",
+        Some(_) => "colocate",
+        None => Call::GrpoConfig
+            .default_str("vllm_mode")
+            .unwrap_or("colocate"),
+    }
 }
 
 /// TRL's `vllm_mode`: "colocate" or "server".

@@ -94,6 +94,19 @@ mod tests {
             Some(Release::new(1, 10, 0))
         );
         assert_eq!(rung_of(Release::new(0, 13, 0)), None);
+        // each of 0.24 to 0.28 has its own rung: vllm_max_model_length from 0.26.2
+        assert_eq!(
+            rung_of(Release::new(0, 26, 0)),
+            Some(Release::new(0, 26, 2))
+        );
+        assert!(grpo_accepts(
+            Release::new(0, 26, 0),
+            "vllm_max_model_length"
+        ));
+        assert!(!grpo_accepts(
+            Release::new(0, 25, 1),
+            "vllm_max_model_length"
+        ));
         assert!(!grpo_accepts(Release::new(0, 14, 0), "vllm_mode"));
         assert!(grpo_accepts(Release::new(1, 15, 0), "vllm_mode"));
     }

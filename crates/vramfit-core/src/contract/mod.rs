@@ -292,6 +292,15 @@ pub const RETIRED: &[Retired] = &[
         now: "TRL's vLLM context is `[grpo] vllm_max_model_length`; training sequences are prompt + completion",
         moved_to: Some((Table::Grpo, "vllm_max_model_length")),
     },
+    Retired {
+        table: Table::Grpo,
+        key: "vllm_max_model_len",
+        stack: Some(Stack::Trl),
+        // trl 0.15.2 GRPOTrainer.__init__: LLM(max_model_len=self.args.vllm_max_model_len);
+        // deprecated unused in 0.16 and 0.17, absent from 0.18 (the TRL ladder)
+        now: "TRL 0.15's colocated vLLM context; from TRL 0.26 it is `vllm_max_model_length`",
+        moved_to: Some((Table::Grpo, "vllm_max_model_length")),
+    },
 ];
 
 /// The retired key `key` of `table`, on `stack`.

@@ -32,7 +32,8 @@ fn hundredths(x: f64, down: bool) -> f64 {
 pub fn advice(report: &OomReport, run: Option<&RunConfig>) -> Vec<String> {
     let mut out = Vec::new();
     let share_key = key_of(run, |s| Knob::VllmShare.trainer_key(s));
-    let context_key = key_of(run, |s| Knob::SequenceLength.trainer_key(s));
+    let context_key = super::vllm_context::trl_context_key(run)
+        .unwrap_or_else(|| key_of(run, |s| Knob::SequenceLength.trainer_key(s)));
     let share = run.and_then(|r| match r.generation {
         Generation::ColocatedVllm { share } => Some(share),
         Generation::VllmServer | Generation::Transformers => None,

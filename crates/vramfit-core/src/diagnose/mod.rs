@@ -4,3 +4,4 @@ pub mod advice;
 pub mod culprit;
 pub mod oom;
 pub mod report;
+mod vllm_context;

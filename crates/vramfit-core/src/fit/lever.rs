@@ -100,11 +100,11 @@ impl Lever {
 
     /// Whether the key the lever changes exists in the trainer versions `run` is pinned to: a
     /// lever whose key that release's call does not take is never offered, since that trainer
-    /// would refuse the file (`TypeError: __init__() got an unexpected keyword argument`). TRL's
-    /// Whether the pinned releases have this lever's key: the call its table feeds takes it
+    /// would refuse the file (`TypeError: __init__() got an unexpected keyword argument`). The
+    /// pinned releases have the key when the call its table feeds takes it
     /// (`RunConfig::pinned_release_takes`, read from the wheels' ladders: GRPOConfig per TRL
     /// release, Unsloth's `from_pretrained` / `get_peft_model`, `trl vllm-serve`'s flags and
-    /// vLLM's `EngineArgs`). E.g. `vllm_max_model_length` exists from trl 0.29 (0.18 to 0.25 size
+    /// vLLM's `EngineArgs`). E.g. `vllm_max_model_length` exists from trl 0.26 (0.18 to 0.25 size
     /// the colocated vLLM's context as `max_prompt_length + max_completion_length`, trl 0.19.1
     /// `GRPOTrainer.__init__`), `vllm_mode` from 0.18.
     pub fn exists_in(self, run: &RunConfig) -> bool {

@@ -54,8 +54,8 @@ fn levers_offered(run: &RunConfig) -> Vec<Lever> {
 fn a_lever_whose_key_the_pinned_trl_lacks_is_never_offered() {
     let now = levers_offered(&pinned("1.15.0"));
     assert!(now.contains(&Lever::SequenceLength), "{now:?}");
-    // `vllm_max_model_length` is a GRPOConfig key from trl 0.29 (the TRL ladder)
-    for old in ["0.14.0", "0.19.1", "0.23.0"] {
+    // `vllm_max_model_length` is a GRPOConfig key from trl 0.26 (the TRL ladder)
+    for old in ["0.14.0", "0.19.1", "0.23.0", "0.25.1"] {
         let run = pinned(old);
         let offered = levers_offered(&run);
         assert!(
@@ -67,7 +67,9 @@ fn a_lever_whose_key_the_pinned_trl_lacks_is_never_offered() {
         assert!(!Lever::SequenceLength.exists_in(&run), "{old}");
         assert!(!Lever::SequenceLength.applies(&run), "{old}");
     }
-    assert!(Lever::SequenceLength.exists_in(&pinned("0.29.1")));
+    for new in ["0.26.2", "0.28.0", "0.29.1"] {
+        assert!(Lever::SequenceLength.exists_in(&pinned(new)), "{new}");
+    }
 }
 
 #[test]

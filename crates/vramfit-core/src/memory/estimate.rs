@@ -153,7 +153,7 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
         checkpointing: run.checkpointing != Checkpointing::Off,
         reference_pass: run.beta > 0.0
             && (!trainer || unsloth && run.versions.unsloth_logits() == UnslothLogits::TrlLoss),
-        quantised_base: run.quant.is_quantised(),
+        quantised_base: step::shape::quantised_matmul_saves_input(run.stack, run.quant),
         fused_logits: run.fused_logits && run.stack == Stack::Trl,
         expandable_segments: run.expandable_segments,
         scoring_rows: if trainer

@@ -118,10 +118,22 @@ pub fn plan(run: &RunConfig, around: &Surroundings) -> Option<VllmPlan> {
             weights,
             seqs,
             batched,
-            context: run.max_seq_len,
+            context: colocated_context(run),
             kv_split: tp.min(run.arch.kv_heads.max(1)),
         },
     ))
+}
+
+/// The colocated vLLM's `max_model_len`: prompt + completion where the pinned TRL passes that
+/// sum (`StackVersions::trl_context_is_prompt_and_completion`, trl 0.19.1
+/// `GRPOTrainer.__init__`), else the run's context (`vllm_max_model_length` or Unsloth's
+/// `max_seq_length`, the model's own when unset).
+fn colocated_context(run: &RunConfig) -> u64 {
+    if run.stack == Stack::Trl && run.versions.trl_context_is_prompt_and_completion() {
+        run.sequence_len()
+    } else {
+        run.max_seq_len
+    }
 }
 
 /// vLLM's `request_memory`: what it asks of the GPU, `ceil(total x utilization)`.

@@ -433,6 +433,17 @@ impl StackVersions {
         self.unsloth < Release::new(2025, 2, 15) && self.trl.line() >= (0, 15)
     }
 
+    /// Whether TRL sizes its colocated vLLM's context as `max_prompt_length +
+    /// max_completion_length`: trl 0.18.2 and 0.19.1 `GRPOTrainer.__init__` pass
+    /// `LLM(max_model_len=self.max_prompt_length + self.max_completion_length)` in colocate
+    /// mode, and 0.20.0 to 0.25.1 the same sum when both are set (None, the model's own context,
+    /// only when `max_prompt_length` is None). Before 0.18 the call passes
+    /// `vllm_max_model_len` (0.15) or nothing; from 0.26.2 `vllm_max_model_length`, None by
+    /// default. `trl vllm-serve` takes its own `--max_model_len` in every release.
+    pub fn trl_context_is_prompt_and_completion(self) -> bool {
+        ((0, 18)..(0, 26)).contains(&self.trl.line())
+    }
+
     pub fn unsloth_logits(self) -> UnslothLogits {
         match self.unsloth.line() {
             l if l < (2025, 3) => UnslothLogits::TrlLoss,

@@ -3,6 +3,7 @@
 
 use crate::arch::Arch;
 use crate::run::versions::UnslothLogits;
+use crate::run::{Quant, Stack};
 
 /// Shapes of one micro-batch step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -14,7 +15,7 @@ pub struct StepShape {
     pub rank: u64,
     pub checkpointing: bool,
     pub reference_pass: bool,
-    /// the base weights are bitsandbytes-quantised: their matmul saves its input too
+    /// the base weights' quantised matmul saves its input too ([`quantised_matmul_saves_input`])
     pub quantised_base: bool,
     pub expandable_segments: bool,
     /// TRL 1.x's fused LM head (`add_fused_lm_head`): log-probabilities computed in tiles, the
@@ -59,7 +60,8 @@ impl LayerTensors {
 /// - each RMSNorm saves its input upcast to fp32 (and Qwen3/Gemma3's query/key norms too);
 /// - PEFT keeps adapters in fp32 and casts each targeted projection's input to fp32, which
 ///   `lora_A` saves; `lora_A`'s output (rank wide, fp32) is saved by `lora_B`;
-/// - a bitsandbytes 4/8-bit matmul saves its own bf16 input: the MLP product feeding `down_proj`.
+/// - a quantised matmul that saves its own bf16 input ([`quantised_matmul_saves_input`]) keeps
+///   the MLP product feeding `down_proj`.
 pub fn layer_tensors(
     arch: &Arch,
     targets: &[bool],
@@ -103,6 +105,19 @@ pub fn layer_tensors(
         saved.extend([2 * h * m.active, 4 * m.experts]);
     }
     LayerTensors { saved }
+}
+
+/// Whether the base model's quantised linear layers keep their input for the backward pass:
+/// - TRL (PEFT over bitsandbytes): 8-bit's `MatMul8bitLt.forward` saves `ctx.tensors = (CAt,
+///   subA, A)`, its input `A`; 4-bit's `MatMul4Bit.forward` saves `ctx.tensors = (None, B)`,
+///   only the packed weight, which its backward dequantises again (bitsandbytes 0.46.0 and
+///   0.50.2 `autograd/_functions.py`), so NF4 saves no more than 16-bit weights do;
+/// - Unsloth: every quantised base, as its own step models it (`unsloth_step::gradient_pass`).
+pub fn quantised_matmul_saves_input(stack: Stack, quant: Quant) -> bool {
+    match stack {
+        Stack::Trl => quant == Quant::Int8,
+        Stack::Unsloth => quant.is_quantised(),
+    }
 }
 
 /// What one step needs above the static memory (weights, adapters, optimizer states).
