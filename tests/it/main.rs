@@ -42,5 +42,6 @@ mod tui_spread;
 mod tui_tmux;
 mod tui_tmux_cmds;
 mod tui_tmux_resize;
+mod unsloth_defaults;
 mod versions;
 mod walk;
