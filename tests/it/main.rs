@@ -44,4 +44,5 @@ mod tui_tmux_cmds;
 mod tui_tmux_resize;
 mod unsloth_defaults;
 mod versions;
+mod vllm_defaults;
 mod walk;

@@ -237,23 +237,23 @@ fn plan_with(run: &RunConfig, s: &Setup) -> VllmPlan {
 
 /// `trl vllm-serve` on one of its GPUs (a `capacity`-byte card like the trainers'): the
 /// checkpoint's weights split by tensor parallelism (vLLM loads them itself and TRL pushes
-/// merged weights into them), its own budget and context. trl 1.15.0 `scripts/vllm_serve.py`
-/// `build_command` runs `vllm serve` (usage context OPENAI_API_SERVER) without batch limits, so
-/// vLLM's server defaults apply (vllm 0.31.0 wheel, `EngineArgs.get_batch_defaults`): 1024
-/// sequences and 16384 batched tokens on a card of 160 GiB or more, 1024 and 8192 from 70 GiB,
-/// else 256 and 2048. vLLM also gives an A100 the smallest pair; the plan has no card name, so
-/// an A100 80 GB server's profile run is sized the larger way (over, not under).
+/// merged weights into them), its own budget and context. No TRL release passes batch limits,
+/// so vLLM's own defaults apply, by the pinned TRL and vLLM
+/// (`vllm_batch_defaults::server_batch_defaults`: on vLLM 0.31 under trl 1.15's `vllm serve`,
+/// 1024 sequences and 16384 batched tokens on a card of 160 GiB or more, 1024 and 8192 from
+/// 70 GiB, else 256 and 2048).
 pub fn server_plan(run: &RunConfig, capacity: u64) -> VllmPlan {
     let server = &run.vllm_server;
     let tp = server.tensor_parallel_size.max(1);
-    let (seqs, batched) = if capacity >= 160 * GIB {
-        (1024, 16384)
-    } else if capacity >= 70 * GIB {
-        (1024, 8192)
-    } else {
-        (256, 2048)
-    };
     let context = server.max_model_len.unwrap_or(run.arch.max_position);
+    let vllm =
+        crate::contract::release::Release::new(run.vllm_version.major, run.vllm_version.minor, 0);
+    let (seqs, batched) = super::vllm_batch_defaults::server_batch_defaults(
+        run.versions.trl,
+        vllm,
+        capacity,
+        context,
+    );
     let free_at_start = capacity.saturating_sub(crate::memory::breakdown::CUDA_CONTEXT);
     plan_with(
         run,
