@@ -62,3 +62,36 @@ fn vllm_0_7_sizes_the_servers_batch_by_its_context() {
     assert_eq!((v07.0, v07.1), (256, 4096));
     assert_eq!((v08.0, v08.1), (1024, 16384));
 }
+
+/// Qwen2.5-1.5B LoRA with TRL, vLLM colocated on an 80 GB card, pinned to `trl` and vLLM 0.8.5:
+/// the colocated plan's `(max_num_batched_tokens, profiled activations)`.
+fn colocated(trl: &str) -> (u64, u64) {
+    let text = format!(
+        "[vramfit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\nmax_prompt_length = 512\ntrl_version = \"{trl}\"\nvllm_version = \"0.8.5\"\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nper_device_train_batch_size = 8\nnum_generations = 8\nmax_completion_length = 1024\nuse_vllm = true\nvllm_mode = \"colocate\"\nvllm_gpu_memory_utilization = 0.3\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("run.toml"), text).unwrap();
+    let venv = tempfile::tempdir().unwrap();
+    let out = run(vramfit_in(dir.path())
+        .env("VIRTUAL_ENV", venv.path())
+        .env_remove("CONDA_PREFIX")
+        .args(["estimate", "--json", "--offline", "--config", "run.toml"]));
+    assert!(matches!(out.code, Some(0 | 3)), "{}", out.stderr);
+    let est: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let plan = &est["vllm"];
+    (
+        plan["max_num_batched_tokens"].as_u64().unwrap(),
+        plan["activations_bytes"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn trl_0_18s_colocated_vllm_takes_vllms_own_batched_tokens() {
+    // trl 0.19 on passes max_num_batched_tokens = 4096; trl 0.18.2 passes none, so vLLM
+    // 0.8.5's `LLM(...)` default on a card of 70 GiB or more, 16384, sizes the profile run
+    let passed = colocated("0.19.1");
+    let default = colocated("0.18.2");
+    assert_eq!(passed.0, 4096);
+    assert_eq!(default.0, 16384);
+    assert!(default.1 > passed.1, "{default:?} vs {passed:?}");
+}

@@ -1,6 +1,6 @@
 //! vLLM's own `max_num_seqs` and `max_num_batched_tokens` when the caller passes neither, as
-//! `trl vllm-serve` does (no TRL release passes them), by the vLLM release in force and by how
-//! TRL starts vLLM. `EngineArgs` leaves both `None` in every release of the ladder
+//! `trl vllm-serve` does (no TRL release passes them) and TRL 0.18's colocated `LLM(...)` does
+//! for the tokens, by the vLLM release in force and by how TRL starts vLLM. `EngineArgs` leaves both `None` in every release of the ladder
 //! (`contract/vllm_ladder.json`); vLLM fills them at start-up, by usage context and card size:
 //! - vLLM 0.7 runs its V0 engine: `EngineArgs.__post_init__` sets `max_num_seqs = 256` (vllm
 //!   0.7.2 engine/arg_utils.py), and `SchedulerConfig.__post_init__` (config.py)
@@ -34,6 +34,32 @@ pub(crate) fn server_batch_defaults(
     capacity: u64,
     max_model_len: u64,
 ) -> (u64, u64) {
+    engine_batch_defaults(vllm, serve_builds_llm(trl), capacity, max_model_len)
+}
+
+/// `max_num_batched_tokens` of TRL's colocated `LLM(...)`: 4096 from trl 0.19 ("Latest vLLM
+/// v1 memory profiler is misled by the high default value", trl 0.19.1 to 1.15.0); trl 0.18.2's
+/// `GRPOTrainer.__init__` passes `max_num_seqs` only, so vLLM's `LLM(...)` default applies.
+pub(crate) fn colocated_batched_tokens(
+    trl: Release,
+    vllm: Release,
+    capacity: u64,
+    max_model_len: u64,
+) -> u64 {
+    if trl.line() >= (0, 19) {
+        4096
+    } else {
+        engine_batch_defaults(vllm, true, capacity, max_model_len).1
+    }
+}
+
+/// vLLM's defaults for a caller that passes neither; `offline`: started as `LLM(...)`.
+fn engine_batch_defaults(
+    vllm: Release,
+    offline: bool,
+    capacity: u64,
+    max_model_len: u64,
+) -> (u64, u64) {
     if vllm.line() < (0, 8) {
         let tokens = if max_model_len > 32768 {
             2048
@@ -42,7 +68,6 @@ pub(crate) fn server_batch_defaults(
         };
         return (256, tokens);
     }
-    let offline = serve_builds_llm(trl);
     if vllm.line() >= (0, 28) && capacity >= 160 * GIB {
         (1024, 16384)
     } else if capacity >= 70 * GIB {
@@ -96,6 +121,12 @@ mod tests {
             server_batch_defaults(trl_016, v07, h100, 131072),
             (256, 2048)
         );
+        // TRL's colocated LLM(...): 4096 from trl 0.19; trl 0.18 leaves vLLM's offline default
+        let trl_018 = Release::new(0, 18, 2);
+        assert_eq!(colocated_batched_tokens(trl_new, vllm_new, t4, 4096), 4096);
+        let v085 = Release::new(0, 8, 5);
+        assert_eq!(colocated_batched_tokens(trl_018, v085, h100, 4096), 16384);
+        assert_eq!(colocated_batched_tokens(trl_018, v085, t4, 4096), 8192);
         // EngineArgs itself leaves both to these rules in every release read
         for v in crate::contract::vllm_ladder::releases() {
             for key in ["max_num_seqs", "max_num_batched_tokens"] {
