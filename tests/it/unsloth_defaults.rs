@@ -32,12 +32,17 @@ num_generations = 8
 max_completion_length = 512
 "#;
 
-/// `estimate --json` of the run pinned to `unsloth` (with the TRL it accepts), with extra
-/// `[model]` and `[lora]` lines, in an empty Python environment.
+/// `estimate --json` of the run pinned to `unsloth` (with a TRL and vLLM it accepts), with
+/// extra `[model]` and `[lora]` lines, in an empty Python environment.
 fn estimate(unsloth: &str, model: &str, lora: &str) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
+    let (trl, vllm) = if unsloth.starts_with("2025.") {
+        ("0.15.2", "0.7.2")
+    } else {
+        ("0.24.0", "0.11.0")
+    };
     let pins = format!(
-        "unsloth_version = \"{unsloth}\"\ntrl_version = \"0.15.2\"\nvllm_version = \"0.7.2\""
+        "unsloth_version = \"{unsloth}\"\ntrl_version = \"{trl}\"\nvllm_version = \"{vllm}\""
     );
     let text = UNSLOTH_RUN
         .replace("{pins}", &pins)
@@ -76,7 +81,8 @@ fn max_seq_length_left_out_is_the_models_context_on_unsloth_2025_2() {
 }
 
 #[test]
-fn use_gradient_checkpointing_left_out_keeps_layer_inputs_on_the_gpu_on_unsloth_2025_2() {
+fn use_gradient_checkpointing_true_keeps_layer_inputs_on_the_gpu_only_where_nothing_patched_torch()
+{
     let on = "use_gradient_checkpointing = true";
     let offload = "use_gradient_checkpointing = \"unsloth\"";
     // unsloth 2025.2.15: get_peft_model defaults to True and nothing patches torch's
@@ -84,8 +90,19 @@ fn use_gradient_checkpointing_left_out_keeps_layer_inputs_on_the_gpu_on_unsloth_
     let old = |lora| training_peak(&estimate("2025.2.15", "", lora));
     assert_eq!(old(""), old(on));
     assert!(old("") > old(offload), "{} vs {}", old(""), old(offload));
-    // 2025.3.19 still defaults to True, but from_pretrained's "unsloth" has made every
-    // checkpoint Unsloth's offloaded one
-    let later = |lora| training_peak(&estimate("2025.3.19", "", lora));
-    assert_eq!(later(""), later(offload));
+    // 2025.3.19 to 2026.1 (True its default up to 2025.5): from_pretrained's "unsloth" has
+    // made every checkpoint Unsloth's offloaded one, so True offloads too
+    for unsloth in ["2025.3.19", "2026.1.4"] {
+        let later = |lora| training_peak(&estimate(unsloth, "", lora));
+        assert_eq!(later(""), later(offload), "{unsloth}");
+        assert_eq!(later(on), later(offload), "{unsloth}");
+    }
+    // 2026.10's get_peft_model undoes that patch for True: on the GPU again
+    let today = |lora| training_peak(&estimate("2026.10.9", "", lora));
+    assert!(
+        today(on) > today(offload),
+        "{} vs {}",
+        today(on),
+        today(offload)
+    );
 }

@@ -154,12 +154,11 @@ fn checkpointing(t: &Tables) -> Result<Checkpointing, LoadError> {
     }
 }
 
-/// Unsloth's get_peft_model defaults to "unsloth" (`True` before 2025.8, which offloads all
-/// the same from 2025.3: `StackVersions::unsloth_checkpointing_offloads`); TRL 1.x's
+/// Unsloth's get_peft_model defaults to "unsloth" (`True` before 2025.8, which the memory
+/// model offloads all the same from 2025.3: `unsloth_step::checkpointing_in_effect`); TRL 1.x's
 /// _BaseConfig to true.
 fn default_checkpointing(t: &Tables) -> Checkpointing {
     let moved = t.versions.trl_default("gradient_checkpointing");
-    let unsloth = t.stack == Stack::Unsloth;
     match t
         .versions
         .call_default(lora_call(t), "use_gradient_checkpointing")
@@ -167,11 +166,6 @@ fn default_checkpointing(t: &Tables) -> Checkpointing {
         .or(Call::GrpoConfig.default("gradient_checkpointing"))
     {
         Some(serde_json::Value::String(s)) if s == "unsloth" => Checkpointing::UnslothOffload,
-        Some(serde_json::Value::Bool(true))
-            if unsloth && t.versions.unsloth_checkpointing_offloads() =>
-        {
-            Checkpointing::UnslothOffload
-        }
         Some(serde_json::Value::Bool(false)) => Checkpointing::Off,
         _ => Checkpointing::On,
     }

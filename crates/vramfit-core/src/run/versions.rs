@@ -489,20 +489,20 @@ impl StackVersions {
             .or_else(|| call.default(key))
     }
 
-    /// Whether Unsloth's `from_pretrained`, left at its `use_gradient_checkpointing =
-    /// "unsloth"`, makes every gradient checkpoint Unsloth's offloaded one: from 2025.3
-    /// `FastLanguageModel.from_pretrained` calls `patch_unsloth_smart_gradient_checkpointing`
-    /// (unsloth 2025.3.19 to 2026.1.4 loader.py; what matters up to 2025.5.9, the last release
-    /// whose `get_peft_model` defaults to `True`), which puts unsloth_zoo's
-    /// `UnslothCheckpointFunction` (layer inputs copied to CPU) in place of torch's
-    /// `CheckpointFunction`, and llama.py's layers checkpoint through
-    /// `torch.utils.checkpoint.checkpoint(..., use_reentrant = True)`, so `get_peft_model`'s
-    /// `True` offloads too. Unsloth 2025.2.4 and 2025.2.15's `from_pretrained` patch nothing:
-    /// `True` is torch's own checkpointing, on the GPU (`_utils.py`
+    /// Whether `get_peft_model(use_gradient_checkpointing = True)` offloads layer inputs as
+    /// "unsloth" does, `from_pretrained` left at its own `use_gradient_checkpointing =
+    /// "unsloth"`: from 2025.3 `FastLanguageModel.from_pretrained` then calls
+    /// `patch_unsloth_smart_gradient_checkpointing` (unsloth 2025.3.19 to 2026.1.4 loader.py),
+    /// which puts unsloth_zoo's `UnslothCheckpointFunction` (layer inputs copied to CPU) in
+    /// place of torch's `CheckpointFunction`, and the layers checkpoint through
+    /// `torch.utils.checkpoint.checkpoint(..., use_reentrant = True)` (llama.py
+    /// `LlamaModel_fast_forward`). Unsloth 2025.2.4 and 2025.2.15's `from_pretrained` patch
+    /// nothing, so `True` is torch's own checkpointing on the GPU (`_utils.py`
     /// `prepare_model_for_kbit_training` marks `_offloaded_gradient_checkpointing` only for
-    /// "unsloth").
-    pub fn unsloth_checkpointing_offloads(self) -> bool {
-        self.unsloth.line() >= (2025, 3)
+    /// "unsloth"); 2026.10.9's `get_peft_model` undoes the patch for `True`
+    /// (`_utils.py` `apply_unsloth_gradient_checkpointing`: `unpatch_unsloth_smart_gradient_checkpointing`).
+    pub fn unsloth_true_checkpointing_offloads(self) -> bool {
+        (2025, 3) <= self.unsloth.line() && self.unsloth.line() < (2026, 10)
     }
 }
 
@@ -636,8 +636,10 @@ mod tests {
         // a key 2025.2.4 does not name: the targeted contract's; other calls: the contract's
         assert_eq!(old.call_default(from, "load_in_8bit"), Some(&json!(false)));
         assert_eq!(old.call_default(Call::LoraConfig, "r"), Some(&json!(8)));
-        assert!(!old.unsloth_checkpointing_offloads());
-        assert!(at("2025.3.19").unsloth_checkpointing_offloads());
+        assert!(!old.unsloth_true_checkpointing_offloads());
+        assert!(at("2025.3.19").unsloth_true_checkpointing_offloads());
+        assert!(at("2026.1.4").unsloth_true_checkpointing_offloads());
+        assert!(!new.unsloth_true_checkpointing_offloads());
     }
 
     #[test]
