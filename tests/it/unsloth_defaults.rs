@@ -106,3 +106,17 @@ fn use_gradient_checkpointing_true_keeps_layer_inputs_on_the_gpu_only_where_noth
         today(offload)
     );
 }
+
+#[test]
+fn unsloth_checkpointing_stays_on_the_gpu_under_512_tokens_from_unsloth_2026_10() {
+    // apply_unsloth_gradient_checkpointing (2026.10.9): "unsloth" below a 512-token
+    // max_seq_length is torch's own checkpointing; 2026.1.4 offloads at any length
+    let on = "use_gradient_checkpointing = true";
+    let peak = |unsloth, model, lora| training_peak(&estimate(unsloth, model, lora));
+    let short = "max_seq_length = 384";
+    assert_eq!(peak("2026.10.9", short, ""), peak("2026.10.9", short, on));
+    assert!(peak("2026.1.4", short, "") < peak("2026.10.9", short, ""));
+    // from 512 tokens it offloads again
+    let at_512 = "max_seq_length = 512";
+    assert!(peak("2026.10.9", at_512, "") < peak("2026.10.9", at_512, on));
+}

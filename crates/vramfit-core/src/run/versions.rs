@@ -504,6 +504,18 @@ impl StackVersions {
     pub fn unsloth_true_checkpointing_offloads(self) -> bool {
         (2025, 3) <= self.unsloth.line() && self.unsloth.line() < (2026, 10)
     }
+
+    /// The shortest `max_seq_length` for which "unsloth" checkpointing offloads: from 2026.10,
+    /// below 512 tokens Unsloth takes torch's own checkpointing instead ("Offloading is not worth
+    /// it below ~512", unsloth 2026.10.9 `_utils.py` `apply_unsloth_gradient_checkpointing`, which
+    /// `from_pretrained` and `get_peft_model` call; 2026.1.4's loader.py patches at any length).
+    pub fn unsloth_offload_min_seq_len(self) -> u64 {
+        if self.unsloth.line() >= (2026, 10) {
+            512
+        } else {
+            0
+        }
+    }
 }
 
 #[cfg(test)]
@@ -640,6 +652,8 @@ mod tests {
         assert!(at("2025.3.19").unsloth_true_checkpointing_offloads());
         assert!(at("2026.1.4").unsloth_true_checkpointing_offloads());
         assert!(!new.unsloth_true_checkpointing_offloads());
+        assert_eq!(new.unsloth_offload_min_seq_len(), 512);
+        assert_eq!(at("2026.1.4").unsloth_offload_min_seq_len(), 0);
     }
 
     #[test]

@@ -49,9 +49,16 @@ const STATS_PER_ROW: u64 = 8 * 4;
 /// The checkpointing a run's step runs: on the unsloth stack `use_gradient_checkpointing = true`
 /// offloads as "unsloth" does from Unsloth 2025.3 to 2026.1, where `from_pretrained` has put
 /// Unsloth's offloaded checkpoint in place of torch's
-/// (`StackVersions::unsloth_true_checkpointing_offloads`).
+/// (`StackVersions::unsloth_true_checkpointing_offloads`), and from 2026.10 "unsloth" keeps
+/// layer inputs on the GPU for a context under 512 tokens
+/// (`StackVersions::unsloth_offload_min_seq_len`).
 pub fn checkpointing_in_effect(run: &RunConfig) -> Checkpointing {
     match (run.stack, run.checkpointing) {
+        (Stack::Unsloth, Checkpointing::UnslothOffload)
+            if run.max_seq_len < run.versions.unsloth_offload_min_seq_len() =>
+        {
+            Checkpointing::On
+        }
         (Stack::Unsloth, Checkpointing::On)
             if run.versions.unsloth_true_checkpointing_offloads() =>
         {
