@@ -44,6 +44,8 @@ mod tui_tmux;
 mod tui_tmux_cmds;
 mod tui_tmux_follow_big;
 mod tui_tmux_resize;
+mod unsloth_defaults;
 mod versions;
 mod versions_old_trl;
+mod vllm_defaults;
 mod walk;

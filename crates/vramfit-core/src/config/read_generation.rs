@@ -31,7 +31,10 @@ pub(super) fn read_generation(t: &Tables, standby: bool) -> Result<Generating, L
         vllm_kv_fp8: match t.stack {
             Stack::Unsloth => t
                 .boolean(T::Model, "float8_kv_cache")?
-                .or(model_call(t.stack).default_bool("float8_kv_cache"))
+                .or(t
+                    .versions
+                    .call_default(model_call(t.stack), "float8_kv_cache")
+                    .and_then(|v| v.as_bool()))
                 .unwrap_or(false),
             Stack::Trl => false,
         },
@@ -72,7 +75,10 @@ fn generation(t: &Tables) -> Result<Generation, LoadError> {
         Stack::Unsloth => t
             .boolean(T::Model, "fast_inference")?
             .or(asked_vllm)
-            .or(model.default_bool("fast_inference"))
+            .or(t
+                .versions
+                .call_default(model, "fast_inference")
+                .and_then(|v| v.as_bool()))
             .unwrap_or(false),
         Stack::Trl => use_vllm.unwrap_or(false) && mode.unwrap_or(default_mode(t)) != "server",
     };
@@ -81,7 +87,10 @@ fn generation(t: &Tables) -> Result<Generation, LoadError> {
         && mode.unwrap_or(default_mode(t)) == "server";
     Ok(if colocated {
         let default = match t.stack {
-            Stack::Unsloth => model.default_f64("gpu_memory_utilization"),
+            Stack::Unsloth => t
+                .versions
+                .call_default(model, "gpu_memory_utilization")
+                .and_then(|v| v.as_f64()),
             // the release's own default: 0.9 in trl 0.14 and 0.15, 0.3 from 0.18 (the ladder)
             Stack::Trl => t
                 .versions

@@ -26,11 +26,14 @@ pub(super) fn read_lora(t: &Tables, arch: &Arch) -> Result<Lora, LoadError> {
     let call = lora_call(t);
     let rank = t
         .knob(Knob::LoraRank)?
-        .or(call.default_u64("r"))
+        .or(t.versions.call_default(call, "r").and_then(|v| v.as_u64()))
         .unwrap_or(8);
     let alpha = t
         .int(T::Lora, "lora_alpha", 1, 1 << 16)?
-        .or(call.default_u64("lora_alpha"))
+        .or(t
+            .versions
+            .call_default(call, "lora_alpha")
+            .and_then(|v| v.as_u64()))
         .unwrap_or(rank);
     Ok(Lora {
         rank,
@@ -106,8 +109,9 @@ fn targets(t: &Tables, arch: &Arch) -> Result<Vec<String>, LoadError> {
 }
 
 fn default_targets(t: &Tables, arch: &Arch) -> Vec<String> {
-    match lora_call(t)
-        .default("target_modules")
+    match t
+        .versions
+        .call_default(lora_call(t), "target_modules")
         .and_then(|v| v.as_array())
     {
         // Unsloth's get_peft_model: the seven projections
@@ -150,11 +154,14 @@ fn checkpointing(t: &Tables) -> Result<Checkpointing, LoadError> {
     }
 }
 
-/// Unsloth's get_peft_model defaults to "unsloth"; TRL 1.x's _BaseConfig to true.
+/// Unsloth's get_peft_model defaults to "unsloth" (`True` before 2025.8, which the memory
+/// model offloads all the same from 2025.3: `unsloth_step::checkpointing_in_effect`); TRL 1.x's
+/// _BaseConfig to true.
 fn default_checkpointing(t: &Tables) -> Checkpointing {
     let moved = t.versions.trl_default("gradient_checkpointing");
-    match lora_call(t)
-        .default("use_gradient_checkpointing")
+    match t
+        .versions
+        .call_default(lora_call(t), "use_gradient_checkpointing")
         .or(moved.as_ref())
         .or(Call::GrpoConfig.default("gradient_checkpointing"))
     {

@@ -168,7 +168,9 @@ fn quant(t: &Tables, implied: ImpliedQuant) -> Result<Quant, LoadError> {
         ));
     }
     let four = four.unwrap_or_else(|| {
-        implied == ImpliedQuant::FourBit || model.default_bool("load_in_4bit") == Some(true)
+        implied == ImpliedQuant::FourBit
+            || t.versions.call_default(model, "load_in_4bit")
+                == Some(&serde_json::Value::Bool(true))
     });
     if fp8 {
         Ok(Quant::Fp8)
@@ -201,9 +203,10 @@ fn fp8(t: &Tables) -> Result<bool, LoadError> {
 
 /// 16- or 32-bit weights, from `dtype`.
 fn dtype(t: &Tables) -> Result<Quant, LoadError> {
-    match t
-        .text(T::Model, "dtype")?
-        .or(model_call(t.stack).default_str("dtype"))
+    match t.text(T::Model, "dtype")?.or(t
+        .versions
+        .call_default(model_call(t.stack), "dtype")
+        .and_then(|v| v.as_str()))
     {
         // TRL's ModelConfig defaults dtype to "float32", and its scripts load with it
         Some("float32") => Ok(Quant::Fp32),
@@ -221,10 +224,19 @@ fn dtype(t: &Tables) -> Result<Quant, LoadError> {
 fn max_seq_len(t: &Tables, arch: &Arch) -> Result<u64, LoadError> {
     let given = t.knob(Knob::SequenceLength)?;
     Ok(match t.stack {
-        // Unsloth: from_pretrained's max_seq_length is vLLM's max_model_len too
-        Stack::Unsloth => given
-            .or(model_call(t.stack).default_u64("max_seq_length"))
-            .unwrap_or(2048),
+        // Unsloth: from_pretrained's max_seq_length is vLLM's max_model_len too. Its default
+        // by release: `None` in 2025.2, which `FastLlamaModel.from_pretrained` (unsloth 2025.2.4
+        // and 2025.2.15 llama.py, "If max_seq_length is not specified, use maximum fron
+        // config") replaces by the model's `max_position_embeddings`; 2048 from 2025.3.19
+        Stack::Unsloth => given.unwrap_or_else(|| {
+            match t
+                .versions
+                .call_default(model_call(t.stack), "max_seq_length")
+            {
+                Some(serde_json::Value::Null) => arch.max_position,
+                default => default.and_then(|v| v.as_u64()).unwrap_or(2048),
+            }
+        }),
         // TRL colocate: vllm_max_model_length, else vLLM takes the model's own context
         // (GRPOTrainer.__init__ passes max_model_len=self.vllm_max_model_length, None when unset)
         Stack::Trl => given.unwrap_or(arch.max_position),
@@ -236,7 +248,10 @@ fn max_lora_rank(t: &Tables) -> Result<Option<u64>, LoadError> {
     Ok(match t.stack {
         Stack::Unsloth => Some(
             t.int(T::Model, "max_lora_rank", 1, 4096)?
-                .or(model_call(t.stack).default_u64("max_lora_rank"))
+                .or(t
+                    .versions
+                    .call_default(model_call(t.stack), "max_lora_rank")
+                    .and_then(|v| v.as_u64()))
                 .unwrap_or(64),
         ),
         Stack::Trl => None,

@@ -116,7 +116,7 @@ impl Estimator {
                 targets: targets.to_vec(),
                 shape: *shape,
                 stack: run.stack,
-                checkpointing: run.checkpointing,
+                checkpointing: step::unsloth_step::checkpointing_in_effect(run),
             };
             if let Some(peak) = self.steps.get(&key) {
                 return *peak;
@@ -134,7 +134,10 @@ impl Estimator {
 fn step_peak(run: &RunConfig, targets: &[bool], shape: &StepShape) -> StepPeak {
     match run.stack {
         Stack::Trl => step::trl_step(&run.arch, targets, shape),
-        Stack::Unsloth => unsloth_step(&run.arch, targets, shape, run.checkpointing),
+        Stack::Unsloth => {
+            let checkpointing = step::unsloth_step::checkpointing_in_effect(run);
+            unsloth_step(&run.arch, targets, shape, checkpointing)
+        }
     }
 }
 

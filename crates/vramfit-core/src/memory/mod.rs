@@ -18,3 +18,4 @@ pub mod step;
 mod unsloth_checkpoint;
 pub mod unsloth_vllm_2025;
 pub mod vllm;
+mod vllm_batch_defaults;

@@ -5,6 +5,7 @@
 //! own budget (`vllm.v1.worker.gpu_worker.Worker.determine_available_memory`, 0.33).
 
 use crate::arch::Arch;
+use crate::contract::release::Release;
 use crate::memory::refusal::{Refusal, VllmRefusal};
 use crate::run::versions::UnslothVllmLimits;
 use crate::run::{Generation, Quant, RunConfig, Stack};
@@ -30,10 +31,6 @@ pub const VLLM_CUDA_GRAPHS: u64 = (0.66 * GIB as f64) as u64;
 /// runs that printed their activation peak give (peak - forward) / (sequences x vocabulary x
 /// 4 B) = 9.1, 9.2, 8.6, 7.2 and 8.6; their median.
 const SAMPLER_COPIES: f64 = 8.6;
-
-/// TRL's colocate call passes `max_num_batched_tokens=4096` ("the memory profiler is misled
-/// by the high default"), trl 1.15.0 `VLLMGeneration._init_vllm`.
-const TRL_BATCHED_TOKENS: u64 = 4096;
 
 /// vLLM's KV block size (tokens): the KV cache is sized in whole blocks, one of them the null block.
 const BLOCK: u64 = 16;
@@ -107,7 +104,7 @@ pub fn plan(run: &RunConfig, around: &Surroundings) -> Option<VllmPlan> {
     let tp = run.vllm_tensor_parallel.max(1);
     let weights = vllm_weights(run, around.weights) / tp;
     let budget = request_memory(total, utilization);
-    let (seqs, batched) = batch_limits(run, budget, weights);
+    let (seqs, batched) = batch_limits(run, total, budget, weights);
     Some(plan_with(
         run,
         &Setup {
@@ -249,23 +246,22 @@ fn plan_with(run: &RunConfig, s: &Setup) -> VllmPlan {
 
 /// `trl vllm-serve` on one of its GPUs (a `capacity`-byte card like the trainers'): the
 /// checkpoint's weights split by tensor parallelism (vLLM loads them itself and TRL pushes
-/// merged weights into them), its own budget and context. trl 1.15.0 `scripts/vllm_serve.py`
-/// `build_command` runs `vllm serve` (usage context OPENAI_API_SERVER) without batch limits, so
-/// vLLM's server defaults apply (vllm 0.31.0 wheel, `EngineArgs.get_batch_defaults`): 1024
-/// sequences and 16384 batched tokens on a card of 160 GiB or more, 1024 and 8192 from 70 GiB,
-/// else 256 and 2048. vLLM also gives an A100 the smallest pair; the plan has no card name, so
-/// an A100 80 GB server's profile run is sized the larger way (over, not under).
+/// merged weights into them), its own budget and context. No TRL release passes batch limits,
+/// so vLLM's own defaults apply, by the pinned TRL and vLLM
+/// (`vllm_batch_defaults::server_batch_defaults`: on vLLM 0.31 under trl 1.15's `vllm serve`,
+/// 1024 sequences and 16384 batched tokens on a card of 160 GiB or more, 1024 and 8192 from
+/// 70 GiB, else 256 and 2048).
 pub fn server_plan(run: &RunConfig, capacity: u64) -> VllmPlan {
     let server = &run.vllm_server;
     let tp = server.tensor_parallel_size.max(1);
-    let (seqs, batched) = if capacity >= 160 * GIB {
-        (1024, 16384)
-    } else if capacity >= 70 * GIB {
-        (1024, 8192)
-    } else {
-        (256, 2048)
-    };
     let context = server.max_model_len.unwrap_or(run.arch.max_position);
+    let vllm = Release::new(run.vllm_version.major, run.vllm_version.minor, 0);
+    let (seqs, batched) = super::vllm_batch_defaults::server_batch_defaults(
+        run.versions.trl,
+        vllm,
+        capacity,
+        context,
+    );
     let free_at_start = capacity.saturating_sub(crate::memory::breakdown::CUDA_CONTEXT);
     plan_with(
         run,
@@ -350,17 +346,27 @@ fn vllm_weights(run: &RunConfig, training_weights: u64) -> u64 {
 
 /// `max_num_seqs` and `max_num_batched_tokens`. TRL: the generation batch of the tensor-parallel
 /// group (`per_device_train_batch_size x vllm_tensor_parallel_size x steps_per_generation`,
-/// trl 1.15.0 `GRPOTrainer.__init__`) and 4096. Unsloth: by release (`unsloth_vllm_limits`), a
+/// trl 1.15.0 `GRPOTrainer.__init__`) and 4096 tokens from trl 0.19, vLLM's own default before
+/// (`vllm_batch_defaults::colocated_batched_tokens`). Unsloth: by release (`unsloth_vllm_limits`), a
 /// table on its own KV estimate (load_vllm, 2026.10.9: `unsloth_pairs`; before unsloth_zoo
 /// 2025.11.6: `unsloth_vllm_2025::limits`), the tokens capped at `seqs x max_seq_length`, unless
 /// the file passes them to load_vllm.
-fn batch_limits(run: &RunConfig, budget: u64, weights: u64) -> (u64, u64) {
+fn batch_limits(run: &RunConfig, total: u64, budget: u64, weights: u64) -> (u64, u64) {
     match run.stack {
-        Stack::Trl => (
-            (run.micro_batch * run.vllm_tensor_parallel.max(1) * run.steps_per_generation())
-                .clamp(1, TRL_BATCHED_TOKENS),
-            TRL_BATCHED_TOKENS,
-        ),
+        Stack::Trl => {
+            let vllm = Release::new(run.vllm_version.major, run.vllm_version.minor, 0);
+            let tokens = super::vllm_batch_defaults::colocated_batched_tokens(
+                run.versions.trl,
+                vllm,
+                total,
+                run.max_seq_len,
+            );
+            (
+                (run.micro_batch * run.vllm_tensor_parallel.max(1) * run.steps_per_generation())
+                    .clamp(1, tokens),
+                tokens,
+            )
+        }
         Stack::Unsloth => {
             let (tokens, seqs) = match run.versions.unsloth_vllm_limits() {
                 UnslothVllmLimits::SequencesByKv => super::unsloth_vllm_2025::limits(run, budget),

@@ -3,7 +3,8 @@
 //! and the function it was read from (the wheels on PyPI). No I/O: the binary reads the user's
 //! Python environment and hands the versions it found here as plain values.
 
-use crate::contract::Stack;
+use crate::contract::unsloth_ladder::{self, UnslothCall};
+use crate::contract::{Call, Stack};
 use serde::Serialize;
 
 pub use crate::contract::release::Release;
@@ -490,6 +491,54 @@ impl StackVersions {
             .filter(|v| !v.is_null())
             .cloned()
     }
+
+    /// `call`'s default for `key` in the releases in force. Unsloth's `from_pretrained`,
+    /// `get_peft_model` and `load_vllm` read the pinned Unsloth's own signature
+    /// (`contract/unsloth_ladder.json`, from each wheel's unsloth/models/loader.py and llama.py
+    /// by tools/contract/stack_ladders.py): e.g. `get_peft_model(use_gradient_checkpointing =
+    /// True)` before 2025.8 ("unsloth" from 2025.8.9), `from_pretrained(max_seq_length = None)`
+    /// in 2025.2 (2048 from 2025.3.19). `Some(Null)` where that release spells `None`. A key the
+    /// release does not name, and every other call, take the targeted contract's default
+    /// (`GRPOConfig`'s moved defaults: [`StackVersions::trl_default`]).
+    pub fn call_default(self, call: Call, key: &str) -> Option<&'static serde_json::Value> {
+        let unsloth = match call {
+            Call::UnslothFromPretrained => Some(UnslothCall::FromPretrained),
+            Call::UnslothGetPeftModel => Some(UnslothCall::GetPeftModel),
+            Call::UnslothLoadVllm => Some(UnslothCall::LoadVllm),
+            Call::GrpoConfig | Call::TrlModelConfig | Call::LoraConfig | Call::VllmServe => None,
+        };
+        unsloth
+            .and_then(|c| unsloth_ladder::default(c, self.unsloth, key))
+            .or_else(|| call.default(key))
+    }
+
+    /// Whether `get_peft_model(use_gradient_checkpointing = True)` offloads layer inputs as
+    /// "unsloth" does, `from_pretrained` left at its own `use_gradient_checkpointing =
+    /// "unsloth"`: from 2025.3 `FastLanguageModel.from_pretrained` then calls
+    /// `patch_unsloth_smart_gradient_checkpointing` (unsloth 2025.3.19 to 2026.1.4 loader.py),
+    /// which puts unsloth_zoo's `UnslothCheckpointFunction` (layer inputs copied to CPU) in
+    /// place of torch's `CheckpointFunction`, and the layers checkpoint through
+    /// `torch.utils.checkpoint.checkpoint(..., use_reentrant = True)` (llama.py
+    /// `LlamaModel_fast_forward`). Unsloth 2025.2.4 and 2025.2.15's `from_pretrained` patch
+    /// nothing, so `True` is torch's own checkpointing on the GPU (`_utils.py`
+    /// `prepare_model_for_kbit_training` marks `_offloaded_gradient_checkpointing` only for
+    /// "unsloth"); 2026.10.9's `get_peft_model` undoes the patch for `True`
+    /// (`_utils.py` `apply_unsloth_gradient_checkpointing`: `unpatch_unsloth_smart_gradient_checkpointing`).
+    pub fn unsloth_true_checkpointing_offloads(self) -> bool {
+        (2025, 3) <= self.unsloth.line() && self.unsloth.line() < (2026, 10)
+    }
+
+    /// The shortest `max_seq_length` for which "unsloth" checkpointing offloads: from 2026.10,
+    /// below 512 tokens Unsloth takes torch's own checkpointing instead ("Offloading is not worth
+    /// it below ~512", unsloth 2026.10.9 `_utils.py` `apply_unsloth_gradient_checkpointing`, which
+    /// `from_pretrained` and `get_peft_model` call; 2026.1.4's loader.py patches at any length).
+    pub fn unsloth_offload_min_seq_len(self) -> u64 {
+        if self.unsloth.line() >= (2026, 10) {
+            512
+        } else {
+            0
+        }
+    }
 }
 
 #[cfg(test)]
@@ -597,6 +646,37 @@ mod tests {
             Origin::Default,
             "the trl stack runs no Unsloth"
         );
+    }
+
+    #[test]
+    fn unsloths_defaults_are_the_pinned_releases() {
+        use serde_json::json;
+        let at = |unsloth: &str| StackVersions {
+            unsloth: Release::parse(unsloth).unwrap(),
+            ..StackVersions::default()
+        };
+        let (old, new) = (at("2025.2.4"), StackVersions::default());
+        let from = Call::UnslothFromPretrained;
+        let peft = Call::UnslothGetPeftModel;
+        assert_eq!(old.call_default(from, "max_seq_length"), Some(&json!(null)));
+        assert_eq!(new.call_default(from, "max_seq_length"), Some(&json!(2048)));
+        assert_eq!(
+            at("2025.5.9").call_default(peft, "use_gradient_checkpointing"),
+            Some(&json!(true))
+        );
+        assert_eq!(
+            at("2025.8.9").call_default(peft, "use_gradient_checkpointing"),
+            Some(&json!("unsloth"))
+        );
+        // a key 2025.2.4 does not name: the targeted contract's; other calls: the contract's
+        assert_eq!(old.call_default(from, "load_in_8bit"), Some(&json!(false)));
+        assert_eq!(old.call_default(Call::LoraConfig, "r"), Some(&json!(8)));
+        assert!(!old.unsloth_true_checkpointing_offloads());
+        assert!(at("2025.3.19").unsloth_true_checkpointing_offloads());
+        assert!(at("2026.1.4").unsloth_true_checkpointing_offloads());
+        assert!(!new.unsloth_true_checkpointing_offloads());
+        assert_eq!(new.unsloth_offload_min_seq_len(), 512);
+        assert_eq!(at("2026.1.4").unsloth_offload_min_seq_len(), 0);
     }
 
     #[test]

@@ -14,8 +14,8 @@
 use crate::arch::Arch;
 use crate::memory::step::shape::Logits;
 use crate::memory::step::{StepPeak, StepShape};
-use crate::run::Checkpointing;
 use crate::run::versions::UnslothLogits;
+use crate::run::{Checkpointing, RunConfig, Stack};
 use crate::units::{GIB, MIB};
 
 /// What the Unsloth step reads from the GPU when it runs.
@@ -45,6 +45,28 @@ const TILE_ROWS: u64 = 4096;
 const FLASH_MIN_ROWS_LARGE: u64 = 4096;
 /// fp32 statistics the log-prob kernel keeps per row (logp, lse, entropy, sums...): eight.
 const STATS_PER_ROW: u64 = 8 * 4;
+
+/// The checkpointing a run's step runs: on the unsloth stack `use_gradient_checkpointing = true`
+/// offloads as "unsloth" does from Unsloth 2025.3 to 2026.1, where `from_pretrained` has put
+/// Unsloth's offloaded checkpoint in place of torch's
+/// (`StackVersions::unsloth_true_checkpointing_offloads`), and from 2026.10 "unsloth" keeps
+/// layer inputs on the GPU for a context under 512 tokens
+/// (`StackVersions::unsloth_offload_min_seq_len`).
+pub fn checkpointing_in_effect(run: &RunConfig) -> Checkpointing {
+    match (run.stack, run.checkpointing) {
+        (Stack::Unsloth, Checkpointing::UnslothOffload)
+            if run.max_seq_len < run.versions.unsloth_offload_min_seq_len() =>
+        {
+            Checkpointing::On
+        }
+        (Stack::Unsloth, Checkpointing::On)
+            if run.versions.unsloth_true_checkpointing_offloads() =>
+        {
+            Checkpointing::UnslothOffload
+        }
+        (_, asked) => asked,
+    }
+}
 
 /// The step's peak above the static memory.
 pub fn unsloth_step(

@@ -1,0 +1,122 @@
+//! Unsloth's defaults by release, end to end: where a run file leaves a `[model]` or `[lora]`
+//! key out, the estimate takes the default of the Unsloth release the file pins.
+
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
+use crate::common::{run, vramfit_in};
+
+/// Qwen2.5-1.5B (a 32768-token context) LoRA with Unsloth, vLLM colocated; `{pins}` are the
+/// `[vramfit]` version lines, `{model}` and `{lora}` extra keys of those tables.
+const UNSLOTH_RUN: &str = r#"
+[vramfit]
+stack = "unsloth"
+gpu_memory = "79.19GiB"
+max_prompt_length = 256
+{pins}
+
+[model]
+model_name = "Qwen/Qwen2.5-1.5B-Instruct"
+load_in_4bit = false
+fast_inference = true
+gpu_memory_utilization = 0.5
+{model}
+
+[lora]
+r = 16
+{lora}
+
+[grpo]
+per_device_train_batch_size = 8
+num_generations = 8
+max_completion_length = 512
+"#;
+
+/// `estimate --json` of the run pinned to `unsloth` (with a TRL and vLLM it accepts), with
+/// extra `[model]` and `[lora]` lines, in an empty Python environment.
+fn estimate(unsloth: &str, model: &str, lora: &str) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let (trl, vllm) = if unsloth.starts_with("2025.") {
+        ("0.15.2", "0.7.2")
+    } else {
+        ("0.24.0", "0.11.0")
+    };
+    let pins = format!(
+        "unsloth_version = \"{unsloth}\"\ntrl_version = \"{trl}\"\nvllm_version = \"{vllm}\""
+    );
+    let text = UNSLOTH_RUN
+        .replace("{pins}", &pins)
+        .replace("{model}", model)
+        .replace("{lora}", lora);
+    std::fs::write(dir.path().join("run.toml"), text).unwrap();
+    let venv = tempfile::tempdir().unwrap();
+    let out = run(vramfit_in(dir.path())
+        .env("VIRTUAL_ENV", venv.path())
+        .env_remove("CONDA_PREFIX")
+        .args(["estimate", "--json", "--offline", "--config", "run.toml"]));
+    assert!(matches!(out.code, Some(0 | 3)), "{}", out.stderr);
+    serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout))
+}
+
+/// The training step's peak (the activations checkpointing keeps are in it).
+fn training_peak(est: &serde_json::Value) -> u64 {
+    est["training_peak_allocated_bytes"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no training peak: {est}"))
+}
+
+#[test]
+fn max_seq_length_left_out_is_the_models_context_on_unsloth_2025_2() {
+    // unsloth 2025.2.15 `from_pretrained(max_seq_length = None)`: llama.py takes the model's
+    // max_position_embeddings (32768), which becomes vLLM's max_model_len; 2048 from 2025.3.19
+    for (unsloth, context) in [("2025.2.15", 32768), ("2025.3.19", 2048)] {
+        let est = estimate(unsloth, "", "");
+        assert_eq!(est["vllm"]["max_model_len"], context, "{unsloth}: {est}");
+    }
+    // what the file says wins on every release
+    for unsloth in ["2025.2.15", "2025.3.19"] {
+        let est = estimate(unsloth, "max_seq_length = 1024", "");
+        assert_eq!(est["vllm"]["max_model_len"], 1024, "{unsloth}");
+    }
+}
+
+#[test]
+fn use_gradient_checkpointing_true_keeps_layer_inputs_on_the_gpu_only_where_nothing_patched_torch()
+{
+    let on = "use_gradient_checkpointing = true";
+    let offload = "use_gradient_checkpointing = \"unsloth\"";
+    // unsloth 2025.2.15: get_peft_model defaults to True and nothing patches torch's
+    // checkpoint, so every layer's input stays on the GPU
+    let old = |lora| training_peak(&estimate("2025.2.15", "", lora));
+    assert_eq!(old(""), old(on));
+    assert!(old("") > old(offload), "{} vs {}", old(""), old(offload));
+    // 2025.3.19 to 2026.1 (True its default up to 2025.5): from_pretrained's "unsloth" has
+    // made every checkpoint Unsloth's offloaded one, so True offloads too
+    for unsloth in ["2025.3.19", "2026.1.4"] {
+        let later = |lora| training_peak(&estimate(unsloth, "", lora));
+        assert_eq!(later(""), later(offload), "{unsloth}");
+        assert_eq!(later(on), later(offload), "{unsloth}");
+    }
+    // 2026.10's get_peft_model undoes that patch for True: on the GPU again
+    let today = |lora| training_peak(&estimate("2026.10.9", "", lora));
+    assert!(
+        today(on) > today(offload),
+        "{} vs {}",
+        today(on),
+        today(offload)
+    );
+}
+
+#[test]
+fn unsloth_checkpointing_stays_on_the_gpu_under_512_tokens_from_unsloth_2026_10() {
+    // apply_unsloth_gradient_checkpointing (2026.10.9): "unsloth" below a 512-token
+    // max_seq_length is torch's own checkpointing; 2026.1.4 offloads at any length
+    let on = "use_gradient_checkpointing = true";
+    let peak = |unsloth, model, lora| training_peak(&estimate(unsloth, model, lora));
+    let short = "max_seq_length = 384";
+    assert_eq!(peak("2026.10.9", short, ""), peak("2026.10.9", short, on));
+    assert!(peak("2026.1.4", short, "") < peak("2026.10.9", short, ""));
+    // from 512 tokens it offloads again
+    let at_512 = "max_seq_length = 512";
+    assert!(peak("2026.10.9", at_512, "") < peak("2026.10.9", at_512, on));
+}
