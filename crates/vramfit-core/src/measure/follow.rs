@@ -3,7 +3,6 @@
 //! newline yet) waits for the next feed. A line that does not read is skipped and said in a
 //! notice; it never stops the reading.
 
-use crate::measure::kept;
 use crate::measure::measured::{RunLog, read_line};
 use crate::units::format_size;
 
@@ -46,7 +45,7 @@ impl Follower {
         }
         self.pending = pending;
         self.pending.drain(..start);
-        kept::fold(&mut self.log);
+        self.log.fold();
         if self.pending.len() > LONGEST_LINE {
             self.pending.clear();
             self.lines += 1;

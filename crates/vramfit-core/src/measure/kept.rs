@@ -3,9 +3,9 @@
 //! (the peaks, the first GPU named, the last), and what needs every step (how many there
 //! were, the median of the memory in use above torch's reserved) is added up as the lines are
 //! read ([`StepTally`]). A log of millions of steps is read in bounded memory, and every figure
-//! is the one a read that kept everything gives.
+//! is the one a read that kept everything gives (the median to within its `grain` when a log
+//! holds more than `MOST_DISTINCT` distinct figures; a run has nearly one).
 
-use crate::measure::measured::{NvmlSample, RunLog, StepRecord};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -13,13 +13,13 @@ use std::collections::BTreeMap;
 /// and the last, so a log of millions of steps is read in bounded memory.
 pub const MOST_KEPT: usize = 1024;
 
-/// Past `MOST_KEPT` steps or samples, only those a figure reads are kept.
-pub fn fold(log: &mut RunLog) {
-    if log.steps.len() > MOST_KEPT {
-        log.steps = peak_steps(&log.steps);
-    }
-    if log.samples.len() > MOST_KEPT {
-        log.samples = peak_samples(&log.samples);
+/// Past `MOST_KEPT` items, only those at `at(items)` are kept, in their order: the figures'
+/// own (`RunLog::fold` says which).
+pub fn fold<T: Clone, const N: usize>(items: &mut Vec<T>, at: impl Fn(&[T]) -> [Option<usize>; N]) {
+    if items.len() > MOST_KEPT {
+        let mut at = at(items);
+        at.sort();
+        *items = keep(items, &at);
     }
 }
 
@@ -43,10 +43,10 @@ pub struct StepTally {
 const MOST_DISTINCT: usize = 16 * MOST_KEPT;
 
 impl StepTally {
-    /// Counts one step.
-    pub fn add(&mut self, step: &StepRecord) {
+    /// Counts one step: the device's memory in use when it ended, and torch's reserved peak.
+    pub fn add(&mut self, used: u64, reserved: u64) {
         self.count += 1;
-        if let Some(above) = step.used().checked_sub(step.max_reserved) {
+        if let Some(above) = used.checked_sub(reserved) {
             let grain = self.grain.max(1);
             *self
                 .above_reserved
@@ -96,35 +96,8 @@ impl StepTally {
     }
 }
 
-/// The steps [`RunLog::measured`] and the calibration read, in their order: those of the
-/// largest allocated, reserved and used memory (the last of equals), and the last.
-fn peak_steps(steps: &[StepRecord]) -> Vec<StepRecord> {
-    let mut kept = [
-        last_largest(steps, |s| s.max_allocated),
-        last_largest(steps, |s| s.max_reserved),
-        last_largest(steps, StepRecord::used),
-        steps.len().checked_sub(1),
-    ];
-    kept.sort();
-    keep(steps, &kept)
-}
-
-/// The samples [`RunLog::nvml_peak`] and [`RunLog::device`] read, in their order: the first
-/// that names a GPU, those of the largest process tree and used memory, and the last.
-fn peak_samples(samples: &[NvmlSample]) -> Vec<NvmlSample> {
-    let tree = samples.iter().filter_map(|s| s.tree).max();
-    let mut kept = [
-        samples.iter().position(|s| s.device.is_some()),
-        tree.and_then(|t| samples.iter().rposition(|s| s.tree == Some(t))),
-        last_largest(samples, |s| s.used),
-        samples.len().checked_sub(1),
-    ];
-    kept.sort();
-    keep(samples, &kept)
-}
-
 /// Where the largest `of` is (the last of equals).
-fn last_largest<T>(items: &[T], of: impl Fn(&T) -> u64) -> Option<usize> {
+pub fn last_largest<T>(items: &[T], of: impl Fn(&T) -> u64) -> Option<usize> {
     let largest = items.iter().map(&of).max()?;
     items.iter().rposition(|i| of(i) == largest)
 }
@@ -140,7 +113,7 @@ fn keep<T: Clone>(items: &[T], at: &[Option<usize>]) -> Vec<T> {
 mod tests {
     use super::*;
     use crate::measure::calibration::learn;
-    use crate::measure::measured::{parse_last_run, parse_log};
+    use crate::measure::measured::{StepRecord, parse_last_run, parse_log};
 
     const GIB: u64 = 1 << 30;
 
@@ -180,7 +153,9 @@ mod tests {
         for n in [1, 2, 3_000, 3_001] {
             let steps = steps(n);
             let mut tally = StepTally::default();
-            steps.iter().for_each(|s| tally.add(s));
+            steps
+                .iter()
+                .for_each(|s| tally.add(s.used(), s.max_reserved));
             assert_eq!(tally.count, n as usize);
             for before in [0, 1, 5, 2_000_000, 4 * GIB] {
                 let every = steps
@@ -203,14 +178,7 @@ mod tests {
         for i in 0..(4 * MOST_DISTINCT as u64) {
             let above = (i * 2_654_435_761) % (1 << 32);
             every.push(above);
-            tally.add(&StepRecord {
-                step: i,
-                max_allocated: 0,
-                max_reserved: GIB,
-                free: 24 * GIB - GIB - above,
-                total: 24 * GIB,
-                seconds: None,
-            });
+            tally.add(GIB + above, GIB);
         }
         assert!(tally.above_reserved.len() <= MOST_DISTINCT);
         assert!(tally.grain > 1);

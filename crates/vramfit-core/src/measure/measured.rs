@@ -187,7 +187,7 @@ pub fn parse_last_run_from(
         let steps = log.steps.len();
         read_line(&mut log, line, &at)?;
         check_totals(&log, steps, &at)?;
-        kept::fold(&mut log);
+        log.fold();
     }
     let note = (runs > 1).then(|| {
         format!(
@@ -252,7 +252,7 @@ pub fn read_line(log: &mut RunLog, line: &str, at: &str) -> Result<(), LogError>
         Some("start") => log.start = Some(fields.start()),
         Some("step") => {
             let step = fields.step()?;
-            log.all_steps.add(&step);
+            log.all_steps.add(step.used(), step.max_reserved);
             log.steps.push(step);
         }
         Some("prediction") => log.prediction = Some(fields.prediction()?),
@@ -446,6 +446,31 @@ impl RunLog {
 }
 
 impl RunLog {
+    /// Past `kept::MOST_KEPT` steps or samples, only those a figure reads are kept: the steps
+    /// of the largest allocated, reserved and used memory ([`RunLog::measured`], the
+    /// calibration's peak step) and the last; the first sample that names a GPU
+    /// ([`RunLog::device`]), those of the largest process tree and used memory
+    /// ([`RunLog::nvml_peak`]) and the last. Of equals, the last.
+    pub fn fold(&mut self) {
+        kept::fold(&mut self.steps, |s| {
+            [
+                kept::last_largest(s, |s| s.max_allocated),
+                kept::last_largest(s, |s| s.max_reserved),
+                kept::last_largest(s, StepRecord::used),
+                s.len().checked_sub(1),
+            ]
+        });
+        kept::fold(&mut self.samples, |s| {
+            let tree = s.iter().filter_map(|s| s.tree).max();
+            [
+                s.iter().position(|s| s.device.is_some()),
+                tree.and_then(|t| s.iter().rposition(|s| s.tree == Some(t))),
+                kept::last_largest(s, |s| s.used),
+                s.len().checked_sub(1),
+            ]
+        });
+    }
+
     /// The whole process's peak as far as the log shows it: NVML's peak for the command's
     /// processes ([`RunLog::nvml_peak`]), or torch's largest reserved plus `context` (the CUDA
     /// context, which no torch counter holds), whichever is larger. None when the log has
