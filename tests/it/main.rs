@@ -2,6 +2,7 @@
 
 mod calibrate_cli;
 mod calibration;
+mod check_stream;
 mod cli;
 mod common;
 mod diagnose;

@@ -193,12 +193,10 @@ pub fn learn(log: &RunLog, name: &str) -> Result<(String, String, RunSample), Le
         .as_ref()
         .and_then(|p| p.used_before)
         .unwrap_or(0);
-    let contexts: Vec<u64> = log
-        .steps
-        .iter()
-        .filter_map(|s| s.used().checked_sub(s.max_reserved + before))
-        .collect();
-    let context = median(contexts).ok_or_else(|| NothingLearned::LessInUseThanReserved.of(name))?;
+    let context = log
+        .all_steps
+        .median_above_reserved(before)
+        .ok_or_else(|| NothingLearned::LessInUseThanReserved.of(name))?;
     let peak: &StepRecord = log
         .steps
         .iter()
@@ -218,7 +216,7 @@ pub fn learn(log: &RunLog, name: &str) -> Result<(String, String, RunSample), Le
         RunSample {
             log: name.to_string(),
             context,
-            steps: log.steps.len() as u64,
+            steps: log.all_steps.count as u64,
             slack: peak.max_reserved as f64 / peak.max_allocated as f64,
             predicted_slack,
         },

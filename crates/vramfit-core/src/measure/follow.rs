@@ -3,15 +3,11 @@
 //! newline yet) waits for the next feed. A line that does not read is skipped and said in a
 //! notice; it never stops the reading.
 
-use crate::measure::measured::{NvmlSample, RunLog, StepRecord, read_line};
+use crate::measure::measured::{RunLog, read_line};
 use crate::units::format_size;
 
 /// A line longer than this without a newline is no log line: it is dropped, with a notice.
 pub const LONGEST_LINE: usize = 1 << 20;
-
-/// The most steps (and NVML samples) kept: past it they are folded to those that hold a peak
-/// and the last, so a log of millions of steps is followed in bounded memory.
-pub const MOST_KEPT: usize = 1024;
 
 #[derive(Debug, Clone, Default)]
 pub struct Follower {
@@ -49,7 +45,7 @@ impl Follower {
         }
         self.pending = pending;
         self.pending.drain(..start);
-        self.fold();
+        self.log.fold();
         if self.pending.len() > LONGEST_LINE {
             self.pending.clear();
             self.lines += 1;
@@ -59,16 +55,6 @@ impl Follower {
                 self.lines,
                 format_size(LONGEST_LINE as u64)
             ));
-        }
-    }
-
-    /// Past `MOST_KEPT` steps or samples, only those a figure of the screen reads are kept.
-    fn fold(&mut self) {
-        if self.log.steps.len() > MOST_KEPT {
-            self.log.steps = peak_steps(&self.log.steps);
-        }
-        if self.log.samples.len() > MOST_KEPT {
-            self.log.samples = peak_samples(&self.log.samples);
         }
     }
 
@@ -94,8 +80,8 @@ impl Follower {
     }
 
     /// The log as read so far (whole lines only). Its peaks, its last step and its GPU are the
-    /// log's; past `MOST_KEPT` steps or samples, the others are dropped (`steps.len()` is no
-    /// count of the steps).
+    /// log's; past `kept::MOST_KEPT` steps or samples, the others are dropped (`steps.len()` is
+    /// no count of the steps: `all_steps.count` is).
     pub fn log(&self) -> &RunLog {
         &self.log
     }
@@ -118,46 +104,6 @@ impl Follower {
     pub fn step(&self) -> Option<u64> {
         self.log.steps.last().map(|s| s.step)
     }
-}
-
-/// The steps [`RunLog::measured`] reads, in their order: those of the largest allocated,
-/// reserved and used memory, and the last.
-fn peak_steps(steps: &[StepRecord]) -> Vec<StepRecord> {
-    let mut kept = [
-        last_largest(steps, |s| s.max_allocated),
-        last_largest(steps, |s| s.max_reserved),
-        last_largest(steps, StepRecord::used),
-        steps.len().checked_sub(1),
-    ];
-    kept.sort();
-    keep(steps, &kept)
-}
-
-/// The samples [`RunLog::nvml_peak`] and [`RunLog::device`] read, in their order: the first
-/// that names a GPU, those of the largest process tree and used memory, and the last.
-fn peak_samples(samples: &[NvmlSample]) -> Vec<NvmlSample> {
-    let tree = samples.iter().filter_map(|s| s.tree).max();
-    let mut kept = [
-        samples.iter().position(|s| s.device.is_some()),
-        tree.and_then(|t| samples.iter().rposition(|s| s.tree == Some(t))),
-        last_largest(samples, |s| s.used),
-        samples.len().checked_sub(1),
-    ];
-    kept.sort();
-    keep(samples, &kept)
-}
-
-/// Where the largest `of` is (the last of equals).
-fn last_largest<T>(items: &[T], of: impl Fn(&T) -> u64) -> Option<usize> {
-    let largest = items.iter().map(&of).max()?;
-    items.iter().rposition(|i| of(i) == largest)
-}
-
-/// The items at `at` (sorted), each once.
-fn keep<T: Clone>(items: &[T], at: &[Option<usize>]) -> Vec<T> {
-    let mut at: Vec<usize> = at.iter().flatten().copied().collect();
-    at.dedup();
-    at.iter().map(|i| items[*i].clone()).collect()
 }
 
 /// A notice when the log's GPU is not the one the estimate is made for: its memory differs
@@ -183,6 +129,7 @@ pub fn other_gpu(log: &RunLog, capacity: u64, name: Option<&str>) -> Option<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::kept::MOST_KEPT;
 
     const PREDICTION: &str = r#"{"kind": "prediction", "device": "NVIDIA L4", "total": 1000, "used_before": 0, "stack": "trl", "peak": 800}"#;
     const SAMPLE: &str = r#"{"kind": "nvml", "gpus": [{"name": "NVIDIA L4", "used": 400, "total": 1000}], "tree": 380}"#;

@@ -10,6 +10,7 @@
 //! so a step's peak covers generation and training alike: the prediction is the larger of the
 //! two phases.
 
+use crate::measure::kept::{self, StepTally};
 use crate::memory::estimate::{Estimate, Part, Phase};
 use crate::run::{RunConfig, Stack};
 use serde::Serialize;
@@ -77,7 +78,10 @@ pub struct NvmlSample {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct RunLog {
     pub start: Option<Start>,
+    /// the step lines read; past `kept::MOST_KEPT`, only those a figure reads (`kept::fold`)
     pub steps: Vec<StepRecord>,
+    /// what every step line adds up to, folded or not: their count, the median context
+    pub all_steps: StepTally,
     pub prediction: Option<PredictionRecord>,
     pub samples: Vec<NvmlSample>,
     /// the `exit` line `vramfit run` writes when the command has ended
@@ -158,8 +162,8 @@ pub fn parse_last_run(text: &str, name: &str) -> Result<(RunLog, Option<String>)
     parse_last_run_from(text.as_bytes(), name)
 }
 
-/// `parse_last_run`, a line at a time from `reader`: a log of any size is read without holding
-/// its text (only the last run's records stay). A line that is not UTF-8 is an error naming it.
+/// `parse_last_run`, a line at a time from `reader`: a log of any size is read in bounded
+/// memory (its text is not held, and its steps and samples are folded: `kept`). A line that is not UTF-8 is an error naming it.
 pub fn parse_last_run_from(
     mut reader: impl std::io::BufRead,
     name: &str,
@@ -183,6 +187,7 @@ pub fn parse_last_run_from(
         let steps = log.steps.len();
         read_line(&mut log, line, &at)?;
         check_totals(&log, steps, &at)?;
+        log.fold();
     }
     let note = (runs > 1).then(|| {
         format!(
@@ -245,7 +250,11 @@ pub fn read_line(log: &mut RunLog, line: &str, at: &str) -> Result<(), LogError>
     let fields = Fields { object, at };
     match object.get("kind").and_then(Value::as_str) {
         Some("start") => log.start = Some(fields.start()),
-        Some("step") => log.steps.push(fields.step()?),
+        Some("step") => {
+            let step = fields.step()?;
+            log.all_steps.add(step.used(), step.max_reserved);
+            log.steps.push(step);
+        }
         Some("prediction") => log.prediction = Some(fields.prediction()?),
         Some("nvml") => log.samples.push(fields.nvml()?),
         Some("exit") => log.exit = Some(fields.exit()),
@@ -359,7 +368,7 @@ impl Fields<'_> {
     }
 }
 
-/// The peaks over every step of the log.
+/// The peaks over every step of the log, and how many steps there were.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Measured {
     pub steps: usize,
@@ -375,7 +384,7 @@ impl RunLog {
     pub fn measured(&self) -> Option<Measured> {
         let last = self.steps.last()?;
         Some(Measured {
-            steps: self.steps.len(),
+            steps: self.all_steps.count,
             max_allocated: self.steps.iter().map(|s| s.max_allocated).max()?,
             max_reserved: self.steps.iter().map(|s| s.max_reserved).max()?,
             max_used: self.steps.iter().map(StepRecord::used).max()?,
@@ -437,6 +446,31 @@ impl RunLog {
 }
 
 impl RunLog {
+    /// Past `kept::MOST_KEPT` steps or samples, only those a figure reads are kept: the steps
+    /// of the largest allocated, reserved and used memory ([`RunLog::measured`], the
+    /// calibration's peak step) and the last; the first sample that names a GPU
+    /// ([`RunLog::device`]), those of the largest process tree and used memory
+    /// ([`RunLog::nvml_peak`]) and the last. Of equals, the last.
+    pub fn fold(&mut self) {
+        kept::fold(&mut self.steps, |s| {
+            [
+                kept::last_largest(s, |s| s.max_allocated),
+                kept::last_largest(s, |s| s.max_reserved),
+                kept::last_largest(s, StepRecord::used),
+                s.len().checked_sub(1),
+            ]
+        });
+        kept::fold(&mut self.samples, |s| {
+            let tree = s.iter().filter_map(|s| s.tree).max();
+            [
+                s.iter().position(|s| s.device.is_some()),
+                tree.and_then(|t| s.iter().rposition(|s| s.tree == Some(t))),
+                kept::last_largest(s, |s| s.used),
+                s.len().checked_sub(1),
+            ]
+        });
+    }
+
     /// The whole process's peak as far as the log shows it: NVML's peak for the command's
     /// processes ([`RunLog::nvml_peak`]), or torch's largest reserved plus `context` (the CUDA
     /// context, which no torch counter holds), whichever is larger. None when the log has

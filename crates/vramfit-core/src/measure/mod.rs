@@ -1,9 +1,11 @@
-//! What real runs measured: the run log's lines (`measured`), following a log as it grows
-//! (`tail`, `follow`), the calibration learned from finished runs (`calibration`), and the one
-//! comparison of a run with its log that `check` and `--follow` share (`check`).
+//! What real runs measured: the run log's lines (`measured`), what is kept of a long log
+//! (`kept`), following a log as it grows (`tail`, `follow`), the calibration learned from
+//! finished runs (`calibration`), and the one comparison of a run with its log that `check`
+//! and `--follow` share (`check`).
 
 pub mod calibration;
 pub mod check;
 pub mod follow;
+pub mod kept;
 pub mod measured;
 pub mod tail;

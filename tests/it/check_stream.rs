@@ -1,0 +1,174 @@
+//! `check` and `calibrate` read a run log of any length in bounded memory (issue 23, audit:
+//! "`check`, `calibrate` and `diagnose` read whole files"): past 1024 steps only the steps
+//! that hold a figure are kept, and what needs every step (the step count, the median CUDA
+//! context) is counted as the lines are read, so the report is the one a full read gives.
+#![allow(clippy::unwrap_used)]
+
+use serde_json::Value;
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+
+const GIB: u64 = 1 << 30;
+const TOTAL: u64 = 24 * GIB;
+/// what other processes held before the run (the prediction line's `used_before`)
+const BEFORE: u64 = 3 << 20;
+
+fn vramfit(config_dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_vramfit"));
+    c.arg("--no-gpu").env("VRAMFIT_CONFIG_DIR", config_dir);
+    c
+}
+
+/// Step `i`'s allocated, reserved and used memory: figures that wander, with peaks inside
+/// the log (not at its end), and the memory in use above reserved over a few hundred values.
+fn step(i: u64) -> (u64, u64, u64) {
+    let reserved = 8 * GIB + (i * 104_729) % (GIB / 2);
+    let allocated = reserved - (i * 7_907) % (GIB / 4);
+    let used = reserved + BEFORE + (600 << 20) + (i * 7_919) % 997 * 4_096;
+    (allocated, reserved, used)
+}
+
+/// A run log as `vramfit run` and the callback write it, of `steps` steps, each followed by
+/// an NVML sample.
+fn write_log(path: &Path, steps: u64) {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    writeln!(
+        f,
+        "{{\"kind\": \"prediction\", \"device\": \"NVIDIA L4\", \"total\": {TOTAL}, \"used_before\": {BEFORE}, \"stack\": \"trl\", \"preset\": \"24gb\"}}"
+    )
+    .unwrap();
+    writeln!(
+        f,
+        "{{\"kind\": \"start\", \"device\": \"NVIDIA L4\", \"total\": {TOTAL}, \"torch\": \"2.9.0\", \"trl\": \"1.15.0\"}}"
+    )
+    .unwrap();
+    for i in 1..=steps {
+        let (a, r, used) = step(i);
+        writeln!(
+            f,
+            "{{\"kind\": \"step\", \"step\": {i}, \"max_allocated\": {a}, \"max_reserved\": {r}, \"free\": {}, \"total\": {TOTAL}, \"seconds\": 1.25}}",
+            TOTAL - used
+        )
+        .unwrap();
+        writeln!(
+            f,
+            "{{\"kind\": \"nvml\", \"t\": {i}.5, \"gpus\": [{{\"index\": 0, \"name\": \"NVIDIA L4\", \"used\": {used}, \"total\": {TOTAL}}}], \"tree\": {}}}",
+            used - BEFORE - (i * 13) % 9_973
+        )
+        .unwrap();
+    }
+    f.flush().unwrap();
+}
+
+fn json(c: &mut Command) -> Value {
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn check_and_calibrate_give_every_step_s_figures_on_a_log_past_what_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("run.jsonl");
+    let steps = 3_000;
+    write_log(&log, steps);
+    // the figures, computed here from every step
+    let all: Vec<(u64, u64, u64)> = (1..=steps).map(step).collect();
+    let max_allocated = all.iter().map(|s| s.0).max().unwrap();
+    let max_reserved = all.iter().map(|s| s.1).max().unwrap();
+    let max_used = all.iter().map(|s| s.2).max().unwrap();
+    let tree = (1..=steps)
+        .map(|i| step(i).2 - BEFORE - (i * 13) % 9_973)
+        .max()
+        .unwrap();
+    let mut contexts: Vec<u64> = all.iter().map(|s| s.2 - s.1 - BEFORE).collect();
+    contexts.sort_unstable();
+    let (low, high) = (contexts[1_499], contexts[1_500]);
+    let median = low / 2 + high / 2 + (low % 2 + high % 2) / 2;
+    let peak = all.iter().rev().max_by_key(|s| s.1).unwrap();
+
+    let checked = json(
+        vramfit(&dir.path().join("config"))
+            .arg("check")
+            .arg(&log)
+            .args(["--preset", "24gb", "--json"]),
+    );
+    assert_eq!(checked["steps"], steps);
+    let m = &checked["measured"];
+    assert_eq!(m["steps"], steps);
+    assert_eq!(m["max_allocated"], max_allocated);
+    assert_eq!(m["max_reserved"], max_reserved);
+    assert_eq!(m["max_used"], max_used);
+    assert_eq!(m["total"], TOTAL);
+    assert_eq!(checked["nvml_peak"], tree);
+    assert_eq!(checked["device"], "NVIDIA L4");
+
+    let text = vramfit(&dir.path().join("config"))
+        .arg("check")
+        .arg(&log)
+        .args(["--preset", "24gb"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains(": 3000 steps on NVIDIA L4"), "{text}");
+
+    let learned = json(
+        vramfit(&dir.path().join("config"))
+            .arg("calibrate")
+            .arg(&log)
+            .arg("--json"),
+    );
+    let entry = &learned["learned"][0];
+    assert_eq!(entry["context_bytes"], median);
+    let slack = entry["slack"].as_f64().unwrap();
+    assert!(
+        (slack - peak.1 as f64 / peak.0 as f64).abs() < 1e-3,
+        "{slack}"
+    );
+    let stored = std::fs::read_to_string(dir.path().join("config/calibration.toml")).unwrap();
+    assert!(stored.contains("steps = 3000"), "{stored}");
+}
+
+/// The largest resident memory the command reached, in bytes (Linux: `wait4`'s `ru_maxrss`,
+/// the kernel's own count for this child), with its exit status.
+#[allow(clippy::zombie_processes)] // reaped by `wait4`, which std's `wait` cannot replace
+fn peak_resident(c: &mut Command) -> (u64, i32) {
+    let child = c
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: `rusage` is plain data that `wait4` fills; the child is ours and not yet reaped
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4 failed");
+    (usage.ru_maxrss as u64 * 1024, libc::WEXITSTATUS(status))
+}
+
+#[test]
+fn check_and_calibrate_read_a_large_log_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("big.jsonl");
+    // 140 000 steps and as many samples (40 MB): kept whole, they took 45-50 MB resident in
+    // all; folded, the command holds 15-18 MB (a debug build)
+    write_log(&log, 140_000);
+    for args in [
+        vec!["check", "--preset", "24gb", "--json"],
+        vec!["calibrate", "--json"],
+    ] {
+        let (peak, code) = peak_resident(
+            vramfit(&dir.path().join("config"))
+                .arg(args[0])
+                .arg(&log)
+                .args(&args[1..]),
+        );
+        assert_eq!(code, 0, "{args:?}");
+        assert!(peak < 30 << 20, "{args:?}: {} MiB resident", peak >> 20);
+    }
+}
