@@ -9,6 +9,12 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A `sleep` duration that names one test of this process: other runs of these tests on the
+/// machine (another checkout's) have other PIDs, so neither sees nor ends the other's processes.
+fn marker(test: u32) -> String {
+    format!("25.{}{test}", std::process::id())
+}
+
 /// The processes whose program (argv[0]) is `program` and whose arguments mention `marker`,
 /// by PID.
 fn running(program: &str, marker: &str) -> Vec<i32> {
@@ -98,7 +104,8 @@ fn gone(program: &str, marker: &str) -> bool {
 
 #[test]
 fn sigterm_and_sigint_reach_the_commands_grandchildren() {
-    for (sig, marker) in [(libc::SIGTERM, "25.4101"), (libc::SIGINT, "25.4102")] {
+    for (sig, marker) in [(libc::SIGTERM, marker(1)), (libc::SIGINT, marker(2))] {
+        let marker = marker.as_str();
         let dir = tempfile::tempdir().unwrap();
         // `; :` keeps bash from exec'ing sleep: sleep is bash's child, vramfit's grandchild
         let child = start(dir.path(), &format!("sleep {marker}; :"));
@@ -117,7 +124,7 @@ fn sigterm_and_sigint_reach_the_commands_grandchildren() {
 
 #[test]
 fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
-    let marker = "25.4103";
+    let marker = &marker(3);
     let dir = tempfile::tempdir().unwrap();
     let child = start(dir.path(), &format!("trap '' TERM; sleep {marker}; :"));
     wait_for(marker);
@@ -141,7 +148,7 @@ fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
 
 #[test]
 fn the_command_dies_with_vramfit() {
-    let marker = "25.4104";
+    let marker = &marker(4);
     let dir = tempfile::tempdir().unwrap();
     let child = start(dir.path(), &format!("sleep {marker}; echo {marker}"));
     wait_for(marker);
