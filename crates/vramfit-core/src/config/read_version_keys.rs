@@ -5,12 +5,12 @@
 
 use super::export_keys::left_out_by;
 use super::tables::Tables;
-use crate::contract::accepts::CallVersions;
-use crate::contract::{Table, retired};
+use crate::contract::accepts::{CallVersions, accepts, releases_taking};
+use crate::contract::{Call, RETIRED, Table, retired};
 use crate::run::versions::{Package, Pinned};
 
 /// The pinned releases the ladders are read at.
-fn call_versions(pins: &[Pinned]) -> CallVersions {
+pub(super) fn call_versions(pins: &[Pinned]) -> CallVersions {
     let of = |p: Package| {
         pins.iter()
             .find(|x| x.package == p)
@@ -33,12 +33,62 @@ pub(super) fn pinned_key_notes(t: &Tables, pins: &[Pinned]) -> Vec<String> {
                 continue;
             }
             if let Some(why) = left_out_by(table, t.stack, key, &versions) {
+                let package = match (table, t.stack) {
+                    (Table::Model | Table::Lora, crate::run::Stack::Unsloth) => "unsloth",
+                    _ => "trl",
+                };
+                let others = table
+                    .call(t.stack)
+                    .map_or_else(String::new, |c| taken_by(c, package, key));
                 notes.push(format!(
-                    "`[{}] {key}`: {why} {key} (read from that release's wheel); an export for it leaves the key out",
+                    "`[{}] {key}`: {why} {key} (read from that release's wheel){others}; an export for it leaves the key out",
                     table.name()
                 ));
             }
         }
     }
     notes
+}
+
+/// One note per retired key the file writes (`contract::RETIRED`) that the pinned release's
+/// call does not take: it is read where its value goes now, and an export leaves it out. A
+/// retired key the pinned release takes (trl 0.15's `vllm_max_model_len`) is that release's
+/// own keyword: no note, and its export writes it.
+pub(super) fn retired_notes(t: &Tables, pins: &[Pinned]) -> Vec<String> {
+    let versions = call_versions(pins);
+    RETIRED
+        .iter()
+        .filter(|r| r.stack.is_none_or(|s| s == t.stack))
+        .filter(|r| t.keys_of(r.table).contains(&r.key))
+        .filter(|r| {
+            r.table
+                .call(t.stack)
+                .is_none_or(|call| !accepts(call, r.key, &versions))
+        })
+        .map(|r| {
+            format!(
+                "`[{}] {}` is read but not exported: {}",
+                r.table.name(),
+                r.key,
+                r.now
+            )
+        })
+        .collect()
+}
+
+/// `; trl 0.14.0, 0.15.2 take it` for a key the targeted release's `call` lacks, naming the
+/// modelled releases that take it (empty when the targeted release takes it, or none does).
+pub(super) fn taken_by(call: Call, package: &str, key: &str) -> String {
+    if call.accepts(key) {
+        return String::new();
+    }
+    let releases: Vec<String> = releases_taking(call, key)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    match releases.as_slice() {
+        [] => String::new(),
+        [one] => format!("; {package} {one} takes it"),
+        many => format!("; {package} {} take it", many.join(", ")),
+    }
 }
