@@ -6,7 +6,7 @@
 use super::export_keys::left_out_by;
 use super::tables::Tables;
 use crate::contract::accepts::{CallVersions, accepts, releases_taking};
-use crate::contract::{Call, RETIRED, Table, retired};
+use crate::contract::{Call, Table, retired};
 use crate::run::versions::{Package, Pinned};
 
 /// The pinned releases the ladders are read at.
@@ -56,24 +56,26 @@ pub(super) fn pinned_key_notes(t: &Tables, pins: &[Pinned]) -> Vec<String> {
 /// own keyword: no note, and its export writes it.
 pub(super) fn retired_notes(t: &Tables, pins: &[Pinned]) -> Vec<String> {
     let versions = call_versions(pins);
-    RETIRED
-        .iter()
-        .filter(|r| r.stack.is_none_or(|s| s == t.stack))
-        .filter(|r| t.keys_of(r.table).contains(&r.key))
-        .filter(|r| {
-            r.table
+    let mut notes = Vec::new();
+    for table in Table::ALL {
+        for key in t.keys_of(table) {
+            let Some(r) = retired(table, key, t.stack) else {
+                continue;
+            };
+            if table
                 .call(t.stack)
-                .is_none_or(|call| !accepts(call, r.key, &versions))
-        })
-        .map(|r| {
-            format!(
-                "`[{}] {}` is read but not exported: {}",
-                r.table.name(),
-                r.key,
+                .is_some_and(|call| accepts(call, key, &versions))
+            {
+                continue;
+            }
+            notes.push(format!(
+                "`[{}] {key}` is read but not exported: {}",
+                table.name(),
                 r.now
-            )
-        })
-        .collect()
+            ));
+        }
+    }
+    notes
 }
 
 /// `; trl 0.14.0, 0.15.2 take it` for a key the targeted release's `call` lacks, naming the
