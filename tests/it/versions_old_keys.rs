@@ -61,20 +61,26 @@ fn a_file_pinned_to_trl_0_15_loads_its_own_vllm_keys() {
     // trl 0.15.2 GRPOTrainer.__init__: LLM(max_model_len=self.args.vllm_max_model_len)
     assert_eq!(json["vllm"]["max_model_len"], 2048, "{}", out.stdout);
     assert!(!out.stderr.contains("vllm_dtype"), "{}", out.stderr);
-    assert!(!out.stderr.contains("read but not exported"), "{}", out.stderr);
+    assert!(
+        !out.stderr.contains("read but not exported"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
 fn the_same_file_on_trl_1_15_loads_with_a_note_naming_the_releases_that_take_the_key() {
     let (out, _) = estimate(&TRL_0_15.replace("0.15.2", "1.15.0"));
     assert!(
-        out.stderr.contains("`[grpo] vllm_dtype`: trl 1.15.0's GRPOConfig does not take it")
+        out.stderr
+            .contains("`[grpo] vllm_dtype`: trl 1.15.0's GRPOConfig does not take it")
             && out.stderr.contains("trl 0.15.2, 0.16.1, 0.17.0 take it"),
         "{}",
         out.stderr
     );
     assert!(
-        out.stderr.contains("trl 0.14.0, 0.15.2, 0.16.1, 0.17.0 take it"),
+        out.stderr
+            .contains("trl 0.14.0, 0.15.2, 0.16.1, 0.17.0 take it"),
         "{}",
         out.stderr
     );

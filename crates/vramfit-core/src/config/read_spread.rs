@@ -86,7 +86,7 @@ pub(super) fn read_vllm_server(t: &Tables) -> Result<VllmServer, LoadError> {
     })
 }
 
-/// The share of its own GPU trl 0.14 to 0.17's vLLM takes when `vllm_device` puts it there:
+/// The share of its own GPU trl 0.14 and 0.15's vLLM takes when `vllm_device` puts it there:
 /// `LLM(gpu_memory_utilization=self.args.vllm_gpu_memory_utilization)` (trl 0.15.2
 /// `GRPOTrainer.__init__`), the file's or that release's default (0.9, the TRL ladder).
 fn own_gpu_share(t: &Tables) -> Result<Option<f64>, LoadError> {

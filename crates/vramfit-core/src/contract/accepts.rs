@@ -36,7 +36,11 @@ pub fn releases_taking(call: Call, key: &str) -> Vec<Release> {
     let at = |rungs: Vec<Release>, takes: &dyn Fn(Release) -> bool| -> Vec<Release> {
         rungs.into_iter().filter(|r| takes(*r)).collect()
     };
-    let unsloth = |c| at(unsloth_ladder::releases(), &|r| unsloth_ladder::accepts(c, r, key));
+    let unsloth = |c| {
+        at(unsloth_ladder::releases(), &|r| {
+            unsloth_ladder::accepts(c, r, key)
+        })
+    };
     match call {
         Call::GrpoConfig => at(ladder::releases(), &|r| ladder::grpo_accepts(r, key)),
         Call::UnslothFromPretrained => unsloth(UnslothCall::FromPretrained),
