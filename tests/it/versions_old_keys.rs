@@ -177,3 +177,43 @@ fn an_export_pinned_to_trl_0_15_writes_the_keys_that_release_takes() {
     assert!(text.contains("vllm_device = \"cuda:1\""), "{text}");
     assert_eq!(read(&text).run, own.run);
 }
+
+/// The screen's sequence row on `TRL_0_15` pinned to `trl`, vLLM colocated.
+fn sequence_row(trl: &str) -> String {
+    let text: String = TRL_0_15
+        .replace("0.15.2", trl)
+        .lines()
+        .filter(|l| !l.starts_with("vllm_d") && !l.starts_with("vllm_max_model_len"))
+        .map(|l| match l {
+            "use_vllm = true" => "use_vllm = true\nvllm_mode = \"colocate\"\n".to_string(),
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    let app = crate::tui::app_of(
+        &text,
+        std::path::Path::new("."),
+        vramfit::tui::theme::Theme::mono(),
+    );
+    let screen = crate::tui::screen(&app, 120, 40);
+    screen
+        .lines()
+        .find(|l| l.contains("sequence"))
+        .unwrap_or_else(|| panic!("{screen}"))
+        .to_string()
+}
+
+#[test]
+fn the_screen_shows_the_context_trl_0_18_to_0_25_give_the_colocated_vllm() {
+    // trl 0.19.1 GRPOTrainer.__init__: LLM(max_model_len=max_prompt_length +
+    // max_completion_length): 256 + 512, not the model's 32768
+    let old = sequence_row("0.19.1");
+    assert!(
+        old.contains(" 768") && old.contains("prompt + completion"),
+        "{old}"
+    );
+    let new = sequence_row("1.15.0");
+    assert!(
+        new.contains("vllm_max_model_length") && !new.contains(" 768"),
+        "{new}"
+    );
+}
