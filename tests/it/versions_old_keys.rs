@@ -217,3 +217,35 @@ fn the_screen_shows_the_context_trl_0_18_to_0_25_give_the_colocated_vllm() {
         "{new}"
     );
 }
+
+#[test]
+fn a_write_back_pinned_to_trl_0_15_edits_that_releases_keys_and_drops_none() {
+    let file = read(TRL_0_15);
+    let source = file.source.clone().unwrap();
+    let mut tuned = file.run.clone();
+    tuned.max_seq_len = 1536;
+    tuned.prompt_len = 200;
+    let mut notes = Vec::new();
+    let text = vramfit_core::config::write_back::write_back(
+        Some(&source),
+        &tuned,
+        &export::ExportContext {
+            gpu: "test",
+            gpu_memory: None,
+            model_config: None,
+            lock_effective_batch: false,
+            estimate: None,
+        },
+        &mut notes,
+    )
+    .unwrap();
+    // the release's own key is edited in place; every key the user wrote stays
+    assert!(text.contains("vllm_max_model_len = 1536"), "{text}");
+    assert!(!text.contains("vllm_max_model_length"), "{text}");
+    for line in TRL_0_15.lines().filter(|l| l.contains(" = ")) {
+        let key = line.split(" = ").next().unwrap();
+        assert!(text.contains(&format!("{key} = ")), "{key}: {text}");
+    }
+    let back = read(&text);
+    assert_eq!((back.run.max_seq_len, back.run.prompt_len), (1536, 200));
+}
