@@ -249,3 +249,27 @@ fn a_write_back_pinned_to_trl_0_15_edits_that_releases_keys_and_drops_none() {
     let back = read(&text);
     assert_eq!((back.run.max_seq_len, back.run.prompt_len), (1536, 200));
 }
+
+#[test]
+fn a_recipes_older_trl_key_is_read_as_grpoconfig_with_the_releases_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let venv = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("recipe.yaml"),
+        "model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nmax_prompt_length: 256\nuse_vllm: false\nvllm_dtype: bfloat16\n",
+    )
+    .unwrap();
+    let out = run(vramfit_in(dir.path())
+        .env("VIRTUAL_ENV", venv.path())
+        .env_remove("CONDA_PREFIX")
+        .args(["estimate", "--json", "--config", "recipe.yaml"])
+        .args(["--gpu-mem", "80GiB", "--offline"]));
+    assert!(matches!(out.code, Some(0 | 3)), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("`[grpo] vllm_dtype`: trl 1.15.0's GRPOConfig does not take it")
+            && out.stderr.contains("trl 0.15.2, 0.16.1, 0.17.0 take it"),
+        "{}",
+        out.stderr
+    );
+}
