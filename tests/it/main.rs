@@ -47,6 +47,7 @@ mod tui_tmux_follow_big;
 mod tui_tmux_resize;
 mod unsloth_defaults;
 mod versions;
+mod versions_old_keys;
 mod versions_old_trl;
 mod vllm_defaults;
 mod walk;

@@ -4,6 +4,9 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::widgets::Paragraph;
+use vramfit_core::memory::vllm::colocated_context;
+use vramfit_core::run::knobs::Knob;
+use vramfit_core::run::{Generation, Stack};
 
 /// The trainer keys column shows from this width on; narrower, the slider takes its room.
 pub(super) const KEYS_FROM_WIDTH: u16 = 70;
@@ -12,6 +15,19 @@ pub(super) const KEYS_FROM_WIDTH: u16 = 70;
 /// among them.
 pub(super) fn first_knob(app: &App, rows: usize) -> usize {
     window_start(app.focus, app.knobs().len(), rows)
+}
+
+/// The context the colocated vLLM really gets, for the sequence knob where the pinned TRL
+/// passes it prompt + completion rather than the run's context (trl 0.18 to 0.25,
+/// `StackVersions::trl_context_is_prompt_and_completion`): the estimate's own figure
+/// (`memory::vllm::colocated_context`), so the screen never shows a context vLLM does not get.
+fn vllm_context_is_the_sum(app: &App, knob: Knob) -> Option<u64> {
+    let run = &app.run;
+    let sum = knob == Knob::SequenceLength
+        && run.stack == Stack::Trl
+        && matches!(run.generation, Generation::ColocatedVllm { .. })
+        && run.versions.trl_context_is_prompt_and_completion();
+    sum.then(|| colocated_context(run))
 }
 
 /// The knobs on screen in the sliders' `area`: each one's index in [`App::knobs`] and its cells
@@ -62,7 +78,12 @@ pub(super) fn sliders(frame: &mut Frame, app: &App, area: Rect) {
             Paragraph::new(format!("{mark}{:<12}{more}", knob.label())).style(style),
             cells[0],
         );
-        let shown = match knob.get(&app.run) {
+        let vllm_sum = vllm_context_is_the_sum(app, knob);
+        let value = match vllm_sum {
+            Some(context) => Some(context),
+            None => knob.get(&app.run),
+        };
+        let shown = match value {
             Some(v) => {
                 let ladder = knob.ladder();
                 let rung = ladder
@@ -90,7 +111,11 @@ pub(super) fn sliders(frame: &mut Frame, app: &App, area: Rect) {
         );
         if cells[3].width > 0 {
             frame.render_widget(
-                Paragraph::new(format!(" {}", knob.key_for(&app.run).1)).style(app.theme.dim()),
+                Paragraph::new(match vllm_sum {
+                    Some(_) => " prompt + completion".to_string(),
+                    None => format!(" {}", knob.key_for(&app.run).1),
+                })
+                .style(app.theme.dim()),
                 cells[3],
             );
         }

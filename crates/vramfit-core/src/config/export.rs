@@ -5,7 +5,8 @@ use super::export_keys;
 use super::read_model::model_name_key;
 use super::tables::own_keys;
 use crate::contract::Table;
-use crate::contract::accepts::CallVersions;
+use crate::contract::accepts::{CallVersions, accepts};
+use crate::contract::trl_serve_ladder::has_serve;
 use crate::memory::estimate::Estimate;
 use crate::run::knobs::Knob;
 use crate::run::spread::Spread;
@@ -58,17 +59,29 @@ impl Writer {
         // a key the pinned release's call does not take would stop it at start-up: the
         // ladders (read from each release's wheel) say which it takes
         if let Some(why) = export_keys::left_out_by(self.table, self.stack, key, &self.versions) {
-            self.left_out.push((why, key));
+            // the pinned release's own name for the value (trl 0.15's `vllm_max_model_len`)
+            match export_keys::older_name(self.table, self.stack, key, &self.versions) {
+                Some(older) => self.key(older, value),
+                None => self.left_out.push((why, key)),
+            }
             return;
         }
         debug_assert!(
             own_keys(self.table).contains(&key)
-                || self.table.call(self.stack).is_some_and(|c| c.accepts(key))
+                || self
+                    .table
+                    .call(self.stack)
+                    .is_some_and(|c| accepts(c, key, &self.versions))
                 || self.table == Table::Env,
             "export writes `[{}] {key}`, which its call does not take",
             self.table.name()
         );
         let _ = writeln!(self.out, "{key} = {value}");
+    }
+
+    /// Whether the pinned release's call of the table being written takes `key`.
+    fn takes(&self, key: &str) -> bool {
+        export_keys::left_out_by(self.table, self.stack, key, &self.versions).is_none()
     }
 
     /// A knob's value under its own key (`Knob::key`), which is in the table being written.
@@ -277,6 +290,11 @@ fn grpo_table(w: &mut Writer, run: &RunConfig) {
     // Debug keeps the decimal point (0.0): TOML reads a float, as GRPOConfig's beta is
     w.key("beta", format!("{:?}", run.beta));
     w.key("optim", quoted(run.optimizer.name()));
+    // TRL before 0.29 truncates prompts at its GRPOConfig.max_prompt_length (512 by default
+    // in trl 0.15.2 to 0.28): the pinned release gets the prompts' length the run assumes
+    if w.takes("max_prompt_length") {
+        w.key("max_prompt_length", run.prompt_len);
+    }
     if let Some(n) = run.steps_per_generation {
         w.key("steps_per_generation", n);
     }
@@ -287,6 +305,13 @@ fn grpo_table(w: &mut Writer, run: &RunConfig) {
     w.key("use_vllm", run.generation.uses_vllm());
     if run.generation == Generation::VllmServer {
         w.key("vllm_mode", quoted("server"));
+        // trl 0.14 and 0.15 have no `trl vllm-serve`: their trainer starts vLLM on the GPU
+        // `vllm_device` names, the one after the training processes' (`read_vllm_device`)
+        if stack == Stack::Trl && !has_serve(w.versions.trl) && w.takes("vllm_device") {
+            w.key("vllm_device", quoted(&format!("cuda:{}", run.gpus)));
+            let share = run.vllm_server.gpu_memory_utilization;
+            w.key("vllm_gpu_memory_utilization", share);
+        }
     }
     if let Some(share) = share {
         w.key("vllm_mode", quoted("colocate"));

@@ -8,7 +8,7 @@
 
 use super::tables::own_keys;
 use crate::contract::accepts::{CallVersions, accepts, engine_accepts};
-use crate::contract::{Table, trl_serve_ladder};
+use crate::contract::{RETIRED, Table, trl_serve_ladder};
 use crate::run::Stack;
 
 /// Why `key` of `table` is left out for the pinned releases, as the header's line begins
@@ -49,6 +49,25 @@ pub(super) fn left_out_by(
         ));
     }
     None
+}
+
+/// The name the pinned release's call takes for what `[table] key` holds now, when it lacks
+/// `key`: a retired key (`contract::RETIRED`) of the same table that moved to `key` and that
+/// the pinned release takes (trl 0.15.2 to 0.17's `vllm_max_model_len` for
+/// `vllm_max_model_length`).
+pub(super) fn older_name(
+    table: Table,
+    stack: Stack,
+    key: &str,
+    v: &CallVersions,
+) -> Option<&'static str> {
+    let call = table.call(stack)?;
+    RETIRED
+        .iter()
+        .filter(|r| r.table == table && r.moved_to == Some((table, key)))
+        .filter(|r| r.stack.is_none_or(|s| s == stack))
+        .find(|r| accepts(call, r.key, v))
+        .map(|r| r.key)
 }
 
 /// The header's lines for the keys left out, one per reason, in the order met.

@@ -22,6 +22,7 @@ mod read_lora;
 mod read_model;
 mod read_spread;
 mod read_version_keys;
+mod read_vllm_device;
 mod read_vramfit;
 pub mod recipe;
 mod serve_command;

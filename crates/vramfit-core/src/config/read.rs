@@ -85,6 +85,8 @@ pub fn parse_with(
             tables.notes.extend(notes);
             let notes = super::read_version_keys::pinned_key_notes(&tables, &pins);
             tables.notes.extend(notes);
+            let notes = super::read_version_keys::retired_notes(&tables, &pins);
+            tables.notes.extend(notes);
             run_file(&tables, dir, pins, reading)
         })
         .map_err(|e| e.in_file(file))

@@ -4,6 +4,7 @@
 
 use super::error::LoadError;
 use super::read_model::model_call;
+use super::read_vllm_device::vllm_on_own_gpu;
 use super::tables::Tables;
 use crate::contract::{Call, Table as T};
 use crate::run::{Generation, Stack};
@@ -69,6 +70,8 @@ fn generation(t: &Tables) -> Result<Generation, LoadError> {
     let asked_vllm = t.boolean(T::Grpo, "use_vllm")?;
     let use_vllm = asked_vllm.or(grpo.default_bool("use_vllm"));
     let mode = vllm_mode(t)?;
+    // trl 0.14 to 0.17's vLLM on a GPU of its own (`read_vllm_device`)
+    let own_gpu = vllm_on_own_gpu(t)?;
     let colocated = match t.stack {
         // Unsloth starts vLLM when from_pretrained has fast_inference = True, and its GRPO
         // patch then sets use_vllm itself
@@ -80,11 +83,13 @@ fn generation(t: &Tables) -> Result<Generation, LoadError> {
                 .call_default(model, "fast_inference")
                 .and_then(|v| v.as_bool()))
             .unwrap_or(false),
-        Stack::Trl => use_vllm.unwrap_or(false) && mode.unwrap_or(default_mode(t)) != "server",
+        Stack::Trl => {
+            use_vllm.unwrap_or(false) && mode.unwrap_or(default_mode(t)) != "server" && !own_gpu
+        }
     };
     let server = t.stack == Stack::Trl
         && use_vllm.unwrap_or(false)
-        && mode.unwrap_or(default_mode(t)) == "server";
+        && (mode.unwrap_or(default_mode(t)) == "server" || own_gpu);
     Ok(if colocated {
         let default = match t.stack {
             Stack::Unsloth => t

@@ -78,9 +78,23 @@ pub(super) fn read_vllm_server(t: &Tables) -> Result<VllmServer, LoadError> {
         gpus,
         tensor_parallel_size: tp,
         data_parallel_size: dp,
-        gpu_memory_utilization: t
-            .share(T::VllmServer, "gpu_memory_utilization")?
-            .unwrap_or(d.gpu_memory_utilization),
+        gpu_memory_utilization: match t.share(T::VllmServer, "gpu_memory_utilization")? {
+            Some(share) => share,
+            None => own_gpu_share(t)?.unwrap_or(d.gpu_memory_utilization),
+        },
         max_model_len: t.int(T::VllmServer, "max_model_len", 16, 1 << 21)?,
     })
+}
+
+/// The share of its own GPU trl 0.14 and 0.15's vLLM takes when `vllm_device` puts it there:
+/// `LLM(gpu_memory_utilization=self.args.vllm_gpu_memory_utilization)` (trl 0.15.2
+/// `GRPOTrainer.__init__`), the file's or that release's default (0.9, the TRL ladder).
+fn own_gpu_share(t: &Tables) -> Result<Option<f64>, LoadError> {
+    if !super::read_vllm_device::vllm_on_own_gpu(t)? {
+        return Ok(None);
+    }
+    Ok(t.share(T::Grpo, "vllm_gpu_memory_utilization")?.or(t
+        .versions
+        .trl_default("vllm_gpu_memory_utilization")
+        .and_then(|v| v.as_f64())))
 }

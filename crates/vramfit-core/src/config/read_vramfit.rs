@@ -111,8 +111,9 @@ pub(super) fn version_notes(t: &Tables) -> Vec<String> {
         .filter(|key| crate::contract::retired(T::Grpo, key, t.stack).is_none())
         .map(|key| {
             format!(
-                "`[grpo] {key}`: trl {trl}'s GRPOConfig does not take it (read from the {} wheel); that TRL refuses this file",
-                crate::contract::ladder::rung_of(trl).map_or_else(String::new, |r| format!("trl {r}"))
+                "`[grpo] {key}`: trl {trl}'s GRPOConfig does not take it (read from the {} wheel){}; that TRL refuses this file",
+                crate::contract::ladder::rung_of(trl).map_or_else(String::new, |r| format!("trl {r}")),
+                super::read_version_keys::taken_by(crate::contract::Call::GrpoConfig, "trl", key)
             )
         })
         .collect()

@@ -14,6 +14,7 @@ use super::read_vramfit::ASSUMED_PROMPT_LENGTH;
 use super::source::{Format, MODEL_LORA_KEYS, Placed, SourceFile};
 use super::yaml_edit;
 use crate::arch::catalog::edit_distance;
+use crate::contract::accepts::releases_taking;
 use crate::contract::{Call, Table, retired};
 use crate::run::Stack;
 use std::path::Path;
@@ -225,7 +226,11 @@ fn place(s: &mut Sorted, key: &str, v: toml::Value, peft: bool, vllm_device: boo
                 // an older TRL's key is read where its value goes now (torch_dtype as dtype)
                 let (table, to) = match retired(table, key, Stack::Trl) {
                     Some(r) => r.moved_to.unwrap_or((table, r.key)),
-                    None if call.accepts(key) => (table, key),
+                    // a key an older TRL's GRPOConfig takes (trl 0.15's `vllm_dtype`) is
+                    // read as the pinned release reads it, with a note when it lacks it
+                    None if call.accepts(key) || !releases_taking(call, key).is_empty() => {
+                        (table, key)
+                    }
                     None => continue,
                 };
                 s.put(key, table, to, v.clone());

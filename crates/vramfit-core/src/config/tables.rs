@@ -6,6 +6,7 @@
 use super::error::LoadError;
 use super::lines::Lines;
 use crate::arch::catalog::edit_distance;
+use crate::contract::accepts::releases_taking;
 use crate::contract::{self, Call, Retired, Table};
 use crate::run::Stack;
 use crate::run::knobs::Knob;
@@ -169,8 +170,8 @@ impl<'a> Tables<'a> {
         LoadError::sentence(table.name(), Some(key), message).on_line(self.line(table, key))
     }
 
-    /// Every key of `table` is one its call accepts (or one `[vramfit]` reads), or a retired key
-    /// that loads with a note.
+    /// Every key of `table` is one its call accepts in some modelled release (or one
+    /// `[vramfit]` reads), or a retired key that loads with a note.
     fn check_keys(&mut self, table: Table) -> Result<(), LoadError> {
         let Some(t) = self.table(table) else {
             return Ok(());
@@ -180,19 +181,17 @@ impl<'a> Tables<'a> {
             let own = own_keys(table);
             let known = own.contains(&key.as_str())
                 || match call {
-                    Some(call) => accepts(call, key),
+                    // a key an older (or newer) modelled release takes loads; the note
+                    // for a pinned release that lacks it comes once the versions are read
+                    Some(call) => accepts(call, key) || some_release_takes(call, key),
                     // `[env]` takes any variable
                     None => own.is_empty(),
                 };
             if known {
                 continue;
             }
-            if let Some(r) = contract::retired(table, key, self.stack) {
-                self.notes.push(format!(
-                    "`[{}] {key}` is read but not exported: {}",
-                    table.name(),
-                    r.now
-                ));
+            // a retired key is noted once the versions are read (`read_version_keys`)
+            if contract::retired(table, key, self.stack).is_some() {
                 continue;
             }
             let (keys, whose): (Vec<&str>, String) = match call {
@@ -361,6 +360,12 @@ impl<'a> Tables<'a> {
 /// Whether `call` takes `key`: by name, or through `**kwargs` it forwards to another call.
 pub fn accepts(call: Call, key: &str) -> bool {
     call.accepts(key) || forwarded_to(call).is_some_and(|c| c.accepts(key))
+}
+
+/// Whether some release of `call`'s ladder takes `key`, by name or through `**kwargs`.
+fn some_release_takes(call: Call, key: &str) -> bool {
+    let takes = |c| !releases_taking(c, key).is_empty();
+    takes(call) || forwarded_to(call).is_some_and(takes)
 }
 
 /// Where a call's `**kwargs` go: Unsloth's `get_peft_model` passes the keywords it does not

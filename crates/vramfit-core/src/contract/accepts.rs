@@ -29,6 +29,30 @@ pub fn accepts(call: Call, key: &str, versions: &CallVersions) -> bool {
     }
 }
 
+/// The modelled releases whose `call` takes `key` (each ladder's rungs, oldest first): TRL's
+/// for `GRPOConfig` and `trl vllm-serve`, Unsloth's for its calls; `ModelConfig` and
+/// `LoraConfig` are modelled at the targeted release only, so none.
+pub fn releases_taking(call: Call, key: &str) -> Vec<Release> {
+    let at = |rungs: Vec<Release>, takes: &dyn Fn(Release) -> bool| -> Vec<Release> {
+        rungs.into_iter().filter(|r| takes(*r)).collect()
+    };
+    let unsloth = |c| {
+        at(unsloth_ladder::releases(), &|r| {
+            unsloth_ladder::accepts(c, r, key)
+        })
+    };
+    match call {
+        Call::GrpoConfig => at(ladder::releases(), &|r| ladder::grpo_accepts(r, key)),
+        Call::UnslothFromPretrained => unsloth(UnslothCall::FromPretrained),
+        Call::UnslothGetPeftModel => unsloth(UnslothCall::GetPeftModel),
+        Call::UnslothLoadVllm => unsloth(UnslothCall::LoadVllm),
+        Call::VllmServe => at(trl_serve_ladder::releases(), &|r| {
+            trl_serve_ladder::serve_accepts(r, key)
+        }),
+        Call::TrlModelConfig | Call::LoraConfig => Vec::new(),
+    }
+}
+
 /// Whether vLLM's `EngineArgs` (what `LLM(...)` and `trl vllm-serve` build vLLM from) has the
 /// field `key` in the pinned vLLM.
 pub fn engine_accepts(key: &str, versions: &CallVersions) -> bool {
@@ -62,6 +86,11 @@ mod tests {
             assert!(accepts(call, key, &new), "{} {key}", call.name());
         }
         assert!(accepts(Call::LoraConfig, "r", &old));
+        // trl 0.14 to 0.17 place the colocated vLLM with `vllm_device`; 1.15 has none
+        let takers = releases_taking(Call::GrpoConfig, "vllm_device");
+        assert_eq!(takers.first(), Some(&Release::new(0, 14, 0)));
+        assert_eq!(takers.last(), Some(&Release::new(0, 17, 0)));
+        assert!(releases_taking(Call::GrpoConfig, "vllm_devise").is_empty());
         assert!(!engine_accepts("data_parallel_size", &old));
         assert!(engine_accepts("data_parallel_size", &new));
     }

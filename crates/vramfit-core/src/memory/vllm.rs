@@ -125,7 +125,7 @@ pub fn plan(run: &RunConfig, around: &Surroundings) -> Option<VllmPlan> {
 /// sum (`StackVersions::trl_context_is_prompt_and_completion`, trl 0.19.1
 /// `GRPOTrainer.__init__`), else the run's context (`vllm_max_model_length` or Unsloth's
 /// `max_seq_length`, the model's own when unset).
-fn colocated_context(run: &RunConfig) -> u64 {
+pub fn colocated_context(run: &RunConfig) -> u64 {
     if run.stack == Stack::Trl && run.versions.trl_context_is_prompt_and_completion() {
         run.sequence_len()
     } else {
