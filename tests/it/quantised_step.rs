@@ -113,3 +113,26 @@ fn unsloth_four_bit_saves_what_its_sixteen_bit_step_saves() {
         bf16["training_peak_allocated_bytes"]
     );
 }
+
+#[test]
+fn trl_0_22_to_0_25_upcast_a_quantised_bases_16_bit_tensors() {
+    // trl 0.23.0 prepare_peft_model -> peft's prepare_model_for_kbit_training casts every
+    // 16-bit parameter that is no Params4bit to fp32; for 4-bit under bf16,
+    // peft_module_casting_to_bf16 casts the embedding and head back. trl 0.21.0 calls
+    // get_peft_model alone. Qwen2.5-7B: embedding and untied head 152,064 x 3,584 each; per
+    // layer q/k/v biases and two norms, 28 layers, and the final norm
+    let weights = |trl: &str, quant: &str| {
+        let text = TRL_RUN.replace("0.19.1", trl).replace("{quant}", quant);
+        component(&estimate(&text, &["--gpu-mem", "141GiB"]), "base_weights")
+    };
+    let vectors = 28 * (3584 + 512 + 512 + 2 * 3584) + 3584;
+    let head = 152_064 * 3584;
+    let int8 = "load_in_8bit = true";
+    assert_eq!(
+        weights("0.23.0", int8) - weights("0.21.0", int8),
+        2 * (vectors + 2 * head)
+    );
+    let nf4 = "load_in_4bit = true";
+    assert_eq!(weights("0.23.0", nf4) - weights("0.21.0", nf4), 2 * vectors);
+    assert_eq!(weights("0.26.2", int8), weights("0.21.0", int8));
+}

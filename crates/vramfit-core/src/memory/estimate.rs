@@ -564,7 +564,8 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
     // the experts' share of what this rank holds (a checkpoint's own bytes may differ)
     let expert_weights =
         (expert_bytes.min(weights) as u128 * held as u128 / weights.max(1) as u128) as u64;
-    let held = held + head;
+    // TRL 0.22 to 0.25 upcast a quantised base's 16-bit tensors (`kbit_cast::kbit_fp32_bytes`)
+    let held = held + head + crate::memory::kbit_cast::kbit_fp32_bytes(run);
     let (reference, rewards) = crate::memory::frozen::frozen_models(run);
     Static {
         reserved: reserved - weights + held + gathered + buckets + reference + rewards,
