@@ -136,3 +136,24 @@ fn trl_0_22_to_0_25_upcast_a_quantised_bases_16_bit_tensors() {
     assert_eq!(weights("0.23.0", nf4) - weights("0.21.0", nf4), 2 * vectors);
     assert_eq!(weights("0.26.2", int8), weights("0.21.0", int8));
 }
+
+#[test]
+fn trl_0_26_on_trains_a_quantised_models_adapters_in_bf16() {
+    // trl 0.26.2 to 1.15.0 GRPOTrainer.__init__: a quantised model's trainable parameters
+    // `param.data.to(torch.bfloat16)` after get_peft_model; torch AdamW's moments follow them
+    let parts = |trl: &str| {
+        let text = TRL_RUN
+            .replace("0.19.1", trl)
+            .replace("{quant}", "load_in_4bit = true");
+        let json = estimate(&text, &["--gpu-mem", "141GiB"]);
+        (
+            component(&json, "lora_adapters"),
+            component(&json, "optimizer_states"),
+        )
+    };
+    let (fp32, bf16) = (parts("0.25.1"), parts("0.26.2"));
+    assert!(fp32.0 > 0 && fp32.1 > 0, "{fp32:?}");
+    // q, k, v, o at r = 16 over 28 layers, each A and B its own block (sizes of 512 B multiples)
+    assert_eq!(bf16.0 * 2, fp32.0);
+    assert!(bf16.1 < fp32.1 * 51 / 100, "{bf16:?} {fp32:?}");
+}

@@ -54,6 +54,19 @@ pub fn kbit_fp32_bytes(run: &RunConfig) -> u64 {
     }
 }
 
+/// Bytes per element of the LoRA adapters (and of their gradients): PEFT keeps them in fp32
+/// (`get_peft_model`'s `autocast_adapter_dtype=True`), but trl 0.26.2 to 1.15.0
+/// `GRPOTrainer.__init__` then casts a quantised model's trainable parameters to bf16
+/// (`if _is_quantized_model: ... param.data = param.data.to(torch.bfloat16)`, "the PEFT adapter
+/// weights are converted to bf16", 1.15.0 sparing DoRA's magnitude vector). trl 0.22 to 0.25
+/// (`prepare_peft_model`) and before leave them fp32.
+pub fn adapter_element_bytes(run: &RunConfig) -> u64 {
+    let bf16 = run.stack == Stack::Trl
+        && matches!(run.quant, Quant::Nf4 | Quant::Int8)
+        && run.versions.trl.line() >= (0, 26);
+    if bf16 { 2 } else { 4 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +103,26 @@ mod tests {
         assert_eq!(
             kbit_fp32_bytes(&run(Quant::Bf16, Release::new(0, 23, 0))),
             0
+        );
+    }
+
+    #[test]
+    fn trl_0_26_on_keeps_a_quantised_models_adapters_in_bf16() {
+        assert_eq!(
+            adapter_element_bytes(&run(Quant::Nf4, Release::new(0, 26, 2))),
+            2
+        );
+        assert_eq!(
+            adapter_element_bytes(&run(Quant::Int8, Release::new(1, 15, 0))),
+            2
+        );
+        assert_eq!(
+            adapter_element_bytes(&run(Quant::Nf4, Release::new(0, 25, 1))),
+            4
+        );
+        assert_eq!(
+            adapter_element_bytes(&run(Quant::Bf16, Release::new(1, 15, 0))),
+            4
         );
     }
 
