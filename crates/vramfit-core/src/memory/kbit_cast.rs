@@ -1,4 +1,5 @@
-//! TRL 0.22 to 0.25's `prepare_peft_model`: a quantised base's 16-bit parameters upcast to fp32.
+//! How TRL prepares a quantised base: 0.22 to 0.25 upcast its 16-bit tensors to fp32
+//! (`prepare_peft_model`), 0.26 on keeps the adapters in bf16 ([`adapter_element_bytes`]).
 //!
 //! trl 0.22.0 to 0.25.1 `GRPOTrainer.__init__` calls `prepare_peft_model` (trl/models/utils.py)
 //! whenever a `peft_config` is given. For a model `is_loaded_in_4bit` or `is_loaded_in_8bit` (and

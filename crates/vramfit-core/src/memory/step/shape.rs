@@ -117,7 +117,9 @@ pub fn layer_tensors(
 ///   where nothing else saves that tensor. Projections sharing an input share it:
 ///   - q/k/v (or qkv): the attention norm's bf16 output, saved by nothing else (the norm keeps
 ///     its fp32 input; PEFT's `lora_A` keeps an fp32 cast of it): 2 H;
-///   - o_proj: SDPA's output, already saved (a view of it after `transpose(1, 2)`): nothing;
+///   - o_proj: SDPA's output, already saved: transformers 5.17.0 `sdpa_attention_forward`'s
+///     `.transpose(1, 2).contiguous()` copies nothing from the flash and efficient kernels'
+///     (batch, seq, heads, dim) output, and `reshape` is a view: nothing;
 ///   - gate/up (or gate_up): the MLP norm's bf16 output: 2 H;
 ///   - down_proj: `act(gate) * up`, the product the multiply does not save: 2 I.
 fn int8_matmul_inputs(arch: &Arch) -> [u64; 3] {
