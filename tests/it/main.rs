@@ -19,6 +19,7 @@ mod multi_gpu;
 mod no_debug_output;
 mod oom;
 mod presets_capacity;
+mod quantised_step;
 mod realworld;
 mod realworld_unsloth_vllm;
 mod recipes_cli;

@@ -564,7 +564,8 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
     // the experts' share of what this rank holds (a checkpoint's own bytes may differ)
     let expert_weights =
         (expert_bytes.min(weights) as u128 * held as u128 / weights.max(1) as u128) as u64;
-    let held = held + head;
+    // TRL 0.22 to 0.25 upcast a quantised base's 16-bit tensors (`kbit_cast::kbit_fp32_bytes`)
+    let held = held + head + crate::memory::kbit_cast::kbit_fp32_bytes(run);
     let (reference, rewards) = crate::memory::frozen::frozen_models(run);
     Static {
         reserved: reserved - weights + held + gathered + buckets + reference + rewards,
@@ -642,15 +643,16 @@ fn adapter_states(run: &RunConfig, targets: &[bool], packing: &mut Packing) -> (
         .map(|e| (e, false))
         .chain(experts.into_iter().map(|e| (e, true)))
     {
-        let a = block_bytes(elements * 4);
-        let o = optimizer_bytes(run.optimizer, elements);
+        let per = crate::memory::kbit_cast::adapter_element_bytes(run);
+        let a = block_bytes(elements * per);
+        let o = optimizer_bytes(run.optimizer, elements, per);
         adapters += a * arch.layers;
         optimizer += o * arch.layers;
         if expert {
             expert_adapters += a * arch.layers;
         }
         // the adapter, its gradient and the optimizer's states
-        packing.add(elements * 4, 2 * arch.layers);
+        packing.add(elements * per, 2 * arch.layers);
         packing.add(o, arch.layers);
     }
     (adapters, optimizer, expert_adapters)
@@ -714,7 +716,9 @@ fn full_finetuning_static(run: &RunConfig) -> Static {
 /// AdamW: exp_avg and exp_avg_sq in fp32 plus a 4-byte step (measured: opt_state_bytes = 2 x lora_bytes).
 /// bitsandbytes 8-bit: two uint8 states with an fp32 absmax per 256-element block; tensors under
 /// 4096 elements stay fp32 (bnb's `min_8bit_size`).
-fn optimizer_bytes(opt: Optimizer, elements: u64) -> u64 {
+/// `param_bytes`: torch AdamW's moments follow the parameter's dtype (torch optim/adam.py
+/// `_init_group`, `torch.zeros_like(p)`); bitsandbytes' states keep their own (`init_state`).
+fn optimizer_bytes(opt: Optimizer, elements: u64, param_bytes: u64) -> u64 {
     let eight_bit = |n: u64| {
         if n < 4096 {
             8 * n
@@ -723,7 +727,8 @@ fn optimizer_bytes(opt: Optimizer, elements: u64) -> u64 {
         }
     };
     match opt {
-        Optimizer::AdamW | Optimizer::PagedAdamW => block_bytes(4 * elements) * 2 + 512,
+        Optimizer::AdamW => block_bytes(param_bytes * elements) * 2 + 512,
+        Optimizer::PagedAdamW => block_bytes(4 * elements) * 2 + 512,
         Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => block_bytes(eight_bit(elements)),
         Optimizer::Sgd => 0,
     }

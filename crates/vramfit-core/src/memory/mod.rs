@@ -8,6 +8,7 @@ pub mod bytes;
 pub mod estimate;
 pub mod frozen;
 pub mod generate;
+pub mod kbit_cast;
 pub mod lm_head;
 pub mod moe;
 pub mod refusal;

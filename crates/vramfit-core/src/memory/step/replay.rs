@@ -179,6 +179,16 @@ impl Sim {
         }
     }
 
+    /// A quantised projection's input, which bitsandbytes' 8-bit matmul keeps for the backward
+    /// (`shape::int8_matmul_inputs`); freed otherwise.
+    fn keep_if_quantised(&mut self, sh: &Shapes, run: &mut LayerRun, id: u32) {
+        if sh.quantised {
+            self.keep(run, id);
+        } else {
+            self.free(id);
+        }
+    }
+
     fn free_all(&mut self, ids: Vec<u32>) {
         ids.into_iter().for_each(|t| self.free(t));
     }
@@ -278,7 +288,8 @@ impl Sim {
         for t in [attn, rot_q, rot_k, v] {
             self.keep(&mut run, t);
         }
-        self.free(normed);
+        // bitsandbytes' 8-bit matmul keeps its input (`shape::int8_matmul_inputs`)
+        self.keep_if_quantised(sh, &mut run, normed);
         let attn_out = if sh.extra_norms > 0 {
             self.rms_norm(sh, &mut run, sh.hid32)
         } else {
@@ -311,12 +322,8 @@ impl Sim {
         };
         let down_index = if sh.fused { 3 } else { 6 };
         let down = self.projection(sh, &mut run, down_index, sh.hid);
-        if sh.quantised {
-            self.keep(&mut run, prod);
-        } else {
-            self.free(prod);
-        }
-        self.free(normed);
+        self.keep_if_quantised(sh, &mut run, prod);
+        self.keep_if_quantised(sh, &mut run, normed);
         let mlp_out = if sh.extra_norms > 0 {
             self.rms_norm(sh, &mut run, sh.hid32)
         } else {

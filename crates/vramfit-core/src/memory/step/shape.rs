@@ -60,8 +60,8 @@ impl LayerTensors {
 /// - each RMSNorm saves its input upcast to fp32 (and Qwen3/Gemma3's query/key norms too);
 /// - PEFT keeps adapters in fp32 and casts each targeted projection's input to fp32, which
 ///   `lora_A` saves; `lora_A`'s output (rank wide, fp32) is saved by `lora_B`;
-/// - a quantised matmul that saves its own bf16 input ([`quantised_matmul_saves_input`]) keeps
-///   the MLP product feeding `down_proj`.
+/// - bitsandbytes' 8-bit matmul keeps each quantised projection's bf16 input
+///   ([`quantised_matmul_saves_input`]): see [`int8_matmul_inputs`].
 pub fn layer_tensors(
     arch: &Arch,
     targets: &[bool],
@@ -97,7 +97,7 @@ pub fn layer_tensors(
         saved.push(4 * rank);
     }
     if quantised_base {
-        saved.push(2 * i);
+        saved.extend(int8_matmul_inputs(arch));
     }
     if let Some(m) = arch.moe {
         // each expert's linear saves its gathered input rows (`hidden_states[token_idx]`), and
@@ -107,17 +107,42 @@ pub fn layer_tensors(
     LayerTensors { saved }
 }
 
+/// Bytes per token that bitsandbytes' 8-bit matmul adds to one decoder layer.
+/// `MatMul8bitLt.forward` (bitsandbytes 0.46.0 and 0.50.2 `autograd/_functions.py`) ends with
+/// `ctx.tensors = (CAt, subA, A)` whenever `any(ctx.needs_input_grad[:2])`:
+/// - `CAt`, the int8 transposed copy, is `None`: it comes from `int8_double_quant` only when
+///   `ctx.needs_input_grad[1]`, and LoRA freezes the weight, so `int8_vectorwise_quant` runs;
+/// - `subA` holds only the outlier columns (`threshold = 6.0`), a few per layer: not counted;
+/// - `A` is the layer's bf16 input itself (`A.reshape(-1, ...)`, a view): it costs memory only
+///   where nothing else saves that tensor. Projections sharing an input share it:
+///   - q/k/v (or qkv): the attention norm's bf16 output, saved by nothing else (the norm keeps
+///     its fp32 input; PEFT's `lora_A` keeps an fp32 cast of it): 2 H;
+///   - o_proj: SDPA's output, already saved: transformers 5.17.0 `sdpa_attention_forward`'s
+///     `.transpose(1, 2).contiguous()` copies nothing from the flash and efficient kernels'
+///     (batch, seq, heads, dim) output, and `reshape` is a view: nothing;
+///   - gate/up (or gate_up): the MLP norm's bf16 output: 2 H;
+///   - down_proj: `act(gate) * up`, the product the multiply does not save: 2 I.
+fn int8_matmul_inputs(arch: &Arch) -> [u64; 3] {
+    [2 * arch.hidden, 2 * arch.hidden, 2 * arch.intermediate]
+}
+
 /// Whether the base model's quantised linear layers keep their input for the backward pass:
 /// - TRL (PEFT over bitsandbytes): 8-bit's `MatMul8bitLt.forward` saves `ctx.tensors = (CAt,
-///   subA, A)`, its input `A`; 4-bit's `MatMul4Bit.forward` saves `ctx.tensors = (None, B)`,
-///   only the packed weight, which its backward dequantises again (bitsandbytes 0.46.0 and
-///   0.50.2 `autograd/_functions.py`), so NF4 saves no more than 16-bit weights do;
-/// - Unsloth: every quantised base, as its own step models it (`unsloth_step::gradient_pass`).
+///   subA, A)`, its input `A` ([`int8_matmul_inputs`]); 4-bit's `MatMul4Bit.forward` saves
+///   `ctx.tensors = (None, B)`, only the packed weight, which its backward dequantises again
+///   (bitsandbytes 0.46.0 and 0.50.2 `autograd/_functions.py`), so NF4 saves no more than
+///   16-bit weights do;
+/// - Unsloth: its LoRA kernels (unsloth 2025.2.4, 2025.11.6 and 2026.10.9
+///   `kernels/fast_lora.py`) dequantise inside `matmul_lora` and save the same tensors whatever
+///   the weights' format: `LoRA_MLP.forward` `ctx.save_for_backward(gateA, gateB, upA, upB,
+///   downA, downB, X, e, g)` (no `h`, the product feeding `down_proj`, recomputed in the
+///   backward), `LoRA_QKV.forward` `(X, QA, QB, KA, KB, VA, VB)`, `LoRA_W.forward` `(A, B, X)`;
+///   the packed weights and quant states ride in `ctx.custom_saved_tensors`, already resident.
+///   Projections outside those kernels run PEFT over `MatMul4Bit`, which saves no input either.
+///   So NF4 and FP8 add nothing; 8-bit keeps the term the step had (whether Unsloth routes
+///   bitsandbytes' 8-bit layers through its kernels is not read).
 pub fn quantised_matmul_saves_input(stack: Stack, quant: Quant) -> bool {
-    match stack {
-        Stack::Trl => quant == Quant::Int8,
-        Stack::Unsloth => quant.is_quantised(),
-    }
+    quant == Quant::Int8 && matches!(stack, Stack::Trl | Stack::Unsloth)
 }
 
 /// What one step needs above the static memory (weights, adapters, optimizer states).
@@ -226,5 +251,36 @@ impl Logits {
         let forward = (self.head + self.copy).max(2 * self.copy + 3 * self.chunk + reference);
         let backward = self.copy + self.copy.max(2 * self.row);
         forward.max(backward) + if softcap { self.head } else { 0 }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::catalog;
+
+    #[test]
+    fn eight_bit_keeps_both_norm_outputs_and_the_down_proj_input() {
+        // MatMul8bitLt.forward's `A` (bitsandbytes 0.50.2): q/k/v share the attention norm's
+        // output, gate/up the MLP norm's, down_proj takes the product; o_proj's is SDPA's
+        let arch = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let targets = vec![true; arch.projections().len()];
+        let plain = layer_tensors(arch, &targets, 16, false).per_token();
+        let int8 = layer_tensors(arch, &targets, 16, true).per_token();
+        assert_eq!(int8 - plain, 4 * arch.hidden + 2 * arch.intermediate);
+    }
+
+    #[test]
+    fn only_eight_bit_weights_save_their_inputs() {
+        // bitsandbytes' MatMul4Bit saves (None, B); Unsloth's fast_lora kernels save the same
+        // tensors whatever the weights' format
+        for stack in [Stack::Trl, Stack::Unsloth] {
+            assert!(quantised_matmul_saves_input(stack, Quant::Int8));
+            for quant in [Quant::Nf4, Quant::Fp8, Quant::Bf16] {
+                assert!(!quantised_matmul_saves_input(stack, quant), "{quant:?}");
+            }
+        }
     }
 }

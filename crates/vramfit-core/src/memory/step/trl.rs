@@ -140,6 +140,31 @@ mod tests {
         }
     }
 
+    /// bitsandbytes' 8-bit matmul keeps its inputs in the replay as in the analytic step: without
+    /// checkpointing every layer holds them at the peak.
+    #[test]
+    fn the_replay_keeps_the_eight_bit_inputs() {
+        let arch = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let targets = vec![true; arch.projections().len()];
+        let s = StepShape {
+            checkpointing: false,
+            fused_logits: false,
+            ..shape(0)
+        };
+        let tokens = s.seqs * (s.prompt + s.completion);
+        let peak = |quantised_base| {
+            let s = StepShape {
+                quantised_base,
+                ..s
+            };
+            replay::replay(arch, &targets, tokens, &Logits::new(arch, &s), &s).peak_allocated
+        };
+        let kept = arch.layers * tokens * (4 * arch.hidden + 2 * arch.intermediate);
+        assert_eq!(peak(true) - peak(false), kept);
+    }
+
     /// The replay (for the reserved peak) and the analytic step (for the allocated peak) walk
     /// the same tensors, so the replay's allocated peak must land near the analytic one. Found
     /// on the catalog: 0 % without checkpointing, +2 to +15 % with it (the replay keeps the
