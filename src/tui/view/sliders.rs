@@ -4,9 +4,9 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::widgets::Paragraph;
-use vramfit_core::memory::vllm::colocated_context;
+use vramfit_core::memory::vllm::{colocated_context, context_is_prompt_and_completion};
+use vramfit_core::run::Generation;
 use vramfit_core::run::knobs::Knob;
-use vramfit_core::run::{Generation, Stack};
 
 /// The trainer keys column shows from this width on; narrower, the slider takes its room.
 pub(super) const KEYS_FROM_WIDTH: u16 = 70;
@@ -24,9 +24,8 @@ pub(super) fn first_knob(app: &App, rows: usize) -> usize {
 fn vllm_context_is_the_sum(app: &App, knob: Knob) -> Option<u64> {
     let run = &app.run;
     let sum = knob == Knob::SequenceLength
-        && run.stack == Stack::Trl
         && matches!(run.generation, Generation::ColocatedVllm { .. })
-        && run.versions.trl_context_is_prompt_and_completion();
+        && context_is_prompt_and_completion(run);
     sum.then(|| colocated_context(run))
 }
 

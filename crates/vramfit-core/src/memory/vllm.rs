@@ -5,7 +5,6 @@
 //! own budget (`vllm.v1.worker.gpu_worker.Worker.determine_available_memory`, 0.33).
 
 use crate::arch::Arch;
-use crate::contract::release::Release;
 use crate::memory::refusal::{Refusal, VllmRefusal};
 use crate::run::versions::UnslothVllmLimits;
 use crate::run::{Generation, Quant, RunConfig, Stack};
@@ -104,7 +103,8 @@ pub fn plan(run: &RunConfig, around: &Surroundings) -> Option<VllmPlan> {
     let tp = run.vllm_tensor_parallel.max(1);
     let weights = vllm_weights(run, around.weights) / tp;
     let budget = request_memory(total, utilization);
-    let (seqs, batched) = batch_limits(run, total, budget, weights);
+    let context = colocated_context(run);
+    let (seqs, batched) = batch_limits(run, total, budget, weights, context);
     Some(plan_with(
         run,
         &Setup {
@@ -115,7 +115,7 @@ pub fn plan(run: &RunConfig, around: &Surroundings) -> Option<VllmPlan> {
             weights,
             seqs,
             batched,
-            context: colocated_context(run),
+            context,
             kv_split: tp.min(run.arch.kv_heads.max(1)),
         },
     ))
@@ -126,11 +126,18 @@ pub fn plan(run: &RunConfig, around: &Surroundings) -> Option<VllmPlan> {
 /// `GRPOTrainer.__init__`), else the run's context (`vllm_max_model_length` or Unsloth's
 /// `max_seq_length`, the model's own when unset).
 pub fn colocated_context(run: &RunConfig) -> u64 {
-    if run.stack == Stack::Trl && run.versions.trl_context_is_prompt_and_completion() {
+    if context_is_prompt_and_completion(run) {
         run.sequence_len()
     } else {
         run.max_seq_len
     }
+}
+
+/// Whether the pinned TRL gives its colocated vLLM `max_prompt_length +
+/// max_completion_length` as its context rather than the run's (trl 0.18 to 0.25,
+/// `StackVersions::trl_context_is_prompt_and_completion`).
+pub fn context_is_prompt_and_completion(run: &RunConfig) -> bool {
+    run.stack == Stack::Trl && run.versions.trl_context_is_prompt_and_completion()
 }
 
 /// vLLM's `request_memory`: what it asks of the GPU, `ceil(total x utilization)`.
@@ -255,10 +262,9 @@ pub fn server_plan(run: &RunConfig, capacity: u64) -> VllmPlan {
     let server = &run.vllm_server;
     let tp = server.tensor_parallel_size.max(1);
     let context = server.max_model_len.unwrap_or(run.arch.max_position);
-    let vllm = Release::new(run.vllm_version.major, run.vllm_version.minor, 0);
     let (seqs, batched) = super::vllm_batch_defaults::server_batch_defaults(
         run.versions.trl,
-        vllm,
+        run.call_versions().vllm,
         capacity,
         context,
     );
@@ -350,16 +356,22 @@ fn vllm_weights(run: &RunConfig, training_weights: u64) -> u64 {
 /// (`vllm_batch_defaults::colocated_batched_tokens`). Unsloth: by release (`unsloth_vllm_limits`), a
 /// table on its own KV estimate (load_vllm, 2026.10.9: `unsloth_pairs`; before unsloth_zoo
 /// 2025.11.6: `unsloth_vllm_2025::limits`), the tokens capped at `seqs x max_seq_length`, unless
-/// the file passes them to load_vllm.
-fn batch_limits(run: &RunConfig, total: u64, budget: u64, weights: u64) -> (u64, u64) {
+/// the file passes them to load_vllm. `context`: the colocated vLLM's `max_model_len`
+/// ([`colocated_context`]).
+fn batch_limits(
+    run: &RunConfig,
+    total: u64,
+    budget: u64,
+    weights: u64,
+    context: u64,
+) -> (u64, u64) {
     match run.stack {
         Stack::Trl => {
-            let vllm = Release::new(run.vllm_version.major, run.vllm_version.minor, 0);
             let tokens = super::vllm_batch_defaults::colocated_batched_tokens(
                 run.versions.trl,
-                vllm,
+                run.call_versions().vllm,
                 total,
-                run.max_seq_len,
+                context,
             );
             (
                 (run.micro_batch * run.vllm_tensor_parallel.max(1) * run.steps_per_generation())
