@@ -638,12 +638,12 @@ fn adapter_states(run: &RunConfig, targets: &[bool], packing: &mut Packing) -> (
         .flat_map(|(p, _)| [run.lora_rank * p.fan_in, run.lora_rank * p.fan_out])
         .collect::<Vec<_>>();
     let experts = crate::memory::moe::expert_lora_tensors(run);
+    let per = crate::memory::kbit_cast::adapter_element_bytes(run);
     for (elements, expert) in linear
         .into_iter()
         .map(|e| (e, false))
         .chain(experts.into_iter().map(|e| (e, true)))
     {
-        let per = crate::memory::kbit_cast::adapter_element_bytes(run);
         let a = block_bytes(elements * per);
         let o = optimizer_bytes(run.optimizer, elements, per);
         adapters += a * arch.layers;

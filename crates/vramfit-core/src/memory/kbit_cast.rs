@@ -23,7 +23,7 @@ use crate::run::{Quant, RunConfig, Stack};
 pub fn kbit_fp32_bytes(run: &RunConfig) -> u64 {
     let applies = run.stack == Stack::Trl
         && matches!(run.quant, Quant::Nf4 | Quant::Int8)
-        && ((0, 22)..(0, 26)).contains(&run.versions.trl.line())
+        && run.versions.trl_prepares_kbit_model()
         && !run.full_finetuning
         && run.spread.engine == Engine::Ddp;
     if !applies {
@@ -64,7 +64,7 @@ pub fn kbit_fp32_bytes(run: &RunConfig) -> u64 {
 pub fn adapter_element_bytes(run: &RunConfig) -> u64 {
     let bf16 = run.stack == Stack::Trl
         && matches!(run.quant, Quant::Nf4 | Quant::Int8)
-        && run.versions.trl.line() >= (0, 26);
+        && run.versions.trl_casts_quantised_adapters_to_bf16();
     if bf16 { 2 } else { 4 }
 }
 

@@ -445,6 +445,21 @@ impl StackVersions {
         ((0, 18)..(0, 26)).contains(&self.trl.line())
     }
 
+    /// Whether TRL prepares a quantised base with peft's `prepare_model_for_kbit_training`
+    /// (its `prepare_peft_model`, trl 0.22.0 to 0.25.1 `GRPOTrainer.__init__`; 0.21.0 calls
+    /// `get_peft_model` alone, 0.26.2 no longer calls `prepare_peft_model`):
+    /// `memory::kbit_cast::kbit_fp32_bytes`.
+    pub fn trl_prepares_kbit_model(self) -> bool {
+        ((0, 22)..(0, 26)).contains(&self.trl.line())
+    }
+
+    /// Whether TRL casts a quantised model's trainable parameters to bf16 after
+    /// `get_peft_model` (trl 0.26.2 to 1.15.0 `GRPOTrainer.__init__`):
+    /// `memory::kbit_cast::adapter_element_bytes`.
+    pub fn trl_casts_quantised_adapters_to_bf16(self) -> bool {
+        self.trl.line() >= (0, 26)
+    }
+
     pub fn unsloth_logits(self) -> UnslothLogits {
         match self.unsloth.line() {
             l if l < (2025, 3) => UnslothLogits::TrlLoss,
