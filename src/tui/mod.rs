@@ -79,9 +79,6 @@ pub fn run(mut app: App, poll_gpu: bool, mouse: bool, follow: Option<Tail>) -> R
         None
     };
     let result = event_loop(&mut terminal, &mut app, readings.as_ref(), log.as_ref());
-    if let Some(log) = log {
-        log.stop();
-    }
     drop(capture);
     // the alternate screen blanked before it is left: a terminal that grew while it was up
     // (tmux) keeps its rows past the main screen's old height, and they would show the frame
@@ -90,6 +87,11 @@ pub fn run(mut app: App, poll_gpu: bool, mouse: bool, follow: Option<Tail>) -> R
     // what the Hub client said while the screen was up, now that the terminal is the shell's
     for notice in &app.notices {
         eprintln!("{notice}");
+    }
+    // the log's reader is stopped once the terminal is the shell's again: a read stuck on a slow
+    // disk delays the exit, never leaves the terminal raw
+    if let Some(log) = log {
+        log.stop();
     }
     result
 }
