@@ -2,17 +2,17 @@
 #![allow(clippy::unwrap_used)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use grpofit_core::config;
+use grpofit_core::memory::estimate::{Estimator, GpuBudget, estimate};
+use grpofit_core::run::{Generation, Stack};
 use std::hint::black_box;
-use vramfit_core::config;
-use vramfit_core::memory::estimate::{Estimator, GpuBudget, estimate};
-use vramfit_core::run::{Generation, Stack};
 
 fn bench(c: &mut Criterion) {
     let file = config::parse(
-        vramfit_core::presets::built_in("24gb").unwrap(),
+        grpofit_core::presets::built_in("24gb").unwrap(),
         "24gb",
         None,
-        &vramfit_core::resolve::Offline::from_env(),
+        &grpofit_core::resolve::Offline::from_env(),
     )
     .unwrap();
     let gpu = GpuBudget {
@@ -43,10 +43,10 @@ fn bench(c: &mut Criterion) {
 /// A multi-GPU run: the open-r1 7+1 H100 full fine-tune (training ranks under ZeRO-3 and a
 /// vLLM server role), and `fit` sharding its DDP version.
 fn multi_gpu(c: &mut Criterion) {
-    use vramfit_core::fit::fit;
+    use grpofit_core::fit::fit;
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("examples/multi-gpu/open-r1-7plus1-h100.toml");
-    let file = config::load(&path, &vramfit_core::resolve::Offline::from_env()).unwrap();
+    let file = config::load(&path, &grpofit_core::resolve::Offline::from_env()).unwrap();
     let gpu = GpuBudget {
         capacity: file.gpu_memory.unwrap(),
         used_by_others: 0,
@@ -67,10 +67,10 @@ criterion_group!(benches, bench, fit_search, resolve, multi_gpu);
 criterion_main!(benches);
 
 fn fit_search(c: &mut Criterion) {
-    use vramfit_core::fit::fit;
+    use grpofit_core::fit::fit;
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/qwen7b-unsloth-22gib.toml");
-    let file = config::load(&path, &vramfit_core::resolve::Offline::from_env()).unwrap();
+    let file = config::load(&path, &grpofit_core::resolve::Offline::from_env()).unwrap();
     let gpu = GpuBudget {
         capacity: file.gpu_memory.unwrap(),
         used_by_others: 0,
@@ -97,7 +97,7 @@ fn fit_search(c: &mut Criterion) {
 /// and three header-only shards of Qwen3-4B's 398 tensors, as a Hub fetch leaves them): the
 /// cache hit is what `estimate` adds for a model outside the catalog (issue 12: under 5 ms).
 fn resolve(c: &mut Criterion) {
-    use vramfit_core::resolve::{self as hub, safetensors};
+    use grpofit_core::resolve::{self as hub, safetensors};
     let cache = tempfile::tempdir().unwrap();
     let snap = cache.path().join(
         "models--Qwen--Qwen3-4B-Instruct-2507/snapshots/cdbee75f17c01a7cc42f958dc650907174af0554",

@@ -2,25 +2,25 @@
 #![allow(clippy::unwrap_used)]
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use grpofit::tui::app::{App, GpuState, Msg};
+use grpofit::tui::theme::Theme;
+use grpofit::tui::view;
+use grpofit_core::config;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::hint::black_box;
-use vramfit::tui::app::{App, GpuState, Msg};
-use vramfit::tui::theme::Theme;
-use vramfit::tui::view;
-use vramfit_core::config;
 
 fn start(preset: &str, trl: bool) -> App {
     let mut file = config::parse(
-        vramfit_core::presets::built_in(preset).unwrap(),
+        grpofit_core::presets::built_in(preset).unwrap(),
         preset,
         None,
-        &vramfit_core::resolve::Offline::from_env(),
+        &grpofit_core::resolve::Offline::from_env(),
     )
     .unwrap();
     if trl {
-        file.run.stack = vramfit_core::run::Stack::Trl;
+        file.run.stack = grpofit_core::run::Stack::Trl;
     }
     let gpu = GpuState {
         capacity: 24 << 30,

@@ -1,7 +1,7 @@
-"""GRPO with TRL (transformers + PEFT) from a vramfit run file: each table is the keyword
+"""GRPO with TRL (transformers + PEFT) from a grpofit run file: each table is the keyword
 arguments of one call, loaded the way TRL's own `trl/scripts/grpo.py` loads a model.
 
-    vramfit estimate --config my-trl-run.toml --export run.toml
+    grpofit estimate --config my-trl-run.toml --export run.toml
     python examples/train_trl.py run.toml
 
 Needs trl, peft and transformers (bitsandbytes for load_in_4bit; vllm for use_vllm). The
@@ -26,8 +26,8 @@ model_args = ModelConfig(**cfg["model"])
 # no [lora]: full fine-tuning (`[model] use_peft = false`)
 peft_config = LoraConfig(**cfg["lora"]) if "lora" in cfg else None
 # a multi-node launch.sh: every node's trainers reach the one vLLM server on the main node
-if os.environ.get("VRAMFIT_VLLM_SERVER_HOST"):
-    cfg["grpo"]["vllm_server_host"] = os.environ["VRAMFIT_VLLM_SERVER_HOST"]
+if os.environ.get("GRPOFIT_VLLM_SERVER_HOST"):
+    cfg["grpo"]["vllm_server_host"] = os.environ["GRPOFIT_VLLM_SERVER_HOST"]
 args = GRPOConfig(**cfg["grpo"])
 
 quantization_config = get_quantization_config(model_args)
@@ -46,14 +46,14 @@ def reward_length(completions, **kwargs):
     return [-abs(len(c) - 40) / 40 for c in completions]
 
 
-# vramfit's measuring callback (`vramfit callback` writes vramfit_callback.py): one JSON line of
-# GPU memory per step, for `vramfit check vramfit-run.jsonl --config run.toml`; left out when
+# grpofit's measuring callback (`grpofit callback` writes grpofit_callback.py): one JSON line of
+# GPU memory per step, for `grpofit check grpofit-run.jsonl --config run.toml`; left out when
 # the file is absent (looked for beside this script, then in the current folder)
 sys.path.append(os.getcwd())
 try:
-    from vramfit_callback import VramfitCallback
+    from grpofit_callback import GrpofitCallback
 
-    callbacks = [VramfitCallback()]
+    callbacks = [GrpofitCallback()]
 except ImportError:
     callbacks = []
 

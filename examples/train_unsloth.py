@@ -1,6 +1,6 @@
-"""GRPO with Unsloth from a vramfit run file: each table is the keyword arguments of one call.
+"""GRPO with Unsloth from a grpofit run file: each table is the keyword arguments of one call.
 
-    vramfit estimate --preset 24gb --export run.toml
+    grpofit estimate --preset 24gb --export run.toml
     python examples/train_unsloth.py run.toml
 
 Needs unsloth (which brings trl, peft and transformers) and, for fast_inference, vllm. The
@@ -31,14 +31,14 @@ def reward_length(completions, **kwargs):
     return [-abs(len(c) - 40) / 40 for c in completions]
 
 
-# vramfit's measuring callback (`vramfit callback` writes vramfit_callback.py): one JSON line of
-# GPU memory per step, for `vramfit check vramfit-run.jsonl --config run.toml`; left out when
+# grpofit's measuring callback (`grpofit callback` writes grpofit_callback.py): one JSON line of
+# GPU memory per step, for `grpofit check grpofit-run.jsonl --config run.toml`; left out when
 # the file is absent (looked for beside this script, then in the current folder)
 sys.path.append(os.getcwd())
 try:
-    from vramfit_callback import VramfitCallback
+    from grpofit_callback import GrpofitCallback
 
-    callbacks = [VramfitCallback()]
+    callbacks = [GrpofitCallback()]
 except ImportError:
     callbacks = []
 

@@ -1,27 +1,27 @@
-//! `vramfit calibrate`: learns, from run logs, the CUDA context of the user's GPU model and
-//! stack and the allocator's slack ratio (vramfit_core::measure::calibration), keeps them in
+//! `grpofit calibrate`: learns, from run logs, the CUDA context of the user's GPU model and
+//! stack and the allocator's slack ratio (grpofit_core::measure::calibration), keeps them in
 //! `<config dir>/calibration.toml`, and says what it learned and how uncertain it is.
 
 use crate::inputs::{calibration_path, load_calibration};
 use crate::output::*;
+use grpofit_core::config::export::write_atomically;
+use grpofit_core::measure::calibration::{self, Calibration, Entry};
+use grpofit_core::measure::measured;
+use grpofit_core::memory::estimate::CUDA_CONTEXT;
+use grpofit_core::units::format_size;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use vramfit_core::config::export::write_atomically;
-use vramfit_core::measure::calibration::{self, Calibration, Entry};
-use vramfit_core::measure::measured;
-use vramfit_core::memory::estimate::CUDA_CONTEXT;
-use vramfit_core::units::format_size;
 
 pub(crate) fn run_calibrate(logs: &[PathBuf], reset: bool, json: bool) -> Result<u8, Failure> {
     let path = calibration_path().ok_or_else(|| {
-        "no config folder: set VRAMFIT_CONFIG_DIR to the folder for calibration.toml".to_string()
+        "no config folder: set GRPOFIT_CONFIG_DIR to the folder for calibration.toml".to_string()
     })?;
     if reset {
         return forget(&path);
     }
     if logs.is_empty() {
         return Err(Failure::Input(
-            "calibrate: no run log given: vramfit calibrate LOG... (or --reset)".into(),
+            "calibrate: no run log given: grpofit calibrate LOG... (or --reset)".into(),
         ));
     }
     // every log first: one that teaches nothing stops the command before the file changes
@@ -35,7 +35,7 @@ pub(crate) fn run_calibrate(logs: &[PathBuf], reset: bool, json: bool) -> Result
     }
     // read, merge and replace under the lock: a `calibrate` running beside this one loses
     // nothing (each re-reads the file the other wrote)
-    let lock = vramfit_core::files::lock_beside(&path)?;
+    let lock = grpofit_core::files::lock_beside(&path)?;
     let mut calibration = load_calibration()?.map_or_else(Calibration::default, |(c, _)| c);
     let mut learned: Vec<(String, String)> = Vec::new();
     for (gpu, stack, sample) in samples {
@@ -58,7 +58,7 @@ pub(crate) fn run_calibrate(logs: &[PathBuf], reset: bool, json: bool) -> Result
     } else {
         let mut t: String = entries.iter().map(|e| entry_text(e)).collect();
         t += &format!(
-            "stored in {}: `vramfit estimate` uses it on a GPU of the same name and stack\n",
+            "stored in {}: `grpofit estimate` uses it on a GPU of the same name and stack\n",
             path.display()
         );
         t
@@ -77,7 +77,7 @@ fn learn_from(log: &Path) -> Result<(String, String, calibration::RunSample), St
     let (run_log, note) = measured::parse_last_run_from(std::io::BufReader::new(file), &shown)
         .map_err(|e| e.to_string())?;
     if let Some(note) = note {
-        say(&format!("vramfit: note: {note}"));
+        say(&format!("grpofit: note: {note}"));
     }
     calibration::learn(&run_log, &shown).map_err(|e| e.to_string())
 }

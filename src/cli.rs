@@ -1,12 +1,12 @@
 //! The command line (clap derive).
 
 use clap::{Args, Parser, Subcommand};
+use grpofit_core::fit::DEFAULT_HEADROOM;
 use std::path::PathBuf;
-use vramfit_core::fit::DEFAULT_HEADROOM;
 
 #[derive(Parser, Debug)]
 #[command(
-    name = "vramfit",
+    name = "grpofit",
     version,
     about = "Fit a GRPO fine-tuning run into a GPU before launching it"
 )]
@@ -15,7 +15,7 @@ pub(crate) struct Cli {
     pub command: Option<Command>,
     #[command(flatten)]
     pub source: Source,
-    /// The interactive screen following a run log that `vramfit run` writes: the measured peak
+    /// The interactive screen following a run log that `grpofit run` writes: the measured peak
     /// (◆) on the bar against the estimate, and the measured figures beside the predicted ones,
     /// read again twice a second. The run: --config or --preset, else the one the log names.
     #[arg(long, value_name = "LOG")]
@@ -100,8 +100,8 @@ pub(crate) enum Command {
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
     },
-    /// Write vramfit_callback.py: a transformers TrainerCallback that logs each step's GPU
-    /// memory as JSON lines (vramfit-run.jsonl, or $VRAMFIT_LOG) for `vramfit check`. Also
+    /// Write grpofit_callback.py: a transformers TrainerCallback that logs each step's GPU
+    /// memory as JSON lines (grpofit-run.jsonl, or $GRPOFIT_LOG) for `grpofit check`. Also
     /// printed on standard output unless that is the file.
     Callback {
         /// Where to write it (`-`: standard output only).
@@ -109,7 +109,7 @@ pub(crate) enum Command {
             short = 'o',
             long = "output",
             value_name = "PATH",
-            default_value = "vramfit_callback.py"
+            default_value = "grpofit_callback.py"
         )]
         output: PathBuf,
         /// Let -o replace an existing file.
@@ -120,7 +120,7 @@ pub(crate) enum Command {
     /// reserved, and the device's peak use, each with the error in percent. --config or
     /// --preset: the run; the GPU's memory is the log's unless --gpu-mem. Exit 2 on a bad log.
     Check {
-        /// The JSON-lines log vramfit_callback.py wrote.
+        /// The JSON-lines log grpofit_callback.py wrote.
         log: PathBuf,
         #[command(flatten)]
         source: Source,
@@ -132,14 +132,14 @@ pub(crate) enum Command {
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
     },
-    /// Run a training command under watch: `[env]` of the run applied, VRAMFIT_RUN_LOG set for
+    /// Run a training command under watch: `[env]` of the run applied, GRPOFIT_RUN_LOG set for
     /// the callback, NVML sampled twice a second, a run log written (the prediction, the
     /// samples, the callback's lines), an out-of-memory death diagnosed. Exits with the
     /// command's own status (128 + signal when a signal ended it); 2 when it cannot start.
     Run {
         #[command(flatten)]
         source: Source,
-        /// The run log (JSON lines); default vramfit-run-YYYYMMDD-HHMMSS.jsonl (UTC) here.
+        /// The run log (JSON lines); default grpofit-run-YYYYMMDD-HHMMSS.jsonl (UTC) here.
         #[arg(long, value_name = "FILE")]
         log: Option<PathBuf>,
         /// Add this run to an existing --log (refused without it: one run per log; `check`
@@ -151,10 +151,10 @@ pub(crate) enum Command {
         command: Vec<std::ffi::OsString>,
     },
     /// Learn from run logs, per GPU model (NVML's name) and stack, the CUDA context of your card
-    /// and the allocator's slack ratio; kept in <config dir>/vramfit/calibration.toml
-    /// ($VRAMFIT_CONFIG_DIR overrides the folder), used by the estimate on a GPU of that name.
+    /// and the allocator's slack ratio; kept in <config dir>/grpofit/calibration.toml
+    /// ($GRPOFIT_CONFIG_DIR overrides the folder), used by the estimate on a GPU of that name.
     Calibrate {
-        /// Run logs written by `vramfit run` (with the callback's step lines).
+        /// Run logs written by `grpofit run` (with the callback's step lines).
         logs: Vec<PathBuf>,
         /// Remove calibration.toml: the built-in values again.
         #[arg(long, conflicts_with = "logs")]
@@ -164,7 +164,7 @@ pub(crate) enum Command {
         json: bool,
     },
     /// List the built-in model catalog (any other model: its config.json in the Hugging Face
-    /// cache, `[vramfit] model_config`, or fetched from the Hub unless --offline).
+    /// cache, `[grpofit] model_config`, or fetched from the Hub unless --offline).
     Models {
         /// One JSON array: name, parameters, layers, hidden size, vocabulary, context.
         #[arg(long)]
@@ -184,7 +184,7 @@ pub(crate) enum Command {
     },
     /// Show the trainer versions of the active Python environment ($VIRTUAL_ENV, else
     /// $CONDA_PREFIX, else the python3 on PATH), read from its *.dist-info/METADATA: what the
-    /// estimate uses where the run file pins no `[vramfit] trl_version`, `unsloth_version`,
+    /// estimate uses where the run file pins no `[grpofit] trl_version`, `unsloth_version`,
     /// `transformers_version` or `vllm_version`.
     Env {
         /// One JSON object instead of text.

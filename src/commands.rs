@@ -4,18 +4,18 @@
 use crate::cli::{Cli, Source};
 use crate::inputs::{Inputs, load_source, resolve};
 use crate::output::*;
+use grpofit::gpu::{GpuProbe, NvmlProbe};
+use grpofit_core::arch::catalog;
+use grpofit_core::fit::{DEFAULT_HEADROOM, FitOutcome, fit};
+use grpofit_core::memory::estimate::{Estimator, GpuBudget, estimate};
 use std::io::Write;
-use vramfit::gpu::{GpuProbe, NvmlProbe};
-use vramfit_core::arch::catalog;
-use vramfit_core::fit::{DEFAULT_HEADROOM, FitOutcome, fit};
-use vramfit_core::memory::estimate::{Estimator, GpuBudget, estimate};
 
-use vramfit::tui::app::{App, GpuState};
-use vramfit::tui::theme::Theme;
-use vramfit_core::config::RunFile;
-use vramfit_core::config::export::{ExportContext, write_atomically};
-use vramfit_core::presets;
-use vramfit_core::units::format_size;
+use grpofit::tui::app::{App, GpuState};
+use grpofit::tui::theme::Theme;
+use grpofit_core::config::RunFile;
+use grpofit_core::config::export::{ExportContext, write_atomically};
+use grpofit_core::presets;
+use grpofit_core::units::format_size;
 
 /// What `estimate` writes besides its report.
 pub(crate) struct Exports<'a> {
@@ -54,7 +54,7 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         export_run(file, &file.run, (gpu, &gpu_line), &est, out, force, answer)?;
     }
     if let Some(dir) = exports.launch_dir {
-        let opts = vramfit_core::config::launch_set::LaunchOptions {
+        let opts = grpofit_core::config::launch_set::LaunchOptions {
             main_process_ip: exports.main_process_ip,
         };
         export_launch_set(file, (gpu, &gpu_line), &est, (dir, opts), force)?;
@@ -72,7 +72,7 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         if to_stdout {
             // the run file `--export -` writes: the user's own file edited in place
             let mut notes = Vec::new();
-            let text = vramfit_core::config::write_back::text_for(
+            let text = grpofit_core::config::write_back::text_for(
                 std::path::Path::new("-"),
                 file.source.as_ref(),
                 &file.run,
@@ -81,15 +81,15 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
             )?;
             notes
                 .iter()
-                .for_each(|n| say(&format!("vramfit: note: {n}")));
+                .for_each(|n| say(&format!("grpofit: note: {n}")));
             v["export"] = serde_json::json!(text);
         }
         v["versions"] = serde_json::to_value(&file.versions).map_err(|e| e.to_string())?;
         let text = json_text(&v)?;
         emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(answer))?;
     } else if !to_stdout {
-        let table = vramfit::report::table(&file.run, &est, &gpu_line);
-        let weights = vramfit::report::stored_weights_note(&file.run);
+        let table = grpofit::report::table(&file.run, &est, &gpu_line);
+        let weights = grpofit::report::stored_weights_note(&file.run);
         let calibrated = calibrated.map_or(String::new(), |c| format!("{c}\n"));
         emit(|out| {
             write!(
@@ -97,7 +97,7 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
                 "run: {}\nmodel: {}{weights}\nversions: {}\n{table}{calibrated}",
                 loaded.origin,
                 file.model_source,
-                vramfit::report::versions_line(&file.versions)
+                grpofit::report::versions_line(&file.versions)
             )
         })
         .map_err(unwritten(answer))?;
@@ -121,7 +121,7 @@ pub(crate) fn open_screen(
         .map_or_else(|| source.clone(), |f| f.source.clone());
     let source = &source;
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
-        say("vramfit: not a terminal: printing the estimate instead of the interactive screen");
+        say("grpofit: not a terminal: printing the estimate instead of the interactive screen");
         return run_estimate(
             source,
             false,
@@ -172,7 +172,7 @@ pub(crate) fn open_screen(
         app.follow(f.following);
         f.tail
     });
-    vramfit::tui::run(app, !source.no_gpu, mouse, tail)?;
+    grpofit::tui::run(app, !source.no_gpu, mouse, tail)?;
     Ok(FITS)
 }
 
@@ -186,7 +186,7 @@ pub(crate) fn show_gpu(json: bool) -> Result<u8, Failure> {
                     "detected": true,
                     "gpu": gpus.first(),
                     "gpus": gpus,
-                    "mixed": vramfit::gpu::mixed_cards(gpus),
+                    "mixed": grpofit::gpu::mixed_cards(gpus),
                 }),
                 Err(why) => serde_json::json!({ "detected": false, "reason": why }),
             };
@@ -212,10 +212,10 @@ pub(crate) fn show_gpu(json: bool) -> Result<u8, Failure> {
                 writeln!(out, "  process {}: {}", p.pid, opt(p.bytes))?;
             }
         }
-        if let Some(kinds) = vramfit::gpu::mixed_cards(gpus) {
+        if let Some(kinds) = grpofit::gpu::mixed_cards(gpus) {
             writeln!(
                 out,
-                "mixed cards ({kinds}): vramfit sizes every role on GPU 0's capacity"
+                "mixed cards ({kinds}): grpofit sizes every role on GPU 0's capacity"
             )?;
         }
         Ok(())
@@ -238,7 +238,7 @@ pub(crate) fn run_fit(
         )));
     }
     if let Some(out) = output.filter(|o| *o != std::path::Path::new("-")) {
-        vramfit_core::files::check_output(out, force)?;
+        grpofit_core::files::check_output(out, force)?;
     }
     let Inputs {
         loaded,
@@ -252,7 +252,7 @@ pub(crate) fn run_fit(
     let text = if json {
         json_text(&outcome)?
     } else {
-        let fitted = vramfit::report::fit_text(&file.run, &outcome, &gpu_line, headroom);
+        let fitted = grpofit::report::fit_text(&file.run, &outcome, &gpu_line, headroom);
         format!("run: {}\n{fitted}", loaded.origin)
     };
     // a reader gone from standard output does not stop the fitted file from being written
@@ -314,7 +314,7 @@ pub(crate) fn run_diagnose(
     let shown = log.map_or("standard input".to_string(), |p| p.display().to_string());
     if cut {
         say(&format!(
-            "vramfit: note: {shown}: only its last {} MiB are read, where the last out-of-memory message is",
+            "grpofit: note: {shown}: only its last {} MiB are read, where the last out-of-memory message is",
             crate::log_tail::KEPT >> 20
         ));
     }
@@ -325,7 +325,7 @@ pub(crate) fn run_diagnose(
 
 /// The diagnosis of the last OOM message of `text` (`shown` names it), as `diagnose` prints it:
 /// with the run of `source` when it names one, the GPU's memory from the message, else
-/// `gpu_mem`, else the run file's. `vramfit run` prints it when its command runs out of memory.
+/// `gpu_mem`, else the run file's. `grpofit run` prints it when its command runs out of memory.
 pub(crate) fn diagnosis(
     text: &str,
     shown: &str,
@@ -346,7 +346,7 @@ fn diagnosis_drawn(
     json: bool,
     picture: Option<&std::path::Path>,
 ) -> Result<String, Failure> {
-    let mut report = vramfit_core::diagnose::oom::diagnose(text)
+    let mut report = grpofit_core::diagnose::oom::diagnose(text)
         .ok_or_else(|| format!("{shown}: no out-of-memory message found"))?;
     // the run that failed: --config or --preset (no GPU is detected: the message describes it)
     let run = if source.config.is_some() || source.preset.is_some() {
@@ -365,14 +365,14 @@ fn diagnosis_drawn(
     let culprit = run.as_ref().filter(|_| !report.from_vllm()).and_then(|f| {
         report
             .requested_bytes
-            .map(|r| vramfit_core::diagnose::culprit::likely_request(&f.run, r))
+            .map(|r| grpofit_core::diagnose::culprit::likely_request(&f.run, r))
     });
     // With the run: the verdict in the light of its estimate, and the fit on the GPU the
     // message describes (less what other processes hold).
     let limit = report.limit_bytes();
     if run.is_some() && limit.is_none() {
         say(
-            "vramfit: note: no fit proposed: neither the message nor the run file gives the GPU's memory (pass --gpu-mem SIZE)",
+            "grpofit: note: no fit proposed: neither the message nor the run file gives the GPU's memory (pass --gpu-mem SIZE)",
         );
     }
     let proposal = run.as_ref().zip(limit).map(|(f, capacity)| {
@@ -383,10 +383,10 @@ fn diagnosis_drawn(
             context: None,
         };
         let mut estimator = Estimator::new();
-        vramfit_core::diagnose::oom::refine(&mut report, &estimator.estimate(&f.run, gpu));
+        grpofit_core::diagnose::oom::refine(&mut report, &estimator.estimate(&f.run, gpu));
         (fit(&f.run, gpu, DEFAULT_HEADROOM, &mut estimator), capacity)
     });
-    let mut advice = vramfit_core::diagnose::oom::advice(&report, run.as_ref().map(|f| &f.run));
+    let mut advice = grpofit_core::diagnose::oom::advice(&report, run.as_ref().map(|f| &f.run));
     if let Some(c) = &culprit {
         culprit_advice(c, proposal.as_ref().map(|p| &p.0), &mut advice);
     }
@@ -402,7 +402,7 @@ fn diagnosis_drawn(
             serde_json::to_value(proposal.as_ref().map(|p| &p.0)).map_err(|e| e.to_string())?;
         json_text(&v)?
     } else {
-        let mut text = vramfit::report::diagnosis_text(&report, &advice, culprit.as_deref());
+        let mut text = grpofit::report::diagnosis_text(&report, &advice, culprit.as_deref());
         if let (Some((outcome, capacity)), Some(f)) = (&proposal, &run) {
             let from = match (report.allowed_bytes, report.total_bytes) {
                 (Some(_), _) => "the cap in the message",
@@ -411,7 +411,7 @@ fn diagnosis_drawn(
             };
             let line = format!("{} ({from})", format_size(*capacity));
             text.push('\n');
-            text.push_str(&vramfit::report::fit_text(&f.run, outcome, &line, 5.0));
+            text.push_str(&grpofit::report::fit_text(&f.run, outcome, &line, 5.0));
         }
         text
     };
@@ -421,7 +421,7 @@ fn diagnosis_drawn(
 /// The GPU's memory when the message gives none: --gpu-mem, else the run file's gpu_memory;
 /// `--gpu-mem` that the message overrules is said to be unused.
 fn assume_capacity(
-    report: &mut vramfit_core::diagnose::oom::OomReport,
+    report: &mut grpofit_core::diagnose::oom::OomReport,
     gpu_mem: Option<u64>,
     run: Option<&RunFile>,
 ) {
@@ -434,7 +434,7 @@ fn assume_capacity(
         && from == "--gpu-mem"
     {
         say(&format!(
-            "vramfit: note: --gpu-mem {} not used: the message gives the GPU's memory, {}",
+            "grpofit: note: --gpu-mem {} not used: the message gives the GPU's memory, {}",
             format_size(bytes),
             report.total_bytes.map_or_else(String::new, format_size)
         ));
@@ -445,7 +445,7 @@ fn assume_capacity(
 /// that builds it, or, when today's trainers fit the same run (`proposal` already fits), the
 /// upgrade.
 fn culprit_advice(
-    c: &vramfit_core::diagnose::culprit::Request,
+    c: &grpofit_core::diagnose::culprit::Request,
     proposal: Option<&FitOutcome>,
     advice: &mut Vec<String>,
 ) {
@@ -479,7 +479,7 @@ fn draw_proposal(
     path: &std::path::Path,
     outcome: &FitOutcome,
     capacity: u64,
-    failed: &vramfit_core::run::RunConfig,
+    failed: &grpofit_core::run::RunConfig,
 ) -> Result<(), Failure> {
     let (run, est) = match outcome {
         FitOutcome::Fitted { run, estimate, .. } => (&**run, estimate),
@@ -500,16 +500,16 @@ fn draw_proposal(
 /// `answer` is the command's exit code, kept if standard output (`-`) has no reader left.
 pub(crate) fn export_run(
     file: &RunFile,
-    run: &vramfit_core::run::RunConfig,
+    run: &grpofit_core::run::RunConfig,
     gpu: (GpuBudget, &str),
-    estimate: &vramfit_core::memory::estimate::Estimate,
+    estimate: &grpofit_core::memory::estimate::Estimate,
     out: &std::path::Path,
     force: bool,
     answer: u8,
 ) -> Result<(), Failure> {
     let mut notes = Vec::new();
     let ctx = export_context(file, gpu, estimate);
-    let text = vramfit_core::config::write_back::text_for(
+    let text = grpofit_core::config::write_back::text_for(
         out,
         file.source.as_ref(),
         run,
@@ -517,7 +517,7 @@ pub(crate) fn export_run(
         &mut notes,
     )?;
     for note in notes {
-        say(&format!("vramfit: note: {note}"));
+        say(&format!("grpofit: note: {note}"));
     }
     if out == std::path::Path::new("-") {
         return emit(|o| o.write_all(text.as_bytes())).map_err(unwritten(answer));
@@ -531,7 +531,7 @@ pub(crate) fn export_run(
 fn export_context<'a>(
     file: &'a RunFile,
     gpu: (GpuBudget, &'a str),
-    estimate: &'a vramfit_core::memory::estimate::Estimate,
+    estimate: &'a grpofit_core::memory::estimate::Estimate,
 ) -> ExportContext<'a> {
     ExportContext {
         gpu: gpu.1,
@@ -546,13 +546,13 @@ fn export_context<'a>(
 /// there is replaced without `--force`.
 fn check_exports(exports: &Exports) -> Result<(), Failure> {
     if let Some(out) = exports.run_file.filter(|o| *o != std::path::Path::new("-")) {
-        vramfit_core::files::check_output(out, exports.force)?;
+        grpofit_core::files::check_output(out, exports.force)?;
     }
     if let Some(dir) = exports.launch_dir {
-        vramfit_core::files::check_output_dir(dir)?;
+        grpofit_core::files::check_output_dir(dir)?;
         // the launch set's files for every run (ds_config.json only for DeepSpeed)
         let names = ["run.toml", "accelerate.yaml", "launch.sh", "train_trl.py"];
-        vramfit_core::files::check_none_there(dir, &names, exports.force)?;
+        grpofit_core::files::check_none_there(dir, &names, exports.force)?;
     }
     Ok(())
 }
@@ -567,19 +567,19 @@ const TRAIN_UNSLOTH: &str = include_str!("../examples/train_unsloth.py");
 fn export_launch_set(
     file: &RunFile,
     gpu: (GpuBudget, &str),
-    est: &vramfit_core::memory::estimate::Estimate,
+    est: &grpofit_core::memory::estimate::Estimate,
     (dir, opts): (
         &std::path::Path,
-        vramfit_core::config::launch_set::LaunchOptions,
+        grpofit_core::config::launch_set::LaunchOptions,
     ),
     force: bool,
 ) -> Result<(), Failure> {
-    use vramfit_core::config::launch_set::{launch_set, training_script};
+    use grpofit_core::config::launch_set::{launch_set, training_script};
     // the reason an Unsloth run has no launch set, before anything is written
     let launch = launch_set(&file.run, "run.toml", opts)?;
     let ctx = export_context(file, gpu, est);
     let mut notes = Vec::new();
-    let run_toml = vramfit_core::config::write_back::text_for(
+    let run_toml = grpofit_core::config::write_back::text_for(
         std::path::Path::new("run.toml"),
         file.source.as_ref(),
         &file.run,
@@ -588,12 +588,12 @@ fn export_launch_set(
     )?;
     notes
         .iter()
-        .for_each(|n| say(&format!("vramfit: note: {n}")));
+        .for_each(|n| say(&format!("grpofit: note: {n}")));
     let mut files = vec![("run.toml", run_toml)];
     files.extend(launch);
     let script = match file.run.stack {
-        vramfit_core::run::Stack::Trl => TRAIN_TRL,
-        vramfit_core::run::Stack::Unsloth => TRAIN_UNSLOTH,
+        grpofit_core::run::Stack::Trl => TRAIN_TRL,
+        grpofit_core::run::Stack::Unsloth => TRAIN_UNSLOTH,
     };
     files.push((training_script(file.run.stack), script.to_string()));
     std::fs::create_dir_all(dir).map_err(|e| {
@@ -694,7 +694,7 @@ pub(crate) fn list_presets(source: &crate::cli::Source, json: bool) -> Result<u8
 
 /// `presets --json`: one object per preset, as the text lists them.
 fn presets_json(
-    rows: &[(String, Result<RunFile, vramfit_core::config::LoadError>)],
+    rows: &[(String, Result<RunFile, grpofit_core::config::LoadError>)],
 ) -> serde_json::Value {
     let rows: Vec<serde_json::Value> = rows
         .iter()

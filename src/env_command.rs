@@ -1,11 +1,11 @@
-//! `vramfit env`: the trainer versions of the active Python environment, as `versions_env`
-//! reads them, each against the range vramfit models.
+//! `grpofit env`: the trainer versions of the active Python environment, as `versions_env`
+//! reads them, each against the range grpofit models.
 
 use crate::versions_env::detect;
-use vramfit_core::run::versions::Package;
+use grpofit_core::run::versions::Package;
 
-/// `vramfit env`: where the Python environment is and which trainer versions it holds, each
-/// against the range vramfit models. Exit 0.
+/// `grpofit env`: where the Python environment is and which trainer versions it holds, each
+/// against the range grpofit models. Exit 0.
 pub(crate) fn show_env(json: bool) -> Result<u8, crate::output::Failure> {
     use crate::output::{FITS, emit, json_text, unwritten};
     use std::io::Write;
@@ -15,7 +15,7 @@ pub(crate) fn show_env(json: bool) -> Result<u8, crate::output::Failure> {
         .map(|&p| {
             let found = env.installed.found.iter().find(|(q, _, _)| *q == p);
             let modelled = found.map(|(_, v, _)| {
-                vramfit_core::run::versions::Release::parse(v).is_some_and(|r| p.models(r))
+                grpofit_core::run::versions::Release::parse(v).is_some_and(|r| p.models(r))
             });
             serde_json::json!({
                 "package": p,
@@ -51,13 +51,13 @@ pub(crate) fn show_env(json: bool) -> Result<u8, crate::output::Failure> {
                 format!("{} {v} ({path})", p.name())
             }
             (Some(v), Some(path)) => format!(
-                "{} {v} ({path}): outside the modelled range {}; the estimate refuses it unless [vramfit] {} says otherwise",
+                "{} {v} ({path}): outside the modelled range {}; the estimate refuses it unless [grpofit] {} says otherwise",
                 p.name(),
                 p.range_text(),
                 p.key()
             ),
             _ => format!(
-                "{}: not installed; the estimate uses {} unless [vramfit] {} says otherwise",
+                "{}: not installed; the estimate uses {} unless [grpofit] {} says otherwise",
                 p.name(),
                 p.targeted(),
                 p.key()

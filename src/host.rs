@@ -17,9 +17,9 @@ pub(crate) fn offload_note(needed: u64) -> Option<String> {
     let have = memory_bytes()?;
     (needed > have).then(|| {
         format!(
-            "vramfit: note: the offloaded states need {} of host memory per node; this machine has {}",
-            vramfit_core::units::format_size(needed),
-            vramfit_core::units::format_size(have)
+            "grpofit: note: the offloaded states need {} of host memory per node; this machine has {}",
+            grpofit_core::units::format_size(needed),
+            grpofit_core::units::format_size(have)
         )
     })
 }

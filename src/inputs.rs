@@ -4,13 +4,13 @@
 
 use crate::cli::Source;
 use crate::output::say;
-use vramfit::gpu::{GpuInfo, GpuProbe, NvmlProbe};
-use vramfit::hub::HubResolver;
-use vramfit_core::config::{self, RunFile};
-use vramfit_core::measure::calibration::{self, Calibration};
-use vramfit_core::memory::estimate::GpuBudget;
-use vramfit_core::presets;
-use vramfit_core::units::{format_size, parse_gpu_size};
+use grpofit::gpu::{GpuInfo, GpuProbe, NvmlProbe};
+use grpofit::hub::HubResolver;
+use grpofit_core::config::{self, RunFile};
+use grpofit_core::measure::calibration::{self, Calibration};
+use grpofit_core::memory::estimate::GpuBudget;
+use grpofit_core::presets;
+use grpofit_core::units::{format_size, parse_gpu_size};
 
 pub(crate) fn merge(outer: &Source, inner: &Source) -> Source {
     Source {
@@ -38,9 +38,9 @@ pub(crate) fn detect(source: &Source) -> Result<GpuInfo, String> {
         return Err("--no-gpu".to_string());
     }
     let gpus = NvmlProbe.probe_all()?;
-    if let Some(kinds) = vramfit::gpu::mixed_cards(&gpus) {
+    if let Some(kinds) = grpofit::gpu::mixed_cards(&gpus) {
         crate::output::say(&format!(
-            "vramfit: note: mixed cards ({kinds}): every role is sized on GPU 0's capacity"
+            "grpofit: note: mixed cards ({kinds}): every role is sized on GPU 0's capacity"
         ));
     }
     gpus.into_iter()
@@ -79,7 +79,7 @@ pub(crate) fn load_source(
 ) -> Result<Loaded, String> {
     let loaded = read_source(source, detected)?;
     for note in &loaded.file.notes {
-        say(&format!("vramfit: note: {}: {note}", loaded.label));
+        say(&format!("grpofit: note: {}: {note}", loaded.label));
     }
     Ok(loaded)
 }
@@ -146,7 +146,7 @@ pub(crate) fn read_source(
         );
         if !shadows.is_empty() {
             say(&format!(
-                "vramfit: note: --preset {name}: your {} is used instead of the built-in {name} preset",
+                "grpofit: note: --preset {name}: your {} is used instead of the built-in {name} preset",
                 path.display()
             ));
         }
@@ -232,7 +232,7 @@ pub(crate) struct Inputs {
     pub gpu: GpuBudget,
     pub gpu_line: String,
     pub detected: Result<GpuInfo, String>,
-    /// the measured CUDA context in use, in words, when `vramfit calibrate` learned one for
+    /// the measured CUDA context in use, in words, when `grpofit calibrate` learned one for
     /// this GPU and stack
     pub calibrated: Option<String>,
 }
@@ -258,7 +258,7 @@ pub(crate) fn resolve(source: &Source) -> Result<Inputs, String> {
     Ok(inputs)
 }
 
-/// `<config dir>/calibration.toml`, where `vramfit calibrate` keeps what it learned.
+/// `<config dir>/calibration.toml`, where `grpofit calibrate` keeps what it learned.
 pub(crate) fn calibration_path() -> Option<std::path::PathBuf> {
     presets::config_dir().map(|d| d.join("calibration.toml"))
 }
@@ -276,7 +276,7 @@ pub(crate) fn load_calibration() -> Result<Option<(Calibration, std::path::PathB
                 calibration::parse_skipping(&text, &shown).map_err(|e| e.to_string())?;
             for why in skipped {
                 say(&format!(
-                    "vramfit: note: {why}: skipped (`vramfit calibrate` leaves it out of the file it writes next; `--reset` removes the file)"
+                    "grpofit: note: {why}: skipped (`grpofit calibrate` leaves it out of the file it writes next; `--reset` removes the file)"
                 ));
             }
             Ok(Some((calibration, path)))
@@ -286,14 +286,14 @@ pub(crate) fn load_calibration() -> Result<Option<(Calibration, std::path::PathB
     }
 }
 
-/// Uses the CUDA context `vramfit calibrate` measured on a GPU named `gpu` (NVML's name,
+/// Uses the CUDA context `grpofit calibrate` measured on a GPU named `gpu` (NVML's name,
 /// exactly) with the run's stack, when there is one.
 pub(crate) fn calibrate_for(inputs: &mut Inputs, gpu: &str) -> Result<(), String> {
     // a calibration file that cannot be read is said, never fatal to an estimate
     let Some((calibration, _)) = load_calibration()
         .inspect_err(|e| {
             say(&format!(
-                "vramfit: note: {e}: the built-in CUDA context is used"
+                "grpofit: note: {e}: the built-in CUDA context is used"
             ))
         })
         .ok()
@@ -307,7 +307,7 @@ pub(crate) fn calibrate_for(inputs: &mut Inputs, gpu: &str) -> Result<(), String
     };
     inputs.gpu.context = Some(learned.median);
     inputs.calibrated = Some(format!(
-        "CUDA context {}, measured on your {gpu} in {} run{} ({}; `vramfit calibrate --reset` forgets it)",
+        "CUDA context {}, measured on your {gpu} in {} run{} ({}; `grpofit calibrate --reset` forgets it)",
         format_size(learned.median),
         learned.runs,
         if learned.runs == 1 { "" } else { "s" },

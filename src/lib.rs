@@ -1,5 +1,5 @@
-//! vramfit's binary side: the screen, NVML, the Hugging Face Hub client and the report. The
-//! domain lives in `vramfit_core`.
+//! grpofit's binary side: the screen, NVML, the Hugging Face Hub client and the report. The
+//! domain lives in `grpofit_core`.
 
 pub mod gpu;
 pub mod hub;

@@ -1,19 +1,19 @@
 //! Closing the loop with a real run: `callback` writes the Python callback that measures each
-//! step, `check` sets its log against the estimate (vramfit_core::measure::measured).
+//! step, `check` sets its log against the estimate (grpofit_core::measure::measured).
 
 use crate::cli::Source;
 use crate::inputs::{Inputs, calibrate_for, resolve};
 use crate::output::*;
+use grpofit::tui::follow::Following;
+use grpofit_core::config::export::write_atomically;
+use grpofit_core::measure::measured::{self, GOOD_WITHIN_PERCENT};
+use grpofit_core::measure::tail::Tail;
+use grpofit_core::memory::estimate::{Phase, estimate};
+use grpofit_core::units::{MIN_GPU_MEMORY, format_size};
 use std::io::Write;
 use std::path::Path;
-use vramfit::tui::follow::Following;
-use vramfit_core::config::export::write_atomically;
-use vramfit_core::measure::measured::{self, GOOD_WITHIN_PERCENT};
-use vramfit_core::measure::tail::Tail;
-use vramfit_core::memory::estimate::{Phase, estimate};
-use vramfit_core::units::{MIN_GPU_MEMORY, format_size};
 
-/// A run log the screen follows (`vramfit --follow LOG`): the file, what its first look read,
+/// A run log the screen follows (`grpofit --follow LOG`): the file, what its first look read,
 /// and the run to show.
 pub(crate) struct Followed {
     pub tail: Tail,
@@ -74,10 +74,10 @@ pub(crate) fn start_following(log: &Path, source: &Source) -> Result<Followed, F
     })
 }
 
-/// The callback, as `vramfit callback` writes it.
-pub(crate) const CALLBACK: &str = include_str!("../examples/vramfit_callback.py");
+/// The callback, as `grpofit callback` writes it.
+pub(crate) const CALLBACK: &str = include_str!("../examples/grpofit_callback.py");
 
-/// Whether standard output is `path` itself (`vramfit callback > vramfit_callback.py`).
+/// Whether standard output is `path` itself (`grpofit callback > grpofit_callback.py`).
 #[cfg(unix)]
 fn stdout_is(path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
@@ -101,7 +101,7 @@ pub(crate) fn write_callback(output: &Path, force: bool) -> Result<u8, Failure> 
     }
     write_atomically(output, CALLBACK, force)?;
     say(&format!(
-        "wrote {}: pass `callbacks=[VramfitCallback()]` to GRPOTrainer, then `vramfit check vramfit-run.jsonl --config run.toml`",
+        "wrote {}: pass `callbacks=[GrpofitCallback()]` to GRPOTrainer, then `grpofit check grpofit-run.jsonl --config run.toml`",
         output.display()
     ));
     print()?;
@@ -113,7 +113,7 @@ fn read_last_run(log: &Path, shown: &str) -> Result<measured::RunLog, Failure> {
     let file = std::fs::File::open(log).map_err(|e| format!("{shown}: cannot read: {e}"))?;
     let (run_log, note) = measured::parse_last_run_from(std::io::BufReader::new(file), shown)?;
     if let Some(note) = note {
-        say(&format!("vramfit: note: {note}"));
+        say(&format!("grpofit: note: {note}"));
     }
     Ok(run_log)
 }
@@ -132,7 +132,7 @@ pub(crate) fn run_check(
     let nvml_peak = run_log.nvml_peak();
     if measured.is_none() && nvml_peak.is_none() {
         return Err(Failure::Input(format!(
-            "{shown}: no `step` line and no `nvml` sample: was VramfitCallback passed to the trainer, or the run started under `vramfit run`?"
+            "{shown}: no `step` line and no `nvml` sample: was GrpofitCallback passed to the trainer, or the run started under `grpofit run`?"
         )));
     }
     // the run was measured on the log's GPU, not on this machine's: NVML is not asked
@@ -149,7 +149,7 @@ pub(crate) fn run_check(
         }
     }
     let mut inputs = resolve(&source)?;
-    // the context measured on the log's GPU, when `vramfit calibrate` learned one
+    // the context measured on the log's GPU, when `grpofit calibrate` learned one
     if let Some(device) = run_log.device() {
         calibrate_for(&mut inputs, device)?;
     }
@@ -167,7 +167,7 @@ pub(crate) fn run_check(
     };
     let run = &loaded.file.run;
     let est = estimate(run, gpu);
-    let (predicted, rows) = vramfit_core::measure::check::rows(run, &est, &run_log);
+    let (predicted, rows) = grpofit_core::measure::check::rows(run, &est, &run_log);
     let steps = measured.as_ref().map_or(0, |m| m.steps);
     if let Some(path) = picture {
         // the peak that is set against the estimate's total: the process tree's, else the device's
@@ -282,7 +282,7 @@ fn check_text(c: &CheckText) -> String {
          device in use: total - free when a step ended (other processes count too), against \
          the estimate's total (CUDA context included).\n\
          whole process: the largest memory NVML listed for the command's processes while \
-         `vramfit run` sampled it twice a second, against the estimate's total.\n",
+         `grpofit run` sampled it twice a second, against the estimate's total.\n",
         c.phase
     );
     if let Some(total) = c.log_total.filter(|t| *t != c.capacity) {

@@ -22,12 +22,12 @@ use output::{BAD_INPUT, FAILED, Failure, say};
 
 fn main() -> ExitCode {
     if let Err(e) = color_eyre::install() {
-        say(&format!("vramfit: {e}"));
+        say(&format!("grpofit: {e}"));
     }
     let cli = Cli::parse();
     if let (Some(log), Some(_)) = (&cli.follow, &cli.command) {
         say(&format!(
-            "vramfit: --follow {}: the screen follows a run; it takes no command",
+            "grpofit: --follow {}: the screen follows a run; it takes no command",
             log.display()
         ));
         return ExitCode::from(BAD_INPUT);
@@ -117,12 +117,12 @@ fn exit_code(result: Result<u8, Failure>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(Failure::Input(message)) => {
-            say(&format!("vramfit: {message}"));
+            say(&format!("grpofit: {message}"));
             ExitCode::from(BAD_INPUT)
         }
         // The reader left early (`| head -1`, `| true`): that is no failure, and saying so on
         // standard error would only be noise. Like ripgrep, which exits quietly with its
-        // answer's code on EPIPE (0, "found", since it had output to write), vramfit stops
+        // answer's code on EPIPE (0, "found", since it had output to write), grpofit stops
         // writing and exits with the answer it had already reached (0 fits, 3 does not fit,
         // 1 no GPU), so that a script under `set -o pipefail` still reads the verdict.
         Err(Failure::Output { error, answer }) if error.kind() == io::ErrorKind::BrokenPipe => {
@@ -130,7 +130,7 @@ fn exit_code(result: Result<u8, Failure>) -> ExitCode {
         }
         Err(Failure::Output { error, .. }) => {
             say(&format!(
-                "vramfit: cannot write to standard output: {error}"
+                "grpofit: cannot write to standard output: {error}"
             ));
             ExitCode::from(FAILED)
         }

@@ -28,26 +28,26 @@ impl From<String> for Failure {
 
 /// The core's typed errors reach the user as their message: bad input, or a file that cannot
 /// be read or written.
-impl From<vramfit_core::files::FileError> for Failure {
-    fn from(e: vramfit_core::files::FileError) -> Failure {
+impl From<grpofit_core::files::FileError> for Failure {
+    fn from(e: grpofit_core::files::FileError) -> Failure {
         Failure::Input(e.to_string())
     }
 }
 
-impl From<vramfit_core::config::write_back::WriteBackError> for Failure {
-    fn from(e: vramfit_core::config::write_back::WriteBackError) -> Failure {
+impl From<grpofit_core::config::write_back::WriteBackError> for Failure {
+    fn from(e: grpofit_core::config::write_back::WriteBackError) -> Failure {
         Failure::Input(e.to_string())
     }
 }
 
-impl From<vramfit_core::config::launch_set::LaunchSetError> for Failure {
-    fn from(e: vramfit_core::config::launch_set::LaunchSetError) -> Failure {
+impl From<grpofit_core::config::launch_set::LaunchSetError> for Failure {
+    fn from(e: grpofit_core::config::launch_set::LaunchSetError) -> Failure {
         Failure::Input(e.to_string())
     }
 }
 
-impl From<vramfit_core::measure::measured::LogError> for Failure {
-    fn from(e: vramfit_core::measure::measured::LogError) -> Failure {
+impl From<grpofit_core::measure::measured::LogError> for Failure {
+    fn from(e: grpofit_core::measure::measured::LogError) -> Failure {
         Failure::Input(e.to_string())
     }
 }
@@ -58,22 +58,22 @@ pub(crate) fn unwritten(answer: u8) -> impl FnOnce(io::Error) -> Failure {
 }
 
 /// Writes to standard output what `f` writes, its control characters escaped
-/// (`vramfit::untrusted`), and flushes: every write error comes back as an `io::Error` instead
+/// (`grpofit::untrusted`), and flushes: every write error comes back as an `io::Error` instead
 /// of the panic of `print!`.
 pub(crate) fn emit(f: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> io::Result<()> {
     let mut text = Vec::new();
     f(&mut text)?;
     let text = String::from_utf8_lossy(&text);
     let mut out = io::stdout().lock();
-    out.write_all(vramfit::untrusted::escape_controls(&text).as_bytes())?;
+    out.write_all(grpofit::untrusted::escape_controls(&text).as_bytes())?;
     out.flush()
 }
 
 /// A line for the user on standard error, its control characters escaped and an overlong line
-/// cut (`vramfit::untrusted`). If even that cannot be written there is nobody left to tell, so
+/// cut (`grpofit::untrusted`). If even that cannot be written there is nobody left to tell, so
 /// its error is dropped rather than turned into a panic.
 pub(crate) fn say(line: &str) {
-    let line = vramfit::untrusted::for_terminal(line);
+    let line = grpofit::untrusted::for_terminal(line);
     let _ = writeln!(io::stderr().lock(), "{line}");
 }
 

@@ -3,7 +3,7 @@
 //! as the RGB xterm's default palette gives it (`svg`), so the picture matches the screen in a
 //! default terminal.
 
-use vramfit_core::memory::estimate::Part;
+use grpofit_core::memory::estimate::Part;
 
 /// One of the terminal's sixteen colours (those the screen uses).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,11 +1,11 @@
-//! `--svg FILE`: an estimate's memory bar drawn into a file (`vramfit::svg`), for `estimate`,
+//! `--svg FILE`: an estimate's memory bar drawn into a file (`grpofit::svg`), for `estimate`,
 //! `fit` and `check`.
 
 use crate::output::{Failure, say};
+use grpofit_core::config::export::write_atomically;
+use grpofit_core::memory::estimate::Estimate;
+use grpofit_core::run::RunConfig;
 use std::path::Path;
-use vramfit_core::config::export::write_atomically;
-use vramfit_core::memory::estimate::Estimate;
-use vramfit_core::run::RunConfig;
 
 /// Writes the picture of `est`, the estimate of `run` on `gpu_line`'s GPU, to `path` (replaced
 /// if there: it is drawn again from the same inputs), with `measured`'s peak marked when given.
@@ -17,12 +17,12 @@ pub(crate) fn write_svg(
     measured: Option<(u64, &str)>,
 ) -> Result<(), Failure> {
     let title = format!("{} ({} stack)", run.model_name, run.stack);
-    let picture = vramfit::svg::Picture {
+    let picture = grpofit::svg::Picture {
         title: &title,
         gpu: gpu_line,
         measured,
     };
-    write_atomically(path, &vramfit::svg::render(est, &picture), true)
+    write_atomically(path, &grpofit::svg::render(est, &picture), true)
         .map_err(|e| Failure::Input(format!("--svg {e}")))?;
     say(&format!("wrote {}", path.display()));
     Ok(())

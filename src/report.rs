@@ -1,11 +1,11 @@
-//! Plain-text rendering of an estimate (for `vramfit estimate`).
+//! Plain-text rendering of an estimate (for `grpofit estimate`).
 
+use grpofit_core::memory::estimate::Estimate;
+use grpofit_core::memory::roles::Role;
+use grpofit_core::run::RunConfig;
+use grpofit_core::text::{count, count_f, decimal};
+use grpofit_core::units::format_size;
 use std::fmt::Write;
-use vramfit_core::memory::estimate::Estimate;
-use vramfit_core::memory::roles::Role;
-use vramfit_core::run::RunConfig;
-use vramfit_core::text::{count, count_f, decimal};
-use vramfit_core::units::format_size;
 
 pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
     let mut out = String::new();
@@ -14,7 +14,7 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
         "{} ({} stack, {} parameters, {} weights)",
         run.model_name,
         run.stack,
-        vramfit_core::units::format_count(run.arch.parameters()),
+        grpofit_core::units::format_count(run.arch.parameters()),
         run.quant
     );
     let _ = writeln!(out, "GPU: {gpu_line}");
@@ -79,11 +79,11 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
 /// The fit solver's answer as text.
 pub fn fit_text(
     run: &RunConfig,
-    outcome: &vramfit_core::fit::FitOutcome,
+    outcome: &grpofit_core::fit::FitOutcome,
     gpu_line: &str,
     headroom: f64,
 ) -> String {
-    use vramfit_core::fit::FitOutcome;
+    use grpofit_core::fit::FitOutcome;
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -159,9 +159,9 @@ pub fn fit_text(
 }
 
 /// An OOM report as text: the figures the message gives, the verdict by name, the advice
-/// (`vramfit_core::diagnose::oom::advice`).
+/// (`grpofit_core::diagnose::oom::advice`).
 pub fn diagnosis_text(
-    r: &vramfit_core::diagnose::oom::OomReport,
+    r: &grpofit_core::diagnose::oom::OomReport,
     advice: &[String],
     culprit: Option<&str>,
 ) -> String {
@@ -335,7 +335,7 @@ fn role_table(out: &mut String, role: &Role) {
 
 /// The versions the estimate used and where each came from, on one line:
 /// `trl 0.15.2 (run file), unsloth 2025.8.9 (implied: ...), ...`.
-pub fn versions_line(pins: &[vramfit_core::run::versions::Pinned]) -> String {
+pub fn versions_line(pins: &[grpofit_core::run::versions::Pinned]) -> String {
     pins.iter()
         .map(|p| format!("{} {} ({})", p.package.name(), p.version, p.origin))
         .collect::<Vec<_>>()

@@ -4,10 +4,10 @@
 //! every segment is also named with its size in a table below the bars, so it reads without
 //! colour too. No terminal code: only strings.
 
+use grpofit_core::memory::estimate::{Component, Estimate, Part, PhaseMemory};
+use grpofit_core::memory::roles::Role;
+use grpofit_core::units::format_size;
 use std::fmt::Write;
-use vramfit_core::memory::estimate::{Component, Estimate, Part, PhaseMemory};
-use vramfit_core::memory::roles::Role;
-use vramfit_core::units::format_size;
 
 /// The RGB colour of a component's segment: its part's hue (`palette`), as the screen shows it.
 pub fn colour(part: Part) -> &'static str {

@@ -1,4 +1,4 @@
-//! Text from outside vramfit reaches the terminal through here: a Hub server's file names, a
+//! Text from outside grpofit reaches the terminal through here: a Hub server's file names, a
 //! run log's device name, a run file's keys. Control characters (escape sequences that would
 //! move the cursor, retitle the window or hide text; NUL) are shown escaped as `\u001b`, the
 //! form JSON and TOML strings read back as the same character (so `--json` stays valid), and a

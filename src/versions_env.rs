@@ -5,8 +5,8 @@
 //! Debian's `dist-packages` too; for a shim such as pyenv's, the interpreter is asked once for
 //! `sysconfig`'s `purelib`, importing nothing else).
 
+use grpofit_core::run::versions::{Installed, Package};
 use std::path::{Path, PathBuf};
-use vramfit_core::run::versions::{Installed, Package};
 
 /// Where the packages were looked for, and what was found there.
 pub(crate) struct Environment {

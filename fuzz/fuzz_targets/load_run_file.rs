@@ -5,11 +5,11 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
-        if let Ok(file) = vramfit_core::config::parse(text, "fuzz.toml", None, &vramfit_core::resolve::Offline::from_env()) {
+        if let Ok(file) = grpofit_core::config::parse(text, "fuzz.toml", None, &grpofit_core::resolve::Offline::from_env()) {
             // whatever loads must also estimate without panicking
-            let gpu = vramfit_core::memory::estimate::GpuBudget { capacity: 24 << 30, used_by_others: 0, context: None };
-            let _ = vramfit_core::memory::estimate::estimate(&file.run, gpu);
+            let gpu = grpofit_core::memory::estimate::GpuBudget { capacity: 24 << 30, used_by_others: 0, context: None };
+            let _ = grpofit_core::memory::estimate::estimate(&file.run, gpu);
         }
-        let _ = vramfit_core::diagnose::oom::diagnose(text);
+        let _ = grpofit_core::diagnose::oom::diagnose(text);
     }
 });

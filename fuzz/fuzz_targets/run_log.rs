@@ -5,7 +5,7 @@
 //! where the whole log reads it reads the same log, with no notice.
 
 use libfuzzer_sys::fuzz_target;
-use vramfit_core::measure::{calibration, follow, measured};
+use grpofit_core::measure::{calibration, follow, measured};
 
 fuzz_target!(|data: &[u8]| {
     let cut = data.first().map_or(0, |&b| b as usize).min(data.len());

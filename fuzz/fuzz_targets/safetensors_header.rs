@@ -5,7 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use std::path::{Component, Path};
-use vramfit_core::resolve::safetensors;
+use grpofit_core::resolve::safetensors;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(files) = safetensors::index_files(data) {

@@ -1,5 +1,5 @@
-"""Shared by the tests of the vramfit Python package: the repository's files, and stand-ins for
-the trainers' config classes built from the pinned contract (crates/vramfit-core/src/contract/trainers.json)."""
+"""Shared by the tests of the grpofit Python package: the repository's files, and stand-ins for
+the trainers' config classes built from the pinned contract (crates/grpofit-core/src/contract/trainers.json)."""
 
 import copy
 import dataclasses
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTRACT = ROOT / "crates" / "vramfit-core" / "src" / "contract" / "trainers.json"
+CONTRACT = ROOT / "crates" / "grpofit-core" / "src" / "contract" / "trainers.json"
 
 
 def stand_in(call: str, name: str):

@@ -41,7 +41,7 @@ pub trait GpuProbe: Send {
 
 /// The kinds of card among `gpus` when they differ (`2 x NVIDIA H100 80GB HBM3, 1 x NVIDIA
 /// A100-SXM4-40GB`), `None` when all are alike: a role's capacity is that of its cards, and
-/// vramfit sizes every role on the first card's.
+/// grpofit sizes every role on the first card's.
 pub fn mixed_cards(gpus: &[GpuInfo]) -> Option<String> {
     let mut kinds: Vec<(String, u64, usize)> = Vec::new();
     for g in gpus {

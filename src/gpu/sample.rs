@@ -1,4 +1,4 @@
-//! One NVML sample for `vramfit run`: every GPU's used memory, and the memory NVML lists for a
+//! One NVML sample for `grpofit run`: every GPU's used memory, and the memory NVML lists for a
 //! given set of processes (the command's tree).
 
 use super::NvmlSession;

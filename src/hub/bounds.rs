@@ -1,4 +1,4 @@
-//! What vramfit takes from a Hub server before it stops: the answers are read whole into
+//! What grpofit takes from a Hub server before it stops: the answers are read whole into
 //! memory and parsed, so a server (or a mirror) that lists thousands of shards, packs a header
 //! with a million tensors or trickles its bytes would hold the command for minutes and take
 //! gigabytes. These bounds are far past any real checkpoint's and cut such answers short, each
@@ -21,7 +21,7 @@ pub const MAX_TENSORS_PER_FILE: usize = 1 << 16;
 pub const DEADLINE: Duration = Duration::from_secs(600);
 
 /// The environment variable that sets the deadline, in whole seconds.
-pub const DEADLINE_VAR: &str = "VRAMFIT_HUB_DEADLINE_SECS";
+pub const DEADLINE_VAR: &str = "GRPOFIT_HUB_DEADLINE_SECS";
 
 /// How often the fetch of many headers says how far it is.
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
@@ -30,7 +30,7 @@ pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 pub fn check_shards(repo: &str, count: usize) -> Result<(), String> {
     if count > MAX_SHARDS {
         return Err(format!(
-            "{repo}'s model.safetensors.index.json from the Hub lists {count} files, more than the {MAX_SHARDS} vramfit reads: nothing fetched"
+            "{repo}'s model.safetensors.index.json from the Hub lists {count} files, more than the {MAX_SHARDS} grpofit reads: nothing fetched"
         ));
     }
     Ok(())
@@ -43,7 +43,7 @@ pub fn check_tensors(json: &[u8]) -> Result<(), String> {
     let count = json.windows(KEY.len()).filter(|w| *w == KEY).count();
     if count > MAX_TENSORS_PER_FILE {
         return Err(format!(
-            "the header describes {count} tensors, more than the {MAX_TENSORS_PER_FILE} vramfit reads in one file"
+            "the header describes {count} tensors, more than the {MAX_TENSORS_PER_FILE} grpofit reads in one file"
         ));
     }
     Ok(())
@@ -132,7 +132,7 @@ impl Headers {
         }
         self.said = Instant::now();
         Ok(Some(format!(
-            "vramfit: {repo}: {done} of {} safetensors headers read ({} s)",
+            "grpofit: {repo}: {done} of {} safetensors headers read ({} s)",
             self.total,
             self.started.elapsed().as_secs()
         )))

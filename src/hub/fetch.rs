@@ -1,4 +1,4 @@
-//! Brings what vramfit reads of a model from the Hub into the local Hugging Face cache, in the
+//! Brings what grpofit reads of a model from the Hub into the local Hugging Face cache, in the
 //! cache's own layout (huggingface_hub `file_download.py`): `models--<org>--<name>/refs/main`
 //! holds the commit, `models--<org>--<name>/snapshots/<commit>/` the files. huggingface_hub
 //! itself writes plain files there where links are unavailable (Windows without developer
@@ -6,16 +6,16 @@
 //!
 //! What is fetched: `config.json`, `model.safetensors.index.json` when there is one, and each
 //! safetensors file's first bytes only (its length and JSON header), kept as
-//! `<file>.vramfit-header` (`safetensors::HEADER_ONLY_SUFFIX`), never under the weights' own
+//! `<file>.grpofit-header` (`safetensors::HEADER_ONLY_SUFFIX`), never under the weights' own
 //! name. Everything is fetched before anything is written, and `config.json` and `refs/main`
 //! are written last, so an interrupted fetch leaves nothing the cache lookup would take for a
 //! snapshot.
 
 use super::online::Hub;
 use super::remote::Failure;
+use grpofit_core::arch::catalog;
+use grpofit_core::resolve::safetensors::{self, HEADER_ONLY_SUFFIX, INDEX_FILE, SINGLE_FILE};
 use std::path::{Path, PathBuf};
-use vramfit_core::arch::catalog;
-use vramfit_core::resolve::safetensors::{self, HEADER_ONLY_SUFFIX, INDEX_FILE, SINGLE_FILE};
 
 /// A model fetched into the cache.
 pub struct Fetched {
@@ -54,7 +54,7 @@ pub fn fetch(hub: &Hub, cache: &Path, repo: &str) -> Result<Fetched, String> {
     let mut clock = super::bounds::Headers::start(super::bounds::deadline()?);
     let remote = &hub.remote.until(clock.ends_at());
     (hub.say)(&format!(
-        "vramfit: fetching config.json of {repo} from {} (HF_HUB_OFFLINE=1 or --offline to stop)",
+        "grpofit: fetching config.json of {repo} from {} (HF_HUB_OFFLINE=1 or --offline to stop)",
         remote.endpoint()
     ));
     let asked = repo;
@@ -85,7 +85,7 @@ pub fn fetch(hub: &Hub, cache: &Path, repo: &str) -> Result<Fetched, String> {
     };
     super::bounds::check_shards(&repo, weights.len())?;
     (hub.say)(&format!(
-        "vramfit: reading the safetensors headers of {repo} ({} file{}: the first bytes of each, not the weights)",
+        "grpofit: reading the safetensors headers of {repo} ({} file{}: the first bytes of each, not the weights)",
         weights.len(),
         if weights.len() == 1 { "" } else { "s" }
     ));
@@ -120,12 +120,12 @@ pub fn fetch(hub: &Hub, cache: &Path, repo: &str) -> Result<Fetched, String> {
     })
 }
 
-/// A JSON object that vramfit can read as a model's architecture (`config_json::parse`, as the
+/// A JSON object that grpofit can read as a model's architecture (`config_json::parse`, as the
 /// cache lookup will read it), or an error naming the model and the file. Checked before
 /// anything is written: an unusable config.json cached would fail every later offline run.
 fn check_json(bytes: &[u8], repo: &str, file: &str) -> Result<(), String> {
     match serde_json::from_slice::<serde_json::Value>(bytes) {
-        Ok(v @ serde_json::Value::Object(_)) => vramfit_core::arch::config_json::parse(&v, repo)
+        Ok(v @ serde_json::Value::Object(_)) => grpofit_core::arch::config_json::parse(&v, repo)
             .map(drop)
             .map_err(|e| format!("{repo}'s {file} from the Hub cannot be used (not cached): {e}")),
         Ok(_) => Err(format!("{repo}'s {file} from the Hub is not a JSON object")),
@@ -160,7 +160,7 @@ fn write(
 /// Writes a file whole or not at all (`crate::files`: a random temporary name created
 /// exclusively, then renamed over).
 fn write_atomically(path: &Path, bytes: &[u8], overwrite: bool) -> std::io::Result<()> {
-    vramfit_core::files::write_atomically(path, bytes, overwrite).map_err(std::io::Error::other)
+    grpofit_core::files::write_atomically(path, bytes, overwrite).map_err(std::io::Error::other)
 }
 
 #[cfg(test)]

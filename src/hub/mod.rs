@@ -8,9 +8,9 @@ pub mod online;
 pub mod remote;
 mod url_path;
 
+pub use grpofit_core::resolve::{ModelResolver, ModelSource, Resolved, cache, safetensors};
+use grpofit_core::resolve::{ResolveError, resolve_offline};
 use std::path::{Path, PathBuf};
-pub use vramfit_core::resolve::{ModelResolver, ModelSource, Resolved, cache, safetensors};
-use vramfit_core::resolve::{ResolveError, resolve_offline};
 
 /// The command line's resolver: the run file's `config.json`, the Hugging Face cache, the
 /// catalog, then the Hub when `access` allows it (fetched into the cache).
@@ -74,7 +74,7 @@ pub fn not_on_the_hub(name: &str, access: &online::Access) -> Option<String> {
                 "drop it"
             };
             Some(format!(
-                "did not look on the Hugging Face Hub ({why}): {allow} to let vramfit fetch its config.json"
+                "did not look on the Hugging Face Hub ({why}): {allow} to let grpofit fetch its config.json"
             ))
         }
         online::Access::Online(_) if !fetch::is_repo_id(name) => {

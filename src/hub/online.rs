@@ -1,4 +1,4 @@
-//! Whether vramfit may look a model up on the Hugging Face Hub, and with what: the endpoint,
+//! Whether grpofit may look a model up on the Hugging Face Hub, and with what: the endpoint,
 //! the token, and where to say that it is fetching. The command line decides (`from_env`, from
 //! its `--offline` flag) and hands the answer to whatever resolves models: no global holds it,
 //! so a library user or a test that builds no `Access` never reaches the Hub.

@@ -8,9 +8,9 @@
 //! `RevisionNotFound`), else the status. Connect and read timeouts are a few seconds, so a
 //! command never hangs on a dead network.
 
+use grpofit_core::resolve::safetensors::{self, MAX_HEADER_BYTES, Problem};
 use std::io::Read;
 use std::time::{Duration, Instant};
-use vramfit_core::resolve::safetensors::{self, MAX_HEADER_BYTES, Problem};
 
 /// Time to open a connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -157,7 +157,7 @@ impl Remote {
             // a renamed repository redirects on the Hub itself; a file redirects to its CDN,
             // whose signed URL needs no token (and must not get it)
             .redirect_auth_headers(ureq::config::RedirectAuthHeaders::SameHost)
-            .user_agent(format!("vramfit/{}", env!("CARGO_PKG_VERSION")))
+            .user_agent(format!("grpofit/{}", env!("CARGO_PKG_VERSION")))
             .build();
         Remote {
             endpoint,
@@ -315,7 +315,7 @@ impl Remote {
         let bytes = self.read_at_most(&mut body, MAX_JSON_BYTES + 1, ask)?;
         if bytes.len() as u64 > MAX_JSON_BYTES {
             return Err(ask.fail(Failure::BadBody(format!(
-                "over the {} MiB vramfit reads",
+                "over the {} MiB grpofit reads",
                 MAX_JSON_BYTES >> 20
             ))));
         }

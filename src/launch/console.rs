@@ -1,4 +1,4 @@
-//! Standard error shared by the command's passed-through output and vramfit's one-line live
+//! Standard error shared by the command's passed-through output and grpofit's one-line live
 //! status: the status is drawn only on a terminal, only at the start of a line, and cleared
 //! before anything else is written.
 
@@ -71,7 +71,7 @@ impl Console {
         state.shown = true;
     }
 
-    /// A line of vramfit's own, the status line cleared first.
+    /// A line of grpofit's own, the status line cleared first.
     pub(super) fn say(&self, line: &str) {
         let mut state = self.state();
         let mut err = io::stderr().lock();
@@ -83,8 +83,8 @@ impl Console {
             let _ = err.write_all(b"\n");
             state.at_line_start = true;
         }
-        // vramfit's own lines (not the command's output): escaped as `output::say` escapes
-        let line = vramfit::untrusted::for_terminal(line);
+        // grpofit's own lines (not the command's output): escaped as `output::say` escapes
+        let line = grpofit::untrusted::for_terminal(line);
         let _ = writeln!(err, "{line}");
     }
 

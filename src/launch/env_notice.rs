@@ -13,10 +13,10 @@ pub(super) fn lines(env: &[(String, String)]) -> Vec<String> {
         return Vec::new();
     }
     let set: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let mut out = vec![format!("vramfit: [env] sets {}", set.join(" "))];
+    let mut out = vec![format!("grpofit: [env] sets {}", set.join(" "))];
     out.extend(env.iter().filter(|(k, _)| changes_code(k)).map(|(k, _)| {
         format!(
-            "vramfit: warning: [env] sets {k}: it changes which programs or libraries the command runs"
+            "grpofit: warning: [env] sets {k}: it changes which programs or libraries the command runs"
         )
     }));
     out
@@ -38,7 +38,7 @@ mod tests {
         let said = lines(&env);
         assert_eq!(
             said[0],
-            "vramfit: [env] sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True LD_PRELOAD=/tmp/x.so"
+            "grpofit: [env] sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True LD_PRELOAD=/tmp/x.so"
         );
         assert_eq!(said.len(), 2);
         assert!(said[1].contains("LD_PRELOAD"));

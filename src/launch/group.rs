@@ -1,11 +1,11 @@
 //! The command runs in a process group of its own, so that a signal reaches every process it
 //! started (a shell's `sleep`, DataLoader workers, a vLLM engine), not only the first one: a
-//! SIGINT, SIGTERM or SIGHUP vramfit receives is passed on to the whole group. A command that
+//! SIGINT, SIGTERM or SIGHUP grpofit receives is passed on to the whole group. A command that
 //! has not ended `KILL_GRACE` after that is killed (SIGKILL, to the group). On Linux the command
-//! is also told to die with vramfit (PR_SET_PDEATHSIG), so a SIGKILL of vramfit does not leave
+//! is also told to die with grpofit (PR_SET_PDEATHSIG), so a SIGKILL of grpofit does not leave
 //! it running unwatched.
 //!
-//! In its own group the command is not the terminal's foreground: Ctrl-C reaches vramfit alone,
+//! In its own group the command is not the terminal's foreground: Ctrl-C reaches grpofit alone,
 //! which passes it on (Python's KeyboardInterrupt, as before). A command that reads the
 //! terminal is stopped by it (SIGTTIN); every signal passed on is followed by SIGCONT, so that
 //! a stopped command still hears it.
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 pub(super) const KILL_GRACE: Duration = Duration::from_secs(10);
 
 /// Makes `command` start in a new process group (its PID is the group's id) and, on Linux, die
-/// when vramfit does.
+/// when grpofit does.
 pub(super) fn own_group(command: &mut Command) {
     #[cfg(unix)]
     {
@@ -31,13 +31,13 @@ pub(super) fn own_group(command: &mut Command) {
             // SAFETY: the closure runs in the forked child before exec and calls only prctl(2)
             // and getppid(2), which are async-signal-safe; it allocates nothing. The death
             // signal fires when the thread that forked ends: run_command spawns from the main
-            // thread, which lives as long as vramfit.
+            // thread, which lives as long as grpofit.
             unsafe {
                 command.pre_exec(move || {
                     if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                         return Err(std::io::Error::last_os_error());
                     }
-                    // vramfit died between fork and prctl: do not run orphaned
+                    // grpofit died between fork and prctl: do not run orphaned
                     if libc::getppid() != parent {
                         return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
                     }
@@ -91,7 +91,7 @@ impl Escalation {
             .as_millis()
             .div_ceil(1000);
         format!(
-            "vramfit: signal {signal}: passed on to the command's process group; it is killed (SIGKILL) if it has not ended in {left} s, then the log is written"
+            "grpofit: signal {signal}: passed on to the command's process group; it is killed (SIGKILL) if it has not ended in {left} s, then the log is written"
         )
     }
 
@@ -106,12 +106,12 @@ impl Escalation {
         #[cfg(unix)]
         send_group(self.group, libc::SIGKILL);
         Some(format!(
-            "vramfit: the command did not end {} s after the signal: killed (SIGKILL)",
+            "grpofit: the command did not end {} s after the signal: killed (SIGKILL)",
             KILL_GRACE.as_secs()
         ))
     }
 
-    /// After the command has ended: what is left of its group is killed when vramfit was told
+    /// After the command has ended: what is left of its group is killed when grpofit was told
     /// to stop (a descendant that ignored the signal).
     pub(super) fn finish(&mut self) {
         if self.deadline.is_some() && !self.killed {

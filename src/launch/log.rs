@@ -1,5 +1,5 @@
-//! The run log `vramfit run` writes: JSON lines appended to one file, which the callback in the
-//! training process appends to as well (`VRAMFIT_RUN_LOG`). Each line is written whole in one
+//! The run log `grpofit run` writes: JSON lines appended to one file, which the callback in the
+//! training process appends to as well (`GRPOFIT_RUN_LOG`). Each line is written whole in one
 //! `write` to a file opened for appending, so lines from both never interleave mid-line
 //! (O_APPEND, open(2)).
 
@@ -68,13 +68,13 @@ impl RunLog {
     }
 }
 
-/// `vramfit-run-YYYYMMDD-HHMMSS.jsonl` for the moment `now` (UTC).
+/// `grpofit-run-YYYYMMDD-HHMMSS.jsonl` for the moment `now` (UTC).
 pub(super) fn dated_name(now: SystemTime) -> String {
-    let secs = vramfit_core::dates::unix_seconds(now);
-    let (y, m, d) = vramfit_core::dates::civil_from_days((secs / 86_400) as i64);
+    let secs = grpofit_core::dates::unix_seconds(now);
+    let (y, m, d) = grpofit_core::dates::civil_from_days((secs / 86_400) as i64);
     let s = secs % 86_400;
     format!(
-        "vramfit-run-{y:04}{m:02}{d:02}-{:02}{:02}{:02}.jsonl",
+        "grpofit-run-{y:04}{m:02}{d:02}-{:02}{:02}{:02}.jsonl",
         s / 3600,
         s / 60 % 60,
         s % 60
@@ -88,9 +88,9 @@ mod tests {
 
     #[test]
     fn names_the_file_by_the_utc_date_and_time() {
-        assert_eq!(dated_name(UNIX_EPOCH), "vramfit-run-19700101-000000.jsonl");
+        assert_eq!(dated_name(UNIX_EPOCH), "grpofit-run-19700101-000000.jsonl");
         // 2024-02-29 13:05:09 UTC: a leap day
         let t = UNIX_EPOCH + Duration::from_secs(1_709_211_909);
-        assert_eq!(dated_name(t), "vramfit-run-20240229-130509.jsonl");
+        assert_eq!(dated_name(t), "grpofit-run-20240229-130509.jsonl");
     }
 }

@@ -1,6 +1,6 @@
-//! `vramfit run`: starts the training command with the run file's `[env]`, passes its output
+//! `grpofit run`: starts the training command with the run file's `[env]`, passes its output
 //! through, samples NVML while it runs, writes the run log (the prediction, the samples, and
-//! the callback's lines, which land in the same file through `VRAMFIT_RUN_LOG`), diagnoses an
+//! the callback's lines, which land in the same file through `GRPOFIT_RUN_LOG`), diagnoses an
 //! out-of-memory death, and exits with the command's own status.
 
 mod console;
@@ -16,25 +16,25 @@ use crate::commands::diagnosis;
 use crate::inputs::{Inputs, gpu_mem, resolve};
 use crate::output::Failure;
 use console::Console;
+use grpofit::gpu::NvmlSession;
+use grpofit_core::measure::measured;
+use grpofit_core::memory::estimate::{Estimate, estimate};
+use grpofit_core::units::format_size;
 use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
-use vramfit::gpu::NvmlSession;
-use vramfit_core::measure::measured;
-use vramfit_core::memory::estimate::{Estimate, estimate};
-use vramfit_core::units::format_size;
 
-/// The variable the callback reads the run log's path from (examples/vramfit_callback.py).
-pub(crate) const LOG_VARIABLE: &str = "VRAMFIT_RUN_LOG";
+/// The variable the callback reads the run log's path from (examples/grpofit_callback.py).
+pub(crate) const LOG_VARIABLE: &str = "GRPOFIT_RUN_LOG";
 
 /// How long the command's standard error may stay open after it exits (a descendant still
-/// holding it) before vramfit stops waiting for its last bytes.
+/// holding it) before grpofit stops waiting for its last bytes.
 const TEE_GRACE: Duration = Duration::from_secs(2);
 
-/// How often the command is polled for its exit, and vramfit's signals checked.
+/// How often the command is polled for its exit, and grpofit's signals checked.
 const POLL: Duration = Duration::from_millis(50);
 
 pub(crate) fn run_command(
@@ -45,7 +45,7 @@ pub(crate) fn run_command(
 ) -> Result<u8, Failure> {
     let Some((program, args)) = command.split_first() else {
         return Err(Failure::Input(
-            "run: no command given: vramfit run --config run.toml -- python train.py".into(),
+            "run: no command given: grpofit run --config run.toml -- python train.py".into(),
         ));
     };
     let path = log_path(log)?;
@@ -54,7 +54,7 @@ pub(crate) fn run_command(
     let est = estimate(&inputs.loaded.file.run, inputs.gpu);
     let console = Arc::new(Console::new(std::io::stderr().is_terminal()));
     console.say(&format!(
-        "vramfit: run: {}; predicted peak {} of {}; logging to {}",
+        "grpofit: run: {}; predicted peak {} of {}; logging to {}",
         inputs.loaded.origin,
         format_size(est.total_bytes),
         format_size(inputs.gpu.capacity),
@@ -77,7 +77,7 @@ pub(crate) fn run_command(
     })?;
     if let Err(e) = run_log.write(&prediction(source, &inputs, &est)) {
         console.say(&format!(
-            "vramfit: {}: cannot write the run log: {e}",
+            "grpofit: {}: cannot write the run log: {e}",
             path.display()
         ));
     }
@@ -100,7 +100,7 @@ pub(crate) fn run_command(
             stopped,
         )),
         Err(why) => {
-            console.say(&format!("vramfit: no GPU samples are taken: {why}"));
+            console.say(&format!("grpofit: no GPU samples are taken: {why}"));
             None
         }
     };
@@ -119,7 +119,7 @@ pub(crate) fn run_command(
     let ended = exit_record(code, status, started.elapsed(), peaks);
     if run_log.write(&ended).is_err() {
         console.say(&format!(
-            "vramfit: cannot append the exit line to {}",
+            "grpofit: cannot append the exit line to {}",
             path.display()
         ));
     }
@@ -130,7 +130,7 @@ pub(crate) fn run_command(
     Ok(code)
 }
 
-/// `--log`, else `vramfit-run-YYYYMMDD-HHMMSS.jsonl` in the current folder; absolute, so the
+/// `--log`, else `grpofit-run-YYYYMMDD-HHMMSS.jsonl` in the current folder; absolute, so the
 /// command finds it from any folder it changes to.
 fn log_path(log: Option<&Path>) -> Result<PathBuf, String> {
     let path = log.map_or_else(
@@ -148,9 +148,9 @@ fn session(source: &Source) -> Result<NvmlSession, String> {
     NvmlSession::open()
 }
 
-/// The `prediction` line: the GPU vramfit saw and what the estimate predicts, in the figures
-/// `vramfit check` compares (measured::predicted) and the vLLM share; the run file (its
-/// absolute path) or the preset, for `vramfit --follow` to open the screen on the same run.
+/// The `prediction` line: the GPU grpofit saw and what the estimate predicts, in the figures
+/// `grpofit check` compares (measured::predicted) and the vLLM share; the run file (its
+/// absolute path) or the preset, for `grpofit --follow` to open the screen on the same run.
 fn prediction(source: &Source, inputs: &Inputs, est: &Estimate) -> serde_json::Value {
     let config = source
         .config
@@ -179,7 +179,7 @@ fn prediction(source: &Source, inputs: &Inputs, est: &Estimate) -> serde_json::V
     })
 }
 
-/// Waits for the command; a SIGINT, SIGTERM or SIGHUP vramfit receives is passed on to its
+/// Waits for the command; a SIGINT, SIGTERM or SIGHUP grpofit receives is passed on to its
 /// process group, which is killed if it has not ended after `group::KILL_GRACE`.
 fn wait(
     child: &mut Child,
@@ -249,19 +249,19 @@ fn summary(
         (None, None) => String::new(),
     };
     format!(
-        "vramfit: the command exited with {code}; {measured}; log: {} (compare: vramfit check {}{run})",
+        "grpofit: the command exited with {code}; {measured}; log: {} (compare: grpofit check {}{run})",
         path.display(),
         path.display()
     )
 }
 
 /// When the command's standard error ends with an out-of-memory message: the verdict and the
-/// proposed fit, as `vramfit diagnose` gives them for the same run.
+/// proposed fit, as `grpofit diagnose` gives them for the same run.
 fn diagnose_death(stderr: &str, source: &Source, console: &Console) {
-    if vramfit_core::diagnose::oom::diagnose(stderr).is_none() {
+    if grpofit_core::diagnose::oom::diagnose(stderr).is_none() {
         return;
     }
-    console.say("vramfit: the command ran out of GPU memory; diagnosis:");
+    console.say("grpofit: the command ran out of GPU memory; diagnosis:");
     let gpu_mem = gpu_mem(source).ok().flatten();
     match diagnosis(
         stderr,
@@ -271,9 +271,9 @@ fn diagnose_death(stderr: &str, source: &Source, console: &Console) {
         false,
     ) {
         Ok(text) => console.say(text.trim_end()),
-        Err(Failure::Input(why)) => console.say(&format!("vramfit: no diagnosis: {why}")),
+        Err(Failure::Input(why)) => console.say(&format!("grpofit: no diagnosis: {why}")),
         Err(Failure::Output { error, .. }) => {
-            console.say(&format!("vramfit: no diagnosis: {error}"))
+            console.say(&format!("grpofit: no diagnosis: {error}"))
         }
     }
 }

@@ -4,13 +4,13 @@
 
 use super::console::Console;
 use super::log::RunLog;
+use grpofit::gpu::NvmlSession;
+use grpofit::gpu::proctree::process_tree;
+use grpofit::gpu::sample::Sample;
+use grpofit_core::units::format_size;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
-use vramfit::gpu::NvmlSession;
-use vramfit::gpu::proctree::process_tree;
-use vramfit::gpu::sample::Sample;
-use vramfit_core::units::format_size;
 
 /// Twice a second, as the issue asks (and as the interactive screen polls NVML).
 pub(super) const EVERY: Duration = Duration::from_millis(500);
@@ -72,7 +72,7 @@ pub(super) fn spawn(watch: Watch, stop: Receiver<()>) -> std::thread::JoinHandle
             if watch.log.write(&record).is_err() && !unwritten {
                 unwritten = true;
                 watch.console.say(&format!(
-                    "vramfit: cannot append to {}: samples are no longer logged",
+                    "grpofit: cannot append to {}: samples are no longer logged",
                     watch.log.path.display()
                 ));
             }
@@ -83,14 +83,14 @@ pub(super) fn spawn(watch: Watch, stop: Receiver<()>) -> std::thread::JoinHandle
     })
 }
 
-/// `vramfit: 17.2 GiB used of 23.6 GiB · predicted peak 18.4 GiB`, GPU 0's figures.
+/// `grpofit: 17.2 GiB used of 23.6 GiB · predicted peak 18.4 GiB`, GPU 0's figures.
 pub(super) fn status_line(sample: &Sample, peaks: Peaks, predicted: u64) -> Option<String> {
     let gpu = sample.gpus.first()?;
     let tree = peaks.tree.map_or(String::new(), |t| {
         format!(" · command's peak {}", format_size(t))
     });
     Some(format!(
-        "vramfit: {} used of {}{tree} · predicted peak {}",
+        "grpofit: {} used of {}{tree} · predicted peak {}",
         format_size(gpu.used),
         format_size(gpu.total),
         format_size(predicted)
@@ -100,7 +100,7 @@ pub(super) fn status_line(sample: &Sample, peaks: Peaks, predicted: u64) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vramfit::gpu::sample::GpuUse;
+    use grpofit::gpu::sample::GpuUse;
 
     #[test]
     fn the_status_names_used_total_and_the_prediction_and_the_peaks_only_grow() {
@@ -125,7 +125,7 @@ mod tests {
         let line = status_line(&sample(9 * gib, None), peaks, 18 * gib).expect("a GPU");
         assert_eq!(
             line,
-            "vramfit: 9.00 GiB used of 24.00 GiB · command's peak 11.00 GiB · predicted peak 18.00 GiB"
+            "grpofit: 9.00 GiB used of 24.00 GiB · command's peak 11.00 GiB · predicted peak 18.00 GiB"
         );
         let none = Sample {
             gpus: vec![],

@@ -1,4 +1,4 @@
-//! While the command runs, vramfit outlives the signals that end it: it catches SIGINT, SIGTERM
+//! While the command runs, grpofit outlives the signals that end it: it catches SIGINT, SIGTERM
 //! and SIGHUP, passes them on to the command's process group (group.rs), waits for the command
 //! and still writes its log.
 //!
@@ -32,7 +32,7 @@ impl Signals {
     }
 }
 
-/// The command's exit status as vramfit's own: its code, or 128 + the signal that ended it
+/// The command's exit status as grpofit's own: its code, or 128 + the signal that ended it
 /// (as a POSIX shell reports it, `$?`).
 pub(super) fn exit_code(status: std::process::ExitStatus) -> u8 {
     #[cfg(unix)]

@@ -4,10 +4,10 @@
 //! the way it hands back what `view::draw` drew.
 
 use crate::hub::online::Access;
+use grpofit_core::memory::estimate::GpuBudget;
+use grpofit_core::presets::PresetSource;
+use grpofit_core::run::RunConfig;
 use std::path::PathBuf;
-use vramfit_core::memory::estimate::GpuBudget;
-use vramfit_core::presets::PresetSource;
-use vramfit_core::run::RunConfig;
 
 pub enum Cmd {
     /// Write the exported run file: `text` to `path`, replacing a file there only with

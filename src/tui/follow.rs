@@ -1,16 +1,16 @@
 //! The screen following a live run (`--follow LOG`): the log read so far, what the file did
 //! last (cut, vanished), and the text the screen shows: a status line with the measured peak
-//! against the estimate's total, the notices, and the figures `vramfit check` sets side by side.
+//! against the estimate's total, the notices, and the figures `grpofit check` sets side by side.
 
-use vramfit_core::measure::calibration::Calibration;
-use vramfit_core::measure::check;
-use vramfit_core::measure::follow::{Follower, other_gpu};
-use vramfit_core::measure::measured::Row;
-use vramfit_core::measure::tail::Change;
-use vramfit_core::memory::estimate::Part;
-use vramfit_core::memory::estimate::{Estimate, Estimator};
-use vramfit_core::run::RunConfig;
-use vramfit_core::units::format_size;
+use grpofit_core::measure::calibration::Calibration;
+use grpofit_core::measure::check;
+use grpofit_core::measure::follow::{Follower, other_gpu};
+use grpofit_core::measure::measured::Row;
+use grpofit_core::measure::tail::Change;
+use grpofit_core::memory::estimate::Part;
+use grpofit_core::memory::estimate::{Estimate, Estimator};
+use grpofit_core::run::RunConfig;
+use grpofit_core::units::format_size;
 
 #[derive(Debug, Clone)]
 pub struct Following {
@@ -21,7 +21,7 @@ pub struct Following {
     pub file_notice: Option<String>,
     /// said once at start: e.g. that the run on screen is not the one the log names
     pub start_notice: Option<String>,
-    /// what `vramfit calibrate` learned (`calibration.toml`), read once when following starts:
+    /// what `grpofit calibrate` learned (`calibration.toml`), read once when following starts:
     /// the log is compared as `check` compares it, with the context learned for its device
     pub calibration: Option<Calibration>,
 }
@@ -59,7 +59,7 @@ impl Following {
     }
 }
 
-/// The estimate the log is compared with, as `vramfit check` makes it ([`check::budget`]):
+/// The estimate the log is compared with, as `grpofit check` makes it ([`check::budget`]):
 /// on the log's GPU (`capacity` when the user gave it), with the CUDA context calibrated for
 /// the log's device.
 pub fn checked(
@@ -118,7 +118,7 @@ pub fn measured_peak(s: &Screen) -> Option<u64> {
 
 /// The status line, longest first: the caller takes the first that fits.
 /// `◆ following run.jsonl · step 37 · measured peak 17.20 GiB (predicted 18.40 GiB, +7.0 %)`;
-/// the error is `vramfit check`'s: (predicted - measured) / measured.
+/// the error is `grpofit check`'s: (predicted - measured) / measured.
 pub fn status_lines(s: &Screen) -> Vec<String> {
     let Some(f) = s.follow else {
         return Vec::new();
@@ -189,7 +189,7 @@ pub fn notices(s: &Screen) -> Vec<String> {
     .collect()
 }
 
-/// The figures `vramfit check` attributes, predicted against measured: torch's peaks and the
+/// The figures `grpofit check` attributes, predicted against measured: torch's peaks and the
 /// device's use from the step lines, the whole process from NVML's samples.
 pub fn rows(s: &Screen) -> Vec<Row> {
     let Some(f) = s.follow else {

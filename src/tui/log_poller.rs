@@ -5,12 +5,12 @@
 //! takes the looks a frame at a time ([`LogPoller::take_for`]), so keys are read between them.
 //! The thread ends when the screen closes.
 
+use grpofit_core::measure::tail::{self, Change, Tail};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use vramfit_core::measure::tail::{self, Change, Tail};
 
 /// The most looks waiting for the screen.
 pub const QUEUED: usize = 2;

@@ -50,7 +50,7 @@ impl Lookup {
         }
     }
 
-    /// What the Hub client said since the last call (`vramfit: fetching config.json of …`).
+    /// What the Hub client said since the last call (`grpofit: fetching config.json of …`).
     pub fn notices(&self) -> Vec<String> {
         self.notices.try_iter().collect()
     }

@@ -16,6 +16,7 @@ pub mod widgets;
 
 use crate::gpu::{GpuProbe, NvmlSession};
 use app::{App, Msg};
+use grpofit_core::measure::tail::Tail;
 use log_poller::LogPoller;
 use ratatui::crossterm::event::{
     self, DisableMouseCapture, EnableMouseCapture, Event, KeyEventKind,
@@ -23,7 +24,6 @@ use ratatui::crossterm::event::{
 use runner::Runner;
 use std::sync::mpsc;
 use std::time::Duration;
-use vramfit_core::measure::tail::Tail;
 
 /// Polls a GPU probe about twice a second on its own thread; stops when the screen closes.
 /// NVML is opened on that thread, so a slow or missing driver never delays a frame.

@@ -5,12 +5,12 @@
 use super::app::{App, Msg, PresetChoice};
 use super::cmd::{Cmd, ExportError, Exported};
 use super::lookup::Lookup;
+use grpofit_core::config::export::write_atomically;
+use grpofit_core::fit::{DEFAULT_HEADROOM, fit};
+use grpofit_core::memory::estimate::Estimator;
+use grpofit_core::presets;
+use grpofit_core::resolve::Offline;
 use std::collections::VecDeque;
-use vramfit_core::config::export::write_atomically;
-use vramfit_core::fit::{DEFAULT_HEADROOM, fit};
-use vramfit_core::memory::estimate::Estimator;
-use vramfit_core::presets;
-use vramfit_core::resolve::Offline;
 
 /// The event loop's side of the screen: the lookup under way, and the fit search's memory of
 /// step peaks (kept between fits, as the search revisits the same shapes).

@@ -1,8 +1,8 @@
 //! Colours, and the fill patterns that tell segments apart without colour (`NO_COLOR`).
 
 use crate::palette::Hue;
+use grpofit_core::memory::estimate::Part;
 use ratatui::style::{Color, Modifier, Style};
-use vramfit_core::memory::estimate::Part;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Theme {

@@ -3,12 +3,12 @@
 
 use super::theme::Theme;
 use crate::svg::short_size;
+use grpofit_core::memory::estimate::Component;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Widget;
-use vramfit_core::memory::estimate::Component;
 
 /// A horizontal track with a thumb at `position` (0..=1).
 pub struct Slider {
@@ -227,7 +227,7 @@ impl Widget for &MemoryBar<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vramfit_core::memory::estimate::Part;
+    use grpofit_core::memory::estimate::Part;
 
     fn parts() -> Vec<Component> {
         [

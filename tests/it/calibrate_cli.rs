@@ -1,4 +1,4 @@
-//! `vramfit calibrate` against real numbers: run logs made from the H200 calibration records
+//! `grpofit calibrate` against real numbers: run logs made from the H200 calibration records
 //! (calibration/h200-hf-peft.jsonl, each a process that measured one step), then the estimate
 //! that uses what it learned, only on a GPU of that name, and `--reset`.
 
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// A TRL run without vLLM: its estimate's total moves by exactly the context's change.
 const TRL_RUN: &str = r#"
-[vramfit]
+[grpofit]
 stack = "trl"
 max_prompt_length = 256
 
@@ -33,9 +33,9 @@ max_completion_length = 768
 /// How many records become logs (enough for a median and a spread).
 const RUNS: usize = 12;
 
-fn vramfit(config_dir: &Path) -> Command {
-    let mut c = Command::cargo_bin("vramfit").unwrap();
-    c.arg("--no-gpu").env("VRAMFIT_CONFIG_DIR", config_dir);
+fn grpofit(config_dir: &Path) -> Command {
+    let mut c = Command::cargo_bin("grpofit").unwrap();
+    c.arg("--no-gpu").env("GRPOFIT_CONFIG_DIR", config_dir);
     c
 }
 
@@ -53,7 +53,7 @@ fn records() -> (Value, Vec<Value>) {
     (env, measured)
 }
 
-/// The run log `vramfit run` and the callback would have written for one record: NVML's use
+/// The run log `grpofit run` and the callback would have written for one record: NVML's use
 /// before the run, torch's peaks, and the device in use after the step (`nvml_after`).
 fn run_log_of(env: &Value, r: &Value) -> String {
     let total = env["total_memory"].as_u64().unwrap();
@@ -109,7 +109,7 @@ fn calibrate_learns_the_h200_context_the_estimate_uses_it_there_only_and_reset_f
     std::fs::write(&run, TRL_RUN).unwrap();
     let check = |log: &Path| {
         json(
-            vramfit(&config_dir)
+            grpofit(&config_dir)
                 .arg("check")
                 .arg(log)
                 .arg("--config")
@@ -121,7 +121,7 @@ fn calibrate_learns_the_h200_context_the_estimate_uses_it_there_only_and_reset_f
     assert_eq!(before["calibrated"], Value::Null);
 
     let learned = json(
-        vramfit(&config_dir)
+        grpofit(&config_dir)
             .arg("calibrate")
             .args(&logs)
             .arg("--json"),
@@ -158,7 +158,7 @@ fn calibrate_learns_the_h200_context_the_estimate_uses_it_there_only_and_reset_f
             - before["predicted"]["used"].as_i64().unwrap(),
         context as i64 - builtin as i64
     );
-    vramfit(&config_dir)
+    grpofit(&config_dir)
         .arg("check")
         .arg(&logs[0])
         .arg("--config")
@@ -175,7 +175,7 @@ fn calibrate_learns_the_h200_context_the_estimate_uses_it_there_only_and_reset_f
     let other = check(&l4);
     assert_eq!(other["calibrated"], Value::Null);
     // a capacity alone names no GPU: not applied
-    vramfit(&config_dir)
+    grpofit(&config_dir)
         .args(["estimate", "--gpu-mem", "140GiB", "--config"])
         .arg(&run)
         .assert()
@@ -183,9 +183,9 @@ fn calibrate_learns_the_h200_context_the_estimate_uses_it_there_only_and_reset_f
         .stdout(predicate::str::contains("measured on your").not());
 
     // one run: stored, with its uncertainty said
-    let single = json(vramfit(&config_dir).arg("calibrate").arg(&l4).arg("--json"));
+    let single = json(grpofit(&config_dir).arg("calibrate").arg(&l4).arg("--json"));
     assert_eq!(single["learned"][0]["spread_bytes"], Value::Null);
-    vramfit(&config_dir)
+    grpofit(&config_dir)
         .arg("calibrate")
         .arg(&l4)
         .assert()
@@ -201,7 +201,7 @@ fn calibrate_learns_the_h200_context_the_estimate_uses_it_there_only_and_reset_f
             .contains("NVIDIA H200")
     );
 
-    vramfit(&config_dir)
+    grpofit(&config_dir)
         .args(["calibrate", "--reset"])
         .assert()
         .code(0)
@@ -211,7 +211,7 @@ fn calibrate_learns_the_h200_context_the_estimate_uses_it_there_only_and_reset_f
         check(&logs[0])["predicted"]["used"],
         before["predicted"]["used"]
     );
-    vramfit(&config_dir)
+    grpofit(&config_dir)
         .args(["calibrate", "--reset"])
         .assert()
         .code(0)
@@ -255,7 +255,7 @@ fn a_log_that_teaches_nothing_is_exit_2_naming_it_and_nothing_is_stored() {
     for (name, text, needle) in cases {
         let path = dir.path().join(name);
         std::fs::write(&path, text).unwrap();
-        vramfit(&config_dir)
+        grpofit(&config_dir)
             .arg("calibrate")
             .arg(&logs[1])
             .arg(&path)
@@ -264,7 +264,7 @@ fn a_log_that_teaches_nothing_is_exit_2_naming_it_and_nothing_is_stored() {
             .stderr(predicate::str::contains(name).and(predicate::str::contains(needle)));
         assert!(!config_dir.join("calibration.toml").exists(), "{name}");
     }
-    vramfit(&config_dir)
+    grpofit(&config_dir)
         .arg("calibrate")
         .assert()
         .code(2)
@@ -288,7 +288,7 @@ fn a_malformed_calibration_entry_is_skipped_naming_the_file_key_and_value() {
     let run = dir.path().join("trl.toml");
     std::fs::write(&run, TRL_RUN).unwrap();
     for args in [vec!["check"], vec!["calibrate"]] {
-        vramfit(&config_dir)
+        grpofit(&config_dir)
             .args(&args)
             .arg(&logs[0])
             .arg("--config")

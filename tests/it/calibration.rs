@@ -6,12 +6,12 @@
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
+use grpofit_core::arch::catalog;
+use grpofit_core::arch::config_json;
+use grpofit_core::memory::estimate::{GpuBudget, estimate};
+use grpofit_core::run::{Checkpointing, RunConfig};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use vramfit_core::arch::catalog;
-use vramfit_core::arch::config_json;
-use vramfit_core::memory::estimate::{GpuBudget, estimate};
-use vramfit_core::run::{Checkpointing, RunConfig};
 
 struct Errors {
     allocated: Vec<f64>,

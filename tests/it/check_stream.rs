@@ -14,9 +14,9 @@ const TOTAL: u64 = 24 * GIB;
 /// what other processes held before the run (the prediction line's `used_before`)
 const BEFORE: u64 = 3 << 20;
 
-fn vramfit(config_dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_vramfit"));
-    c.arg("--no-gpu").env("VRAMFIT_CONFIG_DIR", config_dir);
+fn grpofit(config_dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_grpofit"));
+    c.arg("--no-gpu").env("GRPOFIT_CONFIG_DIR", config_dir);
     c
 }
 
@@ -29,7 +29,7 @@ fn step(i: u64) -> (u64, u64, u64) {
     (allocated, reserved, used)
 }
 
-/// A run log as `vramfit run` and the callback write it, of `steps` steps, each followed by
+/// A run log as `grpofit run` and the callback write it, of `steps` steps, each followed by
 /// an NVML sample.
 fn write_log(path: &Path, steps: u64) {
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
@@ -93,7 +93,7 @@ fn check_and_calibrate_give_every_step_s_figures_on_a_log_past_what_is_kept() {
     let peak = all.iter().rev().max_by_key(|s| s.1).unwrap();
 
     let checked = json(
-        vramfit(&dir.path().join("config"))
+        grpofit(&dir.path().join("config"))
             .arg("check")
             .arg(&log)
             .args(["--preset", "24gb", "--json"]),
@@ -108,7 +108,7 @@ fn check_and_calibrate_give_every_step_s_figures_on_a_log_past_what_is_kept() {
     assert_eq!(checked["nvml_peak"], tree);
     assert_eq!(checked["device"], "NVIDIA L4");
 
-    let text = vramfit(&dir.path().join("config"))
+    let text = grpofit(&dir.path().join("config"))
         .arg("check")
         .arg(&log)
         .args(["--preset", "24gb"])
@@ -118,7 +118,7 @@ fn check_and_calibrate_give_every_step_s_figures_on_a_log_past_what_is_kept() {
     assert!(text.contains(": 3000 steps on NVIDIA L4"), "{text}");
 
     let learned = json(
-        vramfit(&dir.path().join("config"))
+        grpofit(&dir.path().join("config"))
             .arg("calibrate")
             .arg(&log)
             .arg("--json"),
@@ -163,7 +163,7 @@ fn check_and_calibrate_read_a_large_log_in_bounded_memory() {
         vec!["calibrate", "--json"],
     ] {
         let (peak, code) = peak_resident(
-            vramfit(&dir.path().join("config"))
+            grpofit(&dir.path().join("config"))
                 .arg(args[0])
                 .arg(&log)
                 .args(&args[1..]),

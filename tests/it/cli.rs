@@ -9,8 +9,8 @@ use std::io::Write;
 
 /// The binary without NVML, and offline: an unknown model gets the catalog's answer, never a
 /// request to the Hub (tests/hub_remote.rs tests the Hub against a local stand-in).
-fn vramfit() -> Command {
-    let mut c = Command::cargo_bin("vramfit").unwrap();
+fn grpofit() -> Command {
+    let mut c = Command::cargo_bin("grpofit").unwrap();
     c.arg("--no-gpu").env("HF_HUB_OFFLINE", "1");
     c
 }
@@ -21,11 +21,11 @@ fn file_with(text: &str) -> tempfile::NamedTempFile {
     f
 }
 
-const PRESET_24: &str = include_str!("../../crates/vramfit-core/presets/24gb.toml");
+const PRESET_24: &str = include_str!("../../crates/grpofit-core/presets/24gb.toml");
 
 #[test]
 fn preset_estimate_fits_and_prints_a_breakdown() {
-    vramfit()
+    grpofit()
         .args(["estimate", "--preset", "24gb"])
         .assert()
         .code(0)
@@ -36,7 +36,7 @@ fn preset_estimate_fits_and_prints_a_breakdown() {
 
 #[test]
 fn json_components_add_up_to_the_total() {
-    let out = vramfit()
+    let out = grpofit()
         .args(["estimate", "--preset", "24gb", "--json"])
         .output()
         .unwrap();
@@ -65,7 +65,7 @@ fn json_components_add_up_to_the_total() {
 
 #[test]
 fn too_small_a_gpu_exits_3() {
-    vramfit()
+    grpofit()
         .args(["estimate", "--preset", "24gb", "--gpu-mem", "8GiB"])
         .assert()
         .code(3)
@@ -75,7 +75,7 @@ fn too_small_a_gpu_exits_3() {
 #[test]
 fn bad_sizes_exit_2_naming_the_value() {
     for bad in ["-4GiB", "NaN", "0", "lots", "999999TiB"] {
-        vramfit()
+        grpofit()
             .args(["estimate", "--preset", "24gb", "--gpu-mem", bad])
             .assert()
             .code(2)
@@ -87,7 +87,7 @@ fn bad_sizes_exit_2_naming_the_value() {
 fn unknown_model_lists_close_names_and_the_config_json_way() {
     let f =
         file_with(&PRESET_24.replace("unsloth/Qwen2.5-3B-Instruct", "Qwen/Qwen2.5-2B-Instruct"));
-    vramfit()
+    grpofit()
         .args(["estimate", "--config"])
         .arg(f.path())
         .assert()
@@ -98,7 +98,7 @@ fn unknown_model_lists_close_names_and_the_config_json_way() {
 #[test]
 fn unknown_key_suggests_the_nearest() {
     let f = file_with(&PRESET_24.replace("num_generations", "num_generation"));
-    vramfit()
+    grpofit()
         .args(["estimate", "--config"])
         .arg(f.path())
         .assert()
@@ -115,7 +115,7 @@ fn contradicting_shares_name_both_keys() {
         "vllm_gpu_memory_utilization = 0.45",
         "vllm_gpu_memory_utilization = 0.6",
     ));
-    vramfit()
+    grpofit()
         .args(["estimate", "--config"])
         .arg(f.path())
         .assert()
@@ -139,7 +139,7 @@ fn broken_files_exit_2_without_panicking() {
     for bytes in cases {
         let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
         f.write_all(bytes).unwrap();
-        let out = vramfit()
+        let out = grpofit()
             .args(["estimate", "--config"])
             .arg(f.path())
             .output()
@@ -173,7 +173,7 @@ fn model_from_config_json_and_missing_fields() {
         ),
     )
     .unwrap();
-    vramfit()
+    grpofit()
         .args(["estimate", "--config"])
         .arg(&run)
         .assert()
@@ -188,7 +188,7 @@ fn model_from_config_json_and_missing_fields() {
             "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256, "tie_word_embeddings": true}"#,
     )
     .unwrap();
-    vramfit()
+    grpofit()
         .args(["estimate", "--config"])
         .arg(&run)
         .assert()
@@ -197,7 +197,7 @@ fn model_from_config_json_and_missing_fields() {
 
 #[test]
 fn unknown_preset_names_the_built_in_ones() {
-    vramfit()
+    grpofit()
         .args(["estimate", "--preset", "7gb"])
         .assert()
         .code(2)
@@ -206,7 +206,7 @@ fn unknown_preset_names_the_built_in_ones() {
 
 #[test]
 fn gpu_reports_what_nvml_found_or_why_not() {
-    let out = Command::cargo_bin("vramfit")
+    let out = Command::cargo_bin("grpofit")
         .unwrap()
         .args(["gpu", "--json"])
         .output()
@@ -227,7 +227,7 @@ fn every_broken_file_exits_2_with_a_short_message_naming_it() {
     let mut seen = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
-        let out = vramfit()
+        let out = grpofit()
             .args(["estimate", "--config"])
             .arg(&path)
             .output()
@@ -250,25 +250,25 @@ fn every_broken_file_exits_2_with_a_short_message_naming_it() {
 
 #[test]
 fn export_to_standard_output_round_trips() {
-    let out = vramfit()
+    let out = grpofit()
         .args(["estimate", "--preset", "12gb", "--export", "-"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.starts_with("# vramfit run file"), "{text}");
-    let back = vramfit_core::config::parse(
+    assert!(text.starts_with("# grpofit run file"), "{text}");
+    let back = grpofit_core::config::parse(
         &text,
         "stdout",
         None,
-        &vramfit_core::resolve::Offline::from_env(),
+        &grpofit_core::resolve::Offline::from_env(),
     )
     .unwrap();
-    let preset = vramfit_core::config::parse(
-        vramfit_core::presets::built_in("12gb").unwrap(),
+    let preset = grpofit_core::config::parse(
+        grpofit_core::presets::built_in("12gb").unwrap(),
         "12gb",
         None,
-        &vramfit_core::resolve::Offline::from_env(),
+        &grpofit_core::resolve::Offline::from_env(),
     )
     .unwrap();
     assert_eq!(back.run, preset.run);
@@ -278,7 +278,7 @@ fn export_to_standard_output_round_trips() {
 fn numbers_and_plurals_read_as_a_person_writes_them() {
     // 4 x 2 completions in groups of 3: 8/3 prompts per step
     let f = file_with(&PRESET_24.replace("num_generations = 4", "num_generations = 3"));
-    let out = vramfit()
+    let out = grpofit()
         .args(["estimate", "--config"])
         .arg(f.path())
         .output()
@@ -287,7 +287,7 @@ fn numbers_and_plurals_read_as_a_person_writes_them() {
     assert!(text.contains("x 1 GPU)"), "{text}");
     assert!(!text.contains("666"), "{text}");
     assert!(text.contains("2.67 prompts"), "{text}");
-    let out = vramfit()
+    let out = grpofit()
         .args(["fit", "--preset", "24gb", "--headroom", "2.5"])
         .output()
         .unwrap();
@@ -297,21 +297,21 @@ fn numbers_and_plurals_read_as_a_person_writes_them() {
 
 #[test]
 fn a_size_without_a_unit_is_refused_with_the_fix() {
-    vramfit()
+    grpofit()
         .args(["estimate", "--preset", "24gb", "--gpu-mem", "24"])
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
             "--gpu-mem 24: add a unit, e.g. 24GiB (or 24B for bytes)",
         ));
-    vramfit()
+    grpofit()
         .args(["estimate", "--preset", "24gb", "--gpu-mem", "25769803776B"])
         .assert()
         .code(0)
         .stdout(predicate::str::contains("24.00 GiB (--gpu-mem)"));
     let f = file_with(&PRESET_24.replace("gpu_memory = \"25377898496B\"", "gpu_memory = \"24\""));
     let name = f.path().display().to_string();
-    vramfit()
+    grpofit()
         .args(["estimate", "--config"])
         .arg(f.path())
         .assert()
@@ -322,7 +322,7 @@ fn a_size_without_a_unit_is_refused_with_the_fix() {
                 .and(predicate::str::contains("\"24\""))
                 .and(predicate::str::contains("add a unit")),
         );
-    vramfit()
+    grpofit()
         .args(["estimate", "--help"])
         .assert()
         .code(0)
@@ -332,7 +332,7 @@ fn a_size_without_a_unit_is_refused_with_the_fix() {
 #[test]
 fn absurd_gpu_sizes_are_refused_with_a_message() {
     for bad in ["0GiB", "NaNGiB", "infGiB", "-24GiB", "65TiB", "0B"] {
-        vramfit()
+        grpofit()
             .args(["estimate", "--preset", "24gb", "--gpu-mem", bad])
             .assert()
             .code(2)
@@ -343,24 +343,24 @@ fn absurd_gpu_sizes_are_refused_with_a_message() {
 #[test]
 fn the_report_says_where_the_run_and_the_capacity_came_from() {
     // neither --config nor --preset: the default preset, said so
-    vramfit().args(["estimate"]).assert().code(0).stdout(
+    grpofit().args(["estimate"]).assert().code(0).stdout(
         predicate::str::contains("run: the 24gb preset (default; pass --config or --preset)")
             .and(predicate::str::contains("the 24gb preset's gpu_memory"))
             .and(predicate::str::contains("the file's").not()),
     );
-    vramfit().args(["fit"]).assert().code(0).stdout(
+    grpofit().args(["fit"]).assert().code(0).stdout(
         predicate::str::contains("run: the 24gb preset (default; pass --config or --preset)")
             .and(predicate::str::contains("the 24gb preset's gpu_memory")),
     );
     // --gpu-mem picks the tier and is named as the capacity
-    vramfit()
+    grpofit()
         .args(["estimate", "--gpu-mem", "80GiB"])
         .assert()
         .stdout(
             predicate::str::contains("run: the 80gb preset (the largest tier that fits --gpu-mem")
                 .and(predicate::str::contains("80.00 GiB (--gpu-mem)")),
         );
-    vramfit()
+    grpofit()
         .args(["estimate", "--preset", "12gb"])
         .assert()
         .stdout(
@@ -369,7 +369,7 @@ fn the_report_says_where_the_run_and_the_capacity_came_from() {
         );
     let f = file_with(PRESET_24);
     let name = f.path().display().to_string();
-    vramfit()
+    grpofit()
         .args(["estimate", "--config"])
         .arg(f.path())
         .assert()
@@ -379,12 +379,12 @@ fn the_report_says_where_the_run_and_the_capacity_came_from() {
         );
 }
 
-/// Runs `vramfit --no-gpu ARGS` with its standard output a pipe whose read end is closed
+/// Runs `grpofit --no-gpu ARGS` with its standard output a pipe whose read end is closed
 /// before the child writes a byte (what `| head -0` or `| true` does), and returns its exit
 /// code and standard error.
 fn with_stdout_closed(args: &[&str]) -> (Option<i32>, String) {
     use std::process::{Command, Stdio};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vramfit"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_grpofit"))
         .arg("--no-gpu")
         .args(args)
         .stdout(Stdio::piped())
@@ -448,7 +448,7 @@ fn a_full_disk_on_standard_output_is_one_clear_error() {
             .write(true)
             .open("/dev/full")
             .unwrap();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramfit"))
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_grpofit"))
             .arg("--no-gpu")
             .args(args)
             .stdout(full)
@@ -476,7 +476,7 @@ fn a_bad_value_is_reported_as_path_line_table_key_value() {
         .position(|l| l.starts_with("per_device_train_batch_size"))
         .unwrap();
     let f = file_with(&text);
-    let out = vramfit()
+    let out = grpofit()
         .args(["estimate", "--config"])
         .arg(f.path())
         .output()
@@ -484,7 +484,7 @@ fn a_bad_value_is_reported_as_path_line_table_key_value() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     let expected = format!(
-        "vramfit: {}:{line}: `[grpo] per_device_train_batch_size = 0`: out of range, expected 1 to ",
+        "grpofit: {}:{line}: `[grpo] per_device_train_batch_size = 0`: out of range, expected 1 to ",
         f.path().display()
     );
     assert!(err.starts_with(&expected), "{err}\nexpected: {expected}");
@@ -492,14 +492,14 @@ fn a_bad_value_is_reported_as_path_line_table_key_value() {
 
     // malformed TOML: the line the parser stopped on
     let f = file_with("[model]\nmodel_name = \"unsloth/Qwen2.5-3B-Instruct\"\n\n[grpo\n");
-    let out = vramfit()
+    let out = grpofit()
         .args(["estimate", "--config"])
         .arg(f.path())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    let expected = format!("vramfit: {}:4: not valid TOML: ", f.path().display());
+    let expected = format!("grpofit: {}:4: not valid TOML: ", f.path().display());
     assert!(err.starts_with(&expected), "{err}\nexpected: {expected}");
 }
 
@@ -510,7 +510,7 @@ fn a_refusal_names_vllms_failed_check() {
     let text = PRESET_24.replace("utilization = 0.45", "utilization = 0.15");
     assert_ne!(text, PRESET_24, "the preset's share moved");
     let f = file_with(&text);
-    let out = vramfit()
+    let out = grpofit()
         .args(["estimate", "--json", "--config"])
         .arg(f.path())
         .output()

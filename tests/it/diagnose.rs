@@ -1,4 +1,4 @@
-//! `vramfit diagnose` end to end: the verdict's names, the direction of its advice, the numbers
+//! `grpofit diagnose` end to end: the verdict's names, the direction of its advice, the numbers
 //! of vLLM's refusals, the cause that frees the most, and the options it takes.
 
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
@@ -15,9 +15,9 @@ fn oom(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Runs `vramfit diagnose ARGS... LOG`: (exit code, stdout, stderr).
+/// Runs `grpofit diagnose ARGS... LOG`: (exit code, stdout, stderr).
 fn diagnose(args: &[&str], log: &str) -> (i32, String, String) {
-    let out = Command::cargo_bin("vramfit")
+    let out = Command::cargo_bin("grpofit")
         .unwrap()
         .arg("diagnose")
         .args(args)
@@ -217,7 +217,7 @@ fn kv_too_small_advice_raises_the_share_or_shortens_the_context() {
 #[test]
 fn kv_too_small_advice_names_the_runs_own_keys() {
     let preset = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("crates/vramfit-core/presets/24gb.toml");
+        .join("crates/grpofit-core/presets/24gb.toml");
     let (_, stdout, _) = diagnose(
         &["--config", preset.to_str().unwrap()],
         "vllm-kv-cache-long.txt",
@@ -308,7 +308,7 @@ fn no_log_and_a_terminal_on_stdin_prints_usage_and_exits_2() {
         eprintln!("skipped: `script` (util-linux) is not installed");
         return;
     }
-    let bin = assert_cmd::cargo::cargo_bin("vramfit");
+    let bin = assert_cmd::cargo::cargo_bin("grpofit");
     // `script` gives the command a pseudo-terminal as standard input; ours stays open, so a
     // diagnose that reads it would wait forever
     let mut child = std::process::Command::new("script")

@@ -4,18 +4,18 @@
 #![allow(clippy::unwrap_used)]
 
 use assert_cmd::Command;
+use grpofit_core::config;
+use grpofit_core::fit::step_downs;
+use grpofit_core::fit::{FitOutcome, cost_of, fit};
+use grpofit_core::memory::estimate::{Estimator, GpuBudget, estimate};
 use predicates::prelude::*;
-use vramfit_core::config;
-use vramfit_core::fit::step_downs;
-use vramfit_core::fit::{FitOutcome, cost_of, fit};
-use vramfit_core::memory::estimate::{Estimator, GpuBudget, estimate};
 
 /// Qwen2.5-7B in 16-bit with Unsloth on a 22 GiB card, vLLM on 90 % of free memory.
 fn too_big() -> config::RunFile {
     config::load(
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/qwen7b-unsloth-22gib.toml"),
-        &vramfit_core::resolve::Offline::from_env(),
+        &grpofit_core::resolve::Offline::from_env(),
     )
     .unwrap()
 }
@@ -54,7 +54,7 @@ fn a_run_that_does_not_fit_is_brought_under_with_the_effective_batch_kept() {
 }
 
 /// Repeatedly pulls the lever that saves the most bytes, as a person guessing would.
-fn greedy(file: &config::RunFile) -> vramfit_core::run::RunConfig {
+fn greedy(file: &config::RunFile) -> grpofit_core::run::RunConfig {
     let mut run = file.run.clone();
     let mut est = Estimator::new();
     for _ in 0..40 {
@@ -100,7 +100,7 @@ fn fit_from_the_command_line() {
     let out = dir.path().join("fitted.toml");
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/qwen7b-unsloth-22gib.toml");
-    Command::cargo_bin("vramfit")
+    Command::cargo_bin("grpofit")
         .unwrap()
         .args(["--no-gpu", "fit", "--config"])
         .arg(&fixture)
@@ -109,9 +109,9 @@ fn fit_from_the_command_line() {
         .assert()
         .code(0)
         .stdout(predicate::str::contains("effective batch 16 kept"));
-    let fitted = config::load(&out, &vramfit_core::resolve::Offline::from_env()).unwrap();
+    let fitted = config::load(&out, &grpofit_core::resolve::Offline::from_env()).unwrap();
     assert!(estimate(&fitted.run, gpu(&fitted)).fits);
-    let json = Command::cargo_bin("vramfit")
+    let json = Command::cargo_bin("grpofit")
         .unwrap()
         .args(["--no-gpu", "fit", "--json", "--config"])
         .arg(&fixture)
@@ -129,13 +129,13 @@ fn fit_from_the_command_line() {
     }
     assert!(v["estimate"]["total_bytes"].is_u64());
     // nothing fits a 32B model on 8 GiB: the floors and the smallest GPU are named, exit 3
-    Command::cargo_bin("vramfit")
+    Command::cargo_bin("grpofit")
         .unwrap()
         .args(["--no-gpu", "fit", "--preset", "141gb", "--gpu-mem", "8GiB"])
         .assert()
         .code(3)
         .stdout(predicate::str::contains("smallest GPU that would do"));
-    Command::cargo_bin("vramfit")
+    Command::cargo_bin("grpofit")
         .unwrap()
         .args(["--no-gpu", "fit", "--headroom", "NaN"])
         .assert()
@@ -145,7 +145,7 @@ fn fit_from_the_command_line() {
 #[test]
 fn diagnose_from_the_command_line() {
     let oom = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oom");
-    Command::cargo_bin("vramfit")
+    Command::cargo_bin("grpofit")
         .unwrap()
         .args(["diagnose", "--json"])
         .arg(oom.join("seed-article.txt"))
@@ -159,7 +159,7 @@ fn diagnose_from_the_command_line() {
     // log-probs never hold the micro-batch's logits, the same run fits as it is
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/seed-gemma-22gib.toml");
-    Command::cargo_bin("vramfit")
+    Command::cargo_bin("grpofit")
         .unwrap()
         .args(["diagnose", "--json", "--config"])
         .arg(&fixture)
@@ -170,14 +170,14 @@ fn diagnose_from_the_command_line() {
             predicate::str::contains("\"verdict\": \"vllm_reservation\"")
                 .and(predicate::str::contains("\"outcome\": \"already_fits\"")),
         );
-    Command::cargo_bin("vramfit")
+    Command::cargo_bin("grpofit")
         .unwrap()
         .args(["diagnose"])
         .arg(oom.join("no-oom.txt"))
         .assert()
         .code(2)
         .stderr(predicate::str::contains("no out-of-memory message"));
-    Command::cargo_bin("vramfit")
+    Command::cargo_bin("grpofit")
         .unwrap()
         .args(["diagnose", "-"])
         .write_stdin(std::fs::read(oom.join("vllm-free-memory.txt")).unwrap())
@@ -189,7 +189,7 @@ fn diagnose_from_the_command_line() {
 /// A TRL colocate run that leaves `vllm_max_model_length` unset: vLLM takes Llama 3.1's
 /// 131072-token context, whose one sequence its 0.3 share cannot hold.
 const TRL_LONG_CONTEXT: &str = r#"
-[vramfit]
+[grpofit]
 stack = "trl"
 max_prompt_length = 256
 
@@ -215,7 +215,7 @@ fn a_vllm_that_cannot_start_does_not_fit_and_fit_raises_its_share() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("trl.toml");
     std::fs::write(&path, TRL_LONG_CONTEXT).unwrap();
-    Command::cargo_bin("vramfit")
+    Command::cargo_bin("grpofit")
         .unwrap()
         .args(["estimate", "--gpu-mem", "80GiB", "--config"])
         .arg(&path)
@@ -225,7 +225,7 @@ fn a_vllm_that_cannot_start_does_not_fit_and_fit_raises_its_share() {
             "DOES NOT FIT: vLLM refuses to start",
         ))
         .stdout(predicate::str::contains("max_model_len 131072"));
-    let file = config::load(&path, &vramfit_core::resolve::Offline::from_env()).unwrap();
+    let file = config::load(&path, &grpofit_core::resolve::Offline::from_env()).unwrap();
     let h200 = GpuBudget {
         capacity: 80 << 30,
         used_by_others: 0,
@@ -237,7 +237,7 @@ fn a_vllm_that_cannot_start_does_not_fit_and_fit_raises_its_share() {
         panic!("a larger share lets vLLM start");
     };
     assert!(estimate.vllm.as_ref().unwrap().starts);
-    let share = |r: &vramfit_core::run::RunConfig| vramfit_core::run::knobs::Knob::VllmShare.get(r);
+    let share = |r: &grpofit_core::run::RunConfig| grpofit_core::run::knobs::Knob::VllmShare.get(r);
     assert!(
         share(&run) > share(&file.run),
         "{:?} -> {:?}",
@@ -249,12 +249,12 @@ fn a_vllm_that_cannot_start_does_not_fit_and_fit_raises_its_share() {
 
 #[test]
 fn fit_reaches_for_4bit_weights_before_shortening_anything() {
-    let text = vramfit_core::presets::built_in("24gb").unwrap();
+    let text = grpofit_core::presets::built_in("24gb").unwrap();
     let file = config::parse(
         text,
         "24gb",
         None,
-        &vramfit_core::resolve::Offline::from_env(),
+        &grpofit_core::resolve::Offline::from_env(),
     )
     .unwrap();
     // on 10 GiB a larger vLLM share is still enough (vLLM then holds the 16-bit weights); on 9
@@ -269,7 +269,7 @@ fn fit_reaches_for_4bit_weights_before_shortening_anything() {
     else {
         panic!("the 24 GB preset fits a 9 GiB card in 4-bit");
     };
-    assert_eq!(run.quant, vramfit_core::run::Quant::Nf4, "{changes:?}");
+    assert_eq!(run.quant, grpofit_core::run::Quant::Nf4, "{changes:?}");
     assert_eq!(run.sequence_len(), file.run.sequence_len());
     assert_eq!(run.num_generations, file.run.num_generations);
     assert_eq!(run.lora_rank, file.run.lora_rank);
@@ -279,14 +279,14 @@ fn fit_reaches_for_4bit_weights_before_shortening_anything() {
 /// lever takes the completion down with the context, keeping the whole prompt.
 #[test]
 fn the_fit_never_shortens_the_prompt() {
-    use vramfit_core::fit::Lever;
+    use grpofit_core::fit::Lever;
     let mut est = Estimator::new();
-    for name in vramfit_core::presets::names() {
+    for name in grpofit_core::presets::names() {
         let file = config::parse(
-            vramfit_core::presets::built_in(name).unwrap(),
+            grpofit_core::presets::built_in(name).unwrap(),
             name,
             None,
-            &vramfit_core::resolve::Offline::from_env(),
+            &grpofit_core::resolve::Offline::from_env(),
         )
         .unwrap();
         for gib in [4u64, 6, 8, 12, 16] {
@@ -305,7 +305,7 @@ fn the_fit_never_shortens_the_prompt() {
     }
     // prompt 512 + completion 512 in a 1024 context: one step down the sequence is 768, and the
     // completion gives up the 256 tokens, not the prompt
-    let text = vramfit_core::presets::built_in("24gb")
+    let text = grpofit_core::presets::built_in("24gb")
         .unwrap()
         .replace("max_prompt_length = 256", "max_prompt_length = 512")
         .replace("max_completion_length = 768", "max_completion_length = 512");
@@ -313,7 +313,7 @@ fn the_fit_never_shortens_the_prompt() {
         &text,
         "24gb",
         None,
-        &vramfit_core::resolve::Offline::from_env(),
+        &grpofit_core::resolve::Offline::from_env(),
     )
     .unwrap();
     let step = step_downs(&file.run, gpu(&file), &mut est)
@@ -334,15 +334,15 @@ fn the_fit_never_shortens_the_prompt() {
 fn the_floor_lists_only_the_levers_that_apply() {
     // a full fine-tune of a 32B model without vLLM on 8 GiB: no adapter rank, no vLLM share
     let file = config::parse(
-        vramfit_core::presets::built_in("141gb").unwrap(),
+        grpofit_core::presets::built_in("141gb").unwrap(),
         "141gb",
         None,
-        &vramfit_core::resolve::Offline::from_env(),
+        &grpofit_core::resolve::Offline::from_env(),
     )
     .unwrap();
     let mut run = file.run.clone();
     run.full_finetuning = true;
-    run.generation = vramfit_core::run::Generation::Transformers;
+    run.generation = grpofit_core::run::Generation::Transformers;
     let gpu = GpuBudget {
         capacity: 8 << 30,
         used_by_others: 0,

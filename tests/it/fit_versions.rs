@@ -3,12 +3,12 @@
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
-use crate::common::{Out, run, vramfit_in};
+use crate::common::{Out, grpofit_in, run};
 
 /// Qwen2.5-7B LoRA with TRL, vLLM colocated with a 16384-token context: on 16 GiB, TRL 1.15's
 /// fit shortens that context (`vllm_max_model_length`, a GRPOConfig key from trl 0.26).
 const TRL_COLOCATED: &str = r#"
-[vramfit]
+[grpofit]
 stack = "trl"
 max_prompt_length = 256
 trl_version = "1.15.0"
@@ -32,7 +32,7 @@ vllm_gpu_memory_utilization = 0.3
 vllm_max_model_length = 16384
 "#;
 
-/// `vramfit fit` on the file pinned to `trl`, with `extra` arguments.
+/// `grpofit fit` on the file pinned to `trl`, with `extra` arguments.
 fn fit_pinned(trl: &str, extra: &[&str]) -> Out {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
@@ -40,7 +40,7 @@ fn fit_pinned(trl: &str, extra: &[&str]) -> Out {
         TRL_COLOCATED.replace("1.15.0", trl),
     )
     .unwrap();
-    run(vramfit_in(dir.path())
+    run(grpofit_in(dir.path())
         .args(["fit", "--config", "run.toml", "--gpu-mem", "16GiB"])
         .args(extra))
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 use crate::common::{RUN, qwen3_2507_snapshot};
 
 fn estimate(hf_home: &Path, run: &Path, json: bool) -> std::process::Output {
-    let mut cmd = Command::cargo_bin("vramfit").unwrap();
+    let mut cmd = Command::cargo_bin("grpofit").unwrap();
     cmd.env_remove("HF_HUB_CACHE")
         .env("HF_HOME", hf_home)
         .env("HF_HUB_OFFLINE", "1")

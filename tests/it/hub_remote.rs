@@ -7,11 +7,11 @@
 #![allow(clippy::unwrap_used)]
 
 use assert_cmd::Command;
+use grpofit_core::resolve::safetensors;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use vramfit_core::resolve::safetensors;
 
 use crate::common::RUN;
 use crate::common::hub_repos::{TINY, TINY_CONFIG, sharded, tiny_tensors};
@@ -38,7 +38,7 @@ fn serve(repos: Vec<(&str, Repo)>) -> HubServer {
     HubServer::start(repos.into_iter().map(|(n, r)| (n.to_string(), r)).collect())
 }
 
-/// `vramfit estimate --json` of a run naming `model`, with the cache in `dir/hub`, the Hub at
+/// `grpofit estimate --json` of a run naming `model`, with the cache in `dir/hub`, the Hub at
 /// `endpoint`, no token, and `offline` as HF_HUB_OFFLINE.
 fn estimate(dir: &Path, endpoint: &str, model: &str, offline: bool) -> Command {
     estimate_as(dir, endpoint, model, offline, true)
@@ -55,7 +55,7 @@ fn estimate_as(dir: &Path, endpoint: &str, model: &str, offline: bool, json: boo
         ),
     )
     .unwrap();
-    let mut cmd = Command::cargo_bin("vramfit").unwrap();
+    let mut cmd = Command::cargo_bin("grpofit").unwrap();
     cmd.env_remove("HF_TOKEN")
         .env_remove("HF_TOKEN_PATH")
         .env_remove("HF_HUB_OFFLINE")
@@ -98,7 +98,7 @@ fn a_model_from_the_hub_lands_in_the_cache_and_the_second_run_is_offline() {
     assert_eq!(first.code, Some(0), "{}", first.stderr);
     assert!(
         first.stderr.contains(&format!(
-            "vramfit: fetching config.json of {TINY} from {} (HF_HUB_OFFLINE=1 or --offline to stop)",
+            "grpofit: fetching config.json of {TINY} from {} (HF_HUB_OFFLINE=1 or --offline to stop)",
             hub.endpoint
         )),
         "{}",
@@ -134,8 +134,8 @@ fn a_model_from_the_hub_lands_in_the_cache_and_the_second_run_is_offline() {
         files,
         [
             "config.json",
-            "model-00001-of-00002.safetensors.vramfit-header",
-            "model-00002-of-00002.safetensors.vramfit-header",
+            "model-00001-of-00002.safetensors.grpofit-header",
+            "model-00002-of-00002.safetensors.grpofit-header",
             "model.safetensors.index.json"
         ]
     );

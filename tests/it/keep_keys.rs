@@ -1,4 +1,4 @@
-//! Nothing the user wrote is lost: a run file with keys vramfit does not model and comments,
+//! Nothing the user wrote is lost: a run file with keys grpofit does not model and comments,
 //! written back after a change (the path `fit -o`, `estimate --export` and the screen's export
 //! share), keeps every such key and comment byte for byte, and differs from its source only in
 //! the tuned keys' lines and a header line.
@@ -6,14 +6,14 @@
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
+use grpofit_core::config::export::ExportContext;
+use grpofit_core::config::write_back::text_for;
+use grpofit_core::config::{RunFile, load};
 use proptest::prelude::*;
 use std::path::Path;
-use vramfit_core::config::export::ExportContext;
-use vramfit_core::config::write_back::text_for;
-use vramfit_core::config::{RunFile, load};
 
 /// A TRL run on one card with every table, as a user might keep it.
-const BASE: &str = r#"[vramfit]
+const BASE: &str = r#"[grpofit]
 stack = "trl"
 gpu_memory = "80GiB"
 max_prompt_length = 512
@@ -36,7 +36,7 @@ vllm_mode = "colocate"
 vllm_gpu_memory_utilization = 0.3
 "#;
 
-/// Keys of the trainer calls vramfit does not model, with a value each, by table.
+/// Keys of the trainer calls grpofit does not model, with a value each, by table.
 const UNMODELLED: &[(&str, &str, &str)] = &[
     ("grpo", "learning_rate", "2e-05"),
     ("grpo", "max_steps", "500"),
@@ -73,11 +73,11 @@ fn load_text(text: &str) -> (tempfile::TempDir, RunFile) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.toml");
     std::fs::write(&path, text).unwrap();
-    let file = load(&path, &vramfit_core::resolve::Offline::from_env()).unwrap();
+    let file = load(&path, &grpofit_core::resolve::Offline::from_env()).unwrap();
     (dir, file)
 }
 
-fn written(file: &RunFile, run: &vramfit_core::run::RunConfig) -> String {
+fn written(file: &RunFile, run: &grpofit_core::run::RunConfig) -> String {
     let ctx = ExportContext {
         gpu: "test GPU",
         gpu_memory: file.gpu_memory,
@@ -123,7 +123,7 @@ proptest! {
         // every line that is not a tuned key's is kept as written, in order
         let tuned = ["per_device_train_batch_size", "max_completion_length"];
         let (header, body) = out.split_once('\n').unwrap();
-        prop_assert!(header.starts_with("# tuned by vramfit on "));
+        prop_assert!(header.starts_with("# tuned by grpofit on "));
         let a: Vec<&str> = source.lines().collect();
         let b: Vec<&str> = body.lines().collect();
         prop_assert_eq!(a.len(), b.len(), "{}", out);
@@ -184,7 +184,7 @@ fn a_retired_key_is_edited_where_the_user_wrote_it() {
         "{out}"
     );
     assert!(
-        !out.contains("[vramfit]\nstack = \"trl\"\ngpu_memory = \"80GiB\"\nmax_prompt_length"),
+        !out.contains("[grpofit]\nstack = \"trl\"\ngpu_memory = \"80GiB\"\nmax_prompt_length"),
         "{out}"
     );
 }
@@ -193,8 +193,8 @@ fn a_retired_key_is_edited_where_the_user_wrote_it() {
 /// the header differ.
 #[test]
 fn the_screens_export_edits_the_users_file() {
+    use grpofit::tui::app::{App, GpuState, Msg};
     use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-    use vramfit::tui::app::{App, GpuState, Msg};
     let source = with_keys(&[(0, true), (2, false), (7, true), (9, false)], "mine");
     let (dir, file) = load_text(&source);
     let gpu = GpuState {
@@ -207,19 +207,19 @@ fn the_screens_export_edits_the_users_file() {
     let mut a = App::new(
         file,
         gpu,
-        vramfit::tui::theme::Theme::mono(),
+        grpofit::tui::theme::Theme::mono(),
         dir.path().into(),
     );
     let before = a.run().clone();
     for c in ['l', 's'] {
         let key = Msg::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
-        vramfit::tui::runner::Runner::new().dispatch(&mut a, key);
+        grpofit::tui::runner::Runner::new().dispatch(&mut a, key);
     }
     assert_ne!(*a.run(), before, "the knob moved");
     let out =
-        std::fs::read_to_string(dir.path().join("vramfit-qwen2.5-1.5b-instruct.toml")).unwrap();
+        std::fs::read_to_string(dir.path().join("grpofit-qwen2.5-1.5b-instruct.toml")).unwrap();
     let (header, body) = out.split_once('\n').unwrap();
-    assert!(header.starts_with("# tuned by vramfit on "), "{header}");
+    assert!(header.starts_with("# tuned by grpofit on "), "{header}");
     let changed: Vec<(&str, &str)> = source
         .lines()
         .zip(body.lines())
@@ -237,7 +237,7 @@ fn the_screens_export_edits_the_users_file() {
 /// in `[vllm_server]`, not in the colocate key `vllm_max_model_length`.
 #[test]
 fn in_server_mode_the_sequence_goes_to_the_servers_max_model_len() {
-    use vramfit_core::run::knobs::Knob;
+    use grpofit_core::run::knobs::Knob;
     let text = BASE.replace(
         "vllm_mode = \"colocate\"\nvllm_gpu_memory_utilization = 0.3\n",
         "vllm_mode = \"server\"\n",

@@ -1,4 +1,4 @@
-//! Exports against the release ladders (`crates/vramfit-core/src/contract/*_ladder.json`, read
+//! Exports against the release ladders (`crates/grpofit-core/src/contract/*_ladder.json`, read
 //! from each release's wheel by tools/contract/ladder.py and stack_ladders.py): for every
 //! preset on both stacks, pinned to every Unsloth release (unsloth stack), every TRL release
 //! and every vLLM release of the ladders, the run file's `[model]` / `[lora]` hold only
@@ -10,11 +10,11 @@
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
+use grpofit_core::config::{self, export, launch};
+use grpofit_core::contract::release::Release;
+use grpofit_core::contract::{ladder, trl_serve_ladder, unsloth_ladder, vllm_ladder};
+use grpofit_core::run::{Generation, Quant, RunConfig, Stack, VllmVersion};
 use std::path::{Path, PathBuf};
-use vramfit_core::config::{self, export, launch};
-use vramfit_core::contract::release::Release;
-use vramfit_core::contract::{ladder, trl_serve_ladder, unsloth_ladder, vllm_ladder};
-use vramfit_core::run::{Generation, Quant, RunConfig, Stack, VllmVersion};
 
 const CHECK: &str = "import json,shlex,sys,tomllib\n\
     d=sys.argv[1]\n\
@@ -41,7 +41,7 @@ const CHECK: &str = "import json,shlex,sys,tomllib\n\
     print('ok',n)";
 
 fn contract_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/vramfit-core/src/contract")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("crates/grpofit-core/src/contract")
 }
 
 fn ctx() -> export::ExportContext<'static> {
@@ -81,9 +81,9 @@ fn write_export(dir: &Path, name: &str, run: &RunConfig, list: &mut String) -> S
 /// 8-bit and fp8 weights (Unsloth's `load_in_8bit` / `load_in_fp8`), a vLLM server.
 fn runs() -> Vec<(String, RunConfig)> {
     let mut out = Vec::new();
-    for preset in vramfit_core::presets::names() {
-        let text = vramfit_core::presets::built_in(preset).unwrap();
-        let offline = vramfit_core::resolve::Offline::default();
+    for preset in grpofit_core::presets::names() {
+        let text = grpofit_core::presets::built_in(preset).unwrap();
+        let offline = grpofit_core::resolve::Offline::default();
         let base = config::parse(text, preset, None, &offline).unwrap().run;
         for stack in [Stack::Unsloth, Stack::Trl] {
             let mut run = base.clone();
@@ -166,7 +166,7 @@ fn every_export_on_every_release_of_the_ladders_passes_only_keywords_those_relea
 /// into the file keeps the user's key (a write never drops what the user wrote).
 #[test]
 fn a_model_key_the_pinned_unsloth_lacks_is_named_and_kept() {
-    let preset = vramfit_core::presets::built_in("24gb").unwrap();
+    let preset = grpofit_core::presets::built_in("24gb").unwrap();
     let text = preset
         .replace(
             "max_prompt_length = 256\n",
@@ -181,7 +181,7 @@ fn a_model_key_the_pinned_unsloth_lacks_is_named_and_kept() {
     let path = dir.path().join("old.toml");
     std::fs::write(&path, &text).unwrap();
     let out_path = dir.path().join("out.toml");
-    let out = assert_cmd::Command::cargo_bin("vramfit")
+    let out = assert_cmd::Command::cargo_bin("grpofit")
         .unwrap()
         .env_remove("VIRTUAL_ENV")
         .env_remove("CONDA_PREFIX")

@@ -7,8 +7,8 @@ use std::path::Path;
 
 const OPEN_R1: &str = "examples/multi-gpu/open-r1-7plus1-h100.toml";
 
-fn vramfit() -> Command {
-    let mut c = Command::cargo_bin("vramfit").unwrap();
+fn grpofit() -> Command {
+    let mut c = Command::cargo_bin("grpofit").unwrap();
     c.arg("--no-gpu").env("HF_HUB_OFFLINE", "1");
     c
 }
@@ -26,7 +26,7 @@ fn names(dir: &Path) -> Vec<String> {
 fn an_unsloth_run_gets_a_single_gpu_launch() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("set");
-    vramfit()
+    grpofit()
         .args(["estimate", "--preset", "24gb", "--export-dir"])
         .arg(&out)
         .assert()
@@ -39,13 +39,13 @@ fn an_unsloth_run_gets_a_single_gpu_launch() {
 #[test]
 fn an_unsloth_run_on_two_gpus_is_refused_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
-    let text = vramfit_core::presets::built_in("24gb")
+    let text = grpofit_core::presets::built_in("24gb")
         .unwrap()
         .replace("gpus = 1", "gpus = 2");
     let run = dir.path().join("run.toml");
     std::fs::write(&run, text).unwrap();
     let out = dir.path().join("set");
-    let r = vramfit()
+    let r = grpofit()
         .args(["estimate", "--config"])
         .arg(&run)
         .arg("--export-dir")
@@ -70,7 +70,7 @@ fn stand_ins(bin: &Path, log: &Path) {
     for (name, tail) in [("trl", "exec sleep 30"), ("accelerate", wait.as_str())] {
         let path = bin.join(name);
         let script = format!(
-            "#!/bin/sh\necho \"{name} $* host=${{VRAMFIT_VLLM_SERVER_HOST:-}}\" >> {}\n{tail}\n",
+            "#!/bin/sh\necho \"{name} $* host=${{GRPOFIT_VLLM_SERVER_HOST:-}}\" >> {}\n{tail}\n",
             log.display()
         );
         std::fs::write(&path, script).unwrap();
@@ -114,7 +114,7 @@ fn a_two_node_launch_set_runs_one_server_and_two_ranks() {
 
     // without the main node's address: a placeholder, and the script runs nothing
     let set = dir.path().join("placeholder");
-    vramfit()
+    grpofit()
         .args(["estimate", "--config"])
         .arg(&run)
         .arg("--export-dir")
@@ -125,7 +125,7 @@ fn a_two_node_launch_set_runs_one_server_and_two_ranks() {
     assert_eq!((code, calls.as_str()), (1, ""));
 
     let set = dir.path().join("set");
-    vramfit()
+    grpofit()
         .args(["estimate", "--config"])
         .arg(&run)
         .args(["--main-process-ip", "10.1.2.3", "--export-dir"])
@@ -169,8 +169,8 @@ fn a_two_node_launch_set_runs_one_server_and_two_ranks() {
     // every node's trainers reach the server on the main node
     assert!(node1.contains("host=10.1.2.3"), "{node1}");
 
-    // and vramfit reads the written accelerate.yaml back as the same spread
-    let out = vramfit()
+    // and grpofit reads the written accelerate.yaml back as the same spread
+    let out = grpofit()
         .args(["estimate", "--config"])
         .arg(&run)
         .arg("--launch")

@@ -1,5 +1,5 @@
-//! Closing the loop with a real run: `vramfit callback` writes a valid Python callback, and
-//! `vramfit check` sets its log against the estimate.
+//! Closing the loop with a real run: `grpofit callback` writes a valid Python callback, and
+//! `grpofit check` sets its log against the estimate.
 
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
@@ -8,8 +8,8 @@ use assert_cmd::Command;
 use predicates::prelude::*;
 use std::path::Path;
 
-fn vramfit() -> Command {
-    let mut c = Command::cargo_bin("vramfit").unwrap();
+fn grpofit() -> Command {
+    let mut c = Command::cargo_bin("grpofit").unwrap();
     c.arg("--no-gpu");
     c
 }
@@ -32,20 +32,20 @@ fn parses_as_python(path: &Path) {
 #[test]
 fn callback_writes_valid_python_prints_it_and_keeps_an_existing_file() {
     let dir = tempfile::tempdir().unwrap();
-    let out = vramfit()
+    let out = grpofit()
         .current_dir(dir.path())
         .arg("callback")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let path = dir.path().join("vramfit_callback.py");
+    let path = dir.path().join("grpofit_callback.py");
     let written = std::fs::read_to_string(&path).unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), written);
     for needle in [
-        "class VramfitCallback(TrainerCallback)",
+        "class GrpofitCallback(TrainerCallback)",
         "def __init__(self, log_path=None)",
-        "VRAMFIT_LOG",
-        "vramfit-run.jsonl",
+        "GRPOFIT_LOG",
+        "grpofit-run.jsonl",
         "reset_peak_memory_stats",
         "max_memory_allocated",
         "max_memory_reserved",
@@ -58,7 +58,7 @@ fn callback_writes_valid_python_prints_it_and_keeps_an_existing_file() {
     }
     parses_as_python(&path);
     // no overwrite without --force
-    vramfit()
+    grpofit()
         .current_dir(dir.path())
         .arg("callback")
         .assert()
@@ -66,13 +66,13 @@ fn callback_writes_valid_python_prints_it_and_keeps_an_existing_file() {
         .stderr(predicate::str::contains("--force"));
     std::fs::write(&path, "old").unwrap();
     let other = dir.path().join("cb.py");
-    vramfit()
+    grpofit()
         .args(["callback", "--force", "-o"])
         .arg(&path)
         .assert()
         .code(0);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), written);
-    vramfit()
+    grpofit()
         .args(["callback", "-o"])
         .arg(&other)
         .assert()
@@ -86,7 +86,7 @@ fn the_examples_still_parse_with_the_optional_callback() {
     for script in [
         "examples/train_trl.py",
         "examples/train_unsloth.py",
-        "examples/vramfit_callback.py",
+        "examples/grpofit_callback.py",
     ] {
         parses_as_python(&root.join(script));
     }
@@ -120,9 +120,9 @@ fn good_log() -> String {
     )
 }
 
-/// `vramfit check LOG --preset 24gb --json`, which must exit 0, as JSON.
+/// `grpofit check LOG --preset 24gb --json`, which must exit 0, as JSON.
 fn check_json(log: &Path) -> serde_json::Value {
-    let out = vramfit()
+    let out = grpofit()
         .arg("check")
         .arg(log)
         .args(["--preset", "24gb", "--json"])
@@ -165,7 +165,7 @@ fn check_prints_predicted_against_measured_with_the_percent() {
         assert_eq!(verdict, expected, "{r}");
     }
     // the estimate the prediction comes from, on the log's capacity
-    let est = vramfit()
+    let est = grpofit()
         .args([
             "estimate",
             "--preset",
@@ -183,7 +183,7 @@ fn check_prints_predicted_against_measured_with_the_percent() {
             >= est["training_peak_allocated_bytes"].as_u64().unwrap()
     );
     // the text: the three figures, the percent and the explanation
-    vramfit()
+    grpofit()
         .arg("check")
         .arg(&log)
         .args(["--preset", "24gb"])
@@ -211,7 +211,7 @@ fn a_malformed_line_is_exit_2_naming_the_file_and_line() {
         "{\"kind\": \"step\", \"step\": 1,\n",
     );
     let log = log_in(dir.path(), &text);
-    vramfit()
+    grpofit()
         .arg("check")
         .arg(&log)
         .args(["--preset", "24gb"])
@@ -221,7 +221,7 @@ fn a_malformed_line_is_exit_2_naming_the_file_and_line() {
         .stderr(predicate::str::contains("log.jsonl:2"));
     // no step at all
     let log = log_in(dir.path(), "{\"kind\": \"start\", \"total\": 1}\n");
-    vramfit()
+    grpofit()
         .arg("check")
         .arg(&log)
         .args(["--preset", "24gb"])
@@ -246,7 +246,7 @@ fn kinds(lines: &[serde_json::Value]) -> Vec<&str> {
 /// The 24gb preset with `extra` added to its `[env]` (the file's last table).
 fn run_file_in(dir: &Path, extra: &str) -> std::path::PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(root.join("crates/vramfit-core/presets/24gb.toml")).unwrap();
+    let text = std::fs::read_to_string(root.join("crates/grpofit-core/presets/24gb.toml")).unwrap();
     assert!(
         text.trim_end()
             .rsplit("\n[")
@@ -263,14 +263,14 @@ fn run_file_in(dir: &Path, extra: &str) -> std::path::PathBuf {
 fn run_passes_the_commands_status_through_and_writes_its_log() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("seven.jsonl");
-    let out = vramfit()
+    let out = grpofit()
         .args(["run", "--preset", "24gb", "--log"])
         .arg(&log)
         .args(["--", "sh", "-c", "echo out; echo err >&2; exit 7"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(7));
-    // the command's output passes through unchanged, vramfit's own lines go to stderr
+    // the command's output passes through unchanged, grpofit's own lines go to stderr
     assert_eq!(String::from_utf8_lossy(&out.stdout), "out\n");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("\nerr\n"), "{err}");
@@ -282,7 +282,7 @@ fn run_passes_the_commands_status_through_and_writes_its_log() {
     );
     let lines = log_lines(&log);
     assert_eq!(kinds(&lines), ["prediction", "exit"]);
-    let est = vramfit()
+    let est = grpofit()
         .args(["estimate", "--preset", "24gb", "--json"])
         .output()
         .unwrap();
@@ -292,7 +292,7 @@ fn run_passes_the_commands_status_through_and_writes_its_log() {
     assert_eq!(lines[0]["preset"], "24gb");
     assert_eq!(lines[1]["code"], 7);
     // a signal: 128 + its number, as a shell reports it (a second run: --append)
-    vramfit()
+    grpofit()
         .args(["run", "--preset", "24gb", "--log"])
         .arg(&log)
         .arg("--append")
@@ -304,7 +304,7 @@ fn run_passes_the_commands_status_through_and_writes_its_log() {
 #[test]
 fn run_without_a_log_names_a_dated_one_here() {
     let dir = tempfile::tempdir().unwrap();
-    let out = vramfit()
+    let out = grpofit()
         .current_dir(dir.path())
         .args(["run", "--", "true"])
         .output()
@@ -316,12 +316,12 @@ fn run_without_a_log_names_a_dated_one_here() {
         .collect();
     assert_eq!(names.len(), 1, "{names:?}");
     let name = &names[0];
-    // vramfit-run-YYYYMMDD-HHMMSS.jsonl
+    // grpofit-run-YYYYMMDD-HHMMSS.jsonl
     assert!(
-        name.starts_with("vramfit-run-") && name.ends_with(".jsonl"),
+        name.starts_with("grpofit-run-") && name.ends_with(".jsonl"),
         "{name}"
     );
-    let stamp = &name["vramfit-run-".len()..name.len() - ".jsonl".len()];
+    let stamp = &name["grpofit-run-".len()..name.len() - ".jsonl".len()];
     assert_eq!(stamp.len(), 15, "{stamp}");
     assert!(
         stamp[..8]
@@ -335,9 +335,9 @@ fn run_without_a_log_names_a_dated_one_here() {
 #[test]
 fn run_sets_the_env_table_and_the_log_for_the_callback() {
     let dir = tempfile::tempdir().unwrap();
-    let config = run_file_in(dir.path(), "VRAMFIT_TEST_NUMBER = 3\n");
+    let config = run_file_in(dir.path(), "GRPOFIT_TEST_NUMBER = 3\n");
     let log = dir.path().join("env.jsonl");
-    let out = vramfit()
+    let out = grpofit()
         .args(["run", "--config"])
         .arg(&config)
         .arg("--log")
@@ -346,7 +346,7 @@ fn run_sets_the_env_table_and_the_log_for_the_callback() {
             "--",
             "sh",
             "-c",
-            "echo \"$PYTORCH_CUDA_ALLOC_CONF $VRAMFIT_TEST_NUMBER $VRAMFIT_RUN_LOG\"",
+            "echo \"$PYTORCH_CUDA_ALLOC_CONF $GRPOFIT_TEST_NUMBER $GRPOFIT_RUN_LOG\"",
         ])
         .output()
         .unwrap();
@@ -357,7 +357,7 @@ fn run_sets_the_env_table_and_the_log_for_the_callback() {
     );
     // an [env] value no environment variable can hold: exit 2 naming the key and the value
     let bad = run_file_in(dir.path(), "LIST = [1, 2]\n");
-    vramfit()
+    grpofit()
         .args(["run", "--config"])
         .arg(&bad)
         .args(["--", "true"])
@@ -385,7 +385,7 @@ fn run_diagnoses_a_real_oom_message_and_exits_with_the_commands_status() {
     .unwrap();
     let config = run_file_in(dir.path(), "");
     let log = dir.path().join("oom.jsonl");
-    let out = vramfit()
+    let out = grpofit()
         .args(["run", "--config"])
         .arg(&config)
         .arg("--log")
@@ -406,8 +406,8 @@ fn run_diagnoses_a_real_oom_message_and_exits_with_the_commands_status() {
         "{err}"
     );
     assert_eq!(kinds(&log_lines(&log)), ["prediction", "exit"]);
-    // the same diagnosis as `vramfit diagnose` with the same run
-    let diagnosed = vramfit()
+    // the same diagnosis as `grpofit diagnose` with the same run
+    let diagnosed = grpofit()
         .arg("diagnose")
         .arg(&oom)
         .arg("--config")
@@ -420,7 +420,7 @@ fn run_diagnoses_a_real_oom_message_and_exits_with_the_commands_status() {
         "{diagnosed}\n---\n{err}"
     );
     // a failure that is no OOM: no diagnosis
-    let out = vramfit()
+    let out = grpofit()
         .args(["run", "--config"])
         .arg(&config)
         .arg("--log")
@@ -437,17 +437,17 @@ fn run_diagnoses_a_real_oom_message_and_exits_with_the_commands_status() {
 fn run_of_a_command_that_does_not_exist_is_exit_2_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("never.jsonl");
-    vramfit()
+    grpofit()
         .args(["run", "--log"])
         .arg(&log)
-        .args(["--", "vramfit-no-such-command", "x"])
+        .args(["--", "grpofit-no-such-command", "x"])
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "cannot start `vramfit-no-such-command`",
+            "cannot start `grpofit-no-such-command`",
         ));
     assert!(!log.exists(), "no empty log is left behind");
-    vramfit()
+    grpofit()
         .arg("run")
         .assert()
         .code(2)
@@ -462,7 +462,7 @@ fn ctrl_c_reaches_the_command_and_the_log_is_still_written() {
     let log = dir.path().join("interrupted.jsonl");
     let ready = dir.path().join("ready");
     // its own process group, as a terminal's foreground job: Ctrl-C signals the whole group
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("vramfit"))
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("grpofit"))
         .args(["--no-gpu", "run", "--log"])
         .arg(&log)
         .args([
@@ -495,7 +495,7 @@ fn ctrl_c_reaches_the_command_and_the_log_is_still_written() {
     assert_eq!(
         status.code(),
         Some(42),
-        "vramfit waited and passed the status on"
+        "grpofit waited and passed the status on"
     );
     let lines = log_lines(&log);
     assert_eq!(kinds(&lines), ["prediction", "exit"]);
@@ -506,7 +506,7 @@ fn ctrl_c_reaches_the_command_and_the_log_is_still_written() {
 fn check_reads_a_run_log_with_the_nvml_peak_as_the_whole_process() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("run.jsonl");
-    // what `vramfit run` writes, with the callback's lines between its samples
+    // what `grpofit run` writes, with the callback's lines between its samples
     let sample = |t: f64, used: u64, tree: u64| {
         format!(
             "{{\"kind\": \"nvml\", \"t\": {t}, \"gpus\": [{{\"index\": 0, \"name\": \"NVIDIA GeForce RTX 4090\", \"used\": {used}, \"total\": {}}}], \"tree\": {tree}, \"processes\": 2}}\n",
@@ -537,7 +537,7 @@ fn check_reads_a_run_log_with_the_nvml_peak_as_the_whole_process() {
         .map(|l| format!("{l}\n"))
         .collect();
     std::fs::write(&log, samples_only).unwrap();
-    vramfit()
+    grpofit()
         .arg("check")
         .arg(&log)
         .args(["--preset", "24gb"])
@@ -571,7 +571,7 @@ fn follow_opens_on_the_run_file_the_log_names_and_refuses_a_missing_log() {
     let dir = tempfile::tempdir().unwrap();
     let run = run_file_in(dir.path(), "");
     std::fs::rename(&run, dir.path().join("mine.toml")).unwrap();
-    vramfit()
+    grpofit()
         .current_dir(dir.path())
         .args([
             "run",
@@ -589,7 +589,7 @@ fn follow_opens_on_the_run_file_the_log_names_and_refuses_a_missing_log() {
     assert!(Path::new(named).is_absolute(), "{named}");
     assert!(named.ends_with("mine.toml"), "{named}");
     // without a terminal the screen prints its estimate: of the log's run, from anywhere
-    let out = vramfit()
+    let out = grpofit()
         .arg("--follow")
         .arg(dir.path().join("run.jsonl"))
         .output()
@@ -597,7 +597,7 @@ fn follow_opens_on_the_run_file_the_log_names_and_refuses_a_missing_log() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&format!("run: {named} (--config)")), "{text}");
     // a log that is not there: exit 2, named
-    let out = vramfit()
+    let out = grpofit()
         .args(["--follow", "no-such-run.jsonl"])
         .output()
         .unwrap();

@@ -1,4 +1,4 @@
-//! vramfit's integration tests, one binary (one link): a module per area.
+//! grpofit's integration tests, one binary (one link): a module per area.
 
 mod calibrate_cli;
 mod calibration;

@@ -3,10 +3,10 @@
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
+use grpofit_core::arch::catalog;
+use grpofit_core::memory::estimate::{GpuBudget, estimate};
+use grpofit_core::run::{Checkpointing, Generation, RunConfig, Stack};
 use proptest::prelude::*;
-use vramfit_core::arch::catalog;
-use vramfit_core::memory::estimate::{GpuBudget, estimate};
-use vramfit_core::run::{Checkpointing, Generation, RunConfig, Stack};
 
 const GPU: GpuBudget = GpuBudget {
     capacity: 80 << 30,
@@ -104,7 +104,7 @@ fn effective_batch_counts_gpus() {
 
 #[test]
 fn the_remembering_estimator_gives_the_same_estimates() {
-    let mut estimator = vramfit_core::memory::estimate::Estimator::new();
+    let mut estimator = grpofit_core::memory::estimate::Estimator::new();
     for (m, seqs) in [(0, 4), (1, 2), (0, 4), (2, 8), (1, 2)] {
         let r = run(MODELS[m], seqs, 512, 16, true, Stack::Trl);
         let fresh = estimate(&r, GPU);
@@ -120,7 +120,7 @@ fn the_remembering_estimator_gives_the_same_estimates() {
 #[test]
 fn unsloth_max_lora_rank_rules() {
     let mut r = run(MODELS[0], 4, 512, 16, true, Stack::Unsloth);
-    r.generation = vramfit_core::run::Generation::ColocatedVllm { share: 0.5 };
+    r.generation = grpofit_core::run::Generation::ColocatedVllm { share: 0.5 };
     r.max_lora_rank = Some(24);
     let w = estimate(&r, GPU).warnings;
     assert!(
@@ -142,7 +142,7 @@ fn unsloth_max_lora_rank_rules() {
 #[test]
 fn trl_vllm_refuses_a_share_larger_than_what_is_free() {
     let mut r = run("meta-llama/Llama-3.2-1B", 4, 512, 16, true, Stack::Trl);
-    r.generation = vramfit_core::run::Generation::ColocatedVllm { share: 0.9 };
+    r.generation = grpofit_core::run::Generation::ColocatedVllm { share: 0.9 };
     let small = GpuBudget {
         capacity: 24 << 30,
         used_by_others: 0,
@@ -157,7 +157,7 @@ fn trl_vllm_refuses_a_share_larger_than_what_is_free() {
         "{:?}",
         e.warnings
     );
-    r.generation = vramfit_core::run::Generation::ColocatedVllm { share: 0.5 };
+    r.generation = grpofit_core::run::Generation::ColocatedVllm { share: 0.5 };
     assert!(
         !estimate(&r, small)
             .warnings
@@ -185,7 +185,7 @@ proptest! {
         rank in 1u64..512, gc in 0usize..3, unsloth: bool, quant in 0usize..3, beta: bool,
         fused: bool, expandable: bool, share in proptest::option::of(1u64..19),
     ) {
-        use vramfit_core::run::{Generation, Quant};
+        use grpofit_core::run::{Generation, Quant};
         let ids: Vec<&str> = catalog::ids().collect();
         let mut r = run(ids[m % ids.len()], seqs, completion, rank, gc > 0, if unsloth { Stack::Unsloth } else { Stack::Trl });
         r.prompt_len = prompt;

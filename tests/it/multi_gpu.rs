@@ -6,12 +6,12 @@ use predicates::prelude::*;
 
 const OPEN_R1: &str = "examples/multi-gpu/open-r1-7plus1-h100.toml";
 
-fn vramfit() -> Command {
-    Command::cargo_bin("vramfit").unwrap()
+fn grpofit() -> Command {
+    Command::cargo_bin("grpofit").unwrap()
 }
 
 fn json(args: &[&str]) -> (serde_json::Value, i32) {
-    let out = vramfit().args(args).arg("--no-gpu").output().unwrap();
+    let out = grpofit().args(args).arg("--no-gpu").output().unwrap();
     let v = serde_json::from_slice(&out.stdout).unwrap();
     (v, out.status.code().unwrap())
 }
@@ -66,7 +66,7 @@ fn open_r1_full_fine_tune_on_7_plus_1_h100s_fits_per_role() {
     assert!(component(&roles[1], "vllm_weights") >= 2 * p);
     assert!(component(&roles[1], "vllm_kv_cache") > 0);
     // and the text names the sharding
-    vramfit()
+    grpofit()
         .args(["estimate", "--config", OPEN_R1, "--no-gpu"])
         .assert()
         .code(0)
@@ -122,7 +122,7 @@ fn on_ddp_it_does_not_fit_and_fit_shards_it() {
 fn the_launch_set_parses_and_names_the_right_gpus() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("launch");
-    vramfit()
+    grpofit()
         .args(["estimate", "--config", OPEN_R1, "--no-gpu", "--export-dir"])
         .arg(&out)
         .assert()
@@ -156,7 +156,7 @@ fn the_launch_set_parses_and_names_the_right_gpus() {
     assert_eq!(a["roles"], b["roles"]);
     // a second export without --force writes nothing and says which file is in the way
     let before = read("run.toml");
-    vramfit()
+    grpofit()
         .args(["estimate", "--config", OPEN_R1, "--no-gpu", "--export-dir"])
         .arg(&out)
         .assert()
@@ -191,7 +191,7 @@ fn bad_spread_keys_name_the_key_and_value() {
         ),
     ] {
         let f = variant(from, to);
-        vramfit()
+        grpofit()
             .args(["estimate", "--no-gpu", "--config"])
             .arg(f.path())
             .assert()
@@ -261,14 +261,14 @@ fn yaml_keys(text: &str) -> Vec<(Option<String>, String)> {
 /// DeepSpeed's own config classes read (the contract, extracted from their pinned packages).
 #[test]
 fn launch_files_hold_only_keys_accelerate_and_deepspeed_read() {
-    use vramfit_core::contract::launch_keys;
+    use grpofit_core::contract::launch_keys;
     for (engine, stage) in [("deepspeed", 3), ("deepspeed", 2), ("fsdp", 3), ("ddp", 0)] {
         let f = variant(
             "engine = \"deepspeed\"\nzero_stage = 3\noffload_optimizer = \"none\"",
             &format!("engine = \"{engine}\"\nzero_stage = {stage}\noffload_optimizer = \"cpu\""),
         );
         let dir = tempfile::tempdir().unwrap();
-        vramfit()
+        grpofit()
             .args(["estimate", "--no-gpu", "--config"])
             .arg(f.path())
             .arg("--export-dir")
@@ -315,7 +315,7 @@ fn launch_files_hold_only_keys_accelerate_and_deepspeed_read() {
 fn colocated_tensor_parallel_splits_vllm_weights() {
     let file = |tp: u64, gpus: u64| {
         let text = format!(
-            "[vramfit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\ngpus = {gpus}\nmax_prompt_length = 512\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-7B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nper_device_train_batch_size = 8\nnum_generations = 8\nmax_completion_length = 1024\nuse_vllm = true\nvllm_mode = \"colocate\"\nvllm_gpu_memory_utilization = 0.4\nvllm_tensor_parallel_size = {tp}\nvllm_max_model_length = 2048\n"
+            "[grpofit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\ngpus = {gpus}\nmax_prompt_length = 512\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-7B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nper_device_train_batch_size = 8\nnum_generations = 8\nmax_completion_length = 1024\nuse_vllm = true\nvllm_mode = \"colocate\"\nvllm_gpu_memory_utilization = 0.4\nvllm_tensor_parallel_size = {tp}\nvllm_max_model_length = 2048\n"
         );
         let f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
         std::fs::write(f.path(), text).unwrap();
@@ -330,7 +330,7 @@ fn colocated_tensor_parallel_splits_vllm_weights() {
     let (one, two) = (weights(1), weights(2));
     assert_eq!(two, one / 2);
     let bad = file(3, 4);
-    vramfit()
+    grpofit()
         .args(["estimate", "--no-gpu", "--config"])
         .arg(bad.path())
         .assert()
@@ -368,11 +368,11 @@ fn fit_names_the_fewest_gpus_that_fit() {
 /// loader, naming it.
 #[test]
 fn unsloth_vllm_under_fsdp_is_refused_as_unsloth_does() {
-    let text = vramfit_core::presets::built_in("24gb").unwrap().to_string()
+    let text = grpofit_core::presets::built_in("24gb").unwrap().to_string()
         + "\n[distributed]\nengine = \"fsdp\"\n";
     let f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
     std::fs::write(f.path(), text).unwrap();
-    vramfit()
+    grpofit()
         .args(["estimate", "--no-gpu", "--config"])
         .arg(f.path())
         .assert()
@@ -406,18 +406,18 @@ fn cpu_offload_is_described_by_its_real_cost() {
         "engine = \"deepspeed\"\nzero_stage = 3",
         "engine = \"ddp\"\nzero_stage = 0",
     );
-    let file = vramfit_core::config::load(ddp.path(), &vramfit_core::resolve::Offline::from_env())
+    let file = grpofit_core::config::load(ddp.path(), &grpofit_core::resolve::Offline::from_env())
         .unwrap();
-    let mut est = vramfit_core::memory::estimate::Estimator::new();
+    let mut est = grpofit_core::memory::estimate::Estimator::new();
     let mut seen = None;
     for gib in (8..80u64).rev() {
-        let gpu = vramfit_core::memory::estimate::GpuBudget {
+        let gpu = grpofit_core::memory::estimate::GpuBudget {
             capacity: gib << 30,
             used_by_others: 0,
             context: None,
         };
-        if let vramfit_core::fit::FitOutcome::Fitted { changes, .. } =
-            vramfit_core::fit::fit(&file.run, gpu, 0.05, &mut est)
+        if let grpofit_core::fit::FitOutcome::Fitted { changes, .. } =
+            grpofit_core::fit::fit(&file.run, gpu, 0.05, &mut est)
             && let Some(c) = changes.iter().find(|c| c.to.contains("offloaded to CPU"))
         {
             seen = Some(c.clone());

@@ -31,7 +31,7 @@ fn debug_words() -> Vec<String> {
     ];
     let variant = Regex::new(r"^\s+([A-Z][A-Za-z0-9]*)\s*(?:[,({]|$)").unwrap();
     let mut words: Vec<String> = NOT_WORDS.iter().map(|w| w.to_string()).collect();
-    let core = root().join("crates/vramfit-core/src");
+    let core = root().join("crates/grpofit-core/src");
     let mut files = vec![core];
     while let Some(path) = files.pop() {
         if path.is_dir() {
@@ -92,7 +92,7 @@ const PRESETS: [&str; 8] = [
 
 /// A TRL run (vLLM colocated, 16-bit weights, gradient checkpointing, torch AdamW).
 const TRL_RUN: &str = r#"
-[vramfit]
+[grpofit]
 stack = "trl"
 max_prompt_length = 256
 
@@ -120,9 +120,9 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Runs vramfit without NVML and returns standard output and error together.
+/// Runs grpofit without NVML and returns standard output and error together.
 fn output(args: &[&str]) -> String {
-    let out = Command::cargo_bin("vramfit")
+    let out = Command::cargo_bin("grpofit")
         .unwrap()
         .arg("--no-gpu")
         .args(args)
@@ -132,7 +132,7 @@ fn output(args: &[&str]) -> String {
     // 0 fits, 3 does not, 2 bad input (its message is checked too); 101 would be a panic
     assert!(
         matches!(code, Some(0 | 2 | 3)),
-        "vramfit {args:?} exited {code:?}: {}",
+        "grpofit {args:?} exited {code:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let mut text = String::from_utf8(out.stdout).unwrap();
@@ -151,7 +151,7 @@ fn assert_no_debug(args: &[&str], text: &str) {
     for line in text.lines() {
         if let Some(hit) = debug.find(line) {
             panic!(
-                "vramfit {args:?} printed Debug text \"{}\" in:\n{line}",
+                "grpofit {args:?} printed Debug text \"{}\" in:\n{line}",
                 hit.as_str()
             );
         }
@@ -160,7 +160,7 @@ fn assert_no_debug(args: &[&str], text: &str) {
 
 fn check(args: &[&str]) {
     let text = output(args);
-    assert!(!text.trim().is_empty(), "vramfit {args:?} printed nothing");
+    assert!(!text.trim().is_empty(), "grpofit {args:?} printed nothing");
     assert_no_debug(args, &text);
 }
 

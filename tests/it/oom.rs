@@ -4,9 +4,9 @@
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
-use vramfit_core::arch::catalog;
-use vramfit_core::diagnose::oom::{Verdict, advice, diagnose};
-use vramfit_core::run::{Generation, Quant, RunConfig, Stack};
+use grpofit_core::arch::catalog;
+use grpofit_core::diagnose::oom::{Verdict, advice, diagnose};
+use grpofit_core::run::{Generation, Quant, RunConfig, Stack};
 
 const GIB: f64 = (1u64 << 30) as f64;
 const MIB: f64 = (1u64 << 20) as f64;

@@ -1,10 +1,10 @@
 //! Every built-in preset sits at a named card's CUDA total (torch's `total_memory`, the "total
-//! capacity" of its out-of-memory errors), not at the tier's nominal GiB: `vramfit presets`
+//! capacity" of its out-of-memory errors), not at the tier's nominal GiB: `grpofit presets`
 //! lists each at its card's figure, and its run fits there. Each figure's source is cited in
-//! the preset file (crates/vramfit-core/presets/).
+//! the preset file (crates/grpofit-core/presets/).
 #![allow(clippy::unwrap_used)]
 
-use super::common::{run, vramfit_in};
+use super::common::{grpofit_in, run};
 use serde_json::Value;
 
 /// (preset, card, CUDA's total in GiB as torch prints it)
@@ -22,11 +22,11 @@ const CARDS: &[(&str, &str, f64)] = &[
 #[test]
 fn every_built_in_preset_is_at_its_cards_cuda_total_and_fits_there() {
     let dir = tempfile::tempdir().unwrap();
-    let out = run(vramfit_in(dir.path()).args(["presets", "--json"]));
+    let out = run(grpofit_in(dir.path()).args(["presets", "--json"]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let v: Value = serde_json::from_str(&out.stdout).unwrap();
     let rows = v.as_array().unwrap();
-    assert_eq!(CARDS.len(), vramfit_core::presets::BUILT_IN.len());
+    assert_eq!(CARDS.len(), grpofit_core::presets::BUILT_IN.len());
     for (name, card, gib) in CARDS {
         let row = rows
             .iter()

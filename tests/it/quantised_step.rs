@@ -5,12 +5,12 @@
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
-use crate::common::{run, vramfit_in};
+use crate::common::{grpofit_in, run};
 
 /// Qwen2.5-7B (hidden 3584, intermediate 18944, 28 layers) LoRA with TRL 0.19.1, vLLM
 /// colocated, no checkpointing: 8 sequences of 256 + 1024 tokens; `{quant}` a `[model]` line.
 const TRL_RUN: &str = r#"
-[vramfit]
+[grpofit]
 stack = "trl"
 max_prompt_length = 256
 trl_version = "0.19.1"
@@ -38,7 +38,7 @@ vllm_gpu_memory_utilization = 0.3
 /// Qwen2.5-1.5B LoRA with Unsloth 2026.10.9 on every projection (its fused kernels), vLLM
 /// colocated; `{quant}` the `load_in_4bit` value.
 const UNSLOTH_RUN: &str = r#"
-[vramfit]
+[grpofit]
 stack = "unsloth"
 gpu_memory = "79.19GiB"
 max_prompt_length = 256
@@ -67,7 +67,7 @@ fn estimate(text: &str, args: &[&str]) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("run.toml"), text).unwrap();
     let venv = tempfile::tempdir().unwrap();
-    let out = run(vramfit_in(dir.path())
+    let out = run(grpofit_in(dir.path())
         .env("VIRTUAL_ENV", venv.path())
         .env_remove("CONDA_PREFIX")
         .args(["estimate", "--json", "--offline", "--config", "run.toml"])

@@ -2,18 +2,18 @@
 //! from public notebooks and the logs they printed; sources in tests/realworld/README.md): each run's verdict, and vLLM's share and KV cache against what vLLM and
 //! Unsloth printed. `then.json` gives each run's trainer versions (and the few behaviours no
 //! version rule explains yet). Prints the table, with the verdict on today's stack (the run's
-//! TRL, Unsloth and transformers versions left out: vramfit's defaults) beside the verdict on
+//! TRL, Unsloth and transformers versions left out: grpofit's defaults) beside the verdict on
 //! the run's own stack, with `cargo test --test realworld -- --nocapture`.
 
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
+use grpofit_core::config;
+use grpofit_core::memory::estimate::{GpuBudget, estimate};
+use grpofit_core::memory::vllm::kv_bytes_per_token;
+use grpofit_core::units::GIB;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use vramfit_core::config;
-use vramfit_core::memory::estimate::{GpuBudget, estimate};
-use vramfit_core::memory::vllm::kv_bytes_per_token;
-use vramfit_core::units::GIB;
 
 pub(crate) fn folder() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/realworld")
@@ -98,8 +98,8 @@ fn rows() -> Vec<Row> {
                 });
             let v = est.vllm.as_ref();
             let phase = match est.peak_phase {
-                vramfit_core::memory::estimate::Phase::Generation => "generation",
-                vramfit_core::memory::estimate::Phase::Training => "training",
+                grpofit_core::memory::estimate::Phase::Generation => "generation",
+                grpofit_core::memory::estimate::Phase::Training => "training",
             };
             // "~9.5GB VRAM" in a notebook's comment: decimal gigabytes
             let noted = printed("vram_GB_approx").map(|gb| gb * 1e9 / GIB as f64);
@@ -119,12 +119,12 @@ fn rows() -> Vec<Row> {
 pub(crate) fn estimated(
     id: &str,
     text: &str,
-) -> (config::RunFile, vramfit_core::memory::estimate::Estimate) {
+) -> (config::RunFile, grpofit_core::memory::estimate::Estimate) {
     let file = config::parse(
         text,
         id,
         Some(&folder()),
-        &vramfit_core::resolve::Offline::from_env(),
+        &grpofit_core::resolve::Offline::from_env(),
     )
     .unwrap_or_else(|e| panic!("{id}: {e}"));
     let capacity = file.gpu_memory.expect("every case names its capacity");
@@ -147,7 +147,7 @@ fn without_trainer_versions(then: &Value) -> Value {
         map.retain(|k, _| {
             !matches!(
                 k.as_str(),
-                "vramfit.trl_version" | "vramfit.unsloth_version" | "vramfit.transformers_version"
+                "grpofit.trl_version" | "grpofit.unsloth_version" | "grpofit.transformers_version"
             )
         });
     }

@@ -1,6 +1,6 @@
 //! Unsloth's vLLM batch limits on the real runs that printed them ("Unsloth: Using
 //! conservativeness = 1.0. Chunked prefill tokens = T. Num Sequences = N." and "vLLM's KV Cache
-//! can use up to X GB"): what vramfit's release rule (`StackVersions::unsloth_vllm_limits`) gives
+//! can use up to X GB"): what grpofit's release rule (`StackVersions::unsloth_vllm_limits`) gives
 //! from each run's own settings, with then.json's `model.max_num_seqs` and
 //! `model.max_num_batched_tokens` left out. Where then.json no longer sets them the rule must give
 //! the printed numbers exactly. Prints its table with `--nocapture`.
@@ -9,9 +9,9 @@
 #![allow(clippy::unwrap_used)]
 
 use super::realworld::{estimated, folder, with_then};
+use grpofit_core::memory::unsloth_vllm_2025::kv_estimate;
+use grpofit_core::units::GIB;
 use serde_json::Value;
-use vramfit_core::memory::unsloth_vllm_2025::kv_estimate;
-use vramfit_core::units::GIB;
 
 const OVERRIDES: [&str; 2] = ["model.max_num_seqs", "model.max_num_batched_tokens"];
 

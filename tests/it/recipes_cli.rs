@@ -12,8 +12,8 @@ const DEMO: &str = "tests/fixtures/recipes/Qwen2.5-1.5B-Instruct/grpo/config_dem
 /// a 40 GB A100 as `--gpu-mem` says it
 const A100_40: &str = "39.39GiB";
 
-fn vramfit() -> Command {
-    let mut c = Command::cargo_bin("vramfit").unwrap();
+fn grpofit() -> Command {
+    let mut c = Command::cargo_bin("grpofit").unwrap();
     c.arg("--no-gpu").env("HF_HUB_OFFLINE", "1");
     c
 }
@@ -33,7 +33,7 @@ fn recipes() -> Vec<PathBuf> {
 }
 
 fn json_estimate(args: &[&str]) -> (serde_json::Value, i32, String) {
-    let out = vramfit()
+    let out = grpofit()
         .arg("estimate")
         .args(args)
         .arg("--json")
@@ -62,7 +62,7 @@ fn roles(v: &serde_json::Value) -> Vec<(String, u64)> {
 fn fit_to_yaml(recipe: &Path, launch: &[&str], gpu_mem: &str) -> (String, String) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("tuned.yaml");
-    let r = vramfit()
+    let r = grpofit()
         .args(["fit", "--config"])
         .arg(recipe)
         .args(launch)
@@ -79,7 +79,7 @@ fn fit_to_yaml(recipe: &Path, launch: &[&str], gpu_mem: &str) -> (String, String
 /// the same lines otherwise (a key added goes at the end).
 fn changed_lines(source: &str, written: &str) -> Vec<String> {
     let (header, body) = written.split_once('\n').unwrap();
-    assert!(header.starts_with("# tuned by vramfit on "), "{header}");
+    assert!(header.starts_with("# tuned by grpofit on "), "{header}");
     let (a, b): (Vec<&str>, Vec<&str>) = (source.lines().collect(), body.lines().collect());
     assert!(b.len() >= a.len(), "lines lost:\n{written}");
     let mut changed: Vec<String> = a
@@ -94,7 +94,7 @@ fn changed_lines(source: &str, written: &str) -> Vec<String> {
 
 #[test]
 fn the_done_when_estimate_prints_one_breakdown_per_role() {
-    let out = vramfit()
+    let out = grpofit()
         .args([
             "estimate",
             "--config",
@@ -260,9 +260,9 @@ fn recipe_lora_keys_feed_the_estimate() {
 fn toml_model_lora_keys_are_refused_naming_the_lora_key() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("run.toml");
-    let text = "[vramfit]\nstack = \"trl\"\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\nuse_peft = true\nlora_r = 16\n";
+    let text = "[grpofit]\nstack = \"trl\"\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\nuse_peft = true\nlora_r = 16\n";
     std::fs::write(&f, text).unwrap();
-    let out = vramfit()
+    let out = grpofit()
         .args(["estimate", "--config"])
         .arg(&f)
         .output()
@@ -326,7 +326,7 @@ fn launch_configs_give_the_spread() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(v["roles"][0]["gpus"], 16, "{v}");
-    let text = vramfit()
+    let text = grpofit()
         .args([
             "estimate",
             "--config",
@@ -358,7 +358,7 @@ fn launch_configs_give_the_spread() {
 fn writing_across_formats_says_what_it_does() {
     let dir = tempfile::tempdir().unwrap();
     // a recipe written as a run file: said, since its own keys are not in one
-    let out = vramfit()
+    let out = grpofit()
         .args([
             "estimate",
             "--config",
@@ -374,7 +374,7 @@ fn writing_across_formats_says_what_it_does() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("without") && err.contains("own keys"), "{err}");
     // a preset cannot become a recipe
-    let out = vramfit()
+    let out = grpofit()
         .args(["estimate", "--preset", "24gb", "--export"])
         .arg(dir.path().join("run.yaml"))
         .output()
@@ -399,12 +399,12 @@ fn a_misspelt_recipe_key_is_carried_and_named() {
     assert!(err.contains("`per_device_train_bach_size` is no key of GRPOConfig or ModelConfig (did you mean `per_device_train_batch_size`?)"), "{err}");
 }
 
-/// The issue's first complaint, from the binary: `fit -o` on a run file with settings vramfit
+/// The issue's first complaint, from the binary: `fit -o` on a run file with settings grpofit
 /// does not model keeps them, and their comments, where they were.
 #[test]
 fn fit_o_keeps_what_the_user_wrote() {
     let dir = tempfile::tempdir().unwrap();
-    let source = vramfit_core::presets::built_in("24gb")
+    let source = grpofit_core::presets::built_in("24gb")
         .unwrap()
         .replace("r = 32\n", "r = 32  # adapter rank\n")
         .replace(
@@ -418,7 +418,7 @@ fn fit_o_keeps_what_the_user_wrote() {
     let run = dir.path().join("run.toml");
     std::fs::write(&run, &source).unwrap();
     let out = dir.path().join("fitted.toml");
-    let r = vramfit()
+    let r = grpofit()
         .args(["fit", "--config"])
         .arg(&run)
         .args(["--gpu-mem", "12GiB", "-o"])

@@ -3,15 +3,15 @@
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
-use proptest::prelude::*;
-use vramfit_core::arch::catalog;
-use vramfit_core::config::export::{ExportContext, to_toml};
-use vramfit_core::config::parse;
-use vramfit_core::run::knobs::Knob;
-use vramfit_core::run::rules;
-use vramfit_core::run::{
+use grpofit_core::arch::catalog;
+use grpofit_core::config::export::{ExportContext, to_toml};
+use grpofit_core::config::parse;
+use grpofit_core::run::knobs::Knob;
+use grpofit_core::run::rules;
+use grpofit_core::run::{
     ALL_LINEAR, Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack,
 };
+use proptest::prelude::*;
 
 fn run_strategy() -> impl Strategy<Value = RunConfig> {
     let ids: Vec<&'static str> = catalog::ids().collect();
@@ -83,7 +83,7 @@ fn run_strategy() -> impl Strategy<Value = RunConfig> {
             run.lora_alpha = alpha;
             // Unsloth files always say max_lora_rank (the loader fills in vLLM's rank for r)
             run.max_lora_rank = (stack == Stack::Unsloth)
-                .then(|| vramfit_core::run::vllm_max_lora_rank(rank.max(alpha % 300)));
+                .then(|| grpofit_core::run::vllm_max_lora_rank(rank.max(alpha % 300)));
             run.checkpointing = match (stack, ckpt) {
                 (_, 0) => Checkpointing::Off,
                 (Stack::Unsloth, 2) => Checkpointing::UnslothOffload,
@@ -139,7 +139,7 @@ fn round_trip(run: &RunConfig, capacity: Option<u64>) -> Result<(), TestCaseErro
         &text,
         "export.toml",
         None,
-        &vramfit_core::resolve::Offline::from_env(),
+        &grpofit_core::resolve::Offline::from_env(),
     )
     .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
     prop_assert_eq!(&back.run, run, "{}", text);
@@ -151,7 +151,7 @@ fn round_trip(run: &RunConfig, capacity: Option<u64>) -> Result<(), TestCaseErro
     );
     // every trainer key is a keyword its call takes, by name (trl 1.15, peft 0.21, unsloth 2026.10)
     let root: toml::Table = text.parse().unwrap();
-    for table in vramfit_core::contract::Table::ALL {
+    for table in grpofit_core::contract::Table::ALL {
         let (Some(call), Some(t)) = (
             table.call(run.stack),
             root.get(table.name()).and_then(|v| v.as_table()),
@@ -187,7 +187,7 @@ fn round_trip(run: &RunConfig, capacity: Option<u64>) -> Result<(), TestCaseErro
 
 proptest! {
     #[test]
-    fn load_of_export_is_the_same_run(run in run_strategy(), capacity in proptest::option::of(vramfit_core::units::MIN_GPU_MEMORY..(200u64 << 30))) {
+    fn load_of_export_is_the_same_run(run in run_strategy(), capacity in proptest::option::of(grpofit_core::units::MIN_GPU_MEMORY..(200u64 << 30))) {
         round_trip(&run, capacity)?;
     }
 

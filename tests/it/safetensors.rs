@@ -18,7 +18,7 @@ fn safetensors(header: &str, data: usize) -> Vec<u8> {
 fn estimate(dir: &Path) -> std::process::Output {
     let run = dir.join("run.toml");
     std::fs::write(&run, RUN).unwrap();
-    Command::cargo_bin("vramfit")
+    Command::cargo_bin("grpofit")
         .unwrap()
         .env("HF_HUB_CACHE", dir.join("hub"))
         .env("HF_HUB_OFFLINE", "1")
@@ -135,7 +135,7 @@ fn headers_that_match_the_config_give_the_weights_exactly() {
             ),
     )
     .unwrap();
-    let out = Command::cargo_bin("vramfit")
+    let out = Command::cargo_bin("grpofit")
         .unwrap()
         .env("HF_HUB_CACHE", dir.path().join("hub"))
         .args([

@@ -11,7 +11,7 @@ const P: u64 = 7_615_616_512;
 const OPEN_R1: &str = "examples/multi-gpu/open-r1-7plus1-h100.toml";
 
 /// A 7B full fine-tune on one 80 GB GPU, `trl vllm-serve` on another, `dtype` unset.
-const FULL_FP32: &str = r#"[vramfit]
+const FULL_FP32: &str = r#"[grpofit]
 stack = "trl"
 gpu_memory = "79.19GiB"
 gpus = 1
@@ -32,8 +32,8 @@ vllm_mode = "server"
 beta = 0.0
 "#;
 
-fn vramfit() -> Command {
-    Command::cargo_bin("vramfit").unwrap()
+fn grpofit() -> Command {
+    Command::cargo_bin("grpofit").unwrap()
 }
 
 fn file(text: &str) -> tempfile::NamedTempFile {
@@ -43,7 +43,7 @@ fn file(text: &str) -> tempfile::NamedTempFile {
 }
 
 fn estimate(f: &tempfile::NamedTempFile) -> (serde_json::Value, i32) {
-    let out = vramfit()
+    let out = grpofit()
         .args(["estimate", "--no-gpu", "--json", "--config"])
         .arg(f.path())
         .output()
@@ -73,7 +73,7 @@ fn full_fine_tuning_at_trls_default_dtype_holds_16_bytes_a_parameter() {
     assert_eq!(component(training, "weights"), 30_462_466_048);
     assert_eq!(component(training, "gradients"), 30_462_466_048);
     assert_eq!(component(training, "optimizer_states"), 60_924_932_096);
-    vramfit()
+    grpofit()
         .args(["estimate", "--no-gpu", "--config"])
         .arg(f.path())
         .assert()
@@ -147,7 +147,7 @@ fn reward_models_and_other_memory_are_parts_of_each_training_gpu() {
     let (v, _) = estimate(&file(&ddp));
     assert_eq!(component(&v["roles"][0], "reward_model"), 6_174_863_360);
     // the screen's words
-    vramfit()
+    grpofit()
         .args(["estimate", "--no-gpu", "--config"])
         .arg(file(&ddp).path())
         .assert()
@@ -158,13 +158,13 @@ fn reward_models_and_other_memory_are_parts_of_each_training_gpu() {
 }
 
 #[test]
-fn a_reward_model_vramfit_cannot_resolve_names_the_key_and_value() {
+fn a_reward_model_grpofit_cannot_resolve_names_the_key_and_value() {
     let text = std::fs::read_to_string(OPEN_R1).unwrap().replace(
         "max_prompt_length = 512\n",
         "max_prompt_length = 512\nreward_models = [\"./no/such-model\"]\n",
     );
     let f = file(&text);
-    vramfit()
+    grpofit()
         .args(["estimate", "--no-gpu", "--offline", "--config"])
         .arg(f.path())
         .assert()
@@ -177,17 +177,17 @@ fn a_reward_model_vramfit_cannot_resolve_names_the_key_and_value() {
         "max_prompt_length = 512\n",
         "max_prompt_length = 512\nother_gpu_memory = 2\n",
     );
-    vramfit()
+    grpofit()
         .args(["estimate", "--no-gpu", "--config"])
         .arg(file(&bad).path())
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("[vramfit] other_gpu_memory = 2"));
+        .stderr(predicate::str::contains("[grpofit] other_gpu_memory = 2"));
 }
 
 /// Qwen3-30B-A3B on Unsloth in 4-bit with the seven projections targeted, generation by
 /// transformers.
-const QWEN3_MOE_UNSLOTH: &str = r#"[vramfit]
+const QWEN3_MOE_UNSLOTH: &str = r#"[grpofit]
 stack = "unsloth"
 gpu_memory = "79.19GiB"
 gpus = 1
@@ -218,7 +218,7 @@ fn unsloth_packs_the_experts_in_4_bit_and_puts_lora_on_them() {
     // 201,326,592: 100,663,296 + 3,145,728 + 49,152 = 103,858,176; x 48 layers =
     // 14,955,577,344 B = 13.93 GiB (16-bit: 603,979,776 x 2 x 48 = 57,982,058,496 B = 54.00 GiB)
     let f = file(QWEN3_MOE_UNSLOTH);
-    vramfit()
+    grpofit()
         .args(["estimate", "--no-gpu", "--config"])
         .arg(f.path())
         .assert()
@@ -259,7 +259,7 @@ fn unsloth_packs_the_experts_in_4_bit_and_puts_lora_on_them() {
             "max_completion_length = 768",
             "max_completion_length = 768\nuse_vllm = false",
         );
-    vramfit()
+    grpofit()
         .args(["estimate", "--no-gpu", "--config"])
         .arg(file(&trl).path())
         .assert()
@@ -307,7 +307,7 @@ fn an_export_keeps_reward_models_and_other_memory() {
     let f = file(&text);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("launch");
-    vramfit()
+    grpofit()
         .args(["estimate", "--no-gpu", "--config"])
         .arg(f.path())
         .arg("--export-dir")

@@ -7,8 +7,8 @@
 use assert_cmd::Command;
 
 /// The binary without NVML, and offline (as tests/cli.rs runs it).
-fn vramfit() -> Command {
-    let mut c = Command::cargo_bin("vramfit").unwrap();
+fn grpofit() -> Command {
+    let mut c = Command::cargo_bin("grpofit").unwrap();
     c.arg("--no-gpu").env("HF_HUB_OFFLINE", "1");
     c
 }
@@ -17,7 +17,7 @@ fn vramfit() -> Command {
 fn picture_and_json(args: &[&str]) -> (String, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bar.svg");
-    let out = vramfit()
+    let out = grpofit()
         .args(args)
         .arg("--json")
         .arg("--svg")
@@ -74,7 +74,7 @@ fn estimate_svg_is_the_snapshot_and_has_the_json_numbers() {
     assert!(svg.contains("fits: 12.27 GiB of 24.00 GiB"));
     insta::assert_snapshot!("estimate_24gb", svg);
     // the README's picture is this one: drawn again when it changes
-    // (vramfit estimate --preset 24gb --gpu-mem 24GiB --no-gpu --svg docs/estimate-24gb.svg)
+    // (grpofit estimate --preset 24gb --gpu-mem 24GiB --no-gpu --svg docs/estimate-24gb.svg)
     let shown = include_str!("../../docs/estimate-24gb.svg");
     assert_eq!(shown, svg, "docs/estimate-24gb.svg is out of date");
 }
@@ -149,7 +149,7 @@ fn diagnose_draws_the_fit_it_proposes() {
     // without the run there is no fit, and no picture
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("none.svg");
-    vramfit()
+    grpofit()
         .args(["diagnose", log, "--svg"])
         .arg(&path)
         .assert()
@@ -159,7 +159,7 @@ fn diagnose_draws_the_fit_it_proposes() {
 
 #[test]
 fn an_unwritable_svg_path_is_bad_input() {
-    vramfit()
+    grpofit()
         .args([
             "estimate",
             "--preset",

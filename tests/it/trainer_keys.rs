@@ -1,4 +1,4 @@
-//! Exports against the trainer contract (`crates/vramfit-core/src/contract/trainers.json`, read from the pinned
+//! Exports against the trainer contract (`crates/grpofit-core/src/contract/trainers.json`, read from the pinned
 //! wheels): every trainer table of every preset's export, on both stacks, holds only keyword
 //! arguments its call accepts, as Python's `tomllib` reads the file; and the example scripts
 //! feed each table to the call the contract says.
@@ -7,11 +7,11 @@
 #![allow(clippy::unwrap_used)]
 
 use assert_cmd::Command;
+use grpofit_core::config::{self, export};
+use grpofit_core::contract::{Call, Table};
+use grpofit_core::run::Stack;
 use predicates::prelude::*;
 use std::path::{Path, PathBuf};
-use vramfit_core::config::{self, export};
-use vramfit_core::contract::{Call, Table};
-use vramfit_core::run::Stack;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -43,7 +43,7 @@ fn check_with_python(path: &Path, stack: Stack) {
         .arg("-c")
         .arg(script)
         .arg(path)
-        .arg(root().join("crates/vramfit-core/src/contract/trainers.json"))
+        .arg(root().join("crates/grpofit-core/src/contract/trainers.json"))
         .arg(calls(stack))
         .output()
         .expect("python3 runs");
@@ -58,9 +58,9 @@ fn check_with_python(path: &Path, stack: Stack) {
 #[test]
 fn every_preset_exports_only_keywords_its_calls_take_on_both_stacks() {
     let dir = tempfile::tempdir().unwrap();
-    for preset in vramfit_core::presets::names() {
+    for preset in grpofit_core::presets::names() {
         let path = dir.path().join(format!("{preset}.toml"));
-        Command::cargo_bin("vramfit")
+        Command::cargo_bin("grpofit")
             .unwrap()
             .args(["--no-gpu", "estimate", "--preset", preset, "--export"])
             .arg(&path)
@@ -69,7 +69,7 @@ fn every_preset_exports_only_keywords_its_calls_take_on_both_stacks() {
             .code(predicates::ord::eq(0).or(predicates::ord::eq(3)));
         check_with_python(&path, Stack::Unsloth);
         // the same run on the TRL stack
-        let mut run = config::load(&path, &vramfit_core::resolve::Offline::from_env())
+        let mut run = config::load(&path, &grpofit_core::resolve::Offline::from_env())
             .unwrap()
             .run;
         run.switch_stack(Stack::Trl);
@@ -87,7 +87,7 @@ fn every_preset_exports_only_keywords_its_calls_take_on_both_stacks() {
         std::fs::write(&trl, &text).unwrap();
         check_with_python(&trl, Stack::Trl);
         assert_eq!(
-            config::load(&trl, &vramfit_core::resolve::Offline::from_env())
+            config::load(&trl, &grpofit_core::resolve::Offline::from_env())
                 .unwrap()
                 .run,
             run,
@@ -102,10 +102,10 @@ fn every_preset_exports_only_keywords_its_calls_take_on_both_stacks() {
 /// named in the header.
 #[test]
 fn every_export_on_every_trl_release_passes_only_keywords_that_release_takes() {
-    use vramfit_core::contract::ladder;
-    use vramfit_core::run::versions::Package;
+    use grpofit_core::contract::ladder;
+    use grpofit_core::run::versions::Package;
     let dir = tempfile::tempdir().unwrap();
-    let ladder_json = root().join("crates/vramfit-core/src/contract/trl_ladder.json");
+    let ladder_json = root().join("crates/grpofit-core/src/contract/trl_ladder.json");
     // one Python for every file: `path=release` pairs after the ladder
     let script = "import json,sys,tomllib\n\
         ladder=json.load(open(sys.argv[1]))['releases']\n\
@@ -124,13 +124,13 @@ fn every_export_on_every_trl_release_passes_only_keywords_that_release_takes() {
         estimate: None,
     };
     let mut left_out_somewhere = false;
-    for preset in vramfit_core::presets::names() {
-        let text = vramfit_core::presets::built_in(preset).unwrap();
+    for preset in grpofit_core::presets::names() {
+        let text = grpofit_core::presets::built_in(preset).unwrap();
         let base = config::parse(
             text,
             preset,
             None,
-            &vramfit_core::resolve::Offline::default(),
+            &grpofit_core::resolve::Offline::default(),
         )
         .unwrap()
         .run;
@@ -168,8 +168,8 @@ fn every_export_on_every_trl_release_passes_only_keywords_that_release_takes() {
 
 #[test]
 fn the_removed_keys_are_never_exported() {
-    for preset in vramfit_core::presets::names() {
-        let text = vramfit_core::presets::built_in(preset).unwrap();
+    for preset in grpofit_core::presets::names() {
+        let text = grpofit_core::presets::built_in(preset).unwrap();
         for gone in ["use_liger_loss", "torch_dtype"] {
             assert!(!text.contains(gone), "preset {preset} carries {gone}");
         }

@@ -1,12 +1,12 @@
-//! Numbers from files vramfit does not control (issue 23, audit "overflow"): an OOM message
+//! Numbers from files grpofit does not control (issue 23, audit "overflow"): an OOM message
 //! with sizes past any GPU's, and a config.json with absurd counts, get a clear answer from a
 //! debug build (which panics on overflow), never a panic nor a wrapped figure.
 #![allow(clippy::unwrap_used)]
 
 use assert_cmd::Command;
 
-fn vramfit() -> Command {
-    let mut c = Command::cargo_bin("vramfit").unwrap();
+fn grpofit() -> Command {
+    let mut c = Command::cargo_bin("grpofit").unwrap();
     c.arg("--no-gpu").env("HF_HUB_OFFLINE", "1");
     c
 }
@@ -17,7 +17,7 @@ fn an_oom_message_with_sizes_past_any_gpu_does_not_overflow() {
     let message = format!(
         "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacty of 14.75 GiB of which 3.06 MiB is free. Process 2291 has {huge} memory in use. Process 2292 has {huge} memory in use. Of the allocated memory {huge} is allocated by PyTorch, and {huge} is reserved by PyTorch but unallocated.\n"
     );
-    let out = vramfit()
+    let out = grpofit()
         .args(["diagnose", "-", "--json"])
         .write_stdin(message)
         .output()
@@ -58,12 +58,12 @@ fn absurd_counts_in_a_config_json_are_refused_naming_the_field() {
         std::fs::write(
             &run,
             format!(
-                "[vramfit]\nstack = \"trl\"\nmodel_config = {:?}\n\n[model]\nmodel_name_or_path = \"x/y\"\ndtype = \"bfloat16\"\n",
+                "[grpofit]\nstack = \"trl\"\nmodel_config = {:?}\n\n[model]\nmodel_name_or_path = \"x/y\"\ndtype = \"bfloat16\"\n",
                 config.display().to_string()
             ),
         )
         .unwrap();
-        let out = vramfit()
+        let out = grpofit()
             .args(["estimate", "--gpu-mem", "80GiB", "--config"])
             .arg(&run)
             .output()
@@ -78,7 +78,7 @@ fn absurd_counts_in_a_config_json_are_refused_naming_the_field() {
 fn run_file(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
     let path = dir.join("run.toml");
     // the 24gb preset without its own [env] table (the last), then `extra`
-    let preset = include_str!("../../crates/vramfit-core/presets/24gb.toml");
+    let preset = include_str!("../../crates/grpofit-core/presets/24gb.toml");
     let cut = preset.find("\n[env]").unwrap_or(preset.len());
     let text = preset[..cut].to_string() + "\n" + extra;
     std::fs::write(&path, text).unwrap();
@@ -97,8 +97,8 @@ fn a_logs_device_name_reaches_the_terminal_escaped() {
     );
     let path = dir.path().join("log.jsonl");
     std::fs::write(&path, log).unwrap();
-    let out = vramfit()
-        .env("VRAMFIT_CONFIG_DIR", dir.path())
+    let out = grpofit()
+        .env("GRPOFIT_CONFIG_DIR", dir.path())
         .arg("check")
         .arg(&path)
         .args(["--preset", "24gb"])
@@ -116,8 +116,8 @@ fn a_logs_device_name_reaches_the_terminal_escaped() {
     assert!(!out.stdout.contains(&0x07), "{stdout:?}");
     assert!(stdout.contains("GPU\\u001b]0;owned"), "{stdout}");
     // `--json` stays JSON, and gives the name back as the log has it
-    let out = vramfit()
-        .env("VRAMFIT_CONFIG_DIR", dir.path())
+    let out = grpofit()
+        .env("GRPOFIT_CONFIG_DIR", dir.path())
         .arg("check")
         .arg(&path)
         .args(["--preset", "24gb", "--json"])
@@ -139,7 +139,7 @@ fn a_ten_megabyte_unknown_key_is_cut_and_answered_at_once() {
         .replace("[grpo]\n", &format!("[grpo]\n{key} = 1\n"));
     std::fs::write(&path, text).unwrap();
     let started = std::time::Instant::now();
-    let out = vramfit()
+    let out = grpofit()
         .arg("estimate")
         .arg("--config")
         .arg(&path)
@@ -171,7 +171,7 @@ fn env_keys_that_no_environment_holds_are_refused_and_what_is_set_is_said() {
     let dir = tempfile::tempdir().unwrap();
     for bad in ["\"A=B\"", "\"\""] {
         let path = run_file(dir.path(), &format!("\n[env]\n{bad} = \"1\"\n"));
-        let out = vramfit()
+        let out = grpofit()
             .arg("estimate")
             .arg("--config")
             .arg(&path)
@@ -188,9 +188,9 @@ fn env_keys_that_no_environment_holds_are_refused_and_what_is_set_is_said() {
         dir.path(),
         "\n[env]\nPYTHONDONTWRITEBYTECODE = \"1\"\nMY_FLAG = \"x\"\n",
     );
-    let out = vramfit()
+    let out = grpofit()
         .current_dir(dir.path())
-        .env("VRAMFIT_CONFIG_DIR", dir.path())
+        .env("GRPOFIT_CONFIG_DIR", dir.path())
         .args([
             "run",
             "--gpu-mem",
@@ -223,7 +223,7 @@ fn diagnose_reads_only_the_end_of_a_large_log() {
     let mut text = "step 1 loss 0.5\n".repeat(40 << 16); // 40 MiB of training lines
     text += include_str!("../oom/torch-2.1-capacty.txt");
     std::fs::write(&path, text).unwrap();
-    let out = vramfit().arg("diagnose").arg(&path).output().unwrap();
+    let out = grpofit().arg("diagnose").arg(&path).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("only its last 16 MiB are read"), "{stderr}");

@@ -8,11 +8,11 @@ use assert_cmd::Command;
 use serde_json::Value;
 use std::path::Path;
 
-fn vramfit(config: &Path) -> Command {
-    let mut c = Command::cargo_bin("vramfit").unwrap();
+fn grpofit(config: &Path) -> Command {
+    let mut c = Command::cargo_bin("grpofit").unwrap();
     c.arg("--no-gpu")
         .env("HF_HUB_OFFLINE", "1")
-        .env("VRAMFIT_CONFIG_DIR", config);
+        .env("GRPOFIT_CONFIG_DIR", config);
     c
 }
 
@@ -20,7 +20,7 @@ fn vramfit(config: &Path) -> Command {
 fn a_gpu_size_below_the_floor_is_refused_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     for size in ["1B", "24MB", "255MiB"] {
-        let out = run(vramfit(dir.path()).args(["estimate", "--gpu-mem", size]));
+        let out = run(grpofit(dir.path()).args(["estimate", "--gpu-mem", size]));
         assert_eq!(out.code, Some(2), "{size}: {}", out.stderr);
         assert!(
             out.stderr.contains(&format!("--gpu-mem {size}: "))
@@ -29,7 +29,7 @@ fn a_gpu_size_below_the_floor_is_refused_with_the_reason() {
             out.stderr
         );
     }
-    let out = run(vramfit(dir.path()).args(["estimate", "--gpu-mem", "256MiB"]));
+    let out = run(grpofit(dir.path()).args(["estimate", "--gpu-mem", "256MiB"]));
     assert_ne!(out.code, Some(2), "{}", out.stderr);
 }
 
@@ -37,7 +37,7 @@ fn a_gpu_size_below_the_floor_is_refused_with_the_reason() {
 fn a_negative_headroom_gets_the_range_message() {
     let dir = tempfile::tempdir().unwrap();
     for value in ["-5", "150"] {
-        let out = run(vramfit(dir.path()).args(["fit", "--preset", "24gb", "--headroom", value]));
+        let out = run(grpofit(dir.path()).args(["fit", "--preset", "24gb", "--headroom", value]));
         assert_eq!(out.code, Some(2), "{}", out.stderr);
         assert!(
             out.stderr.contains(&format!(
@@ -53,22 +53,22 @@ fn a_negative_headroom_gets_the_range_message() {
 fn json_is_honoured_with_export_to_standard_output() {
     let dir = tempfile::tempdir().unwrap();
     let out =
-        run(vramfit(dir.path()).args(["estimate", "--preset", "24gb", "--json", "--export", "-"]));
+        run(grpofit(dir.path()).args(["estimate", "--preset", "24gb", "--json", "--export", "-"]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let v: Value = serde_json::from_str(&out.stdout).expect("one JSON object");
     assert!(v["total_bytes"].as_u64().is_some(), "{v}");
     let export = v["export"].as_str().unwrap();
-    assert!(export.contains("[vramfit]"), "{export}");
+    assert!(export.contains("[grpofit]"), "{export}");
 }
 
 #[test]
 fn presets_json_lists_every_preset() {
     let dir = tempfile::tempdir().unwrap();
-    let out = run(vramfit(dir.path()).args(["presets", "--json"]));
+    let out = run(grpofit(dir.path()).args(["presets", "--json"]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let v: Value = serde_json::from_str(&out.stdout).unwrap();
     let rows = v.as_array().unwrap();
-    assert_eq!(rows.len(), vramfit_core::presets::BUILT_IN.len());
+    assert_eq!(rows.len(), grpofit_core::presets::BUILT_IN.len());
     let row = rows.iter().find(|r| r["name"] == "24gb").unwrap();
     assert_eq!(row["whose"], "built-in");
     assert!(row["capacity_bytes"].as_u64().unwrap() > 0);
@@ -80,13 +80,13 @@ fn a_user_preset_named_as_a_built_in_one_wins_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let presets = dir.path().join("presets");
     std::fs::create_dir_all(&presets).unwrap();
-    let mine = include_str!("../../crates/vramfit-core/presets/24gb.toml").replace(
+    let mine = include_str!("../../crates/grpofit-core/presets/24gb.toml").replace(
         "unsloth/Qwen2.5-3B-Instruct",
         "unsloth/Qwen2.5-1.5B-Instruct",
     );
     assert!(mine.contains("Qwen2.5-1.5B"));
     std::fs::write(presets.join("24gb.toml"), mine).unwrap();
-    let out = run(vramfit(dir.path()).args(["estimate", "--preset", "24gb"]));
+    let out = run(grpofit(dir.path()).args(["estimate", "--preset", "24gb"]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(out.stdout.contains("Qwen2.5-1.5B"), "{}", out.stdout);
     assert!(
@@ -95,7 +95,7 @@ fn a_user_preset_named_as_a_built_in_one_wins_and_says_so() {
         "{}",
         out.stderr
     );
-    let out = run(vramfit(dir.path()).args(["presets", "--json"]));
+    let out = run(grpofit(dir.path()).args(["presets", "--json"]));
     let v: Value = serde_json::from_str(&out.stdout).unwrap();
     let named: Vec<&Value> = v
         .as_array()
@@ -110,7 +110,7 @@ fn a_user_preset_named_as_a_built_in_one_wins_and_says_so() {
 #[test]
 fn tiers_are_at_cudas_capacity_of_a_named_card() {
     let dir = tempfile::tempdir().unwrap();
-    let out = run(vramfit(dir.path()).args(["presets", "--json"]));
+    let out = run(grpofit(dir.path()).args(["presets", "--json"]));
     let v: Value = serde_json::from_str(&out.stdout).unwrap();
     let capacity = |name: &str| {
         v.as_array()

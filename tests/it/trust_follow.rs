@@ -2,8 +2,8 @@
 //! linear in its size.
 #![allow(clippy::unwrap_used)]
 
+use grpofit_core::measure::follow::Follower;
 use std::time::{Duration, Instant};
-use vramfit_core::measure::follow::Follower;
 
 #[test]
 fn a_large_chunk_is_read_in_linear_time() {

@@ -1,6 +1,6 @@
 //! A run log on a full disk (issue 23, audit): a record that cannot be written whole is cut
 //! off again, so the log never ends in half a line. The disk is "full" through RLIMIT_FSIZE
-//! (writes past the limit fail with EFBIG once SIGXFSZ is ignored), set for vramfit alone.
+//! (writes past the limit fail with EFBIG once SIGXFSZ is ignored), set for grpofit alone.
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used)]
 
@@ -10,10 +10,10 @@ use std::process::Command;
 #[test]
 fn a_record_written_in_part_is_cut_off_again() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("vramfit"));
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("grpofit"));
     cmd.current_dir(dir.path())
         .env("HF_HUB_OFFLINE", "1")
-        .env("VRAMFIT_CONFIG_DIR", dir.path().join("config"))
+        .env("GRPOFIT_CONFIG_DIR", dir.path().join("config"))
         .args(["--no-gpu", "run", "--preset", "24gb", "--gpu-mem", "24GiB"])
         .args(["--log", "run.jsonl", "--", "true"]);
     // SAFETY: setrlimit(2) and signal(2) in the child before exec, no allocation

@@ -16,7 +16,7 @@ use crate::common::hub_server::{HubServer, Repo, Served};
 fn estimate(dir: &Path, endpoint: &str, model: &str) -> (Option<i32>, String) {
     let run = dir.join("run.toml");
     std::fs::write(&run, RUN.replace("Qwen/Qwen3-4B-Instruct-2507", model)).unwrap();
-    let out = Command::cargo_bin("vramfit")
+    let out = Command::cargo_bin("grpofit")
         .unwrap()
         .env_remove("HF_TOKEN")
         .env_remove("HF_HUB_OFFLINE")

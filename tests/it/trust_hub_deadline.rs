@@ -1,5 +1,5 @@
 //! A Hub server that trickles its bytes (issue 23, audit "Hub resource bounds"), against the
-//! stand-in on 127.0.0.1: one model's fetch stops at its deadline (`VRAMFIT_HUB_DEADLINE_SECS`)
+//! stand-in on 127.0.0.1: one model's fetch stops at its deadline (`GRPOFIT_HUB_DEADLINE_SECS`)
 //! with a message that says how far it got, having said its progress on standard error; nothing
 //! is cached. A deadline that is no number of seconds is refused.
 #![allow(clippy::unwrap_used)]
@@ -25,14 +25,14 @@ fn estimate(
     let run = dir.join("run.toml");
     std::fs::write(&run, RUN.replace("Qwen/Qwen3-4B-Instruct-2507", model)).unwrap();
     let started = Instant::now();
-    let out = Command::cargo_bin("vramfit")
+    let out = Command::cargo_bin("grpofit")
         .unwrap()
         .env_remove("HF_TOKEN")
         .env_remove("HF_HUB_OFFLINE")
         .env("HF_HOME", dir.join("hf-home"))
         .env("HF_HUB_CACHE", dir.join("hub"))
         .env("HF_ENDPOINT", endpoint)
-        .env("VRAMFIT_HUB_DEADLINE_SECS", deadline)
+        .env("GRPOFIT_HUB_DEADLINE_SECS", deadline)
         .args(["--no-gpu", "estimate", "--gpu-mem", "8GiB", "--config"])
         .arg(&run)
         .timeout(Duration::from_secs(60))
@@ -86,7 +86,7 @@ fn a_trickling_hub_is_stopped_at_the_deadline_with_progress_said() {
     assert!(
         stderr.contains("test/slow: the Hub took over 7 s for")
             && stderr.contains("of 12 safetensors headers: stopped")
-            && stderr.contains("VRAMFIT_HUB_DEADLINE_SECS"),
+            && stderr.contains("GRPOFIT_HUB_DEADLINE_SECS"),
         "{stderr}"
     );
     // progress every 5 s while the headers come
@@ -106,7 +106,7 @@ fn a_deadline_that_is_no_number_of_seconds_is_refused() {
     let (code, stderr, _) = estimate(dir.path(), &hub.endpoint, "test/slow", "soon");
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
-        stderr.contains("VRAMFIT_HUB_DEADLINE_SECS = \"soon\": not a whole number of seconds"),
+        stderr.contains("GRPOFIT_HUB_DEADLINE_SECS = \"soon\": not a whole number of seconds"),
         "{stderr}"
     );
     let (code, stderr, _) = estimate(dir.path(), &hub.endpoint, "test/slow", "30");

@@ -4,12 +4,12 @@
 //! notice, and twelve `calibrate`s at once lose no update.
 #![allow(clippy::unwrap_used)]
 
-use crate::common::{run, vramfit_in};
+use crate::common::{grpofit_in, run};
 use serde_json::{Value, json};
 
 const GIB: u64 = 1 << 30;
 
-/// One run as `vramfit run` and the callback write it: a prediction, a start line, and
+/// One run as `grpofit run` and the callback write it: a prediction, a start line, and
 /// `steps` steps whose peak reserves `reserved` of 24 GiB.
 fn one_run(device: &str, stack: &str, steps: u64, reserved: u64) -> String {
     let total = 24 * GIB;
@@ -34,7 +34,7 @@ fn run_refuses_an_existing_log_without_append() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let go = |extra: &[&str]| {
-        run(vramfit_in(d)
+        run(grpofit_in(d)
             .args([
                 "run",
                 "--preset",
@@ -64,7 +64,7 @@ fn run_refuses_an_existing_log_without_append() {
 fn an_existing_empty_log_is_kept_when_the_command_cannot_start() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("mine.jsonl"), "").unwrap();
-    let out = run(vramfit_in(dir.path()).args([
+    let out = run(grpofit_in(dir.path()).args([
         "run",
         "--preset",
         "24gb",
@@ -88,7 +88,7 @@ fn check_reads_the_last_run_of_a_log_and_says_so() {
     let text = one_run("NVIDIA GeForce RTX 4090", "trl", 5, 20 * GIB)
         + &one_run("NVIDIA GeForce RTX 4090", "trl", 2, 12 * GIB);
     std::fs::write(d.join("two.jsonl"), text).unwrap();
-    let out = run(vramfit_in(d).args(["check", "two.jsonl", "--preset", "24gb", "--json"]));
+    let out = run(grpofit_in(d).args(["check", "two.jsonl", "--preset", "24gb", "--json"]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(
         out.stderr
@@ -111,7 +111,7 @@ fn a_log_with_no_total_or_free_above_total_is_blamed_not_gpu_mem() {
         json!({"kind": "step", "step": 1, "max_allocated": 1, "max_reserved": 2, "free": 0, "total": 0}),
     );
     std::fs::write(d.join("zero.jsonl"), zero).unwrap();
-    let out = run(vramfit_in(d).args(["check", "zero.jsonl", "--preset", "24gb"]));
+    let out = run(grpofit_in(d).args(["check", "zero.jsonl", "--preset", "24gb"]));
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(
         out.stderr.contains("zero.jsonl:1: `total` = 0"),
@@ -124,7 +124,7 @@ fn a_log_with_no_total_or_free_above_total_is_blamed_not_gpu_mem() {
         json!({"kind": "step", "step": 3, "max_allocated": GIB, "max_reserved": 2 * GIB, "free": 30 * GIB, "total": 24 * GIB}),
     );
     std::fs::write(d.join("above.jsonl"), above).unwrap();
-    let out = run(vramfit_in(d).args(["check", "above.jsonl", "--preset", "24gb"]));
+    let out = run(grpofit_in(d).args(["check", "above.jsonl", "--preset", "24gb"]));
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(
         out.stderr.contains("above.jsonl:1: step 3: `free`"),
@@ -146,13 +146,13 @@ fn calibrate_refuses_what_would_poison_the_file() {
     );
     assert!(bad.contains(&format!("\"allocated\":{}", 20 * GIB)));
     std::fs::write(d.join("bad.jsonl"), bad).unwrap();
-    let out = run(vramfit_in(d).args(["calibrate", "bad.jsonl"]));
+    let out = run(grpofit_in(d).args(["calibrate", "bad.jsonl"]));
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("bad.jsonl"), "{}", out.stderr);
     assert!(!file.exists(), "a poisoned file was written");
     // an unknown stack
     std::fs::write(d.join("stack.jsonl"), one_run("GPU A", "jax", 1, 12 * GIB)).unwrap();
-    let out = run(vramfit_in(d).args(["calibrate", "stack.jsonl"]));
+    let out = run(grpofit_in(d).args(["calibrate", "stack.jsonl"]));
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("stack \"jax\""), "{}", out.stderr);
     // a step that reserves less than it allocates
@@ -161,7 +161,7 @@ fn calibrate_refuses_what_would_poison_the_file() {
         &format!("\"max_allocated\":{}", 13 * GIB),
     );
     std::fs::write(d.join("low.jsonl"), low).unwrap();
-    let out = run(vramfit_in(d).args(["calibrate", "low.jsonl"]));
+    let out = run(grpofit_in(d).args(["calibrate", "low.jsonl"]));
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("max_reserved"), "{}", out.stderr);
     assert!(!file.exists(), "a poisoned file was written");
@@ -178,11 +178,11 @@ fn a_bad_stored_entry_is_skipped_with_a_notice() {
     )
     .unwrap();
     std::fs::write(d.join("good.jsonl"), one_run("GPU A", "trl", 2, 12 * GIB)).unwrap();
-    let out = run(vramfit_in(d).args(["calibrate", "good.jsonl", "--json"]));
+    let out = run(grpofit_in(d).args(["calibrate", "good.jsonl", "--json"]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(out.stderr.contains("predicted_slack"), "{}", out.stderr);
     assert!(out.stderr.contains("skipped"), "{}", out.stderr);
-    let out = run(vramfit_in(d).args(["check", "good.jsonl", "--preset", "24gb"]));
+    let out = run(grpofit_in(d).args(["check", "good.jsonl", "--preset", "24gb"]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
 }
 
@@ -194,10 +194,10 @@ fn twelve_calibrates_at_once_lose_no_update() {
         .map(|i| {
             let log = d.join(format!("run-{i}.jsonl"));
             std::fs::write(&log, one_run("GPU A", "trl", 1, (12 + i) * GIB)).unwrap();
-            std::process::Command::new(assert_cmd::cargo::cargo_bin("vramfit"))
+            std::process::Command::new(assert_cmd::cargo::cargo_bin("grpofit"))
                 .arg("calibrate")
                 .arg(&log)
-                .env("VRAMFIT_CONFIG_DIR", d.join("config"))
+                .env("GRPOFIT_CONFIG_DIR", d.join("config"))
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
                 .spawn()
@@ -214,7 +214,7 @@ fn twelve_calibrates_at_once_lose_no_update() {
 #[test]
 fn follow_of_a_folder_is_refused_before_the_screen() {
     let dir = tempfile::tempdir().unwrap();
-    let out = run(vramfit_in(dir.path()).arg("--follow").arg(dir.path()));
+    let out = run(grpofit_in(dir.path()).arg("--follow").arg(dir.path()));
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(
         out.stderr.contains("a folder, not a run log"),
@@ -231,7 +231,7 @@ fn check_reads_a_log_line_by_line_and_names_a_line_that_is_not_text() {
     let mut bytes = one_run("GPU A", "trl", 2, 12 * GIB).into_bytes();
     bytes.extend_from_slice(b"{\"kind\": \"note\", \"text\": \"\xff\xfe\"}\n");
     std::fs::write(d.join("bin.jsonl"), bytes).unwrap();
-    let out = run(vramfit_in(d).args(["check", "bin.jsonl", "--preset", "24gb"]));
+    let out = run(grpofit_in(d).args(["check", "bin.jsonl", "--preset", "24gb"]));
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(
         out.stderr.contains("bin.jsonl:5: not UTF-8 text"),

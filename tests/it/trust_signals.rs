@@ -1,7 +1,7 @@
-//! `vramfit run`'s signals (issue 23, audit): the command runs in its own process group, a
-//! SIGTERM, SIGHUP or SIGINT sent to vramfit reaches every process of it (a shell's `sleep`
+//! `grpofit run`'s signals (issue 23, audit): the command runs in its own process group, a
+//! SIGTERM, SIGHUP or SIGINT sent to grpofit reaches every process of it (a shell's `sleep`
 //! too), a command that ignores the signal is killed after the grace period the message names,
-//! and a SIGKILL of vramfit takes the command with it (Linux).
+//! and a SIGKILL of grpofit takes the command with it (Linux).
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used)]
 
@@ -36,12 +36,12 @@ fn running(program: &str, marker: &str) -> Vec<i32> {
         .collect()
 }
 
-/// `vramfit run -- bash -c SCRIPT` in `dir`, its log at `dir/run.jsonl`.
+/// `grpofit run -- bash -c SCRIPT` in `dir`, its log at `dir/run.jsonl`.
 fn start(dir: &Path, script: &str) -> Child {
-    Command::new(assert_cmd::cargo::cargo_bin("vramfit"))
+    Command::new(assert_cmd::cargo::cargo_bin("grpofit"))
         .current_dir(dir)
         .env("HF_HUB_OFFLINE", "1")
-        .env("VRAMFIT_CONFIG_DIR", dir.join("config"))
+        .env("GRPOFIT_CONFIG_DIR", dir.join("config"))
         .args(["--no-gpu", "run", "--preset", "24gb", "--gpu-mem", "24GiB"])
         .args(["--log", "run.jsonl", "--", "bash", "-c", script])
         .stdin(Stdio::null())
@@ -81,7 +81,7 @@ fn clean(marker: &str) {
     }
 }
 
-/// vramfit's exit status and standard error.
+/// grpofit's exit status and standard error.
 fn finish(child: Child) -> (Option<i32>, String) {
     let out = child.wait_with_output().unwrap();
     (
@@ -107,7 +107,7 @@ fn sigterm_and_sigint_reach_the_commands_grandchildren() {
     for (sig, marker) in [(libc::SIGTERM, marker(1)), (libc::SIGINT, marker(2))] {
         let marker = marker.as_str();
         let dir = tempfile::tempdir().unwrap();
-        // `; :` keeps bash from exec'ing sleep: sleep is bash's child, vramfit's grandchild
+        // `; :` keeps bash from exec'ing sleep: sleep is bash's child, grpofit's grandchild
         let child = start(dir.path(), &format!("sleep {marker}; :"));
         wait_for(marker);
         signal(&child, sig);
@@ -147,15 +147,15 @@ fn a_command_that_ignores_sigterm_is_killed_after_the_grace_period() {
 }
 
 #[test]
-fn the_command_dies_with_vramfit() {
+fn the_command_dies_with_grpofit() {
     let marker = &marker(4);
     let dir = tempfile::tempdir().unwrap();
     let child = start(dir.path(), &format!("sleep {marker}; echo {marker}"));
     wait_for(marker);
     signal(&child, libc::SIGKILL);
     let _ = finish(child);
-    // bash, vramfit's child, dies with it (its own child, sleep, is not vramfit's to reach)
+    // bash, grpofit's child, dies with it (its own child, sleep, is not grpofit's to reach)
     let bash_left = !gone("bash", marker);
     clean(marker);
-    assert!(!bash_left, "the command outlived a SIGKILL of vramfit");
+    assert!(!bash_left, "the command outlived a SIGKILL of grpofit");
 }

@@ -6,21 +6,21 @@
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
+use grpofit::gpu::GpuInfo;
+use grpofit::tui::app::{App, GpuState, Mode, Msg};
+use grpofit::tui::runner::Runner;
+use grpofit::tui::theme::Theme;
+use grpofit::tui::view;
+use grpofit_core::config;
+use grpofit_core::memory::estimate::Phase;
+use grpofit_core::run::knobs::Knob;
+use grpofit_core::units::format_size;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use vramfit::gpu::GpuInfo;
-use vramfit::tui::app::{App, GpuState, Mode, Msg};
-use vramfit::tui::runner::Runner;
-use vramfit::tui::theme::Theme;
-use vramfit::tui::view;
-use vramfit_core::config;
-use vramfit_core::memory::estimate::Phase;
-use vramfit_core::run::knobs::Knob;
-use vramfit_core::units::format_size;
 
 pub(crate) fn app_in(dir: &std::path::Path, theme: Theme) -> App {
-    app_of(vramfit_core::presets::built_in("24gb").unwrap(), dir, theme)
+    app_of(grpofit_core::presets::built_in("24gb").unwrap(), dir, theme)
 }
 
 /// The screen on the run file `text`, with the fixed 24 GiB test GPU.
@@ -29,7 +29,7 @@ pub(crate) fn app_of(text: &str, dir: &std::path::Path, theme: Theme) -> App {
         text,
         "test",
         None,
-        &vramfit_core::resolve::Offline::from_env(),
+        &grpofit_core::resolve::Offline::from_env(),
     )
     .unwrap();
     let gpu = GpuState {
@@ -176,7 +176,7 @@ fn phase_line(s: &str, phase: Phase) -> Option<&str> {
 #[test]
 fn two_phases_are_two_bars_each_with_its_total_and_the_peak_marked() {
     let here = std::path::Path::new(".");
-    let preset = vramfit_core::presets::built_in("24gb").unwrap();
+    let preset = grpofit_core::presets::built_in("24gb").unwrap();
     // vLLM colocated, everything kept while training: training is the peak; in standby vLLM
     // gives its KV cache back, and generation is
     let standby = preset.replace("[env]\n", "[env]\nUNSLOTH_VLLM_STANDBY = \"1\"\n");
@@ -233,7 +233,7 @@ fn two_phases_are_two_bars_each_with_its_total_and_the_peak_marked() {
     }
     // vLLM on its own GPUs: one phase on the training GPU, so no phase bars, but one bar per
     // role, each with its GPUs and total
-    let server = "[vramfit]\nstack = \"trl\"\nmax_prompt_length = 256\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n[grpo]\nuse_vllm = true\nvllm_mode = \"server\"\n";
+    let server = "[grpofit]\nstack = \"trl\"\nmax_prompt_length = 256\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n[grpo]\nuse_vllm = true\nvllm_mode = \"server\"\n";
     let a = app_of(server, here, Theme::mono());
     assert!(a.estimate().phases.is_empty());
     let s = screen(&a, 80, 24);
@@ -506,7 +506,7 @@ pub(crate) fn open_r1(engine: Option<&str>, dir: &std::path::Path) -> App {
         &text,
         "open-r1",
         None,
-        &vramfit_core::resolve::Offline::from_env(),
+        &grpofit_core::resolve::Offline::from_env(),
     )
     .unwrap();
     let capacity = file.gpu_memory.unwrap();
@@ -540,7 +540,7 @@ fn both_roles_are_drawn_at_80x24() {
     assert!(small.contains("vLLM 7.10 GiB free"), "{small}");
 }
 
-/// Appends `text` to the log at `path`, as `vramfit run` and the callback do.
+/// Appends `text` to the log at `path`, as `grpofit run` and the callback do.
 pub(crate) fn append(path: &std::path::Path, text: &str) {
     use std::io::Write;
     let mut f = std::fs::OpenOptions::new()
@@ -555,14 +555,14 @@ pub(crate) fn append(path: &std::path::Path, text: &str) {
 /// poller would hand it.
 struct Followed {
     app: App,
-    tail: vramfit_core::measure::tail::Tail,
+    tail: grpofit_core::measure::tail::Tail,
 }
 
 impl Followed {
     fn new(path: &std::path::Path) -> Followed {
         let mut app = app();
-        app.follow(vramfit::tui::follow::Following::new("run.jsonl"));
-        let tail = vramfit_core::measure::tail::Tail::open(path).unwrap();
+        app.follow(grpofit::tui::follow::Following::new("run.jsonl"));
+        let tail = grpofit_core::measure::tail::Tail::open(path).unwrap();
         Followed { app, tail }
     }
 
@@ -637,7 +637,7 @@ fn the_screen_follows_a_run_log_written_in_steps() {
         .estimate()
         .components
         .iter()
-        .find(|c| c.part == vramfit_core::memory::estimate::Part::CudaContext)
+        .find(|c| c.part == grpofit_core::memory::estimate::Part::CudaContext)
         .unwrap()
         .bytes;
     let peak = format_size(11 * GIB + context);

@@ -1,18 +1,18 @@
 //! `--follow` and `check` on the same log show one comparison: the same predicted figure and
-//! verdict, with the CUDA context `vramfit calibrate` learned for the log's device.
+//! verdict, with the CUDA context `grpofit calibrate` learned for the log's device.
 #![allow(clippy::unwrap_used)]
 
 use assert_cmd::Command;
+use grpofit::tui::app::{App, GpuState, Msg};
+use grpofit::tui::follow::Following;
+use grpofit::tui::theme::Theme;
+use grpofit::tui::view;
+use grpofit_core::config;
+use grpofit_core::measure::calibration::{self, Calibration, Entry, RunSample};
+use grpofit_core::measure::tail::Tail;
+use grpofit_core::units::format_size;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use vramfit::tui::app::{App, GpuState, Msg};
-use vramfit::tui::follow::Following;
-use vramfit::tui::theme::Theme;
-use vramfit::tui::view;
-use vramfit_core::config;
-use vramfit_core::measure::calibration::{self, Calibration, Entry, RunSample};
-use vramfit_core::measure::tail::Tail;
-use vramfit_core::units::format_size;
 
 const GIB: u64 = 1 << 30;
 
@@ -33,12 +33,12 @@ fn screen(a: &App) -> String {
 #[test]
 fn follow_and_check_share_one_comparison_calibration_included() {
     let dir = tempfile::tempdir().unwrap();
-    let preset = vramfit_core::presets::built_in("24gb").unwrap();
+    let preset = grpofit_core::presets::built_in("24gb").unwrap();
     let file = config::parse(
         preset,
         "24gb",
         None,
-        &vramfit_core::resolve::Offline::from_env(),
+        &grpofit_core::resolve::Offline::from_env(),
     )
     .unwrap();
     let stack = file.run.stack.name();
@@ -74,9 +74,9 @@ fn follow_and_check_share_one_comparison_calibration_included() {
         ),
     )
     .unwrap();
-    let out = Command::cargo_bin("vramfit")
+    let out = Command::cargo_bin("grpofit")
         .unwrap()
-        .env("VRAMFIT_CONFIG_DIR", dir.path())
+        .env("GRPOFIT_CONFIG_DIR", dir.path())
         .args(["check", "--no-gpu", "--json", "--preset", "24gb"])
         .arg(&log)
         .output()
@@ -99,7 +99,7 @@ fn follow_and_check_share_one_comparison_calibration_included() {
     following.calibration = Some(learned);
     a.follow(following);
     let mut tail = Tail::open(&log).unwrap();
-    vramfit::tui::runner::Runner::new().dispatch(&mut a, Msg::Log(tail.look()));
+    grpofit::tui::runner::Runner::new().dispatch(&mut a, Msg::Log(tail.look()));
     // the screen's own estimate keeps the built-in context; the comparison is check's
     assert_ne!(a.estimate().total_bytes, used);
     let s = screen(&a);

@@ -3,18 +3,18 @@
 //! the picker says it did not look on the Hub.
 #![allow(clippy::unwrap_used)]
 
+use grpofit::hub::online::{Access, Hub, Say};
+use grpofit::hub::remote::Remote;
+use grpofit::tui::app::{App, GpuState, Mode, Msg};
+use grpofit::tui::runner::Runner;
+use grpofit::tui::theme::Theme;
+use grpofit::tui::view;
+use grpofit_core::config;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use vramfit::hub::online::{Access, Hub, Say};
-use vramfit::hub::remote::Remote;
-use vramfit::tui::app::{App, GpuState, Mode, Msg};
-use vramfit::tui::runner::Runner;
-use vramfit::tui::theme::Theme;
-use vramfit::tui::view;
-use vramfit_core::config;
 
 use crate::common::hub_repos::{TINY, TINY_CONFIG, sharded, tiny_tensors};
 use crate::common::hub_server::HubServer;
@@ -27,10 +27,10 @@ fn app(cache: &std::path::Path, endpoint: Option<&str>) -> App {
 /// `app`, with the Hub client's `say` (the program's writes to standard error).
 fn app_saying(cache: &std::path::Path, endpoint: Option<&str>, say: Say) -> App {
     let file = config::parse(
-        vramfit_core::presets::built_in("24gb").unwrap(),
+        grpofit_core::presets::built_in("24gb").unwrap(),
         "test",
         None,
-        &vramfit_core::resolve::Offline::from_env(),
+        &grpofit_core::resolve::Offline::from_env(),
     )
     .unwrap();
     let gpu = GpuState {
@@ -205,5 +205,5 @@ fn the_hubs_notices_go_to_the_status_line_not_under_the_screen() {
     );
     let last = a.lookup_notice().unwrap().to_string();
     assert!(last.contains("safetensors headers"), "{last}");
-    assert!(!last.starts_with("vramfit: "), "{last}");
+    assert!(!last.starts_with("grpofit: "), "{last}");
 }

@@ -5,14 +5,14 @@
 #![allow(clippy::unwrap_used)]
 
 use crate::tui::*;
+use grpofit::gpu::GpuInfo;
+use grpofit::tui::app::{App, GpuState, Mode, Msg};
+use grpofit::tui::theme::Theme;
+use grpofit_core::config;
+use grpofit_core::run::Stack;
+use grpofit_core::run::knobs::Knob;
+use grpofit_core::units::{format_change, format_size};
 use ratatui::crossterm::event::KeyCode;
-use vramfit::gpu::GpuInfo;
-use vramfit::tui::app::{App, GpuState, Mode, Msg};
-use vramfit::tui::theme::Theme;
-use vramfit_core::config;
-use vramfit_core::run::Stack;
-use vramfit_core::run::knobs::Knob;
-use vramfit_core::units::{format_change, format_size};
 
 #[test]
 fn sliders_move_and_undo_restores() {
@@ -104,22 +104,22 @@ fn export_writes_once_and_asks_before_overwriting() {
     let dir = tempfile::tempdir().unwrap();
     let mut a = app_in(dir.path(), Theme::mono());
     keys(&mut a, "s");
-    let path = dir.path().join("vramfit-qwen2.5-3b-instruct.toml");
-    let written = config::load(&path, &vramfit_core::resolve::Offline::from_env()).unwrap();
+    let path = dir.path().join("grpofit-qwen2.5-3b-instruct.toml");
+    let written = config::load(&path, &grpofit_core::resolve::Offline::from_env()).unwrap();
     assert_eq!(written.run, *a.run());
     keys(&mut a, "l");
     keys(&mut a, "s");
     assert!(matches!(*a.mode(), Mode::ConfirmOverwrite { .. }));
     keys(&mut a, "n");
     assert_eq!(
-        config::load(&path, &vramfit_core::resolve::Offline::from_env())
+        config::load(&path, &grpofit_core::resolve::Offline::from_env())
             .unwrap()
             .run,
         written.run
     );
     keys(&mut a, "sy");
     assert_eq!(
-        config::load(&path, &vramfit_core::resolve::Offline::from_env())
+        config::load(&path, &grpofit_core::resolve::Offline::from_env())
             .unwrap()
             .run,
         *a.run()
@@ -135,7 +135,7 @@ fn a_gpu_reading_moves_the_capacity_unless_the_user_fixed_it() {
         installed_bytes: 80 << 30,
         used_bytes: Some(1 << 30),
         free_bytes: None,
-        processes: vec![vramfit::gpu::GpuProcess {
+        processes: vec![grpofit::gpu::GpuProcess {
             pid: 4242,
             bytes: Some(1 << 30),
         }],
@@ -212,7 +212,7 @@ fn prompt_and_completion_are_knobs_of_their_own_and_the_sequence_rewrites_neithe
     );
     // the export writes each under its own key, and it loads back the same
     keys(&mut a, "s");
-    let path = dir.path().join("vramfit-qwen2.5-3b-instruct.toml");
+    let path = dir.path().join("grpofit-qwen2.5-3b-instruct.toml");
     let text = std::fs::read_to_string(&path).unwrap();
     for line in [
         "max_prompt_length = 384",
@@ -222,7 +222,7 @@ fn prompt_and_completion_are_knobs_of_their_own_and_the_sequence_rewrites_neithe
         assert!(text.lines().any(|l| l == line), "{line}\n{text}");
     }
     assert_eq!(
-        config::load(&path, &vramfit_core::resolve::Offline::from_env())
+        config::load(&path, &grpofit_core::resolve::Offline::from_env())
             .unwrap()
             .run,
         *a.run()
@@ -441,14 +441,14 @@ proptest::proptest! {
         }
         keys(&mut a, "s");
         // a typed value may split the groups: the export is then refused with the rule
-        if let Err(broken) = vramfit_core::run::rules::whole_groups(a.run()) {
+        if let Err(broken) = grpofit_core::run::rules::whole_groups(a.run()) {
             let said = a.message().unwrap_or_default().to_string();
             proptest::prop_assert_eq!(said, format!("not exported: {}", broken.message));
             return Ok(());
         }
         let name = a.run().model_name.rsplit('/').next().unwrap().to_ascii_lowercase();
-        let path = dir.path().join(format!("vramfit-{name}.toml"));
-        let back = config::load(&path, &vramfit_core::resolve::Offline::from_env()).map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}\n{walk:?}")))?;
+        let path = dir.path().join(format!("grpofit-{name}.toml"));
+        let back = config::load(&path, &grpofit_core::resolve::Offline::from_env()).map_err(|e| proptest::test_runner::TestCaseError::fail(format!("{e}\n{walk:?}")))?;
         proptest::prop_assert_eq!(back.run, a.run().clone());
     }
 }
@@ -456,7 +456,7 @@ proptest::proptest! {
 #[test]
 fn esc_never_quits_and_quitting_asks_before_losing_changes() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("vramfit-qwen2.5-3b-instruct.toml");
+    let file = dir.path().join("grpofit-qwen2.5-3b-instruct.toml");
     // nothing changed: q quits at once; Esc does nothing
     let mut a = app_in(dir.path(), Theme::mono());
     key(&mut a, KeyCode::Esc);
@@ -492,7 +492,7 @@ fn esc_never_quits_and_quitting_asks_before_losing_changes() {
     keys(&mut a, "qy");
     assert!(a.quits());
     assert_eq!(
-        config::load(&file, &vramfit_core::resolve::Offline::from_env())
+        config::load(&file, &grpofit_core::resolve::Offline::from_env())
             .unwrap()
             .run,
         *a.run()
@@ -507,7 +507,7 @@ fn esc_never_quits_and_quitting_asks_before_losing_changes() {
     keys(&mut a, "y");
     assert!(a.quits());
     assert_eq!(
-        config::load(&file, &vramfit_core::resolve::Offline::from_env())
+        config::load(&file, &grpofit_core::resolve::Offline::from_env())
             .unwrap()
             .run,
         *a.run()
@@ -547,7 +547,7 @@ fn esc_never_quits_and_quitting_asks_before_losing_changes() {
 fn panel_micro_batch(a: &App) -> Option<(String, String)> {
     a.step_downs()
         .iter()
-        .find(|s| s.change.lever == vramfit_core::fit::Lever::MicroBatch)
+        .find(|s| s.change.lever == grpofit_core::fit::Lever::MicroBatch)
         .map(|s| (s.change.from.clone(), s.change.to.clone()))
 }
 
@@ -638,10 +638,10 @@ fn the_lock_holds_the_effective_batch_exactly() {
 
 fn app_without_nvml() -> App {
     let file = config::parse(
-        vramfit_core::presets::built_in("24gb").unwrap(),
+        grpofit_core::presets::built_in("24gb").unwrap(),
         "24gb",
         None,
-        &vramfit_core::resolve::Offline::from_env(),
+        &grpofit_core::resolve::Offline::from_env(),
     )
     .unwrap();
     let gpu = GpuState {

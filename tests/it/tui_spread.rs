@@ -5,13 +5,13 @@
 #![allow(clippy::unwrap_used)]
 
 use crate::tui::*;
+use grpofit::tui::app::{App, GpuState, Mode, Msg};
+use grpofit::tui::theme::Theme;
+use grpofit::tui::view;
+use grpofit_core::config;
+use grpofit_core::run::Stack;
+use grpofit_core::run::knobs::Knob;
 use ratatui::crossterm::event::{KeyCode, KeyModifiers};
-use vramfit::tui::app::{App, GpuState, Mode, Msg};
-use vramfit::tui::theme::Theme;
-use vramfit::tui::view;
-use vramfit_core::config;
-use vramfit_core::run::Stack;
-use vramfit_core::run::knobs::Knob;
 
 /// The id or preset name on a picker's selected row (`│ ▶ name ...`).
 fn selected_row(s: &str) -> Option<String> {
@@ -193,7 +193,7 @@ fn a_vllm_server_that_cannot_start_is_said_so_and_the_run_does_not_fit() {
         &text,
         "open-r1",
         None,
-        &vramfit_core::resolve::Offline::from_env(),
+        &grpofit_core::resolve::Offline::from_env(),
     )
     .unwrap();
     let gpu = GpuState {
@@ -230,17 +230,17 @@ fn export_and_reload(a: &mut App, dir: &std::path::Path) -> config::RunFile {
         .next()
         .unwrap()
         .to_ascii_lowercase();
-    let path = dir.join(format!("vramfit-{name}.toml"));
+    let path = dir.join(format!("grpofit-{name}.toml"));
     _ = std::fs::remove_file(&path);
     keys(a, "s");
-    config::load(&path, &vramfit_core::resolve::Offline::from_env())
+    config::load(&path, &grpofit_core::resolve::Offline::from_env())
         .unwrap_or_else(|e| panic!("{e}\n{}", std::fs::read_to_string(&path).unwrap()))
 }
 
 #[test]
 fn the_engine_and_zero_stage_keys_move_the_spread_and_the_estimate() {
-    use vramfit_core::memory::estimate::{Estimator, GpuBudget};
-    use vramfit_core::run::spread::Engine;
+    use grpofit_core::memory::estimate::{Estimator, GpuBudget};
+    use grpofit_core::run::spread::Engine;
     let dir = tempfile::tempdir().unwrap();
     let mut a = open_r1(Some("ddp"), dir.path());
     let spread = |a: &App| (a.run().spread.engine, a.run().spread.stage());
@@ -350,14 +350,14 @@ fn a_single_gpu_run_shows_the_gpus_knob_once_the_engine_key_is_pressed() {
     assert!(s.contains("GPUs") && s.contains(" gpus"), "{s}");
     // undo takes the engine back, the knob stays for the session
     keys(&mut a, "u");
-    assert_eq!(a.run().spread, vramfit_core::run::spread::Spread::default());
+    assert_eq!(a.run().spread, grpofit_core::run::spread::Spread::default());
     assert!(a.knobs().contains(&Knob::Gpus));
 }
 
 /// `d` on an Unsloth run with vLLM here passes over FSDP, which Unsloth refuses with vLLM.
 #[test]
 fn the_engine_key_passes_over_what_unsloth_refuses() {
-    use vramfit_core::run::spread::Engine;
+    use grpofit_core::run::spread::Engine;
     let mut a = app();
     assert_eq!(a.run().spread.engine, Engine::Ddp);
     keys(&mut a, "d");
@@ -403,17 +403,17 @@ fn a_vllm_refusal_is_named_not_shown_as_a_shortfall() {
 
 #[test]
 fn the_levers_never_offer_a_step_that_stops_vllm_starting() {
-    use vramfit_core::memory::estimate::{Estimator, GpuBudget};
+    use grpofit_core::memory::estimate::{Estimator, GpuBudget};
     // Llama-3.1-8B in 16-bit: `f` raises the share to 0.70, where one rung down (0.65) leaves
     // vLLM no room to start
     let mut a = app();
     keys(&mut a, "m");
     keys(&mut a, "llama-3.1");
     key(&mut a, KeyCode::Enter);
-    if a.run().quant != vramfit_core::run::Quant::Bf16 {
+    if a.run().quant != grpofit_core::run::Quant::Bf16 {
         keys(&mut a, "4");
     }
-    assert_eq!(a.run().quant, vramfit_core::run::Quant::Bf16);
+    assert_eq!(a.run().quant, grpofit_core::run::Quant::Bf16);
     keys(&mut a, "f");
     assert_eq!(Knob::VllmShare.get(a.run()), Some(70), "{:?}", a.message());
     assert!(a.estimate().vllm.as_ref().unwrap().starts);

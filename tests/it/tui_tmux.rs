@@ -45,8 +45,8 @@ fn change_a_slider_export_and_quit_in_a_real_terminal() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let session = format!("vramfit-test-{}", std::process::id());
-    let bin = env!("CARGO_BIN_EXE_vramfit");
+    let session = format!("grpofit-test-{}", std::process::id());
+    let bin = env!("CARGO_BIN_EXE_grpofit");
     let dir_s = dir.path().to_str().unwrap();
     tmux(&["kill-session", "-t", &session]);
     let started = Command::new("tmux")
@@ -102,7 +102,7 @@ fn change_a_slider_export_and_quit_in_a_real_terminal() {
 
     tmux(&["send-keys", "-t", &session, "s"]);
     let exported = wait_for(&session, "wrote ");
-    let file = Path::new(dir_s).join("vramfit-qwen2.5-3b-instruct.toml");
+    let file = Path::new(dir_s).join("grpofit-qwen2.5-3b-instruct.toml");
     assert!(file.exists(), "{exported}");
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.contains("vllm_gpu_memory_utilization = 0.5"), "{text}");
@@ -146,8 +146,8 @@ fn focused(screen: &str) -> String {
 /// Starts the screen in a detached tmux session of `width` x `height`, walks down the knob list
 /// and checks each knob's value is on the focused line. Returns the session, still running.
 fn walk_every_knob(dir: &std::path::Path, width: u16, height: u16) -> String {
-    let session = format!("vramfit-{width}x{height}-{}", std::process::id());
-    let bin = env!("CARGO_BIN_EXE_vramfit");
+    let session = format!("grpofit-{width}x{height}-{}", std::process::id());
+    let bin = env!("CARGO_BIN_EXE_grpofit");
     tmux(&["kill-session", "-t", &session]);
     let (w, h) = (width.to_string(), height.to_string());
     let started = Command::new("tmux")
@@ -258,8 +258,8 @@ fn the_screen_follows_a_run_log_as_it_grows() {
     // the log names the preset it was run with: the screen opens on it, on the log's GPU
     let prediction = "{\"kind\": \"prediction\", \"preset\": \"8gb\", \"total\": 25769803776}\n";
     std::fs::write(&log, format!("{prediction}{}", nvml(9 << 30))).unwrap();
-    let session = format!("vramfit-follow-{}", std::process::id());
-    let bin = env!("CARGO_BIN_EXE_vramfit");
+    let session = format!("grpofit-follow-{}", std::process::id());
+    let bin = env!("CARGO_BIN_EXE_grpofit");
     tmux(&["kill-session", "-t", &session]);
     let started = Command::new("tmux")
         .args(["new-session", "-d", "-s", &session, "-x", "80", "-y", "24"])

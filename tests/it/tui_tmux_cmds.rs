@@ -27,7 +27,7 @@ fn the_loop_runs_what_the_keys_ask_for() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let session = format!("vramfit-cmds-{}", std::process::id());
+    let session = format!("grpofit-cmds-{}", std::process::id());
     let dir_s = dir.path().to_str().unwrap();
     tmux(&["kill-session", "-t", &session]);
     let started = Command::new("tmux")
@@ -37,15 +37,15 @@ fn the_loop_runs_what_the_keys_ask_for() {
         .status()
         .unwrap();
     assert!(started.success());
-    let bin = env!("CARGO_BIN_EXE_vramfit");
+    let bin = env!("CARGO_BIN_EXE_grpofit");
     let run = format!("{bin} --no-gpu --offline --gpu-mem 12GiB --preset 24gb; echo EXIT=$?");
     press(&session, &[&run, "Enter"], "levers");
 
-    // the fit search: the same change `vramfit fit` proposes on this GPU
+    // the fit search: the same change `grpofit fit` proposes on this GPU
     press(&session, &["f"], "fit: gpu_memory_utilization 0.45 → 0.60");
 
     // the export: written, then asked about once it is there
-    let file = Path::new(dir_s).join("vramfit-qwen2.5-3b-instruct.toml");
+    let file = Path::new(dir_s).join("grpofit-qwen2.5-3b-instruct.toml");
     press(&session, &["s"], "wrote ");
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.contains("vllm_gpu_memory_utilization = 0.6"), "{text}");

@@ -71,8 +71,8 @@ fn a_large_log_is_followed_and_q_answered_at_once() {
     let dir = tempfile::tempdir().unwrap();
     // 256 MB: a debug build reads a few MB a second, so the screen is far from its end
     write_log(&dir.path().join("big.jsonl"), 256 << 20);
-    let session = format!("vramfit-follow-big-{}", std::process::id());
-    let bin = env!("CARGO_BIN_EXE_vramfit");
+    let session = format!("grpofit-follow-big-{}", std::process::id());
+    let bin = env!("CARGO_BIN_EXE_grpofit");
     tmux(&["kill-session", "-t", &session]);
     let started = Command::new("tmux")
         .args(["new-session", "-d", "-s", &session, "-x", "120", "-y", "40"])
@@ -81,7 +81,7 @@ fn a_large_log_is_followed_and_q_answered_at_once() {
         .status()
         .unwrap();
     assert!(started.success());
-    // the shell's own process becomes vramfit (`exec`), so its id is vramfit's
+    // the shell's own process becomes grpofit (`exec`), so its id is grpofit's
     let run = format!(
         "sh -c 'echo $$ > pid; exec {bin} --no-gpu --no-mouse --follow big.jsonl'; echo EXIT=$?"
     );

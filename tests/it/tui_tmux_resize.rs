@@ -30,8 +30,8 @@ fn the_terminal_is_restored_exactly_after_a_resize() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let session = format!("vramfit-resize-{}", std::process::id());
-    let bin = env!("CARGO_BIN_EXE_vramfit");
+    let session = format!("grpofit-resize-{}", std::process::id());
+    let bin = env!("CARGO_BIN_EXE_grpofit");
     tmux(&["kill-session", "-t", &session]);
     let started = Command::new("tmux")
         .args(["new-session", "-d", "-s", &session, "-x", "80", "-y", "24"])
@@ -75,8 +75,8 @@ fn a_picker_look_up_writes_nothing_under_the_screen() {
     }
     // a Hub that refuses connections: the look-up fails at once, after its notice
     let dir = tempfile::tempdir().unwrap();
-    let session = format!("vramfit-lookup-{}", std::process::id());
-    let bin = env!("CARGO_BIN_EXE_vramfit");
+    let session = format!("grpofit-lookup-{}", std::process::id());
+    let bin = env!("CARGO_BIN_EXE_grpofit");
     tmux(&["kill-session", "-t", &session]);
     let started = Command::new("tmux")
         .args(["new-session", "-d", "-s", &session, "-x", "80", "-y", "24"])
@@ -100,7 +100,7 @@ fn a_picker_look_up_writes_nothing_under_the_screen() {
     // the answer (the fetching line, shown meanwhile, names the model too)
     let answered = wait_for(&session, "cannot reach the Hub");
     // the notice never reached the screen's rows; the footer is whole
-    assert!(!answered.contains("vramfit: fetching"), "{answered}");
+    assert!(!answered.contains("grpofit: fetching"), "{answered}");
     assert!(answered.contains("q quit"), "{answered}");
     std::thread::sleep(Duration::from_millis(300));
     tmux(&["send-keys", "-t", &session, "q"]);
@@ -108,7 +108,7 @@ fn a_picker_look_up_writes_nothing_under_the_screen() {
     tmux(&["kill-session", "-t", &session]);
     // after the screen closed, the notice is on standard error
     assert!(
-        end.contains("vramfit: fetching config.json of org/nowhere"),
+        end.contains("grpofit: fetching config.json of org/nowhere"),
         "{end}"
     );
 }

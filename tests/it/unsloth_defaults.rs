@@ -4,12 +4,12 @@
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
-use crate::common::{run, vramfit_in};
+use crate::common::{grpofit_in, run};
 
 /// Qwen2.5-1.5B (a 32768-token context) LoRA with Unsloth, vLLM colocated; `{pins}` are the
-/// `[vramfit]` version lines, `{model}` and `{lora}` extra keys of those tables.
+/// `[grpofit]` version lines, `{model}` and `{lora}` extra keys of those tables.
 const UNSLOTH_RUN: &str = r#"
-[vramfit]
+[grpofit]
 stack = "unsloth"
 gpu_memory = "79.19GiB"
 max_prompt_length = 256
@@ -50,7 +50,7 @@ fn estimate(unsloth: &str, model: &str, lora: &str) -> serde_json::Value {
         .replace("{lora}", lora);
     std::fs::write(dir.path().join("run.toml"), text).unwrap();
     let venv = tempfile::tempdir().unwrap();
-    let out = run(vramfit_in(dir.path())
+    let out = run(grpofit_in(dir.path())
         .env("VIRTUAL_ENV", venv.path())
         .env_remove("CONDA_PREFIX")
         .args(["estimate", "--json", "--offline", "--config", "run.toml"]));

@@ -1,5 +1,5 @@
-//! Trainer versions as an input, end to end: `[vramfit] trl_version` and friends, the versions
-//! of a Python environment (`vramfit env`, and the estimate that uses them), refusals outside
+//! Trainer versions as an input, end to end: `[grpofit] trl_version` and friends, the versions
+//! of a Python environment (`grpofit env`, and the estimate that uses them), refusals outside
 //! the modelled range, and the behaviours that moved between releases.
 
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
@@ -37,9 +37,9 @@ fn fake_venv(packages: &[(&str, &str)]) -> tempfile::TempDir {
     venv
 }
 
-/// `vramfit ARGS` with `VIRTUAL_ENV` at `venv`: (exit code, stdout, stderr).
-fn vramfit(venv: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::cargo_bin("vramfit")
+/// `grpofit ARGS` with `VIRTUAL_ENV` at `venv`: (exit code, stdout, stderr).
+fn grpofit(venv: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::cargo_bin("grpofit")
         .unwrap()
         .env("VIRTUAL_ENV", venv)
         .env_remove("CONDA_PREFIX")
@@ -55,7 +55,7 @@ fn vramfit(venv: &Path, args: &[&str]) -> (i32, String, String) {
 
 fn estimate_json(venv: &Path, config: &Path) -> (i32, serde_json::Value) {
     let c = config.to_str().unwrap();
-    let (code, out, err) = vramfit(
+    let (code, out, err) = grpofit(
         venv,
         &["estimate", "--json", "--no-gpu", "--offline", "--config", c],
     );
@@ -66,7 +66,7 @@ fn estimate_json(venv: &Path, config: &Path) -> (i32, serde_json::Value) {
     )
 }
 
-/// The file with `[vramfit] key = "value"` set (replacing the key when present).
+/// The file with `[grpofit] key = "value"` set (replacing the key when present).
 fn pinned(file: &str, pins: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
     let text = std::fs::read_to_string(repo(file)).unwrap();
     let mut lines: Vec<String> = text
@@ -74,7 +74,7 @@ fn pinned(file: &str, pins: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
         .filter(|l| !pins.iter().any(|(k, _)| l.starts_with(&format!("{k} ="))))
         .map(str::to_string)
         .collect();
-    let at = lines.iter().position(|l| l == "[vramfit]").unwrap() + 1;
+    let at = lines.iter().position(|l| l == "[grpofit]").unwrap() + 1;
     for (k, v) in pins {
         lines.insert(at, format!("{k} = \"{v}\""));
     }
@@ -100,7 +100,7 @@ fn env_reports_a_virtual_environment_and_the_estimate_uses_it() {
         ("unsloth", "2025.5.2"),
         ("vllm", "0.8.5.post1"),
     ]);
-    let (code, out, err) = vramfit(venv.path(), &["env", "--json"]);
+    let (code, out, err) = grpofit(venv.path(), &["env", "--json"]);
     assert_eq!(code, 0, "{err}");
     let env: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(env["from"], "$VIRTUAL_ENV");
@@ -116,7 +116,7 @@ fn env_reports_a_virtual_environment_and_the_estimate_uses_it() {
             .unwrap()
             .ends_with("trl-0.15.2.dist-info/METADATA")
     );
-    let (_, text, _) = vramfit(venv.path(), &["env"]);
+    let (_, text, _) = grpofit(venv.path(), &["env"]);
     assert!(text.contains("trl 0.15.2 ("), "{text}");
     assert!(text.contains("transformers: not installed"), "{text}");
 
@@ -152,7 +152,7 @@ fn env_reports_a_virtual_environment_and_the_estimate_uses_it() {
 #[test]
 fn the_qwen3_4b_t4_run_does_not_fit_on_trl_0_15_and_fits_on_trl_1_15() {
     let empty = fake_venv(&[]);
-    // with the vLLM its notebook installed (0.8.5, tests/realworld/then.json): on vramfit's
+    // with the vLLM its notebook installed (0.8.5, tests/realworld/then.json): on grpofit's
     // default vLLM (0.31, graphs inside the share) Unsloth 2025's 160 sequences make a profile
     // run whose cache the step reuses, and the run fits by 0.5 GiB
     let (_keep_then, then) = pinned(
@@ -185,7 +185,7 @@ fn a_version_outside_the_modelled_range_is_refused_with_the_range() {
         "tests/fixtures/qwen3-4b-t4-trl0.15.toml",
         &[("trl_version", "0.13.0")],
     );
-    let (code, _, err) = vramfit(
+    let (code, _, err) = grpofit(
         empty.path(),
         &[
             "estimate",
@@ -204,7 +204,7 @@ fn a_version_outside_the_modelled_range_is_refused_with_the_range() {
         "tests/fixtures/qwen3-4b-t4-trl0.15.toml",
         &[("unsloth_version", "2027.1.1")],
     );
-    let (code, _, err) = vramfit(
+    let (code, _, err) = grpofit(
         empty.path(),
         &[
             "estimate",
@@ -222,7 +222,7 @@ fn a_version_outside_the_modelled_range_is_refused_with_the_range() {
     // from the environment: the METADATA is named, and the key that overrides it
     let old = fake_venv(&[("trl", "0.12.2")]);
     let cfg = repo("tests/fixtures/seed-gemma-22gib.toml");
-    let (code, _, err) = vramfit(
+    let (code, _, err) = grpofit(
         old.path(),
         &[
             "estimate",
@@ -253,7 +253,7 @@ fn the_seed_articles_run_on_its_stack_does_not_fit_and_diagnose_names_the_fp32_l
             .any(|c| c["name"] == "fp32 batch logits")
     );
     let log = repo("tests/oom/seed-article.txt");
-    let (code, out, err) = vramfit(
+    let (code, out, err) = grpofit(
         empty.path(),
         &[
             "diagnose",
@@ -283,7 +283,7 @@ fn diagnose_names_one_sequences_fp32_logits_on_unsloth_2025() {
         &[("unsloth_version", "2025.5.2")],
     );
     let log = repo("tests/oom/unsloth-2025.5-qwen3-4b-t4.txt");
-    let (code, out, err) = vramfit(
+    let (code, out, err) = grpofit(
         empty.path(),
         &[
             "diagnose",
@@ -312,7 +312,7 @@ fn trl_0_14_counts_prompts_and_unsloth_2025_raises_the_batch_and_says_so() {
     let trl = dir.path().join("trl.toml");
     std::fs::write(
         &trl,
-        "[vramfit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\nmax_prompt_length = 512\ntrl_version = \"0.14.0\"\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nper_device_train_batch_size = 1\nnum_generations = 8\nmax_completion_length = 512\nuse_vllm = false\n",
+        "[grpofit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\nmax_prompt_length = 512\ntrl_version = \"0.14.0\"\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nper_device_train_batch_size = 1\nnum_generations = 8\nmax_completion_length = 512\nuse_vllm = false\n",
     )
     .unwrap();
     let (_, est) = estimate_json(empty.path(), &trl);
@@ -347,7 +347,7 @@ fn trl_0_14_counts_prompts_and_unsloth_2025_raises_the_batch_and_says_so() {
 
 #[test]
 fn defaults_follow_the_trl_release_where_the_file_is_silent() {
-    use vramfit_core::run::Checkpointing;
+    use grpofit_core::run::Checkpointing;
     let dir = tempfile::tempdir().unwrap();
     // the run as read (an export edits the file in place, so a key the file does not write
     // stays unwritten, and reads back with the same release's default)
@@ -355,10 +355,10 @@ fn defaults_follow_the_trl_release_where_the_file_is_silent() {
         let path = dir.path().join(format!("trl-{trl}.toml"));
         std::fs::write(
             &path,
-            format!("[vramfit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\nmax_prompt_length = 512\ntrl_version = \"{trl}\"\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nuse_vllm = false\n{grpo}"),
+            format!("[grpofit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\nmax_prompt_length = 512\ntrl_version = \"{trl}\"\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nuse_vllm = false\n{grpo}"),
         )
         .unwrap();
-        let file = vramfit_core::config::load(&path, &vramfit_core::resolve::Offline::default())
+        let file = grpofit_core::config::load(&path, &grpofit_core::resolve::Offline::default())
             .unwrap_or_else(|e| panic!("{e}"));
         (
             file.run.beta,
@@ -382,10 +382,10 @@ fn a_grpo_key_the_pinned_trl_does_not_take_is_named() {
     let path = dir.path().join("old.toml");
     std::fs::write(
         &path,
-        "[vramfit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\nmax_prompt_length = 512\ntrl_version = \"0.14.0\"\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nuse_vllm = true\nvllm_mode = \"colocate\"\nper_device_train_batch_size = 1\n",
+        "[grpofit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\nmax_prompt_length = 512\ntrl_version = \"0.14.0\"\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nuse_vllm = true\nvllm_mode = \"colocate\"\nper_device_train_batch_size = 1\n",
     )
     .unwrap();
-    let (code, _, err) = vramfit(
+    let (code, _, err) = grpofit(
         empty.path(),
         &[
             "estimate",
@@ -412,7 +412,7 @@ fn unsloth_2025_2_logits(unsloth: &str, trl: &str) -> u64 {
     let per_device = if trl == "0.14.0" { 1 } else { 4 };
     std::fs::write(
         &path,
-        format!("[vramfit]\nstack = \"unsloth\"\ngpu_memory = \"79.19GiB\"\nmax_prompt_length = 3072\nunsloth_version = \"{unsloth}\"\ntrl_version = \"{trl}\"\n\n[model]\nmodel_name = \"Qwen/Qwen2.5-3B-Instruct\"\nmax_seq_length = 3200\nload_in_4bit = true\nfast_inference = false\n\n[lora]\nr = 16\n\n[grpo]\nper_device_train_batch_size = {per_device}\nnum_generations = 4\nmax_completion_length = 128\nbeta = 0.0\nuse_vllm = false\n"),
+        format!("[grpofit]\nstack = \"unsloth\"\ngpu_memory = \"79.19GiB\"\nmax_prompt_length = 3072\nunsloth_version = \"{unsloth}\"\ntrl_version = \"{trl}\"\n\n[model]\nmodel_name = \"Qwen/Qwen2.5-3B-Instruct\"\nmax_seq_length = 3200\nload_in_4bit = true\nfast_inference = false\n\n[lora]\nr = 16\n\n[grpo]\nper_device_train_batch_size = {per_device}\nnum_generations = 4\nmax_completion_length = 128\nbeta = 0.0\nuse_vllm = false\n"),
     )
     .unwrap();
     let (_, est) = estimate_json(empty.path(), &path);

@@ -1,18 +1,18 @@
 //! Keys an older TRL takes and TRL 1.15 retired (`vllm_device`, `vllm_dtype`,
-//! `vllm_max_model_len`, ...): a file pinned to that release loads them, reads what vramfit
+//! `vllm_max_model_len`, ...): a file pinned to that release loads them, reads what grpofit
 //! models of them, and its export writes them; on a release that lacks them they load with a
 //! note naming the releases that take them; a key no modelled release takes stays unknown.
 
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
-use crate::common::{Out, run, vramfit_in};
-use vramfit_core::config::export;
-use vramfit_core::run::Generation;
+use crate::common::{Out, grpofit_in, run};
+use grpofit_core::config::export;
+use grpofit_core::run::Generation;
 
 /// Qwen2.5-1.5B LoRA with TRL's own vLLM, written for trl 0.15.2 (its GRPOConfig's vLLM keys).
 const TRL_0_15: &str = r#"
-[vramfit]
+[grpofit]
 stack = "trl"
 max_prompt_length = 256
 trl_version = "0.15.2"
@@ -35,11 +35,11 @@ vllm_gpu_memory_utilization = 0.5
 vllm_max_model_len = 2048
 "#;
 
-/// `vramfit ARGS --config run.toml` on `text`.
+/// `grpofit ARGS --config run.toml` on `text`.
 fn on(text: &str, args: &[&str]) -> Out {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("run.toml"), text).unwrap();
-    run(vramfit_in(dir.path()).args(args).args([
+    run(grpofit_in(dir.path()).args(args).args([
         "--config",
         "run.toml",
         "--gpu-mem",
@@ -137,15 +137,15 @@ fn vllm_device_past_the_training_gpus_is_a_gpu_of_vllms_own() {
 }
 
 /// The run file read from `text` (offline).
-fn read(text: &str) -> vramfit_core::config::RunFile {
+fn read(text: &str) -> grpofit_core::config::RunFile {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.toml");
     std::fs::write(&path, text).unwrap();
-    vramfit_core::config::load(&path, &vramfit_core::resolve::Offline::default())
+    grpofit_core::config::load(&path, &grpofit_core::resolve::Offline::default())
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn exported(file: &vramfit_core::config::RunFile) -> String {
+fn exported(file: &grpofit_core::config::RunFile) -> String {
     export::to_toml(
         &file.run,
         &export::ExportContext {
@@ -192,7 +192,7 @@ fn sequence_row(trl: &str) -> String {
     let app = crate::tui::app_of(
         &text,
         std::path::Path::new("."),
-        vramfit::tui::theme::Theme::mono(),
+        grpofit::tui::theme::Theme::mono(),
     );
     let screen = crate::tui::screen(&app, 120, 40);
     screen
@@ -226,7 +226,7 @@ fn a_write_back_pinned_to_trl_0_15_edits_that_releases_keys_and_drops_none() {
     tuned.max_seq_len = 1536;
     tuned.prompt_len = 200;
     let mut notes = Vec::new();
-    let text = vramfit_core::config::write_back::write_back(
+    let text = grpofit_core::config::write_back::write_back(
         Some(&source),
         &tuned,
         &export::ExportContext {
@@ -259,7 +259,7 @@ fn a_recipes_older_trl_key_is_read_as_grpoconfig_with_the_releases_named() {
         "model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nmax_prompt_length: 256\nuse_vllm: false\nvllm_dtype: bfloat16\n",
     )
     .unwrap();
-    let out = run(vramfit_in(dir.path())
+    let out = run(grpofit_in(dir.path())
         .env("VIRTUAL_ENV", venv.path())
         .env_remove("CONDA_PREFIX")
         .args(["estimate", "--json", "--config", "recipe.yaml"])

@@ -4,12 +4,12 @@
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
-use crate::common::{Out, run, vramfit_in};
+use crate::common::{Out, grpofit_in, run};
 
 /// Qwen2.5-7B LoRA with TRL, vLLM colocated, no context set: 256-token prompts and
 /// 1024-token completions.
 const TRL_COLOCATED: &str = r#"
-[vramfit]
+[grpofit]
 stack = "trl"
 max_prompt_length = 256
 trl_version = "1.15.0"
@@ -32,7 +32,7 @@ vllm_mode = "colocate"
 vllm_gpu_memory_utilization = 0.3
 "#;
 
-/// `vramfit ARGS --config run.toml` on the file pinned to `trl`.
+/// `grpofit ARGS --config run.toml` on the file pinned to `trl`.
 fn pinned(trl: &str, args: &[&str]) -> Out {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
@@ -40,7 +40,7 @@ fn pinned(trl: &str, args: &[&str]) -> Out {
         TRL_COLOCATED.replace("1.15.0", trl),
     )
     .unwrap();
-    run(vramfit_in(dir.path())
+    run(grpofit_in(dir.path())
         .args(args)
         .args(["--config", "run.toml", "--gpu-mem", "80GiB"]))
 }
@@ -141,7 +141,7 @@ fn four_bit_weights_keep_no_more_activations_under_trl() {
             text
         };
         std::fs::write(dir.path().join("run.toml"), text).unwrap();
-        let out = run(vramfit_in(dir.path()).args([
+        let out = run(grpofit_in(dir.path()).args([
             "estimate",
             "--json",
             "--config",
@@ -171,7 +171,7 @@ fn trl_0_15_reads_vllm_max_model_len_as_the_colocated_context() {
         .replace("1.15.0", "0.15.2")
         .replace("vllm_mode = \"colocate\"", "vllm_max_model_len = 2048");
     std::fs::write(dir.path().join("run.toml"), text).unwrap();
-    let out = run(vramfit_in(dir.path()).args([
+    let out = run(grpofit_in(dir.path()).args([
         "estimate",
         "--json",
         "--config",
@@ -195,7 +195,7 @@ fn estimate_without(trl: &str, drop: &[&str]) -> serde_json::Value {
         .map(|l| format!("{l}\n"))
         .collect();
     std::fs::write(dir.path().join("run.toml"), text).unwrap();
-    let out = run(vramfit_in(dir.path()).args([
+    let out = run(grpofit_in(dir.path()).args([
         "estimate",
         "--json",
         "--config",

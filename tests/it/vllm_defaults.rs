@@ -5,9 +5,9 @@
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
-use crate::common::{run, vramfit_in};
+use crate::common::{grpofit_in, run};
 
-/// The open-r1 shape (7 H100s training, an eighth serving) with `pins` as `[vramfit]` lines:
+/// The open-r1 shape (7 H100s training, an eighth serving) with `pins` as `[grpofit]` lines:
 /// the server role's `(max_num_seqs, max_num_batched_tokens, profiled activations)`.
 fn server(pins: &str) -> (u64, u64, u64) {
     let example = concat!(
@@ -21,7 +21,7 @@ fn server(pins: &str) -> (u64, u64, u64) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("run.toml"), text).unwrap();
     let venv = tempfile::tempdir().unwrap();
-    let out = run(vramfit_in(dir.path())
+    let out = run(grpofit_in(dir.path())
         .env("VIRTUAL_ENV", venv.path())
         .env_remove("CONDA_PREFIX")
         .args(["estimate", "--json", "--offline", "--config", "run.toml"]));
@@ -67,12 +67,12 @@ fn vllm_0_7_sizes_the_servers_batch_by_its_context() {
 /// the colocated plan's `(max_num_batched_tokens, profiled activations)`.
 fn colocated(trl: &str) -> (u64, u64) {
     let text = format!(
-        "[vramfit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\nmax_prompt_length = 512\ntrl_version = \"{trl}\"\nvllm_version = \"0.8.5\"\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nper_device_train_batch_size = 8\nnum_generations = 8\nmax_completion_length = 1024\nuse_vllm = true\nvllm_mode = \"colocate\"\nvllm_gpu_memory_utilization = 0.3\n"
+        "[grpofit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\nmax_prompt_length = 512\ntrl_version = \"{trl}\"\nvllm_version = \"0.8.5\"\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nper_device_train_batch_size = 8\nnum_generations = 8\nmax_completion_length = 1024\nuse_vllm = true\nvllm_mode = \"colocate\"\nvllm_gpu_memory_utilization = 0.3\n"
     );
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("run.toml"), text).unwrap();
     let venv = tempfile::tempdir().unwrap();
-    let out = run(vramfit_in(dir.path())
+    let out = run(grpofit_in(dir.path())
         .env("VIRTUAL_ENV", venv.path())
         .env_remove("CONDA_PREFIX")
         .args(["estimate", "--json", "--offline", "--config", "run.toml"]));

@@ -27,7 +27,7 @@ struct Pane {
 
 impl Pane {
     fn start(dir: &Path, width: u16, height: u16) -> Pane {
-        let tag = format!("vramfit-walk-{width}x{height}-{}", std::process::id());
+        let tag = format!("grpofit-walk-{width}x{height}-{}", std::process::id());
         let pane = Pane {
             server: tag.clone(),
             session: tag,
@@ -148,11 +148,11 @@ fn footer_at_bottom(screen: &str, rows: u16) -> bool {
 /// test's folder, and a Hub at a closed port (connections refused at once). A script, so that
 /// the shell's screen shows no path that could look like a frame.
 fn write_run_script(dir: &Path) {
-    let bin = env!("CARGO_BIN_EXE_vramfit");
+    let bin = env!("CARGO_BIN_EXE_grpofit");
     let script = format!(
         "unset HF_HUB_CACHE HF_TOKEN HF_TOKEN_PATH HUGGINGFACE_HUB_CACHE\n\
          export NO_COLOR=1 HOME=\"$PWD\" XDG_CONFIG_HOME=\"$PWD/config\" \
-         XDG_CACHE_HOME=\"$PWD/cache\" VRAMFIT_CONFIG_DIR=\"$PWD/vramfit\" \
+         XDG_CACHE_HOME=\"$PWD/cache\" GRPOFIT_CONFIG_DIR=\"$PWD/grpofit\" \
          HF_HOME=\"$PWD/hf\" HF_HUB_OFFLINE= HF_ENDPOINT=http://127.0.0.1:9\n\
          '{bin}' --no-gpu --preset 24gb\n"
     );
@@ -214,7 +214,7 @@ fn look_up_an_unknown_model(pane: &Pane, rows: u16) {
     // nothing written under the screen: the notice waits for the exit, the footer is whole,
     // the model and the run are as they were
     assert!(
-        !s.contains("vramfit: fetching"),
+        !s.contains("grpofit: fetching"),
         "stderr on the screen:\n{s}"
     );
     assert!(footer_at_bottom(&s, rows), "{s}");
@@ -271,7 +271,7 @@ fn quit_to_a_clean_terminal(pane: &Pane) {
     }
     // the look-up's notice reaches standard error once the screen is gone
     assert!(
-        end.contains(&format!("vramfit: fetching config.json of {UNKNOWN_MODEL}")),
+        end.contains(&format!("grpofit: fetching config.json of {UNKNOWN_MODEL}")),
         "{end}"
     );
     let mouse = pane.tmux(&["display", "-p", "-t", &pane.session, "#{mouse_any_flag}"]);

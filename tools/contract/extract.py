@@ -3,7 +3,7 @@
 
 Downloads the pinned wheels without their dependencies (`pip download --no-deps`: no torch
 needed), reads their source with `ast` (nothing is imported or run), and writes
-`crates/vramfit-core/src/contract/trainers.json`, which vramfit's loader, export and knob declarations read.
+`crates/grpofit-core/src/contract/trainers.json`, which grpofit's loader, export and knob declarations read.
 
     python3 tools/contract/extract.py            # rewrite the contract file
     python3 tools/contract/extract.py --check    # fail when the pinned wheels say otherwise
@@ -29,9 +29,9 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "crates" / "vramfit-core" / "src" / "contract" / "trainers.json"
+OUT = ROOT / "crates" / "grpofit-core" / "src" / "contract" / "trainers.json"
 
-# The versions vramfit targets (docs/run-file.md, "Versions"). Move them together and rerun.
+# The versions grpofit targets (docs/run-file.md, "Versions"). Move them together and rerun.
 PINS = {
     "trl": "1.15.0",
     "transformers": "5.17.0",
@@ -48,7 +48,7 @@ SDIST_ONLY = {"deepspeed"}
 
 
 def wheels_dir() -> Path:
-    d = Path(os.environ.get("VRAMFIT_WHEELS", ROOT / "target" / "wheels"))
+    d = Path(os.environ.get("GRPOFIT_WHEELS", ROOT / "target" / "wheels"))
     d.mkdir(parents=True, exist_ok=True)
     return d
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""The GRPOConfig of each TRL release line vramfit models: its keyword arguments and defaults.
+"""The GRPOConfig of each TRL release line grpofit models: its keyword arguments and defaults.
 
 A ladder of pinned TRL releases, one per release that changed a memory-relevant GRPOConfig key
 or default (and the ends of the range), read from their wheels the way extract.py reads the
 targeted ones (`pip download --no-deps`, `ast`, nothing imported). The inherited
 `transformers.TrainingArguments` fields are read from the transformers wheel extract.py pins
-(the fields vramfit reads, `per_device_train_batch_size` 8 and `gradient_checkpointing` False,
-have the same defaults in transformers 4.46 to 5.17). Writes `crates/vramfit-core/src/contract/trl_ladder.json`,
-which vramfit's loader reads for the defaults of the TRL release in force.
+(the fields grpofit reads, `per_device_train_batch_size` 8 and `gradient_checkpointing` False,
+have the same defaults in transformers 4.46 to 5.17). Writes `crates/grpofit-core/src/contract/trl_ladder.json`,
+which grpofit's loader reads for the defaults of the TRL release in force.
 
     python3 tools/contract/ladder.py            # rewrite the ladder file
     python3 tools/contract/ladder.py --check    # fail when the pinned wheels say otherwise
@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import extract  # noqa: E402  (the same wheel reader)
 
-OUT = extract.ROOT / "crates" / "vramfit-core" / "src" / "contract" / "trl_ladder.json"
+OUT = extract.ROOT / "crates" / "grpofit-core" / "src" / "contract" / "trl_ladder.json"
 
 # Oldest first. A release not listed takes the nearest older rung.
 LADDER = [
@@ -51,7 +51,7 @@ LADDER = [
     "1.12.0",
     "1.13.0",
     "1.14.2",
-    "1.15.0",  # the fused LM head (add_fused_lm_head); vramfit's targeted release
+    "1.15.0",  # the fused LM head (add_fused_lm_head); grpofit's targeted release
 ]
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Unsloth and vLLM calls of each release line vramfit models: keyword arguments and defaults.
+"""The Unsloth and vLLM calls of each release line grpofit models: keyword arguments and defaults.
 
 The siblings of ladder.py (TRL's GRPOConfig), read the same way (`pip download --no-deps`,
 `ast`, nothing imported):
@@ -36,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import extract  # noqa: E402  (the same wheel reader)
 
-HERE = extract.ROOT / "crates" / "vramfit-core" / "src" / "contract"
+HERE = extract.ROOT / "crates" / "grpofit-core" / "src" / "contract"
 UNSLOTH_OUT = HERE / "unsloth_ladder.json"
 VLLM_OUT = HERE / "vllm_ladder.json"
 SERVE_OUT = HERE / "trl_serve_ladder.json"
@@ -51,7 +51,7 @@ UNSLOTH = [
     "2025.8.9",  # get_peft_model's qat_scheme
     "2025.11.6",  # load_in_fp8, load_in_16bit, offload_embedding
     "2026.1.4",
-    "2026.10.9",  # vramfit's targeted release
+    "2026.10.9",  # grpofit's targeted release
 ]
 
 # The vLLM releases TRL's `vllm` extra installs, 0.7.2 (trl 0.15) to 0.31.0 (trl 1.15's newest).
@@ -64,7 +64,7 @@ VLLM = [
     "0.17.1",  # trl 1.0's vllm>=0.17.1
     "0.23.0",  # trl 1.7's
     "0.28.0",  # trl 1.13's vllm<=0.28.0
-    "0.31.0",  # trl 1.15's vllm<=0.31.0, vramfit's targeted release
+    "0.31.0",  # trl 1.15's vllm<=0.31.0, grpofit's targeted release
 ]
 
 # The EngineArgs fields whose defaults the ladder keeps (the memory-relevant ones); every field

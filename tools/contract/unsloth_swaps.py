@@ -8,10 +8,10 @@
 a few 4-bit uploads back to their 16-bit repository ("We rather do it on the fly"). Until
 unsloth_zoo 2025.9.8, `approximate_vllm_memory_usage` counts the weights 4-bit only when that
 checkpoint's config has a `quantization_config` (`load_in_4bit = "quantization_config" in
-config`): a pre-quantized upload. vramfit reads this file for those releases.
+config`): a pre-quantized upload. grpofit reads this file for those releases.
 
 Reads the mapper of each Unsloth wheel of that era with `ast` (nothing imported or run) and
-writes `crates/vramfit-core/src/memory/unsloth_4bit_swaps.json`: for each lower-cased name, the
+writes `crates/grpofit-core/src/memory/unsloth_4bit_swaps.json`: for each lower-cased name, the
 first release whose mapper swaps it to a `-bnb-4bit` upload (`to_4bit`), or sends it from one
 to a 16-bit repository (`to_16bit`). A name, once in a mapper, stays in every later one read.
 
@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import extract  # noqa: E402  (the same wheel fetcher)
 
-OUT = extract.ROOT / "crates" / "vramfit-core" / "src" / "memory" / "unsloth_4bit_swaps.json"
+OUT = extract.ROOT / "crates" / "grpofit-core" / "src" / "memory" / "unsloth_4bit_swaps.json"
 
 # The Unsloth releases whose unsloth_zoo counts 4-bit by the checkpoint's config, oldest first
 # (unsloth 2025.9.7 is the first to require unsloth_zoo >= 2025.9.8, which counts by

@@ -2,7 +2,7 @@
 """Import circles between the modules of each crate: fails (exit 1) when one exists.
 
 A module is a source file. Module A uses module B when A's code names a path into B
-(`crate::b::...`, `super::b`, `self::b`, or `vramfit_core::b` for the binary's view of the core
+(`crate::b::...`, `super::b`, `self::b`, or `grpofit_core::b` for the binary's view of the core
 is not counted: crates cannot form circles with each other). Test modules (`#[cfg(test)]` blocks
 and `tests.rs` files) are left out: a test may use anything.
 
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CRATES = {"vramfit": ROOT / "src", "vramfit-core": ROOT / "crates" / "vramfit-core" / "src"}
+CRATES = {"grpofit": ROOT / "src", "grpofit-core": ROOT / "crates" / "grpofit-core" / "src"}
 GROUP = re.compile(r"\b(crate|super|self)((?:::[a-z_][a-z0-9_]*)*)::\{([^{}]*)\}")
 PATH = re.compile(r"\b(crate|super|self)((?:::[a-z_][a-z0-9_]*)+)")
 

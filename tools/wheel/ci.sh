@@ -4,17 +4,17 @@
 # and binary, and the startup benchmark (tools/wheel/bench.py).
 #
 #   tools/wheel/ci.sh                        # build, install, test
-#   VRAMFIT_WHEEL=target/wheels/x.whl tools/wheel/ci.sh   # reuse a wheel built earlier
+#   GRPOFIT_WHEEL=target/wheels/x.whl tools/wheel/ci.sh   # reuse a wheel built earlier
 #
 # Needs python3 (3.9+) and the package registry (maturin, ziglang, pytest).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 python=${PYTHON:-python3}
-work=${VRAMFIT_WHEEL_WORK:-$root/target/wheel-ci}
+work=${GRPOFIT_WHEEL_WORK:-$root/target/wheel-ci}
 mkdir -p "$work"
 
-wheel=${VRAMFIT_WHEEL:-}
+wheel=${GRPOFIT_WHEEL:-}
 if [ -z "$wheel" ]; then
     # the build tools in their own environment, kept from one run to the next
     if [ ! -x "$work/build/bin/maturin" ]; then
@@ -25,7 +25,7 @@ if [ -z "$wheel" ]; then
     rm -rf "$out"
     start=$(date +%s)
     PATH="$work/build/bin:$PATH" maturin build --release --zig --compatibility manylinux2014 --out "$out"
-    wheel=$(ls "$out"/vramfit-*.whl)
+    wheel=$(ls "$out"/grpofit-*.whl)
     echo "wheel: $wheel ($(du -k "$wheel" | cut -f1) KiB, built in $(( $(date +%s) - start )) s)"
 fi
 
@@ -33,11 +33,11 @@ fi
 rm -rf "$work/venv"
 "$python" -m venv "$work/venv"
 "$work/venv/bin/pip" install -q "$wheel" pytest
-export PATH="$work/venv/bin:$PATH" VRAMFIT_WHEEL="$wheel"
-unset VRAMFIT_BINARY
+export PATH="$work/venv/bin:$PATH" GRPOFIT_WHEEL="$wheel"
+unset GRPOFIT_BINARY
 # run from python/tests' parent's parent, importing the installed package (python/ is not on
 # sys.path: pytest adds only python/tests, for conftest.py)
 "$work/venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
 # the startup figure, reported: a benchmark, not a timed test (a loaded CI machine is slower
-# than a notebook's; set VRAMFIT_BENCH_BUDGET_MS to make it fail past a budget)
-VRAMFIT_BENCH_BUDGET_MS=${VRAMFIT_BENCH_BUDGET_MS:-1e9} "$work/venv/bin/python" tools/wheel/bench.py
+# than a notebook's; set GRPOFIT_BENCH_BUDGET_MS to make it fail past a budget)
+GRPOFIT_BENCH_BUDGET_MS=${GRPOFIT_BENCH_BUDGET_MS:-1e9} "$work/venv/bin/python" tools/wheel/bench.py

@@ -1,12 +1,12 @@
 //! What an action of the keymap does to the screen's state. The rules of what comes next (the
 //! optimizer cycle, β when the reference pass is switched on, the engines a run can use) are the
-//! core's (`vramfit_core::run::cycle`); this file only routes the actions to them.
+//! core's (`grpofit_core::run::cycle`); this file only routes the actions to them.
 
 use super::*;
 use crate::tui::keymap::Action;
-use vramfit_core::run::Stack;
-use vramfit_core::run::adjust::{exact_values, step_knob};
-use vramfit_core::units::format_size;
+use grpofit_core::run::Stack;
+use grpofit_core::run::adjust::{exact_values, step_knob};
+use grpofit_core::units::format_size;
 
 impl App {
     pub(super) fn act(&mut self, action: Action) {

@@ -1,8 +1,8 @@
 //! Typing an exact value for a knob.
 
 use super::*;
+use grpofit_core::run::knobs::Knob;
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
-use vramfit_core::run::knobs::Knob;
 
 impl App {
     /// A key while a value is typed. The pre-filled value starts selected, as in a text field:

@@ -2,12 +2,12 @@
 //! (`Cmd::Fit`, `Cmd::WriteExport`); their answers come back here.
 
 use super::*;
+use grpofit_core::config::export::ExportContext;
+use grpofit_core::config::source::Format;
+use grpofit_core::config::write_back::text_for;
+use grpofit_core::fit::DEFAULT_HEADROOM;
+use grpofit_core::units::format_size;
 use std::path::PathBuf;
-use vramfit_core::config::export::ExportContext;
-use vramfit_core::config::source::Format;
-use vramfit_core::config::write_back::text_for;
-use vramfit_core::fit::DEFAULT_HEADROOM;
-use vramfit_core::units::format_size;
 
 impl App {
     /// Asks the loop for the fit solver's answer on the run as it is (`Msg::Fitted` brings it).
@@ -47,13 +47,13 @@ impl App {
         });
     }
 
-    /// Writes the run to `vramfit-<model>.toml`, asking first when the file exists (the loop
+    /// Writes the run to `grpofit-<model>.toml`, asking first when the file exists (the loop
     /// answers `ExportError::Exists`); quits after with `then_quit` (the export quitting asked
     /// for).
     pub(super) fn export(&mut self, then_quit: bool) {
         // a run no trainer takes as set is not written: the rule says why
-        if let Err(broken) = vramfit_core::run::rules::validate(&self.run)
-            .and_then(|()| vramfit_core::run::rules::whole_groups(&self.run))
+        if let Err(broken) = grpofit_core::run::rules::validate(&self.run)
+            .and_then(|()| grpofit_core::run::rules::whole_groups(&self.run))
         {
             self.message = Some(format!("not exported: {}", broken.message));
             return;
@@ -68,7 +68,7 @@ impl App {
         let format = self.source.as_ref().map_or(Format::Toml, |s| s.format);
         let path = self
             .export_dir
-            .join(format!("vramfit-{name}.{}", format.extension()));
+            .join(format!("grpofit-{name}.{}", format.extension()));
         self.write_export(path, false, then_quit);
     }
 

@@ -15,18 +15,18 @@ use super::lookup::Answer;
 use super::theme::Theme;
 use crate::gpu::GpuInfo;
 use crate::hub::{cache, online};
+use grpofit_core::config::RunFile;
+use grpofit_core::fit::{FitOutcome, StepDown, step_downs};
+use grpofit_core::measure::tail::Change;
+use grpofit_core::memory::estimate::{Estimate, Estimator, GpuBudget};
+use grpofit_core::presets;
+use grpofit_core::run::RunConfig;
+use grpofit_core::run::adjust::{apply_knob, exact_values};
+use grpofit_core::run::knobs::Knob;
+use grpofit_core::run::rules;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent};
 use std::path::PathBuf;
 use std::time::Instant;
-use vramfit_core::config::RunFile;
-use vramfit_core::fit::{FitOutcome, StepDown, step_downs};
-use vramfit_core::measure::tail::Change;
-use vramfit_core::memory::estimate::{Estimate, Estimator, GpuBudget};
-use vramfit_core::presets;
-use vramfit_core::run::RunConfig;
-use vramfit_core::run::adjust::{apply_knob, exact_values};
-use vramfit_core::run::knobs::Knob;
-use vramfit_core::run::rules;
 
 /// What the screen shows on top of the main view.
 #[derive(Debug, Clone, PartialEq)]
@@ -140,7 +140,7 @@ struct Snapshot {
     gpu_name: String,
     model_config: Option<PathBuf>,
     /// the file an export edits (a preset loaded on the screen replaces it; undo brings it back)
-    source: Option<vramfit_core::config::source::SourceFile>,
+    source: Option<grpofit_core::config::source::SourceFile>,
 }
 
 /// The screen's state. Its fields are the screen's own; what tests and callers read of it goes
@@ -166,7 +166,7 @@ pub struct App {
     pub(crate) pinned: Option<Estimate>,
     model_config: Option<PathBuf>,
     /// the user's file the run was read from, which the export edits in place
-    source: Option<vramfit_core::config::source::SourceFile>,
+    source: Option<grpofit_core::config::source::SourceFile>,
     undo: Vec<Snapshot>,
     /// the state at start or at the last export: quitting away from it asks first
     exported: Snapshot,

@@ -2,10 +2,10 @@
 
 use super::*;
 use crate::tui::keymap::Action;
+use grpofit_core::run::adjust::{exact_values, nearest_allowed};
 use ratatui::crossterm::event::{
     KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
 };
-use vramfit_core::run::adjust::{exact_values, nearest_allowed};
 
 impl App {
     /// The mouse: a click on a knob focuses it, a click or a drag on its track sets it there,

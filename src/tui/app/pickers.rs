@@ -4,8 +4,8 @@
 use super::*;
 use crate::hub::{self};
 use crate::tui::lookup::Answer;
+use grpofit_core::arch::catalog;
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
-use vramfit_core::arch::catalog;
 
 impl App {
     /// Catalog ids matching the filter: every word of it, in any order, case-insensitive
@@ -112,7 +112,7 @@ impl App {
     /// them kept for standard error once the screen is closed (`App::notices`).
     pub(super) fn hub_said(&mut self, said: Vec<String>) {
         if let Some(last) = said.last() {
-            self.lookup_notice = Some(last.trim_start_matches("vramfit: ").to_string());
+            self.lookup_notice = Some(last.trim_start_matches("grpofit: ").to_string());
         }
         self.notices.extend(said);
     }
@@ -121,7 +121,7 @@ impl App {
         match answer {
             Ok(Some(resolved)) => {
                 let source = resolved.source.to_string();
-                let stored = vramfit_core::config::stored_weights_of(&resolved);
+                let stored = grpofit_core::config::stored_weights_of(&resolved);
                 let applied = self.change_all(|s| {
                     s.model_config = None;
                     s.run.arch = resolved.arch;

@@ -4,14 +4,14 @@
 
 use super::*;
 use crate::tui::cmd::{Cmd, ExportError, Exported};
+use grpofit_core::resolve::Offline;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::path::Path;
-use vramfit_core::resolve::Offline;
 
 /// The 24gb preset's screen on a fixed 24 GiB GPU, exporting into `dir`.
 fn app_in(dir: &Path) -> App {
     let text = presets::built_in("24gb").unwrap();
-    let file = vramfit_core::config::parse(text, "test", None, &Offline::from_env()).unwrap();
+    let file = grpofit_core::config::parse(text, "test", None, &Offline::from_env()).unwrap();
     let gpu = GpuState {
         capacity: 24 << 30,
         capacity_from_user: true,
@@ -58,7 +58,7 @@ fn s_asks_for_the_export_and_writes_nothing() {
     };
     assert_eq!(
         path,
-        &dir.path().join("vramfit-qwen2.5-3b-instruct.toml"),
+        &dir.path().join("grpofit-qwen2.5-3b-instruct.toml"),
         "{cmds:?}"
     );
     assert!(!overwrite && !then_quit);
@@ -89,11 +89,11 @@ fn a_written_export_is_said_and_counts_as_saved() {
 fn a_failed_write_is_said_on_the_status_line_and_the_screen_stays() {
     let mut a = app_in(Path::new("."));
     assert!(press(&mut a, KeyCode::Right).is_empty());
-    let failed = ExportError::Failed("cannot write ./vramfit-x.toml: denied".into());
+    let failed = ExportError::Failed("cannot write ./grpofit-x.toml: denied".into());
     assert!(a.update(Msg::Exported(Err(failed))).is_empty());
     assert_eq!(
         a.message.as_deref(),
-        Some("cannot write ./vramfit-x.toml: denied")
+        Some("cannot write ./grpofit-x.toml: denied")
     );
     assert!(a.unsaved() && !a.quit);
     assert_eq!(a.mode, Mode::Normal);
@@ -102,7 +102,7 @@ fn a_failed_write_is_said_on_the_status_line_and_the_screen_stays() {
 #[test]
 fn a_file_there_is_asked_about_and_y_asks_to_overwrite_it() {
     let mut a = app_in(Path::new("."));
-    let path = std::path::PathBuf::from("./vramfit-x.toml");
+    let path = std::path::PathBuf::from("./grpofit-x.toml");
     let there = ExportError::Exists {
         path: path.clone(),
         then_quit: true,
@@ -168,10 +168,10 @@ fn f_asks_for_the_fit_and_changes_nothing_until_it_answers() {
         used_by_others: 0,
         context: None,
     };
-    let outcome = vramfit_core::fit::fit(
+    let outcome = grpofit_core::fit::fit(
         &run,
         smaller,
-        vramfit_core::fit::DEFAULT_HEADROOM,
+        grpofit_core::fit::DEFAULT_HEADROOM,
         &mut Estimator::new(),
     );
     assert!(matches!(outcome, FitOutcome::Fitted { .. }), "{outcome:?}");
@@ -213,7 +213,7 @@ fn the_lookups_answer_and_the_hubs_words_come_back_as_messages() {
     typed(&mut a, "m");
     typed(&mut a, "org/nowhere");
     assert_eq!(press(&mut a, KeyCode::Enter).len(), 1);
-    let said = vec!["vramfit: fetching config.json of org/nowhere".to_string()];
+    let said = vec!["grpofit: fetching config.json of org/nowhere".to_string()];
     assert!(a.update(Msg::HubSaid(said.clone())).is_empty());
     assert_eq!(
         a.lookup_notice.as_deref(),

@@ -1,14 +1,14 @@
 use crate::tui::app::App;
 use crate::tui::follow;
 use crate::tui::widgets::MemoryBar;
+use grpofit_core::memory::estimate::{Component, Phase, PhaseMemory};
+use grpofit_core::memory::roles::{Role, RoleKind};
+use grpofit_core::units::{format_change, format_size};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
-use vramfit_core::memory::estimate::{Component, Phase, PhaseMemory};
-use vramfit_core::memory::roles::{Role, RoleKind};
-use vramfit_core::units::{format_change, format_size};
 
 /// The phases the bars show, in their order (generation, then training): both when the
 /// estimate has two, else none (one bar for the run).

@@ -1,13 +1,13 @@
 use super::text::*;
 use crate::tui::app::App;
+use grpofit_core::run::{Generation, Stack};
+use grpofit_core::text::count;
+use grpofit_core::units::format_size;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
-use vramfit_core::run::{Generation, Stack};
-use vramfit_core::text::count;
-use vramfit_core::units::format_size;
 
 /// Every setting a key toggles, where it applies to the run: what the header shows.
 pub(super) fn settings(app: &App) -> Vec<String> {
@@ -24,8 +24,8 @@ pub(super) fn settings(app: &App) -> Vec<String> {
         },
         r.optimizer.to_string(),
     ];
-    // the trainer versions, when the run is pinned to others than vramfit's targets
-    if r.versions != vramfit_core::run::versions::StackVersions::default() {
+    // the trainer versions, when the run is pinned to others than grpofit's targets
+    if r.versions != grpofit_core::run::versions::StackVersions::default() {
         let v = r.versions;
         s.insert(
             1,

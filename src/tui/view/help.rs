@@ -7,12 +7,12 @@ use crate::tui::app::App;
 use crate::tui::follow;
 use crate::tui::keymap::BINDINGS;
 use crate::tui::theme::Theme;
+use grpofit_core::memory::estimate::Component;
+use grpofit_core::units::{format_change, format_size};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
-use vramfit_core::memory::estimate::Component;
-use vramfit_core::units::{format_change, format_size};
 
 /// Help's text for a popup `inner` cells wide: the keys, then the whole of what the main view
 /// shortens (the levers' trade-offs, the warnings, the settings, the batch and the GPU).
@@ -74,7 +74,7 @@ pub(super) fn help_lines(app: &App, inner: usize) -> Vec<String> {
     out
 }
 
-/// Help's view of the followed run: its status and notices whole, then the figures `vramfit
+/// Help's view of the followed run: its status and notices whole, then the figures `grpofit
 /// check` attributes, predicted against measured.
 pub(super) fn measured_lines(app: &App, inner: usize) -> Vec<String> {
     let mut out = vec![" measured, in the run followed".to_string()];
@@ -91,7 +91,7 @@ pub(super) fn measured_lines(app: &App, inner: usize) -> Vec<String> {
     out.push(follow::rows_header());
     out.extend(rows.iter().map(follow::row_text));
     out.extend(wrap(
-        "  error: (predicted - measured) / measured, as `vramfit check` gives it; good within 5 %. ◆ on the bar: the whole process's measured peak (NVML's, or torch's reserved plus the CUDA context)",
+        "  error: (predicted - measured) / measured, as `grpofit check` gives it; good within 5 %. ◆ on the bar: the whole process's measured peak (NVML's, or torch's reserved plus the CUDA context)",
         inner,
         4,
     ));

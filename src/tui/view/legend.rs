@@ -1,12 +1,12 @@
 use crate::tui::app::App;
 use crate::tui::theme::Theme;
+use grpofit_core::memory::estimate::Part;
+use grpofit_core::units::{format_change, format_size};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
-use vramfit_core::memory::estimate::Part;
-use vramfit_core::units::{format_change, format_size};
 
 /// Legend columns that fit in `width`: each needs about 38 cells, 40 with the change since
 /// a pin.

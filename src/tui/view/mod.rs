@@ -38,7 +38,7 @@ pub fn draw(frame: &mut Frame, app: &App) -> Drawn {
     };
     if drawn.too_small {
         let text = format!(
-            "vramfit needs {MIN_WIDTH}x{MIN_HEIGHT}, this is {}x{}; q quits, ? helps",
+            "grpofit needs {MIN_WIDTH}x{MIN_HEIGHT}, this is {}x{}; q quits, ? helps",
             area.width, area.height
         );
         frame.render_widget(

@@ -3,19 +3,19 @@ use super::text::*;
 use crate::tui::app::{App, Mode};
 use crate::tui::follow;
 use crate::tui::keymap::BINDINGS;
+use grpofit_core::text::{count, count_f, decimal_places};
+use grpofit_core::units::format_size;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
-use vramfit_core::text::{count, count_f, decimal_places};
-use vramfit_core::units::format_size;
 
 /// The followed run's figures show on screens at least this tall and wide.
 pub(super) const FOLLOW_ROWS_FROM: (u16, u16) = (100, 40);
 
 /// The followed run (`--follow`): its status (the longest that fits), its notices on one line,
-/// and on a large screen the figures `vramfit check` sets side by side.
+/// and on a large screen the figures `grpofit check` sets side by side.
 pub(super) fn follow_lines(app: &App, width: u16, height: u16) -> Vec<Line<'static>> {
     if app.follow.is_none() {
         return Vec::new();
@@ -85,7 +85,7 @@ pub(super) fn batch_line(app: &App, width: u16) -> String {
 }
 
 /// A lever's one step down: `(label, from → to, saves or costs)`.
-pub(super) fn step_parts(step: &vramfit_core::fit::StepDown) -> (String, String, String) {
+pub(super) fn step_parts(step: &grpofit_core::fit::StepDown) -> (String, String, String) {
     let c = &step.change;
     let saved = if c.bytes_saved >= 0 {
         format!("saves {}", format_size(c.bytes_saved as u64))

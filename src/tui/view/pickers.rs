@@ -1,12 +1,12 @@
 use super::text::*;
 use crate::tui::app::{App, Mode, PresetChoice};
 use crate::tui::widgets::PickList;
+use grpofit_core::units::format_size;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
-use vramfit_core::units::format_size;
 
 /// A picker's frame on `area`.
 pub(super) fn picker_area(mode: &Mode, area: Rect) -> Rect {

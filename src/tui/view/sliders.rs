@@ -1,12 +1,12 @@
 use crate::tui::app::App;
 use crate::tui::widgets::{Slider, window_start};
+use grpofit_core::memory::vllm::{colocated_context, context_is_prompt_and_completion};
+use grpofit_core::run::Generation;
+use grpofit_core::run::knobs::Knob;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::widgets::Paragraph;
-use vramfit_core::memory::vllm::{colocated_context, context_is_prompt_and_completion};
-use vramfit_core::run::Generation;
-use vramfit_core::run::knobs::Knob;
 
 /// The trainer keys column shows from this width on; narrower, the slider takes its room.
 pub(super) const KEYS_FROM_WIDTH: u16 = 70;

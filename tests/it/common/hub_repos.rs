@@ -3,9 +3,9 @@
 #![allow(clippy::unwrap_used, dead_code)]
 
 use super::hub_server::{Repo, Served};
+use grpofit_core::resolve::safetensors::{self, dtype_bits};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use vramfit_core::resolve::safetensors::{self, dtype_bits};
 
 pub(crate) const TINY: &str = "test/tiny-llama";
 

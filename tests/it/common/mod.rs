@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 pub(crate) const RUN: &str = r#"
-[vramfit]
+[grpofit]
 stack = "trl"
 max_prompt_length = 256
 
@@ -58,11 +58,11 @@ pub(crate) fn run(cmd: &mut assert_cmd::Command) -> Out {
 }
 
 /// The binary without NVML, offline, in `dir`, with its config folder inside it.
-pub(crate) fn vramfit_in(dir: &Path) -> assert_cmd::Command {
-    let mut c = assert_cmd::Command::cargo_bin("vramfit").unwrap();
+pub(crate) fn grpofit_in(dir: &Path) -> assert_cmd::Command {
+    let mut c = assert_cmd::Command::cargo_bin("grpofit").unwrap();
     c.current_dir(dir)
         .arg("--no-gpu")
         .env("HF_HUB_OFFLINE", "1")
-        .env("VRAMFIT_CONFIG_DIR", dir.join("config"));
+        .env("GRPOFIT_CONFIG_DIR", dir.join("config"));
     c
 }

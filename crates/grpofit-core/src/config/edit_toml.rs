@@ -1,0 +1,106 @@
+//! The tuned keys written into the user's TOML run file in place (`toml_edit`): a key keeps its
+//! place, its spelling, its comments and the whitespace around it; only its value changes.
+//! A key the file does not write yet goes at the end of its table.
+
+use super::source::{Change, SourceFile};
+use super::write_error::{EditError, WriteBackError};
+use crate::contract::{RETIRED, Table};
+use toml_edit::{DocumentMut, Item, Value};
+
+/// `source`'s text with `changes` made; also the changed keys, as the header names them.
+pub(super) fn edit(
+    source: &SourceFile,
+    changes: &[Change],
+) -> Result<(String, Vec<String>), WriteBackError> {
+    let mut doc: DocumentMut = source
+        .text
+        .parse()
+        .map_err(|error| WriteBackError::CannotEdit {
+            path: source.path.clone(),
+            error: Box::new(error),
+        })?;
+    let mut edited = Vec::new();
+    for change in changes {
+        let (table, key) = place(&doc, source, change.table, &change.key);
+        match &change.value {
+            Some(value) => {
+                set(&mut doc, &table, &key, value).map_err(|problem| WriteBackError::TomlKey {
+                    path: source.path.clone(),
+                    table: table.clone(),
+                    key: key.clone(),
+                    problem,
+                })?
+            }
+            None => remove(&mut doc, &table, &key),
+        }
+        let now = change
+            .value
+            .as_ref()
+            .map_or("(removed)".into(), ToString::to_string);
+        edited.push(format!("{key} = {now}"));
+    }
+    Ok((doc.to_string(), edited))
+}
+
+/// Where the file writes `[table] key`: there, or under a retired name that is read as it
+/// (`[grpo] max_prompt_length` for `[grpofit] max_prompt_length`); there when it writes neither.
+fn place(doc: &DocumentMut, source: &SourceFile, table: Table, key: &str) -> (String, String) {
+    let written = |t: &str, k: &str| {
+        doc.get(t)
+            .and_then(Item::as_table_like)
+            .is_some_and(|t| t.contains_key(k))
+    };
+    if !written(table.name(), key) {
+        let stack = source.run.stack;
+        let old = RETIRED
+            .iter()
+            .filter(|r| r.stack.is_none_or(|s| s == stack))
+            .find(|r| r.moved_to == Some((table, key)) && written(r.table.name(), r.key));
+        if let Some(r) = old {
+            return (r.table.name().to_string(), r.key.to_string());
+        }
+    }
+    (table.name().to_string(), key.to_string())
+}
+
+/// `[table] key = value`, keeping the comment and spacing around a value already there.
+fn set(
+    doc: &mut DocumentMut,
+    table: &str,
+    key: &str,
+    value: &toml::Value,
+) -> Result<(), EditError> {
+    let new: Value = value
+        .to_string()
+        .parse()
+        .map_err(|error| EditError::NotTomlValue {
+            value: value.to_string(),
+            error: Box::new(error),
+        })?;
+    if doc.get(table).is_none() {
+        doc.insert(table, Item::Table(toml_edit::Table::new()));
+    }
+    let t = doc
+        .get_mut(table)
+        .and_then(Item::as_table_like_mut)
+        .ok_or_else(|| EditError::NotATable {
+            table: table.to_string(),
+        })?;
+    match t.get_mut(key).and_then(Item::as_value_mut) {
+        Some(old) => {
+            let decor = old.decor().clone();
+            *old = new;
+            *old.decor_mut() = decor;
+        }
+        None => {
+            t.insert(key, Item::Value(new));
+        }
+    }
+    Ok(())
+}
+
+fn remove(doc: &mut DocumentMut, table: &str, key: &str) {
+    if let Some(t) = doc.get_mut(table).and_then(Item::as_table_like_mut) {
+        t.remove(key);
+    }
+}

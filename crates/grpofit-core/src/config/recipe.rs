@@ -1,0 +1,297 @@
+//! A TRL CLI recipe: the flat YAML `trl grpo --config recipe.yaml` reads (trl 1.15.0,
+//! `trl/scripts/grpo.py`: `TrlParser((GRPOScriptArguments, GRPOConfig, ModelConfig))` hands each
+//! dataclass the keys it declares) and huggingface/open-r1's recipes are written in.
+//!
+//! Each key is sorted by the contract: `GRPOConfig`'s keys become `[grpo]`, `ModelConfig`'s
+//! `[model]` (its `lora_*` keys `[lora]`, as `trl.get_peft_config` passes them to PEFT's
+//! `LoraConfig`), and keys of no call grpofit knows (the dataset, the rewards, the Hub, the
+//! script's own) are carried through untouched: they stay in the text a write edits. The run
+//! file built so is then read by the same loader as a TOML one.
+
+use super::error::LoadError;
+use super::read::{Reading, RunFile, parse_with};
+use super::read_grpofit::ASSUMED_PROMPT_LENGTH;
+use super::source::{Format, MODEL_LORA_KEYS, Placed, SourceFile};
+use super::yaml_edit;
+use crate::arch::catalog::edit_distance;
+use crate::contract::accepts::releases_taking;
+use crate::contract::{Call, Table, retired};
+use crate::run::Stack;
+use std::path::Path;
+use yaml_rust2::{Yaml, YamlLoader};
+
+/// What a recipe says beside its keys' values, as the sorting found it.
+struct Sorted {
+    root: toml::Table,
+    placed: Vec<Placed>,
+    carried: Vec<String>,
+    notes: Vec<String>,
+}
+
+impl Sorted {
+    fn put(&mut self, recipe_key: &str, table: Table, key: &str, value: toml::Value) {
+        let t = self
+            .root
+            .entry(table.name())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if let toml::Value::Table(t) = t {
+            t.insert(key.to_string(), value);
+        }
+        self.placed.push(Placed {
+            recipe_key: recipe_key.to_string(),
+            table,
+            key: key.to_string(),
+        });
+    }
+
+    fn has(&self, table: Table, key: &str) -> bool {
+        self.root
+            .get(table.name())
+            .and_then(toml::Value::as_table)
+            .is_some_and(|t| t.contains_key(key))
+    }
+}
+
+/// Reads a recipe's text; `file` names it in errors, `path` is where it is.
+pub fn load(text: &str, file: &str, path: &Path, reading: &Reading) -> Result<RunFile, LoadError> {
+    let keys = top_level(text).map_err(|e| e.in_file(file))?;
+    let sorted = sort(&keys).map_err(|e| e.in_file(file))?;
+    let toml_text = toml::to_string(&sorted.root)
+        .map_err(|e| LoadError::whole_file(format!("cannot read: {e}")).in_file(file))?;
+    let mut run = parse_with(&toml_text, file, path.parent(), reading).map_err(|e| {
+        let line = e
+            .key
+            .as_deref()
+            .zip(e.table.as_deref())
+            .and_then(|(k, t)| {
+                sorted
+                    .placed
+                    .iter()
+                    .find(|p| p.key == k && p.table.name() == t)
+            })
+            .and_then(|p| line_of(text, &p.recipe_key));
+        e.on_line(line)
+    })?;
+    if !sorted.carried.is_empty() {
+        run.notes.push(format!(
+            "carried through untouched (no call grpofit models takes them): {}",
+            sorted.carried.join(", ")
+        ));
+    }
+    run.notes.extend(sorted.notes);
+    run.source = Some(SourceFile {
+        path: path.to_path_buf(),
+        text: text.to_string(),
+        format: Format::Yaml,
+        run: run.run.clone(),
+        gpu_memory: run.gpu_memory,
+        lock_effective_batch: run.lock_effective_batch,
+        model_config: run.model_config.clone(),
+        placed: sorted.placed,
+    });
+    Ok(run)
+}
+
+/// The 1-based line a top-level `key:` is written on.
+pub fn line_of(text: &str, key: &str) -> Option<usize> {
+    text.lines()
+        .position(|l| yaml_edit::top_level_key(l, key).is_some())
+        .map(|i| i + 1)
+}
+
+/// The recipe's top-level keys and values, in order.
+fn top_level(text: &str) -> Result<Vec<(String, Yaml)>, LoadError> {
+    let docs = YamlLoader::load_from_str(text).map_err(|e| {
+        LoadError::whole_file(format!("not valid YAML: {e}")).on_line(Some(e.marker().line()))
+    })?;
+    let Some(doc) = docs.into_iter().next() else {
+        return Ok(Vec::new());
+    };
+    let Yaml::Hash(hash) = doc else {
+        return Err(LoadError::whole_file(
+            "a TRL recipe is a map of `key: value` lines",
+        ));
+    };
+    hash.into_iter()
+        .map(|(k, v)| match k {
+            Yaml::String(k) => Ok((k, v)),
+            other => Err(LoadError::whole_file(format!(
+                "a key must be a name, not {other:?}"
+            ))),
+        })
+        .collect()
+}
+
+/// A YAML value as TOML; `None` for null (the trainer's default then).
+fn value(text_key: &str, v: &Yaml) -> Result<Option<toml::Value>, LoadError> {
+    let wrong = |what: &str| LoadError::whole_file(format!("`{text_key}`: cannot read {what}"));
+    Ok(Some(match v {
+        Yaml::Null => return Ok(None),
+        Yaml::Integer(i) => toml::Value::Integer(*i),
+        Yaml::Real(_) => toml::Value::Float(v.as_f64().ok_or_else(|| wrong("the number"))?),
+        Yaml::Boolean(b) => toml::Value::Boolean(*b),
+        Yaml::String(s) => toml::Value::String(s.clone()),
+        Yaml::Array(items) => toml::Value::Array(
+            items
+                .iter()
+                .map(|i| {
+                    value(text_key, i).map(|v| v.unwrap_or(toml::Value::String(String::new())))
+                })
+                .collect::<Result<_, _>>()?,
+        ),
+        Yaml::Hash(h) => {
+            let mut t = toml::Table::new();
+            for (k, v) in h {
+                let (Yaml::String(k), Some(v)) = (k, value(text_key, v)?) else {
+                    continue;
+                };
+                t.insert(k.clone(), v);
+            }
+            toml::Value::Table(t)
+        }
+        Yaml::Alias(_) | Yaml::BadValue => return Err(wrong("an alias")),
+    }))
+}
+
+/// The keys sorted into run-file tables (see the module's comment), with the rules of the TRL
+/// versions a recipe's keys come from.
+fn sort(keys: &[(String, Yaml)]) -> Result<Sorted, LoadError> {
+    let mut s = Sorted {
+        root: toml::Table::new(),
+        placed: Vec::new(),
+        carried: Vec::new(),
+        notes: Vec::new(),
+    };
+    // keys put without a recipe key of their own are named "" (a write finds them by default)
+    s.put(
+        "",
+        Table::Grpofit,
+        "stack",
+        toml::Value::String("trl".into()),
+    );
+    let get = |name: &str| keys.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+    let peft = get("use_peft").and_then(Yaml::as_bool) == Some(true);
+    let vllm_device = get("use_vllm").and_then(Yaml::as_bool) == Some(true)
+        && get("vllm_device").is_some_and(|v| !v.is_null());
+    for (key, v) in keys {
+        let Some(v) = value(key, v)? else { continue };
+        if !place(&mut s, key, v, peft, vllm_device) {
+            if let Some(near) = near_miss(key) {
+                s.notes.push(format!("`{key}` is no key of GRPOConfig or ModelConfig (did you mean `{near}`?): carried through, not read"));
+            }
+            s.carried.push(key.clone());
+        }
+    }
+    versions(&mut s, keys, peft, vllm_device);
+    Ok(s)
+}
+
+/// The GRPOConfig or ModelConfig key a carried key is one or two letters away from: a typo
+/// TRL's CLI would pass over too (trl/scripts/grpo.py: `fail_with_unknown_args=False`).
+fn near_miss(key: &str) -> Option<&'static str> {
+    Call::GrpoConfig
+        .keys()
+        .chain(Call::TrlModelConfig.keys())
+        .map(|k| (edit_distance(key, k), k))
+        .filter(|(d, _)| *d <= 2 && key.len() > 6)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// Puts one recipe key in its table; false when no call grpofit knows takes it.
+fn place(s: &mut Sorted, key: &str, v: toml::Value, peft: bool, vllm_device: bool) -> bool {
+    if let Some((_, lora)) = MODEL_LORA_KEYS.iter().find(|(k, _)| *k == key) {
+        // without use_peft, get_peft_config returns None and TRL ignores them too
+        if peft {
+            s.put(key, Table::Lora, lora, v);
+        }
+        return peft;
+    }
+    match key {
+        // TRL before 0.29 (GRPOConfig.max_prompt_length); grpofit's own assumption since
+        "max_prompt_length" => s.put(key, Table::Grpofit, "max_prompt_length", v),
+        // the recipe's own process count (accelerate's `--num_processes`)
+        "num_processes" => s.put(key, Table::Grpofit, "gpus", v),
+        // TRL 0.14-0.16: vLLM on a GPU of its own, at this utilization (GRPOTrainer.__init__)
+        "vllm_gpu_memory_utilization" if vllm_device => {
+            s.put(key, Table::VllmServer, "gpu_memory_utilization", v)
+        }
+        "vllm_device" => return vllm_device,
+        _ => {
+            let mut placed = false;
+            for (table, call) in [
+                (Table::Model, Call::TrlModelConfig),
+                (Table::Grpo, Call::GrpoConfig),
+            ] {
+                // an older TRL's key is read where its value goes now (torch_dtype as dtype)
+                let (table, to) = match retired(table, key, Stack::Trl) {
+                    Some(r) => r.moved_to.unwrap_or((table, r.key)),
+                    // a key an older TRL's GRPOConfig takes (trl 0.15's `vllm_dtype`) is
+                    // read as the pinned release reads it, with a note when it lacks it
+                    None if call.accepts(key) || !releases_taking(call, key).is_empty() => {
+                        (table, key)
+                    }
+                    None => continue,
+                };
+                s.put(key, table, to, v.clone());
+                placed = true;
+            }
+            return placed;
+        }
+    }
+    true
+}
+
+/// What a recipe leaves to its TRL version's defaults, said outright for the loader.
+fn versions(s: &mut Sorted, keys: &[(String, Yaml)], peft: bool, vllm_device: bool) {
+    let model = Call::TrlModelConfig;
+    if peft {
+        // ModelConfig's own defaults, which get_peft_config passes on (not LoraConfig's)
+        for (mkey, lkey) in [("lora_r", "r"), ("lora_alpha", "lora_alpha")] {
+            if let (false, Some(d)) = (s.has(Table::Lora, lkey), model.default_u64(mkey)) {
+                s.put("", Table::Lora, lkey, toml::Value::Integer(d as i64));
+            }
+        }
+    } else if !s.has(Table::Model, "use_peft") {
+        // ModelConfig.use_peft defaults to False: every weight is trained
+        s.put("", Table::Model, "use_peft", toml::Value::Boolean(false));
+    }
+    let written = |k: &str| keys.iter().any(|(key, _)| key == k);
+    if !written("max_prompt_length") {
+        // grpofit's assumption, said as such: TRL 1.x reads no prompt length, and its
+        // trl/scripts/grpo.py parses with fail_with_unknown_args=False, so the line is harmless
+        let assumed = ASSUMED_PROMPT_LENGTH as i64;
+        s.put(
+            "",
+            Table::Grpofit,
+            "max_prompt_length",
+            toml::Value::Integer(assumed),
+        );
+        s.notes.push(format!("the recipe does not state its prompts' length: prompts of up to {assumed} tokens assumed (add `max_prompt_length: N`, your dataset's longest prompt; TRL 1.x ignores the line)"));
+    }
+    let use_vllm = keys
+        .iter()
+        .any(|(k, v)| k == "use_vllm" && v.as_bool() == Some(true));
+    if !use_vllm || written("vllm_mode") {
+        return;
+    }
+    let server = toml::Value::String("server".into());
+    if vllm_device {
+        s.put("", Table::Grpo, "vllm_mode", server);
+        if !s.has(Table::VllmServer, "gpu_memory_utilization") {
+            // TRL 0.14.0 GRPOConfig.vllm_gpu_memory_utilization's default
+            let share = toml::Value::Float(0.9);
+            s.put(
+                "vllm_gpu_memory_utilization",
+                Table::VllmServer,
+                "gpu_memory_utilization",
+                share,
+            );
+        }
+        s.notes.push("`vllm_device` (TRL 0.14-0.16): vLLM on one GPU of its own after the training processes (GRPOTrainer takes cuda:{num_processes} for \"auto\"), as `trl vllm-serve` on one GPU does today".into());
+    } else if written("max_prompt_length") {
+        // TRL 0.17-0.28 default vllm_mode to "server" (GRPOConfig); 1.0 made it "colocate"
+        s.put("", Table::Grpo, "vllm_mode", server);
+        s.notes.push("`use_vllm: true` without `vllm_mode` in a recipe of TRL before 1.0 (it writes `max_prompt_length`): `trl vllm-serve` on one GPU of its own, that TRL's default".into());
+    }
+}

@@ -1,0 +1,103 @@
+//! The file a run was read from, kept so that a write starting from it edits it in place: the
+//! tuned keys' values change, a header comment line is added, and every other byte the user
+//! wrote (keys grpofit does not model, comments, order) stays as it was.
+//!
+//! `write_back` does the edit.
+
+use crate::contract::{Call, Table};
+use crate::run::RunConfig;
+use std::path::{Path, PathBuf};
+
+/// The format a run was read in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// grpofit's run file
+    Toml,
+    /// a flat TRL CLI recipe (`trl grpo --config recipe.yaml`)
+    Yaml,
+}
+
+impl Format {
+    /// The format a path's extension names: `.yaml` / `.yml`, else TOML.
+    pub fn of(path: &Path) -> Format {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(e) if e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml") => {
+                Format::Yaml
+            }
+            _ => Format::Toml,
+        }
+    }
+
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Toml => "toml",
+            Format::Yaml => "yaml",
+        }
+    }
+}
+
+/// A recipe key and the run-file key it was read as (`lora_r` as `[lora] r`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placed {
+    pub recipe_key: String,
+    pub table: Table,
+    pub key: String,
+}
+
+/// The user's file, as read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceFile {
+    pub path: PathBuf,
+    pub text: String,
+    pub format: Format,
+    /// the run as read from the file (and its launch config): what a tuned run is compared with
+    pub run: RunConfig,
+    pub gpu_memory: Option<u64>,
+    pub lock_effective_batch: bool,
+    pub model_config: Option<PathBuf>,
+    /// YAML: the recipe keys grpofit read, and where each went in the run file
+    pub placed: Vec<Placed>,
+}
+
+/// One key whose written value differs between the run as read and the run as tuned; `None`
+/// when the tuned run no longer writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub table: Table,
+    pub key: String,
+    pub value: Option<toml::Value>,
+}
+
+/// TRL `ModelConfig`'s adapter keys and the PEFT `LoraConfig` keyword each becomes
+/// (trl 1.15.0, `trl/trainer/utils.py`, `get_peft_config`).
+pub const MODEL_LORA_KEYS: &[(&str, &str)] = &[
+    ("lora_r", "r"),
+    ("lora_alpha", "lora_alpha"),
+    ("lora_dropout", "lora_dropout"),
+    ("lora_target_modules", "target_modules"),
+    ("lora_target_parameters", "target_parameters"),
+    ("lora_modules_to_save", "modules_to_save"),
+    ("lora_task_type", "task_type"),
+    ("use_rslora", "use_rslora"),
+    ("use_dora", "use_dora"),
+];
+
+/// The recipe key that holds `[table] key`: where it was read from, else the key a recipe
+/// writes it as; `None` when a recipe has no place for it.
+pub fn recipe_key(source: &SourceFile, table: Table, key: &str) -> Option<String> {
+    if let Some(p) = source
+        .placed
+        .iter()
+        .find(|p| p.table == table && p.key == key && !p.recipe_key.is_empty())
+    {
+        return Some(p.recipe_key.clone());
+    }
+    let name = match table {
+        Table::Grpo if Call::GrpoConfig.accepts(key) => key,
+        Table::Model if Call::TrlModelConfig.accepts(key) => key,
+        Table::Lora => MODEL_LORA_KEYS.iter().find(|(_, l)| *l == key)?.0,
+        Table::Grpofit if key == "max_prompt_length" => key,
+        _ => return None,
+    };
+    Some(name.to_string())
+}

@@ -1,0 +1,153 @@
+//! Writing a tuned run back into the file it was read from (`source::SourceFile`): the tuned
+//! keys' values change, a header comment line is added, and every other byte stays.
+//!
+//! What changed is found by writing the run as loaded and the run as tuned the way `export`
+//! writes a run file, and comparing the two key by key: a key whose written value is the same
+//! in both is never touched, however the user spelled it.
+
+use super::edit_toml;
+use super::export::{ExportContext, to_toml};
+use super::source::{Change, Format, SourceFile};
+pub use super::write_error::{EditError, WriteBackError};
+use super::yaml_edit;
+use crate::contract::Table;
+use crate::run::RunConfig;
+use std::path::Path;
+
+/// The run as `export` writes it, as tables of values.
+fn written(run: &RunConfig, ctx: &ExportContext) -> toml::Table {
+    to_toml(run, ctx).parse().unwrap_or_default()
+}
+
+/// The keys `run` writes differently from the run the file was read as. The capacity is
+/// written only where the file states one (else the header names it).
+pub fn changes(source: &SourceFile, run: &RunConfig, ctx: &ExportContext) -> Vec<Change> {
+    let before = written(
+        &source.run,
+        &ExportContext {
+            gpu: "",
+            gpu_memory: source.gpu_memory,
+            model_config: source.model_config.as_deref(),
+            lock_effective_batch: source.lock_effective_batch,
+            estimate: None,
+        },
+    );
+    let after = written(
+        run,
+        &ExportContext {
+            gpu_memory: source.gpu_memory.map(|own| ctx.gpu_memory.unwrap_or(own)),
+            ..*ctx
+        },
+    );
+    let mut out = Vec::new();
+    for table in Table::ALL {
+        let empty = toml::Table::new();
+        let get = |t: &toml::Table| {
+            t.get(table.name())
+                .and_then(toml::Value::as_table)
+                .cloned()
+                .unwrap_or_else(|| empty.clone())
+        };
+        let (b, a) = (get(&before), get(&after));
+        for (key, value) in &a {
+            if b.get(key) != Some(value) {
+                out.push(Change {
+                    table,
+                    key: key.clone(),
+                    value: Some(value.clone()),
+                });
+            }
+        }
+        for key in b.keys().filter(|k| !a.contains_key(*k)) {
+            out.push(Change {
+                table,
+                key: key.clone(),
+                value: None,
+            });
+        }
+    }
+    out
+}
+
+/// The comment line a write adds on top: what was tuned, for which GPU, when.
+fn header(changes: &[String], ctx: &ExportContext) -> String {
+    let what = if changes.is_empty() {
+        "nothing changed".to_string()
+    } else {
+        format!("changed {}", changes.join(", "))
+    };
+    let fits = match ctx.estimate {
+        Some(e) if e.fits => "; fits",
+        Some(_) => "; DOES NOT FIT",
+        None => "",
+    };
+    format!(
+        "{HEADER}{} (UTC) for {}{fits}; {what}\n",
+        crate::dates::today(),
+        ctx.gpu
+    )
+}
+
+/// How the header line starts: an earlier write's header (and only that) is replaced.
+const HEADER: &str = "# tuned by grpofit on ";
+
+/// `text` with `header` on top, in place of a header an earlier write put there.
+fn with_header(text: &str, header: &str) -> String {
+    let rest = match text.strip_prefix(HEADER) {
+        Some(_) => text.split_once('\n').map_or("", |(_, rest)| rest),
+        None => text,
+    };
+    format!("{header}{rest}")
+}
+
+/// The text to write for `run`: the user's file edited in place when the run came from one
+/// (in its own format), else a run file written whole (`export::to_toml`). `notes` receives
+/// what the write could not carry (a tuned key the recipe has no place for).
+pub fn write_back(
+    source: Option<&SourceFile>,
+    run: &RunConfig,
+    ctx: &ExportContext,
+    notes: &mut Vec<String>,
+) -> Result<String, WriteBackError> {
+    let Some(source) = source else {
+        return Ok(to_toml(run, ctx));
+    };
+    let changes = changes(source, run, ctx);
+    let (text, edited) = match source.format {
+        Format::Toml => edit_toml::edit(source, &changes)?,
+        Format::Yaml => yaml_edit::edit(source, &changes, notes)?,
+    };
+    Ok(with_header(&text, &header(&edited, ctx)))
+}
+
+/// The text to write to `out` (`-`: standard output, in the source's format): the source
+/// edited in place when `out` is in its format, a run file written whole when `out` is TOML and
+/// the run came from a recipe or a preset; a YAML recipe only from a recipe.
+pub fn text_for(
+    out: &Path,
+    source: Option<&SourceFile>,
+    run: &RunConfig,
+    ctx: &ExportContext,
+    notes: &mut Vec<String>,
+) -> Result<String, WriteBackError> {
+    let wanted = match source {
+        Some(s) if out == Path::new("-") => s.format,
+        _ => Format::of(out),
+    };
+    match (wanted, source) {
+        (Format::Toml, Some(s)) if s.format == Format::Yaml => {
+            notes.push(format!(
+                "{}: written as a grpofit run file, without {}'s own keys (dataset, rewards, hub...): write to a .yaml file to keep them",
+                out.display(),
+                s.path.display()
+            ));
+            Ok(to_toml(run, ctx))
+        }
+        (Format::Yaml, s) if s.is_none_or(|s| s.format != Format::Yaml) => {
+            Err(WriteBackError::RecipeOnlyFromRecipe {
+                out: out.to_path_buf(),
+            })
+        }
+        (_, s) => write_back(s, run, ctx, notes),
+    }
+}

@@ -1,0 +1,81 @@
+//! The levers of a run pinned to an older trainer: only the ones whose key that release takes.
+
+use super::*;
+use crate::memory::estimate::GpuBudget;
+
+/// Qwen2.5-7B LoRA with TRL, vLLM colocated with a 16384-token context, on 16 GiB: it does not
+/// fit, and on TRL 1.15 shortening the context (`vllm_max_model_length`) is one of its levers.
+const TRL_COLOCATED: &str = r#"
+[grpofit]
+stack = "trl"
+max_prompt_length = 256
+trl_version = "1.15.0"
+
+[model]
+model_name_or_path = "Qwen/Qwen2.5-7B-Instruct"
+dtype = "bfloat16"
+
+[lora]
+r = 16
+lora_alpha = 32
+target_modules = ["q_proj", "k_proj", "v_proj", "o_proj"]
+
+[grpo]
+per_device_train_batch_size = 8
+num_generations = 8
+max_completion_length = 4096
+use_vllm = true
+vllm_mode = "colocate"
+vllm_gpu_memory_utilization = 0.3
+vllm_max_model_length = 16384
+"#;
+
+/// The run of `TRL_COLOCATED` pinned to `trl`.
+fn pinned(trl: &str) -> RunConfig {
+    let text = TRL_COLOCATED.replace("1.15.0", trl);
+    crate::config::parse(&text, "trl.toml", None, &crate::resolve::Offline::default())
+        .unwrap()
+        .run
+}
+
+fn levers_offered(run: &RunConfig) -> Vec<Lever> {
+    let gpu = GpuBudget {
+        capacity: 16 << 30,
+        used_by_others: 0,
+        context: None,
+    };
+    step_downs(run, gpu, &mut Estimator::new())
+        .into_iter()
+        .map(|s| s.change.lever)
+        .collect()
+}
+
+#[test]
+fn a_lever_whose_key_the_pinned_trl_lacks_is_never_offered() {
+    let now = levers_offered(&pinned("1.15.0"));
+    assert!(now.contains(&Lever::SequenceLength), "{now:?}");
+    // `vllm_max_model_length` is a GRPOConfig key from trl 0.26 (the TRL ladder)
+    for old in ["0.14.0", "0.19.1", "0.23.0", "0.25.1"] {
+        let run = pinned(old);
+        let offered = levers_offered(&run);
+        assert!(
+            !offered.contains(&Lever::SequenceLength),
+            "{old}: {offered:?}"
+        );
+        // the levers every release has are still offered
+        assert!(offered.contains(&Lever::MicroBatch), "{old}: {offered:?}");
+        assert!(!Lever::SequenceLength.exists_in(&run), "{old}");
+        assert!(!Lever::SequenceLength.applies(&run), "{old}");
+    }
+    for new in ["0.26.2", "0.28.0", "0.29.1"] {
+        assert!(Lever::SequenceLength.exists_in(&pinned(new)), "{new}");
+    }
+}
+
+#[test]
+fn moving_vllm_to_a_server_needs_the_pinned_trl_to_have_vllm_mode() {
+    // `vllm_mode` is a GRPOConfig key from trl 0.18
+    assert!(!Lever::VllmServerGpus.exists_in(&pinned("0.14.0")));
+    assert!(Lever::VllmServerGpus.exists_in(&pinned("0.19.1")));
+    assert!(Lever::VllmServerGpus.exists_in(&pinned("1.15.0")));
+}

@@ -1,0 +1,792 @@
+//! The estimate: a list of named components that add up to the GPU memory a run needs.
+
+use crate::arch::{Arch, Vision};
+use crate::memory::bytes::tensor_bytes;
+use crate::memory::generate::generate_memory;
+use crate::memory::roles::{self, Role};
+use crate::memory::step::unsloth_step::{SMALL_CARD, unsloth_step};
+use crate::memory::step::{self, StepPeak, StepShape};
+use crate::memory::vllm;
+use crate::run::spread;
+use crate::run::versions::UnslothLogits;
+use crate::run::{
+    Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack, vllm_max_lora_rank,
+};
+use crate::units::MIB;
+use serde::Serialize;
+
+pub use crate::memory::breakdown::{
+    CUBLAS_WORKSPACES, CUDA_CONTEXT, Component, Part, Phase, PhaseMemory,
+};
+pub use crate::memory::vllm::VllmPlan;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Estimate {
+    pub capacity_bytes: u64,
+    pub total_bytes: u64,
+    pub fits: bool,
+    pub headroom_bytes: i64,
+    pub components: Vec<Component>,
+    pub effective_batch: u64,
+    pub prompts_per_step: f64,
+    pub running_micro_batch: u64,
+    pub training_peak_allocated_bytes: u64,
+    pub training_peak_reserved_bytes: u64,
+    pub vllm: Option<VllmPlan>,
+    /// the phase whose memory is the peak (the components are that phase's)
+    pub peak_phase: Phase,
+    /// both phases, when vLLM shares the GPU (generation, then training)
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<PhaseMemory>,
+    /// every role's GPUs (one training role on a single GPU); the figures above are the
+    /// training role's
+    pub roles: Vec<Role>,
+    /// host memory each node needs for offloaded states (ZeRO-Offload, FSDP CPU offload)
+    pub host_memory_bytes: u64,
+    pub warnings: Vec<String>,
+}
+
+/// The GPU the run is fitted into.
+#[derive(Debug, Clone, Copy)]
+pub struct GpuBudget {
+    pub capacity: u64,
+    /// memory other processes hold (from NVML), when known
+    pub used_by_others: u64,
+    /// the CUDA context measured on this card (`grpofit calibrate`), instead of `CUDA_CONTEXT`
+    pub context: Option<u64>,
+}
+
+/// Static training memory: what exists before the step begins.
+struct Static {
+    weights: u64,
+    adapters: u64,
+    gradients: u64,
+    optimizer: u64,
+    /// full fine-tuning: every weight's gradients, held from step to step (ZeRO's partitions)
+    full_gradients: u64,
+    /// ZeRO-3 / FSDP: the live layers' gathered parameters
+    gathered: u64,
+    /// host memory per node for offloaded states
+    host: u64,
+    /// what the caching allocator reserves for them
+    reserved: u64,
+    /// TRL's reference model and the reward models (`frozen`)
+    reference: u64,
+    rewards: u64,
+    /// of `weights` and `adapters`: the experts' share, shown apart
+    expert_weights: u64,
+    expert_adapters: u64,
+}
+
+/// The pure estimate: no I/O, no globals.
+pub fn estimate(run: &RunConfig, gpu: GpuBudget) -> Estimate {
+    estimate_using(run, gpu, step_peak)
+}
+
+/// What one training step's peak depends on.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct StepKey {
+    arch: Arch,
+    targets: Vec<bool>,
+    shape: StepShape,
+    stack: Stack,
+    checkpointing: Checkpointing,
+}
+
+/// Estimates that remember step peaks: the allocator replay of a `trl` step costs a few hundred
+/// microseconds, and most knob changes (vLLM share, accumulation, GPUs, optimizer, capacity)
+/// leave the step unchanged. For the interactive screen and the fit search.
+#[derive(Default)]
+pub struct Estimator {
+    steps: std::collections::HashMap<StepKey, StepPeak>,
+}
+
+impl Estimator {
+    /// Step peaks kept before the memory is dropped and filled again.
+    const CAPACITY: usize = 4096;
+
+    pub fn new() -> Estimator {
+        Estimator::default()
+    }
+
+    pub fn estimate(&mut self, run: &RunConfig, gpu: GpuBudget) -> Estimate {
+        estimate_using(run, gpu, |run, targets, shape| {
+            let key = StepKey {
+                arch: run.arch.clone(),
+                targets: targets.to_vec(),
+                shape: *shape,
+                stack: run.stack,
+                checkpointing: step::unsloth_step::checkpointing_in_effect(run),
+            };
+            if let Some(peak) = self.steps.get(&key) {
+                return *peak;
+            }
+            if self.steps.len() >= Self::CAPACITY {
+                self.steps.clear();
+            }
+            let peak = step_peak(run, targets, shape);
+            self.steps.insert(key, peak);
+            peak
+        })
+    }
+}
+
+fn step_peak(run: &RunConfig, targets: &[bool], shape: &StepShape) -> StepPeak {
+    match run.stack {
+        Stack::Trl => step::trl_step(&run.arch, targets, shape),
+        Stack::Unsloth => {
+            let checkpointing = step::unsloth_step::checkpointing_in_effect(run);
+            unsloth_step(&run.arch, targets, shape, checkpointing)
+        }
+    }
+}
+
+/// The step's shape. `free` is what the GPU has left when the step starts; only Unsloth's step
+/// reads it, so TRL's shape leaves it out and its peaks stay shared in the `Estimator`.
+fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
+    let unsloth = run.stack == Stack::Unsloth;
+    // TRL 1.x (fused head) and Unsloth score the generation batch before training on it; the
+    // calibration harness (`measure.py`, unfused logits) runs its reference pass inside the step
+    let trainer = unsloth || run.fused_logits;
+    StepShape {
+        seqs: run.running_micro_batch(),
+        prompt: run.prompt_len,
+        completion: run.completion_len,
+        rank: run.lora_rank,
+        checkpointing: run.checkpointing != Checkpointing::Off,
+        reference_pass: run.beta > 0.0
+            && (!trainer || unsloth && run.versions.unsloth_logits() == UnslothLogits::TrlLoss),
+        quantised_base: step::shape::quantised_matmul_saves_input(run.stack, run.quant),
+        fused_logits: run.fused_logits && run.stack == Stack::Trl,
+        expandable_segments: run.expandable_segments,
+        scoring_rows: if trainer
+            && run.scores_before_training()
+            && (!unsloth || run.versions.unsloth_scores_before_training())
+        {
+            run.generation_rows()
+        } else {
+            0
+        },
+        free_at_step: if unsloth { free } else { 0 },
+        small_card: unsloth && capacity <= SMALL_CARD,
+        unsloth_logits: if unsloth {
+            crate::memory::by_version::unsloth_logits_of(run)
+        } else {
+            UnslothLogits::Blocks
+        },
+        reference_logits: unsloth && run.beta != 0.0,
+        every_position_logits: unsloth && run.versions.unsloth_returns_every_position(),
+    }
+}
+
+fn estimate_using(
+    run: &RunConfig,
+    gpu: GpuBudget,
+    step: impl FnMut(&RunConfig, &[bool], &StepShape) -> StepPeak,
+) -> Estimate {
+    let targets = if run.full_finetuning {
+        vec![false; run.arch.projections().len()]
+    } else {
+        target_mask(&run.arch, &run.lora_targets)
+    };
+    let stat = static_memory(run, &targets);
+    let context = (
+        Part::CudaContext,
+        gpu.context.unwrap_or(CUDA_CONTEXT) + CUBLAS_WORKSPACES,
+    );
+    let mut warnings = Vec::new();
+    let generating = generation_phases(run, gpu, &stat, context, &mut warnings);
+    let trained = training_phase(run, gpu, &stat, &targets, generating.before_step, step);
+    let mut phases = generating.phases;
+    phases.push(trained.phase);
+    phases.sort_by_key(|p| std::cmp::Reverse(p.total_bytes));
+    let peak_phase = phases[0].phase;
+    let total = phases[0].total_bytes;
+    let components = phases[0].components.clone();
+    let phases = if phases.len() > 1 { phases } else { Vec::new() };
+    warnings.extend(dtype_warnings(run));
+    warnings.extend(rule_warnings(run, &targets));
+    let vllm = generating.vllm;
+    let headroom = gpu.capacity as i64 - total as i64;
+    let training_fits = headroom >= 0 && vllm.as_ref().is_none_or(|v| v.starts);
+    let mut roles = vec![roles::training(
+        run,
+        gpu.capacity,
+        total,
+        training_fits,
+        &components,
+        &phases,
+        vllm.as_ref(),
+    )];
+    roles.extend(roles::vllm_server(run, gpu.capacity));
+    for r in roles.iter().skip(1) {
+        if let Some(reason) = r.vllm.as_ref().and_then(|v| v.refusal.as_ref()) {
+            warnings.push(format!("{} GPUs: {reason}", r.role.label()));
+        }
+    }
+    warnings.extend(roles::server_queue_warning(run, &roles));
+    Estimate {
+        capacity_bytes: gpu.capacity,
+        total_bytes: total,
+        fits: roles.iter().all(|r| r.fits),
+        headroom_bytes: headroom,
+        components,
+        effective_batch: run.effective_batch(),
+        prompts_per_step: run.effective_batch() as f64 / run.num_generations.max(1) as f64,
+        running_micro_batch: run.running_micro_batch(),
+        training_peak_allocated_bytes: trained.allocated,
+        training_peak_reserved_bytes: trained.reserved,
+        vllm,
+        peak_phase,
+        phases,
+        roles,
+        host_memory_bytes: stat.host,
+        warnings,
+    }
+}
+
+/// The trainer's static memory as the breakdown names it: weights (shared with vLLM on Unsloth,
+/// whole or a shard when fully fine-tuned), adapters, optimizer states and what else sits on the
+/// GPU beside the trained model.
+fn trainer_static(run: &RunConfig, stat: &Static) -> [(Part, u64); 10] {
+    let weights_part = if run.full_finetuning {
+        Part::Weights
+    } else if run.stack == Stack::Unsloth
+        && matches!(run.generation, Generation::ColocatedVllm { .. })
+    {
+        Part::SharedWeights
+    } else {
+        Part::BaseWeights
+    };
+    [
+        (weights_part, stat.weights - stat.expert_weights),
+        (Part::ExpertWeights, stat.expert_weights),
+        (Part::LoraAdapters, stat.adapters - stat.expert_adapters),
+        (Part::ExpertLora, stat.expert_adapters),
+        (Part::OptimizerStates, stat.optimizer),
+        (Part::Gradients, stat.full_gradients),
+        (Part::GatheredWeights, stat.gathered),
+        (Part::ReferenceModel, stat.reference),
+        (Part::RewardModel, stat.rewards),
+        (Part::OtherMemory, run.other_gpu_memory),
+    ]
+}
+
+/// The generation phases (vLLM here, or transformers' generate), vLLM's plan, and what is held
+/// when the step starts: the trainer's static memory and what vLLM keeps while training.
+struct Generating {
+    phases: Vec<PhaseMemory>,
+    vllm: Option<VllmPlan>,
+    before_step: Vec<(Part, u64)>,
+}
+
+fn generation_phases(
+    run: &RunConfig,
+    gpu: GpuBudget,
+    stat: &Static,
+    context: (Part, u64),
+    warnings: &mut Vec<String>,
+) -> Generating {
+    let shares_weights = run.stack == Stack::Unsloth;
+    let trainer_static = trainer_static(run, stat);
+    // generating, TRL gathers what it pushes into vLLM or generates with (ZeRO-3), in place of
+    // the live layers' buffers
+    let sync = spread::gather_for_generation(
+        &run.arch,
+        &run.spread,
+        run.processes(),
+        !run.full_finetuning,
+        run.generation == Generation::Transformers,
+    );
+    let mut generating_static = trainer_static;
+    for (part, bytes) in generating_static.iter_mut() {
+        if *part == Part::GatheredWeights {
+            *bytes = stat.gathered.max(sync);
+        }
+    }
+    let vllm = vllm::plan(
+        run,
+        &vllm::Surroundings {
+            capacity: gpu.capacity,
+            used_by_others: gpu.used_by_others + run.other_gpu_memory,
+            trainer_at_start: if shares_weights { 0 } else { stat.weights },
+            weights: stat.weights,
+        },
+    );
+    let mut before_step = vec![context];
+    before_step.extend(trainer_static);
+    let mut phases = Vec::new();
+    if let Some(v) = &vllm {
+        if let Some(reason) = &v.refusal {
+            warnings.push(reason.detail.clone());
+        }
+        phases.push(vllm_generation(
+            v,
+            stat,
+            shares_weights,
+            context,
+            generating_static,
+        ));
+        before_step.extend(vllm_while_training(v, stat, shares_weights));
+    }
+    if run.generation == Generation::Transformers {
+        phases.push(transformers_generation(
+            run,
+            stat,
+            shares_weights,
+            context,
+            generating_static,
+        ));
+    }
+    Generating {
+        phases,
+        vllm,
+        before_step,
+    }
+}
+
+/// The training phase: what is held before the step, and the step's peak above it, as PyTorch
+/// allocates and reserves it.
+struct Trained {
+    phase: PhaseMemory,
+    allocated: u64,
+    reserved: u64,
+}
+
+fn training_phase(
+    run: &RunConfig,
+    gpu: GpuBudget,
+    stat: &Static,
+    targets: &[bool],
+    before_step: Vec<(Part, u64)>,
+    mut step: impl FnMut(&RunConfig, &[bool], &StepShape) -> StepPeak,
+) -> Trained {
+    let shares_weights = run.stack == Stack::Unsloth;
+    let resident: u64 = before_step.iter().map(|(_, b)| b).sum::<u64>()
+        + static_slack(stat, shares_weights)
+        + gpu.used_by_others;
+    let shape = step_shape(run, gpu.capacity, gpu.capacity.saturating_sub(resident));
+    let peak = step(run, targets, &shape);
+    let train_weights = if shares_weights { 0 } else { stat.weights };
+    let allocated = train_weights
+        + stat.adapters
+        + stat.optimizer
+        + stat.full_gradients
+        + stat.gathered
+        + stat.reference
+        + stat.rewards
+        + peak.activations
+        + peak.logits;
+    let reserved_static = stat.reserved - if shares_weights { stat.weights } else { 0 };
+    let reserved = (reserved_static + peak.reserved).max(allocated + stat.gradients);
+    let mut training = before_step;
+    training.extend([
+        (Part::LoraGradients, stat.gradients),
+        (Part::Activations, peak.activations),
+        (crate::memory::by_version::logits_part(run), peak.logits),
+        (Part::AllocatorSlack, reserved - allocated - stat.gradients),
+    ]);
+    Trained {
+        phase: PhaseMemory::of(Phase::Training, training),
+        allocated,
+        reserved,
+    }
+}
+
+/// What an fp32 run should know: the step is modelled in 16-bit, and a full fine-tune in fp32
+/// holds 16 bytes a parameter.
+fn dtype_warnings(run: &RunConfig) -> Vec<String> {
+    let mut w = Vec::new();
+    if run.quant == Quant::Fp32 {
+        w.push("fp32 weights (TRL's ModelConfig dtype default): the step's activations are modelled in 16-bit; set [model] dtype = \"bfloat16\" to match".into());
+        if run.full_finetuning && run.spread.engine == spread::Engine::Ddp {
+            w.push("full fine-tuning in fp32 (TRL's default dtype; DDP casts nothing): weights, gradients and AdamW's moments are all fp32, 16 bytes a parameter; [model] dtype = \"bfloat16\" halves them".into());
+        }
+    }
+    w
+}
+
+/// Generation with vLLM here: vLLM whole, beside the trainer's static memory (weights,
+/// adapters, optimizer states: packed as the allocator reserves them).
+fn vllm_generation(
+    v: &VllmPlan,
+    stat: &Static,
+    shares_weights: bool,
+    context: (Part, u64),
+    trainer_static: [(Part, u64); 10],
+) -> PhaseMemory {
+    let mut generation = vec![context];
+    generation.extend(trainer_static);
+    generation.push((Part::AllocatorSlack, static_slack(stat, shares_weights)));
+    generation.extend([
+        (
+            Part::VllmWeights,
+            vllm_own_weights(v, stat, shares_weights) + v.non_torch_bytes,
+        ),
+        (Part::VllmCudaGraphs, v.cuda_graphs_bytes),
+        (Part::VllmKvCache, v.kv_cache_bytes),
+        (Part::VllmActivations, v.activations_bytes),
+    ]);
+    PhaseMemory::of(Phase::Generation, generation)
+}
+
+/// What vLLM keeps while the step runs; its activation blocks are cache the step reuses.
+fn vllm_while_training(v: &VllmPlan, stat: &Static, shares_weights: bool) -> [(Part, u64); 3] {
+    let kept = v.kept_while_training_bytes;
+    let kv_kept = kept.saturating_sub(v.weights_bytes + v.non_torch_bytes + v.cuda_graphs_bytes);
+    [
+        (
+            Part::VllmWeights,
+            kept.min(vllm_own_weights(v, stat, shares_weights) + v.non_torch_bytes),
+        ),
+        (
+            Part::VllmCudaGraphs,
+            if kv_kept > 0 { v.cuda_graphs_bytes } else { 0 },
+        ),
+        (Part::VllmKvCache, kv_kept),
+    ]
+}
+
+/// vLLM's weights beyond the trainer's: Unsloth's trainer uses vLLM's, counted once as vLLM's.
+fn vllm_own_weights(v: &VllmPlan, stat: &Static, shares_weights: bool) -> u64 {
+    if shares_weights {
+        v.weights_bytes - stat.weights
+    } else {
+        v.weights_bytes
+    }
+}
+
+/// Generation by the trained model itself (`use_vllm = false`), beside its static memory.
+fn transformers_generation(
+    run: &RunConfig,
+    stat: &Static,
+    shares_weights: bool,
+    context: (Part, u64),
+    trainer_static: [(Part, u64); 10],
+) -> PhaseMemory {
+    let g = generate_memory(run);
+    let mut generation = vec![context];
+    generation.extend(trainer_static);
+    generation.push((Part::AllocatorSlack, static_slack(stat, shares_weights)));
+    generation.extend([
+        (Part::GenerationKvCache, g.kv_cache),
+        (Part::Activations, g.activations),
+        (Part::Logits, g.logits),
+    ]);
+    PhaseMemory::of(Phase::Generation, generation)
+}
+
+/// What the allocator reserves for the trainer's static tensors beyond their bytes.
+fn static_slack(stat: &Static, shares_weights: bool) -> u64 {
+    let held = if shares_weights { 0 } else { stat.weights }
+        + stat.adapters
+        + stat.optimizer
+        + stat.full_gradients
+        + stat.gathered
+        + stat.reference
+        + stat.rewards;
+    let reserved = stat.reserved - if shares_weights { stat.weights } else { 0 };
+    reserved.saturating_sub(held + stat.gradients)
+}
+
+/// Which of the architecture's projections carry an adapter, by PEFT's name matching.
+pub fn target_mask(arch: &Arch, targets: &[String]) -> Vec<bool> {
+    let all = targets.iter().any(|t| t == "all-linear");
+    arch.projections()
+        .iter()
+        .map(|p| all || targets.iter().any(|t| t == p.name))
+        .collect()
+}
+
+/// Bytes a tensor's block takes when allocated fresh: a tensor over 10 MiB gets its own
+/// segment rounded to 2 MiB, and a left-over of 1 MiB or less is not split off (measured:
+/// Qwen2.5-3B's 43 MiB MLP weights take 44 MiB each; weights_bytes exceeds 2 x n_params by 104.5 MiB).
+fn block_bytes(bytes: u64) -> u64 {
+    let rounded = crate::memory::step::allocator::round_request(bytes);
+    let segment = rounded.div_ceil(2 * MIB) * 2 * MIB;
+    if rounded > 10 * MIB && segment - rounded <= MIB {
+        segment
+    } else {
+        rounded
+    }
+}
+
+/// Segments a group of tensors occupies: small ones packed into 2 MiB segments, 1-10 MiB ones
+/// into 20 MiB segments, larger ones in their own.
+#[derive(Default)]
+struct Packing {
+    small: u64,
+    mid: u64,
+    large: u64,
+}
+
+impl Packing {
+    fn add(&mut self, bytes: u64, copies: u64) {
+        let b = block_bytes(bytes) * copies;
+        if bytes <= MIB {
+            self.small += b;
+        } else if bytes < 10 * MIB {
+            self.mid += b;
+        } else {
+            self.large += b;
+        }
+    }
+    fn reserved(&self) -> u64 {
+        self.small.div_ceil(2 * MIB) * 2 * MIB + self.mid.div_ceil(20 * MIB) * 20 * MIB + self.large
+    }
+}
+
+fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
+    if run.full_finetuning {
+        return full_finetuning_static(run);
+    }
+    let arch = &run.arch;
+    let mut packing = Packing::default();
+    let (mut weights, expert_bytes) = base_weights(run, &mut packing);
+    let (adapters, optimizer, expert_adapters) = adapter_states(run, targets, &mut packing);
+    // Gradients live all together only after the backward pass, when activations are gone;
+    // at the step's peak one layer's worth exists.
+    let gradients = adapters / arch.layers.max(1);
+    let mut reserved = packing.reserved();
+    // Loaded as stored: the checkpoint's own bytes (its safetensors headers) replace the
+    // formula's, and what the allocator reserves moves with them.
+    if let Some(stored) = run.stored_weights.filter(|s| s.stored_as == run.quant) {
+        reserved = (reserved + stored.bytes)
+            .saturating_sub(weights)
+            .max(stored.bytes);
+        weights = stored.bytes;
+    }
+    let (held, gathered) = held_of_frozen_base(run, weights);
+    // ZeRO's reduce buckets are allocated whatever is trained (`spread::zero_buffers`); an
+    // fp32 head (`lm_head::fp32_head_bytes`)
+    let buckets = spread::zero_buffers(arch, &run.spread);
+    let (head, _, _) = crate::memory::lm_head::fp32_head_bytes(run);
+    // the experts' share of what this rank holds (a checkpoint's own bytes may differ)
+    let expert_weights =
+        (expert_bytes.min(weights) as u128 * held as u128 / weights.max(1) as u128) as u64;
+    // TRL 0.22 to 0.25 upcast a quantised base's 16-bit tensors (`kbit_cast::kbit_fp32_bytes`)
+    let held = held + head + crate::memory::kbit_cast::kbit_fp32_bytes(run);
+    let (reference, rewards) = crate::memory::frozen::frozen_models(run);
+    Static {
+        reserved: reserved - weights + held + gathered + buckets + reference + rewards,
+        weights: held,
+        adapters,
+        gradients,
+        optimizer,
+        full_gradients: buckets,
+        gathered,
+        host: 0,
+        reference,
+        rewards,
+        expert_weights,
+        expert_adapters,
+    }
+}
+
+/// The frozen base's bytes as the allocator holds them (each tensor in its block), packed into
+/// `packing`; and the experts' part of them. bitsandbytes quantises the decoder's linear layers,
+/// not the embedding, norms or head; the experts (3-D parameters) are packed as
+/// `moe::experts_quantised` says.
+fn base_weights(run: &RunConfig, packing: &mut Packing) -> (u64, u64) {
+    let arch = &run.arch;
+    let mut weights = 0;
+    let mut add = |elements: u64, quantisable: bool, copies: u64| {
+        let b = block_bytes(tensor_bytes(elements, run.quant, quantisable));
+        weights += b * copies;
+        packing.add(b, copies);
+    };
+    let embedding = arch.vocab * arch.hidden;
+    add(embedding, false, 1);
+    for p in &arch.projections() {
+        add(p.fan_in * p.fan_out, true, arch.layers);
+    }
+    for v in arch.layer_vectors() {
+        add(v, false, arch.layers);
+    }
+    // the experts and the router
+    let experts_packed = crate::memory::moe::experts_quantised(run);
+    let mut expert_bytes = 0;
+    for (k, t) in arch.expert_tensors().into_iter().enumerate() {
+        if k < 2 {
+            expert_bytes += block_bytes(tensor_bytes(t, run.quant, experts_packed)) * arch.layers;
+        }
+        add(t, k < 2 && experts_packed, arch.layers);
+    }
+    add(arch.hidden, false, 1);
+    // a multimodal checkpoint's vision tower, frozen beside the language model (counted in
+    // 16-bit: whether bitsandbytes also packs its linear layers is not modelled)
+    if let Vision::Counted(p) = arch.vision {
+        add(p, false, 1);
+    }
+    if !arch.tied_embeddings {
+        add(embedding, false, 1);
+    }
+    (weights, expert_bytes)
+}
+
+/// The LoRA adapters on `targets` and on the experts (Unsloth: `moe::expert_lora_tensors`), fp32
+/// as PEFT keeps them, with their optimizer states, packed into `packing`: (adapters, optimizer
+/// states, the experts' adapters).
+fn adapter_states(run: &RunConfig, targets: &[bool], packing: &mut Packing) -> (u64, u64, u64) {
+    let arch = &run.arch;
+    let (mut adapters, mut optimizer, mut expert_adapters) = (0, 0, 0);
+    let linear = arch
+        .projections()
+        .iter()
+        .zip(targets)
+        .filter(|(_, on)| **on)
+        .flat_map(|(p, _)| [run.lora_rank * p.fan_in, run.lora_rank * p.fan_out])
+        .collect::<Vec<_>>();
+    let experts = crate::memory::moe::expert_lora_tensors(run);
+    let per = crate::memory::kbit_cast::adapter_element_bytes(run);
+    for (elements, expert) in linear
+        .into_iter()
+        .map(|e| (e, false))
+        .chain(experts.into_iter().map(|e| (e, true)))
+    {
+        let a = block_bytes(elements * per);
+        let o = optimizer_bytes(run.optimizer, elements, per);
+        adapters += a * arch.layers;
+        optimizer += o * arch.layers;
+        if expert {
+            expert_adapters += a * arch.layers;
+        }
+        // the adapter, its gradient and the optimizer's states
+        packing.add(elements * per, 2 * arch.layers);
+        packing.add(o, arch.layers);
+    }
+    (adapters, optimizer, expert_adapters)
+}
+
+/// What this rank holds of the frozen base of `weights` bytes, and the live layers' gathered
+/// buffers. ZeRO-3 / FSDP full shard: a shard, and the gathered layers (DeepSpeed's
+/// `largest_layer_memory`, `spread::full_finetuning_states`). accelerate 1.12
+/// `fsdp2_prepare_model` upcasts the whole model, frozen base included, to fp32 under mixed
+/// precision (`model.to(torch.float32)`): a 16-bit base's shard doubles.
+fn held_of_frozen_base(run: &RunConfig, weights: u64) -> (u64, u64) {
+    let processes = run.processes().max(1);
+    match (run.spread.shards_parameters(), run.spread.engine) {
+        (true, spread::Engine::Fsdp) => {
+            let upcast = if run.quant == Quant::Bf16 { 2 } else { 1 };
+            (
+                upcast * weights / processes,
+                spread::fsdp_gathered(&run.arch, 3),
+            )
+        }
+        (true, _) => (
+            weights / processes,
+            4 * spread::largest_layer_parameters(&run.arch),
+        ),
+        (false, _) => (weights, 0),
+    }
+}
+
+/// Full fine-tuning's static memory on one rank: the engine's model states
+/// (`spread::full_finetuning_states`), each tensor large enough to have its own segments.
+fn full_finetuning_static(run: &RunConfig) -> Static {
+    // the parameters as loaded: TRL's default dtype "float32" (`create_model_from_path`), else
+    // 16-bit; AdamW's moments in the parameters' dtype under DDP; bitsandbytes' 8-bit moments
+    let param_bytes = if run.quant == Quant::Fp32 { 4 } else { 2 };
+    let adam = match run.optimizer {
+        Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => 2,
+        Optimizer::AdamW | Optimizer::PagedAdamW => 2 * param_bytes,
+        Optimizer::Sgd => 0,
+    };
+    let states =
+        spread::full_finetuning_states(&run.arch, &run.spread, run.processes(), param_bytes, adam);
+    let (reference, rewards) = crate::memory::frozen::frozen_models(run);
+    let (head, head_grads, head_moments) = crate::memory::lm_head::fp32_head_bytes(run);
+    Static {
+        weights: states.weights + head,
+        adapters: 0,
+        gradients: 0,
+        optimizer: states.optimizer + head_moments,
+        full_gradients: states.gradients + states.buckets + head_grads,
+        gathered: states.gathered,
+        host: states.host,
+        reserved: states.on_gpu() + head + head_grads + head_moments + reference + rewards,
+        reference,
+        rewards,
+        expert_weights: 0,
+        expert_adapters: 0,
+    }
+}
+
+/// Optimizer state bytes for one adapter tensor of `elements`.
+/// AdamW: exp_avg and exp_avg_sq in fp32 plus a 4-byte step (measured: opt_state_bytes = 2 x lora_bytes).
+/// bitsandbytes 8-bit: two uint8 states with an fp32 absmax per 256-element block; tensors under
+/// 4096 elements stay fp32 (bnb's `min_8bit_size`).
+/// `param_bytes`: torch AdamW's moments follow the parameter's dtype (torch optim/adam.py
+/// `_init_group`, `torch.zeros_like(p)`); bitsandbytes' states keep their own (`init_state`).
+fn optimizer_bytes(opt: Optimizer, elements: u64, param_bytes: u64) -> u64 {
+    let eight_bit = |n: u64| {
+        if n < 4096 {
+            8 * n
+        } else {
+            2 * (n + n.div_ceil(256) * 4)
+        }
+    };
+    match opt {
+        Optimizer::AdamW => block_bytes(param_bytes * elements) * 2 + 512,
+        Optimizer::PagedAdamW => block_bytes(4 * elements) * 2 + 512,
+        Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => block_bytes(eight_bit(elements)),
+        Optimizer::Sgd => 0,
+    }
+}
+
+/// The trainers' rules the knobs can break, said as warnings: the micro-batch that really runs,
+/// a context shorter than prompt + completion, Unsloth's max_lora_rank rounding.
+fn rule_warnings(run: &RunConfig, targets: &[bool]) -> Vec<String> {
+    let mut w = Vec::new();
+    w.extend(crate::memory::by_version::batch_note(run));
+    if run.max_seq_len < run.sequence_len() {
+        w.push(format!(
+            "max_seq_length {} is smaller than prompt + completion = {}",
+            run.max_seq_len,
+            run.sequence_len()
+        ));
+    }
+    if run.stack == Stack::Unsloth && matches!(run.generation, Generation::ColocatedVllm { .. }) {
+        let m = run
+            .max_lora_rank
+            .unwrap_or_else(|| vllm_max_lora_rank(run.lora_rank));
+        let served = vllm_max_lora_rank(m);
+        if served != m {
+            w.push(format!(
+                "Unsloth rounds max_lora_rank {m} up to {served}, a rank vLLM supports (8, 16, 32, 64, 128, 256, 320, 512)"
+            ));
+        }
+        if run.lora_rank > served {
+            w.push(format!(
+                "r = {} exceeds max_lora_rank = {m}: vLLM cannot load the adapter",
+                run.lora_rank
+            ));
+        }
+    }
+    match &run.arch.vision {
+        Vision::Counted(p) => w.push(format!(
+            "multimodal checkpoint: its vision tower ({} parameters) is loaded and counted, on both stacks (AutoModelForCausalLM loads the whole model in transformers 5.17; so does Unsloth's FastModel)",
+            crate::units::format_count(*p)
+        )),
+        Vision::Uncounted(kind) => w.push(format!(
+            "multimodal checkpoint: its vision tower ({kind}) is loaded but not counted: grpofit sizes SigLIP towers only"
+        )),
+        Vision::None => {}
+    }
+    if let Some(m) = run.arch.moe {
+        w.push(crate::memory::moe::words(run, m));
+    }
+    if !run.full_finetuning && !targets.iter().any(|t| *t) {
+        w.push(format!(
+            "no LoRA target module matches {}'s projections ({}): PEFT will refuse to start",
+            run.arch.name,
+            run.arch
+                .projections()
+                .iter()
+                .map(|p| p.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    w
+}

@@ -1,0 +1,758 @@
+//! The trainer versions a run uses (TRL, Unsloth, transformers, vLLM), where each came from, and
+//! the memory behaviours that moved between their releases. Every rule below names the release
+//! and the function it was read from (the wheels on PyPI). No I/O: the binary reads the user's
+//! Python environment and hands the versions it found here as plain values.
+
+use crate::contract::unsloth_ladder::{self, UnslothCall};
+use crate::contract::{Call, Stack};
+use serde::Serialize;
+
+pub use crate::contract::release::Release;
+
+/// The packages whose version changes the estimate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Package {
+    Trl,
+    Unsloth,
+    Transformers,
+    Vllm,
+}
+
+impl Package {
+    pub const ALL: [Package; 4] = [
+        Package::Trl,
+        Package::Unsloth,
+        Package::Transformers,
+        Package::Vllm,
+    ];
+
+    /// The distribution's name (its `*.dist-info` folder and `pip install` name).
+    pub fn name(self) -> &'static str {
+        match self {
+            Package::Trl => "trl",
+            Package::Unsloth => "unsloth",
+            Package::Transformers => "transformers",
+            Package::Vllm => "vllm",
+        }
+    }
+
+    /// The `[grpofit]` key that pins it.
+    pub fn key(self) -> &'static str {
+        match self {
+            Package::Trl => "trl_version",
+            Package::Unsloth => "unsloth_version",
+            Package::Transformers => "transformers_version",
+            Package::Vllm => "vllm_version",
+        }
+    }
+
+    /// The release lines grpofit models, oldest and newest (inclusive, by major.minor):
+    /// - TRL from 0.14 (the first release with `GRPOTrainer`) to 1.15 (the newest wheel read);
+    /// - Unsloth from 2025.2 (its first GRPO patch, `PatchFastRL`) to 2026.10;
+    /// - transformers from 4.46 (what trl 0.14.0's METADATA requires) to 5.17 (the newest read);
+    /// - vLLM from 0.7 (trl 0.15.2's `vllm` extra pins 0.7.2; 0.14.0's names no version) to 0.33 (the newest released when
+    ///   the contract was last read).
+    pub fn range(self) -> (Release, Release) {
+        match self {
+            Package::Trl => (Release::new(0, 14, 0), Release::new(1, 15, 0)),
+            Package::Unsloth => (Release::new(2025, 2, 0), Release::new(2026, 10, 0)),
+            Package::Transformers => (Release::new(4, 46, 0), Release::new(5, 17, 0)),
+            Package::Vllm => (Release::new(0, 7, 0), Release::new(0, 33, 0)),
+        }
+    }
+
+    /// The version grpofit targets when nothing says otherwise: the releases its contract and
+    /// rules were read from.
+    pub fn targeted(self) -> Release {
+        match self {
+            Package::Trl => Release::new(1, 15, 0),
+            Package::Unsloth => Release::new(2026, 10, 9),
+            Package::Transformers => Release::new(5, 17, 0),
+            // the newest vLLM TRL 1.15 accepts: trl 1.15.0's METADATA requires
+            // `vllm>=0.21.0,<=0.31.0` for its `vllm` extra, and its `vllm-serve` passes
+            // `--weight-transfer-config`, which older releases (0.11) lack
+            Package::Vllm => Release::new(0, 31, 0),
+        }
+    }
+
+    /// Whether `r` is inside the modelled range.
+    pub fn models(self, r: Release) -> bool {
+        let (lo, hi) = self.range();
+        r.line() >= lo.line() && r.line() <= hi.line()
+    }
+
+    /// The range in words: `0.14 to 1.15`.
+    pub fn range_text(self) -> String {
+        let (lo, hi) = self.range();
+        format!("{}.{} to {}.{}", lo.major, lo.minor, hi.major, hi.minor)
+    }
+}
+
+/// Where a version came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "from", content = "detail")]
+pub enum Origin {
+    /// the run file's `[grpofit]` key
+    RunFile,
+    /// the `METADATA` of the user's Python environment, at this path
+    Environment(String),
+    /// chosen to go with another pinned version, for this reason
+    Implied(String),
+    /// grpofit's targeted release
+    Default,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::RunFile => f.write_str("run file"),
+            Origin::Environment(path) => write!(f, "environment: {path}"),
+            Origin::Implied(why) => write!(f, "implied: {why}"),
+            Origin::Default => f.write_str("grpofit's default"),
+        }
+    }
+}
+
+/// One package's version and its origin.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Pinned {
+    pub package: Package,
+    pub version: Release,
+    pub origin: Origin,
+}
+
+/// What the user's Python environment holds: each package found, its version text and the
+/// `METADATA` file it was read from. Filled by the binary; empty in tests and presets.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Installed {
+    pub found: Vec<(Package, String, String)>,
+}
+
+impl Installed {
+    fn of(&self, p: Package) -> Option<(&str, &str)> {
+        self.found
+            .iter()
+            .find(|(q, _, _)| *q == p)
+            .map(|(_, v, path)| (v.as_str(), path.as_str()))
+    }
+}
+
+/// Why a version cannot be used: the package, the text, where it came from, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refused {
+    pub package: Package,
+    pub text: String,
+    pub origin: Origin,
+    pub reason: String,
+}
+
+/// The trainer versions of a run, as the memory rules read them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct StackVersions {
+    pub trl: Release,
+    pub unsloth: Release,
+    pub transformers: Release,
+}
+
+impl Default for StackVersions {
+    fn default() -> StackVersions {
+        StackVersions {
+            trl: Package::Trl.targeted(),
+            unsloth: Package::Unsloth.targeted(),
+            transformers: Package::Transformers.targeted(),
+        }
+    }
+}
+
+/// The TRL releases each Unsloth release line accepts, from the `Requires-Dist: trl` line of its
+/// wheel's METADATA (oldest line first; the exclusions of single releases are left out):
+/// unsloth 2025.2.4 `trl>=0.7.9`; 2025.3.19 and 2025.5.2 `trl<=0.15.2`; 2025.8.9 `trl>=0.7.9`;
+/// 2025.11.6 and 2026.1.4 `trl>=0.18.2,<=0.24.0`; 2026.10.9 `trl>=0.18.2,<=1.15.0`.
+const UNSLOTH_TRL: [(Release, Release, Release); 7] = [
+    (Release::new(2025, 2, 4), Release::new(0, 7, 9), NO_BOUND),
+    (
+        Release::new(2025, 3, 19),
+        Release::new(0, 7, 9),
+        Release::new(0, 15, 2),
+    ),
+    (
+        Release::new(2025, 5, 2),
+        Release::new(0, 7, 9),
+        Release::new(0, 15, 2),
+    ),
+    (Release::new(2025, 8, 9), Release::new(0, 7, 9), NO_BOUND),
+    (
+        Release::new(2025, 11, 6),
+        Release::new(0, 18, 2),
+        Release::new(0, 24, 0),
+    ),
+    (
+        Release::new(2026, 1, 4),
+        Release::new(0, 18, 2),
+        Release::new(0, 24, 0),
+    ),
+    (
+        Release::new(2026, 10, 9),
+        Release::new(0, 18, 2),
+        Release::new(1, 15, 0),
+    ),
+];
+
+/// No upper bound in the requirement.
+const NO_BOUND: Release = Release::new(u32::MAX, 0, 0);
+
+/// Whether the Unsloth release `unsloth` accepts `trl`, by its release line's METADATA (a line
+/// not in the table takes the nearest older line's requirement).
+pub fn unsloth_accepts(unsloth: Release, trl: Release) -> bool {
+    let row = UNSLOTH_TRL
+        .iter()
+        .rev()
+        .find(|(u, _, _)| u.line() <= unsloth.line())
+        .unwrap_or(&UNSLOTH_TRL[0]);
+    trl >= row.1 && trl <= row.2
+}
+
+/// The newest Unsloth line that accepts `trl`.
+fn unsloth_for(trl: Release) -> Release {
+    UNSLOTH_TRL
+        .iter()
+        .rev()
+        .find(|(u, _, _)| unsloth_accepts(*u, trl))
+        .map_or(Package::Unsloth.targeted(), |(u, _, _)| *u)
+}
+
+/// Each package's version: the run file's key, else the environment's METADATA, else (for
+/// Unsloth on the unsloth stack, when TRL is pinned) the newest Unsloth that accepts that TRL,
+/// else the targeted release. A version outside the modelled range is refused, never rounded.
+pub fn resolve(
+    file: &[(Package, Option<&str>)],
+    installed: &Installed,
+    stack: Stack,
+) -> Result<Vec<Pinned>, Refused> {
+    let mut out: Vec<Pinned> = Vec::new();
+    for p in Package::ALL {
+        let given = file.iter().find(|(q, _)| *q == p).and_then(|(_, v)| *v);
+        let found = given.map(|v| (v.to_string(), Origin::RunFile)).or_else(|| {
+            installed
+                .of(p)
+                .map(|(v, path)| (v.to_string(), Origin::Environment(path.to_string())))
+        });
+        let pinned = match found {
+            Some((text, origin)) => Pinned {
+                package: p,
+                version: checked(p, &text, &origin)?,
+                origin,
+            },
+            None => Pinned {
+                package: p,
+                version: p.targeted(),
+                origin: Origin::Default,
+            },
+        };
+        out.push(pinned);
+    }
+    if stack == Stack::Unsloth {
+        imply_unsloth(&mut out);
+    }
+    imply_vllm(&mut out);
+    Ok(out)
+}
+
+/// The vLLM each TRL release line's `vllm` extra installs (its METADATA's `Requires-Dist: vllm`,
+/// read from the wheels trl 0.15.2 to 1.15.0): the pinned or highest release it allows where the
+/// requirement names one (`==0.7.2`, `<=0.31.0`, `<0.13.0`: 0.12), else the lowest it takes
+/// (`>=0.8.3`). trl 0.14.0 names none: the line is absent and the default stays.
+const TRL_VLLM: [(Release, Release); 13] = [
+    (Release::new(0, 15, 0), Release::new(0, 7, 2)),
+    (Release::new(0, 16, 0), Release::new(0, 7, 0)),
+    (Release::new(0, 17, 0), Release::new(0, 8, 3)),
+    (Release::new(0, 21, 0), Release::new(0, 10, 0)),
+    (Release::new(0, 29, 0), Release::new(0, 12, 0)),
+    (Release::new(1, 0, 0), Release::new(0, 17, 1)),
+    (Release::new(1, 5, 0), Release::new(0, 18, 0)),
+    (Release::new(1, 7, 0), Release::new(0, 23, 0)),
+    (Release::new(1, 9, 0), Release::new(0, 25, 1)),
+    (Release::new(1, 10, 0), Release::new(0, 26, 0)),
+    (Release::new(1, 12, 0), Release::new(0, 27, 1)),
+    (Release::new(1, 13, 0), Release::new(0, 28, 0)),
+    (Release::new(1, 14, 0), Release::new(0, 30, 0)),
+];
+
+/// A vLLM version nobody gave goes with the TRL that was given: the one that TRL's `vllm` extra
+/// installs (`TRL_VLLM`; trl 1.15 and later keep the targeted vLLM, which 1.15's extra allows).
+fn imply_vllm(pins: &mut [Pinned]) {
+    let trl = pins.iter().find(|p| p.package == Package::Trl).cloned();
+    let Some(trl) = trl.filter(|t| t.origin != Origin::Default) else {
+        return;
+    };
+    let Some(vllm) = pins
+        .iter_mut()
+        .find(|p| p.package == Package::Vllm && p.origin == Origin::Default)
+    else {
+        return;
+    };
+    let installs = TRL_VLLM
+        .iter()
+        .rev()
+        .find(|(line, _)| line.line() <= trl.version.line())
+        .filter(|_| trl.version.line() < Package::Trl.targeted().line());
+    if let Some((_, v)) = installs {
+        vllm.version = *v;
+        vllm.origin = Origin::Implied(format!(
+            "the vLLM trl {}'s `vllm` extra installs",
+            trl.version
+        ));
+    }
+}
+
+fn checked(p: Package, text: &str, origin: &Origin) -> Result<Release, Refused> {
+    let refuse = |reason: String| Refused {
+        package: p,
+        text: text.to_string(),
+        origin: origin.clone(),
+        reason,
+    };
+    let r = Release::parse(text)
+        .ok_or_else(|| refuse("expected a version such as \"0.15.2\"".to_string()))?;
+    if !p.models(r) {
+        return Err(refuse(format!(
+            "outside the {} releases grpofit models ({})",
+            p.name(),
+            p.range_text()
+        )));
+    }
+    Ok(r)
+}
+
+/// An Unsloth version nobody gave goes with the TRL that was given: the newest Unsloth line
+/// whose requirements accept it (Unsloth 2026.10 requires trl >= 0.18.2).
+fn imply_unsloth(pins: &mut [Pinned]) {
+    let trl = pins[0].clone();
+    let unsloth = &mut pins[1];
+    if unsloth.origin != Origin::Default || trl.origin == Origin::Default {
+        return;
+    }
+    if unsloth_accepts(unsloth.version, trl.version) {
+        return;
+    }
+    unsloth.version = unsloth_for(trl.version);
+    unsloth.origin = Origin::Implied(format!(
+        "the newest modelled Unsloth whose requirements accept trl {}",
+        trl.version
+    ));
+}
+
+/// The versions the memory rules read, from the resolved pins.
+pub fn stack_versions(pins: &[Pinned]) -> StackVersions {
+    let of = |p: Package| {
+        pins.iter()
+            .find(|x| x.package == p)
+            .map_or(p.targeted(), |x| x.version)
+    };
+    StackVersions {
+        trl: of(Package::Trl),
+        unsloth: of(Package::Unsloth),
+        transformers: of(Package::Transformers),
+    }
+}
+
+/// How an Unsloth release computes the log-probabilities of its training step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnslothLogits {
+    /// Unsloth 2025.2: it patches only vLLM into TRL's GRPOTrainer (unsloth 2025.2.4
+    /// `_patch_trl_rl_trainers`), so TRL's own `compute_loss` builds the micro-batch's logits.
+    TrlLoss,
+    /// Unsloth 2025.3 to 2025.12: `grpo_accumulated_loss` passes the final hidden states to
+    /// `UnslothEfficientGRPO`, which splits the micro-batch into `unsloth_num_chunks` chunks
+    /// (default -1: one sequence each) and, per chunk, multiplies by the LM head and upcasts the
+    /// logits to fp32 in `grpo_compute_loss` (unsloth_zoo 2025.5.2, 2025.8.9, 2025.11.6
+    /// rl_replacements.py).
+    PerSequenceFp32,
+    /// Unsloth 2025.3 to 2025.7 with a model `FastLanguageModel` hands to `FastModel` (see
+    /// [`fast_model`]): `FastBaseModel.from_pretrained` sets `UNSLOTH_USE_NEW_MODEL=1`, so the
+    /// replaced `_get_per_token_logps` returns the micro-batch's logits (it returns None only when
+    /// that flag is 0), and `compute_loss` hands them, with the reference's from `_prepare_inputs`,
+    /// to `grpo_compute_loss_slow`, which upcasts both to fp32 whole (unsloth 2025.3.19 and
+    /// 2025.5.2 rl_replacements.py; 2025.8.9's replacement returns None whatever the flag).
+    MicroBatchFp32,
+    /// Unsloth 2026.1 on: mini-batches from `autotune_batch_and_chunks` and blocked log-probs
+    /// (unsloth_zoo 2026.1.4; `fused_linear_logprobs` in 2026.10.9).
+    Blocks,
+}
+
+/// Which rule raises Unsloth's `per_device_train_batch_size` to `num_generations`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchRaise {
+    /// unsloth 2025.2.4 has no such rule
+    Never,
+    /// `per_device_train_batch_size % num_generations != 0` (unsloth 2025.5.2
+    /// `grpo_trainer_fix_batch_size`, 2025.8.9 `_patch_trl_rl_trainers`)
+    PerDevice,
+    /// `per_device x gradient_accumulation x world_size % num_generations != 0` when neither
+    /// `steps_per_generation` nor `generation_batch_size` is set (unsloth 2025.11.6 on)
+    EffectiveBatch,
+}
+
+/// How Unsloth's `load_vllm` picks vLLM's `max_num_seqs` and `max_num_batched_tokens`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnslothVllmLimits {
+    /// Before unsloth_zoo 2025.11.6: `max_num_seqs` from a tier of its KV estimate (128 to 400
+    /// sequences) and `max_num_batched_tokens = max_seq_length` (unsloth_zoo 2025.2.4 to 2025.11.5
+    /// `vllm_utils.load_vllm`, "Chunked prefill tokens = ... Num Sequences = ...").
+    SequencesByKv,
+    /// unsloth_zoo 2025.11.6 on: a tier gives both, 8 to 256 sequences and 2048 to 8192 tokens
+    /// (`load_vllm`, "Benchmarks for max_batched_tokens, max_num_seqs").
+    PairsByKv,
+}
+
+impl StackVersions {
+    /// TRL 0.14's `per_device_train_batch_size` counts prompts: `compute_loss` repeats each
+    /// prompt `num_generations` times (`torch.repeat_interleave(prompt_inputs["input_ids"],
+    /// self.num_generations)`, trl 0.14.0 grpo_trainer.py). From 0.15 it counts completions
+    /// (`RepeatRandomSampler`, trl 0.15.2 `_get_train_sampler`).
+    pub fn batch_counts_prompts(self) -> bool {
+        self.trl.line() < (0, 15)
+    }
+
+    /// TRL 1.15's fused LM head: `GRPOTrainer.__init__` calls `add_fused_lm_head` (trl 1.15.0;
+    /// absent from 1.14.2, which returns the micro-batch's logits from `_get_per_token_logps_and_entropies`
+    /// and reads them with `selective_log_softmax` in the compute dtype).
+    pub fn trl_fused_head(self) -> bool {
+        self.trl.line() >= (1, 15)
+    }
+
+    /// Whether the model ignores the `logits_to_keep` TRL asks it for, so that it returns the
+    /// logits of every position and TRL slices the completion's out of them: TRL from 0.15
+    /// calls `model(..., logits_to_keep=logits_to_keep + 1)` (trl 0.15.2
+    /// `GRPOTrainer._get_per_token_logps`, which slices `logits[:, -logits_to_keep:]` itself "for
+    /// transformers<=4.48"; trl 0.14.0 still passes `num_logits_to_keep`), and unsloth 2025.2.4's
+    /// `CausalLM_fast_forward` takes only `num_logits_to_keep`, the new name landing unread in
+    /// `**kwargs`. unsloth 2025.2.15 takes both (`max(num_logits_to_keep, logits_to_keep)`);
+    /// unsloth 2025.2.4 accepts any trl >= 0.7.9 but 0.9.x (its METADATA).
+    pub fn unsloth_returns_every_position(self) -> bool {
+        self.unsloth < Release::new(2025, 2, 15) && self.trl.line() >= (0, 15)
+    }
+
+    /// Whether TRL sizes its colocated vLLM's context as `max_prompt_length +
+    /// max_completion_length`: trl 0.18.2 and 0.19.1 `GRPOTrainer.__init__` pass
+    /// `LLM(max_model_len=self.max_prompt_length + self.max_completion_length)` in colocate
+    /// mode, and 0.20.0 to 0.25.1 the same sum when both are set (None, the model's own context,
+    /// only when `max_prompt_length` is None). Before 0.18 the call passes
+    /// `vllm_max_model_len` (0.15) or nothing; from 0.26.2 `vllm_max_model_length`, None by
+    /// default. `trl vllm-serve` takes its own `--max_model_len` in every release.
+    pub fn trl_context_is_prompt_and_completion(self) -> bool {
+        ((0, 18)..(0, 26)).contains(&self.trl.line())
+    }
+
+    /// Whether TRL prepares a quantised base with peft's `prepare_model_for_kbit_training`
+    /// (its `prepare_peft_model`, trl 0.22.0 to 0.25.1 `GRPOTrainer.__init__`; 0.21.0 calls
+    /// `get_peft_model` alone, 0.26.2 no longer calls `prepare_peft_model`):
+    /// `memory::kbit_cast::kbit_fp32_bytes`.
+    pub fn trl_prepares_kbit_model(self) -> bool {
+        ((0, 22)..(0, 26)).contains(&self.trl.line())
+    }
+
+    /// Whether TRL casts a quantised model's trainable parameters to bf16 after
+    /// `get_peft_model` (trl 0.26.2 to 1.15.0 `GRPOTrainer.__init__`):
+    /// `memory::kbit_cast::adapter_element_bytes`.
+    pub fn trl_casts_quantised_adapters_to_bf16(self) -> bool {
+        self.trl.line() >= (0, 26)
+    }
+
+    pub fn unsloth_logits(self) -> UnslothLogits {
+        match self.unsloth.line() {
+            l if l < (2025, 3) => UnslothLogits::TrlLoss,
+            l if l < (2026, 1) => UnslothLogits::PerSequenceFp32,
+            _ => UnslothLogits::Blocks,
+        }
+    }
+
+    pub fn batch_raise(self) -> BatchRaise {
+        match self.unsloth.line() {
+            l if l < (2025, 3) => BatchRaise::Never,
+            l if l < (2025, 11) => BatchRaise::PerDevice,
+            _ => BatchRaise::EffectiveBatch,
+        }
+    }
+
+    /// Unsloth's vLLM sequence table by release. unsloth_zoo 2025.11.5 still has the older rule
+    /// and 2025.11.6 the newer (both wheels read); unsloth 2025.11.6 requires
+    /// `unsloth_zoo>=2025.11.6` (its METADATA), so an Unsloth release before 2025.11.6 is taken to
+    /// run the older rule.
+    pub fn unsloth_vllm_limits(self) -> UnslothVllmLimits {
+        if self.unsloth < Release::new(2025, 11, 6) {
+            UnslothVllmLimits::SequencesByKv
+        } else {
+            UnslothVllmLimits::PairsByKv
+        }
+    }
+
+    /// Whether Unsloth scores the generation batch in a no-grad pass before training. Before
+    /// 2026 its `_get_per_token_logps` returns None (unsloth 2025.5.2 "Unsloth efficient GRPO";
+    /// 2025.8.9 `_get_per_token_logps_and_entropies` returns `None, None`) and the reference
+    /// log-probs come from hidden states inside the loss.
+    pub fn unsloth_scores_before_training(self) -> bool {
+        self.unsloth_logits() == UnslothLogits::Blocks
+    }
+
+    /// `GRPOConfig`'s default for `key` in the TRL release in force, from the ladder of release
+    /// contracts (`contract/trl_ladder.json`, read from the wheels by tools/contract/ladder.py):
+    /// e.g. `beta` 0.04 before 0.19, `gradient_checkpointing` False before 0.22 (TrainingArguments'),
+    /// `max_completion_length` 256 before 1.10, `per_device_train_batch_size` 1 in 0.14 (prompts).
+    /// None where that release gives no value (the targeted contract's default applies).
+    pub fn trl_default(self, key: &str) -> Option<serde_json::Value> {
+        crate::contract::ladder::grpo_default(self.trl, key)
+            .filter(|v| !v.is_null())
+            .cloned()
+    }
+
+    /// `call`'s default for `key` in the releases in force. Unsloth's `from_pretrained`,
+    /// `get_peft_model` and `load_vllm` read the pinned Unsloth's own signature
+    /// (`contract/unsloth_ladder.json`, from each wheel's unsloth/models/loader.py and llama.py
+    /// by tools/contract/stack_ladders.py): e.g. `get_peft_model(use_gradient_checkpointing =
+    /// True)` before 2025.8 ("unsloth" from 2025.8.9), `from_pretrained(max_seq_length = None)`
+    /// in 2025.2 (2048 from 2025.3.19). `Some(Null)` where that release spells `None`. A key the
+    /// release does not name, and every other call, take the targeted contract's default
+    /// (`GRPOConfig`'s moved defaults: [`StackVersions::trl_default`]).
+    pub fn call_default(self, call: Call, key: &str) -> Option<&'static serde_json::Value> {
+        let unsloth = match call {
+            Call::UnslothFromPretrained => Some(UnslothCall::FromPretrained),
+            Call::UnslothGetPeftModel => Some(UnslothCall::GetPeftModel),
+            Call::UnslothLoadVllm => Some(UnslothCall::LoadVllm),
+            Call::GrpoConfig | Call::TrlModelConfig | Call::LoraConfig | Call::VllmServe => None,
+        };
+        unsloth
+            .and_then(|c| unsloth_ladder::default(c, self.unsloth, key))
+            .or_else(|| call.default(key))
+    }
+
+    /// Whether `get_peft_model(use_gradient_checkpointing = True)` offloads layer inputs as
+    /// "unsloth" does, `from_pretrained` left at its own `use_gradient_checkpointing =
+    /// "unsloth"`: from 2025.3 `FastLanguageModel.from_pretrained` then calls
+    /// `patch_unsloth_smart_gradient_checkpointing` (unsloth 2025.3.19 to 2026.1.4 loader.py),
+    /// which puts unsloth_zoo's `UnslothCheckpointFunction` (layer inputs copied to CPU) in
+    /// place of torch's `CheckpointFunction`, and the layers checkpoint through
+    /// `torch.utils.checkpoint.checkpoint(..., use_reentrant = True)` (llama.py
+    /// `LlamaModel_fast_forward`). Unsloth 2025.2.4 and 2025.2.15's `from_pretrained` patch
+    /// nothing, so `True` is torch's own checkpointing on the GPU (`_utils.py`
+    /// `prepare_model_for_kbit_training` marks `_offloaded_gradient_checkpointing` only for
+    /// "unsloth"); 2026.10.9's `get_peft_model` undoes the patch for `True`
+    /// (`_utils.py` `apply_unsloth_gradient_checkpointing`: `unpatch_unsloth_smart_gradient_checkpointing`).
+    pub fn unsloth_true_checkpointing_offloads(self) -> bool {
+        (2025, 3) <= self.unsloth.line() && self.unsloth.line() < (2026, 10)
+    }
+
+    /// The shortest `max_seq_length` for which "unsloth" checkpointing offloads: from 2026.10,
+    /// below 512 tokens Unsloth takes torch's own checkpointing instead ("Offloading is not worth
+    /// it below ~512", unsloth 2026.10.9 `_utils.py` `apply_unsloth_gradient_checkpointing`, which
+    /// `from_pretrained` and `get_peft_model` call; 2026.1.4's loader.py patches at any length).
+    pub fn unsloth_offload_min_seq_len(self) -> u64 {
+        if self.unsloth.line() >= (2026, 10) {
+            512
+        } else {
+            0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_old_trl_brings_the_vllm_its_extra_installs() {
+        let none = Installed::default();
+        let vllm_of = |pins: &[Pinned]| {
+            let p = pins.iter().find(|p| p.package == Package::Vllm).unwrap();
+            (p.version, matches!(p.origin, Origin::Implied(_)))
+        };
+        // trl 0.15.2's METADATA: `vllm==0.7.2; extra == "vllm"`
+        let pins = resolve(&[(Package::Trl, Some("0.15.2"))], &none, Stack::Trl).unwrap();
+        assert_eq!(vllm_of(&pins), (Release::new(0, 7, 2), true));
+        // trl 1.13's: `vllm<=0.28.0,>=0.19.1`
+        let pins = resolve(&[(Package::Trl, Some("1.13.0"))], &none, Stack::Trl).unwrap();
+        assert_eq!(vllm_of(&pins), (Release::new(0, 28, 0), true));
+        // the targeted TRL keeps the targeted vLLM; a vLLM the file names wins
+        let pins = resolve(&[(Package::Trl, Some("1.15.0"))], &none, Stack::Trl).unwrap();
+        assert_eq!(vllm_of(&pins), (Package::Vllm.targeted(), false));
+        let pins = resolve(
+            &[
+                (Package::Trl, Some("0.15.2")),
+                (Package::Vllm, Some("0.8.5")),
+            ],
+            &none,
+            Stack::Trl,
+        )
+        .unwrap();
+        assert_eq!(vllm_of(&pins), (Release::new(0, 8, 5), false));
+        // trl 0.14 names no vLLM: the default stays
+        let pins = resolve(&[(Package::Trl, Some("0.14.0"))], &none, Stack::Trl).unwrap();
+        assert_eq!(vllm_of(&pins), (Package::Vllm.targeted(), false));
+    }
+
+    #[test]
+    fn releases_parse_with_their_suffixes() {
+        assert_eq!(Release::parse("0.8.5.post1"), Some(Release::new(0, 8, 5)));
+        assert_eq!(Release::parse("0.15.0.dev0"), Some(Release::new(0, 15, 0)));
+        assert_eq!(Release::parse("v1.15"), Some(Release::new(1, 15, 0)));
+        assert_eq!(Release::parse("2.6.0+cu124"), Some(Release::new(2, 6, 0)));
+        assert_eq!(Release::parse("soon"), None);
+    }
+
+    #[test]
+    fn a_version_outside_the_range_is_refused_not_rounded() {
+        let none = Installed::default();
+        let e = resolve(&[(Package::Trl, Some("0.13.0"))], &none, Stack::Unsloth).unwrap_err();
+        assert!(e.reason.contains("0.14 to 1.15"), "{}", e.reason);
+        assert!(resolve(&[(Package::Trl, Some("1.16.0"))], &none, Stack::Unsloth).is_err());
+        assert!(resolve(&[(Package::Trl, Some("1.15.3"))], &none, Stack::Unsloth).is_ok());
+    }
+
+    #[test]
+    fn the_file_wins_over_the_environment_and_the_environment_over_the_default() {
+        let env = Installed {
+            found: vec![
+                (
+                    Package::Trl,
+                    "0.19.1".into(),
+                    "/venv/trl.dist-info/METADATA".into(),
+                ),
+                (
+                    Package::Vllm,
+                    "0.8.5.post1".into(),
+                    "/venv/vllm.dist-info/METADATA".into(),
+                ),
+            ],
+        };
+        let pins = resolve(&[(Package::Vllm, Some("0.10.1"))], &env, Stack::Unsloth).unwrap();
+        assert_eq!(pins[0].version, Release::new(0, 19, 1));
+        assert!(matches!(pins[0].origin, Origin::Environment(_)));
+        assert_eq!(pins[3].version, Release::new(0, 10, 1));
+        assert_eq!(pins[3].origin, Origin::RunFile);
+        assert_eq!(pins[2].origin, Origin::Default);
+    }
+
+    #[test]
+    fn an_old_trl_implies_an_unsloth_that_accepts_it() {
+        let pins = resolve(
+            &[(Package::Trl, Some("0.15.2"))],
+            &Installed::default(),
+            Stack::Unsloth,
+        )
+        .unwrap();
+        assert_eq!(pins[1].version, Release::new(2025, 8, 9));
+        assert!(matches!(pins[1].origin, Origin::Implied(_)));
+        let today = resolve(
+            &[(Package::Trl, Some("1.15.0"))],
+            &Installed::default(),
+            Stack::Unsloth,
+        )
+        .unwrap();
+        assert_eq!(today[1].origin, Origin::Default);
+        let trl = resolve(
+            &[(Package::Trl, Some("0.15.2"))],
+            &Installed::default(),
+            Stack::Trl,
+        )
+        .unwrap();
+        assert_eq!(
+            trl[1].origin,
+            Origin::Default,
+            "the trl stack runs no Unsloth"
+        );
+    }
+
+    #[test]
+    fn unsloths_defaults_are_the_pinned_releases() {
+        use serde_json::json;
+        let at = |unsloth: &str| StackVersions {
+            unsloth: Release::parse(unsloth).unwrap(),
+            ..StackVersions::default()
+        };
+        let (old, new) = (at("2025.2.4"), StackVersions::default());
+        let from = Call::UnslothFromPretrained;
+        let peft = Call::UnslothGetPeftModel;
+        assert_eq!(old.call_default(from, "max_seq_length"), Some(&json!(null)));
+        assert_eq!(new.call_default(from, "max_seq_length"), Some(&json!(2048)));
+        assert_eq!(
+            at("2025.5.9").call_default(peft, "use_gradient_checkpointing"),
+            Some(&json!(true))
+        );
+        assert_eq!(
+            at("2025.8.9").call_default(peft, "use_gradient_checkpointing"),
+            Some(&json!("unsloth"))
+        );
+        // a key 2025.2.4 does not name: the targeted contract's; other calls: the contract's
+        assert_eq!(old.call_default(from, "load_in_8bit"), Some(&json!(false)));
+        assert_eq!(old.call_default(Call::LoraConfig, "r"), Some(&json!(8)));
+        assert!(!old.unsloth_true_checkpointing_offloads());
+        assert!(at("2025.3.19").unsloth_true_checkpointing_offloads());
+        assert!(at("2026.1.4").unsloth_true_checkpointing_offloads());
+        assert!(!new.unsloth_true_checkpointing_offloads());
+        assert_eq!(new.unsloth_offload_min_seq_len(), 512);
+        assert_eq!(at("2026.1.4").unsloth_offload_min_seq_len(), 0);
+    }
+
+    #[test]
+    fn behaviours_move_at_the_releases_read() {
+        let at = |trl: &str, unsloth: &str| StackVersions {
+            trl: Release::parse(trl).unwrap(),
+            unsloth: Release::parse(unsloth).unwrap(),
+            transformers: Package::Transformers.targeted(),
+        };
+        assert!(at("0.14.0", "2025.2.4").batch_counts_prompts());
+        assert!(!at("0.15.2", "2025.2.4").batch_counts_prompts());
+        assert!(!at("1.14.2", "2026.10.9").trl_fused_head());
+        assert!(at("1.15.0", "2026.10.9").trl_fused_head());
+        assert_eq!(
+            at("0.15.2", "2025.5.2").unsloth_logits(),
+            UnslothLogits::PerSequenceFp32
+        );
+        assert_eq!(
+            at("0.24.0", "2026.1.4").unsloth_logits(),
+            UnslothLogits::Blocks
+        );
+        assert_eq!(
+            at("0.15.2", "2025.5.2").batch_raise(),
+            BatchRaise::PerDevice
+        );
+        assert_eq!(
+            at("0.18.2", "2025.11.6").batch_raise(),
+            BatchRaise::EffectiveBatch
+        );
+        for (unsloth, limits) in [
+            ("2025.2.4", UnslothVllmLimits::SequencesByKv),
+            ("2025.11", UnslothVllmLimits::SequencesByKv),
+            ("2025.11.5", UnslothVllmLimits::SequencesByKv),
+            ("2025.11.6", UnslothVllmLimits::PairsByKv),
+            ("2026.10.9", UnslothVllmLimits::PairsByKv),
+        ] {
+            assert_eq!(
+                at("0.15.2", unsloth).unsloth_vllm_limits(),
+                limits,
+                "{unsloth}"
+            );
+        }
+        assert_eq!(
+            at("0.17.0", "2025.5.2").trl_default("beta"),
+            Some(serde_json::json!(0.04))
+        );
+        assert_eq!(
+            at("0.19.1", "2025.5.2").trl_default("beta"),
+            Some(serde_json::json!(0.0))
+        );
+        assert_eq!(
+            at("1.9.2", "2026.10.9").trl_default("max_completion_length"),
+            Some(serde_json::json!(256))
+        );
+        assert_eq!(
+            at("0.21.0", "2026.10.9").trl_default("gradient_checkpointing"),
+            Some(serde_json::json!(false))
+        );
+        assert_eq!(
+            at("0.14.0", "2025.2.4").trl_default("per_device_train_batch_size"),
+            Some(serde_json::json!(1))
+        );
+    }
+}

@@ -1,0 +1,296 @@
+"""The four calls: each runs the binary once with ``--json`` (and ``--svg`` for the picture) on
+a run named by ``config`` / ``preset``, or on a run file written from the given tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _runfile
+from ._binary import DOES_NOT_FIT, FITS, run
+from ._errors import ConfigError, DoesNotFit
+from ._results import Check, Diagnosis, Estimate, Fit, _build, _Rerun
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+# what the error calls the run file the package writes, instead of its temporary path
+_WRITTEN = "the run grpofit wrote from the arguments"
+
+
+@dataclass
+class _Source:
+    """The run: `--preset NAME`, `--config FILE`, or the text of a run file to write."""
+
+    flag: Optional[Tuple[str, str]] = None
+    text: Optional[str] = None
+
+    def args(self, tmp: str) -> Tuple[List[str], Optional[tuple]]:
+        if self.text is None:
+            return (list(self.flag) if self.flag else []), None
+        path = os.path.join(tmp, "run.toml")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.text)
+        return ["--config", path], (path, _WRITTEN, self.text)
+
+
+# the packages whose version changes the estimate (`[grpofit] trl_version`...; the binary's
+# `run::versions::Package`)
+VERSIONED = ("trl", "unsloth", "transformers", "vllm")
+
+
+def _source(config, preset, model, lora, grpo, versions, stack, common) -> _Source:
+    """The run the arguments describe: a file or a preset as they are, or, when tables are
+    given, a run file: the file's or the preset's tables (from the binary's `--export`), with
+    each trainer object replacing its table, each dict updating it."""
+    if isinstance(config, Mapping):
+        base = {str(k): dict(v) for k, v in config.items()}
+        config = None
+    elif not any(x is not None for x in (model, lora, grpo, versions, stack)):
+        if config is not None:
+            return _Source(flag=("--config", os.fspath(config)))
+        if preset is not None:
+            return _Source(flag=("--preset", str(preset)))
+        return _Source()
+    else:
+        base = _base_tables(config, preset, common)
+    tables = {name: dict(values) for name, values in base.items()}
+    for name, given in (("model", model), ("lora", lora), ("grpo", grpo)):
+        if given is None:
+            continue
+        kwargs = _runfile.table_of(_runfile.keyword_arguments(given, name), name)
+        if isinstance(given, Mapping):
+            tables.setdefault(name, {}).update(kwargs)
+        else:
+            tables[name] = kwargs
+    stack = stack or _runfile.infer_stack(model, lora)
+    if stack:
+        tables.setdefault("grpofit", {})["stack"] = stack
+    for package, version in (versions or {}).items():
+        if package not in VERSIONED:
+            raise ConfigError(
+                f"versions: `{package}`: grpofit takes the versions of {', '.join(VERSIONED)} "
+                "(`[grpofit] <package>_version`; `grpofit env` shows what it detects)"
+            )
+        tables.setdefault("grpofit", {})[f"{package}_version"] = str(version)
+    return _Source(text=_runfile.to_toml(tables))
+
+
+def _base_tables(config, preset, common) -> dict:
+    if config is None and preset is None:
+        return {}
+    try:
+        import tomllib  # Python 3.11+
+    except ImportError:  # pragma: no cover - older Pythons
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ImportError:
+            raise ConfigError(
+                "tables on top of a run file or a preset need Python 3.11 (tomllib) or the tomli package"
+            ) from None
+    if config is not None:
+        with open(config, "rb") as f:
+            tables = tomllib.load(f)
+        # `model_config` is read beside the run file: the written one lives elsewhere
+        own = tables.get("grpofit", {})
+        if isinstance(own.get("model_config"), str) and not os.path.isabs(own["model_config"]):
+            folder = os.path.dirname(os.path.abspath(os.fspath(config)))
+            own["model_config"] = os.path.join(folder, own["model_config"])
+        return tables
+    # the preset as the binary exports it (`estimate --export -` prints the run, not the table)
+    no_gpu = [] if "--no-gpu" in common else ["--no-gpu"]
+    done = run(["estimate", "--preset", str(preset), "--export", "-", *no_gpu, *common])
+    return tomllib.loads(done.stdout)
+
+
+def _common(gpu_mem, no_gpu: bool, offline: bool) -> List[str]:
+    args = []
+    if gpu_mem is not None:
+        args += ["--gpu-mem", f"{gpu_mem}B" if isinstance(gpu_mem, int) else str(gpu_mem)]
+    if no_gpu:
+        args.append("--no-gpu")
+    if offline:
+        args.append("--offline")
+    return args
+
+
+def _call(
+    command: Sequence[str],
+    source: _Source,
+    common: List[str],
+    json_args: Sequence[str] = ("--json",),
+    stdin: Optional[str] = None,
+    answers: Sequence[int] = (FITS, DOES_NOT_FIT),
+    svg: bool = True,
+    run_flag: Optional[str] = None,
+):
+    """Runs `command` with `--json` (and `--svg`), returning (JSON, SVG, exit status, rerun).
+    The rerun asks again without `--json`: the text report, or (key "toml") the run, written
+    with `run_flag` (`--export` / `-o`) to a file."""
+
+    def once(extra: Sequence[str], with_svg: bool):
+        with tempfile.TemporaryDirectory(prefix="grpofit-") as tmp:
+            args, written = source.args(tmp)
+            picture = os.path.join(tmp, "bar.svg")
+            out = os.path.join(tmp, "out.toml")
+            if extra == ["toml"]:
+                tail = [run_flag or "--export", out, "--force"]
+            else:
+                tail = list(extra) + (["--svg", picture] if with_svg else [])
+            done = run([*command, *args, *common, *tail], stdin=stdin, answers=answers, written=written)
+            stdout = done.stdout
+            if written:  # the temporary run file, named for what it is
+                stdout = stdout.replace(written[0], written[1])
+            drawn = None
+            if with_svg and os.path.exists(picture):
+                with open(picture, encoding="utf-8") as f:
+                    drawn = f.read()
+            if extra == ["toml"]:
+                with open(out, encoding="utf-8") as f:
+                    return f.read(), None, done.returncode
+            return stdout, drawn, done.returncode
+
+    stdout, drawn, code = once(list(json_args), svg)
+
+    def again(extra: List[str]) -> str:
+        return once(extra, False)[0]
+
+    return json.loads(stdout), drawn, code, _Rerun(again)
+
+
+def estimate(
+    config: Optional[Union[PathLike, Mapping[str, Any]]] = None,
+    preset: Optional[str] = None,
+    *,
+    gpu_mem: Optional[Union[str, int]] = None,
+    model: Any = None,
+    lora: Any = None,
+    grpo: Any = None,
+    versions: Optional[Mapping[str, str]] = None,
+    stack: Optional[str] = None,
+    no_gpu: bool = False,
+    offline: bool = False,
+    check: bool = False,
+) -> Estimate:
+    """Where the GPU memory of a run goes (`grpofit estimate --json`).
+
+    The run: `config` (a run file's path, or its tables as a dict) or `preset` (`"24gb"`), and
+    on top of it `model` / `lora` / `grpo`: dicts update the table, trainer objects (a TRL
+    `ModelConfig`, a PEFT `LoraConfig`, a `GRPOConfig`) replace it with what they set.
+    `versions={"trl": "0.15.2", "vllm": "0.8.5"}`: the trainer versions the run uses (else the
+    ones installed where the binary runs, else grpofit's targets). `stack`: "trl" or "unsloth" (else the
+    file's, or what the objects are). `gpu_mem`: the capacity (`"24GiB"`, or bytes), else the
+    GPU NVML detects (unless `no_gpu`), else the file's. `offline`: never ask the Hugging Face
+    Hub. `check=True` raises DoesNotFit when the run does not fit. Bad input raises ConfigError.
+    """
+    common = _common(gpu_mem, no_gpu, offline)
+    source = _source(config, preset, model, lora, grpo, versions, stack, common)
+    data, drawn, code, rerun = _call(["estimate"], source, common, run_flag="--export")
+    result = _build(Estimate, data, svg=drawn, _rerun=rerun)
+    if check and code == DOES_NOT_FIT:
+        raise DoesNotFit(result)
+    return result
+
+
+def fit(
+    config: Optional[Union[PathLike, Mapping[str, Any]]] = None,
+    preset: Optional[str] = None,
+    *,
+    headroom: Optional[float] = None,
+    gpu_mem: Optional[Union[str, int]] = None,
+    model: Any = None,
+    lora: Any = None,
+    grpo: Any = None,
+    versions: Optional[Mapping[str, str]] = None,
+    stack: Optional[str] = None,
+    no_gpu: bool = False,
+    offline: bool = False,
+    check: bool = False,
+) -> Fit:
+    """The nearest configuration that fits (`grpofit fit --json`), keeping `headroom` percent
+    of the capacity free (the binary's default when None). The run and the other arguments as
+    in `estimate`. `to_toml()` / `write(path)`: the fitted run. `check=True` raises DoesNotFit
+    when nothing fits."""
+    common = _common(gpu_mem, no_gpu, offline)
+    source = _source(config, preset, model, lora, grpo, versions, stack, common)
+    command = ["fit"] + (["--headroom", str(headroom)] if headroom is not None else [])
+    data, drawn, code, rerun = _call(command, source, common, run_flag="-o")
+    inner = data.get("estimate")
+    result = _build(
+        Fit,
+        data,
+        estimate=_build(Estimate, inner) if inner is not None else None,
+        svg=drawn,
+        _rerun=rerun,
+    )
+    if check and code == DOES_NOT_FIT:
+        raise DoesNotFit(result)
+    return result
+
+
+def _log_argument(text_or_path: Any) -> Tuple[str, Optional[str]]:
+    """(path, None) for a file, else ("-", text) for the text itself."""
+    if isinstance(text_or_path, os.PathLike):
+        return os.fspath(text_or_path), None
+    text = str(text_or_path)
+    if "\n" not in text and len(text) < 4096 and os.path.isfile(text):
+        return text, None
+    return "-", text
+
+
+def diagnose(
+    text_or_path: Any,
+    config: Optional[Union[PathLike, Mapping[str, Any]]] = None,
+    preset: Optional[str] = None,
+    *,
+    gpu_mem: Optional[Union[str, int]] = None,
+    model: Any = None,
+    lora: Any = None,
+    grpo: Any = None,
+    versions: Optional[Mapping[str, str]] = None,
+    stack: Optional[str] = None,
+    offline: bool = False,
+) -> Diagnosis:
+    """The last out-of-memory message of a log (its path, or its text): the cause and what to
+    do (`grpofit diagnose --json`). With the run that failed (`config`, `preset`, tables as in
+    `estimate`): the tensor that made the request and the nearest configuration that fits."""
+    common = _common(gpu_mem, False, offline)
+    source = _source(config, preset, model, lora, grpo, versions, stack, common)
+    log, stdin = _log_argument(text_or_path)
+    data, drawn, _, rerun = _call(["diagnose", log], source, common, stdin=stdin, answers=(FITS,))
+    # the picture: the fit proposed for the failed run, when one is
+    return _build(Diagnosis, data, svg=drawn, _rerun=rerun)
+
+
+def check(
+    log: Any,
+    config: Optional[Union[PathLike, Mapping[str, Any]]] = None,
+    preset: Optional[str] = None,
+    *,
+    gpu_mem: Optional[Union[str, int]] = None,
+    model: Any = None,
+    lora: Any = None,
+    grpo: Any = None,
+    versions: Optional[Mapping[str, str]] = None,
+    stack: Optional[str] = None,
+    offline: bool = False,
+) -> Check:
+    """A measured run against its estimate (`grpofit check --json`): `log` is the JSON-lines
+    log the callback (or `grpofit run`) wrote: its path, or its records (a list of dicts). The
+    run as in `estimate`; the GPU's memory is the log's unless `gpu_mem`."""
+    common = _common(gpu_mem, False, offline)
+    source = _source(config, preset, model, lora, grpo, versions, stack, common)
+    if not isinstance(log, (list, tuple)):
+        data, drawn, _, rerun = _call(["check", os.fspath(log)], source, common, answers=(FITS,))
+        return _build(Check, data, svg=drawn, _rerun=rerun)
+    with tempfile.TemporaryDirectory(prefix="grpofit-log-") as tmp:
+        path = os.path.join(tmp, "grpofit-run.jsonl")
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(record) + "\n" for record in log)
+        data, drawn, _, rerun = _call(["check", path], source, common, answers=(FITS,))
+        result = _build(Check, data, svg=drawn, _rerun=rerun)
+        # the text report now, while the records' file is there
+        str(result)
+    return result

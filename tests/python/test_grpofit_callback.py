@@ -1,0 +1,136 @@
+"""examples/grpofit_callback.py against a stand-in torch.cuda and transformers (no GPU, no torch
+install): it writes the documented records, to the file `grpofit run` names.
+
+    python3 -m unittest discover -s tests/python
+(tests/loop_cli.rs runs it too.)
+"""
+
+import json
+import os
+import sys
+import tempfile
+import types
+import unittest
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+GIB = 1 << 30
+
+
+class FakeCuda:
+    """torch.cuda as the callback uses it: a peak that resets, and mem_get_info."""
+
+    def __init__(self):
+        self.allocated = 5 * GIB
+        self.reserved = 6 * GIB
+        self.resets = 0
+
+    def is_available(self):
+        return True
+
+    def mem_get_info(self):
+        return (17 * GIB, 24 * GIB)
+
+    def get_device_name(self):
+        return "NVIDIA GeForce RTX 4090"
+
+    def reset_peak_memory_stats(self):
+        self.resets += 1
+
+    def synchronize(self):
+        pass
+
+    def max_memory_allocated(self):
+        return self.allocated
+
+    def max_memory_reserved(self):
+        return self.reserved
+
+
+def load_callback(cuda):
+    torch = types.ModuleType("torch")
+    torch.cuda = cuda
+    torch.__version__ = "2.11.0+stand-in"
+    transformers = types.ModuleType("transformers")
+    transformers.TrainerCallback = type("TrainerCallback", (), {})
+    sys.modules["torch"] = torch
+    sys.modules["transformers"] = transformers
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        sys.modules.pop("grpofit_callback", None)
+        import grpofit_callback
+
+        return grpofit_callback
+    finally:
+        sys.path.remove(str(EXAMPLES))
+
+
+class State:
+    def __init__(self, step, main=True):
+        self.global_step = step
+        self.is_world_process_zero = main
+
+
+class CallbackTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.saved = {k: os.environ.pop(k, None) for k in ("GRPOFIT_RUN_LOG", "GRPOFIT_LOG")}
+        self.cuda = FakeCuda()
+        self.module = load_callback(self.cuda)
+
+    def tearDown(self):
+        for k, v in self.saved.items():
+            if v is not None:
+                os.environ[k] = v
+            else:
+                os.environ.pop(k, None)
+        self.dir.cleanup()
+
+    def records(self, path):
+        return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+    def train_two_steps(self, callback, main=True):
+        callback.on_train_begin(None, State(0, main), None)
+        for step in (1, 2):
+            callback.on_step_begin(None, State(step - 1, main), None)
+            self.cuda.allocated += GIB
+            callback.on_step_end(None, State(step, main), None)
+
+    def test_writes_a_start_line_then_one_step_line_per_step(self):
+        path = os.path.join(self.dir.name, "given.jsonl")
+        self.train_two_steps(self.module.GrpofitCallback(path))
+        start, one, two = self.records(path)
+        self.assertEqual(start["kind"], "start")
+        self.assertEqual(start["device"], "NVIDIA GeForce RTX 4090")
+        self.assertEqual((start["total"], start["free"]), (24 * GIB, 17 * GIB))
+        self.assertEqual(start["torch"], "2.11.0+stand-in")
+        self.assertEqual([one["kind"], two["kind"]], ["step", "step"])
+        self.assertEqual([one["step"], two["step"]], [1, 2])
+        self.assertEqual([one["max_allocated"], two["max_allocated"]], [6 * GIB, 7 * GIB])
+        self.assertEqual(one["max_reserved"], 6 * GIB)
+        self.assertEqual((one["free"], one["total"]), (17 * GIB, 24 * GIB))
+        self.assertIsInstance(one["seconds"], float)
+        self.assertEqual(self.cuda.resets, 2, "the peak is reset at every step")
+
+    def test_appends_to_the_log_grpofit_run_names(self):
+        run_log = os.path.join(self.dir.name, "run.jsonl")
+        Path(run_log).write_text('{"kind": "prediction"}\n')
+        os.environ["GRPOFIT_RUN_LOG"] = run_log
+        os.environ["GRPOFIT_LOG"] = os.path.join(self.dir.name, "other.jsonl")
+        self.train_two_steps(self.module.GrpofitCallback())
+        kinds = [r["kind"] for r in self.records(run_log)]
+        self.assertEqual(kinds, ["prediction", "start", "step", "step"])
+        self.assertFalse(os.path.exists(os.environ["GRPOFIT_LOG"]))
+
+    def test_falls_back_to_grpofit_log(self):
+        os.environ["GRPOFIT_LOG"] = os.path.join(self.dir.name, "other.jsonl")
+        self.assertEqual(self.module.GrpofitCallback().log_path, os.environ["GRPOFIT_LOG"])
+
+    def test_other_ranks_write_nothing(self):
+        path = os.path.join(self.dir.name, "rank1.jsonl")
+        self.train_two_steps(self.module.GrpofitCallback(path), main=False)
+        self.assertFalse(os.path.exists(path))
+
+
+if __name__ == "__main__":
+    unittest.main()
