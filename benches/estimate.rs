@@ -9,7 +9,7 @@ use std::hint::black_box;
 
 fn bench(c: &mut Criterion) {
     let file = config::parse(
-        grpofit_core::presets::built_in("24gb").unwrap(),
+        grpofit::presets::built_in("24gb").unwrap(),
         "24gb",
         None,
         &grpofit_core::resolve::Offline::from_env(),

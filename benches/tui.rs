@@ -13,7 +13,7 @@ use std::hint::black_box;
 
 fn start(preset: &str, trl: bool) -> App {
     let mut file = config::parse(
-        grpofit_core::presets::built_in(preset).unwrap(),
+        grpofit::presets::built_in(preset).unwrap(),
         preset,
         None,
         &grpofit_core::resolve::Offline::from_env(),

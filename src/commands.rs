@@ -14,7 +14,6 @@ use grpofit::tui::app::{App, GpuState};
 use grpofit::tui::theme::Theme;
 use grpofit_core::config::RunFile;
 use grpofit_core::config::export::{ExportContext, write_atomically};
-use grpofit_core::presets;
 use grpofit_core::units::format_size;
 
 /// What `estimate` writes besides its report.
@@ -651,7 +650,8 @@ pub(crate) fn list_models(json: bool) -> Result<u8, Failure> {
 }
 
 pub(crate) fn list_presets(source: &crate::cli::Source, json: bool) -> Result<u8, Failure> {
-    let rows = presets::all(&crate::inputs::hub_for(source));
+    let presets = grpofit::presets::shipped();
+    let rows = presets.all(&crate::inputs::hub_for(source));
     if json {
         let text = json_text(&presets_json(&rows))?;
         return emit(|out| out.write_all(text.as_bytes()))
@@ -683,7 +683,7 @@ pub(crate) fn list_presets(source: &crate::cli::Source, json: bool) -> Result<u8
                 Err(e) => writeln!(out, "{name:<14} cannot be read: {e}")?,
             }
         }
-        if let Some(dir) = presets::user_dir() {
+        if let Some(dir) = presets.user_dir() {
             writeln!(out, "your own presets: {}/*.toml", dir.display())?;
         }
         Ok(())

@@ -6,6 +6,7 @@ use crate::cli::Source;
 use crate::output::say;
 use grpofit::gpu::{GpuInfo, GpuProbe, NvmlProbe};
 use grpofit::hub::HubResolver;
+use grpofit::presets::shipped;
 use grpofit_core::config::{self, RunFile};
 use grpofit_core::measure::calibration::{self, Calibration};
 use grpofit_core::memory::estimate::GpuBudget;
@@ -89,6 +90,7 @@ pub(crate) fn read_source(
     detected: &Result<GpuInfo, String>,
 ) -> Result<Loaded, String> {
     let models = hub_for(source);
+    let tiers = shipped();
     let reading = config::Reading {
         models: &models,
         overlay: config::accelerate::Overlay::new(source.launch.as_deref(), source.num_processes)
@@ -114,11 +116,11 @@ pub(crate) fn read_source(
     let (name, chooser, tier_fits) = match (&source.preset, capacity, detected) {
         (Some(name), _, _) => (name.as_str(), "--preset".to_string(), None),
         (None, Some(bytes), _) => {
-            let (name, fits) = presets::tier_for(bytes, &models);
+            let (name, fits) = tiers.tier_for(bytes, &models);
             (name, "--gpu-mem".to_string(), Some(fits))
         }
         (None, None, Ok(gpu)) => {
-            let (name, fits) = presets::tier_for(gpu.total_bytes, &models);
+            let (name, fits) = tiers.tier_for(gpu.total_bytes, &models);
             (name, format!("the detected {}", gpu.name), Some(fits))
         }
         (None, None, Err(_)) => (presets::DEFAULT, String::new(), None),
@@ -134,9 +136,9 @@ pub(crate) fn read_source(
         }
     };
     // the user's preset wins over a built-in one of the same name, and says so
-    if let Some((_, path)) = presets::user_presets().into_iter().find(|(n, _)| n == name) {
+    if let Some((_, path)) = tiers.user_presets().into_iter().find(|(n, _)| n == name) {
         let mut l = loaded(&path, format!("your preset {name}"), String::new())?;
-        let shadows = presets::built_in(name).map_or(String::new(), |_| {
+        let shadows = tiers.built_in(name).map_or(String::new(), |_| {
             format!("; it replaces the built-in {name}")
         });
         l.origin = format!(
@@ -152,7 +154,7 @@ pub(crate) fn read_source(
         }
         return Ok(l);
     }
-    if let Some(text) = presets::built_in(name) {
+    if let Some(text) = tiers.built_in(name) {
         let label = format!("preset {name}");
         let file = config::parse_with(text, &label, None, &reading).map_err(|e| e.to_string())?;
         return Ok(Loaded {
@@ -168,12 +170,12 @@ pub(crate) fn read_source(
         l.origin = format!("{name} ({})", why(&l.file));
         return Ok(l);
     }
-    let folder = presets::user_dir().map_or(String::new(), |d| {
+    let folder = tiers.user_dir().map_or(String::new(), |d| {
         format!(", your presets in {}", d.display())
     });
     Err(format!(
         "unknown preset `{name}`: built-in presets are {}{folder}, or give a file path",
-        presets::names().join(", ")
+        tiers.names().join(", ")
     ))
 }
 

@@ -4,6 +4,7 @@
 pub mod gpu;
 pub mod hub;
 mod palette;
+pub mod presets;
 pub mod report;
 pub mod svg;
 pub mod tui;

@@ -53,7 +53,7 @@ def test_import_and_estimate_without_torch_or_transformers():
 def test_estimate_on_a_preset_has_the_json_fields_and_they_add_up():
     e = grpofit.estimate(preset="24gb", **QUIET)
     assert e.fits is True
-    # the 24gb preset's gpu_memory: an RTX 4090's CUDA total (crates/grpofit-core/presets/24gb.toml)
+    # the 24gb preset's gpu_memory: an RTX 4090's CUDA total (presets/24gb.toml)
     assert e.capacity_bytes == 25_377_898_496
     assert sum(c["bytes"] for c in e.components) == e.total_bytes
     assert e.headroom_bytes == e.capacity_bytes - e.total_bytes

@@ -8,7 +8,6 @@ use super::lookup::Lookup;
 use grpofit_core::config::export::write_atomically;
 use grpofit_core::fit::{DEFAULT_HEADROOM, fit};
 use grpofit_core::memory::estimate::Estimator;
-use grpofit_core::presets;
 use grpofit_core::resolve::Offline;
 use std::collections::VecDeque;
 
@@ -118,7 +117,8 @@ impl Runner {
 
 /// The presets, each read once to show its model and capacity.
 fn preset_choices() -> Vec<PresetChoice> {
-    presets::list()
+    crate::presets::shipped()
+        .list()
         .into_iter()
         .map(|(name, source)| {
             let (model, capacity) = match source.load(&name, &Offline::from_env()) {

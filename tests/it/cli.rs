@@ -21,7 +21,7 @@ fn file_with(text: &str) -> tempfile::NamedTempFile {
     f
 }
 
-const PRESET_24: &str = include_str!("../../crates/grpofit-core/presets/24gb.toml");
+const PRESET_24: &str = include_str!("../../presets/24gb.toml");
 
 #[test]
 fn preset_estimate_fits_and_prints_a_breakdown() {
@@ -265,7 +265,7 @@ fn export_to_standard_output_round_trips() {
     )
     .unwrap();
     let preset = grpofit_core::config::parse(
-        grpofit_core::presets::built_in("12gb").unwrap(),
+        grpofit::presets::built_in("12gb").unwrap(),
         "12gb",
         None,
         &grpofit_core::resolve::Offline::from_env(),

@@ -216,8 +216,7 @@ fn kv_too_small_advice_raises_the_share_or_shortens_the_context() {
 
 #[test]
 fn kv_too_small_advice_names_the_runs_own_keys() {
-    let preset = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("crates/grpofit-core/presets/24gb.toml");
+    let preset = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("presets/24gb.toml");
     let (_, stdout, _) = diagnose(
         &["--config", preset.to_str().unwrap()],
         "vllm-kv-cache-long.txt",

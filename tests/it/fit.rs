@@ -249,7 +249,7 @@ fn a_vllm_that_cannot_start_does_not_fit_and_fit_raises_its_share() {
 
 #[test]
 fn fit_reaches_for_4bit_weights_before_shortening_anything() {
-    let text = grpofit_core::presets::built_in("24gb").unwrap();
+    let text = grpofit::presets::built_in("24gb").unwrap();
     let file = config::parse(
         text,
         "24gb",
@@ -281,9 +281,9 @@ fn fit_reaches_for_4bit_weights_before_shortening_anything() {
 fn the_fit_never_shortens_the_prompt() {
     use grpofit_core::fit::Lever;
     let mut est = Estimator::new();
-    for name in grpofit_core::presets::names() {
+    for name in grpofit::presets::names() {
         let file = config::parse(
-            grpofit_core::presets::built_in(name).unwrap(),
+            grpofit::presets::built_in(name).unwrap(),
             name,
             None,
             &grpofit_core::resolve::Offline::from_env(),
@@ -305,7 +305,7 @@ fn the_fit_never_shortens_the_prompt() {
     }
     // prompt 512 + completion 512 in a 1024 context: one step down the sequence is 768, and the
     // completion gives up the 256 tokens, not the prompt
-    let text = grpofit_core::presets::built_in("24gb")
+    let text = grpofit::presets::built_in("24gb")
         .unwrap()
         .replace("max_prompt_length = 256", "max_prompt_length = 512")
         .replace("max_completion_length = 768", "max_completion_length = 512");
@@ -334,7 +334,7 @@ fn the_fit_never_shortens_the_prompt() {
 fn the_floor_lists_only_the_levers_that_apply() {
     // a full fine-tune of a 32B model without vLLM on 8 GiB: no adapter rank, no vLLM share
     let file = config::parse(
-        grpofit_core::presets::built_in("141gb").unwrap(),
+        grpofit::presets::built_in("141gb").unwrap(),
         "141gb",
         None,
         &grpofit_core::resolve::Offline::from_env(),

@@ -81,8 +81,8 @@ fn write_export(dir: &Path, name: &str, run: &RunConfig, list: &mut String) -> S
 /// 8-bit and fp8 weights (Unsloth's `load_in_8bit` / `load_in_fp8`), a vLLM server.
 fn runs() -> Vec<(String, RunConfig)> {
     let mut out = Vec::new();
-    for preset in grpofit_core::presets::names() {
-        let text = grpofit_core::presets::built_in(preset).unwrap();
+    for preset in grpofit::presets::names() {
+        let text = grpofit::presets::built_in(preset).unwrap();
         let offline = grpofit_core::resolve::Offline::default();
         let base = config::parse(text, preset, None, &offline).unwrap().run;
         for stack in [Stack::Unsloth, Stack::Trl] {
@@ -166,7 +166,7 @@ fn every_export_on_every_release_of_the_ladders_passes_only_keywords_those_relea
 /// into the file keeps the user's key (a write never drops what the user wrote).
 #[test]
 fn a_model_key_the_pinned_unsloth_lacks_is_named_and_kept() {
-    let preset = grpofit_core::presets::built_in("24gb").unwrap();
+    let preset = grpofit::presets::built_in("24gb").unwrap();
     let text = preset
         .replace(
             "max_prompt_length = 256\n",

@@ -39,7 +39,7 @@ fn an_unsloth_run_gets_a_single_gpu_launch() {
 #[test]
 fn an_unsloth_run_on_two_gpus_is_refused_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
-    let text = grpofit_core::presets::built_in("24gb")
+    let text = grpofit::presets::built_in("24gb")
         .unwrap()
         .replace("gpus = 1", "gpus = 2");
     let run = dir.path().join("run.toml");

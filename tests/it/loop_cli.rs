@@ -246,7 +246,7 @@ fn kinds(lines: &[serde_json::Value]) -> Vec<&str> {
 /// The 24gb preset with `extra` added to its `[env]` (the file's last table).
 fn run_file_in(dir: &Path, extra: &str) -> std::path::PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(root.join("crates/grpofit-core/presets/24gb.toml")).unwrap();
+    let text = std::fs::read_to_string(root.join("presets/24gb.toml")).unwrap();
     assert!(
         text.trim_end()
             .rsplit("\n[")

@@ -368,7 +368,7 @@ fn fit_names_the_fewest_gpus_that_fit() {
 /// loader, naming it.
 #[test]
 fn unsloth_vllm_under_fsdp_is_refused_as_unsloth_does() {
-    let text = grpofit_core::presets::built_in("24gb").unwrap().to_string()
+    let text = grpofit::presets::built_in("24gb").unwrap().to_string()
         + "\n[distributed]\nengine = \"fsdp\"\n";
     let f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
     std::fs::write(f.path(), text).unwrap();

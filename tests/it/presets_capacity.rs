@@ -1,7 +1,7 @@
 //! Every built-in preset sits at a named card's CUDA total (torch's `total_memory`, the "total
 //! capacity" of its out-of-memory errors), not at the tier's nominal GiB: `grpofit presets`
 //! lists each at its card's figure, and its run fits there. Each figure's source is cited in
-//! the preset file (crates/grpofit-core/presets/).
+//! the preset file (presets/).
 #![allow(clippy::unwrap_used)]
 
 use super::common::{grpofit_in, run};
@@ -26,7 +26,7 @@ fn every_built_in_preset_is_at_its_cards_cuda_total_and_fits_there() {
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let v: Value = serde_json::from_str(&out.stdout).unwrap();
     let rows = v.as_array().unwrap();
-    assert_eq!(CARDS.len(), grpofit_core::presets::BUILT_IN.len());
+    assert_eq!(CARDS.len(), grpofit::presets::BUILT_IN.len());
     for (name, card, gib) in CARDS {
         let row = rows
             .iter()

@@ -404,7 +404,7 @@ fn a_misspelt_recipe_key_is_carried_and_named() {
 #[test]
 fn fit_o_keeps_what_the_user_wrote() {
     let dir = tempfile::tempdir().unwrap();
-    let source = grpofit_core::presets::built_in("24gb")
+    let source = grpofit::presets::built_in("24gb")
         .unwrap()
         .replace("r = 32\n", "r = 32  # adapter rank\n")
         .replace(

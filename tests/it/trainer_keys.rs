@@ -58,7 +58,7 @@ fn check_with_python(path: &Path, stack: Stack) {
 #[test]
 fn every_preset_exports_only_keywords_its_calls_take_on_both_stacks() {
     let dir = tempfile::tempdir().unwrap();
-    for preset in grpofit_core::presets::names() {
+    for preset in grpofit::presets::names() {
         let path = dir.path().join(format!("{preset}.toml"));
         Command::cargo_bin("grpofit")
             .unwrap()
@@ -124,8 +124,8 @@ fn every_export_on_every_trl_release_passes_only_keywords_that_release_takes() {
         estimate: None,
     };
     let mut left_out_somewhere = false;
-    for preset in grpofit_core::presets::names() {
-        let text = grpofit_core::presets::built_in(preset).unwrap();
+    for preset in grpofit::presets::names() {
+        let text = grpofit::presets::built_in(preset).unwrap();
         let base = config::parse(
             text,
             preset,
@@ -168,8 +168,8 @@ fn every_export_on_every_trl_release_passes_only_keywords_that_release_takes() {
 
 #[test]
 fn the_removed_keys_are_never_exported() {
-    for preset in grpofit_core::presets::names() {
-        let text = grpofit_core::presets::built_in(preset).unwrap();
+    for preset in grpofit::presets::names() {
+        let text = grpofit::presets::built_in(preset).unwrap();
         for gone in ["use_liger_loss", "torch_dtype"] {
             assert!(!text.contains(gone), "preset {preset} carries {gone}");
         }

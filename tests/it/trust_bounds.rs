@@ -78,7 +78,7 @@ fn absurd_counts_in_a_config_json_are_refused_naming_the_field() {
 fn run_file(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
     let path = dir.join("run.toml");
     // the 24gb preset without its own [env] table (the last), then `extra`
-    let preset = include_str!("../../crates/grpofit-core/presets/24gb.toml");
+    let preset = include_str!("../../presets/24gb.toml");
     let cut = preset.find("\n[env]").unwrap_or(preset.len());
     let text = preset[..cut].to_string() + "\n" + extra;
     std::fs::write(&path, text).unwrap();

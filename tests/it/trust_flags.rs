@@ -68,7 +68,7 @@ fn presets_json_lists_every_preset() {
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let v: Value = serde_json::from_str(&out.stdout).unwrap();
     let rows = v.as_array().unwrap();
-    assert_eq!(rows.len(), grpofit_core::presets::BUILT_IN.len());
+    assert_eq!(rows.len(), grpofit::presets::BUILT_IN.len());
     let row = rows.iter().find(|r| r["name"] == "24gb").unwrap();
     assert_eq!(row["whose"], "built-in");
     assert!(row["capacity_bytes"].as_u64().unwrap() > 0);
@@ -80,7 +80,7 @@ fn a_user_preset_named_as_a_built_in_one_wins_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let presets = dir.path().join("presets");
     std::fs::create_dir_all(&presets).unwrap();
-    let mine = include_str!("../../crates/grpofit-core/presets/24gb.toml").replace(
+    let mine = include_str!("../../presets/24gb.toml").replace(
         "unsloth/Qwen2.5-3B-Instruct",
         "unsloth/Qwen2.5-1.5B-Instruct",
     );

@@ -20,7 +20,7 @@ use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 pub(crate) fn app_in(dir: &std::path::Path, theme: Theme) -> App {
-    app_of(grpofit_core::presets::built_in("24gb").unwrap(), dir, theme)
+    app_of(grpofit::presets::built_in("24gb").unwrap(), dir, theme)
 }
 
 /// The screen on the run file `text`, with the fixed 24 GiB test GPU.
@@ -176,7 +176,7 @@ fn phase_line(s: &str, phase: Phase) -> Option<&str> {
 #[test]
 fn two_phases_are_two_bars_each_with_its_total_and_the_peak_marked() {
     let here = std::path::Path::new(".");
-    let preset = grpofit_core::presets::built_in("24gb").unwrap();
+    let preset = grpofit::presets::built_in("24gb").unwrap();
     // vLLM colocated, everything kept while training: training is the peak; in standby vLLM
     // gives its KV cache back, and generation is
     let standby = preset.replace("[env]\n", "[env]\nUNSLOTH_VLLM_STANDBY = \"1\"\n");

@@ -33,7 +33,7 @@ fn screen(a: &App) -> String {
 #[test]
 fn follow_and_check_share_one_comparison_calibration_included() {
     let dir = tempfile::tempdir().unwrap();
-    let preset = grpofit_core::presets::built_in("24gb").unwrap();
+    let preset = grpofit::presets::built_in("24gb").unwrap();
     let file = config::parse(
         preset,
         "24gb",

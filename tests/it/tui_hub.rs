@@ -27,7 +27,7 @@ fn app(cache: &std::path::Path, endpoint: Option<&str>) -> App {
 /// `app`, with the Hub client's `say` (the program's writes to standard error).
 fn app_saying(cache: &std::path::Path, endpoint: Option<&str>, say: Say) -> App {
     let file = config::parse(
-        grpofit_core::presets::built_in("24gb").unwrap(),
+        grpofit::presets::built_in("24gb").unwrap(),
         "test",
         None,
         &grpofit_core::resolve::Offline::from_env(),

@@ -638,7 +638,7 @@ fn the_lock_holds_the_effective_batch_exactly() {
 
 fn app_without_nvml() -> App {
     let file = config::parse(
-        grpofit_core::presets::built_in("24gb").unwrap(),
+        grpofit::presets::built_in("24gb").unwrap(),
         "24gb",
         None,
         &grpofit_core::resolve::Offline::from_env(),

@@ -10,7 +10,7 @@ use std::path::Path;
 
 /// The 24gb preset's screen on a fixed 24 GiB GPU, exporting into `dir`.
 fn app_in(dir: &Path) -> App {
-    let text = presets::built_in("24gb").unwrap();
+    let text = crate::presets::built_in("24gb").unwrap();
     let file = grpofit_core::config::parse(text, "test", None, &Offline::from_env()).unwrap();
     let gpu = GpuState {
         capacity: 24 << 30,
@@ -240,7 +240,7 @@ fn p_asks_for_the_presets_and_enter_for_the_one_picked() {
     assert_eq!(a.mode, Mode::Normal);
     let choice = PresetChoice {
         name: "12gb".into(),
-        source: presets::PresetSource::BuiltIn(presets::built_in("12gb").unwrap()),
+        source: presets::PresetSource::BuiltIn(crate::presets::built_in("12gb").unwrap()),
         model: "unsloth/Qwen2.5-1.5B-Instruct".into(),
         capacity: Some(12 << 30),
     };

@@ -145,7 +145,7 @@ fn errors_point_at_the_line() {
 
 /// The 24 GB preset with `old` replaced by `new` (which must be there).
 fn preset_with(old: &str, new: &str) -> String {
-    let text = crate::presets::built_in("24gb").unwrap();
+    let text = crate::presets::tests::RUN_24GB;
     assert!(text.contains(old), "{old}");
     text.replacen(old, new, 1)
 }

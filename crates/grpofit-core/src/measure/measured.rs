@@ -733,7 +733,7 @@ mod tests {
     #[test]
     fn torch_sees_unsloth_weights_that_the_step_figure_leaves_out() {
         use crate::memory::estimate::{GpuBudget, estimate};
-        let text = crate::presets::built_in("24gb").expect("preset");
+        let text = crate::presets::tests::RUN_24GB;
         let file = crate::config::parse(text, "24gb", None, &crate::resolve::Offline::from_env())
             .expect("parses");
         let gpu = GpuBudget {
