@@ -18,3 +18,8 @@ pub mod resolve;
 pub mod run;
 pub mod text;
 pub mod units;
+
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
