@@ -16,18 +16,34 @@ Importing this package imports neither torch nor transformers (nor trl, nor peft
 
 from ._api import check, diagnose, estimate, fit
 from ._binary import binary
-from ._errors import ConfigError, DoesNotFit, GrpofitError
+from ._errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    BinaryNotFound,
+    ConfigError,
+    DoesNotFit,
+    FileExists,
+    GrpofitError,
+    LogNotFound,
+    NoRun,
+)
 from ._results import Check, Diagnosis, Estimate, Fit
 
 __all__ = [
+    "ArgumentError",
+    "ArgumentTypeError",
+    "BinaryNotFound",
     "Check",
     "ConfigError",
     "Diagnosis",
     "DoesNotFit",
     "Estimate",
+    "FileExists",
     "Fit",
     "GrpofitCallback",
     "GrpofitError",
+    "LogNotFound",
+    "NoRun",
     "binary",
     "check",
     "diagnose",
@@ -43,7 +59,7 @@ def __getattr__(name):
 
         return GrpofitCallback
     if name == "__version__":
-        from importlib.metadata import version
+        from ._version import version
 
-        return version("grpofit")
+        return version()
     raise AttributeError(f"module 'grpofit' has no attribute {name!r}")

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _runfile
 from ._binary import DOES_NOT_FIT, FITS, run
-from ._errors import ConfigError, DoesNotFit
+from ._errors import ArgumentError, ArgumentTypeError, ConfigError, DoesNotFit, LogNotFound
 from ._results import Check, Diagnosis, Estimate, Fit, _build, _Rerun
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -41,10 +42,33 @@ class _Source:
 VERSIONED = ("trl", "unsloth", "transformers", "vllm")
 
 
+STACKS = ("trl", "unsloth")
+
+
+def _a_path(value: Any, what: str) -> str:
+    """`value` as a path, or ArgumentTypeError naming `what`."""
+    if isinstance(value, (str, os.PathLike)):
+        return os.fspath(value)
+    raise ArgumentTypeError(f"{what}: expected a str or a path, got {type(value).__name__} {value!r}")
+
+
+def _checked(config, preset, versions, stack) -> None:
+    """The arguments' types and values the binary cannot be asked about: ArgumentError."""
+    if config is not None and not isinstance(config, Mapping):
+        _a_path(config, "config")
+    if preset is not None:
+        _a_path(preset, "preset")
+    if versions is not None and not isinstance(versions, Mapping):
+        raise ArgumentTypeError(f'versions: expected a dict such as {{"trl": "0.15.2"}}, got {versions!r}')
+    if stack is not None and stack not in STACKS:
+        raise ArgumentError(f"stack: {stack!r}: expected one of {', '.join(map(repr, STACKS))}")
+
+
 def _source(config, preset, model, lora, grpo, versions, stack, common) -> _Source:
     """The run the arguments describe: a file or a preset as they are, or, when tables are
     given, a run file: the file's or the preset's tables (from the binary's `--export`), with
     each trainer object replacing its table, each dict updating it."""
+    _checked(config, preset, versions, stack)
     if isinstance(config, Mapping):
         base = {str(k): dict(v) for k, v in config.items()}
         config = None
@@ -107,6 +131,8 @@ def _base_tables(config, preset, common) -> dict:
 
 def _common(gpu_mem, no_gpu: bool, offline: bool) -> List[str]:
     args = []
+    if isinstance(gpu_mem, bool) or not isinstance(gpu_mem, (int, str, type(None))):
+        raise ArgumentTypeError(f'gpu_mem: expected bytes (an int) or a size such as "24GiB", got {gpu_mem!r}')
     if gpu_mem is not None:
         args += ["--gpu-mem", f"{gpu_mem}B" if isinstance(gpu_mem, int) else str(gpu_mem)]
     if no_gpu:
@@ -152,12 +178,21 @@ def _call(
                     return f.read(), None, done.returncode
             return stdout, drawn, done.returncode
 
+    def write(path: str, force: bool) -> None:
+        """The binary writes the run to `path` itself: its atomic write, its refusal of an
+        existing file without `--force`, the run file it read edited in place."""
+        with tempfile.TemporaryDirectory(prefix="grpofit-") as tmp:
+            args, written = source.args(tmp)
+            force_flag = ["--force"] if force else []
+            tail = [run_flag or "--export", path, *force_flag]
+            run([*command, *args, *common, *tail], stdin=stdin, answers=answers, written=written)
+
     stdout, drawn, code = once(list(json_args), svg)
 
     def again(extra: List[str]) -> str:
         return once(extra, False)[0]
 
-    return json.loads(stdout), drawn, code, _Rerun(again)
+    return json.loads(stdout), drawn, code, _Rerun(again, write=write)
 
 
 def estimate(
@@ -215,6 +250,8 @@ def fit(
     when nothing fits."""
     common = _common(gpu_mem, no_gpu, offline)
     source = _source(config, preset, model, lora, grpo, versions, stack, common)
+    if headroom is not None and (isinstance(headroom, bool) or not isinstance(headroom, (int, float))):
+        raise ArgumentTypeError(f"headroom: expected a percentage (a number), got {headroom!r}")
     command = ["fit"] + (["--headroom", str(headroom)] if headroom is not None else [])
     data, drawn, code, rerun = _call(command, source, common, run_flag="-o")
     inner = data.get("estimate")
@@ -230,14 +267,31 @@ def fit(
     return result
 
 
+# a single word, or a name ending as a log file's does: a path, never an out-of-memory message
+# (PyTorch's and vLLM's are sentences that end in a period or a number)
+_LOG_NAME = re.compile(r"\S+|.*\.(log|txt|out|err|jsonl|json)", re.I | re.S)
+
+
+def _existing(path: str, what: str) -> str:
+    if not os.path.exists(path):
+        raise LogNotFound(f"{what}: {path}: no such file")
+    return path
+
+
 def _log_argument(text_or_path: Any) -> Tuple[str, Optional[str]]:
-    """(path, None) for a file, else ("-", text) for the text itself."""
+    """(path, None) for a file, else ("-", text) for the text itself. A path object, or a
+    one-line str that is a single word or ends in .log/.txt/.out/.err/.jsonl/.json, is a path:
+    LogNotFound when there is no such file, rather than a text without an OOM message."""
     if isinstance(text_or_path, os.PathLike):
-        return os.fspath(text_or_path), None
-    text = str(text_or_path)
+        return _existing(os.fspath(text_or_path), "diagnose"), None
+    if not isinstance(text_or_path, str):
+        raise ArgumentTypeError(f"diagnose: expected a log's path or its text, got {text_or_path!r}")
+    text = text_or_path.strip()
     if "\n" not in text and len(text) < 4096 and os.path.isfile(text):
         return text, None
-    return "-", text
+    if "\n" not in text and _LOG_NAME.fullmatch(text):
+        return _existing(text, "diagnose"), None
+    return "-", text_or_path
 
 
 def diagnose(
@@ -283,7 +337,8 @@ def check(
     common = _common(gpu_mem, False, offline)
     source = _source(config, preset, model, lora, grpo, versions, stack, common)
     if not isinstance(log, (list, tuple)):
-        data, drawn, _, rerun = _call(["check", os.fspath(log)], source, common, answers=(FITS,))
+        path = _existing(_a_path(log, "check: log"), "check")
+        data, drawn, _, rerun = _call(["check", path], source, common, answers=(FITS,))
         return _build(Check, data, svg=drawn, _rerun=rerun)
     with tempfile.TemporaryDirectory(prefix="grpofit-log-") as tmp:
         path = os.path.join(tmp, "grpofit-run.jsonl")

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+import os
 from typing import Any, Callable, Dict, List, Optional
+
+from ._errors import ArgumentTypeError, FileExists, NoRun
 
 
 @dataclass
@@ -16,6 +19,8 @@ class _Rerun:
 
     run: Callable[..., str]
     cache: Dict[str, str] = field(default_factory=dict)
+    # `write(path, force)`: the binary writes the run to `path` itself (`--export` / `-o`)
+    write: Optional[Callable[[str, bool], None]] = None
 
     def text(self, key: str, args: List[str]) -> str:
         if key not in self.cache:
@@ -58,13 +63,27 @@ class _RunAnswer(_Answer):
     def to_toml(self) -> str:
         """The run as the trainer reads it (`--export` / `-o`), with grpofit's header."""
         if self._rerun is None:
-            raise ValueError("this answer holds no run")
+            raise NoRun("this answer holds no run")
         return self._rerun.text("toml", ["toml"])
 
-    def write(self, path) -> None:
-        """Writes `to_toml()` to `path` (replacing it)."""
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(self.to_toml())
+    def write(self, path, force: bool = False) -> None:
+        """Writes the run to `path` as the binary's `--export` / `-o` does: the run file it came
+        from edited in place (comments and other keys kept; a `.yaml` path: the recipe), into a
+        temporary file beside `path`, then renamed over it, so `path` is never
+        left empty or half written, even when it is the run file read. An existing `path` is
+        refused (FileExists) unless `force=True`."""
+        if self._rerun is None or self._rerun.write is None:
+            raise NoRun("this answer holds no run")
+        try:
+            target = os.fspath(path)
+        except TypeError:
+            raise ArgumentTypeError(f"write: path: expected a str or a path, got {path!r}") from None
+        if not force and os.path.lexists(target):
+            raise FileExists(f"{target} exists: not overwritten (write(path, force=True) replaces it)")
+        # a path the binary would read as a flag, or as `-` (standard output)
+        if target.startswith("-"):
+            target = os.path.join(os.curdir, target)
+        self._rerun.write(target, force)
 
 
 @dataclass(repr=False)
@@ -122,8 +141,13 @@ class Fit(_RunAnswer):
 
     def to_toml(self) -> str:
         if not self.fits:
-            raise ValueError("no configuration fits: there is no run to write")
+            raise NoRun("no configuration fits: there is no run to write")
         return super().to_toml()
+
+    def write(self, path, force: bool = False) -> None:
+        if not self.fits:
+            raise NoRun("no configuration fits: there is no run to write")
+        super().write(path, force)
 
     def __repr__(self) -> str:
         return f"<grpofit.Fit {self.outcome}: {len(self.changes)} change(s)>"

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 import math
 import os
 import re
 import warnings
 from collections.abc import Mapping
 from typing import Any, Dict, Optional
+
+from ._errors import ArgumentError, ArgumentTypeError
 
 # the tables of a run file, in the order the binary's export writes them (grpofit-core contract::Table::ALL)
 TABLES = ("grpofit", "model", "lora", "grpo", "env", "distributed", "vllm_server")
@@ -42,7 +43,7 @@ def keyword_arguments(obj: Any, what: str) -> Dict[str, Any]:
     to_dict = getattr(obj, "to_dict", None)
     if callable(to_dict):
         return dict(to_dict())
-    raise TypeError(
+    raise ArgumentTypeError(
         f"{what}: expected a dict, a dataclass such as GRPOConfig, LoraConfig or ModelConfig, "
         f"or an object with to_dict(); got {type(obj).__name__}"
     )
@@ -135,24 +136,55 @@ def infer_stack(model: Any, lora: Any) -> Optional[str]:
 
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
 
+# TOML 1.0's short escapes in a basic string; every other control character (U+0000 to U+001F,
+# U+007F) is written \uXXXX, everything else as itself (the file is UTF-8)
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+# TOML's integers are 64-bit signed
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _string(text: str) -> str:
+    """`text` as a TOML basic string. A lone surrogate (a str Python decoded with
+    `surrogateescape`, or half of a pair) is no Unicode scalar value: TOML cannot hold it."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\u{code:04X}")
+        elif 0xD800 <= code <= 0xDFFF:
+            raise ArgumentError(
+                f"{text!r}: holds the lone surrogate U+{code:04X}, which a TOML file (UTF-8) cannot hold"
+            )
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
 
 def _key(key: str) -> str:
-    return key if _BARE.match(key) else json.dumps(key)
+    return key if _BARE.match(key) else _string(key)
 
 
 def _value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, (int, float)):
+    if isinstance(value, int):
+        if not _I64[0] <= value <= _I64[1]:
+            raise ArgumentError(f"{value}: out of TOML's 64-bit integer range")
+        return str(value)
+    if isinstance(value, float):
+        # repr is the shortest text that reads back the same float; TOML spells it alike
+        # (`0.45`, `1e-05`, `1e+16`), and _plain has dropped inf and nan
         return repr(value)
     if isinstance(value, str):
-        # a TOML basic string: JSON's escapes are TOML's (\" \\ \n \t \uXXXX)
-        return json.dumps(value)
+        return _string(value)
     if isinstance(value, list):
         return "[" + ", ".join(_value(v) for v in value) + "]"
     if isinstance(value, Mapping):
         return "{" + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + "}"
-    raise TypeError(f"not a TOML value: {value!r}")
+    raise ArgumentTypeError(f"not a TOML value: {value!r}")
 
 
 def to_toml(tables: Tables) -> str:
