@@ -1,4 +1,8 @@
-"""GRPO with TRL (transformers + PEFT) from a grpofit run file: each table is the keyword
+"""STAND-IN TASK: this script trains on a placeholder prompt ("Count from one to ten.") with a
+length reward, not your dataset or rewards. grpofit writes it only for a run with no recipe
+(a run file or a preset); export from your TRL recipe to launch your own run.
+
+GRPO with TRL (transformers + PEFT) from a grpofit run file: each table is the keyword
 arguments of one call, loaded the way TRL's own `trl/scripts/grpo.py` loads a model.
 
     grpofit estimate --config my-trl-run.toml --export run.toml

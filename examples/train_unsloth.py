@@ -1,4 +1,8 @@
-"""GRPO with Unsloth from a grpofit run file: each table is the keyword arguments of one call.
+"""STAND-IN TASK: this script trains on a placeholder prompt ("Count from one to ten.") with a
+length reward, not your dataset or rewards. grpofit writes it only for a run with no recipe
+(a run file or a preset); export from your TRL recipe to launch your own run.
+
+GRPO with Unsloth from a grpofit run file: each table is the keyword arguments of one call.
 
     grpofit estimate --preset 24gb --export run.toml
     python examples/train_unsloth.py run.toml

@@ -39,8 +39,11 @@ pub(crate) enum Command {
         /// instead of the table).
         #[arg(long, value_name = "OUT")]
         export: Option<PathBuf>,
-        /// Write the launch set into this folder: run.toml, accelerate.yaml, ds_config.json
-        /// (DeepSpeed), launch.sh and train_trl.py; an Unsloth run: run.toml, launch.sh and
+        /// Write the launch set into this folder (a new or empty one; --force replaces an
+        /// earlier set whole): from a TRL recipe, tuned.yaml (the recipe tuned in place),
+        /// accelerate.yaml, ds_config.json (DeepSpeed) and launch.sh running the recipe's own
+        /// script or TRL's GRPO script; from a run file or preset, run.toml and a STAND-IN
+        /// train_trl.py (placeholder data); an Unsloth run: run.toml, launch.sh and
         /// train_unsloth.py on one GPU (refused on several). Several nodes: launch.sh runs on
         /// each with MACHINE_RANK set, the vLLM server on the main node only.
         #[arg(long, value_name = "DIR")]

@@ -56,7 +56,7 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         let opts = grpofit_core::config::launch_set::LaunchOptions {
             main_process_ip: exports.main_process_ip,
         };
-        export_launch_set(file, (gpu, &gpu_line), &est, (dir, opts), force)?;
+        export_launch_set((file, source), (gpu, &gpu_line), &est, (dir, opts), force)?;
     }
     if let Some(path) = exports.picture {
         crate::picture::write_svg(path, &file.run, &est, &gpu_line, None)?;
@@ -549,9 +549,9 @@ fn check_exports(exports: &Exports) -> Result<(), Failure> {
     }
     if let Some(dir) = exports.launch_dir {
         grpofit_core::files::check_output_dir(dir)?;
-        // the launch set's files for every run (ds_config.json only for DeepSpeed)
-        let names = ["run.toml", "accelerate.yaml", "launch.sh", "train_trl.py"];
-        grpofit_core::files::check_none_there(dir, &names, exports.force)?;
+        // an existing folder only with --force, and only when it holds a set's files alone
+        let names = grpofit_core::config::export_set::SET_NAMES;
+        grpofit_core::files_set::check_set_folder(dir, names, exports.force)?;
     }
     Ok(())
 }
@@ -561,10 +561,10 @@ const TRAIN_TRL: &str = include_str!("../examples/train_trl.py");
 /// The single-GPU Unsloth script an Unsloth launch set runs (examples/train_unsloth.py).
 const TRAIN_UNSLOTH: &str = include_str!("../examples/train_unsloth.py");
 
-/// `--export-dir DIR`: the run file and its launch set. Nothing is written when any file is
-/// there already (without `--force`), so a set is never half replaced; each file is atomic.
+/// `--export-dir DIR`: the user's own run and its launch set (`export_set`), written as one
+/// folder: into a temporary folder beside DIR, then renamed into place (`files_set`).
 fn export_launch_set(
-    file: &RunFile,
+    (file, source): (&RunFile, &Source),
     gpu: (GpuBudget, &str),
     est: &grpofit_core::memory::estimate::Estimate,
     (dir, opts): (
@@ -573,53 +573,67 @@ fn export_launch_set(
     ),
     force: bool,
 ) -> Result<(), Failure> {
-    use grpofit_core::config::launch_set::{launch_set, training_script};
-    // the reason an Unsloth run has no launch set, before anything is written
-    let launch = launch_set(&file.run, "run.toml", opts)?;
+    use grpofit_core::config::export_set::{SET_NAMES, SetInputs, export_set};
     let ctx = export_context(file, gpu, est);
-    let mut notes = Vec::new();
-    let run_toml = grpofit_core::config::write_back::text_for(
-        std::path::Path::new("run.toml"),
-        file.source.as_ref(),
-        &file.run,
-        &ctx,
-        &mut notes,
-    )?;
-    notes
-        .iter()
-        .for_each(|n| say(&format!("grpofit: note: {n}")));
-    let mut files = vec![("run.toml", run_toml)];
-    files.extend(launch);
-    let script = match file.run.stack {
-        grpofit_core::run::Stack::Trl => TRAIN_TRL,
-        grpofit_core::run::Stack::Unsloth => TRAIN_UNSLOTH,
+    let launch_config = match &source.launch {
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .map_err(|e| format!("--launch {}: cannot read: {e}", p.display()))?,
+        ),
+        None => None,
     };
-    files.push((training_script(file.run.stack), script.to_string()));
-    std::fs::create_dir_all(dir).map_err(|e| {
-        format!(
-            "--export-dir {}: cannot create the folder: {e}",
-            dir.display()
-        )
+    let recipe_dir = file.source.as_ref().map(|s| s.path.clone());
+    let locate = |path: &str| locate_script(recipe_dir.as_deref(), path);
+    let set = export_set(&SetInputs {
+        run: &file.run,
+        source: file.source.as_ref(),
+        ctx: &ctx,
+        opts,
+        launch_config: launch_config.as_deref(),
+        locate: &locate,
     })?;
-    if !force && let Some((name, _)) = files.iter().find(|(n, _)| dir.join(n).exists()) {
-        return Err(format!(
-            "{}: already exists; nothing written (pass --force to replace the launch set)",
-            dir.join(name).display()
-        )
-        .into());
+    let mut files = set.files;
+    if let Some(script) = set.stand_in {
+        let text = match file.run.stack {
+            grpofit_core::run::Stack::Trl => TRAIN_TRL,
+            grpofit_core::run::Stack::Unsloth => TRAIN_UNSLOTH,
+        };
+        files.push(grpofit_core::files_set::SetFile {
+            name: script.to_string(),
+            text: text.to_string(),
+            executable: false,
+        });
     }
-    for (name, text) in &files {
-        write_atomically(&dir.join(name), text, true)?;
+    grpofit_core::files_set::write_set(dir, &files, SET_NAMES, force)?;
+    for note in &set.notes {
+        say(&format!("grpofit: note: {note}"));
     }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let script = dir.join("launch.sh");
-        let _ = std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755));
-    }
-    let names: Vec<&str> = files.iter().map(|(n, _)| *n).collect();
+    let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
     say(&format!("wrote {} in {}", names.join(", "), dir.display()));
+    if let Some(script) = set.stand_in {
+        say(&format!(
+            "grpofit: {script} is a STAND-IN: it trains on a placeholder prompt with a length reward, not your dataset or rewards; put yours in it, or export from your TRL recipe (--config recipe.yaml) to launch your own run"
+        ));
+    }
     Ok(())
+}
+
+/// Where a script a recipe names by a relative path is: beside the recipe or in a folder
+/// above it (a recipe inside its project: open-r1's `recipes/...` under the checkout), else in
+/// the current folder; as an absolute path.
+fn locate_script(recipe: Option<&std::path::Path>, path: &str) -> Option<String> {
+    let named = std::path::Path::new(path);
+    if named.is_absolute() {
+        return named.is_file().then(|| path.to_string());
+    }
+    let cwd = std::env::current_dir().ok();
+    let recipe = recipe.and_then(|r| std::path::absolute(r).ok());
+    let above = recipe.iter().flat_map(|r| r.ancestors().skip(1));
+    above
+        .chain(cwd.as_deref())
+        .map(|d| d.join(named))
+        .find(|p| p.is_file())
+        .map(|p| p.display().to_string())
 }
 
 pub(crate) fn list_models(json: bool) -> Result<u8, Failure> {

@@ -40,6 +40,18 @@ impl From<grpofit_core::config::write_back::WriteBackError> for Failure {
     }
 }
 
+impl From<grpofit_core::config::export_set::ExportSetError> for Failure {
+    fn from(e: grpofit_core::config::export_set::ExportSetError) -> Failure {
+        Failure::Input(e.to_string())
+    }
+}
+
+impl From<grpofit_core::files_set::SetError> for Failure {
+    fn from(e: grpofit_core::files_set::SetError) -> Failure {
+        Failure::Input(e.to_string())
+    }
+}
+
 impl From<grpofit_core::config::launch_set::LaunchSetError> for Failure {
     fn from(e: grpofit_core::config::launch_set::LaunchSetError) -> Failure {
         Failure::Input(e.to_string())

@@ -62,7 +62,7 @@ fn write_export(dir: &Path, name: &str, run: &RunConfig, list: &mut String) -> S
     std::fs::write(&path, &text).unwrap();
     std::fs::write(
         dir.join(format!("{name}.sh")),
-        launch::launch_sh(run, "run.toml"),
+        launch::launch_sh(run, &launch::Train::stand_in("train_trl.py", "run.toml")),
     )
     .unwrap();
     let vllm = Release::new(run.vllm_version.major, run.vllm_version.minor, 0);

@@ -10,6 +10,8 @@ mod fit;
 mod fit_versions;
 mod hub;
 mod hub_remote;
+mod journeys;
+mod journeys_files;
 mod keep_keys;
 mod ladder_exports;
 mod launch_set;

@@ -10,6 +10,7 @@ pub mod diagnose;
 pub mod files;
 #[cfg(target_os = "linux")]
 mod files_linux;
+pub mod files_set;
 pub mod fit;
 pub mod measure;
 pub mod memory;

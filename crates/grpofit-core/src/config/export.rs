@@ -264,8 +264,7 @@ fn lora_table(w: &mut Writer, run: &RunConfig) {
     w.table(Table::Lora);
     w.knob(Knob::LoraRank, run.lora_rank);
     w.key("lora_alpha", run.lora_alpha);
-    let targets: Vec<String> = run.lora_targets.iter().map(|t| quoted(t)).collect();
-    w.key("target_modules", format!("[{}]", targets.join(", ")));
+    w.key("target_modules", target_modules(run));
     match run.stack {
         Stack::Unsloth => w.key(
             "use_gradient_checkpointing",
@@ -276,6 +275,26 @@ fn lora_table(w: &mut Writer, run: &RunConfig) {
             },
         ),
         Stack::Trl => w.key("task_type", quoted("CAUSAL_LM")),
+    }
+}
+
+/// The shorthand PEFT expands to every linear layer, and only as a string: peft 0.21.2
+/// `tuners/tuners_utils.py` `_maybe_include_all_linear_layers` checks
+/// `isinstance(target_modules, str)` against `INCLUDE_LINEAR_LAYERS_SHORTHAND`; a list holding
+/// it names a module called "all-linear", which no model has.
+pub const ALL_LINEAR: &str = "all-linear";
+
+/// `[lora] target_modules` as the call takes it: PEFT's `LoraConfig` (the trl stack) gets the
+/// string `"all-linear"` for the shorthand; a list of module names stays a list. Unsloth's
+/// `get_peft_model` (2026.10 `models/llama.py`) iterates `target_modules` as names, so its
+/// targets are always a list.
+fn target_modules(run: &RunConfig) -> String {
+    match run.lora_targets.as_slice() {
+        [one] if one == ALL_LINEAR && run.stack == Stack::Trl => quoted(ALL_LINEAR),
+        targets => {
+            let quoted: Vec<String> = targets.iter().map(|t| quoted(t)).collect();
+            format!("[{}]", quoted.join(", "))
+        }
     }
 }
 
@@ -373,6 +392,32 @@ pub fn write_atomically(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn all_linear_is_written_as_the_string_peft_expands() {
+        let arch = crate::arch::catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .unwrap()
+            .arch;
+        let mut run = RunConfig::example(arch);
+        run.stack = Stack::Trl;
+        run.full_finetuning = false;
+        run.lora_targets = vec![ALL_LINEAR.to_string()];
+        let ctx = ExportContext {
+            gpu: "",
+            gpu_memory: None,
+            model_config: None,
+            lock_effective_batch: false,
+            estimate: None,
+        };
+        let table: toml::Table = to_toml(&run, &ctx).parse().unwrap();
+        assert_eq!(
+            table["lora"]["target_modules"],
+            toml::Value::String(ALL_LINEAR.into())
+        );
+        run.lora_targets = vec!["q_proj".into(), "v_proj".into()];
+        let table: toml::Table = to_toml(&run, &ctx).parse().unwrap();
+        assert!(table["lora"]["target_modules"].is_array());
+    }
 
     #[test]
     fn max_lora_rank_rounds_up_to_a_vllm_rank() {

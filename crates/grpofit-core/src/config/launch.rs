@@ -6,14 +6,55 @@ use crate::run::spread::Engine;
 use crate::run::{Generation, RunConfig};
 use std::fmt::Write as _;
 
-/// The files of the launch set beside the run file, by name, with their text.
-pub fn launch_files(run: &RunConfig, run_file: &str) -> Vec<(&'static str, String)> {
+/// The files of the launch set beside the run file, by name, with their text; `train` is what
+/// `accelerate launch --config_file accelerate.yaml` runs (`Train`).
+pub fn launch_files(run: &RunConfig, train: &Train) -> Vec<(&'static str, String)> {
     let mut files = vec![("accelerate.yaml", accelerate_yaml(run))];
     if run.spread.engine == Engine::DeepSpeed {
         files.push(("ds_config.json", ds_config_json(run)));
     }
-    files.push(("launch.sh", launch_sh(run, run_file)));
+    files.push(("launch.sh", launch_sh(run, train)));
     files
+}
+
+/// What the training processes run, after `accelerate launch --config_file accelerate.yaml`:
+/// the script and its arguments (`train_trl.py run.toml`, `-m trl.scripts.grpo --config
+/// tuned.yaml`), and the comment lines launch.sh says it with (each begins with `#`; an
+/// `echo` line says it again when the script runs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Train {
+    pub args: String,
+    pub header: Vec<String>,
+}
+
+impl Train {
+    /// The stand-in script the launch set writes beside a run file (`train_trl.py`).
+    pub fn stand_in(script: &str, run_file: &str) -> Train {
+        Train {
+            args: format!("{script} {run_file}"),
+            header: vec![
+                format!(
+                    "# STAND-IN TASK: {script} trains on a placeholder prompt (\"Count from one to ten.\") with a length reward, not your dataset or rewards"
+                ),
+                format!(
+                    "# put yours in {script}, or export from your TRL recipe (--config recipe.yaml --export-dir DIR) to launch it"
+                ),
+            ],
+        }
+    }
+
+    /// The lines launch.sh starts its training part with.
+    pub(super) fn lines(&self, sh: &mut String) {
+        for line in &self.header {
+            let _ = writeln!(sh, "{line}");
+        }
+        if self.header.iter().any(|l| l.starts_with("# STAND-IN")) {
+            let _ = writeln!(
+                sh,
+                "echo \"launch.sh: a STAND-IN task (placeholder prompt, length reward): not your dataset\""
+            );
+        }
+    }
 }
 
 /// accelerate's config file (accelerate 1.12 `commands/config/config_args.py` ClusterConfig):
@@ -100,8 +141,8 @@ pub fn ds_config_json(run: &RunConfig) -> String {
 
 /// The shell script: on a node of `gpus` training GPUs plus the server's, `trl vllm-serve` on
 /// the last `[vllm_server] gpus` devices, `accelerate launch` on the first ones.
-pub fn launch_sh(run: &RunConfig, run_file: &str) -> String {
-    let train = run.gpus;
+pub fn launch_sh(run: &RunConfig, train: &Train) -> String {
+    let gpus = run.gpus;
     let list = |from: u64, n: u64| {
         (from..from + n)
             .map(|i| i.to_string())
@@ -116,10 +157,10 @@ pub fn launch_sh(run: &RunConfig, run_file: &str) -> String {
         let _ = writeln!(
             sh,
             "# trl vllm-serve on GPUs {} ({} of them)",
-            list(train, v.gpus),
+            list(gpus, v.gpus),
             v.gpus
         );
-        let (serve, left_out) = super::serve_command::vllm_serve_command(run, &list(train, v.gpus));
+        let (serve, left_out) = super::serve_command::vllm_serve_command(run, &list(gpus, v.gpus));
         for line in left_out {
             let _ = writeln!(sh, "{line}");
         }
@@ -129,12 +170,14 @@ pub fn launch_sh(run: &RunConfig, run_file: &str) -> String {
     let _ = writeln!(
         sh,
         "# training on GPUs {} ({} processes per node)",
-        list(0, train),
-        train
+        list(0, gpus),
+        gpus
     );
+    train.lines(&mut sh);
     let train_cmd = format!(
-        "CUDA_VISIBLE_DEVICES={} accelerate launch --config_file accelerate.yaml train_trl.py {run_file}",
-        list(0, train)
+        "CUDA_VISIBLE_DEVICES={} accelerate launch --config_file accelerate.yaml {}",
+        list(0, run.gpus),
+        train.args
     );
     let _ = writeln!(sh, "echo \"launch.sh: {train_cmd}\"\n{train_cmd}");
     sh

@@ -4,7 +4,7 @@
 //! the main node's address (or a placeholder the script refuses to run with), and the vLLM
 //! server on the main node only.
 
-use super::launch::{accelerate_yaml, launch_files};
+use super::launch::{Train, accelerate_yaml, launch_files};
 use crate::run::{Generation, RunConfig, Stack};
 use std::fmt::Write as _;
 
@@ -37,17 +37,17 @@ pub const IP_PLACEHOLDER: &str = "SET-MAIN-PROCESS-IP";
 /// `prepare_multi_gpu_env`: `main_process_port` None is 29500).
 const MAIN_PROCESS_PORT: u16 = 29500;
 
-/// The launch files for `run` (beside the run file and its training script, which the caller
-/// writes: [`training_script`]), or why there is no launch for it.
+/// The launch files for `run` (beside the run file or recipe and the script `train` runs, which
+/// the caller writes: [`training_script`], `export_set`), or why there is no launch for it.
 pub fn launch_set(
     run: &RunConfig,
-    run_file: &str,
+    train: &Train,
     opts: LaunchOptions,
 ) -> Result<Vec<(&'static str, String)>, LaunchSetError> {
     match run.stack {
-        Stack::Unsloth => unsloth(run, run_file),
-        Stack::Trl if run.spread.nodes > 1 => Ok(multi_node(run, run_file, opts)),
-        Stack::Trl => Ok(launch_files(run, run_file)),
+        Stack::Unsloth => unsloth(run, train),
+        Stack::Trl if run.spread.nodes > 1 => Ok(multi_node(run, train, opts)),
+        Stack::Trl => Ok(launch_files(run, train)),
     }
 }
 
@@ -62,7 +62,7 @@ pub fn training_script(stack: Stack) -> &'static str {
 /// Unsloth: one process on one GPU (`python train_unsloth.py run.toml`, which sets `[env]`
 /// itself before importing torch). Its GRPO generates with vLLM inside that process
 /// (`fast_inference`), so neither several GPUs nor a `trl vllm-serve` server is launched for it.
-fn unsloth(run: &RunConfig, run_file: &str) -> Result<Vec<(&'static str, String)>, LaunchSetError> {
+fn unsloth(run: &RunConfig, train: &Train) -> Result<Vec<(&'static str, String)>, LaunchSetError> {
     if run.processes() > 1 {
         return Err(LaunchSetError::UnslothOnSeveralGpus {
             processes: run.processes(),
@@ -71,14 +71,20 @@ fn unsloth(run: &RunConfig, run_file: &str) -> Result<Vec<(&'static str, String)
     if run.generation == Generation::VllmServer {
         return Err(LaunchSetError::UnslothWithServer);
     }
-    let sh = format!(
-        "#!/usr/bin/env bash\n# written by grpofit: Unsloth on one GPU\nset -euo pipefail\ncd \"$(dirname \"$0\")\"\necho \"launch.sh: python train_unsloth.py {run_file} (on GPU ${{CUDA_VISIBLE_DEVICES:-0}})\"\npython train_unsloth.py {run_file}\n"
+    let mut sh = String::from(
+        "#!/usr/bin/env bash\n# written by grpofit: Unsloth on one GPU\nset -euo pipefail\ncd \"$(dirname \"$0\")\"\n",
+    );
+    train.lines(&mut sh);
+    let args = &train.args;
+    let _ = writeln!(
+        sh,
+        "echo \"launch.sh: python {args} (on GPU ${{CUDA_VISIBLE_DEVICES:-0}})\"\npython {args}"
     );
     Ok(vec![("launch.sh", sh)])
 }
 
 /// Several nodes: one accelerate.yaml for all (machine_rank from the launcher), one launch.sh.
-fn multi_node(run: &RunConfig, run_file: &str, opts: LaunchOptions) -> Vec<(&'static str, String)> {
+fn multi_node(run: &RunConfig, train: &Train, opts: LaunchOptions) -> Vec<(&'static str, String)> {
     let ip = opts.main_process_ip.unwrap_or(IP_PLACEHOLDER);
     let yaml = accelerate_yaml(run).replacen(
         "machine_rank: 0\n",
@@ -87,12 +93,12 @@ fn multi_node(run: &RunConfig, run_file: &str, opts: LaunchOptions) -> Vec<(&'st
         ),
         1,
     );
-    let mut files: Vec<(&'static str, String)> = launch_files(run, run_file)
+    let mut files: Vec<(&'static str, String)> = launch_files(run, train)
         .into_iter()
         .filter(|(name, _)| *name == "ds_config.json")
         .collect();
     files.insert(0, ("accelerate.yaml", yaml));
-    files.push(("launch.sh", multi_node_sh(run, run_file)));
+    files.push(("launch.sh", multi_node_sh(run, train)));
     files
 }
 
@@ -107,9 +113,9 @@ fn devices(from: u64, n: u64) -> String {
 /// Each node's script: its rank from `$MACHINE_RANK`, nothing run while the address is a
 /// placeholder, the vLLM server on the main node (rank 0) only, which every node's trainers
 /// reach at the main node's address (`GRPOFIT_VLLM_SERVER_HOST`, read by train_trl.py).
-fn multi_node_sh(run: &RunConfig, run_file: &str) -> String {
+fn multi_node_sh(run: &RunConfig, train: &Train) -> String {
     let nodes = run.spread.nodes;
-    let train = devices(0, run.gpus);
+    let train_gpus = devices(0, run.gpus);
     let mut sh = format!(
         "#!/usr/bin/env bash\n# written by grpofit: {nodes} nodes of {} training GPUs; run it on every node with MACHINE_RANK set (0 on the main node; SLURM: MACHINE_RANK=$SLURM_NODEID)\nset -euo pipefail\ncd \"$(dirname \"$0\")\"\nRANK=\"${{MACHINE_RANK:?set MACHINE_RANK to the rank of this node, 0 to {}}}\"\n",
         run.gpus,
@@ -130,8 +136,10 @@ fn multi_node_sh(run: &RunConfig, run_file: &str) -> String {
             "# the vLLM server: on the main node only, the trainers of every node use it\nexport GRPOFIT_VLLM_SERVER_HOST=\"$MAIN_IP\"\nif [ \"$RANK\" = 0 ]; then\n  echo \"launch.sh: node 0: {serve}\"\n  {serve} &\n  SERVER=$!\n  trap 'kill $SERVER' EXIT\nfi"
         );
     }
+    train.lines(&mut sh);
     let train_cmd = format!(
-        "CUDA_VISIBLE_DEVICES={train} accelerate launch --config_file accelerate.yaml --machine_rank \"$RANK\" train_trl.py {run_file}"
+        "CUDA_VISIBLE_DEVICES={train_gpus} accelerate launch --config_file accelerate.yaml --machine_rank \"$RANK\" {}",
+        train.args
     );
     let _ = writeln!(
         sh,
@@ -159,17 +167,21 @@ mod tests {
         run
     }
 
+    fn stand_in() -> Train {
+        Train::stand_in("train_unsloth.py", "run.toml")
+    }
+
     #[test]
     fn an_unsloth_run_gets_one_gpu_or_a_reason() {
         let arch = catalog::find("Qwen/Qwen2.5-7B-Instruct").unwrap().arch;
         let mut run = RunConfig::example(arch);
         run.stack = Stack::Unsloth;
         run.generation = Generation::ColocatedVllm { share: 0.5 };
-        let files = launch_set(&run, "run.toml", LaunchOptions::default()).unwrap();
+        let files = launch_set(&run, &stand_in(), LaunchOptions::default()).unwrap();
         assert_eq!(files.len(), 1);
         assert!(files[0].1.contains("\npython train_unsloth.py run.toml\n"));
         run.gpus = 2;
-        let why = launch_set(&run, "run.toml", LaunchOptions::default())
+        let why = launch_set(&run, &stand_in(), LaunchOptions::default())
             .unwrap_err()
             .to_string();
         assert!(why.contains("on 2 GPUs"), "{why}");
@@ -177,7 +189,12 @@ mod tests {
 
     #[test]
     fn a_placeholder_address_stops_the_script() {
-        let files = launch_set(&two_nodes(), "run.toml", LaunchOptions::default()).unwrap();
+        let files = launch_set(
+            &two_nodes(),
+            &Train::stand_in("train_trl.py", "run.toml"),
+            LaunchOptions::default(),
+        )
+        .unwrap();
         let text = |n: &str| files.iter().find(|(f, _)| *f == n).unwrap().1.clone();
         assert!(text("accelerate.yaml").contains(&format!("main_process_ip: {IP_PLACEHOLDER}\n")));
         let sh = text("launch.sh");

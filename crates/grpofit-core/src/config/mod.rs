@@ -10,6 +10,7 @@ mod edit_toml;
 mod error;
 pub mod export;
 mod export_keys;
+pub mod export_set;
 pub mod launch;
 pub mod launch_set;
 mod lines;
