@@ -52,11 +52,12 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
     if let Some(out) = export.filter(|_| !(json && to_stdout)) {
         export_run(file, &file.run, (gpu, &gpu_line), &est, out, force, answer)?;
     }
+    let mut stand_in = None;
     if let Some(dir) = exports.launch_dir {
         let opts = grpofit_core::config::launch_set::LaunchOptions {
             main_process_ip: exports.main_process_ip,
         };
-        export_launch_set((file, source), (gpu, &gpu_line), &est, (dir, opts), force)?;
+        stand_in = export_launch_set((file, source), (gpu, &gpu_line), &est, (dir, opts), force)?;
     }
     if let Some(path) = exports.picture {
         crate::picture::write_svg(path, &file.run, &est, &gpu_line, None)?;
@@ -90,10 +91,12 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         let table = grpofit::report::table(&file.run, &est, &gpu_line);
         let weights = grpofit::report::stored_weights_note(&file.run);
         let calibrated = calibrated.map_or(String::new(), |c| format!("{c}\n"));
+        // the export set's stand-in script, said with the report it was written for
+        let stand_in = stand_in.map_or(String::new(), |s| format!("{s}\n"));
         emit(|out| {
             write!(
                 out,
-                "run: {}\nmodel: {}{weights}\nversions: {}\n{table}{calibrated}",
+                "run: {}\nmodel: {}{weights}\nversions: {}\n{table}{calibrated}{stand_in}",
                 loaded.origin,
                 file.model_source,
                 grpofit::report::versions_line(&file.versions)
@@ -562,7 +565,8 @@ const TRAIN_TRL: &str = include_str!("../examples/train_trl.py");
 const TRAIN_UNSLOTH: &str = include_str!("../examples/train_unsloth.py");
 
 /// `--export-dir DIR`: the user's own run and its launch set (`export_set`), written as one
-/// folder: into a temporary folder beside DIR, then renamed into place (`files_set`).
+/// folder: into a temporary folder beside DIR, then renamed into place (`files_set`). Returns
+/// the sentence that says the set's training script is a stand-in, when it is one.
 fn export_launch_set(
     (file, source): (&RunFile, &Source),
     gpu: (GpuBudget, &str),
@@ -572,7 +576,7 @@ fn export_launch_set(
         grpofit_core::config::launch_set::LaunchOptions,
     ),
     force: bool,
-) -> Result<(), Failure> {
+) -> Result<Option<String>, Failure> {
     use grpofit_core::config::export_set::{SET_NAMES, SetInputs, export_set};
     let ctx = export_context(file, gpu, est);
     let launch_config = match &source.launch {
@@ -610,12 +614,13 @@ fn export_launch_set(
     }
     let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
     say(&format!("wrote {} in {}", names.join(", "), dir.display()));
-    if let Some(script) = set.stand_in {
-        say(&format!(
-            "grpofit: {script} is a STAND-IN: it trains on a placeholder prompt with a length reward, not your dataset or rewards; put yours in it, or export from your TRL recipe (--config recipe.yaml) to launch your own run"
-        ));
+    let stand_in = set.stand_in.map(|script| format!(
+        "{script} is a STAND-IN: it trains on a placeholder prompt with a length reward, not your dataset or rewards; put yours in it, or export from your TRL recipe (--config recipe.yaml) to launch your own run"
+    ));
+    if let Some(line) = &stand_in {
+        say(&format!("grpofit: {line}"));
     }
-    Ok(())
+    Ok(stand_in)
 }
 
 /// Where a script a recipe names by a relative path is: beside the recipe or in a folder

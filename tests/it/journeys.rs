@@ -24,7 +24,7 @@ fn grpofit() -> Command {
 }
 
 /// `estimate ARGS --export-dir DIR` in a new temporary folder: the folder kept alive, the set's
-/// folder and stderr.
+/// folder, and stderr then stdout.
 fn export(args: &[&str]) -> (tempfile::TempDir, PathBuf, String) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("set");
@@ -37,7 +37,8 @@ fn export(args: &[&str]) -> (tempfile::TempDir, PathBuf, String) {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(matches!(out.status.code(), Some(0 | 3)), "{err}");
-    (tmp, dir, err)
+    let said = err + &String::from_utf8_lossy(&out.stdout);
+    (tmp, dir, said)
 }
 
 /// The checker's findings on the set in `dir` (against `source` when given).
@@ -256,7 +257,12 @@ fn unsloth_notebook_parameters_get_a_stand_in_said_plainly() {
     assert_eq!(grpo["report_to"], "none");
     assert_eq!(grpo["max_steps"], 100);
     assert_eq!(v["run"]["lora"]["random_state"], 3407);
-    assert!(err.contains("train_unsloth.py is a STAND-IN"), "{err}");
+    // on standard error as the set is written, and with the report on standard output
+    assert_eq!(
+        err.matches("train_unsloth.py is a STAND-IN").count(),
+        2,
+        "{err}"
+    );
     let sh = std::fs::read_to_string(dir.join("launch.sh")).unwrap();
     assert!(sh.contains("# STAND-IN TASK"), "{sh}");
     let script = std::fs::read_to_string(dir.join("train_unsloth.py")).unwrap();

@@ -299,6 +299,13 @@ mod tests {
             recipe_script("# a note on grpo.py\nseed: 42\n", None),
             Script::Trl
         );
+        // the accelerate config's own comment, when the recipe names none
+        let launch = "# python my_grpo.py --config recipe.yaml\ndistributed_type: NO\n";
+        let Script::Named { path, why } = recipe_script("seed: 42\n", Some(launch)) else {
+            panic!("the accelerate config's script not found");
+        };
+        assert_eq!(path, "my_grpo.py");
+        assert!(why.contains("accelerate config"), "{why}");
     }
 
     #[test]
