@@ -117,14 +117,14 @@ def transformers_ladder() -> dict:
     }
 
 
-def write_or_check(out: Path, data: dict, check: bool, what: str) -> bool:
+def write_or_check(out: Path, data: dict, check: bool, what: str, tool: str = "tools/contract/ladder.py") -> bool:
     text = json.dumps(data, indent=1, ensure_ascii=False) + "\n"
     if check:
         old = out.read_text(encoding="utf-8") if out.exists() else ""
         if old != text:
             diff = difflib.unified_diff(old.splitlines(), text.splitlines(), "checked-in", "from the wheels", lineterm="")
             print("\n".join(list(diff)[:200]))
-            print(f"{out}: the {what} ladder drifted from the pinned wheels; run tools/contract/ladder.py")
+            print(f"{out}: the {what} ladder drifted from the pinned wheels; run {tool}")
             return False
         print(f"{out}: matches the pinned wheels ({what} {', '.join(data['releases'])})")
         return True
