@@ -1,22 +1,42 @@
 //! `grpofit env`: the trainer versions of the active Python environment, as `versions_env`
-//! reads them, each against the range grpofit models.
+//! reads them, each against the range grpofit models, and the versions an estimate takes from
+//! them (with `--trl-version` and the like over them): those they imply, and the
+//! requirements a combination breaks (`run::implied`).
 
+use crate::cli::Source;
 use crate::versions_env::detect;
-use grpofit_core::run::versions::Package;
+use grpofit_core::contract::Stack;
+use grpofit_core::run::implied;
+use grpofit_core::run::versions::{Origin, Package, Release};
 
-/// `grpofit env`: where the Python environment is and which trainer versions it holds, each
-/// against the range grpofit models. Exit 0.
-pub(crate) fn show_env(json: bool) -> Result<u8, crate::output::Failure> {
+/// `grpofit env`: where the Python environment is, which trainer versions it holds (each
+/// against the range grpofit models) and what an estimate on the unsloth stack (the one that
+/// runs all four) is made with. Exit 0; 2 when a version is refused.
+pub(crate) fn show_env(source: &Source, json: bool) -> Result<u8, crate::output::Failure> {
     use crate::output::{FITS, emit, json_text, unwritten};
     use std::io::Write;
     let env = detect();
+    let given: Vec<(Package, String, Origin)> = source
+        .versions
+        .pins()
+        .into_iter()
+        .map(|(p, v)| (p, v, Origin::CommandLine(p.flag())))
+        .collect();
+    let resolved = implied::resolve(&given, &env.installed, Stack::Unsloth).map_err(|r| {
+        format!(
+            "{} {} ({}): {}",
+            r.package.name(),
+            r.text,
+            r.origin,
+            r.reason
+        )
+    })?;
     let rows: Vec<serde_json::Value> = Package::ALL
         .iter()
-        .map(|&p| {
+        .zip(&resolved.pins)
+        .map(|(&p, pin)| {
             let found = env.installed.found.iter().find(|(q, _, _)| *q == p);
-            let modelled = found.map(|(_, v, _)| {
-                grpofit_core::run::versions::Release::parse(v).is_some_and(|r| p.models(r))
-            });
+            let modelled = found.map(|(_, v, _)| Release::parse(v).is_some_and(|r| p.models(r)));
             serde_json::json!({
                 "package": p,
                 "version": found.map(|(_, v, _)| v),
@@ -24,6 +44,7 @@ pub(crate) fn show_env(json: bool) -> Result<u8, crate::output::Failure> {
                 "modelled": modelled,
                 "modelled_range": p.range_text(),
                 "default": p.targeted().to_string(),
+                "estimated_with": {"version": pin.version, "origin": pin.origin},
             })
         })
         .collect();
@@ -33,6 +54,7 @@ pub(crate) fn show_env(json: bool) -> Result<u8, crate::output::Failure> {
             "prefix": env.prefix,
             "site_packages": env.site_packages,
             "packages": rows,
+            "warnings": resolved.warnings,
         });
         let text = json_text(&v)?;
         emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(FITS))?;
@@ -45,26 +67,30 @@ pub(crate) fn show_env(json: bool) -> Result<u8, crate::output::Failure> {
     for d in &env.site_packages {
         text.push_str(&format!("site-packages: {}\n", d.display()));
     }
-    for (p, row) in Package::ALL.iter().zip(&rows) {
+    for ((p, row), pin) in Package::ALL.iter().zip(&rows).zip(&resolved.pins) {
         let line = match (row["version"].as_str(), row["metadata"].as_str()) {
             (Some(v), Some(path)) if row["modelled"] == serde_json::json!(true) => {
                 format!("{} {v} ({path})", p.name())
             }
             (Some(v), Some(path)) => format!(
-                "{} {v} ({path}): outside the modelled range {}; the estimate refuses it unless [grpofit] {} says otherwise",
+                "{} {v} ({path}): outside the modelled range {}",
                 p.name(),
                 p.range_text(),
-                p.key()
             ),
             _ => format!(
-                "{}: not installed; the estimate uses {} unless [grpofit] {} says otherwise",
+                "{}: not installed; an estimate uses {} ({}) unless [grpofit] {} or {} says otherwise",
                 p.name(),
-                p.targeted(),
-                p.key()
+                pin.version,
+                pin.origin,
+                p.key(),
+                p.flag()
             ),
         };
         text.push_str(&line);
         text.push('\n');
+    }
+    for w in &resolved.warnings {
+        text.push_str(&format!("warning: {w}\n"));
     }
     emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(FITS))?;
     Ok(FITS)

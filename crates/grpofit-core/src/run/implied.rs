@@ -142,10 +142,14 @@ fn takes((d, dv): (Package, Release), (x, xv): (Package, Release)) -> bool {
 /// and [`conflicts`] says what forbids it.
 fn imply(p: Package, chosen: &[Pinned], anchors: &[Pinned]) -> Option<Pinned> {
     let rungs = requires::releases(p.name());
-    let version = *rungs
+    let version = match rungs
         .iter()
         .rev()
-        .find(|c| chosen.iter().all(|q| compatible(p, **c, q)))?;
+        .find(|c| chosen.iter().all(|q| compatible(p, **c, q)))
+    {
+        Some(v) => *v,
+        None => of_the_era(p, &rungs, chosen)?,
+    };
     let from: Vec<String> = anchors
         .iter()
         .map(|a| format!("{} {} ({})", a.package.name(), a.version, a.origin))
@@ -171,6 +175,38 @@ fn imply(p: Package, chosen: &[Pinned], anchors: &[Pinned]) -> Option<Pinned> {
             p.name()
         )),
     })
+}
+
+/// A dependency no chosen release vouches for (each bound open, and written before it): the
+/// newest rung their specifiers allow among those built by the newest chosen release's date,
+/// what pip installed beside them then (unsloth 2025.8.9's `transformers>=4.51.3` with trl
+/// 0.15.2's `>=4.46.0`: transformers 4.53.3). A package no chosen release requires (Unsloth
+/// beside a pinned TRL) gets none: an old Unsloth's open bound on TRL says nothing of a newer
+/// TRL.
+fn of_the_era(p: Package, rungs: &[Release], chosen: &[Pinned]) -> Option<Release> {
+    let required = chosen
+        .iter()
+        .any(|q| requires::requirement(q.package.name(), q.version, p.name()).is_some());
+    if !required {
+        return None;
+    }
+    let era = chosen
+        .iter()
+        .filter_map(|q| requires::built(q.package.name(), q.version))
+        .max()?;
+    let allows = |d: Package, dv: Release, x: Package, xv: Release| {
+        requires::requirement(d.name(), dv, x.name()).is_none_or(|spec| requires::allows(spec, xv))
+    };
+    rungs
+        .iter()
+        .rev()
+        .filter(|c| requires::built(p.name(), **c).is_some_and(|b| b <= era))
+        .find(|c| {
+            chosen.iter().all(|q| {
+                allows(q.package, q.version, p, **c) && allows(p, **c, q.package, q.version)
+            })
+        })
+        .copied()
 }
 
 /// One warning per requirement the combination breaks: `unsloth 2026.10.9 requires
@@ -309,9 +345,11 @@ mod tests {
         let r = pins(&[(Package::Trl, "1.16.0")], Stack::Unsloth);
         assert_eq!(of(&r, Package::Unsloth).origin, Origin::Default);
         assert!(r.warnings.iter().any(|w| w.contains("unsloth 2026.10.9 requires trl")), "{:?}", r.warnings);
-        // trl 0.15.2 alone: the newest Unsloth whose requirements take it
+        // trl 0.15.2 alone: the newest Unsloth whose requirements take it, and the newest
+        // transformers both allow that was out when that Unsloth was built
         let r = pins(&[(Package::Trl, "0.15.2")], Stack::Unsloth);
         assert_eq!(of(&r, Package::Unsloth).version, Release::new(2025, 8, 9));
+        assert_eq!(of(&r, Package::Transformers).version, Release::new(4, 53, 3));
         // the trl stack runs no Unsloth: nothing to say about it
         let r = pins(&[(Package::Trl, "0.15.2")], Stack::Trl);
         assert_eq!(of(&r, Package::Unsloth).origin, Origin::Default);
