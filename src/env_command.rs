@@ -11,7 +11,7 @@ use grpofit_core::run::versions::{Origin, Package, Release};
 
 /// `grpofit env`: where the Python environment is, which trainer versions it holds (each
 /// against the range grpofit models) and what an estimate on the unsloth stack (the one that
-/// runs all four) is made with. Exit 0; 2 when a version is refused.
+/// runs all four) is made with. Exit 0, a refused version included (said as a warning).
 pub(crate) fn show_env(source: &Source, json: bool) -> Result<u8, crate::output::Failure> {
     use crate::output::{FITS, emit, json_text, unwritten};
     use std::io::Write;
@@ -22,19 +22,26 @@ pub(crate) fn show_env(source: &Source, json: bool) -> Result<u8, crate::output:
         .into_iter()
         .map(|(p, v)| (p, v, Origin::CommandLine(p.flag())))
         .collect();
-    let resolved = implied::resolve(&given, &env.installed, Stack::Unsloth).map_err(|r| {
-        format!(
-            "{} {} ({}): {}",
-            r.package.name(),
-            r.text,
-            r.origin,
-            r.reason
-        )
-    })?;
+    // a refused version is said, not fatal: `env` shows what is installed whatever it is
+    let resolved = implied::resolve(&given, &env.installed, Stack::Unsloth).unwrap_or_else(|r| {
+        implied::Resolved {
+            pins: Vec::new(),
+            warnings: vec![format!(
+                "{} {} ({}): {}; an estimate refuses it unless {} or [grpofit] {} says otherwise",
+                r.package.name(),
+                r.text,
+                r.origin,
+                r.reason,
+                r.package.flag(),
+                r.package.key()
+            )],
+        }
+    });
+    let pin_of = |p: Package| resolved.pins.iter().find(|x| x.package == p);
     let rows: Vec<serde_json::Value> = Package::ALL
         .iter()
-        .zip(&resolved.pins)
-        .map(|(&p, pin)| {
+        .map(|&p| {
+            let pin = pin_of(p);
             let found = env.installed.found.iter().find(|(q, _, _)| *q == p);
             let modelled = found.map(|(_, v, _)| Release::parse(v).is_some_and(|r| p.models(r)));
             serde_json::json!({
@@ -44,7 +51,7 @@ pub(crate) fn show_env(source: &Source, json: bool) -> Result<u8, crate::output:
                 "modelled": modelled,
                 "modelled_range": p.range_text(),
                 "default": p.targeted().to_string(),
-                "estimated_with": {"version": pin.version, "origin": pin.origin},
+                "estimated_with": pin.map(|x| serde_json::json!({"version": x.version, "origin": x.origin})),
             })
         })
         .collect();
@@ -67,7 +74,7 @@ pub(crate) fn show_env(source: &Source, json: bool) -> Result<u8, crate::output:
     for d in &env.site_packages {
         text.push_str(&format!("site-packages: {}\n", d.display()));
     }
-    for ((p, row), pin) in Package::ALL.iter().zip(&rows).zip(&resolved.pins) {
+    for (p, row) in Package::ALL.iter().zip(&rows) {
         let line = match (row["version"].as_str(), row["metadata"].as_str()) {
             (Some(v), Some(path)) if row["modelled"] == serde_json::json!(true) => {
                 format!("{} {v} ({path})", p.name())
@@ -77,14 +84,17 @@ pub(crate) fn show_env(source: &Source, json: bool) -> Result<u8, crate::output:
                 p.name(),
                 p.range_text(),
             ),
-            _ => format!(
-                "{}: not installed; an estimate uses {} ({}) unless [grpofit] {} or {} says otherwise",
-                p.name(),
-                pin.version,
-                pin.origin,
-                p.key(),
-                p.flag()
-            ),
+            _ => match pin_of(*p) {
+                Some(pin) => format!(
+                    "{}: not installed; an estimate uses {} ({}) unless [grpofit] {} or {} says otherwise",
+                    p.name(),
+                    pin.version,
+                    pin.origin,
+                    p.key(),
+                    p.flag()
+                ),
+                None => format!("{}: not installed", p.name()),
+            },
         };
         text.push_str(&line);
         text.push('\n');

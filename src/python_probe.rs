@@ -59,7 +59,11 @@ pub(crate) fn purelib(python: &Path) -> Option<PathBuf> {
 /// The interpreter file's modification time (ns since the epoch) and size.
 fn stamp(python: &Path) -> Option<(u128, u64)> {
     let meta = std::fs::metadata(python).ok()?;
-    let modified = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?;
+    let modified = meta
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?;
     Some((modified.as_nanos(), meta.len()))
 }
 

@@ -55,12 +55,23 @@ fn releases_newer_than_the_newest_modelled_are_estimated_with_a_warning() {
         ("transformers", "5.26.0"),
         ("vllm", "0.35.0"),
     ]);
-    let warning = "trl 1.17.0 is newer than the newest release modelled, 1.16.0: estimated with 1.16's rules";
+    let warning =
+        "trl 1.17.0 is newer than the newest release modelled, 1.16.0: estimated with 1.16's rules";
     let text = in_venv(env.path(), &["estimate", "--preset", "24gb"]);
     assert!(matches!(text.code, Some(0 | 3)), "{}", text.stderr);
-    assert!(text.stdout.contains(&format!("warning: {warning}")), "{}", text.stdout);
-    assert!(text.stdout.contains("vllm 0.35.0 is newer than the newest release modelled, 0.34.0"));
-    let est = json(&in_venv(env.path(), &["estimate", "--preset", "24gb", "--json"]));
+    assert!(
+        text.stdout.contains(&format!("warning: {warning}")),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout
+            .contains("vllm 0.35.0 is newer than the newest release modelled, 0.34.0")
+    );
+    let est = json(&in_venv(
+        env.path(),
+        &["estimate", "--preset", "24gb", "--json"],
+    ));
     let warnings = est["warnings"].as_array().unwrap();
     assert!(warnings.iter().any(|w| w == warning), "{warnings:?}");
     assert_eq!(version(&est, "trl")["version"], "1.17.0");
@@ -75,16 +86,27 @@ fn releases_newer_than_the_newest_modelled_are_estimated_with_a_warning() {
         ("transformers", "5.25.0"),
         ("vllm", "0.34.0"),
     ]);
-    let est = json(&in_venv(today.path(), &["estimate", "--preset", "24gb", "--json"]));
+    let est = json(&in_venv(
+        today.path(),
+        &["estimate", "--preset", "24gb", "--json"],
+    ));
     assert_eq!(version(&est, "vllm")["version"], "0.34.0");
     let warnings = est["warnings"].to_string();
     assert!(!warnings.contains("newer than the newest"), "{warnings}");
-    assert!(warnings.contains("vllm 0.34.0 requires transformers<5.23.0,>=5.16.1"), "{warnings}");
+    assert!(
+        warnings.contains("vllm 0.34.0 requires transformers<5.23.0,>=5.16.1"),
+        "{warnings}"
+    );
     // only a release older than the oldest modelled is refused
     let old = venv(&[("trl", "0.13.0")]);
     let out = in_venv(old.path(), &["estimate", "--preset", "24gb"]);
     assert_eq!(out.code, Some(2), "{}", out.stdout);
-    assert!(out.stderr.contains("older than the oldest trl release grpofit models"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("older than the oldest trl release grpofit models"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -111,11 +133,24 @@ fn flags_pin_versions_without_a_run_file() {
         args.extend(["--preset", "24gb", "--trl-version", "0.13.0"]);
         let out = in_venv(none.path(), &args);
         // the flag reaches every command that estimates: an old release is refused by name
-        assert!(out.stderr.contains("--trl-version 0.13.0"), "{command:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("--trl-version 0.13.0"),
+            "{command:?}: {}",
+            out.stderr
+        );
     }
     let est = json(&in_venv(
         none.path(),
-        &["estimate", "--preset", "24gb", "--json", "--trl-version", "0.19.1", "--vllm-version", "0.10.2"],
+        &[
+            "estimate",
+            "--preset",
+            "24gb",
+            "--json",
+            "--trl-version",
+            "0.19.1",
+            "--vllm-version",
+            "0.10.2",
+        ],
     ));
     assert_eq!(version(&est, "trl")["version"], "0.19.1");
     assert_eq!(version(&est, "trl")["origin"]["from"], "command_line");
@@ -130,7 +165,14 @@ fn flags_pin_versions_without_a_run_file() {
     std::fs::write(&file, text).unwrap();
     let est = json(&in_venv(
         none.path(),
-        &["estimate", "--json", "--config", file.to_str().unwrap(), "--trl-version", "0.19.1"],
+        &[
+            "estimate",
+            "--json",
+            "--config",
+            file.to_str().unwrap(),
+            "--trl-version",
+            "0.19.1",
+        ],
     ));
     assert_eq!(version(&est, "trl")["version"], "0.19.1");
 }
@@ -140,31 +182,56 @@ fn one_pinned_release_implies_the_others_of_its_era() {
     let none = venv(&[]);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("run.toml");
-    let text = grpofit_core::presets::built_in("24gb")
-        .unwrap()
-        .replace("[grpofit]\n", "[grpofit]\nunsloth_version = \"2025.3.19\"\n");
+    let text = grpofit_core::presets::built_in("24gb").unwrap().replace(
+        "[grpofit]\n",
+        "[grpofit]\nunsloth_version = \"2025.3.19\"\n",
+    );
     std::fs::write(&file, text).unwrap();
     let c = file.to_str().unwrap();
-    let est = json(&in_venv(none.path(), &["estimate", "--json", "--config", c]));
+    let est = json(&in_venv(
+        none.path(),
+        &["estimate", "--json", "--config", c],
+    ));
     // unsloth 2025.3.19 requires trl<=0.15.2; trl 0.15.2's vllm extra vllm==0.7.2
-    for (package, expected) in [("trl", "0.15.2"), ("vllm", "0.7.2"), ("transformers", "4.48.3")] {
+    for (package, expected) in [
+        ("trl", "0.15.2"),
+        ("vllm", "0.7.2"),
+        ("transformers", "4.48.3"),
+    ] {
         let v = version(&est, package);
         assert_eq!(v["version"], expected, "{package}");
         assert_eq!(v["origin"]["from"], "implied", "{package}");
         assert!(
-            v["origin"]["detail"].as_str().unwrap().contains("unsloth 2025.3.19 (run file)"),
+            v["origin"]["detail"]
+                .as_str()
+                .unwrap()
+                .contains("unsloth 2025.3.19 (run file)"),
             "{v}"
         );
     }
     let text = in_venv(none.path(), &["estimate", "--config", c]);
-    assert!(text.stdout.contains("trl 0.15.2 (implied: from unsloth 2025.3.19 (run file)"), "{}", text.stdout);
+    assert!(
+        text.stdout
+            .contains("trl 0.15.2 (implied: from unsloth 2025.3.19 (run file)"),
+        "{}",
+        text.stdout
+    );
     // a combination pip cannot install is flagged with the requirement that forbids it
     let est = json(&in_venv(
         none.path(),
-        &["estimate", "--json", "--config", c, "--trl-version", "1.15.0"],
+        &[
+            "estimate",
+            "--json",
+            "--config",
+            c,
+            "--trl-version",
+            "1.15.0",
+        ],
     ));
     assert!(
-        est["warnings"].to_string().contains("unsloth 2025.3.19 requires trl!=0.15.0"),
+        est["warnings"]
+            .to_string()
+            .contains("unsloth 2025.3.19 requires trl!=0.15.0"),
         "{}",
         est["warnings"]
     );
@@ -172,12 +239,19 @@ fn one_pinned_release_implies_the_others_of_its_era() {
     let env = venv(&[("unsloth", "2025.3.19")]);
     let out = in_venv(env.path(), &["env"]);
     assert!(
-        out.stdout.contains("trl: not installed; an estimate uses 0.15.2 (implied: from unsloth 2025.3.19"),
+        out.stdout.contains(
+            "trl: not installed; an estimate uses 0.15.2 (implied: from unsloth 2025.3.19"
+        ),
         "{}",
         out.stdout
     );
     let j = json(&in_venv(env.path(), &["env", "--json"]));
-    let trl = j["packages"].as_array().unwrap().iter().find(|p| p["package"] == "trl").unwrap();
+    let trl = j["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["package"] == "trl")
+        .unwrap();
     assert_eq!(trl["estimated_with"]["version"], "0.15.2");
     assert_eq!(trl["estimated_with"]["origin"]["from"], "implied");
 }
@@ -202,18 +276,36 @@ fn keys_an_older_release_takes_load_on_both_formats() {
     assert!(matches!(out.code, Some(0 | 3)), "{}", out.stderr);
     // pinned to trl 0.15.2, its era's transformers (4.53.3 with unsloth 2025.8.9) takes
     // warmup_ratio, overwrite_output_dir and logging_dir: no note for them
-    for key in ["warmup_ratio", "overwrite_output_dir", "logging_dir", "unsloth_num_chunks"] {
-        assert!(!out.stderr.contains(&format!("`[grpo] {key}`")), "{key}: {}", out.stderr);
+    for key in [
+        "warmup_ratio",
+        "overwrite_output_dir",
+        "logging_dir",
+        "unsloth_num_chunks",
+    ] {
+        assert!(
+            !out.stderr.contains(&format!("`[grpo] {key}`")),
+            "{key}: {}",
+            out.stderr
+        );
     }
     // evaluation_strategy left TrainingArguments in 4.51: a note names those that take it
-    assert!(out.stderr.contains("transformers 4.46.3, 4.48.3, 4.50.3 take it"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("transformers 4.46.3, 4.48.3, 4.50.3 take it"),
+        "{}",
+        out.stderr
+    );
     // on today's releases they load with a note naming the releases that take them
     let file = dir.path().join("today.toml");
     std::fs::write(&file, preset_with("", keys)).unwrap();
-    let out = in_venv(none.path(), &["estimate", "--config", file.to_str().unwrap()]);
+    let out = in_venv(
+        none.path(),
+        &["estimate", "--config", file.to_str().unwrap()],
+    );
     assert!(matches!(out.code, Some(0 | 3)), "{}", out.stderr);
     assert!(
-        out.stderr.contains("`[grpo] warmup_ratio`: trl 1.15.0's GRPOConfig does not take it")
+        out.stderr
+            .contains("`[grpo] warmup_ratio`: trl 1.15.0's GRPOConfig does not take it")
             && out.stderr.contains("transformers 4.46.3 to 5.10.4 take it"),
         "{}",
         out.stderr
@@ -222,22 +314,41 @@ fn keys_an_older_release_takes_load_on_both_formats() {
     // unsloth stack takes it on today's releases, the trl stack refuses it
     let file = dir.path().join("chunks.toml");
     std::fs::write(&file, preset_with("", "unsloth_num_chunks = 4\n")).unwrap();
-    let out = in_venv(none.path(), &["estimate", "--config", file.to_str().unwrap()]);
+    let out = in_venv(
+        none.path(),
+        &["estimate", "--config", file.to_str().unwrap()],
+    );
     assert!(matches!(out.code, Some(0 | 3)), "{}", out.stderr);
     assert!(!out.stderr.contains("unsloth_num_chunks"), "{}", out.stderr);
     let file = dir.path().join("trl.toml");
     let trl = "[grpofit]\nstack = \"trl\"\nmax_prompt_length = 256\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\n\n[grpo]\nunsloth_num_chunks = 4\n";
     std::fs::write(&file, trl).unwrap();
-    let out = in_venv(none.path(), &["estimate", "--config", file.to_str().unwrap()]);
+    let out = in_venv(
+        none.path(),
+        &["estimate", "--config", file.to_str().unwrap()],
+    );
     assert_eq!(out.code, Some(2), "{}", out.stdout);
-    assert!(out.stderr.contains("unknown key `[grpo] unsloth_num_chunks`"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("unknown key `[grpo] unsloth_num_chunks`"),
+        "{}",
+        out.stderr
+    );
     // a truly unknown key names the pinned releases
     let file = dir.path().join("typo.toml");
-    std::fs::write(&file, preset_with("trl_version = \"0.15.2\"\n", "warmup_ratioo = 0.1\n")).unwrap();
-    let out = in_venv(none.path(), &["estimate", "--config", file.to_str().unwrap()]);
+    std::fs::write(
+        &file,
+        preset_with("trl_version = \"0.15.2\"\n", "warmup_ratioo = 0.1\n"),
+    )
+    .unwrap();
+    let out = in_venv(
+        none.path(),
+        &["estimate", "--config", file.to_str().unwrap()],
+    );
     assert_eq!(out.code, Some(2));
     assert!(
-        out.stderr.contains("trl 0.15.2's trl.GRPOConfig (with transformers 4.53.3's TrainingArguments"),
+        out.stderr
+            .contains("trl 0.15.2's trl.GRPOConfig (with transformers 4.53.3's TrainingArguments"),
         "{}",
         out.stderr
     );
@@ -249,12 +360,31 @@ fn keys_an_older_release_takes_load_on_both_formats() {
     )
     .unwrap();
     let r = recipe.to_str().unwrap();
-    let out = in_venv(none.path(), &["estimate", "--config", r, "--trl-version", "0.15.2", "--gpu-mem", "80GiB"]);
+    let out = in_venv(
+        none.path(),
+        &[
+            "estimate",
+            "--config",
+            r,
+            "--trl-version",
+            "0.15.2",
+            "--gpu-mem",
+            "80GiB",
+        ],
+    );
     assert!(matches!(out.code, Some(0 | 3)), "{}", out.stderr);
     assert!(!out.stderr.contains("warmup_ratio"), "{}", out.stderr);
-    let out = in_venv(none.path(), &["estimate", "--config", r, "--gpu-mem", "80GiB"]);
+    let out = in_venv(
+        none.path(),
+        &["estimate", "--config", r, "--gpu-mem", "80GiB"],
+    );
     assert!(matches!(out.code, Some(0 | 3)), "{}", out.stderr);
-    assert!(out.stderr.contains("`[grpo] warmup_ratio`: trl 1.15.0's GRPOConfig does not take it"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("`[grpo] warmup_ratio`: trl 1.15.0's GRPOConfig does not take it"),
+        "{}",
+        out.stderr
+    );
 }
 
 /// A `python3` on a `PATH` of its own (no site-packages beside it, as a pyenv shim) that runs
@@ -274,7 +404,10 @@ fn fake_python(body: &str) -> tempfile::TempDir {
 fn with_python(python: &Path, dir: &Path, args: &[&str]) -> (Out, std::time::Duration) {
     let started = std::time::Instant::now();
     let out = run(grpofit_in(dir)
-        .env("PATH", format!("{}:/usr/bin:/bin", python.join("bin").display()))
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", python.join("bin").display()),
+        )
         .env_remove("VIRTUAL_ENV")
         .env_remove("CONDA_PREFIX")
         .arg("--offline")
@@ -310,7 +443,11 @@ fn the_probes_answer_is_kept_per_interpreter() {
         assert!(out.stdout.contains("trl 0.19.1"), "{}", out.stdout);
     }
     let asked = std::fs::read_to_string(&calls).unwrap();
-    assert_eq!(asked.lines().count(), 1, "the interpreter was asked {asked:?}");
+    assert_eq!(
+        asked.lines().count(),
+        1,
+        "the interpreter was asked {asked:?}"
+    );
     // a changed interpreter is asked again
     let script = python.path().join("bin/python3");
     let text = std::fs::read_to_string(&script).unwrap();

@@ -89,7 +89,10 @@ pub fn parse_with(
             let pins = resolved.pins;
             tables.versions = stack_versions(&pins);
             tables.pins = pins.clone();
-            tables.check_keys_at(&super::read_version_keys::call_versions(&pins, tables.stack))?;
+            tables.check_keys_at(&super::read_version_keys::call_versions(
+                &pins,
+                tables.stack,
+            ))?;
             let notes = read_grpofit::version_notes(&tables);
             tables.notes.extend(notes);
             let notes = super::read_version_keys::pinned_key_notes(&tables, &pins);

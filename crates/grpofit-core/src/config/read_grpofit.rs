@@ -5,8 +5,8 @@ use super::error::LoadError;
 use super::tables::Tables;
 use crate::contract::Table as T;
 use crate::run::VllmVersion;
-use crate::run::knobs::Knob;
 use crate::run::implied::{self, Resolved};
+use crate::run::knobs::Knob;
 use crate::run::versions::{Installed, Origin, Package, Pinned, Refused};
 use crate::units::parse_gpu_size;
 use std::path::{Path, PathBuf};
@@ -136,11 +136,9 @@ pub(super) fn version_notes(t: &Tables) -> Vec<String> {
 fn refused(t: &Tables, r: Refused) -> LoadError {
     let key = r.package.key();
     match r.origin {
-        Origin::CommandLine(flag) => LoadError::whole_file(format!(
-            "{flag} {}: {}",
-            r.text,
-            r.reason
-        )),
+        Origin::CommandLine(flag) => {
+            LoadError::whole_file(format!("{flag} {}: {}", r.text, r.reason))
+        }
         Origin::Environment(path) => LoadError::whole_file(format!(
             "{} {} installed in the Python environment ({path}) is {}; set `[grpofit] {key}` in the run file to the release to estimate for",
             r.package.name(),

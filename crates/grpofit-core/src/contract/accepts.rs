@@ -134,7 +134,10 @@ mod tests {
         assert!(accepts(Call::GrpoConfig, "warmup_ratio", &old));
         assert!(!accepts(Call::GrpoConfig, "warmup_ratio", &new));
         assert!(accepts(Call::GrpoConfig, "unsloth_num_chunks", &new));
-        let trl_stack = CallVersions { stack: Stack::Trl, ..new };
+        let trl_stack = CallVersions {
+            stack: Stack::Trl,
+            ..new
+        };
         assert!(!accepts(Call::GrpoConfig, "unsloth_num_chunks", &trl_stack));
         assert!(releases_taking(Call::GrpoConfig, "unsloth_num_chunks", Stack::Trl).is_empty());
         assert!(!engine_accepts("data_parallel_size", &old));

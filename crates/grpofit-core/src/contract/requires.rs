@@ -91,7 +91,9 @@ pub fn lines_named(spec: &str) -> Vec<(u32, u32)> {
         .map(str::trim)
         .filter(|c| !c.is_empty() && !c.starts_with("!="))
         .filter_map(|c| {
-            let text = c.trim_start_matches(['~', '=', '<', '>']).trim_end_matches(".*");
+            let text = c
+                .trim_start_matches(['~', '=', '<', '>'])
+                .trim_end_matches(".*");
             let mut parts = text.split('.').map(|p| p.parse::<u32>().ok());
             Some((parts.next()??, parts.next().flatten().unwrap_or(0)))
         })
@@ -134,7 +136,14 @@ fn clause(c: &str, v: Release) -> bool {
         "<" => v < r,
         ">" => v > r,
         // `~=X.Y.Z`: >= X.Y.Z and the same X.Y; `~=X.Y`: >= X.Y and the same X
-        _ => v >= r && (if parts.len() >= 3 { v.line() == r.line() } else { v.major == r.major }),
+        _ => {
+            v >= r
+                && (if parts.len() >= 3 {
+                    v.line() == r.line()
+                } else {
+                    v.major == r.major
+                })
+        }
     }
 }
 

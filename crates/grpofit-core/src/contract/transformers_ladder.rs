@@ -42,12 +42,20 @@ mod tests {
     fn older_transformers_keep_the_keys_5_x_dropped() {
         let old = Release::new(4, 46, 3);
         let new = Release::new(5, 25, 0);
-        for key in ["warmup_ratio", "overwrite_output_dir", "logging_dir", "evaluation_strategy"] {
+        for key in [
+            "warmup_ratio",
+            "overwrite_output_dir",
+            "logging_dir",
+            "evaluation_strategy",
+        ] {
             assert!(training_accepts(old, key), "{key}");
             assert!(!training_accepts(new, key), "{key}");
         }
         assert!(training_accepts(Release::new(5, 10, 1), "warmup_ratio"));
         assert!(training_accepts(new, "learning_rate"));
-        assert_eq!(releases_taking("evaluation_strategy").last(), Some(&Release::new(4, 50, 3)));
+        assert_eq!(
+            releases_taking("evaluation_strategy").last(),
+            Some(&Release::new(4, 50, 3))
+        );
     }
 }

@@ -114,7 +114,8 @@ fn checked(p: Package, text: &str, origin: &Origin) -> Result<Release, Refused> 
 /// Whether `what` at `v` goes with `other`: each one's requirement on the other takes it
 /// ([`takes`]).
 fn compatible(what: Package, v: Release, other: &Pinned) -> bool {
-    takes((other.package, other.version), (what, v)) && takes((what, v), (other.package, other.version))
+    takes((other.package, other.version), (what, v))
+        && takes((what, v), (other.package, other.version))
 }
 
 /// Whether the dependent `d` takes the release `x`: its requirement (when its METADATA names
@@ -158,7 +159,8 @@ fn imply(p: Package, chosen: &[Pinned], anchors: &[Pinned]) -> Option<Pinned> {
         .iter()
         .filter_map(|q| {
             let spec = requires::requirement(q.package.name(), q.version, p.name())?;
-            (!spec.is_empty()).then(|| format!("{} {}: {}{spec}", q.package.name(), q.version, p.name()))
+            (!spec.is_empty())
+                .then(|| format!("{} {}: {}{spec}", q.package.name(), q.version, p.name()))
         })
         .collect();
     let bounds = if bounds.is_empty() {
@@ -270,7 +272,10 @@ mod tests {
         assert_eq!(of(&r, Package::Vllm).version, Release::new(0, 7, 2));
         // transformers: the newest modelled release those name (vllm 0.7.2's `>=4.48.2`;
         // 4.50.3 came after unsloth 2025.3.19's wheel, whose `>=4.46.1` cannot speak for it)
-        assert_eq!(of(&r, Package::Transformers).version, Release::new(4, 48, 3));
+        assert_eq!(
+            of(&r, Package::Transformers).version,
+            Release::new(4, 48, 3)
+        );
         for p in [Package::Trl, Package::Vllm, Package::Transformers] {
             let Origin::Implied(why) = &of(&r, p).origin else {
                 panic!("{p:?} not implied");
@@ -305,9 +310,16 @@ mod tests {
         let r = pins(&[(Package::Trl, "0.14.0")], Stack::Trl);
         assert_eq!(of(&r, Package::Vllm).origin, Origin::Default);
         // a vLLM the file names wins
-        let r = pins(&[(Package::Trl, "0.15.2"), (Package::Vllm, "0.8.5")], Stack::Trl);
+        let r = pins(
+            &[(Package::Trl, "0.15.2"), (Package::Vllm, "0.8.5")],
+            Stack::Trl,
+        );
         assert_eq!(of(&r, Package::Vllm).origin, Origin::RunFile);
-        assert!(r.warnings[0].contains("trl 0.15.2's `vllm` extra requires vllm==0.7.2"), "{:?}", r.warnings);
+        assert!(
+            r.warnings[0].contains("trl 0.15.2's `vllm` extra requires vllm==0.7.2"),
+            "{:?}",
+            r.warnings
+        );
     }
 
     #[test]
@@ -325,17 +337,30 @@ mod tests {
         );
         let given = [(Package::Trl, "0.13.0".to_string(), Origin::RunFile)];
         let e = resolve(&given, &Installed::default(), Stack::Unsloth).unwrap_err();
-        assert!(e.reason.contains("older than the oldest trl release"), "{}", e.reason);
-        assert!(pins(&[(Package::Trl, "1.15.3")], Stack::Trl).warnings.is_empty());
+        assert!(
+            e.reason.contains("older than the oldest trl release"),
+            "{}",
+            e.reason
+        );
+        assert!(
+            pins(&[(Package::Trl, "1.15.3")], Stack::Trl)
+                .warnings
+                .is_empty()
+        );
     }
 
     #[test]
     fn a_combination_pip_refuses_names_the_requirement() {
-        let r = pins(&[(Package::Unsloth, "2025.3.19"), (Package::Trl, "1.15.0")], Stack::Unsloth);
+        let r = pins(
+            &[(Package::Unsloth, "2025.3.19"), (Package::Trl, "1.15.0")],
+            Stack::Unsloth,
+        );
         assert!(
-            r.warnings.iter().any(|w| w.starts_with("unsloth 2025.3.19 requires trl")
-                && w.contains("<=0.15.2")
-                && w.contains("trl 1.15.0 (run file) cannot be installed with it")),
+            r.warnings
+                .iter()
+                .any(|w| w.starts_with("unsloth 2025.3.19 requires trl")
+                    && w.contains("<=0.15.2")
+                    && w.contains("trl 1.15.0 (run file) cannot be installed with it")),
             "{:?}",
             r.warnings
         );
@@ -344,12 +369,21 @@ mod tests {
         // flagged
         let r = pins(&[(Package::Trl, "1.16.0")], Stack::Unsloth);
         assert_eq!(of(&r, Package::Unsloth).origin, Origin::Default);
-        assert!(r.warnings.iter().any(|w| w.contains("unsloth 2026.10.9 requires trl")), "{:?}", r.warnings);
+        assert!(
+            r.warnings
+                .iter()
+                .any(|w| w.contains("unsloth 2026.10.9 requires trl")),
+            "{:?}",
+            r.warnings
+        );
         // trl 0.15.2 alone: the newest Unsloth whose requirements take it, and the newest
         // transformers both allow that was out when that Unsloth was built
         let r = pins(&[(Package::Trl, "0.15.2")], Stack::Unsloth);
         assert_eq!(of(&r, Package::Unsloth).version, Release::new(2025, 8, 9));
-        assert_eq!(of(&r, Package::Transformers).version, Release::new(4, 53, 3));
+        assert_eq!(
+            of(&r, Package::Transformers).version,
+            Release::new(4, 53, 3)
+        );
         // the trl stack runs no Unsloth: nothing to say about it
         let r = pins(&[(Package::Trl, "0.15.2")], Stack::Trl);
         assert_eq!(of(&r, Package::Unsloth).origin, Origin::Default);
@@ -360,17 +394,32 @@ mod tests {
     fn the_first_given_wins_then_the_environment() {
         let env = Installed {
             found: vec![
-                (Package::Trl, "0.19.1".into(), "/venv/trl.dist-info/METADATA".into()),
-                (Package::Vllm, "0.8.5.post1".into(), "/venv/vllm.dist-info/METADATA".into()),
+                (
+                    Package::Trl,
+                    "0.19.1".into(),
+                    "/venv/trl.dist-info/METADATA".into(),
+                ),
+                (
+                    Package::Vllm,
+                    "0.8.5.post1".into(),
+                    "/venv/vllm.dist-info/METADATA".into(),
+                ),
             ],
         };
         let given = [
-            (Package::Vllm, "0.10.1".to_string(), Origin::CommandLine("--vllm-version".into())),
+            (
+                Package::Vllm,
+                "0.10.1".to_string(),
+                Origin::CommandLine("--vllm-version".into()),
+            ),
             (Package::Vllm, "0.9.0".to_string(), Origin::RunFile),
         ];
         let r = resolve(&given, &env, Stack::Unsloth).unwrap();
         assert_eq!(of(&r, Package::Trl).version, Release::new(0, 19, 1));
-        assert!(matches!(of(&r, Package::Trl).origin, Origin::Environment(_)));
+        assert!(matches!(
+            of(&r, Package::Trl).origin,
+            Origin::Environment(_)
+        ));
         assert_eq!(of(&r, Package::Vllm).version, Release::new(0, 10, 1));
         assert_eq!(
             of(&r, Package::Vllm).origin,

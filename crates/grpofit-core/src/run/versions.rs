@@ -3,9 +3,9 @@
 //! and the function it was read from (the wheels on PyPI). No I/O: the binary reads the user's
 //! Python environment and hands the versions it found here as plain values.
 
+use crate::contract::Call;
 use crate::contract::requires;
 use crate::contract::unsloth_ladder::{self, UnslothCall};
-use crate::contract::Call;
 use serde::Serialize;
 
 pub use crate::contract::release::Release;
