@@ -107,6 +107,15 @@ fn releases_newer_than_the_newest_modelled_are_estimated_with_a_warning() {
         "{}",
         out.stderr
     );
+    // `env` still shows what is installed, and says the estimate refuses it
+    let out = in_venv(old.path(), &["env"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("an estimate refuses it unless --trl-version"),
+        "{}",
+        out.stdout
+    );
 }
 
 #[test]
