@@ -2,6 +2,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use grpofit_core::fit::DEFAULT_HEADROOM;
+use grpofit_core::run::versions::Package;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -234,4 +235,77 @@ pub(crate) struct Source {
     /// model_config, the local Hugging Face cache and the catalog only.
     #[arg(long, global = true)]
     pub offline: bool,
+    #[command(flatten)]
+    pub versions: VersionFlags,
+}
+
+/// The trainer releases to estimate for, over the run file's `[grpofit]` keys of the same
+/// names and the Python environment's; each pinned release implies the others it requires.
+/// The flags are the keys' names (`Package::key`, `Package::flag`).
+#[derive(Args, Debug, Clone, Default)]
+pub(crate) struct VersionFlags {
+    /// The TRL release (e.g. 0.15.2), over `[grpofit] trl_version` and the environment's.
+    #[arg(long, global = true, value_name = "VERSION")]
+    pub trl_version: Option<String>,
+    /// The Unsloth release (e.g. 2025.3.19), over `[grpofit] unsloth_version`.
+    #[arg(long, global = true, value_name = "VERSION")]
+    pub unsloth_version: Option<String>,
+    /// The vLLM release (e.g. 0.10.2), over `[grpofit] vllm_version`.
+    #[arg(long, global = true, value_name = "VERSION")]
+    pub vllm_version: Option<String>,
+    /// The transformers release (e.g. 4.51.3), over `[grpofit] transformers_version`.
+    #[arg(long, global = true, value_name = "VERSION")]
+    pub transformers_version: Option<String>,
+}
+
+impl VersionFlags {
+    fn of(&self, p: Package) -> Option<&String> {
+        match p {
+            Package::Trl => self.trl_version.as_ref(),
+            Package::Unsloth => self.unsloth_version.as_ref(),
+            Package::Vllm => self.vllm_version.as_ref(),
+            Package::Transformers => self.transformers_version.as_ref(),
+        }
+    }
+
+    /// The releases the flags pin, for the run readers (`config::Reading::pins`).
+    pub(crate) fn pins(&self) -> Vec<(Package, String)> {
+        Package::ALL
+            .iter()
+            .filter_map(|p| Some((*p, self.of(*p)?.clone())))
+            .collect()
+    }
+
+    /// Each flag given here, else the one given there (`inputs::merge`).
+    pub(crate) fn or(&self, outer: &VersionFlags) -> VersionFlags {
+        let pick = |a: &Option<String>, b: &Option<String>| a.clone().or_else(|| b.clone());
+        VersionFlags {
+            trl_version: pick(&self.trl_version, &outer.trl_version),
+            unsloth_version: pick(&self.unsloth_version, &outer.unsloth_version),
+            vllm_version: pick(&self.vllm_version, &outer.vllm_version),
+            transformers_version: pick(&self.transformers_version, &outer.transformers_version),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn each_package_has_its_flag() {
+        let cli = Cli::command();
+        for p in Package::ALL {
+            let flag = p.flag();
+            assert!(
+                cli.get_arguments()
+                    .any(|a| a.get_long().is_some_and(|l| format!("--{l}") == flag)),
+                "{flag}"
+            );
+            let parsed = Cli::try_parse_from(["grpofit", flag.as_str(), "0.15.2"]);
+            let pins = parsed.map(|c| c.source.versions.pins()).unwrap_or_default();
+            assert_eq!(pins, vec![(p, "0.15.2".to_string())], "{flag}");
+        }
+    }
 }

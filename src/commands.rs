@@ -85,6 +85,10 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
             v["export"] = serde_json::json!(text);
         }
         v["versions"] = serde_json::to_value(&file.versions).map_err(|e| e.to_string())?;
+        // the versions' warnings first, then the estimate's own (vLLM's refusal ...)
+        let own = v["warnings"].as_array().cloned().unwrap_or_default();
+        let versions = file.warnings.iter().map(|w| serde_json::json!(w));
+        v["warnings"] = serde_json::Value::Array(versions.chain(own).collect());
         let text = json_text(&v)?;
         emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(answer))?;
     } else if !to_stdout {
@@ -93,10 +97,15 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         let calibrated = calibrated.map_or(String::new(), |c| format!("{c}\n"));
         // the export set's stand-in script, said with the report it was written for
         let stand_in = stand_in.map_or(String::new(), |s| format!("{s}\n"));
+        let warnings: String = file
+            .warnings
+            .iter()
+            .map(|w| format!("warning: {w}\n"))
+            .collect();
         emit(|out| {
             write!(
                 out,
-                "run: {}\nmodel: {}{weights}\nversions: {}\n{table}{calibrated}{stand_in}",
+                "run: {}\nmodel: {}{weights}\nversions: {}\n{warnings}{table}{calibrated}{stand_in}",
                 loaded.origin,
                 file.model_source,
                 grpofit::report::versions_line(&file.versions)

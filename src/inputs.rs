@@ -23,6 +23,7 @@ pub(crate) fn merge(outer: &Source, inner: &Source) -> Source {
         capacity: inner.capacity.or(outer.capacity),
         no_gpu: inner.no_gpu || outer.no_gpu,
         offline: inner.offline || outer.offline,
+        versions: inner.versions.or(&outer.versions),
     }
 }
 
@@ -82,6 +83,9 @@ pub(crate) fn load_source(
     for note in &loaded.file.notes {
         say(&format!("grpofit: note: {}: {note}", loaded.label));
     }
+    for warning in &loaded.file.warnings {
+        say(&format!("grpofit: warning: {}: {warning}", loaded.label));
+    }
     Ok(loaded)
 }
 
@@ -96,6 +100,7 @@ pub(crate) fn read_source(
         overlay: config::accelerate::Overlay::new(source.launch.as_deref(), source.num_processes)
             .map_err(|e| e.to_string())?,
         installed: crate::versions_env::detect().installed,
+        pins: source.versions.pins(),
     };
     let loaded = |path: &std::path::Path, name: String, origin: String| {
         config::load_with(path, &reading)

@@ -13,6 +13,7 @@ mod log_tail;
 mod loop_commands;
 mod output;
 mod picture;
+mod python_probe;
 mod versions_env;
 
 use cli::{Cli, Command};
@@ -87,7 +88,7 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
         Some(Command::Models { json }) => list_models(json),
         Some(Command::Presets { json }) => list_presets(&cli.source, json),
         Some(Command::Gpu { json }) => show_gpu(json),
-        Some(Command::Env { json }) => env_command::show_env(json),
+        Some(Command::Env { json }) => env_command::show_env(&cli.source, json),
         Some(Command::Callback { output, force }) => loop_commands::write_callback(&output, force),
         Some(Command::Run {
             source,

@@ -2,8 +2,9 @@
 //! GPU: the `*.dist-info/METADATA` files of the active interpreter's site-packages. No trainer
 //! package is imported: the folder is found from `$VIRTUAL_ENV`, else
 //! `$CONDA_PREFIX`, else the prefix of the `python3` on `PATH` (its `lib/pythonX.Y/site-packages`,
-//! Debian's `dist-packages` too; for a shim such as pyenv's, the interpreter is asked once for
-//! `sysconfig`'s `purelib`, importing nothing else).
+//! Debian's `dist-packages` too; for a shim such as pyenv's, the interpreter is asked for
+//! `sysconfig`'s `purelib`, importing nothing else, within a deadline and once per interpreter:
+//! `python_probe`).
 
 use grpofit_core::run::versions::{Installed, Package};
 use std::path::{Path, PathBuf};
@@ -21,11 +22,11 @@ pub(crate) struct Environment {
 
 /// The active Python environment's trainer packages.
 pub(crate) fn detect() -> Environment {
-    let (from, prefix) = active_prefix();
+    let (from, prefix, python) = active_prefix();
     let mut site_packages = prefix.as_deref().map(site_folders).unwrap_or_default();
-    if site_packages.is_empty() && prefix.is_some() && from == PATH_PYTHON {
-        // a shim (pyenv, asdf) has no site-packages beside it: ask the interpreter once
-        site_packages.extend(purelib());
+    if let (true, Some(python)) = (site_packages.is_empty(), python) {
+        // a shim (pyenv, asdf) has no site-packages beside it: ask the interpreter
+        site_packages.extend(crate::python_probe::purelib(&python));
     }
     let mut found = Vec::new();
     for p in Package::ALL {
@@ -42,8 +43,8 @@ pub(crate) fn detect() -> Environment {
 }
 
 /// The interpreter's prefix: `$VIRTUAL_ENV`, `$CONDA_PREFIX`, else the folder above the `bin/`
-/// that holds the `python3` on `PATH`.
-fn active_prefix() -> (&'static str, Option<PathBuf>) {
+/// that holds the `python3` on `PATH` (and then that `python3`).
+fn active_prefix() -> (&'static str, Option<PathBuf>, Option<PathBuf>) {
     for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
         if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
             return (
@@ -53,6 +54,7 @@ fn active_prefix() -> (&'static str, Option<PathBuf>) {
                     "$CONDA_PREFIX"
                 },
                 Some(PathBuf::from(v)),
+                None,
             );
         }
     }
@@ -62,28 +64,13 @@ fn active_prefix() -> (&'static str, Option<PathBuf>) {
             .find(|p| p.is_file())
     });
     // a symlinked interpreter (/usr/bin/python3 -> python3.12) keeps its own folder's prefix
-    let prefix = python.and_then(|p| p.parent()?.parent().map(Path::to_path_buf));
-    (PATH_PYTHON, prefix)
+    let prefix = python
+        .as_ref()
+        .and_then(|p| p.parent()?.parent().map(Path::to_path_buf));
+    (PATH_PYTHON, prefix.clone(), prefix.and(python))
 }
 
 const PATH_PYTHON: &str = "python3 on PATH";
-
-/// `sysconfig`'s `purelib` of the `python3` on `PATH`: one interpreter start that imports only
-/// `sysconfig`, for interpreters reached through a shim.
-fn purelib() -> Option<PathBuf> {
-    let out = std::process::Command::new("python3")
-        .args([
-            "-S",
-            "-c",
-            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-        ])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    let path = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
-    (out.status.success() && path.is_dir()).then_some(path)
-}
 
 /// `lib/pythonX.Y/site-packages` (and `dist-packages`) under `prefix`, newest Python first, then
 /// Debian's shared `lib/python3/dist-packages` and Windows' `Lib/site-packages`.

@@ -52,5 +52,6 @@ mod unsloth_defaults;
 mod versions;
 mod versions_old_keys;
 mod versions_old_trl;
+mod versions_today;
 mod vllm_defaults;
 mod walk;

@@ -13,7 +13,10 @@ The siblings of ladder.py (TRL's GRPOConfig), read the same way (`pip download -
   `load_vllm_kwargs = dict(...)`; any other `load_vllm` keyword in its `**kwargs` is passed on
   too: `for allowed_arg in allowed_args`), and which keywords `load_vllm` hands to vLLM's
   `LLM(...)` (unsloth_zoo/vllm_utils.py, load_vllm, `engine_args = dict(...)`), each with the
-  `load_vllm` parameters it is computed from.
+  `load_vllm` parameters it is computed from; and the fields Unsloth's own config class adds to
+  TRL's `GRPOConfig` (unsloth/models/rl.py, the `class Unsloth{RLConfig_name}` of its
+  `RLTrainer_replacement` template: `vllm_sampling_params`, `unsloth_num_chunks` ...), which a
+  run's `[grpo]` may set on the unsloth stack.
 - `vllm_ladder.json`: for each vLLM release, the fields and literal defaults of `EngineArgs`
   (vllm/engine/arg_utils.py, which `LLM(...)` builds from its keywords), defaults that point
   at a config class (`CacheConfig.gpu_memory_utilization`, `get_field(ModelConfig, ...)`)
@@ -65,6 +68,7 @@ VLLM = [
     "0.23.0",  # trl 1.7's
     "0.28.0",  # trl 1.13's vllm<=0.28.0
     "0.31.0",  # trl 1.15's vllm<=0.31.0, grpofit's targeted release
+    "0.34.0",  # the newest release read
 ]
 
 # The EngineArgs fields whose defaults the ladder keeps (the memory-relevant ones); every field
@@ -146,6 +150,41 @@ def function(tree: ast.AST, name: str, owner: str = None) -> ast.FunctionDef:
     return fn
 
 
+def config_fields(rl_py: Path) -> dict:
+    """The fields (and literal defaults) Unsloth's config class adds to TRL's: the dataclass
+    `Unsloth{RLConfig_name}` in unsloth/models/rl.py's `RLTrainer_replacement` template, up to
+    its `__init__`, with the template's `{placeholders}` dropped and `{{ }}` unescaped. Empty
+    for a release without the template (2025.2.4 patches TRL's trainer without a config class)."""
+    if not rl_py.is_file():
+        return {}
+    tree = ast.parse(rl_py.read_text(encoding="utf-8"))
+    template = next((n.value.value for n in tree.body if isinstance(n, ast.Assign)
+                     and [ast.unparse(t) for t in n.targets] == ["RLTrainer_replacement"]
+                     and isinstance(n.value, ast.Constant)), None)
+    if template is None:
+        return {}
+    start = template.find("class Unsloth{RLConfig_name}")
+    end = template.find("def __init__", start)
+    if start < 0 or end < 0:
+        return {}
+    lines = template[start:end].splitlines()[1:]
+    body = [l.replace("{{", "{").replace("}}", "}") for l in lines if not re.fullmatch(r"\s*\{\w+\}\s*", l)]
+    cls = ast.parse("class C:\n" + "\n".join(body)).body[0]
+    fields = {}
+    for stmt in cls.body:
+        if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)) or stmt.target.id.startswith("_"):
+            continue
+        default = None
+        if isinstance(stmt.value, ast.Call):
+            kw = {k.arg: k.value for k in stmt.value.keywords}
+            try:
+                default = ast.literal_eval(kw["default"]) if "default" in kw else None
+            except ValueError:
+                default = None
+        fields[stmt.target.id] = default
+    return dict(sorted(fields.items()))
+
+
 def keys_and_defaults(params: dict, var_kwargs: bool) -> dict:
     return {
         "accepts_other_kwargs": var_kwargs,
@@ -183,6 +222,7 @@ def unsloth_rung(version: str) -> dict:
         "get_peft_model": get_peft_model,
         "load_vllm": {**keys_and_defaults(params, kw), "from_pretrained_fills": to_load_vllm},
         "llm_engine_args": to_llm,
+        "grpo_config": config_fields(root / "unsloth" / "models" / "rl.py"),
     }
 
 

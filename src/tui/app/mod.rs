@@ -193,6 +193,9 @@ pub struct App {
     pub(crate) checked: Option<Estimate>,
     /// what this update asks the loop to do, handed over when it returns
     asked: Vec<Cmd>,
+    /// what the run file's versions warn of (a release newer than the newest modelled, a
+    /// combination its requirements forbid), under the header's settings
+    pub(crate) version_warnings: Vec<String>,
 }
 
 impl App {
@@ -209,7 +212,9 @@ impl App {
             model_config: file.model_config.clone(),
             source: file.source.clone(),
         };
+        let version_warnings = file.warnings;
         let mut app = App {
+            version_warnings,
             run: file.run,
             gpu,
             focus: 0,

@@ -81,6 +81,10 @@ pub(super) fn header_lines(app: &App, width: u16) -> Vec<Line<'static>> {
         spans.push(Span::raw(s));
     }
     lines.push(Line::from(spans));
+    for warning in &app.version_warnings {
+        let text = ellipsize(&format!(" warning: {warning}"), w);
+        lines.push(Line::styled(text, app.theme.warn()));
+    }
     lines.push(Line::raw(ellipsize(&gpu_text(app), w)));
     lines
 }

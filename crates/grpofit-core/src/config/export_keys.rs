@@ -100,7 +100,9 @@ mod tests {
         CallVersions {
             trl: Release::new(trl.0, trl.1, trl.2),
             unsloth: Release::new(unsloth.0, unsloth.1, unsloth.2),
+            transformers: Release::new(5, 17, 0),
             vllm: Release::new(vllm.0, vllm.1, 0),
+            stack: Stack::Unsloth,
         }
     }
 

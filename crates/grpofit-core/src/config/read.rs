@@ -9,7 +9,7 @@ use super::{read_grpofit, read_spread, source};
 use crate::resolve::{ModelResolver, ModelSource};
 use crate::run::RunConfig;
 use crate::run::rules;
-use crate::run::versions::{Installed, Pinned, stack_versions};
+use crate::run::versions::{Installed, Package, Pinned, stack_versions};
 use std::path::{Path, PathBuf};
 
 /// A loaded file: the run, and the capacity it names (if any).
@@ -30,6 +30,9 @@ pub struct RunFile {
     pub source: Option<source::SourceFile>,
     /// the trainer versions the run is estimated for, and where each came from
     pub versions: Vec<Pinned>,
+    /// what the user must know about those versions: a release newer than the newest
+    /// modelled, a combination its requirements forbid (`run::implied`)
+    pub warnings: Vec<String>,
 }
 
 /// What a read takes beside the text: where model names are looked up (`models`: the cache,
@@ -40,6 +43,8 @@ pub struct Reading<'a> {
     pub models: &'a dyn ModelResolver,
     pub overlay: Overlay,
     pub installed: Installed,
+    /// versions the command line pins (`--trl-version` ...), before the file's
+    pub pins: Vec<(Package, String)>,
 }
 
 impl<'a> Reading<'a> {
@@ -49,6 +54,7 @@ impl<'a> Reading<'a> {
             models,
             overlay: Overlay::default(),
             installed: Installed::default(),
+            pins: Vec::new(),
         }
     }
 }
@@ -79,15 +85,23 @@ pub fn parse_with(
     let lines = Lines::new(text);
     Tables::new(&root, &lines)
         .and_then(|mut tables| {
-            let pins = read_grpofit::versions(&tables, &reading.installed)?;
+            let resolved = read_grpofit::versions(&tables, &reading.pins, &reading.installed)?;
+            let pins = resolved.pins;
             tables.versions = stack_versions(&pins);
+            tables.pins = pins.clone();
+            tables.check_keys_at(&super::read_version_keys::call_versions(
+                &pins,
+                tables.stack,
+            ))?;
             let notes = read_grpofit::version_notes(&tables);
             tables.notes.extend(notes);
             let notes = super::read_version_keys::pinned_key_notes(&tables, &pins);
             tables.notes.extend(notes);
             let notes = super::read_version_keys::retired_notes(&tables, &pins);
             tables.notes.extend(notes);
-            run_file(&tables, dir, pins, reading)
+            let mut file = run_file(&tables, dir, pins, reading)?;
+            file.warnings = resolved.warnings;
+            Ok(file)
         })
         .map_err(|e| e.in_file(file))
 }
@@ -176,6 +190,7 @@ fn run_file(
         env: env_vars,
         source: None,
         versions: grpofit.versions,
+        warnings: Vec::new(),
     })
 }
 

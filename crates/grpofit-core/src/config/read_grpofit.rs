@@ -5,8 +5,9 @@ use super::error::LoadError;
 use super::tables::Tables;
 use crate::contract::Table as T;
 use crate::run::VllmVersion;
+use crate::run::implied::{self, Resolved};
 use crate::run::knobs::Knob;
-use crate::run::versions::{self, Installed, Origin, Package, Pinned, Refused};
+use crate::run::versions::{Installed, Origin, Package, Pinned, Refused};
 use crate::units::parse_gpu_size;
 use std::path::{Path, PathBuf};
 use toml::Value;
@@ -90,30 +91,42 @@ fn beside(dir: Option<&Path>, path: &str) -> PathBuf {
     }
 }
 
-/// `trl_version`, `unsloth_version`, `transformers_version`, `vllm_version` (e.g. "0.15.2"),
-/// each else the environment's, else grpofit's default (`versions::resolve`).
-pub(super) fn versions(t: &Tables, installed: &Installed) -> Result<Vec<Pinned>, LoadError> {
-    let mut given = Vec::new();
+/// The command line's versions (`--trl-version` ...), else `trl_version`, `unsloth_version`,
+/// `transformers_version`, `vllm_version` (e.g. "0.15.2"), each else the environment's, else
+/// implied by those, else grpofit's default (`implied::resolve`).
+pub(super) fn versions(
+    t: &Tables,
+    flags: &[(Package, String)],
+    installed: &Installed,
+) -> Result<Resolved, LoadError> {
+    let mut given: Vec<(Package, String, Origin)> = flags
+        .iter()
+        .map(|(p, v)| (*p, v.clone(), Origin::CommandLine(p.flag())))
+        .collect();
     for p in Package::ALL {
-        given.push((p, t.text(T::Grpofit, p.key())?));
+        if let Some(v) = t.text(T::Grpofit, p.key())? {
+            given.push((p, v.to_string(), Origin::RunFile));
+        }
     }
-    versions::resolve(&given, installed, t.stack).map_err(|r| refused(t, r))
+    implied::resolve(&given, installed, t.stack).map_err(|r| refused(t, r))
 }
 
 /// The `[grpo]` keys the TRL release in force does not take (its rung of the contract ladder):
 /// that TRL would refuse them; grpofit reads them as the targeted release does.
 pub(super) fn version_notes(t: &Tables) -> Vec<String> {
     let trl = t.versions.trl;
+    let versions = super::read_version_keys::call_versions(&t.pins, t.stack);
     t.keys_of(T::Grpo)
         .into_iter()
-        .filter(|key| !crate::contract::ladder::grpo_accepts(trl, key))
+        .filter(|key| !crate::contract::accepts::accepts(crate::contract::Call::GrpoConfig, key, &versions))
         // retired keys have their own note
         .filter(|key| crate::contract::retired(T::Grpo, key, t.stack).is_none())
         .map(|key| {
             format!(
-                "`[grpo] {key}`: trl {trl}'s GRPOConfig does not take it (read from the {} wheel){}; that TRL refuses this file",
+                "`[grpo] {key}`: trl {trl}'s GRPOConfig does not take it (read from the {} wheel, with transformers {}'s TrainingArguments){}; that TRL refuses this file",
                 crate::contract::ladder::rung_of(trl).map_or_else(String::new, |r| format!("trl {r}")),
-                super::read_version_keys::taken_by(crate::contract::Call::GrpoConfig, "trl", key)
+                versions.transformers,
+                super::read_version_keys::taken_by(crate::contract::Call::GrpoConfig, key, t.stack)
             )
         })
         .collect()
@@ -123,6 +136,9 @@ pub(super) fn version_notes(t: &Tables) -> Vec<String> {
 fn refused(t: &Tables, r: Refused) -> LoadError {
     let key = r.package.key();
     match r.origin {
+        Origin::CommandLine(flag) => {
+            LoadError::whole_file(format!("{flag} {}: {}", r.text, r.reason))
+        }
         Origin::Environment(path) => LoadError::whole_file(format!(
             "{} {} installed in the Python environment ({path}) is {}; set `[grpofit] {key}` in the run file to the release to estimate for",
             r.package.name(),
@@ -133,7 +149,7 @@ fn refused(t: &Tables, r: Refused) -> LoadError {
             T::Grpofit,
             key,
             format!("\"{}\"", r.text),
-            if r.reason.starts_with("outside") {
+            if r.reason.starts_with("older") {
                 format!("{}; pin a release in that range", r.reason)
             } else {
                 r.reason

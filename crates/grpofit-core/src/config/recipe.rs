@@ -228,7 +228,9 @@ fn place(s: &mut Sorted, key: &str, v: toml::Value, peft: bool, vllm_device: boo
                     Some(r) => r.moved_to.unwrap_or((table, r.key)),
                     // a key an older TRL's GRPOConfig takes (trl 0.15's `vllm_dtype`) is
                     // read as the pinned release reads it, with a note when it lacks it
-                    None if call.accepts(key) || !releases_taking(call, key).is_empty() => {
+                    None if call.accepts(key)
+                        || !releases_taking(call, key, Stack::Trl).is_empty() =>
+                    {
                         (table, key)
                     }
                     None => continue,

@@ -6,11 +6,11 @@
 use super::error::LoadError;
 use super::lines::Lines;
 use crate::arch::catalog::edit_distance;
-use crate::contract::accepts::releases_taking;
+use crate::contract::accepts::{CallVersions, releases_taking};
 use crate::contract::{self, Call, Retired, Table};
 use crate::run::Stack;
 use crate::run::knobs::Knob;
-use crate::run::versions::StackVersions;
+use crate::run::versions::{Pinned, StackVersions};
 use std::fmt::Display;
 use toml::Value;
 
@@ -54,6 +54,8 @@ pub struct Tables<'a> {
     pub stack: Stack,
     /// the trainer versions in force (their defaults differ by release)
     pub versions: StackVersions,
+    /// each package's resolved version and where it came from
+    pub pins: Vec<Pinned>,
     /// retired keys met, in words, for the user
     pub notes: Vec<String>,
 }
@@ -75,7 +77,8 @@ pub fn suggest<'k>(key: &str, known: impl IntoIterator<Item = &'k str>) -> Strin
 }
 
 impl<'a> Tables<'a> {
-    /// Checks the table names and every key, and reads the stack. `lines` is the same text's.
+    /// Checks the table names and reads the stack. `lines` is the same text's. The keys are
+    /// checked once the versions are resolved ([`Tables::check_keys_at`]).
     pub fn new(root: &'a toml::Table, lines: &'a Lines<'a>) -> Result<Tables<'a>, LoadError> {
         let names = Table::ALL.map(Table::name);
         for key in root.keys() {
@@ -97,13 +100,20 @@ impl<'a> Tables<'a> {
             lines,
             stack: Stack::Unsloth,
             versions: StackVersions::default(),
+            pins: Vec::new(),
             notes: Vec::new(),
         };
         tables.stack = tables.read_stack()?;
-        for table in Table::ALL {
-            tables.check_keys(table)?;
-        }
         Ok(tables)
+    }
+
+    /// Every key of every table is one some modelled release's call takes (or a retired key,
+    /// or one grpofit reads); an unknown key's error names the releases `versions` pins.
+    pub fn check_keys_at(&self, versions: &CallVersions) -> Result<(), LoadError> {
+        for table in Table::ALL {
+            self.check_keys(table, versions)?;
+        }
+        Ok(())
     }
 
     /// `[grpofit] stack`: Unsloth unless it says TRL.
@@ -172,7 +182,7 @@ impl<'a> Tables<'a> {
 
     /// Every key of `table` is one its call accepts in some modelled release (or one
     /// `[grpofit]` reads), or a retired key that loads with a note.
-    fn check_keys(&mut self, table: Table) -> Result<(), LoadError> {
+    fn check_keys(&self, table: Table, versions: &CallVersions) -> Result<(), LoadError> {
         let Some(t) = self.table(table) else {
             return Ok(());
         };
@@ -183,7 +193,7 @@ impl<'a> Tables<'a> {
                 || match call {
                     // a key an older (or newer) modelled release takes loads; the note
                     // for a pinned release that lacks it comes once the versions are read
-                    Some(call) => accepts(call, key) || some_release_takes(call, key),
+                    Some(call) => accepts(call, key) || some_release_takes(call, key, self.stack),
                     // `[env]` takes any variable
                     None => own.is_empty(),
                 };
@@ -197,7 +207,10 @@ impl<'a> Tables<'a> {
             let (keys, whose): (Vec<&str>, String) = match call {
                 Some(c) => (
                     c.keys().chain(own.iter().copied()).collect(),
-                    format!(" ({} {} takes no such keyword)", c.name(), c.version()),
+                    format!(
+                        " ({} takes no such keyword, nor does any release grpofit models)",
+                        pinned_call(c, versions)
+                    ),
                 ),
                 None => (own.to_vec(), String::new()),
             };
@@ -362,10 +375,35 @@ pub fn accepts(call: Call, key: &str) -> bool {
     call.accepts(key) || forwarded_to(call).is_some_and(|c| c.accepts(key))
 }
 
-/// Whether some release of `call`'s ladder takes `key`, by name or through `**kwargs`.
-fn some_release_takes(call: Call, key: &str) -> bool {
-    let takes = |c| !releases_taking(c, key).is_empty();
+/// Whether some release of `call`'s ladder takes `key` on `stack`, by name or through
+/// `**kwargs`.
+fn some_release_takes(call: Call, key: &str, stack: Stack) -> bool {
+    let takes = |c| !releases_taking(c, key, stack).is_empty();
     takes(call) || forwarded_to(call).is_some_and(takes)
+}
+
+/// The call as the pinned releases make it: `trl 0.15.2's trl.GRPOConfig (with transformers
+/// 4.48.3's TrainingArguments)`, `unsloth 2025.3.19's unsloth.FastLanguageModel.from_pretrained`;
+/// `ModelConfig` and `LoraConfig`, modelled at the targeted release only, as that release's.
+fn pinned_call(call: Call, v: &CallVersions) -> String {
+    match call {
+        Call::GrpoConfig => format!(
+            "trl {}'s {} (with transformers {}'s TrainingArguments{})",
+            v.trl,
+            call.name(),
+            v.transformers,
+            if v.stack == Stack::Unsloth {
+                format!(", and unsloth {}'s additions", v.unsloth)
+            } else {
+                String::new()
+            }
+        ),
+        Call::UnslothFromPretrained | Call::UnslothGetPeftModel | Call::UnslothLoadVllm => {
+            format!("unsloth {}'s {}", v.unsloth, call.name())
+        }
+        Call::VllmServe => format!("trl {}'s {}", v.trl, call.name()),
+        Call::TrlModelConfig | Call::LoraConfig => format!("{} {}", call.name(), call.version()),
+    }
 }
 
 /// Where a call's `**kwargs` go: Unsloth's `get_peft_model` passes the keywords it does not

@@ -7,7 +7,9 @@
 pub mod accepts;
 pub mod ladder;
 pub mod release;
+pub mod requires;
 mod rungs;
+pub mod transformers_ladder;
 pub mod trl_serve_ladder;
 pub mod unsloth_ladder;
 pub mod vllm_ladder;

@@ -32,6 +32,9 @@ struct Rung {
     load_vllm: LoadVllm,
     /// `LLM(...)`'s keyword -> what `load_vllm` gives it
     llm_engine_args: BTreeMap<String, EngineArg>,
+    /// the fields Unsloth's config class adds to TRL's `GRPOConfig` (unsloth/models/rl.py,
+    /// `class Unsloth{RLConfig_name}`), with their defaults
+    grpo_config: BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -78,6 +81,13 @@ pub fn rung_of(unsloth: Release) -> Option<Release> {
 /// transformers' or PEFT's loader, or nowhere), so the export writes only named ones.
 pub fn accepts(call: UnslothCall, unsloth: Release, key: &str) -> bool {
     rung(unsloth).is_some_and(|r| r.signature(call).names(key))
+}
+
+/// Whether Unsloth `unsloth`'s own `GRPOConfig` (the `UnslothGRPOConfig` its rl.py builds over
+/// TRL's) adds the field `key`: `unsloth_num_chunks` from 2025.2.15, `unsloth_grpo_mini_batch`
+/// from 2026.1.
+pub fn config_adds(unsloth: Release, key: &str) -> bool {
+    rung(unsloth).is_some_and(|r| r.grpo_config.contains_key(key))
 }
 
 /// `call`'s default for `key` in Unsloth `unsloth` (None: no constant, or not a key).

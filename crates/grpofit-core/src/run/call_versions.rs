@@ -8,13 +8,15 @@ use crate::contract::release::Release;
 use crate::run::RunConfig;
 
 impl RunConfig {
-    /// The run's pinned TRL, Unsloth and vLLM (the vLLM by its release line, as the run
-    /// file's `vllm_version` gives it).
+    /// The run's pinned TRL, Unsloth, transformers and vLLM (the vLLM by its release line, as
+    /// the run file's `vllm_version` gives it), on its stack.
     pub fn call_versions(&self) -> CallVersions {
         CallVersions {
             trl: self.versions.trl,
             unsloth: self.versions.unsloth,
+            transformers: self.versions.transformers,
             vllm: Release::new(self.vllm_version.major, self.vllm_version.minor, 0),
+            stack: self.stack,
         }
     }
 

@@ -3,6 +3,7 @@
 pub mod adjust;
 mod call_versions;
 pub mod cycle;
+pub mod implied;
 pub mod knobs;
 pub mod reward;
 pub mod rules;

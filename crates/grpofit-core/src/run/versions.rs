@@ -3,8 +3,9 @@
 //! and the function it was read from (the wheels on PyPI). No I/O: the binary reads the user's
 //! Python environment and hands the versions it found here as plain values.
 
+use crate::contract::Call;
+use crate::contract::requires;
 use crate::contract::unsloth_ladder::{self, UnslothCall};
-use crate::contract::{Call, Stack};
 use serde::Serialize;
 
 pub use crate::contract::release::Release;
@@ -47,19 +48,28 @@ impl Package {
         }
     }
 
-    /// The release lines grpofit models, oldest and newest (inclusive, by major.minor):
-    /// - TRL from 0.14 (the first release with `GRPOTrainer`) to 1.15 (the newest wheel read);
+    /// The command-line flag that pins it: `--trl-version` for `trl_version` (the binary's
+    /// flags are named after the same keys).
+    pub fn flag(self) -> String {
+        format!("--{}", self.key().replace('_', "-"))
+    }
+
+    /// The releases grpofit models, oldest and newest: the rungs of the ladders read from the
+    /// wheels (`contract::requires`, which lists each ladder's rungs):
+    /// - TRL from 0.14 (the first release with `GRPOTrainer`) to 1.16 (the newest wheel read);
     /// - Unsloth from 2025.2 (its first GRPO patch, `PatchFastRL`) to 2026.10;
-    /// - transformers from 4.46 (what trl 0.14.0's METADATA requires) to 5.17 (the newest read);
-    /// - vLLM from 0.7 (trl 0.15.2's `vllm` extra pins 0.7.2; 0.14.0's names no version) to 0.33 (the newest released when
-    ///   the contract was last read).
+    /// - transformers from 4.46 (what trl 0.14.0's METADATA requires) to 5.25;
+    /// - vLLM from 0.7 (trl 0.15.2's `vllm` extra pins 0.7.2) to 0.34.
+    ///
+    /// A release older than the oldest line is refused; one newer than the newest line is
+    /// estimated with the newest rung's rules, with a warning ([`Package::newer_warning`]).
     pub fn range(self) -> (Release, Release) {
-        match self {
-            Package::Trl => (Release::new(0, 14, 0), Release::new(1, 15, 0)),
-            Package::Unsloth => (Release::new(2025, 2, 0), Release::new(2026, 10, 0)),
-            Package::Transformers => (Release::new(4, 46, 0), Release::new(5, 17, 0)),
-            Package::Vllm => (Release::new(0, 7, 0), Release::new(0, 33, 0)),
-        }
+        let rungs = requires::releases(self.name());
+        let target = self.targeted();
+        (
+            rungs.first().copied().unwrap_or(target),
+            rungs.last().copied().unwrap_or(target),
+        )
     }
 
     /// The version grpofit targets when nothing says otherwise: the releases its contract and
@@ -76,10 +86,26 @@ impl Package {
         }
     }
 
-    /// Whether `r` is inside the modelled range.
+    /// Whether `r` is inside the modelled range (by release line).
     pub fn models(self, r: Release) -> bool {
         let (lo, hi) = self.range();
         r.line() >= lo.line() && r.line() <= hi.line()
+    }
+
+    /// `trl 1.17.0 is newer than the newest release modelled, 1.16.0: estimated with 1.16's
+    /// rules`, for a release past the newest modelled line (its rules and ladders are the newest
+    /// rung's: every rule compares release lines, every ladder reads the newest rung at or
+    /// before the release).
+    pub fn newer_warning(self, r: Release) -> Option<String> {
+        let (_, hi) = self.range();
+        (r.line() > hi.line()).then(|| {
+            format!(
+                "{} {r} is newer than the newest release modelled, {hi}: estimated with {}.{}'s rules",
+                self.name(),
+                hi.major,
+                hi.minor
+            )
+        })
     }
 
     /// The range in words: `0.14 to 1.15`.
@@ -95,6 +121,8 @@ impl Package {
 pub enum Origin {
     /// the run file's `[grpofit]` key
     RunFile,
+    /// a command-line flag (`--trl-version`)
+    CommandLine(String),
     /// the `METADATA` of the user's Python environment, at this path
     Environment(String),
     /// chosen to go with another pinned version, for this reason
@@ -107,6 +135,7 @@ impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Origin::RunFile => f.write_str("run file"),
+            Origin::CommandLine(flag) => f.write_str(flag),
             Origin::Environment(path) => write!(f, "environment: {path}"),
             Origin::Implied(why) => write!(f, "implied: {why}"),
             Origin::Default => f.write_str("grpofit's default"),
@@ -130,7 +159,7 @@ pub struct Installed {
 }
 
 impl Installed {
-    fn of(&self, p: Package) -> Option<(&str, &str)> {
+    pub(crate) fn of(&self, p: Package) -> Option<(&str, &str)> {
         self.found
             .iter()
             .find(|(q, _, _)| *q == p)
@@ -163,184 +192,6 @@ impl Default for StackVersions {
             transformers: Package::Transformers.targeted(),
         }
     }
-}
-
-/// The TRL releases each Unsloth release line accepts, from the `Requires-Dist: trl` line of its
-/// wheel's METADATA (oldest line first; the exclusions of single releases are left out):
-/// unsloth 2025.2.4 `trl>=0.7.9`; 2025.3.19 and 2025.5.2 `trl<=0.15.2`; 2025.8.9 `trl>=0.7.9`;
-/// 2025.11.6 and 2026.1.4 `trl>=0.18.2,<=0.24.0`; 2026.10.9 `trl>=0.18.2,<=1.15.0`.
-const UNSLOTH_TRL: [(Release, Release, Release); 7] = [
-    (Release::new(2025, 2, 4), Release::new(0, 7, 9), NO_BOUND),
-    (
-        Release::new(2025, 3, 19),
-        Release::new(0, 7, 9),
-        Release::new(0, 15, 2),
-    ),
-    (
-        Release::new(2025, 5, 2),
-        Release::new(0, 7, 9),
-        Release::new(0, 15, 2),
-    ),
-    (Release::new(2025, 8, 9), Release::new(0, 7, 9), NO_BOUND),
-    (
-        Release::new(2025, 11, 6),
-        Release::new(0, 18, 2),
-        Release::new(0, 24, 0),
-    ),
-    (
-        Release::new(2026, 1, 4),
-        Release::new(0, 18, 2),
-        Release::new(0, 24, 0),
-    ),
-    (
-        Release::new(2026, 10, 9),
-        Release::new(0, 18, 2),
-        Release::new(1, 15, 0),
-    ),
-];
-
-/// No upper bound in the requirement.
-const NO_BOUND: Release = Release::new(u32::MAX, 0, 0);
-
-/// Whether the Unsloth release `unsloth` accepts `trl`, by its release line's METADATA (a line
-/// not in the table takes the nearest older line's requirement).
-pub fn unsloth_accepts(unsloth: Release, trl: Release) -> bool {
-    let row = UNSLOTH_TRL
-        .iter()
-        .rev()
-        .find(|(u, _, _)| u.line() <= unsloth.line())
-        .unwrap_or(&UNSLOTH_TRL[0]);
-    trl >= row.1 && trl <= row.2
-}
-
-/// The newest Unsloth line that accepts `trl`.
-fn unsloth_for(trl: Release) -> Release {
-    UNSLOTH_TRL
-        .iter()
-        .rev()
-        .find(|(u, _, _)| unsloth_accepts(*u, trl))
-        .map_or(Package::Unsloth.targeted(), |(u, _, _)| *u)
-}
-
-/// Each package's version: the run file's key, else the environment's METADATA, else (for
-/// Unsloth on the unsloth stack, when TRL is pinned) the newest Unsloth that accepts that TRL,
-/// else the targeted release. A version outside the modelled range is refused, never rounded.
-pub fn resolve(
-    file: &[(Package, Option<&str>)],
-    installed: &Installed,
-    stack: Stack,
-) -> Result<Vec<Pinned>, Refused> {
-    let mut out: Vec<Pinned> = Vec::new();
-    for p in Package::ALL {
-        let given = file.iter().find(|(q, _)| *q == p).and_then(|(_, v)| *v);
-        let found = given.map(|v| (v.to_string(), Origin::RunFile)).or_else(|| {
-            installed
-                .of(p)
-                .map(|(v, path)| (v.to_string(), Origin::Environment(path.to_string())))
-        });
-        let pinned = match found {
-            Some((text, origin)) => Pinned {
-                package: p,
-                version: checked(p, &text, &origin)?,
-                origin,
-            },
-            None => Pinned {
-                package: p,
-                version: p.targeted(),
-                origin: Origin::Default,
-            },
-        };
-        out.push(pinned);
-    }
-    if stack == Stack::Unsloth {
-        imply_unsloth(&mut out);
-    }
-    imply_vllm(&mut out);
-    Ok(out)
-}
-
-/// The vLLM each TRL release line's `vllm` extra installs (its METADATA's `Requires-Dist: vllm`,
-/// read from the wheels trl 0.15.2 to 1.15.0): the pinned or highest release it allows where the
-/// requirement names one (`==0.7.2`, `<=0.31.0`, `<0.13.0`: 0.12), else the lowest it takes
-/// (`>=0.8.3`). trl 0.14.0 names none: the line is absent and the default stays.
-const TRL_VLLM: [(Release, Release); 13] = [
-    (Release::new(0, 15, 0), Release::new(0, 7, 2)),
-    (Release::new(0, 16, 0), Release::new(0, 7, 0)),
-    (Release::new(0, 17, 0), Release::new(0, 8, 3)),
-    (Release::new(0, 21, 0), Release::new(0, 10, 0)),
-    (Release::new(0, 29, 0), Release::new(0, 12, 0)),
-    (Release::new(1, 0, 0), Release::new(0, 17, 1)),
-    (Release::new(1, 5, 0), Release::new(0, 18, 0)),
-    (Release::new(1, 7, 0), Release::new(0, 23, 0)),
-    (Release::new(1, 9, 0), Release::new(0, 25, 1)),
-    (Release::new(1, 10, 0), Release::new(0, 26, 0)),
-    (Release::new(1, 12, 0), Release::new(0, 27, 1)),
-    (Release::new(1, 13, 0), Release::new(0, 28, 0)),
-    (Release::new(1, 14, 0), Release::new(0, 30, 0)),
-];
-
-/// A vLLM version nobody gave goes with the TRL that was given: the one that TRL's `vllm` extra
-/// installs (`TRL_VLLM`; trl 1.15 and later keep the targeted vLLM, which 1.15's extra allows).
-fn imply_vllm(pins: &mut [Pinned]) {
-    let trl = pins.iter().find(|p| p.package == Package::Trl).cloned();
-    let Some(trl) = trl.filter(|t| t.origin != Origin::Default) else {
-        return;
-    };
-    let Some(vllm) = pins
-        .iter_mut()
-        .find(|p| p.package == Package::Vllm && p.origin == Origin::Default)
-    else {
-        return;
-    };
-    let installs = TRL_VLLM
-        .iter()
-        .rev()
-        .find(|(line, _)| line.line() <= trl.version.line())
-        .filter(|_| trl.version.line() < Package::Trl.targeted().line());
-    if let Some((_, v)) = installs {
-        vllm.version = *v;
-        vllm.origin = Origin::Implied(format!(
-            "the vLLM trl {}'s `vllm` extra installs",
-            trl.version
-        ));
-    }
-}
-
-fn checked(p: Package, text: &str, origin: &Origin) -> Result<Release, Refused> {
-    let refuse = |reason: String| Refused {
-        package: p,
-        text: text.to_string(),
-        origin: origin.clone(),
-        reason,
-    };
-    let r = Release::parse(text)
-        .ok_or_else(|| refuse("expected a version such as \"0.15.2\"".to_string()))?;
-    if !p.models(r) {
-        return Err(refuse(format!(
-            "outside the {} releases grpofit models ({})",
-            p.name(),
-            p.range_text()
-        )));
-    }
-    Ok(r)
-}
-
-/// An Unsloth version nobody gave goes with the TRL that was given: the newest Unsloth line
-/// whose requirements accept it (Unsloth 2026.10 requires trl >= 0.18.2).
-fn imply_unsloth(pins: &mut [Pinned]) {
-    let trl = pins[0].clone();
-    let unsloth = &mut pins[1];
-    if unsloth.origin != Origin::Default || trl.origin == Origin::Default {
-        return;
-    }
-    if unsloth_accepts(unsloth.version, trl.version) {
-        return;
-    }
-    unsloth.version = unsloth_for(trl.version);
-    unsloth.origin = Origin::Implied(format!(
-        "the newest modelled Unsloth whose requirements accept trl {}",
-        trl.version
-    ));
 }
 
 /// The versions the memory rules read, from the resolved pins.
@@ -561,106 +412,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_old_trl_brings_the_vllm_its_extra_installs() {
-        let none = Installed::default();
-        let vllm_of = |pins: &[Pinned]| {
-            let p = pins.iter().find(|p| p.package == Package::Vllm).unwrap();
-            (p.version, matches!(p.origin, Origin::Implied(_)))
-        };
-        // trl 0.15.2's METADATA: `vllm==0.7.2; extra == "vllm"`
-        let pins = resolve(&[(Package::Trl, Some("0.15.2"))], &none, Stack::Trl).unwrap();
-        assert_eq!(vllm_of(&pins), (Release::new(0, 7, 2), true));
-        // trl 1.13's: `vllm<=0.28.0,>=0.19.1`
-        let pins = resolve(&[(Package::Trl, Some("1.13.0"))], &none, Stack::Trl).unwrap();
-        assert_eq!(vllm_of(&pins), (Release::new(0, 28, 0), true));
-        // the targeted TRL keeps the targeted vLLM; a vLLM the file names wins
-        let pins = resolve(&[(Package::Trl, Some("1.15.0"))], &none, Stack::Trl).unwrap();
-        assert_eq!(vllm_of(&pins), (Package::Vllm.targeted(), false));
-        let pins = resolve(
-            &[
-                (Package::Trl, Some("0.15.2")),
-                (Package::Vllm, Some("0.8.5")),
-            ],
-            &none,
-            Stack::Trl,
-        )
-        .unwrap();
-        assert_eq!(vllm_of(&pins), (Release::new(0, 8, 5), false));
-        // trl 0.14 names no vLLM: the default stays
-        let pins = resolve(&[(Package::Trl, Some("0.14.0"))], &none, Stack::Trl).unwrap();
-        assert_eq!(vllm_of(&pins), (Package::Vllm.targeted(), false));
-    }
-
-    #[test]
     fn releases_parse_with_their_suffixes() {
         assert_eq!(Release::parse("0.8.5.post1"), Some(Release::new(0, 8, 5)));
         assert_eq!(Release::parse("0.15.0.dev0"), Some(Release::new(0, 15, 0)));
         assert_eq!(Release::parse("v1.15"), Some(Release::new(1, 15, 0)));
         assert_eq!(Release::parse("2.6.0+cu124"), Some(Release::new(2, 6, 0)));
         assert_eq!(Release::parse("soon"), None);
-    }
-
-    #[test]
-    fn a_version_outside_the_range_is_refused_not_rounded() {
-        let none = Installed::default();
-        let e = resolve(&[(Package::Trl, Some("0.13.0"))], &none, Stack::Unsloth).unwrap_err();
-        assert!(e.reason.contains("0.14 to 1.15"), "{}", e.reason);
-        assert!(resolve(&[(Package::Trl, Some("1.16.0"))], &none, Stack::Unsloth).is_err());
-        assert!(resolve(&[(Package::Trl, Some("1.15.3"))], &none, Stack::Unsloth).is_ok());
-    }
-
-    #[test]
-    fn the_file_wins_over_the_environment_and_the_environment_over_the_default() {
-        let env = Installed {
-            found: vec![
-                (
-                    Package::Trl,
-                    "0.19.1".into(),
-                    "/venv/trl.dist-info/METADATA".into(),
-                ),
-                (
-                    Package::Vllm,
-                    "0.8.5.post1".into(),
-                    "/venv/vllm.dist-info/METADATA".into(),
-                ),
-            ],
-        };
-        let pins = resolve(&[(Package::Vllm, Some("0.10.1"))], &env, Stack::Unsloth).unwrap();
-        assert_eq!(pins[0].version, Release::new(0, 19, 1));
-        assert!(matches!(pins[0].origin, Origin::Environment(_)));
-        assert_eq!(pins[3].version, Release::new(0, 10, 1));
-        assert_eq!(pins[3].origin, Origin::RunFile);
-        assert_eq!(pins[2].origin, Origin::Default);
-    }
-
-    #[test]
-    fn an_old_trl_implies_an_unsloth_that_accepts_it() {
-        let pins = resolve(
-            &[(Package::Trl, Some("0.15.2"))],
-            &Installed::default(),
-            Stack::Unsloth,
-        )
-        .unwrap();
-        assert_eq!(pins[1].version, Release::new(2025, 8, 9));
-        assert!(matches!(pins[1].origin, Origin::Implied(_)));
-        let today = resolve(
-            &[(Package::Trl, Some("1.15.0"))],
-            &Installed::default(),
-            Stack::Unsloth,
-        )
-        .unwrap();
-        assert_eq!(today[1].origin, Origin::Default);
-        let trl = resolve(
-            &[(Package::Trl, Some("0.15.2"))],
-            &Installed::default(),
-            Stack::Trl,
-        )
-        .unwrap();
-        assert_eq!(
-            trl[1].origin,
-            Origin::Default,
-            "the trl stack runs no Unsloth"
-        );
     }
 
     #[test]
