@@ -120,7 +120,7 @@ fn releases_newer_than_the_newest_modelled_are_estimated_with_a_warning() {
 
 #[test]
 fn the_screen_header_says_what_the_versions_warn_of() {
-    let text = grpofit_core::presets::built_in("24gb")
+    let text = grpofit::presets::built_in("24gb")
         .unwrap()
         .replace("[grpofit]\n", "[grpofit]\ntrl_version = \"1.17.0\"\n");
     let dir = tempfile::tempdir().unwrap();
@@ -168,7 +168,7 @@ fn flags_pin_versions_without_a_run_file() {
     // a flag wins over the run file's key
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("run.toml");
-    let text = grpofit_core::presets::built_in("24gb")
+    let text = grpofit::presets::built_in("24gb")
         .unwrap()
         .replace("[grpofit]\n", "[grpofit]\ntrl_version = \"0.24.0\"\n");
     std::fs::write(&file, text).unwrap();
@@ -191,7 +191,7 @@ fn one_pinned_release_implies_the_others_of_its_era() {
     let none = venv(&[]);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("run.toml");
-    let text = grpofit_core::presets::built_in("24gb").unwrap().replace(
+    let text = grpofit::presets::built_in("24gb").unwrap().replace(
         "[grpofit]\n",
         "[grpofit]\nunsloth_version = \"2025.3.19\"\n",
     );
@@ -267,7 +267,7 @@ fn one_pinned_release_implies_the_others_of_its_era() {
 
 /// The 24gb preset with `extra` in `[grpo]` and `pin` in `[grpofit]`.
 fn preset_with(pin: &str, extra: &str) -> String {
-    grpofit_core::presets::built_in("24gb")
+    grpofit::presets::built_in("24gb")
         .unwrap()
         .replace("[grpofit]\n", &format!("[grpofit]\n{pin}"))
         .replace("[grpo]\n", &format!("[grpo]\n{extra}"))
