@@ -22,7 +22,7 @@ use grpofit_core::memory::estimate::{Estimate, estimate};
 use grpofit_core::units::format_size;
 use std::ffi::OsString;
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -48,8 +48,8 @@ pub(crate) fn run_command(
             "run: no command given: grpofit run --config run.toml -- python train.py".into(),
         ));
     };
-    let path = log_path(log)?;
-    let run_log = Arc::new(log::RunLog::open(&path, append)?);
+    let run_log = Arc::new(open_log(log, append)?);
+    let path = run_log.path.clone();
     let inputs = resolve(source).inspect_err(|_| run_log.remove_if_empty())?;
     let est = estimate(&inputs.loaded.file.run, inputs.gpu);
     let console = Arc::new(Console::new(std::io::stderr().is_terminal()));
@@ -130,14 +130,19 @@ pub(crate) fn run_command(
     Ok(code)
 }
 
-/// `--log`, else `grpofit-run-YYYYMMDD-HHMMSS.jsonl` in the current folder; absolute, so the
-/// command finds it from any folder it changes to.
-fn log_path(log: Option<&Path>) -> Result<PathBuf, String> {
-    let path = log.map_or_else(
-        || PathBuf::from(log::dated_name(SystemTime::now())),
-        Path::to_path_buf,
-    );
-    std::path::absolute(&path).map_err(|e| format!("{}: {e}", path.display()))
+/// `--log`, else a new `grpofit-run-YYYYMMDD-HHMMSS*.jsonl` in the current folder
+/// (`RunLog::open_dated`); its path absolute, so the command finds it from any folder it
+/// changes to.
+fn open_log(log: Option<&Path>, append: bool) -> Result<log::RunLog, String> {
+    let absolute = |p: &Path| std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()));
+    match log {
+        Some(path) => log::RunLog::open(&absolute(path)?, append),
+        None => {
+            let here = std::env::current_dir()
+                .map_err(|e| format!("the current folder, for the run log: {e}"))?;
+            log::RunLog::open_dated(&here, SystemTime::now())
+        }
+    }
 }
 
 /// NVML for the sampler, or why there is none.
