@@ -124,8 +124,9 @@ pub(crate) fn run_check(
     log: &Path,
     source: &Source,
     json: bool,
-    picture: Option<&Path>,
+    picture: Option<crate::picture::Svg>,
 ) -> Result<u8, Failure> {
+    picture.map(crate::picture::Svg::check).transpose()?;
     let shown = log.display().to_string();
     let run_log = read_last_run(log, &shown)?;
     let measured = run_log.measured();
@@ -169,7 +170,7 @@ pub(crate) fn run_check(
     let est = estimate(run, gpu);
     let (predicted, rows) = grpofit_core::measure::check::rows(run, &est, &run_log);
     let steps = measured.as_ref().map_or(0, |m| m.steps);
-    if let Some(path) = picture {
+    if let Some(svg) = picture {
         // the peak that is set against the estimate's total: the process tree's, else the device's
         let peak = nvml_peak
             .map(|p| (p, "measured, whole process (NVML peak)"))
@@ -178,7 +179,7 @@ pub(crate) fn run_check(
                     .as_ref()
                     .map(|m| (m.max_used, "measured, device in use"))
             });
-        crate::picture::write_svg(path, run, &est, &gpu_line, peak)?;
+        crate::picture::write_svg(svg, run, &est, &gpu_line, peak)?;
     }
     let mut start = run_log.start.clone().unwrap_or_default();
     start.device = run_log.device().map(str::to_string);

@@ -18,6 +18,7 @@ mod versions_env;
 use cli::{Cli, Command};
 use commands::*;
 use inputs::merge;
+use picture::Svg;
 use output::{BAD_INPUT, FAILED, Failure, say};
 
 fn main() -> ExitCode {
@@ -55,7 +56,7 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 launch_dir: export_dir.as_deref(),
                 force,
                 main_process_ip: main_process_ip.as_deref(),
-                picture: svg.as_deref(),
+                picture: Svg::new(svg.as_deref(), force),
             },
         ),
         Some(Command::Fit {
@@ -71,18 +72,19 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
             output.as_deref(),
             force,
             json,
-            svg.as_deref(),
+            Svg::new(svg.as_deref(), force),
         ),
         Some(Command::Diagnose {
             file,
             source,
             json,
             svg,
+            force,
         }) => run_diagnose(
             file.as_deref(),
             &merge(&cli.source, &source),
             json,
-            svg.as_deref(),
+            Svg::new(svg.as_deref(), force),
         ),
         Some(Command::Models { json }) => list_models(json),
         Some(Command::Presets { json }) => list_presets(&cli.source, json),
@@ -108,7 +110,13 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
             source,
             json,
             svg,
-        }) => loop_commands::run_check(&log, &merge(&cli.source, &source), json, svg.as_deref()),
+            force,
+        }) => loop_commands::run_check(
+            &log,
+            &merge(&cli.source, &source),
+            json,
+            Svg::new(svg.as_deref(), force),
+        ),
     }
 }
 
