@@ -29,6 +29,7 @@ mod scale;
 mod svg;
 mod trainer_keys;
 mod trust_bounds;
+mod trust_cache;
 mod trust_files;
 mod trust_flags;
 mod trust_follow;
