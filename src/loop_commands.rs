@@ -111,8 +111,8 @@ pub(crate) fn write_callback(output: &Path, force: bool) -> Result<u8, Failure> 
 /// The log's last run (a note says when it holds others before it).
 fn read_last_run(log: &Path, shown: &str) -> Result<measured::RunLog, Failure> {
     let file = std::fs::File::open(log).map_err(|e| format!("{shown}: cannot read: {e}"))?;
-    let (run_log, note) = measured::parse_last_run_from(std::io::BufReader::new(file), shown)?;
-    if let Some(note) = note {
+    let (run_log, notes) = measured::parse_last_run_from(std::io::BufReader::new(file), shown)?;
+    for note in notes {
         say(&format!("grpofit: note: {note}"));
     }
     Ok(run_log)
