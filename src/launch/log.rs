@@ -81,6 +81,17 @@ impl RunLog {
         ))
     }
 
+    /// The log's descriptor, open for appending, for the watchdog (watchdog.rs) to write its
+    /// exit line through should grpofit be killed.
+    #[cfg(unix)]
+    pub(super) fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_raw_fd()
+    }
+
     /// Removes the file when this run made it and nothing was written to it (the command
     /// could not start).
     pub(super) fn remove_if_empty(&self) {

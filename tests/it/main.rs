@@ -13,6 +13,7 @@ mod hub_remote;
 mod keep_keys;
 mod ladder_exports;
 mod launch_set;
+mod launch_terminal;
 mod loop_cli;
 mod model;
 mod multi_gpu;
