@@ -556,7 +556,10 @@ fn check_exports(exports: &Exports) -> Result<(), Failure> {
         let names = ["run.toml", "accelerate.yaml", "launch.sh", "train_trl.py"];
         grpofit_core::files::check_none_there(dir, &names, exports.force)?;
     }
-    exports.picture.map(crate::picture::Svg::check).transpose()?;
+    exports
+        .picture
+        .map(crate::picture::Svg::check)
+        .transpose()?;
     Ok(())
 }
 

@@ -18,8 +18,8 @@ mod versions_env;
 use cli::{Cli, Command};
 use commands::*;
 use inputs::merge;
-use picture::Svg;
 use output::{BAD_INPUT, FAILED, Failure, say};
+use picture::Svg;
 
 fn main() -> ExitCode {
     if let Err(e) = color_eyre::install() {

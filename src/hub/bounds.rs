@@ -40,7 +40,9 @@ pub fn check_shards(repo: &str, count: usize) -> Result<(), String> {
 pub fn check_tensors(json: &[u8]) -> Result<(), String> {
     let count = grpofit_core::resolve::safetensors::count_tensors(json);
     if count > MAX_TENSORS_PER_FILE {
-        return Err(grpofit_core::resolve::safetensors::Problem::TooManyTensors { count }.to_string());
+        return Err(
+            grpofit_core::resolve::safetensors::Problem::TooManyTensors { count }.to_string(),
+        );
     }
     Ok(())
 }

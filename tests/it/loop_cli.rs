@@ -368,7 +368,10 @@ fn four_runs_in_the_same_second_get_four_logs() {
     assert_eq!(names.len(), 4, "{names:?}");
     for name in &names {
         // the glob grpofit-run-YYYYMMDD-HHMMSS*.jsonl finds each
-        assert!(name.starts_with("grpofit-run-") && name.ends_with(".jsonl"), "{name}");
+        assert!(
+            name.starts_with("grpofit-run-") && name.ends_with(".jsonl"),
+            "{name}"
+        );
         let log = std::fs::read_to_string(dir.path().join(name)).unwrap();
         assert_eq!(log.lines().count(), 2, "{name}: {log}");
     }

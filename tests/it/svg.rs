@@ -208,7 +208,15 @@ fn svg_refuses_an_existing_file_without_force() {
         );
     }
     let out = grpofit()
-        .args(["estimate", "--preset", "24gb", "--gpu-mem", "24GiB", "--force", "--svg"])
+        .args([
+            "estimate",
+            "--preset",
+            "24gb",
+            "--gpu-mem",
+            "24GiB",
+            "--force",
+            "--svg",
+        ])
         .arg(&path)
         .output()
         .unwrap();

@@ -63,7 +63,11 @@ fn plant(path: &Path, how: &str) {
 
 #[test]
 fn a_fifo_dev_zero_or_a_link_loop_in_the_cache_is_an_error_naming_the_file() {
-    for file in ["refs/main", "model.safetensors", "model.safetensors.index.json"] {
+    for file in [
+        "refs/main",
+        "model.safetensors",
+        "model.safetensors.index.json",
+    ] {
         for how in ["fifo", "dev-zero", "loop"] {
             let dir = tempfile::tempdir().unwrap();
             let hub = dir.path().join("hub");
@@ -108,7 +112,8 @@ fn a_local_header_of_too_many_tensors_is_refused_as_the_hubs_is() {
     let (code, stderr, _) = offline_estimate(dir.path(), &hub);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
-        stderr.contains("model.safetensors") && stderr.contains("70000 tensors, more than the 65536"),
+        stderr.contains("model.safetensors")
+            && stderr.contains("70000 tensors, more than the 65536"),
         "{stderr}"
     );
 }
@@ -135,7 +140,11 @@ fn a_hub_fetch_replaces_a_linked_refs_main_never_what_it_points_at() {
     std::fs::create_dir_all(&refs).unwrap();
     std::os::unix::fs::symlink(&victim, refs.join("main")).unwrap();
     let run = dir.path().join("run.toml");
-    std::fs::write(&run, RUN.replace("Qwen/Qwen3-4B-Instruct-2507", "test/linked")).unwrap();
+    std::fs::write(
+        &run,
+        RUN.replace("Qwen/Qwen3-4B-Instruct-2507", "test/linked"),
+    )
+    .unwrap();
     let out = Command::new(assert_cmd::cargo::cargo_bin("grpofit"))
         .env_remove("HF_TOKEN")
         .env_remove("HF_HUB_OFFLINE")

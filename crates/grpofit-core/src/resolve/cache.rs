@@ -174,7 +174,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "Qwen/Qwen3-4B-Instruct-2507", "aaa", false);
         let main = write(dir.path(), "Qwen/Qwen3-4B-Instruct-2507", "bbb", true);
-        let found = find(dir.path(), "qwen/qwen3-4b-instruct-2507").unwrap().unwrap();
+        let found = find(dir.path(), "qwen/qwen3-4b-instruct-2507")
+            .unwrap()
+            .unwrap();
         assert_eq!(found.repo, "Qwen/Qwen3-4B-Instruct-2507");
         assert_eq!((found.revision.as_str(), found.config), ("bbb", main));
         assert_eq!(find(dir.path(), "Qwen/Qwen3-8B").unwrap(), None);
@@ -184,7 +186,9 @@ mod tests {
     fn an_unsloth_upload_finds_its_base_model() {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "Qwen/Qwen3-4B", "ccc", false);
-        let found = find(dir.path(), "unsloth/Qwen3-4B-unsloth-bnb-4bit").unwrap().unwrap();
+        let found = find(dir.path(), "unsloth/Qwen3-4B-unsloth-bnb-4bit")
+            .unwrap()
+            .unwrap();
         assert_eq!(
             (found.repo.as_str(), found.revision.as_str()),
             ("Qwen/Qwen3-4B", "ccc")
