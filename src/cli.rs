@@ -141,12 +141,15 @@ pub(crate) enum Command {
     },
     /// Run a training command under watch: `[env]` of the run applied, GRPOFIT_RUN_LOG set for
     /// the callback, NVML sampled twice a second, a run log written (the prediction, the
-    /// samples, the callback's lines), an out-of-memory death diagnosed. Exits with the
-    /// command's own status (128 + signal when a signal ended it); 2 when it cannot start.
+    /// samples, the callback's lines), an out-of-memory death diagnosed. The command gets the
+    /// terminal (prompts and breakpoints work; Ctrl-Z stops the run, `fg` resumes it). Exits
+    /// with the command's own status (128 + signal when a signal ended it); 2 when it cannot
+    /// start.
     Run {
         #[command(flatten)]
         source: Source,
-        /// The run log (JSON lines); default grpofit-run-YYYYMMDD-HHMMSS.jsonl (UTC) here.
+        /// The run log (JSON lines); default grpofit-run-YYYYMMDD-HHMMSS.jsonl (UTC) here
+        /// (-2, -3... for runs started in the same second).
         #[arg(long, value_name = "FILE")]
         log: Option<PathBuf>,
         /// Add this run to an existing --log (refused without it: one run per log; `check`
