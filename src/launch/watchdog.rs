@@ -97,9 +97,13 @@ impl Watchdog {
     /// The watchdog's PID (not a descendant of the command: never swept with it).
     pub(super) fn pid(&self) -> u32 {
         #[cfg(target_os = "linux")]
-        return u32::try_from(self.pid).unwrap_or(0);
+        {
+            u32::try_from(self.pid).unwrap_or(0)
+        }
         #[cfg(not(target_os = "linux"))]
-        0
+        {
+            0
+        }
     }
 }
 

@@ -183,3 +183,30 @@ fn the_command_dies_with_grpofit() {
     assert_eq!(exit["signal"], libc::SIGKILL, "{log}");
     assert!(exit["by"].as_str().unwrap().contains("watchdog"), "{log}");
 }
+
+/// A grandchild that left the command's process group (setsid) is not reached by the signal
+/// passed on to the group; when its parent dies grpofit adopts it (a child subreaper) and kills
+/// it with what is left once the run has ended (issue 28).
+#[test]
+fn a_grandchild_that_left_the_group_dies_with_a_signalled_run() {
+    let marker = &marker(7);
+    let dir = tempfile::tempdir().unwrap();
+    let child = start(
+        dir.path(),
+        &format!("setsid sleep {marker} & sleep {marker}; :"),
+    );
+    let until = Instant::now() + Duration::from_secs(20);
+    while running("sleep", marker).len() < 2 {
+        assert!(
+            Instant::now() < until,
+            "the command never started both sleeps"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal(&child, libc::SIGTERM);
+    let (code, stderr) = finish(child);
+    let survived = !gone("sleep", marker);
+    clean(marker);
+    assert!(!survived, "the setsid sleep outlived the run: {stderr}");
+    assert_eq!(code, Some(128 + libc::SIGTERM), "{stderr}");
+}
