@@ -143,9 +143,10 @@ fn the_command_reads_what_is_typed_and_ctrl_z_then_fg_resume_it() {
     let marker = format!("read-{}", std::process::id());
     pane.type_line(&run_line(
         "read.jsonl",
-        &format!(": {marker}; echo ready; read x; echo got=$x; read y; echo again=$y"),
+        &format!(": {marker}; echo ready-$((20+1)); read x; echo got=$x; read y; echo again=$y"),
     ));
-    pane.wait("the command to start", |s| s.contains("\nready"));
+    // what the command prints, not the line typed (grpofit's own lines may run into it)
+    pane.wait("the command to start", |s| s.contains("ready-21"));
     pane.type_line("hello");
     pane.wait("the command to read the line", |s| s.contains("got=hello"));
     // Ctrl-Z: the run stops as a job of the shell, which gets the terminal back
@@ -189,9 +190,9 @@ fn ctrl_backslash_ends_the_group_and_the_log_gets_an_exit_line() {
     // `; :` keeps sh from exec'ing sleep: sleep is grpofit's grandchild
     pane.type_line(&run_line(
         "quit.jsonl",
-        &format!("echo up; sleep {marker}; :"),
+        &format!("echo up-$((30+3)); sleep {marker}; :"),
     ));
-    pane.wait("the command to start", |s| s.contains("\nup"));
+    pane.wait("the command to start", |s| s.contains("up-33"));
     let until = Instant::now() + PATIENCE;
     while running(&marker).is_empty() {
         assert!(Instant::now() < until, "sleep never started");
