@@ -74,9 +74,9 @@ fn learn_from(log: &Path) -> Result<(String, String, calibration::RunSample), St
         .display()
         .to_string();
     let file = std::fs::File::open(log).map_err(|e| format!("{shown}: cannot read: {e}"))?;
-    let (run_log, note) = measured::parse_last_run_from(std::io::BufReader::new(file), &shown)
+    let (run_log, notes) = measured::parse_last_run_from(std::io::BufReader::new(file), &shown)
         .map_err(|e| e.to_string())?;
-    if let Some(note) = note {
+    for note in notes {
         say(&format!("grpofit: note: {note}"));
     }
     calibration::learn(&run_log, &shown).map_err(|e| e.to_string())

@@ -49,14 +49,15 @@ pub(crate) enum Command {
         /// each with MACHINE_RANK set, the vLLM server on the main node only.
         #[arg(long, value_name = "DIR")]
         export_dir: Option<PathBuf>,
-        /// Let --export / --export-dir replace existing files.
+        /// Let --export / --export-dir / --svg replace existing files.
         #[arg(long)]
         force: bool,
         /// The main node's address for a multi-node launch set (accelerate's main_process_ip);
         /// without it accelerate.yaml holds a placeholder that launch.sh refuses to run with.
         #[arg(long, value_name = "IP")]
         main_process_ip: Option<String>,
-        /// Also draw the memory bar as an SVG picture into this file (replaced if there).
+        /// Also draw the memory bar as an SVG picture into this file (a file there only with
+        /// --force).
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
     },
@@ -75,14 +76,14 @@ pub(crate) enum Command {
         /// Write the fitted run file here.
         #[arg(short = 'o', long = "output", value_name = "OUT")]
         output: Option<PathBuf>,
-        /// Let -o replace an existing file.
+        /// Let -o and --svg replace existing files.
         #[arg(long)]
         force: bool,
         /// One JSON object: `changes` and `estimate`.
         #[arg(long)]
         json: bool,
         /// Also draw the fitted run's memory bar (or, when nothing fits, the floors') as an SVG
-        /// picture into this file (replaced if there).
+        /// picture into this file (a file there only with --force).
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
     },
@@ -100,9 +101,12 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
         /// With the run that failed: also draw the memory bar of the fit proposed as an SVG
-        /// picture into this file (replaced if there).
+        /// picture into this file (a file there only with --force).
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
+        /// Let --svg replace an existing file.
+        #[arg(long)]
+        force: bool,
     },
     /// Write grpofit_callback.py: a transformers TrainerCallback that logs each step's GPU
     /// memory as JSON lines (grpofit-run.jsonl, or $GRPOFIT_LOG) for `grpofit check`. Also
@@ -132,18 +136,24 @@ pub(crate) enum Command {
         #[arg(long)]
         json: bool,
         /// Also draw the estimate's memory bar with the measured peak (◆) as an SVG picture
-        /// into this file (replaced if there).
+        /// into this file (a file there only with --force).
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
+        /// Let --svg replace an existing file.
+        #[arg(long)]
+        force: bool,
     },
     /// Run a training command under watch: `[env]` of the run applied, GRPOFIT_RUN_LOG set for
     /// the callback, NVML sampled twice a second, a run log written (the prediction, the
-    /// samples, the callback's lines), an out-of-memory death diagnosed. Exits with the
-    /// command's own status (128 + signal when a signal ended it); 2 when it cannot start.
+    /// samples, the callback's lines), an out-of-memory death diagnosed. The command gets the
+    /// terminal (prompts and breakpoints work; Ctrl-Z stops the run, `fg` resumes it). Exits
+    /// with the command's own status (128 + signal when a signal ended it); 2 when it cannot
+    /// start.
     Run {
         #[command(flatten)]
         source: Source,
-        /// The run log (JSON lines); default grpofit-run-YYYYMMDD-HHMMSS.jsonl (UTC) here.
+        /// The run log (JSON lines); default grpofit-run-YYYYMMDD-HHMMSS.jsonl (UTC) here
+        /// (-2, -3... for runs started in the same second).
         #[arg(long, value_name = "FILE")]
         log: Option<PathBuf>,
         /// Add this run to an existing --log (refused without it: one run per log; `check`

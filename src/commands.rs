@@ -26,7 +26,7 @@ pub(crate) struct Exports<'a> {
     /// the main node's address for a multi-node launch set (`--main-process-ip`)
     pub main_process_ip: Option<&'a str>,
     /// the memory bar as SVG (`--svg`)
-    pub picture: Option<&'a std::path::Path>,
+    pub picture: Option<crate::picture::Svg<'a>>,
 }
 
 pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8, Failure> {
@@ -59,8 +59,8 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         };
         stand_in = export_launch_set((file, source), (gpu, &gpu_line), &est, (dir, opts), force)?;
     }
-    if let Some(path) = exports.picture {
-        crate::picture::write_svg(path, &file.run, &est, &gpu_line, None)?;
+    if let Some(svg) = exports.picture {
+        crate::picture::write_svg(svg, &file.run, &est, &gpu_line, None)?;
     }
     if json {
         let mut v = serde_json::to_value(&est).map_err(|e| e.to_string())?;
@@ -241,7 +241,7 @@ pub(crate) fn run_fit(
     output: Option<&std::path::Path>,
     force: bool,
     json: bool,
-    picture: Option<&std::path::Path>,
+    picture: Option<crate::picture::Svg>,
 ) -> Result<u8, Failure> {
     if !headroom.is_finite() || !(0.0..=50.0).contains(&headroom) {
         return Err(Failure::Input(format!(
@@ -251,6 +251,7 @@ pub(crate) fn run_fit(
     if let Some(out) = output.filter(|o| *o != std::path::Path::new("-")) {
         grpofit_core::files::check_output(out, force)?;
     }
+    picture.map(crate::picture::Svg::check).transpose()?;
     let Inputs {
         loaded,
         gpu,
@@ -274,14 +275,14 @@ pub(crate) fn run_fit(
         FitOutcome::Impossible { .. } => None,
     };
     let answer = if fitted.is_some() { FITS } else { DOES_NOT_FIT };
-    if let Some(path) = picture {
+    if let Some(svg) = picture {
         let (run, est) = match &outcome {
             FitOutcome::Fitted { run, estimate, .. } => (&**run, estimate),
             FitOutcome::AlreadyFits { estimate } | FitOutcome::Impossible { estimate, .. } => {
                 (&file.run, estimate)
             }
         };
-        crate::picture::write_svg(path, run, est, &gpu_line, None)?;
+        crate::picture::write_svg(svg, run, est, &gpu_line, None)?;
     }
     if let (Some((run, est)), Some(out)) = (fitted, output) {
         export_run(file, &run, (gpu, &gpu_line), est, out, force, answer)?;
@@ -297,9 +298,10 @@ pub(crate) fn run_diagnose(
     log: Option<&std::path::Path>,
     source: &Source,
     json: bool,
-    picture: Option<&std::path::Path>,
+    picture: Option<crate::picture::Svg>,
 ) -> Result<u8, Failure> {
     use std::io::IsTerminal;
+    picture.map(crate::picture::Svg::check).transpose()?;
     if log.is_none() && std::io::stdin().is_terminal() {
         // nothing piped in: say what is expected rather than wait for a log typed by hand
         use clap::CommandFactory;
@@ -355,7 +357,7 @@ fn diagnosis_drawn(
     source: &Source,
     gpu_mem: Option<u64>,
     json: bool,
-    picture: Option<&std::path::Path>,
+    picture: Option<crate::picture::Svg>,
 ) -> Result<String, Failure> {
     let mut report = grpofit_core::diagnose::oom::diagnose(text)
         .ok_or_else(|| format!("{shown}: no out-of-memory message found"))?;
@@ -402,8 +404,8 @@ fn diagnosis_drawn(
         culprit_advice(c, proposal.as_ref().map(|p| &p.0), &mut advice);
     }
     let culprit = culprit.map(|c| c.sentence());
-    if let (Some(path), Some((outcome, capacity)), Some(f)) = (picture, &proposal, &run) {
-        draw_proposal(path, outcome, *capacity, &f.run)?;
+    if let (Some(svg), Some((outcome, capacity)), Some(f)) = (picture, &proposal, &run) {
+        draw_proposal(svg, outcome, *capacity, &f.run)?;
     }
     let text = if json {
         let mut v = serde_json::to_value(&report).map_err(|e| e.to_string())?;
@@ -487,7 +489,7 @@ fn culprit_advice(
 
 /// `diagnose --svg`: the memory bar of the fit proposed on the message's GPU of `capacity`.
 fn draw_proposal(
-    path: &std::path::Path,
+    svg: crate::picture::Svg,
     outcome: &FitOutcome,
     capacity: u64,
     failed: &grpofit_core::run::RunConfig,
@@ -503,7 +505,7 @@ fn draw_proposal(
         format_size(est.capacity_bytes),
         format_size(capacity)
     );
-    crate::picture::write_svg(path, run, est, &gpu, None)?;
+    crate::picture::write_svg(svg, run, est, &gpu, None)?;
     Ok(())
 }
 
@@ -565,6 +567,10 @@ fn check_exports(exports: &Exports) -> Result<(), Failure> {
         let names = grpofit_core::config::export_set::SET_NAMES;
         grpofit_core::files_set::check_set_folder(dir, names, exports.force)?;
     }
+    exports
+        .picture
+        .map(crate::picture::Svg::check)
+        .transpose()?;
     Ok(())
 }
 

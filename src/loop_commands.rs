@@ -111,8 +111,8 @@ pub(crate) fn write_callback(output: &Path, force: bool) -> Result<u8, Failure> 
 /// The log's last run (a note says when it holds others before it).
 fn read_last_run(log: &Path, shown: &str) -> Result<measured::RunLog, Failure> {
     let file = std::fs::File::open(log).map_err(|e| format!("{shown}: cannot read: {e}"))?;
-    let (run_log, note) = measured::parse_last_run_from(std::io::BufReader::new(file), shown)?;
-    if let Some(note) = note {
+    let (run_log, notes) = measured::parse_last_run_from(std::io::BufReader::new(file), shown)?;
+    for note in notes {
         say(&format!("grpofit: note: {note}"));
     }
     Ok(run_log)
@@ -124,8 +124,9 @@ pub(crate) fn run_check(
     log: &Path,
     source: &Source,
     json: bool,
-    picture: Option<&Path>,
+    picture: Option<crate::picture::Svg>,
 ) -> Result<u8, Failure> {
+    picture.map(crate::picture::Svg::check).transpose()?;
     let shown = log.display().to_string();
     let run_log = read_last_run(log, &shown)?;
     let measured = run_log.measured();
@@ -169,7 +170,7 @@ pub(crate) fn run_check(
     let est = estimate(run, gpu);
     let (predicted, rows) = grpofit_core::measure::check::rows(run, &est, &run_log);
     let steps = measured.as_ref().map_or(0, |m| m.steps);
-    if let Some(path) = picture {
+    if let Some(svg) = picture {
         // the peak that is set against the estimate's total: the process tree's, else the device's
         let peak = nvml_peak
             .map(|p| (p, "measured, whole process (NVML peak)"))
@@ -178,7 +179,7 @@ pub(crate) fn run_check(
                     .as_ref()
                     .map(|m| (m.max_used, "measured, device in use"))
             });
-        crate::picture::write_svg(path, run, &est, &gpu_line, peak)?;
+        crate::picture::write_svg(svg, run, &est, &gpu_line, peak)?;
     }
     let mut start = run_log.start.clone().unwrap_or_default();
     start.device = run_log.device().map(str::to_string);

@@ -20,6 +20,7 @@ use cli::{Cli, Command};
 use commands::*;
 use inputs::merge;
 use output::{BAD_INPUT, FAILED, Failure, say};
+use picture::Svg;
 
 fn main() -> ExitCode {
     if let Err(e) = color_eyre::install() {
@@ -56,7 +57,7 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
                 launch_dir: export_dir.as_deref(),
                 force,
                 main_process_ip: main_process_ip.as_deref(),
-                picture: svg.as_deref(),
+                picture: Svg::new(svg.as_deref(), force),
             },
         ),
         Some(Command::Fit {
@@ -72,18 +73,19 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
             output.as_deref(),
             force,
             json,
-            svg.as_deref(),
+            Svg::new(svg.as_deref(), force),
         ),
         Some(Command::Diagnose {
             file,
             source,
             json,
             svg,
+            force,
         }) => run_diagnose(
             file.as_deref(),
             &merge(&cli.source, &source),
             json,
-            svg.as_deref(),
+            Svg::new(svg.as_deref(), force),
         ),
         Some(Command::Models { json }) => list_models(json),
         Some(Command::Presets { json }) => list_presets(&cli.source, json),
@@ -109,7 +111,13 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
             source,
             json,
             svg,
-        }) => loop_commands::run_check(&log, &merge(&cli.source, &source), json, svg.as_deref()),
+            force,
+        }) => loop_commands::run_check(
+            &log,
+            &merge(&cli.source, &source),
+            json,
+            Svg::new(svg.as_deref(), force),
+        ),
     }
 }
 

@@ -7,10 +7,32 @@ use grpofit_core::memory::estimate::Estimate;
 use grpofit_core::run::RunConfig;
 use std::path::Path;
 
-/// Writes the picture of `est`, the estimate of `run` on `gpu_line`'s GPU, to `path` (replaced
-/// if there: it is drawn again from the same inputs), with `measured`'s peak marked when given.
+/// `--svg FILE`, and whether `--force` lets it replace a file that is there (issue 28: `--svg`
+/// replaced any file, the run file included).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Svg<'a> {
+    pub path: &'a Path,
+    pub force: bool,
+}
+
+impl<'a> Svg<'a> {
+    pub(crate) fn new(path: Option<&'a Path>, force: bool) -> Option<Svg<'a>> {
+        path.map(|path| Svg { path, force })
+    }
+
+    /// Checks the file before any work (`files::check_output`): one that is there is refused
+    /// without `--force`, a folder always.
+    pub(crate) fn check(self) -> Result<(), Failure> {
+        grpofit_core::files::check_output(self.path, self.force)
+            .map(drop)
+            .map_err(|e| Failure::Input(format!("--svg {e}")))
+    }
+}
+
+/// Writes the picture of `est`, the estimate of `run` on `gpu_line`'s GPU, to `svg`'s file (a
+/// file there only with `--force`), with `measured`'s peak marked when given.
 pub(crate) fn write_svg(
-    path: &Path,
+    svg: Svg,
     run: &RunConfig,
     est: &Estimate,
     gpu_line: &str,
@@ -22,8 +44,8 @@ pub(crate) fn write_svg(
         gpu: gpu_line,
         measured,
     };
-    write_atomically(path, &grpofit::svg::render(est, &picture), true)
+    write_atomically(svg.path, &grpofit::svg::render(est, &picture), svg.force)
         .map_err(|e| Failure::Input(format!("--svg {e}")))?;
-    say(&format!("wrote {}", path.display()));
+    say(&format!("wrote {}", svg.path.display()));
     Ok(())
 }

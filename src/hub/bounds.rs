@@ -10,10 +10,9 @@ use std::time::{Duration, Instant};
 /// under two hundred (Llama 3.1 405B: 191; DeepSeek-V3: 163); 1024 is five times that.
 pub const MAX_SHARDS: usize = 1024;
 
-/// The most tensors one safetensors header may describe, counted before its JSON is parsed.
-/// A shard holds hundreds to a few thousand tensors; 65,536 refuses a header of 10^6 entries,
-/// which took 1.5 GB and 18 s to read.
-pub const MAX_TENSORS_PER_FILE: usize = 1 << 16;
+/// The most tensors one safetensors header may describe: the core's bound, which a header
+/// read from the cache keeps too.
+pub use grpofit_core::resolve::safetensors::MAX_TENSORS_PER_FILE;
 
 /// How long one model's fetch may take whole (its info, config.json, index and every
 /// header), unless `DEADLINE_VAR` says otherwise. The Hub answers each request in well under a
@@ -39,12 +38,11 @@ pub fn check_shards(repo: &str, count: usize) -> Result<(), String> {
 /// `Err` when the header's JSON (`json`, without its 8-byte length) has more tensor entries
 /// than `MAX_TENSORS_PER_FILE`, counted by their `data_offsets` keys.
 pub fn check_tensors(json: &[u8]) -> Result<(), String> {
-    const KEY: &[u8] = b"\"data_offsets\"";
-    let count = json.windows(KEY.len()).filter(|w| *w == KEY).count();
+    let count = grpofit_core::resolve::safetensors::count_tensors(json);
     if count > MAX_TENSORS_PER_FILE {
-        return Err(format!(
-            "the header describes {count} tensors, more than the {MAX_TENSORS_PER_FILE} grpofit reads in one file"
-        ));
+        return Err(
+            grpofit_core::resolve::safetensors::Problem::TooManyTensors { count }.to_string(),
+        );
     }
     Ok(())
 }

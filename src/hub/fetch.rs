@@ -134,7 +134,9 @@ fn check_json(bytes: &[u8], repo: &str, file: &str) -> Result<(), String> {
 }
 
 /// Writes `files` into the snapshot of `revision`, then `refs/main`. A file already there is
-/// left as it is (the cache's own copy, or the real weights).
+/// left as it is (the cache's own copy, or the real weights). Nothing is written through a
+/// link out of the cache: a folder that leads out of it is refused, and a link planted as
+/// `refs/main` is replaced by the file, never followed.
 fn write(
     cache: &Path,
     repo: &str,
@@ -147,14 +149,32 @@ fn write(
         let path = snapshot.join(name);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
+            inside(cache, parent)?;
         }
         if path.symlink_metadata().is_err() {
             write_atomically(&path, bytes, false)?;
         }
     }
-    std::fs::create_dir_all(folder.join("refs"))?;
-    write_atomically(&folder.join("refs/main"), revision.as_bytes(), true)?;
+    let refs = folder.join("refs");
+    std::fs::create_dir_all(&refs)?;
+    inside(cache, &refs)?;
+    grpofit_core::files::replace_entry(&refs.join("main"), revision.as_bytes())
+        .map_err(std::io::Error::other)?;
     Ok(snapshot)
+}
+
+/// `Err` when the folder `dir` is, through a link, outside `cache` (both resolved).
+fn inside(cache: &Path, dir: &Path) -> std::io::Result<()> {
+    let root = std::fs::canonicalize(cache)?;
+    let real = std::fs::canonicalize(dir)?;
+    if real.starts_with(&root) {
+        return Ok(());
+    }
+    Err(std::io::Error::other(format!(
+        "{} leads out of the cache, to {}: nothing written through it",
+        dir.display(),
+        real.display()
+    )))
 }
 
 /// Writes a file whole or not at all (`crate::files`: a random temporary name created

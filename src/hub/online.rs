@@ -66,7 +66,12 @@ fn is_true(v: &OsString) -> bool {
     matches!(v.as_str(), "1" | "ON" | "YES" | "TRUE")
 }
 
-/// `HF_TOKEN`, else the token file `huggingface-cli login` wrote.
+/// The most bytes read from the token file: a Hugging Face token is 37 characters (`hf_` and
+/// 34 more); 4 KiB refuses a file that never ends (`/dev/zero` linked in).
+const MAX_TOKEN_BYTES: u64 = 4096;
+
+/// `HF_TOKEN`, else the token file `huggingface-cli login` wrote: a regular file only
+/// (`bounded`: a FIFO there is passed over, not waited on).
 fn token(var: &impl Fn(&str) -> Option<OsString>) -> Option<Token> {
     if let Some(t) = var("HF_TOKEN") {
         let value = t.to_string_lossy().trim().to_string();
@@ -80,7 +85,8 @@ fn token(var: &impl Fn(&str) -> Option<OsString>) -> Option<Token> {
         })?;
         Some(home.join("token"))
     })?;
-    let value = std::fs::read_to_string(&path).ok()?.trim().to_string();
+    let bytes = grpofit_core::bounded::read_capped(&path, MAX_TOKEN_BYTES).ok()?;
+    let value = String::from_utf8_lossy(&bytes).trim().to_string();
     (!value.is_empty()).then(|| Token::new(value, path.display().to_string()))
 }
 
@@ -140,5 +146,25 @@ mod tests {
         assert_eq!(r.token_source(), Some("HF_TOKEN"));
         let r = online(vec![("HOME", "/nonexistent".into())]);
         assert_eq!(r.token_source(), None);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_or_dev_zero_as_the_token_file_is_passed_over_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("token");
+        let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo(3) reads a NUL-terminated path that lives across the call
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let zero = dir.path().join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        for path in [fifo, zero] {
+            let at = path.display().to_string();
+            let Access::Online(hub) = from_vars(false, quiet(), vars(vec![("HF_TOKEN_PATH", at)]))
+            else {
+                panic!("offline")
+            };
+            assert_eq!(hub.remote.token_source(), None);
+        }
     }
 }

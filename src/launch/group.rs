@@ -1,14 +1,17 @@
 //! The command runs in a process group of its own, so that a signal reaches every process it
 //! started (a shell's `sleep`, DataLoader workers, a vLLM engine), not only the first one: a
-//! SIGINT, SIGTERM or SIGHUP grpofit receives is passed on to the whole group. A command that
-//! has not ended `KILL_GRACE` after that is killed (SIGKILL, to the group). On Linux the command
-//! is also told to die with grpofit (PR_SET_PDEATHSIG), so a SIGKILL of grpofit does not leave
-//! it running unwatched.
+//! SIGINT, SIGTERM, SIGHUP, SIGQUIT or SIGUSR1 grpofit receives is passed on to the whole group.
+//! A command that has not ended `KILL_GRACE` after that is killed (SIGKILL, to the group). When
+//! grpofit was signalled, or the command was ended by a signal, what is left of its group and
+//! of grpofit's descendants is killed once it has ended (`sweep`): grpofit is a child subreaper
+//! (PR_SET_CHILD_SUBREAPER), so a grandchild whose parent died is adopted by grpofit, not by
+//! init, and is still found among its descendants, even one that left the group. On Linux the
+//! command is also told to die with grpofit (PR_SET_PDEATHSIG), and a watchdog (watchdog.rs)
+//! kills its group when grpofit is killed (SIGKILL).
 //!
-//! In its own group the command is not the terminal's foreground: Ctrl-C reaches grpofit alone,
-//! which passes it on (Python's KeyboardInterrupt, as before). A command that reads the
-//! terminal is stopped by it (SIGTTIN); every signal passed on is followed by SIGCONT, so that
-//! a stopped command still hears it.
+//! With a terminal on standard input the command's group is its foreground (terminal.rs):
+//! Ctrl-C and Ctrl-\ reach the command's group directly. Every signal passed on is followed
+//! by SIGCONT, so that a stopped command still hears it.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -48,8 +51,44 @@ pub(super) fn own_group(command: &mut Command) {
     }
 }
 
+/// Makes grpofit the reaper of its orphaned descendants (Linux, PR_SET_CHILD_SUBREAPER,
+/// prctl(2)); `Err` says why not.
+pub(super) fn become_subreaper() -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl(2) with plain integers; it changes only this process's attribute
+    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error().to_string());
+    }
+    Ok(())
+}
+
+/// Kills (SIGKILL) what is left of the command's `group` and every descendant of grpofit but
+/// `spare` (the watchdog): processes that outlived a run ended by a signal.
+pub(super) fn sweep(group: u32, spare: Option<u32>) {
+    #[cfg(unix)]
+    send_group(group, libc::SIGKILL);
+    let own = std::process::id();
+    for pid in grpofit::gpu::proctree::process_tree(own) {
+        if pid != own && Some(pid) != spare {
+            kill_one(pid);
+        }
+    }
+}
+
+fn kill_one(pid: u32) {
+    #[cfg(unix)]
+    if let Ok(pid) = libc::pid_t::try_from(pid)
+        && pid > 0
+    {
+        // SAFETY: kill(2) takes plain integers and touches no memory of this process
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
+
 /// Sends `signal` to the process group `group` (the command's PID).
-fn send_group(group: u32, signal: i32) {
+pub(super) fn send_group(group: u32, signal: i32) {
     #[cfg(unix)]
     if let Ok(pid) = libc::pid_t::try_from(group)
         && pid > 0
@@ -112,12 +151,23 @@ impl Escalation {
     }
 
     /// After the command has ended: what is left of its group is killed when grpofit was told
-    /// to stop (a descendant that ignored the signal).
-    pub(super) fn finish(&mut self) {
-        if self.deadline.is_some() && !self.killed {
+    /// to stop (a descendant that ignored the signal) or a signal ended the command (Ctrl-\
+    /// on the terminal it was handed).
+    pub(super) fn finish(&mut self, status: std::process::ExitStatus) {
+        #[cfg(unix)]
+        let by_signal = std::os::unix::process::ExitStatusExt::signal(&status).is_some();
+        #[cfg(not(unix))]
+        let by_signal = false;
+        if (self.deadline.is_some() || by_signal) && !self.killed {
             self.killed = true;
             #[cfg(unix)]
             send_group(self.group, libc::SIGKILL);
         }
+    }
+
+    /// Whether the group was killed after the command ended (`finish`), so that grpofit's
+    /// adopted descendants go with it.
+    pub(super) fn swept(&self) -> bool {
+        self.killed
     }
 }

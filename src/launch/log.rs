@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
 
+/// How many runs started in one second get a dated log of their own before one is asked to
+/// name it (`--log`): a launcher starting one run per GPU of an 8-GPU node, many times over.
+const MAX_SAME_SECOND: u32 = 1000;
+
 pub(super) struct RunLog {
     pub path: PathBuf,
     file: Mutex<File>,
@@ -40,6 +44,52 @@ impl RunLog {
             file: Mutex::new(file),
             created,
         })
+    }
+
+    /// A new log in `dir` named for `now`: `grpofit-run-YYYYMMDD-HHMMSS.jsonl`, else, when runs
+    /// started in the same second took that name, `grpofit-run-YYYYMMDD-HHMMSS-2.jsonl`, `-3`...
+    /// Each name is created exclusively (O_CREAT|O_EXCL), so two runs never share a log and the
+    /// glob `grpofit-run-YYYYMMDD-HHMMSS*.jsonl` still finds them all.
+    pub(super) fn open_dated(dir: &Path, now: SystemTime) -> Result<RunLog, String> {
+        let first = dated_name(now);
+        let stem = first.trim_end_matches(".jsonl");
+        let mut last = None;
+        for n in 1..=MAX_SAME_SECOND {
+            let name = if n == 1 {
+                first.clone()
+            } else {
+                format!("{stem}-{n}.jsonl")
+            };
+            let path = dir.join(name);
+            match OpenOptions::new().create_new(true).append(true).open(&path) {
+                Ok(file) => {
+                    return Ok(RunLog {
+                        path,
+                        file: Mutex::new(file),
+                        created: true,
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(path),
+                Err(e) => {
+                    return Err(format!("{}: cannot write the run log: {e}", path.display()));
+                }
+            }
+        }
+        Err(format!(
+            "{}: {MAX_SAME_SECOND} run logs of this second are there already: name one with --log",
+            last.map_or_else(|| dir.display().to_string(), |p| p.display().to_string())
+        ))
+    }
+
+    /// The log's descriptor, open for appending, for the watchdog (watchdog.rs) to write its
+    /// exit line through should grpofit be killed.
+    #[cfg(unix)]
+    pub(super) fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_raw_fd()
     }
 
     /// Removes the file when this run made it and nothing was written to it (the command
@@ -85,6 +135,27 @@ pub(super) fn dated_name(now: SystemTime) -> String {
 mod tests {
     use super::*;
     use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn runs_in_the_same_second_get_logs_of_their_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = UNIX_EPOCH + Duration::from_secs(1_709_211_909);
+        let names: Vec<String> = (0..4)
+            .map(|_| {
+                let log = RunLog::open_dated(dir.path(), t).unwrap();
+                log.path.file_name().unwrap().to_string_lossy().into_owned()
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "grpofit-run-20240229-130509.jsonl",
+                "grpofit-run-20240229-130509-2.jsonl",
+                "grpofit-run-20240229-130509-3.jsonl",
+                "grpofit-run-20240229-130509-4.jsonl"
+            ]
+        );
+    }
 
     #[test]
     fn names_the_file_by_the_utc_date_and_time() {

@@ -10,6 +10,9 @@ mod log;
 mod sampler;
 mod signals;
 mod tee;
+mod terminal;
+mod wait;
+mod watchdog;
 
 use crate::cli::Source;
 use crate::commands::diagnosis;
@@ -22,8 +25,8 @@ use grpofit_core::memory::estimate::{Estimate, estimate};
 use grpofit_core::units::format_size;
 use std::ffi::OsString;
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -34,7 +37,7 @@ pub(crate) const LOG_VARIABLE: &str = "GRPOFIT_RUN_LOG";
 /// holding it) before grpofit stops waiting for its last bytes.
 const TEE_GRACE: Duration = Duration::from_secs(2);
 
-/// How often the command is polled for its exit, and grpofit's signals checked.
+/// How often the tee is looked at while its grace runs.
 const POLL: Duration = Duration::from_millis(50);
 
 pub(crate) fn run_command(
@@ -48,8 +51,8 @@ pub(crate) fn run_command(
             "run: no command given: grpofit run --config run.toml -- python train.py".into(),
         ));
     };
-    let path = log_path(log)?;
-    let run_log = Arc::new(log::RunLog::open(&path, append)?);
+    let run_log = Arc::new(open_log(log, append)?);
+    let path = run_log.path.clone();
     let inputs = resolve(source).inspect_err(|_| run_log.remove_if_empty())?;
     let est = estimate(&inputs.loaded.file.run, inputs.gpu);
     let console = Arc::new(Console::new(std::io::stderr().is_terminal()));
@@ -64,17 +67,13 @@ pub(crate) fn run_command(
         console.say(&line);
     }
     let signals = signals::Signals::catch()?;
-    let mut command = Command::new(program);
-    command
-        .args(args)
-        .envs(inputs.loaded.file.env.iter().map(|(k, v)| (k, v)))
-        .env(LOG_VARIABLE, &path)
-        .stderr(Stdio::piped());
-    group::own_group(&mut command);
-    let mut child = command.spawn().map_err(|e| {
-        run_log.remove_if_empty();
-        format!("cannot start `{}`: {e}", program.to_string_lossy())
-    })?;
+    let started = start(program, args, &inputs, &run_log, &console)
+        .inspect_err(|_| run_log.remove_if_empty())?;
+    let Started {
+        mut child,
+        terminal,
+        watchdog,
+    } = started;
     if let Err(e) = run_log.write(&prediction(source, &inputs, &est)) {
         console.say(&format!(
             "grpofit: {}: cannot write the run log: {e}",
@@ -104,7 +103,13 @@ pub(crate) fn run_command(
             None
         }
     };
-    let status = wait(&mut child, &signals, &console);
+    let waited = wait::wait(child.id(), &signals, &console, terminal);
+    if let Some(terminal) = terminal {
+        terminal.take_back();
+    }
+    if let Ok((_, true)) = waited {
+        group::sweep(child.id(), watchdog.as_ref().map(watchdog::Watchdog::pid));
+    }
     drop(stop);
     let peaks = sampler.and_then(|s| s.join().ok());
     if let Some(tee) = tee {
@@ -114,7 +119,7 @@ pub(crate) fn run_command(
         }
     }
     console.clear();
-    let status = status?;
+    let (status, _) = waited?;
     let code = signals::exit_code(status);
     let ended = exit_record(code, status, started.elapsed(), peaks);
     if run_log.write(&ended).is_err() {
@@ -123,6 +128,9 @@ pub(crate) fn run_command(
             path.display()
         ));
     }
+    if let Some(watchdog) = watchdog {
+        watchdog.stand_down();
+    }
     console.say(&summary(code, peaks, &est, &path, source));
     if !status.success() {
         diagnose_death(&tail.text(), source, &console);
@@ -130,14 +138,74 @@ pub(crate) fn run_command(
     Ok(code)
 }
 
-/// `--log`, else `grpofit-run-YYYYMMDD-HHMMSS.jsonl` in the current folder; absolute, so the
-/// command finds it from any folder it changes to.
-fn log_path(log: Option<&Path>) -> Result<PathBuf, String> {
-    let path = log.map_or_else(
-        || PathBuf::from(log::dated_name(SystemTime::now())),
-        Path::to_path_buf,
-    );
-    std::path::absolute(&path).map_err(|e| format!("{}: {e}", path.display()))
+/// The command started, and what watches it.
+struct Started {
+    child: std::process::Child,
+    /// the terminal handed to it, when there is one (terminal.rs)
+    terminal: Option<terminal::Terminal>,
+    watchdog: Option<watchdog::Watchdog>,
+}
+
+/// Starts the command in its own process group with the run file's `[env]` and the log's
+/// variable, its standard error piped to grpofit; hands it the terminal (when grpofit has it)
+/// and starts its watchdog. grpofit becomes the reaper of the command's orphans first.
+fn start(
+    program: &OsString,
+    args: &[OsString],
+    inputs: &Inputs,
+    run_log: &log::RunLog,
+    console: &Console,
+) -> Result<Started, Failure> {
+    if let Err(why) = group::become_subreaper() {
+        console.say(&format!(
+            "grpofit: orphaned grandchildren are not adopted: {why}"
+        ));
+    }
+    let terminal = terminal::Terminal::foreground();
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .envs(inputs.loaded.file.env.iter().map(|(k, v)| (k, v)))
+        .env(LOG_VARIABLE, &run_log.path)
+        .stderr(Stdio::piped());
+    group::own_group(&mut command);
+    #[cfg(unix)]
+    if terminal.is_some() {
+        terminal::Terminal::hand_over_in_child(&mut command);
+    }
+    let child = command
+        .spawn()
+        .map_err(|e| format!("cannot start `{}`: {e}", program.to_string_lossy()))?;
+    if let Some(terminal) = terminal {
+        terminal.give(child.id());
+    }
+    let watchdog = watchdog::Watchdog::start(child.id(), run_log.raw_fd())
+        .inspect_err(|why| {
+            console.say(&format!(
+                "grpofit: no watchdog: a SIGKILL of grpofit would leave the command's children: {why}"
+            ))
+        })
+        .ok();
+    Ok(Started {
+        child,
+        terminal,
+        watchdog,
+    })
+}
+
+/// `--log`, else a new `grpofit-run-YYYYMMDD-HHMMSS*.jsonl` in the current folder
+/// (`RunLog::open_dated`); its path absolute, so the command finds it from any folder it
+/// changes to.
+fn open_log(log: Option<&Path>, append: bool) -> Result<log::RunLog, String> {
+    let absolute = |p: &Path| std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()));
+    match log {
+        Some(path) => log::RunLog::open(&absolute(path)?, append),
+        None => {
+            let here = std::env::current_dir()
+                .map_err(|e| format!("the current folder, for the run log: {e}"))?;
+            log::RunLog::open_dated(&here, SystemTime::now())
+        }
+    }
 }
 
 /// NVML for the sampler, or why there is none.
@@ -177,33 +245,6 @@ fn prediction(source: &Source, inputs: &Inputs, est: &Estimate) -> serde_json::V
         "training_reserved": est.training_peak_reserved_bytes,
         "vllm": est.vllm.as_ref().map(|v| v.reservation_bytes),
     })
-}
-
-/// Waits for the command; a SIGINT, SIGTERM or SIGHUP grpofit receives is passed on to its
-/// process group, which is killed if it has not ended after `group::KILL_GRACE`.
-fn wait(
-    child: &mut Child,
-    signals: &signals::Signals,
-    console: &Console,
-) -> Result<ExitStatus, Failure> {
-    let mut escalation = group::Escalation::new(child.id());
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                escalation.finish();
-                return Ok(status);
-            }
-            Ok(None) => {}
-            Err(e) => return Err(Failure::Input(format!("cannot wait for the command: {e}"))),
-        }
-        if let Some(signal) = signals.take() {
-            console.say(&escalation.forward(signal));
-        }
-        if let Some(said) = escalation.poll() {
-            console.say(&said);
-        }
-        std::thread::sleep(POLL);
-    }
 }
 
 fn exit_record(

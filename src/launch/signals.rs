@@ -1,11 +1,12 @@
-//! While the command runs, grpofit outlives the signals that end it: it catches SIGINT, SIGTERM
-//! and SIGHUP, passes them on to the command's process group (group.rs), waits for the command
+//! While the command runs, grpofit outlives the signals that end it: it catches SIGINT, SIGTERM,
+//! SIGHUP, SIGQUIT and SIGUSR1 (each of which ends a process by default, signal(7)), passes them
+//! on to the command's process group (group.rs), waits for the command
 //! and still writes its log.
 //!
 //! The handlers are caught, not ignored: an ignored signal would stay ignored in the command
 //! after exec (signal(7)), and Python then leaves SIGINT alone (no KeyboardInterrupt).
 
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -13,10 +14,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub(super) struct Signals(Arc<AtomicUsize>);
 
 impl Signals {
-    /// Catches SIGINT, SIGTERM and SIGHUP from now on.
+    /// Catches SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGUSR1 from now on.
     pub(super) fn catch() -> Result<Signals, String> {
         let last = Arc::new(AtomicUsize::new(0));
-        for signal in [SIGINT, SIGTERM, SIGHUP] {
+        for signal in [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1] {
             signal_hook::flag::register_usize(signal, Arc::clone(&last), signal as usize)
                 .map_err(|e| format!("cannot catch signal {signal}: {e}"))?;
         }

@@ -172,3 +172,46 @@ fn check_and_calibrate_read_a_large_log_in_bounded_memory() {
         assert!(peak < 30 << 20, "{args:?}: {} MiB resident", peak >> 20);
     }
 }
+
+/// A line of 64 MiB in a log (something else wrote into it) is read past, not held: `check`
+/// and `calibrate` name it in a notice, give the figures of the other lines and stay in
+/// bounded memory (issue 28: a 300 MB line took 592 MB resident).
+#[test]
+fn check_and_calibrate_skip_a_line_longer_than_the_cap_with_a_notice() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("long.jsonl");
+    write_log(&log, 10);
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    // line 23: after the prediction, the start and 10 steps with their samples
+    f.write_all(b"{\"kind\": \"junk\", \"x\": \"").unwrap();
+    let chunk = vec![b'x'; 1 << 20];
+    for _ in 0..64 {
+        f.write_all(&chunk).unwrap();
+    }
+    f.write_all(b"\"}\n").unwrap();
+    drop(f);
+    for args in [
+        vec!["check", "--preset", "24gb", "--json"],
+        vec!["calibrate", "--json"],
+    ] {
+        let (peak, code) = peak_resident(
+            grpofit(&dir.path().join("config"))
+                .arg(args[0])
+                .arg(&log)
+                .args(&args[1..]),
+        );
+        assert_eq!(code, 0, "{args:?}");
+        assert!(peak < 30 << 20, "{args:?}: {} MiB resident", peak >> 20);
+        let out = grpofit(&dir.path().join("config"))
+            .arg(args[0])
+            .arg(&log)
+            .args(&args[1..])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("skipped line 23 (67108890 bytes)"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

@@ -332,6 +332,51 @@ fn run_without_a_log_names_a_dated_one_here() {
     assert!(String::from_utf8_lossy(&out.stderr).contains(name.as_str()));
 }
 
+/// Four runs without `--log` started at once (within one second: each takes the same
+/// `grpofit-run-YYYYMMDD-HHMMSS` stamp) all run, each with a log of its own (issue 28: three
+/// exited 2, the name taken).
+#[test]
+fn four_runs_in_the_same_second_get_four_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("grpofit");
+    let runs: Vec<std::process::Child> = (0..4)
+        .map(|_| {
+            std::process::Command::new(&bin)
+                .current_dir(dir.path())
+                .env("HF_HUB_OFFLINE", "1")
+                .args(["--no-gpu", "run", "--preset", "24gb", "--", "true"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for run in runs {
+        let out = run.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 4, "{names:?}");
+    for name in &names {
+        // the glob grpofit-run-YYYYMMDD-HHMMSS*.jsonl finds each
+        assert!(
+            name.starts_with("grpofit-run-") && name.ends_with(".jsonl"),
+            "{name}"
+        );
+        let log = std::fs::read_to_string(dir.path().join(name)).unwrap();
+        assert_eq!(log.lines().count(), 2, "{name}: {log}");
+    }
+}
+
 #[test]
 fn run_sets_the_env_table_and_the_log_for_the_callback() {
     let dir = tempfile::tempdir().unwrap();

@@ -171,3 +171,55 @@ fn an_unwritable_svg_path_is_bad_input() {
         .code(2)
         .stderr(predicates::str::contains("--svg"));
 }
+
+/// `--svg FILE` over a file that is there (the run file itself, say) is refused without
+/// `--force`, by every command that draws, before any work: exit 2, the file unchanged
+/// (issue 28: it was replaced). With `--force` it is drawn.
+#[test]
+fn svg_refuses_an_existing_file_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.toml");
+    let log = dir.path().join("run.jsonl");
+    std::fs::write(&log, "{\"kind\":\"step\"}\n").unwrap();
+    let log = log.to_str().unwrap();
+    let oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.55 GiB of which 1.00 GiB is free.\n";
+    let commands: [&[&str]; 4] = [
+        &["estimate", "--preset", "24gb", "--gpu-mem", "24GiB"],
+        &["fit", "--preset", "24gb", "--gpu-mem", "24GiB"],
+        &["diagnose", "-", "--preset", "24gb"],
+        &["check", log, "--preset", "24gb"],
+    ];
+    for args in commands {
+        std::fs::write(&path, "# the user's run file\n").unwrap();
+        let out = grpofit()
+            .args(args)
+            .arg("--svg")
+            .arg(&path)
+            .write_stdin(oom)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("--force"), "{args:?}: {stderr}");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "# the user's run file\n",
+            "{args:?}"
+        );
+    }
+    let out = grpofit()
+        .args([
+            "estimate",
+            "--preset",
+            "24gb",
+            "--gpu-mem",
+            "24GiB",
+            "--force",
+            "--svg",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(std::fs::read_to_string(&path).unwrap().starts_with("<svg"));
+}

@@ -1,7 +1,8 @@
-//! `grpofit run`'s signals (issue 23, audit): the command runs in its own process group, a
-//! SIGTERM, SIGHUP or SIGINT sent to grpofit reaches every process of it (a shell's `sleep`
-//! too), a command that ignores the signal is killed after the grace period the message names,
-//! and a SIGKILL of grpofit takes the command with it (Linux).
+//! `grpofit run`'s signals (issue 23, audit; issue 28): the command runs in its own process
+//! group, a SIGTERM, SIGHUP, SIGINT, SIGQUIT or SIGUSR1 sent to grpofit reaches every process of
+//! it (a shell's `sleep` too), a command that ignores the signal is killed after the grace
+//! period the message names, and a SIGKILL of grpofit takes the command and its children with
+//! it, its watchdog writing the exit line (Linux).
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used)]
 
@@ -103,8 +104,13 @@ fn gone(program: &str, marker: &str) -> bool {
 }
 
 #[test]
-fn sigterm_and_sigint_reach_the_commands_grandchildren() {
-    for (sig, marker) in [(libc::SIGTERM, marker(1)), (libc::SIGINT, marker(2))] {
+fn sigterm_sigint_sigquit_and_sigusr1_reach_the_commands_grandchildren() {
+    for (sig, marker) in [
+        (libc::SIGTERM, marker(1)),
+        (libc::SIGINT, marker(2)),
+        (libc::SIGQUIT, marker(5)),
+        (libc::SIGUSR1, marker(6)),
+    ] {
         let marker = marker.as_str();
         let dir = tempfile::tempdir().unwrap();
         // `; :` keeps bash from exec'ing sleep: sleep is bash's child, grpofit's grandchild
@@ -117,8 +123,15 @@ fn sigterm_and_sigint_reach_the_commands_grandchildren() {
         clean(marker);
         assert!(!survived, "sleep survived signal {sig}: {stderr}");
         assert!(started.elapsed() < Duration::from_secs(8), "{stderr}");
-        assert_eq!(code, Some(128 + sig), "{stderr}");
+        if sig == libc::SIGQUIT {
+            // bash outlives SIGQUIT (its sleep does not) and ends with `:`'s status, or dies
+            assert!(matches!(code, Some(0 | 131)), "{stderr}");
+        } else {
+            assert_eq!(code, Some(128 + sig), "{stderr}");
+        }
         assert!(stderr.contains("process group"), "{stderr}");
+        let log = std::fs::read_to_string(dir.path().join("run.jsonl")).unwrap();
+        assert!(log.contains("\"exit\""), "{log}");
     }
 }
 
@@ -154,8 +167,46 @@ fn the_command_dies_with_grpofit() {
     wait_for(marker);
     signal(&child, libc::SIGKILL);
     let _ = finish(child);
-    // bash, grpofit's child, dies with it (its own child, sleep, is not grpofit's to reach)
+    // bash, grpofit's child, dies with it, and so does its own child, sleep: the watchdog
+    // kills the command's group
     let bash_left = !gone("bash", marker);
+    let sleep_left = !gone("sleep", marker);
     clean(marker);
     assert!(!bash_left, "the command outlived a SIGKILL of grpofit");
+    assert!(
+        !sleep_left,
+        "the command's child outlived a SIGKILL of grpofit"
+    );
+    let log = std::fs::read_to_string(dir.path().join("run.jsonl")).unwrap();
+    let exit: serde_json::Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+    assert_eq!(exit["kind"], "exit", "{log}");
+    assert_eq!(exit["signal"], libc::SIGKILL, "{log}");
+    assert!(exit["by"].as_str().unwrap().contains("watchdog"), "{log}");
+}
+
+/// A grandchild that left the command's process group (setsid) is not reached by the signal
+/// passed on to the group; when its parent dies grpofit adopts it (a child subreaper) and kills
+/// it with what is left once the run has ended (issue 28).
+#[test]
+fn a_grandchild_that_left_the_group_dies_with_a_signalled_run() {
+    let marker = &marker(7);
+    let dir = tempfile::tempdir().unwrap();
+    let child = start(
+        dir.path(),
+        &format!("setsid sleep {marker} & sleep {marker}; :"),
+    );
+    let until = Instant::now() + Duration::from_secs(20);
+    while running("sleep", marker).len() < 2 {
+        assert!(
+            Instant::now() < until,
+            "the command never started both sleeps"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal(&child, libc::SIGTERM);
+    let (code, stderr) = finish(child);
+    let survived = !gone("sleep", marker);
+    clean(marker);
+    assert!(!survived, "the setsid sleep outlived the run: {stderr}");
+    assert_eq!(code, Some(128 + libc::SIGTERM), "{stderr}");
 }

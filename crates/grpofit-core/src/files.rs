@@ -239,6 +239,21 @@ pub fn write_to(target: &Target, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Writes `bytes` as a regular file named `path` in a folder grpofit keeps (the Hugging Face
+/// cache's `refs/`), through a temporary file renamed over whatever entry has the name: a
+/// symbolic link planted there is itself replaced, never followed, so the write cannot land
+/// anywhere else on disk (issue 28: a linked `refs/main` replaced the file it pointed at).
+pub fn replace_entry(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    let target = Target {
+        file: path.to_path_buf(),
+        permissions: None,
+    };
+    write_to(&target, bytes).map_err(|error| FileError::CannotWrite {
+        path: path.to_path_buf(),
+        error,
+    })
+}
+
 /// Checks, before any work, that none of `names` is in `dir` already (unless `overwrite`), so
 /// that a set of files is never half replaced.
 pub fn check_none_there(dir: &Path, names: &[&str], overwrite: bool) -> Result<(), FileError> {

@@ -3,6 +3,7 @@
 //! HTTP code lives here: the binary crate brings those.
 
 pub mod arch;
+pub mod bounded;
 pub mod config;
 pub mod contract;
 pub mod dates;

@@ -63,13 +63,25 @@ pub enum ArchError {
     Vision(Box<ArchError>),
 }
 
+/// The largest config.json read: a model's is a few KiB (the catalog's models' are under
+/// 10 KiB), so 16 MiB is far past any, and a file that never ends (`/dev/zero` linked in) is
+/// refused instead of read until memory runs out.
+pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// Reads the architecture from the config.json at `path`: a regular file only, at most
+/// `MAX_CONFIG_BYTES` (`bounded`: a FIFO or a device is refused, not waited on).
 pub fn load(path: &Path) -> Result<Arch, ConfigJsonError> {
     let shown = || path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|error| ConfigJsonError::Unreadable {
-        path: shown(),
-        error,
+    let text = crate::bounded::read_capped(path, MAX_CONFIG_BYTES).map_err(|e| {
+        ConfigJsonError::Unreadable {
+            path: shown(),
+            error: std::io::Error::new(
+                e.io_kind().unwrap_or(std::io::ErrorKind::InvalidData),
+                e.reason(),
+            ),
+        }
     })?;
-    let root: Value = serde_json::from_str(&text).map_err(|error| ConfigJsonError::NotJson {
+    let root: Value = serde_json::from_slice(&text).map_err(|error| ConfigJsonError::NotJson {
         path: shown(),
         error,
     })?;

@@ -156,26 +156,33 @@ pub fn parse_log(text: &str, name: &str) -> Result<RunLog, LogError> {
 }
 
 /// Reads the log's last run: a log that `grpofit run --append` (or a training script run twice)
-/// added a second run to holds several, which are never mixed. The note says which lines were
-/// read when there was more than one run. Errors name the log and the line.
-pub fn parse_last_run(text: &str, name: &str) -> Result<(RunLog, Option<String>), LogError> {
+/// added a second run to holds several, which are never mixed. The notes say which lines were
+/// read when there was more than one run, and which were skipped for their length
+/// (`lines::MAX_LINE_BYTES`). Errors name the log and the line.
+pub fn parse_last_run(text: &str, name: &str) -> Result<(RunLog, Vec<String>), LogError> {
     parse_last_run_from(text.as_bytes(), name)
 }
 
 /// `parse_last_run`, a line at a time from `reader`: a log of any size is read in bounded
-/// memory (its text is not held, and its steps and samples are folded: `kept`). A line that is not UTF-8 is an error naming it.
+/// memory (its text is not held, a line longer than `lines::MAX_LINE_BYTES` is skipped, and
+/// its steps and samples are folded: `kept`). A line that is not UTF-8 is an error naming it.
 pub fn parse_last_run_from(
     mut reader: impl std::io::BufRead,
     name: &str,
-) -> Result<(RunLog, Option<String>), LogError> {
+) -> Result<(RunLog, Vec<String>), LogError> {
+    use super::lines::{self, Line};
     let mut log = RunLog::default();
     let (mut runs, mut first) = (1, 1);
     let mut bytes = Vec::new();
+    let mut skipped = lines::Skipped::default();
     for i in 0.. {
-        bytes.clear();
-        match reader.read_until(b'\n', &mut bytes) {
-            Ok(0) => break,
-            Ok(_) => {}
+        match lines::next(&mut reader, &mut bytes, lines::MAX_LINE_BYTES) {
+            Ok(Line::End) => break,
+            Ok(Line::Held) => {}
+            Ok(Line::TooLong(len)) => {
+                skipped.add(i + 1, len);
+                continue;
+            }
             Err(e) => return Err(LogProblem::Unreadable(e).at(name)),
         }
         let at = format!("{name}:{}", i + 1);
@@ -194,7 +201,7 @@ pub fn parse_last_run_from(
             "{name} holds {runs} runs: reading the last one, from line {first} (one run per log)"
         )
     });
-    Ok((log, note))
+    Ok((log, note.into_iter().chain(skipped.notice(name)).collect()))
 }
 
 /// Whether `line` begins a new run after what `log` holds: a `prediction` line (the first line

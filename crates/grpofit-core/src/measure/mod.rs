@@ -7,5 +7,6 @@ pub mod calibration;
 pub mod check;
 pub mod follow;
 pub mod kept;
+pub mod lines;
 pub mod measured;
 pub mod tail;

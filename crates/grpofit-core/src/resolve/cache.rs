@@ -2,7 +2,13 @@
 //! `<cache>/models--<org>--<name>/refs/main` holds the revision, and
 //! `<cache>/models--<org>--<name>/snapshots/<revision>/config.json` the file.
 
+use crate::bounded::{self, BoundedError};
 use std::path::{Path, PathBuf};
+
+/// The most bytes read from `refs/main`: a commit id is 40 hexadecimal characters
+/// (huggingface_hub `REGEX_COMMIT_HASH`), which huggingface_hub writes alone; 256 leaves room
+/// for a line end and spaces and refuses a file that never ends.
+pub const MAX_REF_BYTES: u64 = 256;
 
 /// Where the cache lives: `HF_HUB_CACHE`, else `HF_HOME/hub`, else `~/.cache/huggingface/hub`
 /// (huggingface_hub `constants.py`).
@@ -49,8 +55,10 @@ pub fn base_name(name: &str) -> &str {
 }
 
 /// Finds `name`'s config in `cache`: the repository itself first, then, for an Unsloth
-/// re-upload, the base model's repository under any organisation.
-pub fn find(cache: &Path, name: &str) -> Option<Cached> {
+/// re-upload, the base model's repository under any organisation. A `refs/main` that is not a
+/// regular file of at most `MAX_REF_BYTES` (a FIFO, `/dev/zero`, a link loop) is an error that
+/// names it.
+pub fn find(cache: &Path, name: &str) -> Result<Option<Cached>, BoundedError> {
     let repos = repositories(cache);
     let exact = repos
         .iter()
@@ -62,13 +70,16 @@ pub fn find(cache: &Path, name: &str) -> Option<Cached> {
             bare.eq_ignore_ascii_case(base) || base_name(repo).eq_ignore_ascii_case(base)
         })
     };
-    exact.into_iter().chain(packaged()).find_map(|(repo, dir)| {
-        snapshot_config(dir).map(|(revision, config)| Cached {
-            repo: repo.clone(),
-            revision,
-            config,
-        })
-    })
+    for (repo, dir) in exact.into_iter().chain(packaged()) {
+        if let Some((revision, config)) = snapshot_config(dir)? {
+            return Ok(Some(Cached {
+                repo: repo.clone(),
+                revision,
+                config,
+            }));
+        }
+    }
+    Ok(None)
 }
 
 /// Every model repository in the cache: (`org/name`, its folder).
@@ -89,20 +100,24 @@ fn repositories(cache: &Path) -> Vec<(String, PathBuf)> {
 }
 
 /// The `config.json` of the revision `refs/main` names, else of any snapshot that has one.
-fn snapshot_config(repo: &Path) -> Option<(String, PathBuf)> {
+fn snapshot_config(repo: &Path) -> Result<Option<(String, PathBuf)>, BoundedError> {
     let snapshots = repo.join("snapshots");
-    let main = std::fs::read_to_string(repo.join("refs/main"))
-        .ok()
-        .map(|r| r.trim().to_string())
-        .filter(|r| !r.is_empty() && !r.contains(['/', '\\', '.']));
+    let main = match bounded::read_capped(&repo.join("refs/main"), MAX_REF_BYTES) {
+        Ok(bytes) => Some(String::from_utf8_lossy(&bytes).trim().to_string())
+            .filter(|r| !r.is_empty() && !r.contains(['/', '\\', '.'])),
+        Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => None,
+        Err(e) => return Err(e),
+    };
     if let Some(revision) = main {
         let config = snapshots.join(&revision).join("config.json");
         if config.is_file() {
-            return Some((revision, config));
+            return Ok(Some((revision, config)));
         }
     }
-    let mut found: Vec<(String, PathBuf)> = std::fs::read_dir(&snapshots)
-        .ok()?
+    let Ok(entries) = std::fs::read_dir(&snapshots) else {
+        return Ok(None);
+    };
+    let mut found: Vec<(String, PathBuf)> = entries
         .flatten()
         .filter_map(|e| {
             let config = e.path().join("config.json");
@@ -111,7 +126,7 @@ fn snapshot_config(repo: &Path) -> Option<(String, PathBuf)> {
         })
         .collect();
     found.sort();
-    found.pop()
+    Ok(found.pop())
 }
 
 #[cfg(test)]
@@ -159,22 +174,55 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "Qwen/Qwen3-4B-Instruct-2507", "aaa", false);
         let main = write(dir.path(), "Qwen/Qwen3-4B-Instruct-2507", "bbb", true);
-        let found = find(dir.path(), "qwen/qwen3-4b-instruct-2507").unwrap();
+        let found = find(dir.path(), "qwen/qwen3-4b-instruct-2507")
+            .unwrap()
+            .unwrap();
         assert_eq!(found.repo, "Qwen/Qwen3-4B-Instruct-2507");
         assert_eq!((found.revision.as_str(), found.config), ("bbb", main));
-        assert_eq!(find(dir.path(), "Qwen/Qwen3-8B"), None);
+        assert_eq!(find(dir.path(), "Qwen/Qwen3-8B").unwrap(), None);
     }
 
     #[test]
     fn an_unsloth_upload_finds_its_base_model() {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "Qwen/Qwen3-4B", "ccc", false);
-        let found = find(dir.path(), "unsloth/Qwen3-4B-unsloth-bnb-4bit").unwrap();
+        let found = find(dir.path(), "unsloth/Qwen3-4B-unsloth-bnb-4bit")
+            .unwrap()
+            .unwrap();
         assert_eq!(
             (found.repo.as_str(), found.revision.as_str()),
             ("Qwen/Qwen3-4B", "ccc")
         );
         assert_eq!(base_name("unsloth/Qwen3-4B-bnb-4bit"), "Qwen3-4B");
         assert_eq!(base_name("Qwen3-4B"), "Qwen3-4B");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_dev_zero_or_a_link_loop_as_refs_main_is_an_error_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "Qwen/Qwen3-4B", "ccc", true);
+        let main = dir.path().join("models--Qwen--Qwen3-4B/refs/main");
+        let loop_b = dir.path().join("loop_b");
+        for make in [0, 1, 2, 3] {
+            let _ = std::fs::remove_file(&main);
+            match make {
+                0 => {
+                    let name = std::ffi::CString::new(main.to_str().unwrap()).unwrap();
+                    // SAFETY: mkfifo(3) reads a NUL-terminated path that lives across the call
+                    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+                }
+                1 => std::os::unix::fs::symlink("/dev/zero", &main).unwrap(),
+                2 => {
+                    std::os::unix::fs::symlink(&loop_b, &main).unwrap();
+                    std::os::unix::fs::symlink(&main, &loop_b).unwrap();
+                }
+                _ => std::fs::write(&main, "c".repeat(1 << 20)).unwrap(),
+            }
+            let started = std::time::Instant::now();
+            let said = find(dir.path(), "Qwen/Qwen3-4B").unwrap_err().to_string();
+            assert!(said.contains("refs/main"), "{said}");
+            assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        }
     }
 }

@@ -17,6 +17,10 @@ pub enum ResolveError {
     /// the `config.json` named, or the cache's, cannot be used
     #[error(transparent)]
     ConfigJson(#[from] ConfigJsonError),
+    /// a file of the Hugging Face cache that is not one to read (`refs/main` a FIFO, a
+    /// device, a link loop, or longer than a commit id)
+    #[error("the Hugging Face cache: {0}")]
+    CacheFile(#[from] crate::bounded::BoundedError),
     /// the snapshot's safetensors files cannot be read (boxed, which keeps the error under
     /// clippy's `result_large_err` size)
     #[error("the weights of {repo} in the Hugging Face cache: {error}")]
@@ -148,7 +152,11 @@ pub fn resolve_offline(
             weights: None,
         }));
     }
-    if let Some(found) = cache.and_then(|c| cache::find(c, name)) {
+    let found = match cache {
+        Some(c) => cache::find(c, name)?,
+        None => None,
+    };
+    if let Some(found) = found {
         let mut arch = config_json::load(&found.config)?;
         arch.name = found.repo.clone();
         // a base model's weights are not its re-upload's (`-bnb-4bit` packs them)

@@ -19,8 +19,16 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
+mod problem;
+pub use problem::Problem;
+
 /// The largest header (or index.json) read: anything larger is refused, not allocated.
 pub const MAX_HEADER_BYTES: u64 = 100 << 20;
+/// The most tensors one safetensors header may describe, counted before its JSON is parsed
+/// (`count_tensors`), for a header read from the Hub and from the cache alike. A shard holds
+/// hundreds to a few thousand tensors; 65,536 refuses a header of 10^6 entries, which took
+/// 1.5 GB and 18 s to read from the Hub, 1.45 GB and 10 s from a local file (issue 28).
+pub const MAX_TENSORS_PER_FILE: usize = 1 << 16;
 /// A snapshot's single weights file.
 pub const SINGLE_FILE: &str = "model.safetensors";
 /// A sharded snapshot's index.
@@ -331,157 +339,6 @@ impl std::fmt::Display for SafetensorsError {
 
 impl std::error::Error for SafetensorsError {}
 
-/// What is wrong. Tensor names are the file's, quoted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Problem {
-    /// the file could not be opened or read
-    Io(String),
-    /// a snapshot link whose blob is gone
-    DanglingLink {
-        target: PathBuf,
-    },
-    /// fewer than the 8 bytes that give the header's length
-    NoLength {
-        got: u64,
-    },
-    /// a header length of 2^63 or more
-    LengthTooLarge {
-        len: u64,
-    },
-    /// a header longer than `MAX_HEADER_BYTES`
-    HeaderTooLarge {
-        len: u64,
-    },
-    /// a header longer than the file
-    HeaderPastFile {
-        len: u64,
-        file_len: u64,
-    },
-    /// fewer header bytes than its length says
-    Truncated {
-        len: u64,
-        got: u64,
-    },
-    NotJson(String),
-    NotAnObject,
-    /// `__metadata__` is not an object
-    BadMetadata,
-    /// a tensor entry that is not `{dtype, shape, data_offsets}`
-    BadTensor {
-        tensor: String,
-        what: String,
-    },
-    /// `begin > end`
-    OffsetsOutOfOrder {
-        tensor: String,
-        begin: u64,
-        end: u64,
-    },
-    /// two tensors' data overlap
-    Overlap {
-        tensor: String,
-        other: String,
-    },
-    /// a known dtype whose shape needs other than its span
-    SizeMismatch {
-        tensor: String,
-        dtype: String,
-        shape: Vec<u64>,
-        expected: u64,
-        bytes: u64,
-    },
-    /// a tensor's data ends past the file
-    DataPastFile {
-        tensor: String,
-        end: u64,
-        data_len: u64,
-    },
-    /// an index.json that is not `{"weight_map": {"<tensor>": "<file>"}}`
-    BadIndex(String),
-    /// a shard the index lists is not in the snapshot
-    MissingShard {
-        shard: String,
-    },
-    /// a tensor in two files
-    Duplicate {
-        tensor: String,
-        other: PathBuf,
-    },
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Problem::Io(e) => write!(f, "cannot read it: {e}"),
-            Problem::DanglingLink { target } => write!(
-                f,
-                "links to {}, which is missing (an interrupted download?)",
-                target.display()
-            ),
-            Problem::NoLength { got } => write!(
-                f,
-                "truncated header: {got} bytes, fewer than the 8 that give the header's length"
-            ),
-            Problem::LengthTooLarge { len } => {
-                write!(
-                    f,
-                    "header length {len} is 2^63 or more: not a safetensors file"
-                )
-            }
-            Problem::HeaderTooLarge { len } => write!(
-                f,
-                "header length {len} is over the {} MiB grpofit reads",
-                MAX_HEADER_BYTES >> 20
-            ),
-            Problem::HeaderPastFile { len, file_len } => write!(
-                f,
-                "header length {len} is larger than the file ({file_len} bytes)"
-            ),
-            Problem::Truncated { len, got } => write!(
-                f,
-                "truncated header: its length says {len} bytes, only {got} follow"
-            ),
-            Problem::NotJson(e) => write!(f, "header is not JSON: {e}"),
-            Problem::NotAnObject => write!(f, "header is not a JSON object"),
-            Problem::BadMetadata => write!(f, "header's __metadata__ is not an object"),
-            Problem::BadTensor { tensor, what } => write!(f, "tensor {tensor:?}: {what}"),
-            Problem::OffsetsOutOfOrder { tensor, begin, end } => write!(
-                f,
-                "tensor {tensor:?}: data_offsets [{begin}, {end}] out of order"
-            ),
-            Problem::Overlap { tensor, other } => write!(
-                f,
-                "tensor {tensor:?}: data_offsets overlap those of {other:?}"
-            ),
-            Problem::SizeMismatch {
-                tensor,
-                dtype,
-                shape,
-                expected,
-                bytes,
-            } => write!(
-                f,
-                "tensor {tensor:?}: {dtype} {shape:?} takes {expected} bytes, but its data_offsets span {bytes}"
-            ),
-            Problem::DataPastFile {
-                tensor,
-                end,
-                data_len,
-            } => write!(
-                f,
-                "tensor {tensor:?}: data_offsets end at {end}, past the file's {data_len} bytes of data"
-            ),
-            Problem::BadIndex(what) => write!(f, "{what}"),
-            Problem::MissingShard { shard } => {
-                write!(f, "lists shard {shard:?}, which is not in the snapshot")
-            }
-            Problem::Duplicate { tensor, other } => {
-                write!(f, "tensor {tensor:?} is in {} too", other.display())
-            }
-        }
-    }
-}
-
 /// Reads a safetensors header from the start of `reader` (a file, or an in-memory buffer such
 /// as `&bytes[..]`), reading no further than the header. Checks the header alone: that the
 /// tensors fit the file is `Header::check_file_len`.
@@ -569,18 +426,27 @@ fn present(path: &Path) -> bool {
     path.symlink_metadata().is_ok()
 }
 
-/// Opens `path`, telling a dangling link (a cache blob gone) from other failures.
+/// Opens `path` if it is a regular file (`bounded::open_regular`: a FIFO or a device is
+/// refused at once, never waited on), telling a dangling link (a cache blob gone) from other
+/// failures.
 fn open(path: &Path) -> Result<File, Problem> {
-    File::open(path).map_err(|e| {
+    crate::bounded::open_regular(path).map_err(|e| {
         let dangling = path
             .symlink_metadata()
             .is_ok_and(|m| m.file_type().is_symlink())
-            && e.kind() == std::io::ErrorKind::NotFound;
+            && e.io_kind() == Some(std::io::ErrorKind::NotFound);
         match std::fs::read_link(path) {
             Ok(target) if dangling => Problem::DanglingLink { target },
-            _ => Problem::Io(e.to_string()),
+            _ => Problem::Io(e.reason()),
         }
     })
+}
+
+/// How many tensor entries a header's JSON (`json`, without its 8-byte length) has, counted by
+/// their `data_offsets` keys without parsing it.
+pub fn count_tensors(json: &[u8]) -> usize {
+    const KEY: &[u8] = b"\"data_offsets\"";
+    json.windows(KEY.len()).filter(|w| *w == KEY).count()
 }
 
 /// The files an index's `weight_map` names, each once, in order; each must be in `dir` (or
@@ -669,6 +535,10 @@ fn read_from(mut reader: impl Read, file_len: Option<u64>) -> Result<Header, Pro
     let got = u64::try_from(json.len()).unwrap_or(u64::MAX);
     if got < len {
         return Err(Problem::Truncated { len, got });
+    }
+    let count = count_tensors(&json);
+    if count > MAX_TENSORS_PER_FILE {
+        return Err(Problem::TooManyTensors { count });
     }
     parse(&json, len)
 }
