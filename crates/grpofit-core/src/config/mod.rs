@@ -24,6 +24,8 @@ mod read_model;
 mod read_spread;
 mod read_version_keys;
 mod read_vllm_device;
+pub mod pyyaml;
+pub mod pyyaml_resolve;
 pub mod recipe;
 mod serve_command;
 pub mod source;
@@ -32,6 +34,7 @@ pub mod tables;
 mod tests;
 pub mod write_back;
 mod write_error;
+mod verify;
 mod yaml_edit;
 
 pub use error::{LoadError, Wording};
