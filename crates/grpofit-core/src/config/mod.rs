@@ -63,6 +63,7 @@ pub fn load_with(path: &Path, reading: &Reading) -> Result<RunFile, LoadError> {
         return recipe::load(&text, &file, path, reading);
     }
     let mut run = parse_with(&text, &file, path.parent(), reading)?;
+    let stamp = source::Stamp::of(path, text.as_bytes());
     run.source = Some(source::SourceFile {
         path: path.to_path_buf(),
         text,
@@ -72,6 +73,7 @@ pub fn load_with(path: &Path, reading: &Reading) -> Result<RunFile, LoadError> {
         lock_effective_batch: run.lock_effective_batch,
         model_config: run.model_config.clone(),
         placed: Vec::new(),
+        stamp,
     });
     Ok(run)
 }

@@ -88,6 +88,7 @@ pub fn load(text: &str, file: &str, path: &Path, reading: &Reading) -> Result<Ru
         lock_effective_batch: run.lock_effective_batch,
         model_config: run.model_config.clone(),
         placed: sorted.placed,
+        stamp: super::source::Stamp::of(path, text.as_bytes()),
     });
     Ok(run)
 }

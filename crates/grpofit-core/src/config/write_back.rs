@@ -139,6 +139,18 @@ pub fn write_back(
     }
 }
 
+/// `Err(WriteBackError::Stale)` when `source` changed on disk since it was read: what is
+/// built from it would drop that change.
+pub fn check_unchanged(source: Option<&SourceFile>) -> Result<(), WriteBackError> {
+    match source.map(SourceFile::unchanged) {
+        Some(Err(changed)) => Err(WriteBackError::Stale {
+            path: source.map(|s| s.path.clone()).unwrap_or_default(),
+            what: changed.what,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The text to write to `out` (`-`: standard output, in the source's format): the source
 /// edited in place when `out` is in its format, a run file written whole when `out` is TOML and
 /// the run came from a recipe or a preset; a YAML recipe only from a recipe.

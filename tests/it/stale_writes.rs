@@ -1,0 +1,145 @@
+//! No stale writes, and line ends kept: the screen's export and `fit -o` start from the text
+//! they read; a file saved again since is never silently overwritten (the export is refused,
+//! or the tuned keys are merged into the new text), and a CRLF run file stays CRLF.
+
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
+use grpofit::tui::app::{App, GpuState, Mode, Msg};
+use grpofit::tui::runner::Runner;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use std::path::Path;
+use std::process::Command;
+
+fn grpofit() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_grpofit"))
+}
+
+fn screen_on(path: &Path, dir: &Path) -> App {
+    let file =
+        grpofit_core::config::load(path, &grpofit_core::resolve::Offline::from_env()).unwrap();
+    let gpu = GpuState {
+        capacity: 80 << 30,
+        capacity_from_user: true,
+        name: "Test GPU".into(),
+        live: None,
+        unavailable: None,
+    };
+    App::new(
+        file,
+        gpu,
+        grpofit::tui::theme::Theme::mono(),
+        dir.to_path_buf(),
+    )
+}
+
+fn key(a: &mut App, c: char) {
+    let key = Msg::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+    Runner::new().dispatch(a, key);
+}
+
+const RUN: &str = "[grpofit]\nstack = \"trl\"\ngpu_memory = \"80GiB\"\nmax_prompt_length = 512\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\n\n[grpo]\nper_device_train_batch_size = 8\nnum_generations = 8\nmax_completion_length = 1024\nuse_vllm = true\nvllm_mode = \"colocate\"\nvllm_gpu_memory_utilization = 0.3\n";
+
+/// The stale write-back: the user saves the file in an editor while the screen is
+/// open; `s` then refuses to write from the old text, and `m` merges the tuned key into the
+/// new text, keeping the edit.
+#[test]
+fn an_outside_edit_between_load_and_export_is_kept_or_the_export_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("grpofit-qwen2.5-1.5b-instruct.toml");
+    std::fs::write(&path, RUN).unwrap();
+    for merge in [false, true] {
+        std::fs::write(&path, RUN).unwrap();
+        let mut a = screen_on(&path, dir.path());
+        key(&mut a, 'l');
+        // saved in an editor after the screen read the file
+        let edited = RUN.replace(
+            "num_generations = 8\n",
+            "num_generations = 8\nlearning_rate = 3e-6  # saved in an editor\n",
+        );
+        std::fs::write(&path, &edited).unwrap();
+        key(&mut a, 's');
+        assert!(
+            matches!(a.mode(), Mode::SourceChanged { .. }),
+            "{:?}",
+            a.mode()
+        );
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            edited,
+            "nothing written"
+        );
+        if !merge {
+            key(&mut a, 'n');
+            assert!(a.message().unwrap().contains("changed on disk"));
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), edited);
+            continue;
+        }
+        key(&mut a, 'm');
+        if matches!(a.mode(), Mode::ConfirmOverwrite { .. }) {
+            key(&mut a, 'y');
+        }
+        let out = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            out.contains("learning_rate = 3e-6  # saved in an editor\n"),
+            "{out}"
+        );
+        assert!(out.starts_with("# tuned by grpofit on "), "{out}");
+        assert!(
+            out.contains("vllm_gpu_memory_utilization = ") && !out.contains("= 0.3\n"),
+            "{out}"
+        );
+    }
+}
+
+/// `fit -o` checks the file it read just before writing: `unchanged` is what it calls.
+#[test]
+fn a_source_edited_after_the_read_is_seen_as_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.toml");
+    std::fs::write(&path, RUN).unwrap();
+    let file =
+        grpofit_core::config::load(&path, &grpofit_core::resolve::Offline::from_env()).unwrap();
+    let source = file.source.as_ref().unwrap();
+    assert!(source.unchanged().is_ok());
+    std::fs::write(&path, RUN.replace("= 8\n", "= 16\n")).unwrap();
+    let changed = source.unchanged().unwrap_err();
+    assert!(changed.what.contains("edited"), "{}", changed.what);
+    assert!(changed.now.unwrap().text.contains("= 16\n"));
+    // replaced by another file with the same bytes: another inode
+    let other = dir.path().join("other.toml");
+    std::fs::write(&other, RUN).unwrap();
+    std::fs::rename(&other, &path).unwrap();
+    let err = grpofit_core::config::write_back::check_unchanged(Some(source)).unwrap_err();
+    assert!(err.to_string().contains("changed on disk"), "{err}");
+}
+
+/// A CRLF run file keeps CRLF through `fit -o same.toml --force` (toml_edit writes LF).
+#[test]
+fn a_crlf_run_file_keeps_crlf() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.toml");
+    let crlf = RUN
+        .replace("80GiB", "24GiB")
+        .replace("= 8\nnum", "= 16\nnum")
+        .replace('\n', "\r\n");
+    std::fs::write(&path, &crlf).unwrap();
+    let r = grpofit()
+        .args(["fit", "--config"])
+        .arg(&path)
+        .args(["--gpu-mem", "24GiB", "-o"])
+        .arg(&path)
+        .arg("--force")
+        .output()
+        .unwrap();
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let out = std::fs::read_to_string(&path).unwrap();
+    assert_ne!(out, crlf);
+    assert_eq!(out.matches('\n').count(), out.matches("\r\n").count(), "{out:?}");
+    assert!(out.starts_with("# tuned by grpofit on ") && out.contains("\r\n[model]\r\n"));
+}
