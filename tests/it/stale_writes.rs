@@ -140,6 +140,10 @@ fn a_crlf_run_file_keeps_crlf() {
     );
     let out = std::fs::read_to_string(&path).unwrap();
     assert_ne!(out, crlf);
-    assert_eq!(out.matches('\n').count(), out.matches("\r\n").count(), "{out:?}");
+    assert_eq!(
+        out.matches('\n').count(),
+        out.matches("\r\n").count(),
+        "{out:?}"
+    );
     assert!(out.starts_with("# tuned by grpofit on ") && out.contains("\r\n[model]\r\n"));
 }

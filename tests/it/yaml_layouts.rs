@@ -74,7 +74,10 @@ impl Layout {
                 cm("the model")
             ));
             t.push_str(&format!("{i}torch_dtype{c} {}\n", q("bfloat16")));
-            t.push_str(&format!("{i}use_vllm{c} true\n{i}vllm_mode{c} {}\n", q("colocate")));
+            t.push_str(&format!(
+                "{i}use_vllm{c} true\n{i}vllm_mode{c} {}\n",
+                q("colocate")
+            ));
             t.push_str(&format!(
                 "{i}vllm_gpu_memory_utilization{c} 0.3{}\n",
                 cm("KV")
@@ -89,7 +92,10 @@ impl Layout {
                     "{i}? per_device_train_batch_size\n{i}: 16\n{i}gradient_accumulation_steps{c} 4\n"
                 ));
             } else {
-                t.push_str(&format!("{i}per_device_train_batch_size{c} 16{}\n{i}gradient_accumulation_steps{c} 4\n", cm("per GPU")));
+                t.push_str(&format!(
+                    "{i}per_device_train_batch_size{c} 16{}\n{i}gradient_accumulation_steps{c} 4\n",
+                    cm("per GPU")
+                ));
             }
             t.push_str(&format!("{i}reward_funcs{c}\n{i}- accuracy\n{i}- format\n"));
             if self.doc_end {
@@ -111,20 +117,22 @@ fn layout() -> impl Strategy<Value = Layout> {
         (any::<bool>(), any::<bool>(), 0usize..3, any::<bool>()),
         (0usize..8, 0usize..12),
     )
-        .prop_map(|((ind, sc, eol, bom), (ds, de, quotes, comments), (m, rare))| Layout {
-            indent: ind * 2,
-            spaced_colon: sc,
-            eol,
-            bom,
-            doc_start: ds,
-            doc_end: de,
-            quotes,
-            comments,
-            merge: m == 0,
-            anchored: rare == 0,
-            flow: rare == 1,
-            complex: rare == 2,
-        })
+        .prop_map(
+            |((ind, sc, eol, bom), (ds, de, quotes, comments), (m, rare))| Layout {
+                indent: ind * 2,
+                spaced_colon: sc,
+                eol,
+                bom,
+                doc_start: ds,
+                doc_end: de,
+                quotes,
+                comments,
+                merge: m == 0,
+                anchored: rare == 0,
+                flow: rare == 1,
+                complex: rare == 2,
+            },
+        )
 }
 
 /// The tuned run written back into `text` (micro-batch 4, accumulation 16: the same batch):
@@ -211,10 +219,7 @@ print(json.dumps(out))
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
-        assert!(
-            !ci,
-            "CI: PyYAML is needed (.ci/run installs it): {err}"
-        );
+        assert!(!ci, "CI: PyYAML is needed (.ci/run installs it): {err}");
         eprintln!("PyYAML not available ({err}): the cross-check is skipped");
         return None;
     }
@@ -335,7 +340,7 @@ proptest! {
         prop_assert_eq!(file.run.micro_batch, 4);
         prop_assert_eq!(file.run.grad_accum, 16);
         // and real PyYAML, opening the file as TRL does
-        if let Some(theirs) = pyyaml(&[out.clone()]) {
+        if let Some(theirs) = pyyaml(std::slice::from_ref(&out)) {
             let t = from_tagged(&theirs[0]["ok"]);
             prop_assert_eq!(int(&t, "per_device_train_batch_size"), Some(4), "{}", theirs[0]);
             prop_assert!(without_timestamps(back).same(&t));
@@ -375,7 +380,9 @@ fn the_reader_agrees_with_pyyaml() {
     // and the generator's layouts, as read and as written back
     let mut runner = proptest::test_runner::TestRunner::new_with_rng(
         ProptestConfig::default(),
-        proptest::test_runner::TestRng::deterministic_rng(proptest::test_runner::RngAlgorithm::ChaCha),
+        proptest::test_runner::TestRng::deterministic_rng(
+            proptest::test_runner::RngAlgorithm::ChaCha,
+        ),
     );
     for _ in 0..40 {
         let l = layout().new_tree(&mut runner).unwrap().current();
@@ -420,8 +427,14 @@ fn fit_o_same_yaml_edits_exactly_or_refuses_leaving_the_file() {
             .arg("--force")
             .output()
             .unwrap();
-        let err = String::from_utf8_lossy(&r.stderr).to_string() + &String::from_utf8_lossy(&r.stdout);
-        (text, std::fs::read_to_string(&path).unwrap(), r.status.code(), err)
+        let err =
+            String::from_utf8_lossy(&r.stderr).to_string() + &String::from_utf8_lossy(&r.stdout);
+        (
+            text,
+            std::fs::read_to_string(&path).unwrap(),
+            r.status.code(),
+            err,
+        )
     };
     let (text, out, code, err) = fit(&base);
     assert_eq!(code, Some(0), "{err}");
@@ -432,9 +445,21 @@ fn fit_o_same_yaml_edits_exactly_or_refuses_leaving_the_file() {
     assert!(out.ends_with("...\r\n# after the end\r\n"), "{out:?}");
     assert_eq!(out.matches('\n').count(), out.matches("\r\n").count());
     assert!(out.starts_with("\u{feff}# tuned by grpofit on "));
-    assert!(out.contains(&text.replace("...\r\n# after the end\r\n", "").replace('\u{feff}', "")[..40]));
-    if let Some(theirs) = pyyaml(&[out.clone()]) {
-        assert_eq!(int(&from_tagged(&theirs[0]["ok"]), "per_device_train_batch_size"), Some(micro));
+    assert!(
+        out.contains(
+            &text
+                .replace("...\r\n# after the end\r\n", "")
+                .replace('\u{feff}', "")[..40]
+        )
+    );
+    if let Some(theirs) = pyyaml(std::slice::from_ref(&out)) {
+        assert_eq!(
+            int(
+                &from_tagged(&theirs[0]["ok"]),
+                "per_device_train_batch_size"
+            ),
+            Some(micro)
+        );
     }
     let anchored = Layout {
         merge: false,
@@ -461,7 +486,12 @@ fn a_merge_key_gives_pyyamls_micro_batch() {
         .arg(&path)
         .output()
         .unwrap();
-    assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
     assert_eq!(v["running_micro_batch"], 4, "{v}");
     assert_eq!(v["effective_batch"], 16, "{v}");

@@ -45,7 +45,11 @@ pub(super) fn edit(
             .map_or("(removed)".into(), ToString::to_string);
         edited.push(format!("{key} = {now}"));
     }
-    Ok((with_line_ends(&doc.to_string(), &source.text), edited, places))
+    Ok((
+        with_line_ends(&doc.to_string(), &source.text),
+        edited,
+        places,
+    ))
 }
 
 /// `text` (toml_edit's output, LF) with CRLF line ends when `original` uses CRLF only.

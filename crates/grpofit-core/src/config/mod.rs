@@ -13,6 +13,8 @@ mod export_keys;
 pub mod launch;
 pub mod launch_set;
 mod lines;
+pub mod pyyaml;
+pub mod pyyaml_resolve;
 mod read;
 mod read_env;
 mod read_frozen;
@@ -24,17 +26,15 @@ mod read_model;
 mod read_spread;
 mod read_version_keys;
 mod read_vllm_device;
-pub mod pyyaml;
-pub mod pyyaml_resolve;
 pub mod recipe;
 mod serve_command;
 pub mod source;
 pub mod tables;
 #[cfg(test)]
 mod tests;
+mod verify;
 pub mod write_back;
 mod write_error;
-mod verify;
 mod yaml_edit;
 
 pub use error::{LoadError, Wording};

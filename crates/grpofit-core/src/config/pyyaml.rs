@@ -45,7 +45,10 @@ pub enum Kind {
     Scalar(String, TScalarStyle),
     Seq(Vec<usize>),
     /// key and value nodes; `flow` for `{...}`
-    Map { entries: Vec<(usize, usize)>, flow: bool },
+    Map {
+        entries: Vec<(usize, usize)>,
+        flow: bool,
+    },
     /// the node the alias names
     Alias(usize),
 }
@@ -306,11 +309,17 @@ impl Doc {
     pub fn build(&self, id: usize, depth: usize, budget: &mut usize) -> Result<Py, YamlError> {
         let id = self.target(id);
         let node = &self.nodes[id];
-        *budget = budget
-            .checked_sub(1)
-            .ok_or_else(|| error(Some(node.line), "its aliases expand to more values than any recipe holds"))?;
+        *budget = budget.checked_sub(1).ok_or_else(|| {
+            error(
+                Some(node.line),
+                "its aliases expand to more values than any recipe holds",
+            )
+        })?;
         if depth > MAX_DEPTH {
-            return Err(error(Some(node.line), "an alias inside the value it names (a recursive structure)"));
+            return Err(error(
+                Some(node.line),
+                "an alias inside the value it names (a recursive structure)",
+            ));
         }
         let tag = node.tag.as_ref().map(tag_name);
         match &node.kind {
@@ -329,7 +338,10 @@ impl Doc {
                 for (k, v) in self.flatten(id, depth)? {
                     let key = self.build(k, depth + 1, budget)?;
                     if matches!(key, Py::Seq(_) | Py::Map(_)) {
-                        return Err(error(Some(self.nodes[k].line), "a list or map as a key: PyYAML refuses an unhashable key"));
+                        return Err(error(
+                            Some(self.nodes[k].line),
+                            "a list or map as a key: PyYAML refuses an unhashable key",
+                        ));
                     }
                     let value = self.build(v, depth + 1, budget)?;
                     Py::insert(&mut out, key, value);
@@ -370,7 +382,10 @@ impl Doc {
                     for &item in items {
                         let item = self.target(item);
                         if !matches!(self.nodes[item].kind, Kind::Map { .. }) {
-                            return Err(error(Some(self.nodes[item].line), "`<<` merges a list of maps only: PyYAML expects a mapping for merging"));
+                            return Err(error(
+                                Some(self.nodes[item].line),
+                                "`<<` merges a list of maps only: PyYAML expects a mapping for merging",
+                            ));
                         }
                         sub.push(self.flatten(item, depth + 1)?);
                     }
@@ -380,7 +395,10 @@ impl Doc {
                     }
                 }
                 _ => {
-                    return Err(error(Some(self.nodes[target].line), "`<<` merges a map or a list of maps: PyYAML expects a mapping or list of mappings for merging"));
+                    return Err(error(
+                        Some(self.nodes[target].line),
+                        "`<<` merges a map or a list of maps: PyYAML expects a mapping or list of mappings for merging",
+                    ));
                 }
             }
         }
@@ -407,13 +425,20 @@ fn check_tag(tag: Option<&str>, kind: &str, line: usize) -> Result<(), YamlError
 fn unknown_tag(tag: &str, line: usize) -> YamlError {
     error(
         Some(line),
-        format!("the tag `{tag}`: yaml.safe_load has no constructor for it (could not determine a constructor)"),
+        format!(
+            "the tag `{tag}`: yaml.safe_load has no constructor for it (could not determine a constructor)"
+        ),
     )
 }
 
 /// A scalar's value: a plain one as the resolvers say, a quoted one a string, a tagged one
 /// as its tag's constructor builds it.
-fn scalar(value: &str, style: TScalarStyle, tag: Option<&str>, line: usize) -> Result<Py, YamlError> {
+fn scalar(
+    value: &str,
+    style: TScalarStyle,
+    tag: Option<&str>,
+    line: usize,
+) -> Result<Py, YamlError> {
     let kind = match tag {
         Some(t) => match t.strip_prefix(CORE) {
             Some("str") => Implicit::Str,
@@ -432,7 +457,9 @@ fn scalar(value: &str, style: TScalarStyle, tag: Option<&str>, line: usize) -> R
         Implicit::Str => Py::Str(value.to_string()),
         Implicit::Null => Py::None,
         Implicit::Bool => Py::Bool(resolve::to_bool(value).ok_or_else(|| bad("a boolean"))?),
-        Implicit::Int => Py::Int(resolve::to_int(value).ok_or_else(|| bad("an integer grpofit reads (64 bits)"))?),
+        Implicit::Int => Py::Int(
+            resolve::to_int(value).ok_or_else(|| bad("an integer grpofit reads (64 bits)"))?,
+        ),
         Implicit::Float => Py::Float(resolve::to_float(value).ok_or_else(|| bad("a number"))?),
         Implicit::Timestamp => Py::Timestamp(value.to_string()),
         Implicit::Merge => Py::Str(value.to_string()),
@@ -460,8 +487,14 @@ mod tests {
         assert_eq!(f.get("a").map(|v| v.same(&Py::Int(1))), Some(true));
         assert_eq!(f.get("b").map(|v| v.same(&Py::Int(9))), Some(true));
         assert_eq!(f.get("c").map(|v| v.same(&Py::Int(4))), Some(true));
-        let top = load("defaults: &defaults\n  per_device_train_batch_size: 4\n  gradient_accumulation_steps: 4\n<<: *defaults\nper_device_train_batch_size: 4\n");
-        assert!(top.get("gradient_accumulation_steps").unwrap().same(&Py::Int(4)));
+        let top = load(
+            "defaults: &defaults\n  per_device_train_batch_size: 4\n  gradient_accumulation_steps: 4\n<<: *defaults\nper_device_train_batch_size: 4\n",
+        );
+        assert!(
+            top.get("gradient_accumulation_steps")
+                .unwrap()
+                .same(&Py::Int(4))
+        );
         // a later merge does not beat an explicit key
         let t = load("<<: {a: 1}\na: 2\n<<: {b: 3}\n");
         assert!(t.get("a").unwrap().same(&Py::Int(2)));

@@ -27,7 +27,9 @@ impl Py {
     pub fn same(&self, other: &Py) -> bool {
         match (self, other) {
             (Py::Float(a), Py::Float(b)) => a == b || (a.is_nan() && b.is_nan()),
-            (Py::Seq(a), Py::Seq(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same(y)),
+            (Py::Seq(a), Py::Seq(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same(y))
+            }
             (Py::Map(a), Py::Map(b)) => {
                 a.len() == b.len()
                     && a.iter().all(|(k, v)| {
@@ -172,7 +174,9 @@ pub fn to_int(value: &str) -> Option<i64> {
     } else if v.contains(':') {
         let mut total: i64 = 0;
         for part in v.split(':') {
-            total = total.checked_mul(60)?.checked_add(part.parse::<i64>().ok()?)?;
+            total = total
+                .checked_mul(60)?
+                .checked_add(part.parse::<i64>().ok()?)?;
         }
         total
     } else {

@@ -9,11 +9,11 @@
 //! file built so is then read by the same loader as a TOML one.
 
 use super::error::LoadError;
+use super::pyyaml;
+use super::pyyaml_resolve::{self, Py};
 use super::read::{Reading, RunFile, parse_with};
 use super::read_grpofit::ASSUMED_PROMPT_LENGTH;
 use super::source::{Format, MODEL_LORA_KEYS, Placed, SourceFile};
-use super::pyyaml_resolve::{self, Py};
-use super::pyyaml;
 use crate::arch::catalog::edit_distance;
 use crate::contract::accepts::releases_taking;
 use crate::contract::{Call, Table, retired};
@@ -131,7 +131,7 @@ fn top_level(text: &str) -> Result<Vec<(String, Py)>, LoadError> {
 }
 
 /// A recipe value as TOML; `None` for null (the trainer's default then).
-fn value(text_key: &str, v: &Py) -> Result<Option<toml::Value>, LoadError> {
+fn value(v: &Py) -> Result<Option<toml::Value>, LoadError> {
     Ok(Some(match v {
         Py::None => return Ok(None),
         Py::Int(i) => toml::Value::Integer(*i),
@@ -141,15 +141,13 @@ fn value(text_key: &str, v: &Py) -> Result<Option<toml::Value>, LoadError> {
         Py::Seq(items) => toml::Value::Array(
             items
                 .iter()
-                .map(|i| {
-                    value(text_key, i).map(|v| v.unwrap_or(toml::Value::String(String::new())))
-                })
+                .map(|i| value(i).map(|v| v.unwrap_or(toml::Value::String(String::new()))))
                 .collect::<Result<_, _>>()?,
         ),
         Py::Map(entries) => {
             let mut t = toml::Table::new();
             for (k, v) in entries {
-                let (Py::Str(k), Some(v)) = (k, value(text_key, v)?) else {
+                let (Py::Str(k), Some(v)) = (k, value(v)?) else {
                     continue;
                 };
                 t.insert(k.clone(), v);
@@ -177,9 +175,9 @@ fn typed_as_argparse(key: &str, v: Py) -> Result<Py, LoadError> {
         Some(serde_json::Value::Number(n)) if n.is_i64() || n.is_u64() => {
             Py::Int(s.trim().replace('_', "").parse().map_err(|_| bad("int"))?)
         }
-        Some(serde_json::Value::Number(_)) => {
-            Py::Float(pyyaml_resolve::python_float(&s.replace('_', "")).ok_or_else(|| bad("float"))?)
-        }
+        Some(serde_json::Value::Number(_)) => Py::Float(
+            pyyaml_resolve::python_float(&s.replace('_', "")).ok_or_else(|| bad("float"))?,
+        ),
         _ => v,
     })
 }
@@ -206,7 +204,7 @@ fn sort(keys: &[(String, Py)]) -> Result<Sorted, LoadError> {
         && get("vllm_device").is_some_and(|v| !matches!(v, Py::None));
     for (key, v) in keys {
         let v = typed_as_argparse(key, v.clone())?;
-        let Some(v) = value(key, &v)? else { continue };
+        let Some(v) = value(&v)? else { continue };
         if !place(&mut s, key, v, peft, vllm_device) {
             if let Some(near) = near_miss(key) {
                 s.notes.push(format!("`{key}` is no key of GRPOConfig or ModelConfig (did you mean `{near}`?): carried through, not read"));

@@ -8,6 +8,10 @@ use crate::contract::{Call, Table};
 use crate::run::RunConfig;
 use std::path::{Path, PathBuf};
 
+/// How the header line a write adds starts: an earlier write's header (and only that) is
+/// replaced, and a check of the write passes over it.
+pub(super) const HEADER: &str = "# tuned by grpofit on ";
+
 /// The format a run was read in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {

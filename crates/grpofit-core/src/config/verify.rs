@@ -34,7 +34,10 @@ pub(super) fn yaml(
 ) -> Result<(), WriteBackError> {
     let unreadable = |e: pyyaml::YamlError| {
         let at = e.line.map(|l| format!(" (line {l})")).unwrap_or_default();
-        refuse(path, format!("make a file PyYAML cannot read{at}: {}", e.message))
+        refuse(
+            path,
+            format!("make a file PyYAML cannot read{at}: {}", e.message),
+        )
     };
     let before = pyyaml::safe_load(old).map_err(unreadable)?;
     let after = pyyaml::safe_load(new).map_err(unreadable)?;
@@ -115,7 +118,10 @@ pub(super) fn toml(
         if get(&a, t, k) != *want {
             return Err(refuse(
                 path,
-                format!("read `[{t}] {k}` back as {:?} instead of {want:?}", get(&a, t, k)),
+                format!(
+                    "read `[{t}] {k}` back as {:?} instead of {want:?}",
+                    get(&a, t, k)
+                ),
             ));
         }
     }
@@ -168,7 +174,7 @@ fn bytes(old: &str, new: &str, edited: usize) -> Result<(), String> {
     }
     let header = |l: &&str| {
         l.trim_start_matches('\u{feff}')
-            .starts_with(super::write_back::HEADER.trim_end())
+            .starts_with(super::source::HEADER.trim_end())
     };
     let old_lines: Vec<&str> = lines(old).into_iter().filter(|l| !header(l)).collect();
     let new_lines: Vec<&str> = lines(new).into_iter().filter(|l| !header(l)).collect();

@@ -7,7 +7,7 @@
 
 use super::edit_toml;
 use super::export::{ExportContext, to_toml};
-use super::source::{Change, Format, SourceFile};
+use super::source::{Change, Format, HEADER, SourceFile};
 pub use super::write_error::{EditError, WriteBackError};
 use super::{verify, yaml_edit};
 use crate::contract::Table;
@@ -88,8 +88,6 @@ fn header(changes: &[String], ctx: &ExportContext, eol: &str) -> String {
     )
 }
 
-/// How the header line starts: an earlier write's header (and only that) is replaced.
-pub(super) const HEADER: &str = "# tuned by grpofit on ";
 
 /// `text` with `header` on top (after a byte order mark), in place of a header an earlier
 /// write put there.

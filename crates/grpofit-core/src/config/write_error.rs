@@ -69,7 +69,9 @@ pub enum EditError {
     UnclosedQuote,
     #[error("its list does not close on its line")]
     UnclosedList,
-    #[error("the recipe is written as a flow map `{{...}}`: only block maps (`key: value` lines) are edited; change it by hand")]
+    #[error(
+        "the recipe is written as a flow map `{{...}}`: only block maps (`key: value` lines) are edited; change it by hand"
+    )]
     FlowMap,
     #[error("the recipe is not a map of `key: value` lines")]
     NotAMap,

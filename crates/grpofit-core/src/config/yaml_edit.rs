@@ -142,9 +142,7 @@ fn find(doc: &Doc, text: &str, key: &str) -> Result<Place, EditError> {
     };
     let mine: Vec<&(usize, usize)> = entries
         .iter()
-        .filter(|(k, _)| {
-            matches!(&doc.nodes[doc.target(*k)].kind, Kind::Scalar(s, _) if s == key)
-        })
+        .filter(|(k, _)| matches!(&doc.nodes[doc.target(*k)].kind, Kind::Scalar(s, _) if s == key))
         .collect();
     let &(k, v) = match mine.as_slice() {
         [] => return Ok(Place::Absent),
@@ -162,7 +160,10 @@ fn find(doc: &Doc, text: &str, key: &str) -> Result<Place, EditError> {
     if matches!(key_node.kind, Kind::Alias(_)) {
         return Err(EditError::AliasKey);
     }
-    if text[..key_node.start].trim_end_matches([' ', '\t']).ends_with('?') {
+    if text[..key_node.start]
+        .trim_end_matches([' ', '\t'])
+        .ends_with('?')
+    {
         return Err(EditError::ComplexKey);
     }
     if let Kind::Alias(target) = value.kind {
@@ -311,7 +312,10 @@ fn whole_line(text: &str, value: Range<usize>) -> Result<Range<usize>, EditError
     };
     let before = &text[start..value.start];
     let lead = before.trim_start_matches(['\u{feff}']);
-    if lead.trim_start().starts_with(['-', '{', '[', '?', '&', '!']) {
+    if lead
+        .trim_start()
+        .starts_with(['-', '{', '[', '?', '&', '!'])
+    {
         return Err(EditError::NotOneLine);
     }
     Ok(start..end)
