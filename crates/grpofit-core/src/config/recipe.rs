@@ -325,3 +325,29 @@ fn versions(s: &mut Sorted, keys: &[(String, Py)], peft: bool, vllm_device: bool
         s.notes.push("`use_vllm: true` without `vllm_mode` in a recipe of TRL before 1.0 (it writes `max_prompt_length`): `trl vllm-serve` on one GPU of its own, that TRL's default".into());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::Generation;
+
+    fn read(text: &str) -> Result<RunFile, LoadError> {
+        let models = crate::resolve::Offline::from_env();
+        load(text, "r.yaml", Path::new("r.yaml"), &Reading::new(&models))
+    }
+
+    /// YAML 1.1 as PyYAML reads it, then argparse's conversion of a string default
+    /// (`TrlParser.set_defaults_with_config`): `yes` is true, a quoted "8" is the int 8 for an
+    /// int field, `1e-5` (a string to PyYAML) the float TRL makes of it.
+    #[test]
+    fn values_are_what_trl_gets() {
+        let run = read("model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nuse_vllm: yes\nvllm_mode: colocate\nper_device_train_batch_size: \"8\"\nnum_generations: 8\nlearning_rate: 1e-5\n").unwrap();
+        assert_eq!(run.run.micro_batch, 8);
+        assert!(matches!(run.run.generation, Generation::ColocatedVllm { .. }));
+        let err = read("model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nper_device_train_batch_size: eight\n").unwrap_err();
+        assert!(err.to_string().contains("invalid int value"), "{err}");
+        let err = read("model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\n---\nnum_generations: 4\n").unwrap_err();
+        assert!(err.to_string().contains("one document"), "{err}");
+        assert_eq!(line_of("  a: 1\n  b : 2\n", "b"), Some(2));
+    }
+}
