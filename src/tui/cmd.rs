@@ -42,6 +42,9 @@ pub enum Cmd {
     ListPresets,
     /// Load the preset picked. The answer is `Msg::PresetLoaded`.
     LoadPreset { name: String, source: PresetSource },
+    /// Read the run file again (it changed on disk since the screen read it). The answer is
+    /// `Msg::Reloaded`.
+    Reload { path: PathBuf },
 }
 
 /// What became of a run file written by `Cmd::WriteExport`.
@@ -95,6 +98,7 @@ impl std::fmt::Debug for Cmd {
             Cmd::LoadPreset { name, .. } => {
                 f.debug_struct("LoadPreset").field("name", name).finish()
             }
+            Cmd::Reload { path } => f.debug_struct("Reload").field("path", path).finish(),
         }
     }
 }

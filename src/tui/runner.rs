@@ -124,6 +124,12 @@ impl Runner {
                     .map_err(|e| e.to_string());
                 vec![Msg::PresetLoaded { name, file }]
             }
+            Cmd::Reload { path } => {
+                let file = grpofit_core::config::load(&path, &Offline::from_env())
+                    .map(Box::new)
+                    .map_err(|e| e.to_string());
+                vec![Msg::Reloaded { path, file }]
+            }
         }
     }
 }

@@ -97,7 +97,8 @@ impl App {
     }
 
     /// The answer to "the file read changed on disk": `m` writes the tuned keys into its new
-    /// text (the write-back's checks then run on that text), any other key writes nothing.
+    /// text (the write-back's checks then run on that text), `r` reads the file again (the
+    /// screen's changes dropped), any other key writes nothing.
     pub(super) fn source_changed_key(&mut self, mode: Mode, key: KeyCode) {
         self.mode = Mode::Normal;
         let Mode::SourceChanged {
@@ -116,6 +117,7 @@ impl App {
                 self.source = Some(*now);
                 self.write_export(path, overwrite, then_quit);
             }
+            (KeyCode::Char('r'), _) => self.ask(Cmd::Reload { path: read }),
             _ => {
                 self.message = Some(format!(
                     "export cancelled: {} changed on disk, nothing written",

@@ -65,7 +65,8 @@ pub enum Mode {
     /// quitting with changes not exported: y exports then quits, n quits, c or Esc stays
     ConfirmQuit,
     /// the file read (`read`) changed on disk before the export to `path` was written (`what`
-    /// says how): m merges the tuned keys into its new text `now`, any other key cancels
+    /// says how): m merges the tuned keys into its new text `now`, r reloads it, any other key
+    /// cancels
     SourceChanged {
         path: PathBuf,
         overwrite: bool,
@@ -123,6 +124,11 @@ pub enum Msg {
     /// the preset picked, loaded or why not (`Cmd::LoadPreset`)
     PresetLoaded {
         name: String,
+        file: Result<Box<RunFile>, String>,
+    },
+    /// the run file read again, or why not (`Cmd::Reload`)
+    Reloaded {
+        path: PathBuf,
         file: Result<Box<RunFile>, String>,
     },
 }
@@ -351,6 +357,10 @@ impl App {
                 }
             }
             Msg::PresetLoaded { name, file } => self.preset_loaded(name, file),
+            Msg::Reloaded { path, file } => {
+                let label = format!("{} reloaded: the screen's changes dropped", path.display());
+                self.adopt(file, &path.display().to_string(), label);
+            }
         }
     }
 

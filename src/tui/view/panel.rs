@@ -183,9 +183,9 @@ pub(super) fn message_lines(app: &App, width: u16) -> Vec<Line<'static>> {
                 " {} changed on disk since it was read ({what}): {}",
                 read.display(),
                 if now.is_some() {
-                    "m writes the tuned keys into its new text, any other key cancels"
+                    "m writes the tuned keys into its new text, r reloads it, any other key cancels"
                 } else {
-                    "nothing written; any key goes back"
+                    "nothing written; r reloads it, any other key goes back"
                 }
             ),
             app.theme.warn(),

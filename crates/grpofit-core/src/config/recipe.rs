@@ -343,10 +343,17 @@ mod tests {
     fn values_are_what_trl_gets() {
         let run = read("model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nuse_vllm: yes\nvllm_mode: colocate\nper_device_train_batch_size: \"8\"\nnum_generations: 8\nlearning_rate: 1e-5\n").unwrap();
         assert_eq!(run.run.micro_batch, 8);
-        assert!(matches!(run.run.generation, Generation::ColocatedVllm { .. }));
-        let err = read("model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nper_device_train_batch_size: eight\n").unwrap_err();
+        assert!(matches!(
+            run.run.generation,
+            Generation::ColocatedVllm { .. }
+        ));
+        let err = read(
+            "model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nper_device_train_batch_size: eight\n",
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("invalid int value"), "{err}");
-        let err = read("model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\n---\nnum_generations: 4\n").unwrap_err();
+        let err = read("model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\n---\nnum_generations: 4\n")
+            .unwrap_err();
         assert!(err.to_string().contains("one document"), "{err}");
         assert_eq!(line_of("  a: 1\n  b : 2\n", "b"), Some(2));
     }

@@ -88,7 +88,6 @@ fn header(changes: &[String], ctx: &ExportContext, eol: &str) -> String {
     )
 }
 
-
 /// `text` with `header` on top (after a byte order mark), in place of a header an earlier
 /// write put there.
 fn with_header(text: &str, header: &str) -> String {
