@@ -32,6 +32,12 @@ struct Layout {
     /// 0 plain, 1 single, 2 double quotes on string values
     quotes: usize,
     comments: bool,
+    /// the tuned keys written `"key":`, their numbers `"16"` (a string TRL's argparse converts)
+    quoted_keys: bool,
+    quoted_numbers: bool,
+    /// blank lines, a nested map, a block scalar, a plain scalar over two lines, tabs
+    extras: bool,
+    final_eol: bool,
     /// the batch keys from a `<<: *defaults` merge
     merge: bool,
     /// the rare ones, refused: an anchor on the tuned key, a flow map, a `? key`
@@ -45,7 +51,17 @@ impl Layout {
         self.flow || (!self.merge && (self.anchored || self.complex))
     }
 
+    fn eol(&self) -> &'static str {
+        ["\n", "\r\n", "\r"][self.eol]
+    }
+
     fn text(&self) -> String {
+        self.render(None)
+    }
+
+    /// The recipe; with `tuned`, as a minimal edit writes the micro-batch 4 and accumulation
+    /// 16 into it (`appended`: the order the added keys come in), the header aside.
+    fn render(&self, tuned: Option<[&str; 2]>) -> String {
         let i = " ".repeat(self.indent);
         let c = if self.spaced_colon { " :" } else { ":" };
         let q = |s: &str| match self.quotes {
@@ -60,6 +76,24 @@ impl Layout {
                 String::new()
             }
         };
+        let k = |key: &str| {
+            if self.quoted_keys {
+                format!("\"{key}\"")
+            } else {
+                key.to_string()
+            }
+        };
+        let n = |v: &str| {
+            if self.quoted_numbers {
+                format!("\"{v}\"")
+            } else {
+                v.to_string()
+            }
+        };
+        let (batch, accum) = match tuned {
+            Some(_) if !self.merge => ("4".to_string(), "16".to_string()),
+            _ => (n("16"), n("4")),
+        };
         let mut t = String::new();
         if self.flow {
             t.push_str(&format!("{{model_name_or_path: {}, use_vllm: true, vllm_mode: colocate, vllm_gpu_memory_utilization: 0.3, max_prompt_length: 512, max_completion_length: 4096, num_generations: 16, per_device_train_batch_size: 16, gradient_accumulation_steps: 4}}\n", q("Qwen/Qwen2.5-1.5B-Instruct")));
@@ -73,6 +107,9 @@ impl Layout {
                 q("Qwen/Qwen2.5-1.5B-Instruct"),
                 cm("the model")
             ));
+            if self.extras {
+                t.push_str(&format!("\n{i}model_init_kwargs{c}\n{i}  attn_implementation: sdpa\n{i}system_prompt{c} |\n{i}  think first\n{i}  then answer\n{i}hub_model_id{c} my\n{i}  model\n\n"));
+            }
             t.push_str(&format!("{i}torch_dtype{c} {}\n", q("bfloat16")));
             t.push_str(&format!(
                 "{i}use_vllm{c} true\n{i}vllm_mode{c} {}\n",
@@ -83,24 +120,49 @@ impl Layout {
                 cm("KV")
             ));
             t.push_str(&format!("{i}learning_rate{c} 2.0e-05\n{i}max_prompt_length{c} 512\n{i}max_completion_length{c} 4096\n{i}num_generations{c} 16\n"));
+            // PyYAML reads a tab only inside a comment (or a quoted or block scalar)
+            let per_gpu = if self.extras { "per\tGPU" } else { "per GPU" };
             if self.merge {
                 t.push_str(&format!("{i}defaults{c} &defaults\n{i}  per_device_train_batch_size: 16\n{i}  gradient_accumulation_steps: 4\n{i}<<: *defaults\n"));
             } else if self.anchored {
-                t.push_str(&format!("{i}per_device_train_batch_size{c} &bs 16{}\n{i}per_device_eval_batch_size{c} *bs\n{i}gradient_accumulation_steps{c} 4\n", cm("per GPU")));
+                t.push_str(&format!("{i}{}{c} &bs {batch}{}\n{i}per_device_eval_batch_size{c} *bs\n{i}{}{c} {accum}\n", k("per_device_train_batch_size"), cm("per GPU"), k("gradient_accumulation_steps")));
             } else if self.complex {
                 t.push_str(&format!(
-                    "{i}? per_device_train_batch_size\n{i}: 16\n{i}gradient_accumulation_steps{c} 4\n"
+                    "{i}? per_device_train_batch_size\n{i}: {batch}\n{i}gradient_accumulation_steps{c} {accum}\n"
                 ));
             } else {
                 t.push_str(&format!(
-                    "{i}per_device_train_batch_size{c} 16{}\n{i}gradient_accumulation_steps{c} 4\n",
-                    cm("per GPU")
+                    "{i}{}{c} {batch}{}\n{i}{}{c}   {accum}\n",
+                    k("per_device_train_batch_size"),
+                    cm(per_gpu),
+                    k("gradient_accumulation_steps")
                 ));
             }
             t.push_str(&format!("{i}reward_funcs{c}\n{i}- accuracy\n{i}- format\n"));
+            let added = match tuned {
+                Some(order) if self.merge => order
+                    .iter()
+                    .map(|key| {
+                        let v = if key.starts_with("per_device") { 4 } else { 16 };
+                        format!("{i}{key}: {v}\n")
+                    })
+                    .collect(),
+                _ => String::new(),
+            };
             if self.doc_end {
-                t.push_str("...\n# after the end\n");
+                t.push_str(&format!("{added}...\n# after the end\n"));
+            } else if self.final_eol || added.is_empty() {
+                t.push_str(&added);
+            } else {
+                // the edit ends the last line, then adds its keys
+                t.push_str(&format!("\u{1}{added}"));
             }
+        }
+        if !self.final_eol {
+            match t.find('\u{1}') {
+                Some(at) => t.remove(at),
+                None => t.pop().unwrap_or_default(),
+            };
         }
         let t = match self.eol {
             0 => t,
@@ -115,22 +177,29 @@ fn layout() -> impl Strategy<Value = Layout> {
     (
         (0usize..3, any::<bool>(), 0usize..3, any::<bool>()),
         (any::<bool>(), any::<bool>(), 0usize..3, any::<bool>()),
+        (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
         (0usize..8, 0usize..12),
     )
         .prop_map(
-            |((ind, sc, eol, bom), (ds, de, quotes, comments), (m, rare))| Layout {
-                indent: ind * 2,
-                spaced_colon: sc,
-                eol,
-                bom,
-                doc_start: ds,
-                doc_end: de,
-                quotes,
-                comments,
-                merge: m == 0,
-                anchored: rare == 0,
-                flow: rare == 1,
-                complex: rare == 2,
+            |((ind, sc, eol, bom), (ds, de, quotes, comments), (qk, qn, extras, fe), (m, rare))| {
+                Layout {
+                    indent: ind * 2,
+                    spaced_colon: sc,
+                    eol,
+                    bom,
+                    doc_start: ds,
+                    doc_end: de,
+                    quotes,
+                    comments,
+                    quoted_keys: qk,
+                    quoted_numbers: qn,
+                    extras,
+                    final_eol: fe,
+                    merge: m == 0,
+                    anchored: rare == 0,
+                    flow: rare == 1,
+                    complex: rare == 2,
+                }
             },
         )
 }
@@ -321,10 +390,25 @@ proptest! {
                 }
             }
         }
+        // an exact minimal edit: the header line, then the text with only the values changed
+        // (or the keys added at the end of the document)
+        let eol = l.eol();
+        let body = out.trim_start_matches('\u{feff}');
+        let (header, rest) = body.split_once(eol).unwrap();
+        prop_assert!(header.starts_with("# tuned by grpofit on "), "{}", header);
+        let orders = [
+            ["gradient_accumulation_steps", "per_device_train_batch_size"],
+            ["per_device_train_batch_size", "gradient_accumulation_steps"],
+        ];
+        prop_assert!(
+            orders.iter().any(|o| l.render(Some(*o)).trim_start_matches('\u{feff}') == rest),
+            "{:?}\n{:?}\nnot\n{:?}",
+            l,
+            out,
+            l.render(Some(orders[0]))
+        );
         // the bytes outside the edit: BOM, line ends of the file's kind, the lines kept
         prop_assert_eq!(out.starts_with('\u{feff}'), l.bom);
-        let eol = ["\n", "\r\n", "\r"][l.eol];
-        let body = out.trim_start_matches('\u{feff}');
         let ends = body.matches(['\n', '\r']).count();
         let per = if eol == "\r\n" { 2 } else { 1 };
         prop_assert_eq!(body.matches(eol).count() * per, ends, "{:?}", out);
@@ -373,6 +457,8 @@ fn the_reader_agrees_with_pyyaml() {
         "yes: 1\n",
         "a:\nb: null\n",
         "a: 0.30\nb: -0.0\nc: 1e3\nd: 1.5e+3\ne: 6.0e-07\n",
+        "a: 4\t\n",
+        "a: 4 # c\td\nb: \"x\ty\"\nc: |\n  x\ty\n",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -410,6 +496,10 @@ fn fit_o_same_yaml_edits_exactly_or_refuses_leaving_the_file() {
         doc_end: true,
         quotes: 0,
         comments: true,
+        quoted_keys: false,
+        quoted_numbers: false,
+        extras: true,
+        final_eol: true,
         merge: true,
         anchored: false,
         flow: false,

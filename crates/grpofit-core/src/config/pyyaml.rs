@@ -136,12 +136,14 @@ pub fn compose(text: &str) -> Result<Doc, YamlError> {
 }
 
 /// The anchors' names in the order written (the parser numbers them so), refusing a name
-/// defined twice as PyYAML's composer does.
+/// defined twice as PyYAML's composer does, and a tab where PyYAML's scanner reads none.
 fn anchors(body: &str, offsets: &Offsets) -> Result<Vec<(String, usize)>, YamlError> {
     let mut out: Vec<(String, usize)> = Vec::new();
     let mut lines = Vec::new();
     let mut documents = 0;
+    let mut tokens: Vec<(usize, TokenType)> = Vec::new();
     for token in Scanner::new(body.chars()) {
+        tokens.push((offsets.byte(&token.0) - offsets.base, token.1.clone()));
         match token.1 {
             TokenType::Anchor(name) => {
                 let at = offsets.byte(&token.0);
@@ -167,7 +169,71 @@ fn anchors(body: &str, offsets: &Offsets) -> Result<Vec<(String, usize)>, YamlEr
             _ => {}
         }
     }
+    tabs(body, &tokens)?;
     Ok(out)
+}
+
+/// PyYAML's scanner skips only spaces between tokens (`Scanner.scan_to_next_token`) and ends
+/// a plain scalar at a tab (`scan_plain`): a tab is read only inside a comment, a quoted
+/// scalar or a block scalar's lines; anywhere else it raises "found character '\t' that
+/// cannot start any token".
+fn tabs(body: &str, tokens: &[(usize, TokenType)]) -> Result<(), YamlError> {
+    if !body.contains('\t') {
+        return Ok(());
+    }
+    let mut safe: Vec<std::ops::Range<usize>> = Vec::new();
+    for (i, (at, token)) in tokens.iter().enumerate() {
+        let TokenType::Scalar(style, _) = token else {
+            continue;
+        };
+        let end = match style {
+            TScalarStyle::Literal | TScalarStyle::Folded => {
+                tokens.get(i + 1).map_or(body.len(), |(next, _)| *next)
+            }
+            TScalarStyle::SingleQuoted => quoted_end(body, *at, '\''),
+            TScalarStyle::DoubleQuoted => quoted_end(body, *at, '"'),
+            TScalarStyle::Plain => continue,
+        };
+        safe.push(*at..end.max(*at));
+    }
+    let mut comment = false;
+    let mut previous = '\n';
+    for (i, c) in body.char_indices() {
+        if safe.iter().any(|r| r.contains(&i)) {
+            previous = 'x';
+            continue;
+        }
+        match c {
+            '\n' | '\r' => comment = false,
+            '#' if matches!(previous, ' ' | '\n' | '\r' | '\u{feff}') => comment = true,
+            '\t' if !comment => {
+                let line = body[..i].matches('\n').count() + 1;
+                return Err(error(
+                    Some(line),
+                    "a tab where PyYAML reads none (\"found character '\\t' that cannot start any token\"): use spaces",
+                ));
+            }
+            _ => {}
+        }
+        previous = c;
+    }
+    Ok(())
+}
+
+/// The byte after the quote closing the quoted scalar that starts at `at` (`''` and `\"`
+/// escaped), over lines.
+fn quoted_end(body: &str, at: usize, q: char) -> usize {
+    let bytes = body.as_bytes();
+    let mut i = at + 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' if q == '"' => i += 2,
+            b'\'' if q == '\'' && bytes.get(i + 1) == Some(&b'\'') => i += 2,
+            b if b == q as u8 => return i + 1,
+            _ => i += 1,
+        }
+    }
+    body.len()
 }
 
 struct Composer<'a> {
@@ -514,6 +580,24 @@ mod tests {
             assert!(safe_load(text).is_err(), "{text}");
         }
         assert!(safe_load("a: 1\n...\n# end\n").is_ok());
+        // PyYAML reads a tab only in a comment, a quoted scalar or a block scalar
+        for text in [
+            "a: 4\t\n",
+            "a:\t4\n",
+            "a: x\ty\n",
+            "a: \"x\"\t\n",
+            "a: 1\n\t\nb: 2\n",
+        ] {
+            assert!(safe_load(text).is_err(), "{text:?}");
+        }
+        for text in [
+            "a: 4 # c\td\n",
+            "a: \"x\ty\"\n",
+            "a: |\n  x\ty\n",
+            "# \t\na: 1\n",
+        ] {
+            assert!(safe_load(text).is_ok(), "{text:?}");
+        }
     }
 
     #[test]
