@@ -196,10 +196,15 @@ fn tabs(body: &str, tokens: &[(usize, TokenType)]) -> Result<(), YamlError> {
         };
         safe.push(*at..end.max(*at));
     }
+    safe.sort_by_key(|r| r.start);
+    let mut next_safe = 0;
     let mut comment = false;
     let mut previous = '\n';
     for (i, c) in body.char_indices() {
-        if safe.iter().any(|r| r.contains(&i)) {
+        while safe.get(next_safe).is_some_and(|r| r.end <= i) {
+            next_safe += 1;
+        }
+        if safe.get(next_safe).is_some_and(|r| r.contains(&i)) {
             previous = 'x';
             continue;
         }
@@ -400,8 +405,9 @@ impl Doc {
             }
             Kind::Map { .. } => {
                 check_tag(tag.as_deref(), "map", node.line)?;
-                let mut out = Vec::new();
-                for (k, v) in self.flatten(id, depth)? {
+                let mut out: Vec<(Py, Py)> = Vec::new();
+                let mut index = std::collections::HashMap::new();
+                for (k, v) in self.flatten(id, depth, budget)? {
                     let key = self.build(k, depth + 1, budget)?;
                     if matches!(key, Py::Seq(_) | Py::Map(_)) {
                         return Err(error(
@@ -410,7 +416,17 @@ impl Doc {
                         ));
                     }
                     let value = self.build(v, depth + 1, budget)?;
-                    Py::insert(&mut out, key, value);
+                    // a string key found through an index: a file of many keys stays linear
+                    match &key {
+                        Py::Str(name) => match index.get(name) {
+                            Some(&at) => out[at] = (key, value),
+                            None => {
+                                index.insert(name.clone(), out.len());
+                                out.push((key, value));
+                            }
+                        },
+                        _ => Py::insert(&mut out, key, value),
+                    }
                 }
                 Ok(Py::Map(out))
             }
@@ -425,7 +441,12 @@ impl Doc {
     }
 
     /// `SafeConstructor.flatten_mapping`: a map's entries with its merges resolved.
-    pub fn flatten(&self, id: usize, depth: usize) -> Result<Vec<(usize, usize)>, YamlError> {
+    pub fn flatten(
+        &self,
+        id: usize,
+        depth: usize,
+        budget: &mut usize,
+    ) -> Result<Vec<(usize, usize)>, YamlError> {
         let id = self.target(id);
         let Kind::Map { entries, .. } = &self.nodes[id].kind else {
             return Err(error(Some(self.nodes[id].line), "not a map"));
@@ -435,6 +456,12 @@ impl Doc {
         }
         let mut merged = Vec::new();
         let mut own = Vec::new();
+        *budget = budget.checked_sub(entries.len()).ok_or_else(|| {
+            error(
+                Some(self.nodes[id].line),
+                "its merges expand to more values than any recipe holds",
+            )
+        })?;
         for &(k, v) in entries {
             if !self.is_merge(k) {
                 own.push((k, v));
@@ -442,7 +469,7 @@ impl Doc {
             }
             let target = self.target(v);
             match &self.nodes[target].kind {
-                Kind::Map { .. } => merged.extend(self.flatten(target, depth + 1)?),
+                Kind::Map { .. } => merged.extend(self.flatten(target, depth + 1, budget)?),
                 Kind::Seq(items) => {
                     let mut sub = Vec::new();
                     for &item in items {
@@ -453,7 +480,7 @@ impl Doc {
                                 "`<<` merges a list of maps only: PyYAML expects a mapping for merging",
                             ));
                         }
-                        sub.push(self.flatten(item, depth + 1)?);
+                        sub.push(self.flatten(item, depth + 1, budget)?);
                     }
                     // earlier maps of the list win: they are applied last
                     for entries in sub.into_iter().rev() {
@@ -623,5 +650,20 @@ mod tests {
             ));
         }
         assert!(safe_load(&text).is_err());
+        // merges of merges, each twice: 2^40 entries unless bounded
+        let mut text = String::from("m0: &m0 {a: 1}\n");
+        for i in 1..40 {
+            let p = i - 1;
+            text.push_str(&format!("m{i}: &m{i} {{<<: [*m{p}, *m{p}]}}\n"));
+        }
+        assert!(safe_load(&text).is_err());
+        // a tab check over many quoted scalars stays linear
+        let many: String = (0..20_000)
+            .map(|i| format!("a{i}: \"x\"\n"))
+            .collect::<String>()
+            + "b: 1 # \t\n";
+        let started = std::time::Instant::now();
+        assert!(safe_load(&many).is_ok());
+        assert!(started.elapsed().as_secs() < 20);
     }
 }
