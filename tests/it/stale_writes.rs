@@ -153,3 +153,57 @@ fn a_crlf_run_file_keeps_crlf() {
     );
     assert!(out.starts_with("# tuned by grpofit on ") && out.contains("\r\n[model]\r\n"));
 }
+
+/// The done-when from the binary: `fit -o same.yaml --force` on a file edited after the read
+/// is refused. The edit lands deterministically between the read and the write: the recipe
+/// names a model only a slow Hub stand-in knows, and the file is saved again while `fit` waits
+/// for it (the run file is read before its model is looked up).
+#[test]
+fn fit_o_same_file_edited_after_the_read_is_refused() {
+    use crate::common::hub_repos::{TINY, TINY_CONFIG, sharded, tiny_tensors};
+    use crate::common::hub_server::HubServer;
+    use std::time::{Duration, Instant};
+    let mut repo = sharded(TINY_CONFIG, tiny_tensors());
+    repo.trickle = Some(Duration::from_millis(700));
+    let hub = HubServer::start([(TINY.to_string(), repo)].into());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("same.yaml");
+    let recipe = format!(
+        "model_name_or_path: {TINY}\nuse_vllm: true\nvllm_mode: colocate\nper_device_train_batch_size: 64\nnum_generations: 8\nmax_completion_length: 8192\n"
+    );
+    std::fs::write(&path, &recipe).unwrap();
+    let child = grpofit()
+        .env_remove("HF_TOKEN")
+        .env_remove("HF_TOKEN_PATH")
+        .env_remove("HF_HUB_OFFLINE")
+        .env("HF_HOME", dir.path().join("hf-home"))
+        .env("HF_HUB_CACHE", dir.path().join("hub"))
+        .env("HF_ENDPOINT", &hub.endpoint)
+        .args(["--no-gpu", "fit", "--gpu-mem", "8GiB", "--config"])
+        .arg(&path)
+        .arg("-o")
+        .arg(&path)
+        .arg("--force")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while hub.requests().is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no Hub request"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let edited = format!("{recipe}learning_rate: 3.0e-06  # saved in an editor meanwhile\n");
+    std::fs::write(&path, &edited).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("changed on disk since grpofit read it"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), edited);
+}
