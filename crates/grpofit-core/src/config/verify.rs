@@ -210,4 +210,85 @@ mod tests {
         assert!(bytes("a: 1\nb: 2\n", "a: 3\nb: 4\n", 1).is_err());
         assert!(bytes("a: 1\rb: 2\r", "# tuned by grpofit on x\ra: 1\rb: 2\r", 0).is_ok());
     }
+
+    fn expect(key: &str, value: Option<Py>) -> Vec<Expected> {
+        vec![Expected {
+            key: key.into(),
+            value,
+        }]
+    }
+
+    #[test]
+    fn an_edit_is_read_back_as_the_trainer_reads_it() {
+        let p = Path::new("r.yaml");
+        let old = "d: &d {b: 2}\n<<: *d\nb: 3\nc: 1\n";
+        // the value written
+        assert!(
+            yaml(
+                p,
+                old,
+                "d: &d {b: 2}\n<<: *d\nb: 4\nc: 1\n",
+                &expect("b", Some(Py::Int(4))),
+                1
+            )
+            .is_ok()
+        );
+        // a removed line a merge still gives
+        let err = yaml(
+            p,
+            old,
+            "d: &d {b: 2}\n<<: *d\nc: 1\n",
+            &expect("b", None),
+            1,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("read `b` back as Int(2)"), "{err}");
+        // another key changed
+        let err = yaml(
+            p,
+            old,
+            "d: &d {b: 2}\n<<: *d\nb: 4\nc: 2\n",
+            &expect("b", Some(Py::Int(4))),
+            2,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("change `c`"), "{err}");
+        // PyYAML's string, not the float
+        let err = yaml(
+            p,
+            "lr: 1.0e-5\n",
+            "lr: 1e-5\n",
+            &expect("lr", Some(Py::Float(1e-5))),
+            1,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("the string \"1e-5\""), "{err}");
+        // a TOML file: the place holds the value, the rest as it was
+        let places = vec![(
+            "grpo".to_string(),
+            "n".to_string(),
+            Some(toml::Value::Integer(4)),
+        )];
+        assert!(
+            toml(
+                p,
+                "[grpo]\nn = 8\nm = 1\n",
+                "[grpo]\nn = 4\nm = 1\n",
+                &places,
+                1
+            )
+            .is_ok()
+        );
+        assert!(
+            toml(
+                p,
+                "[grpo]\nn = 8\nm = 1\n",
+                "[grpo]\nn = 4\nm = 2\n",
+                &places,
+                1
+            )
+            .is_err()
+        );
+        assert!(toml(p, "[grpo]\r\nn = 8\r\n", "[grpo]\nn = 4\n", &places, 1).is_err());
+    }
 }
