@@ -91,7 +91,7 @@ fn an_outside_edit_between_load_and_export_is_kept_or_the_export_refused() {
             out.contains("learning_rate = 3e-6  # saved in an editor\n"),
             "{out}"
         );
-        assert!(out.starts_with("# tuned by grpofit on "), "{out}");
+        assert!(out.starts_with("\u{feff}# tuned by grpofit on "), "{out}");
         // merged: the tuned key is written into the new text; reloaded: the screen's change
         // was dropped with the old text
         assert_eq!(out.contains("= 0.3\n"), answer == 'r', "{out}");
@@ -120,15 +120,17 @@ fn a_source_edited_after_the_read_is_seen_as_changed() {
     assert!(err.to_string().contains("changed on disk"), "{err}");
 }
 
-/// A CRLF run file keeps CRLF through `fit -o same.toml --force` (toml_edit writes LF).
+/// A CRLF run file keeps CRLF through `fit -o same.toml --force` (toml_edit writes LF), and a
+/// byte order mark stays (toml_edit drops it).
 #[test]
 fn a_crlf_run_file_keeps_crlf() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.toml");
-    let crlf = RUN
-        .replace("80GiB", "24GiB")
-        .replace("= 8\nnum", "= 16\nnum")
-        .replace('\n', "\r\n");
+    let crlf = "\u{feff}".to_string()
+        + &RUN
+            .replace("80GiB", "24GiB")
+            .replace("= 8\nnum", "= 16\nnum")
+            .replace('\n', "\r\n");
     std::fs::write(&path, &crlf).unwrap();
     let r = grpofit()
         .args(["fit", "--config"])
@@ -151,7 +153,7 @@ fn a_crlf_run_file_keeps_crlf() {
         out.matches("\r\n").count(),
         "{out:?}"
     );
-    assert!(out.starts_with("# tuned by grpofit on ") && out.contains("\r\n[model]\r\n"));
+    assert!(out.starts_with("\u{feff}# tuned by grpofit on ") && out.contains("\r\n[model]\r\n"));
 }
 
 /// The done-when from the binary: `fit -o same.yaml --force` on a file edited after the read

@@ -16,13 +16,15 @@ pub(super) fn edit(
     source: &SourceFile,
     changes: &[Change],
 ) -> Result<(String, Vec<String>, Places), WriteBackError> {
-    let mut doc: DocumentMut = source
-        .text
-        .parse()
-        .map_err(|error| WriteBackError::CannotEdit {
-            path: source.path.clone(),
-            error: Box::new(error),
-        })?;
+    // toml_edit drops a byte order mark: it is put back in front
+    let (bom, body) = match source.text.strip_prefix('\u{feff}') {
+        Some(body) => ("\u{feff}", body),
+        None => ("", source.text.as_str()),
+    };
+    let mut doc: DocumentMut = body.parse().map_err(|error| WriteBackError::CannotEdit {
+        path: source.path.clone(),
+        error: Box::new(error),
+    })?;
     let mut edited = Vec::new();
     let mut places = Vec::new();
     for change in changes {
@@ -45,11 +47,8 @@ pub(super) fn edit(
             .map_or("(removed)".into(), ToString::to_string);
         edited.push(format!("{key} = {now}"));
     }
-    Ok((
-        with_line_ends(&doc.to_string(), &source.text),
-        edited,
-        places,
-    ))
+    let text = format!("{bom}{}", with_line_ends(&doc.to_string(), &source.text));
+    Ok((text, edited, places))
 }
 
 /// `text` (toml_edit's output, LF) with CRLF line ends when `original` uses CRLF only.
