@@ -54,7 +54,17 @@ impl Sorted {
 
 /// Reads a recipe's text; `file` names it in errors, `path` is where it is.
 pub fn load(text: &str, file: &str, path: &Path, reading: &Reading) -> Result<RunFile, LoadError> {
-    let keys = top_level(text).map_err(|e| e.in_file(file))?;
+    // each value as TRL gets it: PyYAML's, then argparse's conversion of a string
+    let keys = top_level(text)
+        .and_then(|keys| {
+            keys.into_iter()
+                .map(|(k, v)| match typed_as_argparse(&k, v) {
+                    Ok(v) => Ok((k, v)),
+                    Err(e) => Err(e.on_line(line_of(text, &k))),
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .map_err(|e| e.in_file(file))?;
     let sorted = sort(&keys).map_err(|e| e.in_file(file))?;
     let toml_text = toml::to_string(&sorted.root)
         .map_err(|e| LoadError::whole_file(format!("cannot read: {e}")).in_file(file))?;
@@ -175,6 +185,12 @@ fn typed_as_argparse(key: &str, v: Py) -> Result<Py, LoadError> {
         Some(serde_json::Value::Number(n)) if n.is_i64() || n.is_u64() => {
             Py::Int(s.trim().replace('_', "").parse().map_err(|_| bad("int"))?)
         }
+        // transformers 5.17.0 hf_argparser.py, string_to_bool: a bool field's `type`
+        Some(serde_json::Value::Bool(_)) => match s.to_ascii_lowercase().as_str() {
+            "yes" | "true" | "t" | "y" | "1" => Py::Bool(true),
+            "no" | "false" | "f" | "n" | "0" => Py::Bool(false),
+            _ => return Err(bad("bool (yes/no, true/false, t/f, y/n, 1/0)")),
+        },
         Some(serde_json::Value::Number(_)) => Py::Float(
             pyyaml_resolve::python_float(&s.replace('_', "")).ok_or_else(|| bad("float"))?,
         ),
@@ -203,8 +219,7 @@ fn sort(keys: &[(String, Py)]) -> Result<Sorted, LoadError> {
     let vllm_device = matches!(get("use_vllm"), Some(Py::Bool(true)))
         && get("vllm_device").is_some_and(|v| !matches!(v, Py::None));
     for (key, v) in keys {
-        let v = typed_as_argparse(key, v.clone())?;
-        let Some(v) = value(&v)? else { continue };
+        let Some(v) = value(v)? else { continue };
         if !place(&mut s, key, v, peft, vllm_device) {
             if let Some(near) = near_miss(key) {
                 s.notes.push(format!("`{key}` is no key of GRPOConfig or ModelConfig (did you mean `{near}`?): carried through, not read"));
@@ -352,9 +367,16 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.to_string().contains("invalid int value"), "{err}");
+        assert!(err.to_string().contains("r.yaml:2"), "{err}");
         let err = read("model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\n---\nnum_generations: 4\n")
             .unwrap_err();
         assert!(err.to_string().contains("one document"), "{err}");
         assert_eq!(line_of("  a: 1\n  b : 2\n", "b"), Some(2));
+        // a quoted boolean is a string to PyYAML, string_to_bool's to TRL
+        let run = read("model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nuse_vllm: \"y\"\nvllm_mode: colocate\nnum_generations: 8\n").unwrap();
+        assert!(matches!(
+            run.run.generation,
+            Generation::ColocatedVllm { .. }
+        ));
     }
 }
