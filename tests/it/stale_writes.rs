@@ -91,7 +91,7 @@ fn an_outside_edit_between_load_and_export_is_kept_or_the_export_refused() {
             out.contains("learning_rate = 3e-6  # saved in an editor\n"),
             "{out}"
         );
-        assert!(out.starts_with("\u{feff}# tuned by grpofit on "), "{out}");
+        assert!(out.starts_with("# tuned by grpofit on "), "{out}");
         // merged: the tuned key is written into the new text; reloaded: the screen's change
         // was dropped with the old text
         assert_eq!(out.contains("= 0.3\n"), answer == 'r', "{out}");
