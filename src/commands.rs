@@ -535,6 +535,8 @@ pub(crate) fn export_run(
     if out == std::path::Path::new("-") {
         return emit(|o| o.write_all(text.as_bytes())).map_err(unwritten(answer));
     }
+    // the file read may have been saved again since: what is built from it would drop that
+    grpofit_core::config::write_back::check_unchanged(file.source.as_ref())?;
     write_atomically(out, &text, force)?;
     say(&format!("wrote {}", out.display()));
     Ok(())

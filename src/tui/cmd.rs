@@ -4,6 +4,7 @@
 //! the way it hands back what `view::draw` drew.
 
 use crate::hub::online::Access;
+use grpofit_core::config::source::SourceFile;
 use grpofit_core::memory::estimate::GpuBudget;
 use grpofit_core::presets::PresetSource;
 use grpofit_core::run::RunConfig;
@@ -20,6 +21,9 @@ pub enum Cmd {
         then_quit: bool,
         /// what the export left out or changed, said with the file's name once it is written
         notes: Vec<String>,
+        /// the file the text was built from, as read: if it changed on disk since, nothing is
+        /// written (the answer is `ExportError::Stale`)
+        source: Option<Box<SourceFile>>,
     },
     /// Search the smallest change to `run` that fits `gpu`. The answer is `Msg::Fitted`.
     Fit { run: Box<RunConfig>, gpu: GpuBudget },
@@ -38,6 +42,9 @@ pub enum Cmd {
     ListPresets,
     /// Load the preset picked. The answer is `Msg::PresetLoaded`.
     LoadPreset { name: String, source: PresetSource },
+    /// Read the run file again (it changed on disk since the screen read it). The answer is
+    /// `Msg::Reloaded`.
+    Reload { path: PathBuf },
 }
 
 /// What became of a run file written by `Cmd::WriteExport`.
@@ -55,6 +62,16 @@ pub enum ExportError {
     Exists { path: PathBuf, then_quit: bool },
     /// the write failed: the message names the file
     Failed(String),
+    /// the file the export is built from was saved again since it was read (`what` says how):
+    /// nothing written; the screen offers to merge the tuned keys into `now`, its new text
+    Stale {
+        path: PathBuf,
+        overwrite: bool,
+        then_quit: bool,
+        read: PathBuf,
+        what: String,
+        now: Option<Box<SourceFile>>,
+    },
 }
 
 impl std::fmt::Debug for Cmd {
@@ -81,6 +98,7 @@ impl std::fmt::Debug for Cmd {
             Cmd::LoadPreset { name, .. } => {
                 f.debug_struct("LoadPreset").field("name", name).finish()
             }
+            Cmd::Reload { path } => f.debug_struct("Reload").field("path", path).finish(),
         }
     }
 }

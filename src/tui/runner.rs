@@ -67,7 +67,19 @@ impl Runner {
                 overwrite,
                 then_quit,
                 notes,
+                source,
             } => {
+                if let Some(Err(changed)) = source.as_ref().map(|s| s.unchanged()) {
+                    let stale = ExportError::Stale {
+                        path,
+                        overwrite,
+                        then_quit,
+                        read: source.map(|s| s.path).unwrap_or_default(),
+                        what: changed.what,
+                        now: changed.now.map(Box::new),
+                    };
+                    return vec![Msg::Exported(Err(stale))];
+                }
                 let written = if !overwrite && path.exists() {
                     Err(ExportError::Exists { path, then_quit })
                 } else {
@@ -110,6 +122,12 @@ impl Runner {
                     .map(Box::new)
                     .map_err(|e| e.to_string());
                 vec![Msg::PresetLoaded { name, file }]
+            }
+            Cmd::Reload { path } => {
+                let file = grpofit_core::config::load(&path, &Offline::from_env())
+                    .map(Box::new)
+                    .map_err(|e| e.to_string());
+                vec![Msg::Reloaded { path, file }]
             }
         }
     }

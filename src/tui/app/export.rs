@@ -90,8 +90,40 @@ impl App {
                 overwrite,
                 then_quit,
                 notes,
+                source: self.source.clone().map(Box::new),
             }),
             Err(e) => self.message = Some(e.to_string()),
+        }
+    }
+
+    /// The answer to "the file read changed on disk": `m` writes the tuned keys into its new
+    /// text (the write-back's checks then run on that text), `r` reads the file again (the
+    /// screen's changes dropped), any other key writes nothing.
+    pub(super) fn source_changed_key(&mut self, mode: Mode, key: KeyCode) {
+        self.mode = Mode::Normal;
+        let Mode::SourceChanged {
+            path,
+            overwrite,
+            then_quit,
+            read,
+            now,
+            ..
+        } = mode
+        else {
+            return;
+        };
+        match (key, now) {
+            (KeyCode::Char('m'), Some(now)) => {
+                self.source = Some(*now);
+                self.write_export(path, overwrite, then_quit);
+            }
+            (KeyCode::Char('r'), _) => self.ask(Cmd::Reload { path: read }),
+            _ => {
+                self.message = Some(format!(
+                    "export cancelled: {} changed on disk, nothing written",
+                    read.display()
+                ))
+            }
         }
     }
 
@@ -113,6 +145,23 @@ impl App {
             }
             // the error is shown and the screen stays, whether or not quitting asked for it
             Err(ExportError::Failed(e)) => self.message = Some(e),
+            Err(ExportError::Stale {
+                path,
+                overwrite,
+                then_quit,
+                read,
+                what,
+                now,
+            }) => {
+                self.mode = Mode::SourceChanged {
+                    path,
+                    overwrite,
+                    then_quit,
+                    read,
+                    what,
+                    now,
+                }
+            }
         }
     }
 }

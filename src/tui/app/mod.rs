@@ -64,6 +64,17 @@ pub enum Mode {
     },
     /// quitting with changes not exported: y exports then quits, n quits, c or Esc stays
     ConfirmQuit,
+    /// the file read (`read`) changed on disk before the export to `path` was written (`what`
+    /// says how): m merges the tuned keys into its new text `now`, r reloads it, any other key
+    /// cancels
+    SourceChanged {
+        path: PathBuf,
+        overwrite: bool,
+        then_quit: bool,
+        read: PathBuf,
+        what: String,
+        now: Option<Box<grpofit_core::config::source::SourceFile>>,
+    },
     /// a typed model name being looked up off the UI thread (`Cmd::LookUp`); Esc cancels
     Fetching {
         name: String,
@@ -113,6 +124,11 @@ pub enum Msg {
     /// the preset picked, loaded or why not (`Cmd::LoadPreset`)
     PresetLoaded {
         name: String,
+        file: Result<Box<RunFile>, String>,
+    },
+    /// the run file read again, or why not (`Cmd::Reload`)
+    Reloaded {
+        path: PathBuf,
         file: Result<Box<RunFile>, String>,
     },
 }
@@ -346,6 +362,10 @@ impl App {
                 }
             }
             Msg::PresetLoaded { name, file } => self.preset_loaded(name, file),
+            Msg::Reloaded { path, file } => {
+                let label = format!("{} reloaded: the screen's changes dropped", path.display());
+                self.adopt(file, &path.display().to_string(), label);
+            }
         }
     }
 
@@ -357,7 +377,10 @@ impl App {
                 keymap::action_for(key),
                 Some(Action::Quit) | Some(Action::Help)
             ),
-            Mode::Help { .. } | Mode::ConfirmQuit | Mode::ConfirmOverwrite { .. } => true,
+            Mode::Help { .. }
+            | Mode::ConfirmQuit
+            | Mode::ConfirmOverwrite { .. }
+            | Mode::SourceChanged { .. } => true,
             Mode::Entry { .. }
             | Mode::Models { .. }
             | Mode::Presets { .. }
@@ -404,6 +427,7 @@ impl App {
                 typing,
             } => self.models_key(filter, selected, typing, key),
             Mode::Presets { selected, choices } => self.presets_key(selected, choices, key),
+            mode @ Mode::SourceChanged { .. } => self.source_changed_key(mode, key.code),
             Mode::ConfirmOverwrite { path, then_quit } => {
                 self.mode = Mode::Normal;
                 if key.code == KeyCode::Char('y') {

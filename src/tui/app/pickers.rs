@@ -172,6 +172,12 @@ impl App {
     /// The preset picked, loaded by the loop: the whole state takes it (undo brings the old one
     /// back), and its capacity when no GPU or `--gpu-mem` gave one.
     pub(super) fn preset_loaded(&mut self, name: String, file: Result<Box<RunFile>, String>) {
+        let said = format!("preset {name} loaded");
+        self.adopt(file, &format!("the {name} preset's gpu_memory"), said);
+    }
+
+    /// A run file loaded (a preset, or the file read again): the screen starts from it.
+    pub(super) fn adopt(&mut self, file: Result<Box<RunFile>, String>, name: &str, said: String) {
         match file {
             Ok(file) => {
                 let file = *file;
@@ -183,12 +189,12 @@ impl App {
                     s.source = file.source.clone();
                     if let Some(bytes) = file.gpu_memory.filter(|_| take_capacity) {
                         s.capacity = bytes;
-                        s.gpu_name = format!("the {name} preset's gpu_memory");
+                        s.gpu_name = name.to_string();
                     }
                     s.run = file.run;
                     s.target_batch = s.run.effective_batch();
                 });
-                self.message = Some(format!("preset {name} loaded"));
+                self.message = Some(said);
             }
             Err(e) => self.message = Some(e),
         }

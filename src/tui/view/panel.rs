@@ -176,6 +176,20 @@ pub(super) fn message_lines(app: &App, width: u16) -> Vec<Line<'static>> {
             ),
             app.theme.warn(),
         ),
+        Mode::SourceChanged {
+            read, what, now, ..
+        } => (
+            format!(
+                " {} changed on disk since it was read ({what}): {}",
+                read.display(),
+                if now.is_some() {
+                    "m writes the tuned keys into its new text, r reloads it, any other key cancels"
+                } else {
+                    "nothing written; r reloads it, any other key goes back"
+                }
+            ),
+            app.theme.warn(),
+        ),
         Mode::ConfirmQuit => (
             " changes not exported: export? y/n/cancel".to_string(),
             app.theme.warn(),

@@ -7,21 +7,29 @@ use super::write_error::{EditError, WriteBackError};
 use crate::contract::{RETIRED, Table};
 use toml_edit::{DocumentMut, Item, Value};
 
-/// `source`'s text with `changes` made; also the changed keys, as the header names them.
+/// Where each change went: the table, the key and the value it must read back as.
+pub(super) type Places = Vec<(String, String, Option<toml::Value>)>;
+
+/// `source`'s text with `changes` made, with the file's line ends (toml_edit writes LF); also
+/// the changed keys, as the header names them, and where each went.
 pub(super) fn edit(
     source: &SourceFile,
     changes: &[Change],
-) -> Result<(String, Vec<String>), WriteBackError> {
-    let mut doc: DocumentMut = source
-        .text
-        .parse()
-        .map_err(|error| WriteBackError::CannotEdit {
-            path: source.path.clone(),
-            error: Box::new(error),
-        })?;
+) -> Result<(String, Vec<String>, Places), WriteBackError> {
+    // toml_edit drops a byte order mark: it is put back in front
+    let (bom, body) = match source.text.strip_prefix('\u{feff}') {
+        Some(body) => ("\u{feff}", body),
+        None => ("", source.text.as_str()),
+    };
+    let mut doc: DocumentMut = body.parse().map_err(|error| WriteBackError::CannotEdit {
+        path: source.path.clone(),
+        error: Box::new(error),
+    })?;
     let mut edited = Vec::new();
+    let mut places = Vec::new();
     for change in changes {
         let (table, key) = place(&doc, source, change.table, &change.key);
+        places.push((table.clone(), key.clone(), change.value.clone()));
         match &change.value {
             Some(value) => {
                 set(&mut doc, &table, &key, value).map_err(|problem| WriteBackError::TomlKey {
@@ -39,7 +47,17 @@ pub(super) fn edit(
             .map_or("(removed)".into(), ToString::to_string);
         edited.push(format!("{key} = {now}"));
     }
-    Ok((doc.to_string(), edited))
+    let text = format!("{bom}{}", with_line_ends(&doc.to_string(), &source.text));
+    Ok((text, edited, places))
+}
+
+/// `text` (toml_edit's output, LF) with CRLF line ends when `original` uses CRLF only.
+fn with_line_ends(text: &str, original: &str) -> String {
+    let crlf = original.matches("\r\n").count();
+    if crlf == 0 || crlf != original.matches('\n').count() {
+        return text.to_string();
+    }
+    text.replace("\r\n", "\n").replace('\n', "\r\n")
 }
 
 /// Where the file writes `[table] key`: there, or under a retired name that is read as it

@@ -14,6 +14,8 @@ pub mod export_set;
 pub mod launch;
 pub mod launch_set;
 mod lines;
+pub mod pyyaml;
+pub mod pyyaml_resolve;
 mod read;
 mod read_env;
 mod read_frozen;
@@ -31,6 +33,7 @@ pub mod source;
 pub mod tables;
 #[cfg(test)]
 mod tests;
+mod verify;
 pub mod write_back;
 mod write_error;
 mod yaml_edit;
@@ -61,6 +64,7 @@ pub fn load_with(path: &Path, reading: &Reading) -> Result<RunFile, LoadError> {
         return recipe::load(&text, &file, path, reading);
     }
     let mut run = parse_with(&text, &file, path.parent(), reading)?;
+    let stamp = source::Stamp::of(path, text.as_bytes());
     run.source = Some(source::SourceFile {
         path: path.to_path_buf(),
         text,
@@ -70,6 +74,7 @@ pub fn load_with(path: &Path, reading: &Reading) -> Result<RunFile, LoadError> {
         lock_effective_batch: run.lock_effective_batch,
         model_config: run.model_config.clone(),
         placed: Vec::new(),
+        stamp,
     });
     Ok(run)
 }

@@ -9,16 +9,16 @@
 //! file built so is then read by the same loader as a TOML one.
 
 use super::error::LoadError;
+use super::pyyaml;
+use super::pyyaml_resolve::{self, Py};
 use super::read::{Reading, RunFile, parse_with};
 use super::read_grpofit::ASSUMED_PROMPT_LENGTH;
 use super::source::{Format, MODEL_LORA_KEYS, Placed, SourceFile};
-use super::yaml_edit;
 use crate::arch::catalog::edit_distance;
 use crate::contract::accepts::releases_taking;
 use crate::contract::{Call, Table, retired};
 use crate::run::Stack;
 use std::path::Path;
-use yaml_rust2::{Yaml, YamlLoader};
 
 /// What a recipe says beside its keys' values, as the sorting found it.
 struct Sorted {
@@ -54,7 +54,17 @@ impl Sorted {
 
 /// Reads a recipe's text; `file` names it in errors, `path` is where it is.
 pub fn load(text: &str, file: &str, path: &Path, reading: &Reading) -> Result<RunFile, LoadError> {
-    let keys = top_level(text).map_err(|e| e.in_file(file))?;
+    // each value as TRL gets it: PyYAML's, then argparse's conversion of a string
+    let keys = top_level(text)
+        .and_then(|keys| {
+            keys.into_iter()
+                .map(|(k, v)| match typed_as_argparse(&k, v) {
+                    Ok(v) => Ok((k, v)),
+                    Err(e) => Err(e.on_line(line_of(text, &k))),
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .map_err(|e| e.in_file(file))?;
     let sorted = sort(&keys).map_err(|e| e.in_file(file))?;
     let toml_text = toml::to_string(&sorted.root)
         .map_err(|e| LoadError::whole_file(format!("cannot read: {e}")).in_file(file))?;
@@ -88,74 +98,109 @@ pub fn load(text: &str, file: &str, path: &Path, reading: &Reading) -> Result<Ru
         lock_effective_batch: run.lock_effective_batch,
         model_config: run.model_config.clone(),
         placed: sorted.placed,
+        stamp: super::source::Stamp::of(path, text.as_bytes()),
     });
     Ok(run)
 }
 
 /// The 1-based line a top-level `key:` is written on.
 pub fn line_of(text: &str, key: &str) -> Option<usize> {
-    text.lines()
-        .position(|l| yaml_edit::top_level_key(l, key).is_some())
-        .map(|i| i + 1)
+    let doc = pyyaml::compose(text).ok()?;
+    let Some(pyyaml::Kind::Map { entries, .. }) = doc.root.map(|r| &doc.nodes[r].kind) else {
+        return None;
+    };
+    entries.iter().find_map(|(k, _)| match &doc.nodes[*k].kind {
+        pyyaml::Kind::Scalar(s, _) if s == key => Some(doc.nodes[*k].line),
+        _ => None,
+    })
 }
 
-/// The recipe's top-level keys and values, in order.
-fn top_level(text: &str) -> Result<Vec<(String, Yaml)>, LoadError> {
-    let docs = YamlLoader::load_from_str(text).map_err(|e| {
-        LoadError::whole_file(format!("not valid YAML: {e}")).on_line(Some(e.marker().line()))
-    })?;
-    let Some(doc) = docs.into_iter().next() else {
-        return Ok(Vec::new());
+/// The recipe's top-level keys and values, in order, as `yaml.safe_load` reads them (`pyyaml`:
+/// anchors, aliases and `<<` merges resolved, YAML 1.1's scalars).
+fn top_level(text: &str) -> Result<Vec<(String, Py)>, LoadError> {
+    let doc = pyyaml::safe_load(text)
+        .map_err(|e| LoadError::whole_file(e.message.clone()).on_line(e.line))?;
+    let entries = match doc {
+        Py::None => return Ok(Vec::new()),
+        Py::Map(entries) => entries,
+        _ => {
+            return Err(LoadError::whole_file(
+                "a TRL recipe is a map of `key: value` lines",
+            ));
+        }
     };
-    let Yaml::Hash(hash) = doc else {
-        return Err(LoadError::whole_file(
-            "a TRL recipe is a map of `key: value` lines",
-        ));
-    };
-    hash.into_iter()
+    entries
+        .into_iter()
         .map(|(k, v)| match k {
-            Yaml::String(k) => Ok((k, v)),
+            Py::Str(k) => Ok((k, v)),
             other => Err(LoadError::whole_file(format!(
-                "a key must be a name, not {other:?}"
+                "a key must be a name, not {other:?} (PyYAML reads it so: quote it)"
             ))),
         })
         .collect()
 }
 
-/// A YAML value as TOML; `None` for null (the trainer's default then).
-fn value(text_key: &str, v: &Yaml) -> Result<Option<toml::Value>, LoadError> {
-    let wrong = |what: &str| LoadError::whole_file(format!("`{text_key}`: cannot read {what}"));
+/// A recipe value as TOML; `None` for null (the trainer's default then).
+fn value(v: &Py) -> Result<Option<toml::Value>, LoadError> {
     Ok(Some(match v {
-        Yaml::Null => return Ok(None),
-        Yaml::Integer(i) => toml::Value::Integer(*i),
-        Yaml::Real(_) => toml::Value::Float(v.as_f64().ok_or_else(|| wrong("the number"))?),
-        Yaml::Boolean(b) => toml::Value::Boolean(*b),
-        Yaml::String(s) => toml::Value::String(s.clone()),
-        Yaml::Array(items) => toml::Value::Array(
+        Py::None => return Ok(None),
+        Py::Int(i) => toml::Value::Integer(*i),
+        Py::Float(x) => toml::Value::Float(*x),
+        Py::Bool(b) => toml::Value::Boolean(*b),
+        Py::Str(s) | Py::Timestamp(s) => toml::Value::String(s.clone()),
+        Py::Seq(items) => toml::Value::Array(
             items
                 .iter()
-                .map(|i| {
-                    value(text_key, i).map(|v| v.unwrap_or(toml::Value::String(String::new())))
-                })
+                .map(|i| value(i).map(|v| v.unwrap_or(toml::Value::String(String::new()))))
                 .collect::<Result<_, _>>()?,
         ),
-        Yaml::Hash(h) => {
+        Py::Map(entries) => {
             let mut t = toml::Table::new();
-            for (k, v) in h {
-                let (Yaml::String(k), Some(v)) = (k, value(text_key, v)?) else {
+            for (k, v) in entries {
+                let (Py::Str(k), Some(v)) = (k, value(v)?) else {
                     continue;
                 };
                 t.insert(k.clone(), v);
             }
             toml::Value::Table(t)
         }
-        Yaml::Alias(_) | Yaml::BadValue => return Err(wrong("an alias")),
     }))
+}
+
+/// A string where the trainer's dataclass field is a number, converted as TRL converts it:
+/// `set_defaults_with_config` makes the value the argparse default, and argparse passes a
+/// string default through the field's `type` (so `learning_rate: 1e-5`, a string to PyYAML,
+/// is the float 1e-05 to TRL). The field's type is its default's (`trainers.json`).
+fn typed_as_argparse(key: &str, v: Py) -> Result<Py, LoadError> {
+    let Py::Str(s) = &v else { return Ok(v) };
+    let default = [Call::GrpoConfig, Call::TrlModelConfig]
+        .iter()
+        .find_map(|c| c.default(key));
+    let bad = |ty: &str| {
+        LoadError::whole_file(format!(
+            "`{key}`: `{s}` is a string that TRL's argparse cannot read as {ty} (invalid {ty} value)"
+        ))
+    };
+    Ok(match default {
+        Some(serde_json::Value::Number(n)) if n.is_i64() || n.is_u64() => {
+            Py::Int(s.trim().replace('_', "").parse().map_err(|_| bad("int"))?)
+        }
+        // transformers 5.17.0 hf_argparser.py, string_to_bool: a bool field's `type`
+        Some(serde_json::Value::Bool(_)) => match s.to_ascii_lowercase().as_str() {
+            "yes" | "true" | "t" | "y" | "1" => Py::Bool(true),
+            "no" | "false" | "f" | "n" | "0" => Py::Bool(false),
+            _ => return Err(bad("bool (yes/no, true/false, t/f, y/n, 1/0)")),
+        },
+        Some(serde_json::Value::Number(_)) => Py::Float(
+            pyyaml_resolve::python_float(&s.replace('_', "")).ok_or_else(|| bad("float"))?,
+        ),
+        _ => v,
+    })
 }
 
 /// The keys sorted into run-file tables (see the module's comment), with the rules of the TRL
 /// versions a recipe's keys come from.
-fn sort(keys: &[(String, Yaml)]) -> Result<Sorted, LoadError> {
+fn sort(keys: &[(String, Py)]) -> Result<Sorted, LoadError> {
     let mut s = Sorted {
         root: toml::Table::new(),
         placed: Vec::new(),
@@ -170,11 +215,11 @@ fn sort(keys: &[(String, Yaml)]) -> Result<Sorted, LoadError> {
         toml::Value::String("trl".into()),
     );
     let get = |name: &str| keys.iter().find(|(k, _)| k == name).map(|(_, v)| v);
-    let peft = get("use_peft").and_then(Yaml::as_bool) == Some(true);
-    let vllm_device = get("use_vllm").and_then(Yaml::as_bool) == Some(true)
-        && get("vllm_device").is_some_and(|v| !v.is_null());
+    let peft = matches!(get("use_peft"), Some(Py::Bool(true)));
+    let vllm_device = matches!(get("use_vllm"), Some(Py::Bool(true)))
+        && get("vllm_device").is_some_and(|v| !matches!(v, Py::None));
     for (key, v) in keys {
-        let Some(v) = value(key, v)? else { continue };
+        let Some(v) = value(v)? else { continue };
         if !place(&mut s, key, v, peft, vllm_device) {
             if let Some(near) = near_miss(key) {
                 s.notes.push(format!("`{key}` is no key of GRPOConfig or ModelConfig (did you mean `{near}`?): carried through, not read"));
@@ -245,7 +290,7 @@ fn place(s: &mut Sorted, key: &str, v: toml::Value, peft: bool, vllm_device: boo
 }
 
 /// What a recipe leaves to its TRL version's defaults, said outright for the loader.
-fn versions(s: &mut Sorted, keys: &[(String, Yaml)], peft: bool, vllm_device: bool) {
+fn versions(s: &mut Sorted, keys: &[(String, Py)], peft: bool, vllm_device: bool) {
     let model = Call::TrlModelConfig;
     if peft {
         // ModelConfig's own defaults, which get_peft_config passes on (not LoraConfig's)
@@ -273,7 +318,7 @@ fn versions(s: &mut Sorted, keys: &[(String, Yaml)], peft: bool, vllm_device: bo
     }
     let use_vllm = keys
         .iter()
-        .any(|(k, v)| k == "use_vllm" && v.as_bool() == Some(true));
+        .any(|(k, v)| k == "use_vllm" && matches!(v, Py::Bool(true)));
     if !use_vllm || written("vllm_mode") {
         return;
     }
@@ -295,5 +340,45 @@ fn versions(s: &mut Sorted, keys: &[(String, Yaml)], peft: bool, vllm_device: bo
         // TRL 0.17-0.28 default vllm_mode to "server" (GRPOConfig); 1.0 made it "colocate"
         s.put("", Table::Grpo, "vllm_mode", server);
         s.notes.push("`use_vllm: true` without `vllm_mode` in a recipe of TRL before 1.0 (it writes `max_prompt_length`): `trl vllm-serve` on one GPU of its own, that TRL's default".into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::Generation;
+
+    fn read(text: &str) -> Result<RunFile, LoadError> {
+        let models = crate::resolve::Offline::from_env();
+        load(text, "r.yaml", Path::new("r.yaml"), &Reading::new(&models))
+    }
+
+    /// YAML 1.1 as PyYAML reads it, then argparse's conversion of a string default
+    /// (`TrlParser.set_defaults_with_config`): `yes` is true, a quoted "8" is the int 8 for an
+    /// int field, `1e-5` (a string to PyYAML) the float TRL makes of it.
+    #[test]
+    fn values_are_what_trl_gets() {
+        let run = read("model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nuse_vllm: yes\nvllm_mode: colocate\nper_device_train_batch_size: \"8\"\nnum_generations: 8\nlearning_rate: 1e-5\n").unwrap();
+        assert_eq!(run.run.micro_batch, 8);
+        assert!(matches!(
+            run.run.generation,
+            Generation::ColocatedVllm { .. }
+        ));
+        let err = read(
+            "model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nper_device_train_batch_size: eight\n",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("invalid int value"), "{err}");
+        assert!(err.to_string().contains("r.yaml:2"), "{err}");
+        let err = read("model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\n---\nnum_generations: 4\n")
+            .unwrap_err();
+        assert!(err.to_string().contains("one document"), "{err}");
+        assert_eq!(line_of("  a: 1\n  b : 2\n", "b"), Some(2));
+        // a quoted boolean is a string to PyYAML, string_to_bool's to TRL
+        let run = read("model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nuse_vllm: \"y\"\nvllm_mode: colocate\nnum_generations: 8\n").unwrap();
+        assert!(matches!(
+            run.run.generation,
+            Generation::ColocatedVllm { .. }
+        ));
     }
 }

@@ -8,6 +8,10 @@ use crate::contract::{Call, Table};
 use crate::run::RunConfig;
 use std::path::{Path, PathBuf};
 
+/// How the header line a write adds starts: an earlier write's header (and only that) is
+/// replaced, and a check of the write passes over it.
+pub(super) const HEADER: &str = "# tuned by grpofit on ";
+
 /// The format a run was read in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -57,6 +61,87 @@ pub struct SourceFile {
     pub model_config: Option<PathBuf>,
     /// YAML: the recipe keys grpofit read, and where each went in the run file
     pub placed: Vec<Placed>,
+    /// the file as it was when read: a write refuses to start from it once it has changed
+    pub stamp: Stamp,
+}
+
+/// What a file was when read: its content's hash, its length and its inode. A write built
+/// from the text read checks it first (`SourceFile::unchanged`), so an edit saved since in
+/// another program is never silently overwritten.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stamp {
+    pub hash: u64,
+    pub len: u64,
+    pub inode: Option<u64>,
+}
+
+impl Stamp {
+    /// The stamp of `bytes`, read from `path` (whose inode is taken now).
+    pub fn of(path: &Path, bytes: &[u8]) -> Stamp {
+        Stamp {
+            hash: fnv1a(bytes),
+            len: bytes.len() as u64,
+            inode: inode(path),
+        }
+    }
+}
+
+/// FNV-1a, 64 bits: a content hash with no key, stable across runs.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[cfg(unix)]
+fn inode(path: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| m.ino())
+}
+
+#[cfg(not(unix))]
+fn inode(_path: &Path) -> Option<u64> {
+    None
+}
+
+impl SourceFile {
+    /// `Ok` when the file on disk is still what was read; else what changed (the error names
+    /// the file), and the file as it is now, to merge the tuned keys into.
+    pub fn unchanged(&self) -> Result<(), Box<Changed>> {
+        let bytes = match std::fs::read(&self.path) {
+            Ok(b) => b,
+            Err(e) => {
+                return Err(Box::new(Changed {
+                    what: format!("it cannot be read now: {e}"),
+                    now: None,
+                }));
+            }
+        };
+        let now = Stamp::of(&self.path, &bytes);
+        if now == self.stamp {
+            return Ok(());
+        }
+        let what = if now.inode != self.stamp.inode {
+            "replaced by another file".to_string()
+        } else {
+            "its content was edited".to_string()
+        };
+        let now = String::from_utf8(bytes).ok().map(|text| SourceFile {
+            text,
+            stamp: now,
+            ..self.clone()
+        });
+        Err(Box::new(Changed { what, now }))
+    }
+}
+
+/// How the source changed since it was read, and the file as it is now (when it is text).
+#[derive(Debug, Clone)]
+pub struct Changed {
+    pub what: String,
+    /// the same source (the run as first read) with the text and stamp of now: writing the
+    /// tuned keys into it merges them into the user's new text
+    pub now: Option<SourceFile>,
 }
 
 /// One key whose written value differs between the run as read and the run as tuned; `None`

@@ -7,9 +7,9 @@
 
 use super::edit_toml;
 use super::export::{ExportContext, to_toml};
-use super::source::{Change, Format, SourceFile};
+use super::source::{Change, Format, HEADER, SourceFile};
 pub use super::write_error::{EditError, WriteBackError};
-use super::yaml_edit;
+use super::{verify, yaml_edit};
 use crate::contract::Table;
 use crate::run::RunConfig;
 use std::path::Path;
@@ -70,7 +70,7 @@ pub fn changes(source: &SourceFile, run: &RunConfig, ctx: &ExportContext) -> Vec
 }
 
 /// The comment line a write adds on top: what was tuned, for which GPU, when.
-fn header(changes: &[String], ctx: &ExportContext) -> String {
+fn header(changes: &[String], ctx: &ExportContext, eol: &str) -> String {
     let what = if changes.is_empty() {
         "nothing changed".to_string()
     } else {
@@ -82,22 +82,28 @@ fn header(changes: &[String], ctx: &ExportContext) -> String {
         None => "",
     };
     format!(
-        "{HEADER}{} (UTC) for {}{fits}; {what}\n",
+        "{HEADER}{} (UTC) for {}{fits}; {what}{eol}",
         crate::dates::today(),
         ctx.gpu
     )
 }
 
-/// How the header line starts: an earlier write's header (and only that) is replaced.
-const HEADER: &str = "# tuned by grpofit on ";
-
-/// `text` with `header` on top, in place of a header an earlier write put there.
+/// `text` with `header` on top (after a byte order mark), in place of a header an earlier
+/// write put there.
 fn with_header(text: &str, header: &str) -> String {
-    let rest = match text.strip_prefix(HEADER) {
-        Some(_) => text.split_once('\n').map_or("", |(_, rest)| rest),
-        None => text,
+    let (bom, body) = match text.strip_prefix('\u{feff}') {
+        Some(body) => ("\u{feff}", body),
+        None => ("", text),
     };
-    format!("{header}{rest}")
+    let rest = match body.strip_prefix(HEADER) {
+        Some(line) => match line.find(['\n', '\r']) {
+            Some(i) if line[i..].starts_with("\r\n") => &line[i + 2..],
+            Some(i) => &line[i + 1..],
+            None => "",
+        },
+        None => body,
+    };
+    format!("{bom}{header}{rest}")
 }
 
 /// The text to write for `run`: the user's file edited in place when the run came from one
@@ -113,11 +119,33 @@ pub fn write_back(
         return Ok(to_toml(run, ctx));
     };
     let changes = changes(source, run, ctx);
-    let (text, edited) = match source.format {
-        Format::Toml => edit_toml::edit(source, &changes)?,
-        Format::Yaml => yaml_edit::edit(source, &changes, notes)?,
-    };
-    Ok(with_header(&text, &header(&edited, ctx)))
+    let eol = yaml_edit::line_end(&source.text);
+    match source.format {
+        Format::Toml => {
+            let (text, edited, places) = edit_toml::edit(source, &changes)?;
+            let text = with_header(&text, &header(&edited, ctx, eol));
+            verify::toml(&source.path, &source.text, &text, &places, changes.len())?;
+            Ok(text)
+        }
+        Format::Yaml => {
+            let (text, edited, expected) = yaml_edit::edit(source, &changes, notes)?;
+            let text = with_header(&text, &header(&edited, ctx, eol));
+            verify::yaml(&source.path, &source.text, &text, &expected, expected.len())?;
+            Ok(text)
+        }
+    }
+}
+
+/// `Err(WriteBackError::Stale)` when `source` changed on disk since it was read: what is
+/// built from it would drop that change.
+pub fn check_unchanged(source: Option<&SourceFile>) -> Result<(), WriteBackError> {
+    match source.map(SourceFile::unchanged) {
+        Some(Err(changed)) => Err(WriteBackError::Stale {
+            path: source.map(|s| s.path.clone()).unwrap_or_default(),
+            what: changed.what,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// The text to write to `out` (`-`: standard output, in the source's format): the source
