@@ -363,59 +363,184 @@ fn diagnosis_drawn(
     assume_capacity(&mut report, gpu_mem, run.as_ref());
     // a tensor is looked for only in PyTorch's requests: vLLM's are its share or its KV cache
     let culprit = run.as_ref().filter(|_| !report.from_vllm()).and_then(|f| {
-        report
-            .requested_bytes
-            .map(|r| grpofit_core::diagnose::culprit::likely_request(&f.run, r))
+        report.requested_bytes.map(|r| {
+            grpofit_core::diagnose::culprit::likely_request(&f.run, r, releases_in_force(f))
+        })
     });
-    // With the run: the verdict in the light of its estimate, and the fit on the GPU the
-    // message describes (less what other processes hold).
     let limit = report.limit_bytes();
     if run.is_some() && limit.is_none() {
         say(
             "grpofit: note: no fit proposed: neither the message nor the run file gives the GPU's memory (pass --gpu-mem SIZE)",
         );
     }
-    let proposal = run.as_ref().zip(limit).map(|(f, capacity)| {
-        let others = (report.other_processes.iter()).fold(0u64, |s, p| s.saturating_add(p.bytes));
-        let gpu = GpuBudget {
-            capacity: capacity.saturating_sub(others),
-            used_by_others: 0,
-            context: None,
-        };
-        let mut estimator = Estimator::new();
-        grpofit_core::diagnose::oom::refine(&mut report, &estimator.estimate(&f.run, gpu));
-        (fit(&f.run, gpu, DEFAULT_HEADROOM, &mut estimator), capacity)
-    });
+    // an older trainer's tensor on a run whose releases are not known: the estimate (today's
+    // trainers) is the run after an upgrade, and its fit is the one to show
+    let upgrade = culprit
+        .as_ref()
+        .is_some_and(|c| c.matches && c.older_trainers_only && c.built_by.is_none());
+    let proposal = run
+        .as_ref()
+        .zip(limit)
+        .map(|(f, capacity)| propose(&mut report, &f.run, capacity, upgrade));
     let mut advice = grpofit_core::diagnose::oom::advice(&report, run.as_ref().map(|f| &f.run));
     if let Some(c) = &culprit {
-        culprit_advice(c, proposal.as_ref().map(|p| &p.0), &mut advice);
+        culprit_advice(c, proposal.as_ref().map(|p| &p.outcome), &mut advice);
     }
     let culprit = culprit.map(|c| c.sentence());
-    if let (Some(path), Some((outcome, capacity)), Some(f)) = (picture, &proposal, &run) {
-        draw_proposal(path, outcome, *capacity, &f.run)?;
+    if let (Some(path), Some(p), Some(f)) = (picture, &proposal, &run) {
+        draw_proposal(path, &p.outcome, p.capacity, &f.run)?;
     }
-    let text = if json {
+    if json {
         let mut v = serde_json::to_value(&report).map_err(|e| e.to_string())?;
         v["advice"] = serde_json::json!(advice);
         v["likely_request"] = serde_json::json!(culprit);
-        v["fit"] =
-            serde_json::to_value(proposal.as_ref().map(|p| &p.0)).map_err(|e| e.to_string())?;
-        json_text(&v)?
-    } else {
-        let mut text = grpofit::report::diagnosis_text(&report, &advice, culprit.as_deref());
-        if let (Some((outcome, capacity)), Some(f)) = (&proposal, &run) {
-            let from = match (report.allowed_bytes, report.total_bytes) {
-                (Some(_), _) => "the cap in the message",
-                (None, Some(_)) => "from the message",
-                (None, None) => report.assumed_total_from.unwrap_or("assumed"),
-            };
-            let line = format!("{} ({from})", format_size(*capacity));
-            text.push('\n');
-            text.push_str(&grpofit::report::fit_text(&f.run, outcome, &line, 5.0));
-        }
-        text
-    };
+        v["estimate_bytes"] = serde_json::json!(proposal.as_ref().map(|p| p.estimate_bytes));
+        v["estimate_short_bytes"] =
+            serde_json::json!(proposal.as_ref().and_then(|p| p.short.map(|s| s.held_over)));
+        v["fit"] = serde_json::to_value(proposal.as_ref().map(|p| &p.outcome))
+            .map_err(|e| e.to_string())?;
+        return Ok(json_text(&v)?);
+    }
+    let mut text = grpofit::report::diagnosis_text(&report, &advice, culprit.as_deref());
+    if let (Some(p), Some(f)) = (&proposal, &run) {
+        text.push('\n');
+        text.push_str(&proposal_text(&report, p, &f.run));
+    }
     Ok(text)
+}
+
+/// Whether the run's trainer releases are known rather than grpofit's defaults: pinned in the
+/// run file, read from the Python environment, or implied by one of those.
+fn releases_in_force(file: &RunFile) -> bool {
+    use grpofit_core::run::versions::{Origin, Package};
+    file.versions
+        .iter()
+        .any(|p| matches!(p.package, Package::Trl | Package::Unsloth) && p.origin != Origin::Default)
+}
+
+/// How far the estimate falls short of what the message shows the process holding.
+#[derive(Clone, Copy)]
+struct Short {
+    /// what the process held
+    held: u64,
+    /// what it held over the estimate
+    held_over: u64,
+    /// what it held and asked for over the estimate: what the fit keeps free besides the run
+    demand_over: u64,
+}
+
+/// The fit `diagnose` proposes on the message's GPU of `capacity`.
+struct Proposal {
+    outcome: FitOutcome,
+    capacity: u64,
+    estimate_bytes: u64,
+    /// the process held more than the estimate (`None` when it did not, or when `upgrade`)
+    short: Option<Short>,
+    upgrade: bool,
+}
+
+/// The verdict in the light of the run's estimate, and the fit on the GPU the message describes
+/// (less what other processes hold). When the message shows the process holding more than the
+/// estimate, the fit is made from the message's figures: what the process held and asked for
+/// beyond the estimate is kept free besides the run. `upgrade`: the request is a tensor only
+/// older trainers build, which the estimate (today's trainers) leaves out by design.
+fn propose(
+    report: &mut grpofit_core::diagnose::oom::OomReport,
+    run: &grpofit_core::run::RunConfig,
+    capacity: u64,
+    upgrade: bool,
+) -> Proposal {
+    let others = (report.other_processes.iter()).fold(0u64, |s, p| s.saturating_add(p.bytes));
+    let gpu = GpuBudget {
+        capacity: capacity.saturating_sub(others),
+        used_by_others: 0,
+        context: None,
+    };
+    let mut estimator = Estimator::new();
+    let estimate = estimator.estimate(run, gpu);
+    grpofit_core::diagnose::oom::refine(report, &estimate);
+    let short = report
+        .process_in_use_bytes
+        .filter(|&held| held > estimate.total_bytes && !upgrade)
+        .map(|held| Short {
+            held,
+            held_over: held - estimate.total_bytes,
+            demand_over: (held + report.requested_bytes.unwrap_or(0))
+                .saturating_sub(estimate.total_bytes),
+        });
+    // the fit keeps free, besides its headroom, what the estimate does not see: the run must
+    // need no more than capacity x (1 - headroom) - demand_over by the estimate
+    let headroom = DEFAULT_HEADROOM
+        + short.map_or(0.0, |s| s.demand_over as f64 / gpu.capacity.max(1) as f64);
+    Proposal {
+        outcome: fit(run, gpu, headroom, &mut estimator),
+        capacity,
+        estimate_bytes: estimate.total_bytes,
+        short,
+        upgrade,
+    }
+}
+
+/// The fit's text under the diagnosis: where the capacity came from, the estimate's shortfall
+/// when the process held more, and the fit.
+fn proposal_text(
+    report: &grpofit_core::diagnose::oom::OomReport,
+    p: &Proposal,
+    run: &grpofit_core::run::RunConfig,
+) -> String {
+    let from = match (report.allowed_bytes, report.total_bytes) {
+        (Some(_), _) => "the cap in the message",
+        (None, Some(_)) => "from the message",
+        (None, None) => report.assumed_total_from.unwrap_or("assumed"),
+    };
+    let mut text = String::new();
+    let mut line = format!("{} ({from})", format_size(p.capacity));
+    if let Some(s) = p.short {
+        text.push_str(&format!(
+            "the process held {}; the estimate is {}: it falls short by {}\n",
+            format_size(s.held),
+            format_size(p.estimate_bytes),
+            format_size(s.held_over)
+        ));
+        line = format!(
+            "{line}, less the {} the process held and asked for beyond the estimate",
+            format_size(s.demand_over)
+        );
+    }
+    let fitted = grpofit::report::fit_text(run, &p.outcome, &line, DEFAULT_HEADROOM * 100.0);
+    let fitted = match (&p.outcome, p.short.is_some(), p.upgrade) {
+        // the run crashed: it never "already fits" on the figures of its own message
+        (FitOutcome::AlreadyFits { .. }, true, _) => fitted.replace(
+            "already fits:",
+            "the estimate fits even without what it does not see, yet the run ran out of memory:",
+        ),
+        (FitOutcome::AlreadyFits { .. }, false, true) => {
+            fitted.replace("already fits:", &format!("{}:", today_fits()))
+        }
+        (FitOutcome::AlreadyFits { .. }, false, false) => fitted.replace(
+            "already fits:",
+            "the estimate fits, yet the run ran out of memory:",
+        ),
+        _ => fitted,
+    };
+    text.push_str(&fitted);
+    text
+}
+
+/// "fits with today's trainers (trl 1.15.0, unsloth 2026.10.9)", from the releases grpofit
+/// targets.
+fn today_fits() -> String {
+    format!("fits with today's trainers ({})", today_releases())
+}
+
+/// The trainer releases grpofit targets, as `trl X, unsloth Y`.
+fn today_releases() -> String {
+    use grpofit_core::run::versions::Package;
+    format!(
+        "trl {}, unsloth {}",
+        Package::Trl.targeted(),
+        Package::Unsloth.targeted()
+    )
 }
 
 /// The GPU's memory when the message gives none: --gpu-mem, else the run file's gpu_memory;
@@ -453,8 +578,9 @@ fn culprit_advice(
         advice.insert(
                 0,
                 format!(
-                    "this request is {}: {who}, the version this run is pinned to, builds it in every step (the fit below is on that stack; trl 1.15 with unsloth 2026.10 never builds it)",
-                    c.tensor
+                    "this request is {}: {who}, the version this run is pinned to, builds it in every step (the fit below is on that stack; {} never build it)",
+                    c.tensor,
+                    today_releases()
                 ),
             );
     }
@@ -465,8 +591,9 @@ fn culprit_advice(
         advice.insert(
                 0,
                 format!(
-                    "this request is {}: today's trainers (trl 1.15, unsloth 2026.10) never build it, and the same run needs {} of {} with them; upgrade the trainer",
+                    "this request is {}: today's trainers ({}) never build it, and the same run needs {} of {} with them; upgrade the trainer",
                     c.tensor,
+                    today_releases(),
                     format_size(estimate.total_bytes),
                     format_size(estimate.capacity_bytes)
                 ),

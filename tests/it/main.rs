@@ -6,6 +6,7 @@ mod check_stream;
 mod cli;
 mod common;
 mod diagnose;
+mod diagnose_truth;
 mod fit;
 mod fit_versions;
 mod hub;
