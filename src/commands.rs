@@ -85,6 +85,12 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
             v["export"] = serde_json::json!(text);
         }
         v["versions"] = serde_json::to_value(&file.versions).map_err(|e| e.to_string())?;
+        // the headroom `fit` keeps, and whether the run keeps it
+        v["headroom_kept_fraction"] = serde_json::json!(DEFAULT_HEADROOM);
+        v["fits_with_headroom"] = serde_json::json!(grpofit_core::fit::fits_with_headroom(
+            &est,
+            DEFAULT_HEADROOM
+        ));
         let text = json_text(&v)?;
         emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(answer))?;
     } else if !to_stdout {

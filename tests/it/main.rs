@@ -9,6 +9,7 @@ mod diagnose;
 mod diagnose_truth;
 mod fit;
 mod fit_versions;
+mod headroom_fit;
 mod hub;
 mod hub_remote;
 mod keep_keys;

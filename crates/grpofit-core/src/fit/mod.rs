@@ -9,7 +9,10 @@ mod lever;
 mod outcome;
 
 pub use lever::Lever;
-pub use outcome::{Change, DEFAULT_HEADROOM, FitOutcome, fits_with_headroom};
+pub use outcome::{
+    Change, DEFAULT_HEADROOM, FitOutcome, estimate_under_headroom, fits_with_headroom,
+    headroom_percent, role_fits_with_headroom, under_headroom,
+};
 
 use crate::memory::estimate::{Estimate, Estimator, GpuBudget};
 use crate::run::adjust::exact_values;
