@@ -109,7 +109,9 @@ pub fn fit_text(
                 "change", "from", "to", "memory"
             );
             for c in changes {
-                let memory = if c.bytes_saved >= 0 {
+                let memory = if c.bytes_saved == 0 {
+                    format_size(0)
+                } else if c.bytes_saved > 0 {
                     format!("-{}", format_size(c.bytes_saved as u64))
                 } else {
                     format!("+{}", format_size(c.bytes_saved.unsigned_abs()))

@@ -127,3 +127,33 @@ fn the_screens_title_says_the_run_is_under_fits_headroom() {
         );
     }
 }
+
+/// Issue 30: TRL's colocated vLLM on a context of 32768 tokens its run never reaches (512 +
+/// 1024): vLLM's KV cache cannot hold one such sequence, and `fit` raised the vLLM share. The
+/// context the run never uses goes first: cut to prompt + completion, with no larger share.
+#[test]
+fn fit_cuts_a_context_the_run_never_uses_before_it_grows_the_vllm_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "run.toml",
+        "[grpofit]\nstack = \"trl\"\nmax_prompt_length = 512\ngpu_memory = \"24GiB\"\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-3B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nper_device_train_batch_size = 4\nnum_generations = 4\nmax_completion_length = 1024\nuse_vllm = true\nvllm_mode = \"colocate\"\nvllm_gpu_memory_utilization = 0.3\nvllm_max_model_length = 32768\n",
+    );
+    let c = config.to_str().unwrap();
+    let (code, _, _) = grpofit(&["estimate", "--no-gpu", "--offline", "--config", c]);
+    assert_eq!(code, 3, "vLLM cannot start on 32768 tokens");
+    let (code, out, err) = grpofit(&["fit", "--json", "--no-gpu", "--offline", "--config", c]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let changes = v["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{v}");
+    assert_eq!(changes[0]["key"], "vllm_max_model_length");
+    assert_eq!(changes[0]["to"], "1536");
+    assert!(
+        changes[0]["trade_off"]
+            .as_str()
+            .unwrap()
+            .contains("never uses"),
+        "{v}"
+    );
+}

@@ -24,12 +24,20 @@ use lever::CHECKPOINT_OFFLOAD_TRADE_OFF;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashSet};
 
+/// What cutting a context down to the prompt + completion costs: nothing the run generates or
+/// trains on.
+const UNUSED_CONTEXT_TRADE_OFF: &str =
+    "context the run never uses cut: its prompt + completion still fit whole";
+
 /// Cost of changing one more knob: fewer changes are preferred.
 const CHANGE_COST: f64 = 2.0;
 
 /// The values each lever may take, current first, then downwards.
 struct Grid {
     values: Vec<Vec<u64>>,
+    /// the context the run uses (prompt + completion): a shorter context costs the run only
+    /// below it
+    used: u64,
 }
 
 fn checkpointing_rank(c: Checkpointing) -> u64 {
@@ -80,8 +88,17 @@ impl Grid {
                         _ => knob.ladder().to_vec(),
                     };
                     let mut v = vec![now];
+                    // a context longer than the run uses is cut straight to prompt +
+                    // completion, which costs the run nothing, before any rung below it
+                    let used = run.sequence_len();
+                    let below = if lever == Lever::SequenceLength && used < now {
+                        v.push(used);
+                        used
+                    } else {
+                        now
+                    };
                     v.extend(
-                        values.iter().rev().copied().filter(|&x| x < now).filter(
+                        values.iter().rev().copied().filter(|&x| x < below).filter(
                             |&x| match lever {
                                 // keep the generation batch divisible by the generations
                                 Lever::Generations => batch.is_multiple_of(x),
@@ -101,7 +118,10 @@ impl Grid {
                 v.truncate(1);
             }
         }
-        Grid { values }
+        Grid {
+            values,
+            used: run.sequence_len(),
+        }
     }
 
     fn run_at(&self, base: &RunConfig, at: &[usize]) -> RunConfig {
@@ -153,6 +173,12 @@ impl Grid {
             let (from, to) = (self.values[d][0] as f64, self.values[d][at[d]] as f64);
             let steps = match lever {
                 Lever::VllmShare => (from - to).abs() / 5.0,
+                // a context the run never reaches is cut for free: only what falls below the
+                // prompt + completion is a loss
+                Lever::SequenceLength => {
+                    let used = self.used as f64;
+                    (from.min(used) / to.min(used)).log2()
+                }
                 Lever::Checkpointing | Lever::KvCacheFp8 | Lever::FourBitWeights => to - from,
                 _ => (from / to).log2(),
             };
@@ -357,7 +383,9 @@ fn describe(
             from: grid.show(d, 0),
             to: grid.show(d, at[d]),
             bytes_saved: before - after,
-            trade_off: if lever == Lever::VllmShare && grid.values[d][at[d]] > grid.values[d][0] {
+            trade_off: if lever == Lever::SequenceLength && grid.values[d][at[d]] >= grid.used {
+                UNUSED_CONTEXT_TRADE_OFF
+            } else if lever == Lever::VllmShare && grid.values[d][at[d]] > grid.values[d][0] {
                 "larger vLLM share: vLLM can start and hold its context, less room left for training"
             } else if lever == Lever::Checkpointing
                 && grid.values[d][at[d]] == checkpointing_rank(Checkpointing::UnslothOffload)
