@@ -16,6 +16,7 @@ mod keep_keys;
 mod ladder_exports;
 mod launch_set;
 mod loop_cli;
+mod minors;
 mod model;
 mod multi_gpu;
 mod no_debug_output;
