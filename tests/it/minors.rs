@@ -106,3 +106,59 @@ fn a_step_the_whole_groups_rule_refuses_names_the_rule() {
     assert!(s.contains("generations stays 8: 10 refused"), "{s}");
     assert!(s.contains("divisible by it"), "{s}");
 }
+
+/// The screen's lines at `w` x `h`.
+fn lines_of(app: &grpofit::tui::app::App, w: u16, h: u16) -> Vec<String> {
+    screen(app, w, h).lines().map(str::to_string).collect()
+}
+
+/// A small screen's legend keeps the largest parts and counts the smallest: on the 24gb
+/// preset at 80x24, vLLM's KV cache (3.58 GiB) is shown and the LoRA adapters (228 MiB) are
+/// among the "+N more".
+#[test]
+fn a_small_legend_shows_the_largest_parts() {
+    let app = crate::tui::app();
+    let s = screen(&app, 80, 24);
+    assert!(s.contains("vLLM KV cache       3.58 GiB"), "{s}");
+    assert!(s.contains("+7 more") && !s.contains("LoRA adapters"), "{s}");
+}
+
+/// vLLM's KV room is whole sequences of its context, never "101.8 seq".
+#[test]
+fn kv_room_is_whole_sequences() {
+    let app = crate::tui::app();
+    let s = screen(&app, 80, 24);
+    assert!(s.contains("KV 101 seqs") && !s.contains("101.8"), "{s}");
+    let s = screen(&app, 200, 60);
+    assert!(s.contains("KV 101 seqs of 1024 tokens"), "{s}");
+}
+
+/// At 80 columns the footer of a run on several GPUs (engine and ZeRO keys shown) keeps every
+/// key, `m` and `p` among them: the less used lose their word first.
+#[test]
+fn the_80_column_footer_keeps_m_and_p() {
+    let app = crate::tui::open_r1(None, std::path::Path::new("."));
+    let lines = lines_of(&app, 80, 24);
+    let footer = lines.last().unwrap();
+    for key in [" m ", " p ", " d ", " z ", " s ", " f ", " q quit"] {
+        assert!(footer.contains(key), "`{key}` missing: {footer}");
+    }
+}
+
+/// A tall screen uses its rows: each lever's trade-off whole, and the levers with no step down
+/// named; at 120x40 no more than a few rows are left blank.
+#[test]
+fn a_tall_screen_lists_the_levers_whole() {
+    let app = crate::tui::app();
+    let s = screen(&app, 120, 40);
+    assert!(
+        s.contains("smaller KV cache: fewer sequences generated at once, slower generation"),
+        "{s}"
+    );
+    assert!(s.contains("no step down here"), "{s}");
+    let blank = lines_of(&app, 120, 40)
+        .iter()
+        .filter(|l| l.trim().is_empty())
+        .count();
+    assert!(blank <= 8, "{blank} blank lines:\n{s}");
+}

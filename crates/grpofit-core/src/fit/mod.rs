@@ -187,6 +187,22 @@ impl Grid {
         cost
     }
 
+    /// What moving lever `d` to its value `i` costs the run, in words.
+    fn trade_off(&self, d: usize, i: usize) -> &'static str {
+        let lever = Lever::ORDER[d];
+        let (from, to) = (self.values[d][0], self.values[d][i]);
+        match lever {
+            Lever::SequenceLength if to >= self.used => UNUSED_CONTEXT_TRADE_OFF,
+            Lever::VllmShare if to > from => {
+                "larger vLLM share: vLLM can start and hold its context, less room left for training"
+            }
+            Lever::Checkpointing if to == checkpointing_rank(Checkpointing::UnslothOffload) => {
+                CHECKPOINT_OFFLOAD_TRADE_OFF
+            }
+            _ => lever.trade_off(),
+        }
+    }
+
     fn show(&self, d: usize, i: usize) -> String {
         let v = self.values[d][i];
         match Lever::ORDER[d] {
@@ -383,17 +399,7 @@ fn describe(
             from: grid.show(d, 0),
             to: grid.show(d, at[d]),
             bytes_saved: before - after,
-            trade_off: if lever == Lever::SequenceLength && grid.values[d][at[d]] >= grid.used {
-                UNUSED_CONTEXT_TRADE_OFF
-            } else if lever == Lever::VllmShare && grid.values[d][at[d]] > grid.values[d][0] {
-                "larger vLLM share: vLLM can start and hold its context, less room left for training"
-            } else if lever == Lever::Checkpointing
-                && grid.values[d][at[d]] == checkpointing_rank(Checkpointing::UnslothOffload)
-            {
-                CHECKPOINT_OFFLOAD_TRADE_OFF
-            } else {
-                lever.trade_off()
-            },
+            trade_off: grid.trade_off(d, at[d]),
         });
         before = after;
     }
@@ -456,7 +462,7 @@ pub fn step_downs(run: &RunConfig, gpu: GpuBudget, est: &mut Estimator) -> Vec<S
                 from: grid.show(d, 0),
                 to: grid.show(d, 1),
                 bytes_saved: base - lowered.total_bytes as i64,
-                trade_off: lever.trade_off(),
+                trade_off: grid.trade_off(d, 1),
             };
             Some(StepDown { change, run: lower })
         })

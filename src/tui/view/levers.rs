@@ -1,0 +1,67 @@
+//! The levers panel on a screen with room for it: every warning and every lever's trade-off
+//! whole, then the levers of the fit that have no step down here; where that does not fit, the
+//! one-line-each panel (`panel::advice_lines`).
+
+use super::panel::{advice_lines, step_parts};
+use super::text::{width_of, wrap};
+use crate::tui::app::App;
+use grpofit_core::fit::Lever;
+use ratatui::text::Line;
+
+/// The levers panel for `height` rows: the full list when it fits, else one line a lever.
+pub(super) fn advice_in(app: &App, width: u16, height: u16) -> Vec<Line<'static>> {
+    let full = full_lines(app, width);
+    if full.len() <= height as usize {
+        full
+    } else {
+        advice_lines(app, width)
+    }
+}
+
+/// Warnings and trade-offs whole, wrapped under their own column, then the levers that do not
+/// step here.
+fn full_lines(app: &App, width: u16) -> Vec<Line<'static>> {
+    let w = width as usize;
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    for warning in &app.estimate.warnings {
+        for l in wrap(&format!(" ! {warning}"), w, 3) {
+            lines.push(Line::styled(l, app.theme.warn()));
+        }
+    }
+    lines.push(Line::raw(" levers, one step down:"));
+    for step in &app.step_downs {
+        let c = &step.change;
+        let (label, _, saved) = step_parts(step);
+        let head = format!("   {label:<13} {:>6} → {:<6} {saved:<15} ", c.from, c.to);
+        let column = width_of(&head);
+        if w < column + 16 {
+            lines.extend(wrap(&format!("{head}{}", c.trade_off), w, 5).into_iter().map(Line::raw));
+            continue;
+        }
+        let text = wrap(c.trade_off, w - column, 0);
+        for (i, part) in text.into_iter().enumerate() {
+            let lead = if i == 0 { head.clone() } else { " ".repeat(column) };
+            lines.push(Line::raw(format!("{lead}{part}")));
+        }
+    }
+    let still: Vec<&str> = Lever::ORDER
+        .iter()
+        .filter(|l| l.applies(&app.run))
+        .filter(|l| !app.step_downs.iter().any(|s| s.change.lever == **l))
+        .map(|l| l.label())
+        .collect();
+    if !still.is_empty() {
+        lines.push(Line::raw(""));
+        for l in wrap(
+            &format!(
+                " no step down here (at its floor, or the next rung breaks a rule or vLLM's start): {}",
+                still.join(", ")
+            ),
+            w,
+            3,
+        ) {
+            lines.push(Line::styled(l, app.theme.dim()));
+        }
+    }
+    lines
+}
