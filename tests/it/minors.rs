@@ -145,20 +145,23 @@ fn the_80_column_footer_keeps_m_and_p() {
     }
 }
 
-/// A tall screen uses its rows: each lever's trade-off whole, and the levers with no step down
-/// named; at 120x40 no more than a few rows are left blank.
+/// A tall screen uses its rows: each lever's trade-off whole, its further rungs as the rows
+/// allow, and the levers with no step down named; at 120x40 (12 blank rows before) a few are
+/// left, at 200x60 (32 before) far fewer.
 #[test]
 fn a_tall_screen_lists_the_levers_whole() {
-    let app = crate::tui::app();
-    let s = screen(&app, 120, 40);
-    assert!(
-        s.contains("smaller KV cache: fewer sequences generated at once, slower generation"),
-        "{s}"
-    );
-    assert!(s.contains("no step down here"), "{s}");
-    let blank = lines_of(&app, 120, 40)
-        .iter()
-        .filter(|l| l.trim().is_empty())
-        .count();
-    assert!(blank <= 8, "{blank} blank lines:\n{s}");
+    for (w, h, most_blank) in [(120u16, 40u16, 6usize), (200, 60, 24)] {
+        let mut app = crate::tui::app();
+        crate::tui::resize(&mut app, w, h);
+        let s = screen(&app, w, h);
+        assert!(
+            s.contains("smaller KV cache: fewer sequences generated at once, slower generation"),
+            "{s}"
+        );
+        assert!(s.contains("no step down here"), "{s}");
+        // the vLLM share's further rungs: 0.45 -> 0.40 first, then 0.35
+        assert!(s.contains("→ 0.35"), "{w}x{h}:\n{s}");
+        let blank = s.lines().filter(|l| l.trim().is_empty()).count();
+        assert!(blank <= most_blank, "{w}x{h}: {blank} blank lines:\n{s}");
+    }
 }

@@ -10,17 +10,18 @@ use ratatui::text::Line;
 
 /// The levers panel for `height` rows: the full list when it fits, else one line a lever.
 pub(super) fn advice_in(app: &App, width: u16, height: u16) -> Vec<Line<'static>> {
-    let full = full_lines(app, width);
-    if full.len() <= height as usize {
-        full
-    } else {
-        advice_lines(app, width)
-    }
+    // as many of each lever's further rungs as the rows hold, then none, then one line a lever
+    let most = app.deeper_steps.len();
+    (0..=most)
+        .rev()
+        .map(|deeper| full_lines(app, width, deeper))
+        .find(|full| full.len() <= height as usize)
+        .unwrap_or_else(|| advice_lines(app, width))
 }
 
-/// Warnings and trade-offs whole, wrapped under their own column, then the levers that do not
-/// step here.
-fn full_lines(app: &App, width: u16) -> Vec<Line<'static>> {
+/// Warnings and trade-offs whole, wrapped under their own column, with at most `deeper` further
+/// rungs of each lever, then the levers that do not step here.
+fn full_lines(app: &App, width: u16, deeper: usize) -> Vec<Line<'static>> {
     let w = width as usize;
     let mut lines: Vec<Line<'static>> = Vec::new();
     for warning in &app.estimate.warnings {
@@ -42,6 +43,16 @@ fn full_lines(app: &App, width: u16) -> Vec<Line<'static>> {
         for (i, part) in text.into_iter().enumerate() {
             let lead = if i == 0 { head.clone() } else { " ".repeat(column) };
             lines.push(Line::raw(format!("{lead}{part}")));
+        }
+        // the lever's further rungs, each from the run as it is
+        let further = app.deeper_steps.iter().filter(|d| d.change.lever == c.lever);
+        for deeper in further.take(deeper) {
+            let (_, _, saved) = step_parts(deeper);
+            let to = &deeper.change.to;
+            lines.push(Line::styled(
+                format!("   {:<13} {:>6} → {to:<6} {saved}", "", ""),
+                app.theme.dim(),
+            ));
         }
     }
     let still: Vec<&str> = Lever::ORDER

@@ -471,6 +471,55 @@ pub fn step_downs(run: &RunConfig, gpu: GpuBudget, est: &mut Estimator) -> Vec<S
     steps
 }
 
+/// Rungs 2 to `depth` down each lever that [`step_downs`] steps (which gives the first), for a
+/// screen with room for them: each moves that lever alone from `run`, and saves what it saves
+/// against `run`. A lever's list ends at the first rung after which vLLM would not start or a
+/// trainer's own rule refuses the run (as `step_downs` leaves such a rung out).
+pub fn deeper_steps(
+    run: &RunConfig,
+    gpu: GpuBudget,
+    est: &mut Estimator,
+    depth: usize,
+) -> Vec<StepDown> {
+    let grid = Grid::new(run);
+    let base_estimate = est.estimate(run, gpu);
+    let base = base_estimate.total_bytes as i64;
+    let base_starts = vllm_starts(&base_estimate);
+    let base_valid = rules::validate(run).is_ok();
+    let mut out = Vec::new();
+    for d in 0..Lever::ORDER.len() {
+        let values = &grid.values[d];
+        // the same way as the first rung (the vLLM share's candidates go nearest first, up and
+        // down alike)
+        let rungs: Vec<usize> = (2..values.len())
+            .filter(|&i| (values[i] < values[0]) == (values[1] < values[0]))
+            .take(depth.saturating_sub(1))
+            .collect();
+        for i in rungs {
+            let mut at = vec![0; Lever::ORDER.len()];
+            at[d] = i;
+            let lower = grid.run_at(run, &at);
+            let lowered = est.estimate(&lower, gpu);
+            if (base_starts && !vllm_starts(&lowered))
+                || (base_valid && rules::validate(&lower).is_err())
+            {
+                break;
+            }
+            let lever = Lever::ORDER[d];
+            let change = Change {
+                lever,
+                key: lever.key_in(run),
+                from: grid.show(d, 0),
+                to: grid.show(d, i),
+                bytes_saved: base - lowered.total_bytes as i64,
+                trade_off: grid.trade_off(d, i),
+            };
+            out.push(StepDown { change, run: lower });
+        }
+    }
+    out
+}
+
 /// Whether every vLLM of the run (colocated or a server's) gets past its start-up checks.
 fn vllm_starts(e: &Estimate) -> bool {
     e.roles
