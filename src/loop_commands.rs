@@ -147,44 +147,14 @@ pub(crate) fn run_check(
         )));
     }
     // the run the log names, unless --config or --preset says otherwise
-    let given = source.config.is_some() || source.preset.is_some();
-    let (mut source, notice) = source_named_by(&run_log, source);
-    let named_by_log = !given && (source.config.is_some() || source.preset.is_some());
-    // the run was measured on the log's GPU, not on this machine's: NVML is not asked
-    source.no_gpu = true;
-    let from_log = source.gpu_mem.is_none();
-    if from_log {
-        source.capacity = run_log.total();
-        if let Some(t) = run_log.total().filter(|t| *t < MIN_GPU_MEMORY) {
-            return Err(Failure::Input(format!(
-                "{shown}: the log gives the GPU's total memory as {t} bytes, below {}: not a GPU this log can be checked on (pass --gpu-mem SIZE to check it against another)",
-                format_size(MIN_GPU_MEMORY)
-            )));
-        }
-    }
-    let mut inputs = resolve(&source)?;
-    // the context measured on the log's GPU, when `grpofit calibrate` learned one
-    if let Some(device) = run_log.device() {
-        calibrate_for(&mut inputs, device)?;
-    }
+    let (inputs, from_log) = inputs_for_log(&run_log, source, &shown)?;
     let Inputs {
-        mut loaded,
+        loaded,
         gpu,
         gpu_line,
         calibrated,
         ..
     } = inputs;
-    if named_by_log {
-        loaded.origin = (loaded.origin)
-            .replace("(--config)", "(the run file the log's prediction line names)")
-            .replace("(--preset)", "(the preset the log's prediction line names)");
-    }
-    if let Some(notice) = notice {
-        say(&format!(
-            "grpofit: note: {shown}: {notice}; compared with {}",
-            loaded.origin
-        ));
-    }
     let gpu_line = if from_log {
         format!("{} (the log's)", format_size(gpu.capacity))
     } else {
@@ -241,6 +211,51 @@ pub(crate) fn run_check(
     };
     emit(|o| o.write_all(out.as_bytes())).map_err(unwritten(FITS))?;
     Ok(FITS)
+}
+
+/// The run and the GPU `check` compares `run_log` with: `--config`/`--preset`, else the run the
+/// log names (its origin says so; a note says what stands in when the log's run file is not
+/// here), on the log's GPU unless `--gpu-mem`; and whether the capacity is the log's.
+fn inputs_for_log(
+    run_log: &measured::RunLog,
+    source: &Source,
+    shown: &str,
+) -> Result<(Inputs, bool), Failure> {
+    let given = source.config.is_some() || source.preset.is_some();
+    let (mut source, notice) = source_named_by(run_log, source);
+    let named_by_log = !given && (source.config.is_some() || source.preset.is_some());
+    // the run was measured on the log's GPU, not on this machine's: NVML is not asked
+    source.no_gpu = true;
+    let from_log = source.gpu_mem.is_none();
+    if from_log {
+        source.capacity = run_log.total();
+        if let Some(t) = run_log.total().filter(|t| *t < MIN_GPU_MEMORY) {
+            return Err(Failure::Input(format!(
+                "{shown}: the log gives the GPU's total memory as {t} bytes, below {}: not a GPU this log can be checked on (pass --gpu-mem SIZE to check it against another)",
+                format_size(MIN_GPU_MEMORY)
+            )));
+        }
+    }
+    let mut inputs = resolve(&source)?;
+    // the context measured on the log's GPU, when `grpofit calibrate` learned one
+    if let Some(device) = run_log.device() {
+        calibrate_for(&mut inputs, device)?;
+    }
+    if named_by_log {
+        inputs.loaded.origin = (inputs.loaded.origin)
+            .replace(
+                "(--config)",
+                "(the run file the log's prediction line names)",
+            )
+            .replace("(--preset)", "(the preset the log's prediction line names)");
+    }
+    if let Some(notice) = notice {
+        say(&format!(
+            "grpofit: note: {shown}: {notice}; compared with {}",
+            inputs.loaded.origin
+        ));
+    }
+    Ok((inputs, from_log))
 }
 
 /// What `check`'s text report says.

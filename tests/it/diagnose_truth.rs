@@ -53,7 +53,11 @@ fn grpofit(venv: &Path, args: &[&str]) -> (i32, String, String) {
 fn seed_run_with(dir: &Path, extra: &str) -> PathBuf {
     let text = std::fs::read_to_string(repo("tests/fixtures/seed-gemma-22gib.toml")).unwrap();
     let path = dir.join("run.toml");
-    std::fs::write(&path, text.replace("[grpofit]\n", &format!("[grpofit]\n{extra}"))).unwrap();
+    std::fs::write(
+        &path,
+        text.replace("[grpofit]\n", &format!("[grpofit]\n{extra}")),
+    )
+    .unwrap();
     path
 }
 
@@ -88,7 +92,11 @@ fn a_300_mib_request_on_todays_trainers_is_not_fp32_logits_and_gets_no_upgrade()
 fn a_request_is_matched_at_the_runs_own_lengths_only() {
     let venv = venv_with(&[]);
     let dir = tempfile::tempdir().unwrap();
-    for (size, matches) in [("64.00 MiB", false), ("1.00 GiB", false), ("1.74 GiB", true)] {
+    for (size, matches) in [
+        ("64.00 MiB", false),
+        ("1.00 GiB", false),
+        ("1.74 GiB", true),
+    ] {
         let log = dir.path().join("oom.txt");
         std::fs::write(
             &log,

@@ -244,9 +244,8 @@ fn a_vllm_that_cannot_start_does_not_fit_and_fit_cuts_the_context_it_never_uses(
     assert!(estimate.vllm.as_ref().unwrap().starts);
     let share = |r: &grpofit_core::run::RunConfig| grpofit_core::run::knobs::Knob::VllmShare.get(r);
     assert_eq!(share(&run), share(&file.run));
-    let context = |r: &grpofit_core::run::RunConfig| {
-        grpofit_core::run::knobs::Knob::SequenceLength.get(r)
-    };
+    let context =
+        |r: &grpofit_core::run::RunConfig| grpofit_core::run::knobs::Knob::SequenceLength.get(r);
     assert_eq!(context(&run), Some(256 + 1024), "{:?}", context(&file.run));
     assert_eq!(run.sequence_len(), file.run.sequence_len());
 }

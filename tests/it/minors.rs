@@ -84,7 +84,10 @@ fn the_16gb_preset_exports_fp16_for_its_t4() {
         "--export",
         "-",
     ]);
-    assert!(out.contains("\nbf16 = true\n") && !out.contains("fp16"), "{out}");
+    assert!(
+        out.contains("\nbf16 = true\n") && !out.contains("fp16"),
+        "{out}"
+    );
 }
 
 /// Generations at 8 on a batch of 8: the ladder goes on to 10, which TRL refuses (the

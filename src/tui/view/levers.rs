@@ -36,16 +36,27 @@ fn full_lines(app: &App, width: u16, deeper: usize) -> Vec<Line<'static>> {
         let head = format!("   {label:<13} {:>6} → {:<6} {saved:<15} ", c.from, c.to);
         let column = width_of(&head);
         if w < column + 16 {
-            lines.extend(wrap(&format!("{head}{}", c.trade_off), w, 5).into_iter().map(Line::raw));
+            lines.extend(
+                wrap(&format!("{head}{}", c.trade_off), w, 5)
+                    .into_iter()
+                    .map(Line::raw),
+            );
             continue;
         }
         let text = wrap(c.trade_off, w - column, 0);
         for (i, part) in text.into_iter().enumerate() {
-            let lead = if i == 0 { head.clone() } else { " ".repeat(column) };
+            let lead = if i == 0 {
+                head.clone()
+            } else {
+                " ".repeat(column)
+            };
             lines.push(Line::raw(format!("{lead}{part}")));
         }
         // the lever's further rungs, each from the run as it is
-        let further = app.deeper_steps.iter().filter(|d| d.change.lever == c.lever);
+        let further = app
+            .deeper_steps
+            .iter()
+            .filter(|d| d.change.lever == c.lever);
         for deeper in further.take(deeper) {
             let (_, _, saved) = step_parts(deeper);
             let to = &deeper.change.to;

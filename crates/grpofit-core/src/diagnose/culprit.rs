@@ -1,10 +1,10 @@
 //! Which tensor of a run most likely made an out-of-memory request, by its size.
 
 use crate::memory::by_version::unsloth_logits_of;
+use crate::memory::step::allocator::{round_request, segment_size};
 use crate::memory::step::unsloth_step;
 use crate::run::versions::UnslothLogits;
 use crate::run::{RunConfig, Stack};
-use crate::memory::step::allocator::{round_request, segment_size};
 use crate::units::format_size;
 
 /// How far a request may be from what PyTorch's allocator asks for a tensor of the run's own
@@ -207,10 +207,18 @@ mod tests {
     fn a_request_matches_only_the_runs_own_lengths() {
         let request = likely_request(&seed_run(1024), (6.01 * (1u64 << 30) as f64) as u64, false);
         assert!(!request.matches, "{}", request.sentence());
-        assert!(request.sentence().contains("no tensor of this run's shapes is 6.01 GiB"));
+        assert!(
+            request
+                .sentence()
+                .contains("no tensor of this run's shapes is 6.01 GiB")
+        );
         for mib in [64u64, 300, 1000, 1740] {
             let r = likely_request(&seed_run(768), mib << 20, false);
-            assert!(!r.matches || !r.older_trainers_only, "{mib} MiB: {}", r.sentence());
+            assert!(
+                !r.matches || !r.older_trainers_only,
+                "{mib} MiB: {}",
+                r.sentence()
+            );
         }
     }
 

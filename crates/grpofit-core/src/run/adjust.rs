@@ -113,9 +113,11 @@ pub fn refused_step(
     }
     let mut trial = run.clone();
     apply_knob(&mut trial, knob, next, keep_batch);
-    let broken = rules::validate(&trial)
-        .err()
-        .or_else(|| rules::whole_groups(&trial).err().filter(|_| rules::whole_groups(run).is_ok()))?;
+    let broken = rules::validate(&trial).err().or_else(|| {
+        rules::whole_groups(&trial)
+            .err()
+            .filter(|_| rules::whole_groups(run).is_ok())
+    })?;
     Some(format!("{} refused: {}", knob.show(next), broken.message))
 }
 
