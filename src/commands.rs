@@ -1,8 +1,8 @@
 //! The commands: each resolves its inputs (inputs.rs), does its one job and writes its answer
 //! (output.rs).
 
-use crate::cli::{Cli, Source};
-use crate::inputs::{Inputs, load_source, resolve};
+use crate::cli::Source;
+use crate::inputs::{Inputs, resolve};
 use crate::output::*;
 use grpofit::gpu::{GpuProbe, NvmlProbe};
 use grpofit_core::arch::catalog;
@@ -89,6 +89,12 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         let own = v["warnings"].as_array().cloned().unwrap_or_default();
         let versions = file.warnings.iter().map(|w| serde_json::json!(w));
         v["warnings"] = serde_json::Value::Array(versions.chain(own).collect());
+        // the headroom `fit` keeps, and whether the run keeps it
+        v["headroom_kept_fraction"] = serde_json::json!(DEFAULT_HEADROOM);
+        v["fits_with_headroom"] = serde_json::json!(grpofit_core::fit::fits_with_headroom(
+            &est,
+            DEFAULT_HEADROOM
+        ));
         let text = json_text(&v)?;
         emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(answer))?;
     } else if !to_stdout {
@@ -289,224 +295,6 @@ pub(crate) fn run_fit(
     }
     printed.map_err(unwritten(answer))?;
     Ok(answer)
-}
-
-/// `diagnose`: the last OOM message of a log, read with the run that failed (`--config` or
-/// `--preset`) and the GPU's memory (`--gpu-mem`, else the run file's) where the message gives
-/// none.
-pub(crate) fn run_diagnose(
-    log: Option<&std::path::Path>,
-    source: &Source,
-    json: bool,
-    picture: Option<crate::picture::Svg>,
-) -> Result<u8, Failure> {
-    use std::io::IsTerminal;
-    picture.map(crate::picture::Svg::check).transpose()?;
-    if log.is_none() && std::io::stdin().is_terminal() {
-        // nothing piped in: say what is expected rather than wait for a log typed by hand
-        use clap::CommandFactory;
-        let mut cli = Cli::command();
-        cli.build();
-        let usage = cli
-            .find_subcommand_mut("diagnose")
-            .map(|c| c.render_usage().to_string())
-            .unwrap_or_default();
-        return Err(Failure::Input(format!(
-            "diagnose: no log given and standard input is a terminal: name the log file, or pipe the log in (`-` reads standard input)\n{usage}"
-        )));
-    }
-    let gpu_mem = crate::inputs::gpu_mem(source)?;
-    // the log's last 16 MiB (log_tail.rs): the last OOM message is at its end
-    let (bytes, cut) = match log {
-        Some(p) if p != std::path::Path::new("-") => crate::log_tail::read_file_end(p)
-            .map_err(|e| format!("{}: cannot read: {e}", p.display()))?,
-        _ => crate::log_tail::read_end(std::io::stdin().lock())
-            .map_err(|e| format!("standard input: {e}"))?,
-    };
-    let text = String::from_utf8_lossy(&bytes);
-    let shown = log.map_or("standard input".to_string(), |p| p.display().to_string());
-    if cut {
-        say(&format!(
-            "grpofit: note: {shown}: only its last {} MiB are read, where the last out-of-memory message is",
-            crate::log_tail::KEPT >> 20
-        ));
-    }
-    let text = diagnosis_drawn(&text, &shown, source, gpu_mem, json, picture)?;
-    emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(FITS))?;
-    Ok(FITS)
-}
-
-/// The diagnosis of the last OOM message of `text` (`shown` names it), as `diagnose` prints it:
-/// with the run of `source` when it names one, the GPU's memory from the message, else
-/// `gpu_mem`, else the run file's. `grpofit run` prints it when its command runs out of memory.
-pub(crate) fn diagnosis(
-    text: &str,
-    shown: &str,
-    source: &Source,
-    gpu_mem: Option<u64>,
-    json: bool,
-) -> Result<String, Failure> {
-    diagnosis_drawn(text, shown, source, gpu_mem, json, None)
-}
-
-/// `diagnosis`, and with `picture` (`diagnose --svg`) the memory bar of the fit it proposes,
-/// when it proposes one.
-fn diagnosis_drawn(
-    text: &str,
-    shown: &str,
-    source: &Source,
-    gpu_mem: Option<u64>,
-    json: bool,
-    picture: Option<crate::picture::Svg>,
-) -> Result<String, Failure> {
-    let mut report = grpofit_core::diagnose::oom::diagnose(text)
-        .ok_or_else(|| format!("{shown}: no out-of-memory message found"))?;
-    // the run that failed: --config or --preset (no GPU is detected: the message describes it)
-    let run = if source.config.is_some() || source.preset.is_some() {
-        Some(
-            load_source(
-                source,
-                &Err("diagnose takes the GPU from the message".to_string()),
-            )?
-            .file,
-        )
-    } else {
-        None
-    };
-    assume_capacity(&mut report, gpu_mem, run.as_ref());
-    // a tensor is looked for only in PyTorch's requests: vLLM's are its share or its KV cache
-    let culprit = run.as_ref().filter(|_| !report.from_vllm()).and_then(|f| {
-        report
-            .requested_bytes
-            .map(|r| grpofit_core::diagnose::culprit::likely_request(&f.run, r))
-    });
-    // With the run: the verdict in the light of its estimate, and the fit on the GPU the
-    // message describes (less what other processes hold).
-    let limit = report.limit_bytes();
-    if run.is_some() && limit.is_none() {
-        say(
-            "grpofit: note: no fit proposed: neither the message nor the run file gives the GPU's memory (pass --gpu-mem SIZE)",
-        );
-    }
-    let proposal = run.as_ref().zip(limit).map(|(f, capacity)| {
-        let others = (report.other_processes.iter()).fold(0u64, |s, p| s.saturating_add(p.bytes));
-        let gpu = GpuBudget {
-            capacity: capacity.saturating_sub(others),
-            used_by_others: 0,
-            context: None,
-        };
-        let mut estimator = Estimator::new();
-        grpofit_core::diagnose::oom::refine(&mut report, &estimator.estimate(&f.run, gpu));
-        (fit(&f.run, gpu, DEFAULT_HEADROOM, &mut estimator), capacity)
-    });
-    let mut advice = grpofit_core::diagnose::oom::advice(&report, run.as_ref().map(|f| &f.run));
-    if let Some(c) = &culprit {
-        culprit_advice(c, proposal.as_ref().map(|p| &p.0), &mut advice);
-    }
-    let culprit = culprit.map(|c| c.sentence());
-    if let (Some(svg), Some((outcome, capacity)), Some(f)) = (picture, &proposal, &run) {
-        draw_proposal(svg, outcome, *capacity, &f.run)?;
-    }
-    let text = if json {
-        let mut v = serde_json::to_value(&report).map_err(|e| e.to_string())?;
-        v["advice"] = serde_json::json!(advice);
-        v["likely_request"] = serde_json::json!(culprit);
-        v["fit"] =
-            serde_json::to_value(proposal.as_ref().map(|p| &p.0)).map_err(|e| e.to_string())?;
-        json_text(&v)?
-    } else {
-        let mut text = grpofit::report::diagnosis_text(&report, &advice, culprit.as_deref());
-        if let (Some((outcome, capacity)), Some(f)) = (&proposal, &run) {
-            let from = match (report.allowed_bytes, report.total_bytes) {
-                (Some(_), _) => "the cap in the message",
-                (None, Some(_)) => "from the message",
-                (None, None) => report.assumed_total_from.unwrap_or("assumed"),
-            };
-            let line = format!("{} ({from})", format_size(*capacity));
-            text.push('\n');
-            text.push_str(&grpofit::report::fit_text(&f.run, outcome, &line, 5.0));
-        }
-        text
-    };
-    Ok(text)
-}
-
-/// The GPU's memory when the message gives none: --gpu-mem, else the run file's gpu_memory;
-/// `--gpu-mem` that the message overrules is said to be unused.
-fn assume_capacity(
-    report: &mut grpofit_core::diagnose::oom::OomReport,
-    gpu_mem: Option<u64>,
-    run: Option<&RunFile>,
-) {
-    let assumed = gpu_mem.map(|b| (b, "--gpu-mem")).or_else(|| {
-        run.and_then(|f| f.gpu_memory)
-            .map(|b| (b, "the run file's gpu_memory"))
-    });
-    if let Some((bytes, from)) = assumed
-        && !report.assume_total(bytes, from)
-        && from == "--gpu-mem"
-    {
-        say(&format!(
-            "grpofit: note: --gpu-mem {} not used: the message gives the GPU's memory, {}",
-            format_size(bytes),
-            report.total_bytes.map_or_else(String::new, format_size)
-        ));
-    }
-}
-
-/// The advice a request gets when it is a tensor only older trainers build: the pinned release
-/// that builds it, or, when today's trainers fit the same run (`proposal` already fits), the
-/// upgrade.
-fn culprit_advice(
-    c: &grpofit_core::diagnose::culprit::Request,
-    proposal: Option<&FitOutcome>,
-    advice: &mut Vec<String>,
-) {
-    if let (true, Some(who)) = (c.matches, &c.built_by) {
-        advice.insert(
-                0,
-                format!(
-                    "this request is {}: {who}, the version this run is pinned to, builds it in every step (the fit below is on that stack; trl 1.15 with unsloth 2026.10 never builds it)",
-                    c.tensor
-                ),
-            );
-    }
-    if let Some(FitOutcome::AlreadyFits { estimate }) = proposal
-        && c.matches
-        && c.older_trainers_only
-    {
-        advice.insert(
-                0,
-                format!(
-                    "this request is {}: today's trainers (trl 1.15, unsloth 2026.10) never build it, and the same run needs {} of {} with them; upgrade the trainer",
-                    c.tensor,
-                    format_size(estimate.total_bytes),
-                    format_size(estimate.capacity_bytes)
-                ),
-            );
-    }
-}
-
-/// `diagnose --svg`: the memory bar of the fit proposed on the message's GPU of `capacity`.
-fn draw_proposal(
-    svg: crate::picture::Svg,
-    outcome: &FitOutcome,
-    capacity: u64,
-    failed: &grpofit_core::run::RunConfig,
-) -> Result<(), Failure> {
-    let (run, est) = match outcome {
-        FitOutcome::Fitted { run, estimate, .. } => (&**run, estimate),
-        FitOutcome::AlreadyFits { estimate } | FitOutcome::Impossible { estimate, .. } => {
-            (failed, estimate)
-        }
-    };
-    let gpu = format!(
-        "{} of the message's {} left to this run; the fit proposed",
-        format_size(est.capacity_bytes),
-        format_size(capacity)
-    );
-    crate::picture::write_svg(svg, run, est, &gpu, None)?;
-    Ok(())
 }
 
 /// Writes `run` as the trainer's TOML, with the header of the file it came from and its estimate;

@@ -47,31 +47,42 @@ pub(crate) fn start_following(log: &Path, source: &Source) -> Result<Followed, F
         .ok()
         .flatten()
         .map(|(c, _)| c);
-    let mut source = source.clone();
-    if source.config.is_none() && source.preset.is_none() {
-        let named = following.follower.log().prediction.as_ref();
-        let config = named.and_then(|p| p.config.clone());
-        match (config, named.and_then(|p| p.preset.clone())) {
-            (Some(config), _) if Path::new(&config).is_file() => {
-                source.config = Some(config.into())
-            }
-            (Some(config), _) => {
-                following.start_notice = Some(format!(
-                    "the log's run file {config} is not here: pass --config"
-                ))
-            }
-            (None, Some(preset)) => source.preset = Some(preset),
-            (None, None) => {
-                following.start_notice =
-                    Some("the log names no run file (yet): pass --config run.toml".into())
-            }
-        }
-    }
+    let (source, notice) = source_named_by(following.follower.log(), source);
+    following.start_notice = notice;
     Ok(Followed {
         tail,
         following,
         source,
     })
+}
+
+/// `--config`/`--preset` when given, else the run file or the preset the log's prediction line
+/// names (`grpofit run` writes it), which `--follow` and `check` compare the log with; the
+/// second value says why the log's own run is not used, when it is not.
+fn source_named_by(log: &measured::RunLog, source: &Source) -> (Source, Option<String>) {
+    let mut source = source.clone();
+    if source.config.is_some() || source.preset.is_some() {
+        return (source, None);
+    }
+    let named = log.prediction.as_ref();
+    let notice = match (
+        named.and_then(|p| p.config.clone()),
+        named.and_then(|p| p.preset.clone()),
+    ) {
+        (Some(config), _) if Path::new(&config).is_file() => {
+            source.config = Some(config.into());
+            None
+        }
+        (Some(config), _) => Some(format!(
+            "the log's run file {config} is not here: pass --config"
+        )),
+        (None, Some(preset)) => {
+            source.preset = Some(preset);
+            None
+        }
+        (None, None) => Some("the log names no run file (yet): pass --config run.toml".into()),
+    };
+    (source, notice)
 }
 
 /// The callback, as `grpofit callback` writes it.
@@ -136,24 +147,8 @@ pub(crate) fn run_check(
             "{shown}: no `step` line and no `nvml` sample: was GrpofitCallback passed to the trainer, or the run started under `grpofit run`?"
         )));
     }
-    // the run was measured on the log's GPU, not on this machine's: NVML is not asked
-    let mut source = source.clone();
-    source.no_gpu = true;
-    let from_log = source.gpu_mem.is_none();
-    if from_log {
-        source.capacity = run_log.total();
-        if let Some(t) = run_log.total().filter(|t| *t < MIN_GPU_MEMORY) {
-            return Err(Failure::Input(format!(
-                "{shown}: the log gives the GPU's total memory as {t} bytes, below {}: not a GPU this log can be checked on (pass --gpu-mem SIZE to check it against another)",
-                format_size(MIN_GPU_MEMORY)
-            )));
-        }
-    }
-    let mut inputs = resolve(&source)?;
-    // the context measured on the log's GPU, when `grpofit calibrate` learned one
-    if let Some(device) = run_log.device() {
-        calibrate_for(&mut inputs, device)?;
-    }
+    // the run the log names, unless --config or --preset says otherwise
+    let (inputs, from_log) = inputs_for_log(&run_log, source, &shown)?;
     let Inputs {
         loaded,
         gpu,
@@ -217,6 +212,51 @@ pub(crate) fn run_check(
     };
     emit(|o| o.write_all(out.as_bytes())).map_err(unwritten(FITS))?;
     Ok(FITS)
+}
+
+/// The run and the GPU `check` compares `run_log` with: `--config`/`--preset`, else the run the
+/// log names (its origin says so; a note says what stands in when the log's run file is not
+/// here), on the log's GPU unless `--gpu-mem`; and whether the capacity is the log's.
+fn inputs_for_log(
+    run_log: &measured::RunLog,
+    source: &Source,
+    shown: &str,
+) -> Result<(Inputs, bool), Failure> {
+    let given = source.config.is_some() || source.preset.is_some();
+    let (mut source, notice) = source_named_by(run_log, source);
+    let named_by_log = !given && (source.config.is_some() || source.preset.is_some());
+    // the run was measured on the log's GPU, not on this machine's: NVML is not asked
+    source.no_gpu = true;
+    let from_log = source.gpu_mem.is_none();
+    if from_log {
+        source.capacity = run_log.total();
+        if let Some(t) = run_log.total().filter(|t| *t < MIN_GPU_MEMORY) {
+            return Err(Failure::Input(format!(
+                "{shown}: the log gives the GPU's total memory as {t} bytes, below {}: not a GPU this log can be checked on (pass --gpu-mem SIZE to check it against another)",
+                format_size(MIN_GPU_MEMORY)
+            )));
+        }
+    }
+    let mut inputs = resolve(&source)?;
+    // the context measured on the log's GPU, when `grpofit calibrate` learned one
+    if let Some(device) = run_log.device() {
+        calibrate_for(&mut inputs, device)?;
+    }
+    if named_by_log {
+        inputs.loaded.origin = (inputs.loaded.origin)
+            .replace(
+                "(--config)",
+                "(the run file the log's prediction line names)",
+            )
+            .replace("(--preset)", "(the preset the log's prediction line names)");
+    }
+    if let Some(notice) = notice {
+        say(&format!(
+            "grpofit: note: {shown}: {notice}; compared with {}",
+            inputs.loaded.origin
+        ));
+    }
+    Ok((inputs, from_log))
 }
 
 /// What `check`'s text report says.

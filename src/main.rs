@@ -5,6 +5,7 @@ use std::process::ExitCode;
 mod calibrate;
 mod cli;
 mod commands;
+mod diagnose_command;
 mod env_command;
 mod host;
 mod inputs;
@@ -18,6 +19,7 @@ mod versions_env;
 
 use cli::{Cli, Command};
 use commands::*;
+use diagnose_command::run_diagnose;
 use inputs::merge;
 use output::{BAD_INPUT, FAILED, Failure, say};
 use picture::Svg;

@@ -69,7 +69,9 @@ pub(crate) fn look(part: Part) -> Look {
         Part::BaseWeights | Part::Weights | Part::ExpertWeights => (Hue::Magenta, '▓'),
         Part::LoraAdapters | Part::ExpertLora => (Hue::LightMagenta, '#'),
         Part::GatheredWeights => (Hue::LightMagenta, '▦'),
-        Part::LoraGradients | Part::Gradients => (Hue::LightRed, '+'),
+        Part::LoraGradients => (Hue::LightRed, '+'),
+        // every weight's gradients: a glyph of their own, so they never read as the adapters'
+        Part::Gradients => (Hue::LightRed, '*'),
         Part::OptimizerStates => (Hue::Yellow, '='),
         Part::Activations => (Hue::Green, '▄'),
         Part::Logits
@@ -83,7 +85,31 @@ pub(crate) fn look(part: Part) -> Look {
     Look { hue, fill }
 }
 
+/// The colour of a part in the SVG picture: its hue's, except where two parts of one run share
+/// a hue and the picture has no glyph to tell them apart: vLLM's weights (Unsloth's LoRA
+/// buffers, TRL's copy) beside the model's weights are a darker blue (navy) there.
+pub(crate) fn svg_rgb(part: Part) -> &'static str {
+    match part {
+        Part::VllmWeights => "#000080",
+        other => hue(other).rgb(),
+    }
+}
+
 /// The colour of a part's segment on the bar.
 pub(crate) fn hue(part: Part) -> Hue {
     look(part).hue
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The screen tells gradients from the adapters' by glyph, and the picture the model's
+    /// weights from vLLM's by colour.
+    #[test]
+    fn parts_of_one_run_look_apart() {
+        assert_ne!(look(Part::Gradients).fill, look(Part::LoraGradients).fill);
+        assert_ne!(svg_rgb(Part::SharedWeights), svg_rgb(Part::VllmWeights));
+        assert_ne!(svg_rgb(Part::VllmWeights), svg_rgb(Part::VllmCudaGraphs));
+    }
 }

@@ -109,7 +109,9 @@ pub fn fit_text(
                 "change", "from", "to", "memory"
             );
             for c in changes {
-                let memory = if c.bytes_saved >= 0 {
+                let memory = if c.bytes_saved == 0 {
+                    format_size(0)
+                } else if c.bytes_saved > 0 {
                     format!("-{}", format_size(c.bytes_saved as u64))
                 } else {
                     format!("+{}", format_size(c.bytes_saved.unsigned_abs()))
@@ -314,7 +316,16 @@ fn role_table(out: &mut String, role: &Role) {
         format_size(role.capacity_bytes)
     );
     let margin = role.headroom_bytes.unsigned_abs();
-    if role.fits {
+    if grpofit_core::fit::under_headroom(role) {
+        // fit keeps DEFAULT_HEADROOM free and would change this run: not a plain "fits"
+        let _ = writeln!(
+            out,
+            "fits, but under the {} headroom fit keeps: headroom {} ({:.1}%)",
+            grpofit_core::fit::headroom_percent(),
+            format_size(margin),
+            100.0 * margin as f64 / cap
+        );
+    } else if role.fits {
         let _ = writeln!(
             out,
             "fits, headroom {} ({:.1}%)",

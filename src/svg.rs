@@ -11,7 +11,7 @@ use std::fmt::Write;
 
 /// The RGB colour of a component's segment: its part's hue (`palette`), as the screen shows it.
 pub fn colour(part: Part) -> &'static str {
-    crate::palette::hue(part).rgb()
+    crate::palette::svg_rgb(part)
 }
 
 // the colours the picture uses beside the parts'

@@ -15,7 +15,7 @@ mod wait;
 mod watchdog;
 
 use crate::cli::Source;
-use crate::commands::diagnosis;
+use crate::diagnose_command::diagnosis;
 use crate::inputs::{Inputs, gpu_mem, resolve};
 use crate::output::Failure;
 use console::Console;

@@ -84,7 +84,8 @@ pub fn run(mut app: App, poll_gpu: bool, mouse: bool, follow: Option<Tail>) -> R
     // (tmux) keeps its rows past the main screen's old height, and they would show the frame
     _ = terminal.clear();
     ratatui::restore();
-    // what the Hub client said while the screen was up, now that the terminal is the shell's
+    // what the Hub client said while the screen was up, and the file `q` then `y` wrote, now
+    // that the terminal is the shell's
     for notice in &app.notices {
         eprintln!("{notice}");
     }

@@ -254,13 +254,25 @@ fn the_seed_articles_run_on_its_stack_does_not_fit_and_diagnose_names_the_fp32_l
             .any(|c| c["name"] == "fp32 batch logits")
     );
     let log = repo("tests/oom/seed-article.txt");
+    // a request is matched at the run's own lengths only: the 6.01 GiB are 769 positions, the
+    // run of 768 completion tokens (at 1024 the same tensor is 8.01 GiB)
+    let dir = tempfile::tempdir().unwrap();
+    let cfg768 = dir.path().join("run.toml");
+    std::fs::write(
+        &cfg768,
+        std::fs::read_to_string(&cfg).unwrap().replace(
+            "max_completion_length = 1024",
+            "max_completion_length = 768",
+        ),
+    )
+    .unwrap();
     let (code, out, err) = grpofit(
         empty.path(),
         &[
             "diagnose",
             "--offline",
             "--config",
-            cfg.to_str().unwrap(),
+            cfg768.to_str().unwrap(),
             log.to_str().unwrap(),
         ],
     );

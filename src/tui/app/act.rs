@@ -5,7 +5,7 @@
 use super::*;
 use crate::tui::keymap::Action;
 use grpofit_core::run::Stack;
-use grpofit_core::run::adjust::{exact_values, step_knob};
+use grpofit_core::run::adjust::{exact_values, refused_step, step_knob};
 use grpofit_core::units::format_size;
 
 impl App {
@@ -59,13 +59,17 @@ impl App {
         match step_knob(&self.run, knob, up, coarse, keep) {
             Some(v) if Some(v) == knob.get(&self.run) => {
                 let end = if up { "largest" } else { "smallest" };
-                self.message = Some(match keep.and_then(|t| exact_values(knob, t, &self.run)) {
-                    Some(_) => format!(
+                let refused = refused_step(&self.run, knob, up, keep);
+                let exact = keep.and_then(|t| exact_values(knob, t, &self.run));
+                self.message = Some(match (refused, exact) {
+                    // the ladder goes on, but a rule refuses the next rung: name the rule
+                    (Some(why), _) => format!("{knob} stays {}: {why}", knob.show(v)),
+                    (None, Some(_)) => format!(
                         "{knob} {} is the {end} that keeps the locked batch {} (b unlocks)",
                         knob.show(v),
                         self.target_batch
                     ),
-                    None => format!("{knob} is at its {end} step: Enter types any value"),
+                    (None, None) => format!("{knob} is at its {end} step: Enter types any value"),
                 });
             }
             Some(v) => {

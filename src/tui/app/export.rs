@@ -136,7 +136,12 @@ impl App {
                 notes,
             }) => {
                 let notes = notes.iter().map(|n| format!("; {n}")).collect::<String>();
-                self.message = Some(format!("wrote {}{notes}", path.display()));
+                let said = format!("wrote {}{notes}", path.display());
+                if then_quit {
+                    // the screen closes at once: the shell is told, once it is the shell's again
+                    self.notices.push(said.clone());
+                }
+                self.message = Some(said);
                 self.exported = self.snapshot();
                 self.quit = then_quit;
             }

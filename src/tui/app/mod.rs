@@ -16,7 +16,14 @@ use super::theme::Theme;
 use crate::gpu::GpuInfo;
 use crate::hub::{cache, online};
 use grpofit_core::config::RunFile;
-use grpofit_core::fit::{FitOutcome, StepDown, step_downs};
+use grpofit_core::fit::{FitOutcome, StepDown, deeper_steps, step_downs};
+
+/// From this many rows the levers panel lists each lever's further rungs (120x40 has room for
+/// them, 80x24 not), one more rung for each `ROWS_PER_RUNG` rows more than 24, up to
+/// `MOST_RUNGS` (200x60: seven).
+const DEEPER_FROM_ROWS: u16 = 36;
+const ROWS_PER_RUNG: u16 = 6;
+const MOST_RUNGS: usize = 8;
 use grpofit_core::measure::tail::Change;
 use grpofit_core::memory::estimate::{Estimate, Estimator, GpuBudget};
 use grpofit_core::presets;
@@ -168,6 +175,8 @@ pub struct App {
     pub(crate) mode: Mode,
     pub(crate) estimate: Estimate,
     pub(crate) step_downs: Vec<StepDown>,
+    /// further rungs down each lever, for a screen tall enough to list them (`DEEPER_FROM_ROWS`)
+    pub(crate) deeper_steps: Vec<StepDown>,
     pub(crate) lock: bool,
     /// the effective batch the lock keeps
     target_batch: u64,
@@ -237,6 +246,7 @@ impl App {
             mode: Mode::Normal,
             estimate,
             step_downs: Vec::new(),
+            deeper_steps: Vec::new(),
             lock: file.lock_effective_batch,
             target_batch,
             message: None,
@@ -318,7 +328,13 @@ impl App {
     fn take(&mut self, msg: Msg) {
         match msg {
             Msg::Gpu(reading) => self.gpu_reading(reading),
-            Msg::Drawn(drawn) => self.drawn = Some(drawn),
+            Msg::Drawn(drawn) => {
+                let rungs = self.rungs();
+                self.drawn = Some(drawn);
+                if self.rungs() != rungs {
+                    self.deepen();
+                }
+            }
             Msg::Log(change) => {
                 if let Some(f) = self.follow.as_mut() {
                     f.take(change);
@@ -564,7 +580,28 @@ impl App {
         let gpu = budget(&self.gpu);
         self.estimate = self.estimator.estimate(&self.run, gpu);
         self.step_downs = step_downs(&self.run, gpu, &mut self.estimator);
+        self.deepen();
         self.recheck();
+    }
+
+    /// Rungs down each lever the screen as last drawn has room for, the first included: 1
+    /// below `DEEPER_FROM_ROWS` rows.
+    fn rungs(&self) -> usize {
+        match self.drawn_size() {
+            Some((_, h)) if h >= DEEPER_FROM_ROWS => {
+                (usize::from((h - 24) / ROWS_PER_RUNG) + 1).min(MOST_RUNGS)
+            }
+            _ => 1,
+        }
+    }
+
+    /// The deeper rungs of each lever, on a tall screen only (a short one never shows them, and
+    /// its keys stay as quick as before).
+    fn deepen(&mut self) {
+        self.deeper_steps = match self.rungs() {
+            1 => Vec::new(),
+            rungs => deeper_steps(&self.run, budget(&self.gpu), &mut self.estimator, rungs),
+        };
     }
 
     /// The estimate the followed log is compared with, on the log's GPU (`check`'s).

@@ -150,6 +150,13 @@ fn quitting_with_changes_exports_first_and_quits_once_written() {
     };
     assert!(a.update(Msg::Exported(Ok(written))).is_empty());
     assert!(a.quit);
+    // the screen closes at once: the file written is named on standard error after it
+    let said = format!("wrote {}", path.display());
+    assert!(
+        a.notices.iter().any(|n| n.starts_with(&said)),
+        "{:?}",
+        a.notices
+    );
 }
 
 #[test]

@@ -103,6 +103,15 @@ pub(super) fn role_verdict(role: &Role) -> (String, bool) {
             |r| format!("vLLM cannot start: {}", r.reason.name()),
         );
         (said, false)
+    } else if grpofit_core::fit::under_headroom(role) {
+        (
+            format!(
+                "headroom {}, under {}",
+                format_size(role.headroom_bytes.unsigned_abs()),
+                grpofit_core::fit::headroom_percent()
+            ),
+            false,
+        )
     } else if role.fits {
         (
             format!(
@@ -140,6 +149,15 @@ pub(super) fn bar_title(app: &App, width: usize) -> Line<'static> {
     let (verdict, style) = match refusal {
         // the memory would fit, but vLLM's start-up check fails: say so, not a shortfall
         Some(reason) => (format!("vLLM cannot start: {reason}"), app.theme.bad()),
+        // fit keeps DEFAULT_HEADROOM free and would change this run
+        None if grpofit_core::fit::estimate_under_headroom(e) => (
+            format!(
+                "headroom {}, under the {} fit keeps",
+                format_size(margin),
+                grpofit_core::fit::headroom_percent()
+            ),
+            app.theme.warn(),
+        ),
         None if e.fits => (
             format!("headroom {}", format_size(margin)),
             app.theme.good(),

@@ -111,6 +111,24 @@ pub(super) fn entry_text(name: &str, bytes: u64, change: Option<i64>, pinned: bo
     }
 }
 
+/// `all` with its `shown` largest entries first, in their own order, then the rest (the ones
+/// the legend counts under "+N more"), in theirs.
+fn largest_first_kept(all: Vec<Entry>, shown: usize) -> Vec<Entry> {
+    if shown >= all.len() {
+        return all;
+    }
+    let mut by_size: Vec<usize> = (0..all.len()).collect();
+    by_size.sort_by_key(|&i| std::cmp::Reverse(all[i].bytes));
+    let mut kept = vec![false; all.len()];
+    by_size.iter().take(shown).for_each(|&i| kept[i] = true);
+    let (mut head, mut tail) = (Vec::new(), Vec::new());
+    for (e, keep) in all.into_iter().zip(kept) {
+        if keep { head.push(e) } else { tail.push(e) }
+    }
+    head.extend(tail);
+    head
+}
+
 /// The components by column: the peak's (summing to the total) with their change since the
 /// pin, then, dimmed, the parts only the other phase holds, with that phase's bytes. When the
 /// peak's do not all fit, the last cell counts the rest of them.
@@ -129,6 +147,8 @@ pub(super) fn legend(frame: &mut Frame, app: &App, area: Rect) {
     } else {
         all.len()
     };
+    // when not all fit, the largest are shown (in their order) and the smallest counted
+    let all = largest_first_kept(all, shown);
     let cell_at = |i: usize| {
         let cell = columns[i / rows];
         Rect::new(cell.x, cell.y + (i % rows) as u16, cell.width, 1)

@@ -8,6 +8,7 @@ mod header;
 mod help;
 mod layout;
 mod legend;
+mod levers;
 mod panel;
 mod pickers;
 mod sliders;
@@ -57,7 +58,10 @@ pub fn draw(frame: &mut Frame, app: &App) -> Drawn {
         );
         legend(frame, app, a.legend);
         frame.render_widget(Paragraph::new(batch_line(app, area.width)), a.batch);
-        frame.render_widget(Paragraph::new(advice_lines(app, area.width)), a.advice);
+        frame.render_widget(
+            Paragraph::new(levers::advice_in(app, area.width, a.advice.height)),
+            a.advice,
+        );
         frame.render_widget(Paragraph::new(message_lines(app, area.width)), a.message);
         footer(frame, app, a.footer);
     }

@@ -3,7 +3,7 @@ use super::text::*;
 use crate::tui::app::{App, Mode};
 use crate::tui::follow;
 use crate::tui::keymap::BINDINGS;
-use grpofit_core::text::{count, count_f, decimal_places};
+use grpofit_core::text::{count, count_f};
 use grpofit_core::units::format_size;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -48,7 +48,7 @@ pub(super) fn follow_lines(app: &App, width: u16, height: u16) -> Vec<Line<'stat
 pub(super) fn batch_line(app: &App, width: u16) -> String {
     let e = &app.estimate;
     let lock = if app.lock { "locked" } else { "free" };
-    let mut parts = vec![
+    let parts = vec![
         format!(
             " batch {} ({}) = {} × {} accum × {}",
             e.effective_batch,
@@ -63,12 +63,6 @@ pub(super) fn batch_line(app: &App, width: u16) -> String {
             app.run.num_generations
         ),
     ];
-    if let Some(v) = &e.vllm {
-        parts.push(format!(
-            "KV {} seq",
-            decimal_places(v.full_length_sequences, 1)
-        ));
-    }
     let mut line = String::new();
     for p in parts {
         let next = if line.is_empty() {
@@ -77,9 +71,25 @@ pub(super) fn batch_line(app: &App, width: u16) -> String {
             format!("{line} · {p}")
         };
         if !line.is_empty() && width_of(&next) > width as usize {
-            break;
+            return ellipsize(&line, width as usize);
         }
         line = next;
+    }
+    if let Some(v) = &e.vllm {
+        // whole sequences of the full context: vLLM holds no part of one; the context's length
+        // where there is room
+        let whole = v.full_length_sequences.max(0.0).floor() as u64;
+        let seqs = count(whole, "seq", "seqs");
+        for p in [
+            format!("KV {seqs} of {} tokens", v.max_model_len),
+            format!("KV {seqs}"),
+        ] {
+            let next = format!("{line} · {p}");
+            if width_of(&next) <= width as usize {
+                line = next;
+                break;
+            }
+        }
     }
     ellipsize(&line, width as usize)
 }
@@ -250,9 +260,31 @@ pub(super) fn footer(frame: &mut Frame, app: &App, area: Rect) {
         .collect();
     let width = |s: &[(Action, (&str, &str))]| {
         s.iter()
-            .map(|(_, (k, w))| 1 + width_of(k) + 1 + width_of(w) + 1)
+            .map(|(_, (k, w))| width_of(k) + 1 + width_of(w) + 2 - usize::from(w.is_empty()))
             .sum::<usize>()
+            + 1
     };
+    // narrower, the less used keys first lose their word (the key stays: help says it), then
+    // keys give way whole
+    let terse = [
+        Action::CycleZeroStage,
+        Action::CycleEngine,
+        Action::Undo,
+        Action::PickPreset,
+        Action::PickModel,
+        Action::Export,
+        Action::Fit,
+    ];
+    for action in terse {
+        if width(&shown) <= area.width as usize {
+            break;
+        }
+        for (a, (_, word)) in shown.iter_mut() {
+            if *a == action {
+                *word = "";
+            }
+        }
+    }
     let give_way = [
         Action::PickModel,
         Action::PickPreset,
@@ -274,7 +306,11 @@ pub(super) fn footer(frame: &mut Frame, app: &App, area: Rect) {
     let mut spans = vec![Span::raw(" ")];
     for (keys, word) in shown {
         spans.push(Span::styled(keys, app.theme.focus()));
-        spans.push(Span::raw(format!(" {word}  ")));
+        spans.push(Span::raw(if word.is_empty() {
+            "  ".to_string()
+        } else {
+            format!(" {word}  ")
+        }));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }

@@ -349,7 +349,13 @@ fn grpo_table(w: &mut Writer, run: &RunConfig) {
         "gradient_checkpointing",
         run.checkpointing != Checkpointing::Off,
     );
-    w.key("bf16", true);
+    // the run's half precision: fp16 where the GPU has no bf16 (the 16gb preset's T4)
+    if run.fp16 {
+        w.key("fp16", true);
+        w.key("bf16", false);
+    } else {
+        w.key("bf16", true);
+    }
     if run.cast_lm_head_to_fp32 {
         w.key("cast_lm_head_to_fp32", true);
     }

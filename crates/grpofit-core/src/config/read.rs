@@ -128,7 +128,7 @@ fn run_file(
     let spread = read_spread::read_spread(t)?;
     let vllm_server = read_spread::read_vllm_server(t)?;
     let frozen = read_frozen::read_frozen(t, reading.models)?;
-    let notes = t
+    let notes: Vec<String> = t
         .notes
         .iter()
         .cloned()
@@ -172,6 +172,7 @@ fn run_file(
         spread,
         vllm_server,
         cast_lm_head_to_fp32: grpo.cast_lm_head_to_fp32,
+        fp16: grpo.fp16,
         reward_models: frozen.reward_models,
         other_gpu_memory: frozen.other_gpu_memory,
     };
@@ -180,6 +181,10 @@ fn run_file(
         .apply(&mut run)
         .map_err(|e| LoadError::whole_file(e.to_string()))?;
     rules::validate(&run).map_err(|broken| broken_rule(t, &run, broken))?;
+    let notes = notes
+        .into_iter()
+        .chain(read_model::attention_note(t, &run)?)
+        .collect();
     Ok(RunFile {
         run,
         gpu_memory: grpofit.gpu_memory,

@@ -21,6 +21,8 @@ pub(super) struct Grpo {
     pub fused_logits: bool,
     /// GRPOConfig's `cast_lm_head_to_fp32`
     pub cast_lm_head_to_fp32: bool,
+    /// GRPOConfig's `fp16` (TrainingArguments: mixed precision in fp16 rather than bf16)
+    pub fp16: bool,
     /// said when `use_liger_kernel` is asked for
     pub note: Option<String>,
 }
@@ -55,6 +57,7 @@ pub(super) fn read_grpo(t: &Tables) -> Result<Grpo, LoadError> {
         // Liger's fused cross-entropy off and applies only its layer kernels. Before 1.15 the
         // logits are materialised (`StackVersions::trl_fused_head`).
         fused_logits: t.stack == Stack::Trl && t.versions.trl_fused_head(),
+        fp16: t.boolean(T::Grpo, "fp16")?.unwrap_or(false),
         cast_lm_head_to_fp32: t
             .boolean(T::Grpo, "cast_lm_head_to_fp32")?
             .or(grpo.default_bool("cast_lm_head_to_fp32"))

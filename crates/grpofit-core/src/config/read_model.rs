@@ -257,3 +257,34 @@ fn max_lora_rank(t: &Tables) -> Result<Option<u64>, LoadError> {
         Stack::Trl => None,
     })
 }
+
+/// `[model] attn_implementation = "eager"` (a `ModelConfig` key): the estimate models SDPA, whose
+/// kernels never hold the attention matrix (memory/step/shape.rs `layer_tensors`); transformers'
+/// `eager_attention_forward` materialises each layer's attention weights, `softmax(QK^T)` of
+/// micro-batch x heads x T x T in the compute dtype, and autograd keeps them for the backward.
+/// Said, with one layer's size, since the estimate leaves them out.
+pub(super) fn attention_note(
+    t: &Tables,
+    run: &crate::run::RunConfig,
+) -> Result<Option<String>, LoadError> {
+    let Some(attention) = t.text(T::Model, "attn_implementation")? else {
+        return Ok(None);
+    };
+    if attention != "eager" {
+        return Ok(None);
+    }
+    let (b, h, tokens) = (
+        run.running_micro_batch(),
+        run.arch.heads,
+        run.sequence_len(),
+    );
+    let layer = b
+        .saturating_mul(h)
+        .saturating_mul(tokens)
+        .saturating_mul(tokens)
+        .saturating_mul(2);
+    Ok(Some(format!(
+        "attn_implementation = \"eager\" is estimated as SDPA: eager attention also holds each layer's attention weights ({b} x {h} heads x {tokens} x {tokens}, bf16: {} a layer, every layer's at once without checkpointing), which this estimate leaves out",
+        crate::units::format_size(layer)
+    )))
+}

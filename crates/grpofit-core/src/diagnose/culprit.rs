@@ -1,10 +1,18 @@
 //! Which tensor of a run most likely made an out-of-memory request, by its size.
 
 use crate::memory::by_version::unsloth_logits_of;
+use crate::memory::step::allocator::{round_request, segment_size};
 use crate::memory::step::unsloth_step;
 use crate::run::versions::UnslothLogits;
 use crate::run::{RunConfig, Stack};
 use crate::units::format_size;
+
+/// How far a request may be from what PyTorch's allocator asks for a tensor of the run's own
+/// shapes and still be that tensor: the message prints two decimals (0.5 % at 1.00 GiB or MiB),
+/// and a tensor's rows may be one position more or fewer than the run's lengths (`K` or `K + 1`,
+/// 1.6 % at 64 tokens). 3 % keeps both and leaves no room to solve for a length: a request the run's
+/// shapes do not give is no tensor of the run's.
+pub const MATCH_TOLERANCE: f64 = 0.03;
 
 /// The tensor of a run whose size is closest to an out-of-memory request.
 #[derive(Debug, Clone, PartialEq)]
@@ -13,7 +21,7 @@ pub struct Request {
     /// the tensor, in words, with its shape
     pub tensor: String,
     pub bytes: u64,
-    /// within 25 % of the request
+    /// the request is what PyTorch's allocator asks for this tensor, within [`MATCH_TOLERANCE`]
     pub matches: bool,
     /// a tensor only the trainers of 2025 held (the micro-batch's whole logits): today's TRL
     /// and Unsloth never build it
@@ -34,7 +42,7 @@ impl Request {
             )
         } else {
             format!(
-                "no single tensor of this run is {} (closest: {} = {})",
+                "no tensor of this run's shapes is {} (closest: {} = {})",
                 format_size(self.requested),
                 self.tensor,
                 format_size(self.bytes)
@@ -43,9 +51,10 @@ impl Request {
     }
 }
 
-/// The tensors of `run` a request of `requested` bytes may be, each named with its shape: the
-/// first two only the trainers of 2025 build.
-fn candidates(run: &RunConfig, requested: u64) -> [(String, u64); 13] {
+/// The tensors of `run`, each named with its shape at the run's own lengths (prompt +
+/// completion, micro-batch, vocabulary, hidden sizes), and whether only the trainers of 2025
+/// build it (the first two).
+fn candidates(run: &RunConfig) -> [(String, u64); 13] {
     let a = &run.arch;
     let b = run.running_micro_batch();
     let (k, v, h, i) = (run.completion_len, a.vocab, a.hidden, a.intermediate);
@@ -61,30 +70,22 @@ fn candidates(run: &RunConfig, requested: u64) -> [(String, u64); 13] {
         false,
     );
     let generation_rows = run.generation_rows();
-    // fp32 logits are v x 4 bytes a position: the positions the request holds, a micro-batch's
-    // rows at the length the completions had reached when it was made (at most the full length)
-    let positions = |rows: u64, longest: u64| -> u64 {
-        let per_row = (requested as f64 / (rows.max(1) * v.max(1) * 4) as f64).round() as u64;
-        if (1..=longest).contains(&per_row) {
-            per_row
-        } else {
-            longest
-        }
-    };
-    let (lb, ls) = (positions(b, k + 1), positions(1, run.sequence_len()));
+    // Unsloth 2025's loss multiplies K + 1 hidden rows by the LM head and upcasts them to fp32
+    // (unsloth_zoo 2025.5.2 `grpo_compute_loss`, memory/step/unsloth_step.rs `logits_pair`)
+    let positions = k + 1;
     [
-        // the trainers of 2025 (TRL 0.x, Unsloth before its fused log-probs) held these
+        // the trainers of 2025 (Unsloth before its fused log-probs) held these
         (
             format!(
-                "the micro-batch's fp32 logits ({b} x {lb} x {v} x 4 bytes; TRL 0.x and Unsloth before 2026 made it)"
+                "the micro-batch's fp32 logits ({b} x {positions} x {v} x 4 bytes; Unsloth 2025.3 to 2025.7 made it)"
             ),
-            b * lb * v * 4,
+            b * positions * v * 4,
         ),
         (
             format!(
-                "one sequence's fp32 logits ({ls} x {v} x 4 bytes; Unsloth 2025's loss makes it a sequence at a time)"
+                "one sequence's fp32 logits ({positions} x {v} x 4 bytes; Unsloth 2025's loss makes it a sequence at a time)"
             ),
-            ls * v * 4,
+            positions * v * 4,
         ),
         // today's: Unsloth 2026.10's log-prob block, TRL 1.x's fused-head tile, and transformers'
         // KV cache when the trained model generates itself
@@ -141,27 +142,39 @@ fn candidates(run: &RunConfig, requested: u64) -> [(String, u64); 13] {
     ]
 }
 
-/// The tensor of `run` whose size is closest to `requested` bytes.
-pub fn likely_request(run: &RunConfig, requested: u64) -> Request {
-    let candidates = candidates(run, requested);
-    let distance = |size: u64| (size.max(1) as f64 / requested.max(1) as f64).ln().abs();
+/// Which of the 2025 trainers' tensors (`candidates`' first two) the run's release builds: the
+/// micro-batch's fp32 logits, one sequence's, or neither.
+fn built_2025(run: &RunConfig) -> Option<usize> {
+    match (run.stack, unsloth_logits_of(run)) {
+        (Stack::Unsloth, UnslothLogits::MicroBatchFp32) => Some(0),
+        (Stack::Unsloth, UnslothLogits::PerSequenceFp32) => Some(1),
+        _ => None,
+    }
+}
+
+/// The tensor of `run` whose allocation is closest to `requested` bytes. `in_force`: the run's
+/// trainer releases are known (pinned, read from the environment, or implied by those): then a
+/// tensor only the trainers of 2025 build is a candidate only when the run's release builds it,
+/// and none is attributed to a release the run does not run.
+pub fn likely_request(run: &RunConfig, requested: u64, in_force: bool) -> Request {
+    let candidates = candidates(run);
+    let built = built_2025(run);
+    // what PyTorch's caching allocator asks the driver for a tensor of `bytes` (the "Tried to
+    // allocate" figure: c10 CUDACachingAllocator `get_allocation_size` of `round_size`)
+    let asked = |bytes: u64| segment_size(round_request(bytes));
+    let distance = |size: u64| (asked(size) as f64 / requested.max(1) as f64).ln().abs();
     let (index, (tensor, bytes)) = candidates
         .iter()
         .enumerate()
+        .filter(|(i, _)| *i > 1 || !in_force || built == Some(*i))
         .min_by(|x, y| distance(x.1.1).total_cmp(&distance(y.1.1)))
         .expect("candidates");
-    let built_by = match (index, run.stack, unsloth_logits_of(run)) {
-        (0, Stack::Unsloth, UnslothLogits::MicroBatchFp32)
-        | (1, Stack::Unsloth, UnslothLogits::PerSequenceFp32) => {
-            Some(format!("unsloth {}", run.versions.unsloth))
-        }
-        _ => None,
-    };
+    let built_by = (built == Some(index)).then(|| format!("unsloth {}", run.versions.unsloth));
     Request {
         requested,
         tensor: tensor.clone(),
         bytes: *bytes,
-        matches: distance(*bytes) <= 0.25_f64.ln_1p(),
+        matches: distance(*bytes) <= MATCH_TOLERANCE.ln_1p(),
         older_trainers_only: index <= 1,
         built_by,
     }
@@ -172,15 +185,49 @@ mod tests {
     use super::*;
     use crate::arch::catalog;
 
-    #[test]
-    fn the_seed_articles_request_is_the_2025_fp32_logits() {
+    fn seed_run(completion: u64) -> RunConfig {
         let mut run = RunConfig::example(catalog::find("google/gemma-3-1b-it").unwrap().arch);
         run.micro_batch = 8;
         run.num_generations = 8;
-        run.completion_len = 768;
-        let request = likely_request(&run, (6.01 * (1u64 << 30) as f64) as u64);
+        run.completion_len = completion;
+        run
+    }
+
+    #[test]
+    fn the_seed_articles_request_is_the_2025_fp32_logits() {
+        let request = likely_request(&seed_run(768), (6.01 * (1u64 << 30) as f64) as u64, false);
         let text = request.sentence();
         assert!(text.contains("fp32 logits (8 x 769 x 262144"), "{text}");
         assert!(request.matches && request.older_trainers_only);
+    }
+
+    /// No length is solved for: at 1024 tokens of completion the micro-batch's fp32 logits are
+    /// 8.0 GiB, and a 6.01 GiB request is no tensor of the run's.
+    #[test]
+    fn a_request_matches_only_the_runs_own_lengths() {
+        let request = likely_request(&seed_run(1024), (6.01 * (1u64 << 30) as f64) as u64, false);
+        assert!(!request.matches, "{}", request.sentence());
+        assert!(
+            request
+                .sentence()
+                .contains("no tensor of this run's shapes is 6.01 GiB")
+        );
+        for mib in [64u64, 300, 1000, 1740] {
+            let r = likely_request(&seed_run(768), mib << 20, false);
+            assert!(
+                !r.matches || !r.older_trainers_only,
+                "{mib} MiB: {}",
+                r.sentence()
+            );
+        }
+    }
+
+    /// Today's releases in force: the 2025 tensors are no candidates, whatever their size.
+    #[test]
+    fn a_release_in_force_that_never_builds_a_tensor_is_not_blamed_for_it() {
+        let run = seed_run(768);
+        let request = likely_request(&run, (6.01 * (1u64 << 30) as f64) as u64, true);
+        assert!(!request.older_trainers_only, "{}", request.sentence());
+        assert!(request.built_by.is_none());
     }
 }

@@ -9,7 +9,10 @@ mod lever;
 mod outcome;
 
 pub use lever::Lever;
-pub use outcome::{Change, DEFAULT_HEADROOM, FitOutcome, fits_with_headroom};
+pub use outcome::{
+    Change, DEFAULT_HEADROOM, FitOutcome, estimate_under_headroom, fits_with_headroom,
+    headroom_percent, role_fits_with_headroom, under_headroom,
+};
 
 use crate::memory::estimate::{Estimate, Estimator, GpuBudget};
 use crate::run::adjust::exact_values;
@@ -21,12 +24,20 @@ use lever::CHECKPOINT_OFFLOAD_TRADE_OFF;
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashSet};
 
+/// What cutting a context down to the prompt + completion costs: nothing the run generates or
+/// trains on.
+const UNUSED_CONTEXT_TRADE_OFF: &str =
+    "context the run never uses cut: its prompt + completion still fit whole";
+
 /// Cost of changing one more knob: fewer changes are preferred.
 const CHANGE_COST: f64 = 2.0;
 
 /// The values each lever may take, current first, then downwards.
 struct Grid {
     values: Vec<Vec<u64>>,
+    /// the context the run uses (prompt + completion): a shorter context costs the run only
+    /// below it
+    used: u64,
 }
 
 fn checkpointing_rank(c: Checkpointing) -> u64 {
@@ -77,8 +88,17 @@ impl Grid {
                         _ => knob.ladder().to_vec(),
                     };
                     let mut v = vec![now];
+                    // a context longer than the run uses is cut straight to prompt +
+                    // completion, which costs the run nothing, before any rung below it
+                    let used = run.sequence_len();
+                    let below = if lever == Lever::SequenceLength && used < now {
+                        v.push(used);
+                        used
+                    } else {
+                        now
+                    };
                     v.extend(
-                        values.iter().rev().copied().filter(|&x| x < now).filter(
+                        values.iter().rev().copied().filter(|&x| x < below).filter(
                             |&x| match lever {
                                 // keep the generation batch divisible by the generations
                                 Lever::Generations => batch.is_multiple_of(x),
@@ -98,7 +118,10 @@ impl Grid {
                 v.truncate(1);
             }
         }
-        Grid { values }
+        Grid {
+            values,
+            used: run.sequence_len(),
+        }
     }
 
     fn run_at(&self, base: &RunConfig, at: &[usize]) -> RunConfig {
@@ -150,12 +173,34 @@ impl Grid {
             let (from, to) = (self.values[d][0] as f64, self.values[d][at[d]] as f64);
             let steps = match lever {
                 Lever::VllmShare => (from - to).abs() / 5.0,
+                // a context the run never reaches is cut for free: only what falls below the
+                // prompt + completion is a loss
+                Lever::SequenceLength => {
+                    let used = self.used as f64;
+                    (from.min(used) / to.min(used)).log2()
+                }
                 Lever::Checkpointing | Lever::KvCacheFp8 | Lever::FourBitWeights => to - from,
                 _ => (from / to).log2(),
             };
             cost += CHANGE_COST + lever.rung_cost() * steps;
         }
         cost
+    }
+
+    /// What moving lever `d` to its value `i` costs the run, in words.
+    fn trade_off(&self, d: usize, i: usize) -> &'static str {
+        let lever = Lever::ORDER[d];
+        let (from, to) = (self.values[d][0], self.values[d][i]);
+        match lever {
+            Lever::SequenceLength if to >= self.used => UNUSED_CONTEXT_TRADE_OFF,
+            Lever::VllmShare if to > from => {
+                "larger vLLM share: vLLM can start and hold its context, less room left for training"
+            }
+            Lever::Checkpointing if to == checkpointing_rank(Checkpointing::UnslothOffload) => {
+                CHECKPOINT_OFFLOAD_TRADE_OFF
+            }
+            _ => lever.trade_off(),
+        }
     }
 
     fn show(&self, d: usize, i: usize) -> String {
@@ -354,15 +399,7 @@ fn describe(
             from: grid.show(d, 0),
             to: grid.show(d, at[d]),
             bytes_saved: before - after,
-            trade_off: if lever == Lever::VllmShare && grid.values[d][at[d]] > grid.values[d][0] {
-                "larger vLLM share: vLLM can start and hold its context, less room left for training"
-            } else if lever == Lever::Checkpointing
-                && grid.values[d][at[d]] == checkpointing_rank(Checkpointing::UnslothOffload)
-            {
-                CHECKPOINT_OFFLOAD_TRADE_OFF
-            } else {
-                lever.trade_off()
-            },
+            trade_off: grid.trade_off(d, at[d]),
         });
         before = after;
     }
@@ -425,13 +462,62 @@ pub fn step_downs(run: &RunConfig, gpu: GpuBudget, est: &mut Estimator) -> Vec<S
                 from: grid.show(d, 0),
                 to: grid.show(d, 1),
                 bytes_saved: base - lowered.total_bytes as i64,
-                trade_off: lever.trade_off(),
+                trade_off: grid.trade_off(d, 1),
             };
             Some(StepDown { change, run: lower })
         })
         .collect();
     steps.sort_by_key(|s| std::cmp::Reverse(s.change.bytes_saved));
     steps
+}
+
+/// Rungs 2 to `depth` down each lever that [`step_downs`] steps (which gives the first), for a
+/// screen with room for them: each moves that lever alone from `run`, and saves what it saves
+/// against `run`. A lever's list ends at the first rung after which vLLM would not start or a
+/// trainer's own rule refuses the run (as `step_downs` leaves such a rung out).
+pub fn deeper_steps(
+    run: &RunConfig,
+    gpu: GpuBudget,
+    est: &mut Estimator,
+    depth: usize,
+) -> Vec<StepDown> {
+    let grid = Grid::new(run);
+    let base_estimate = est.estimate(run, gpu);
+    let base = base_estimate.total_bytes as i64;
+    let base_starts = vllm_starts(&base_estimate);
+    let base_valid = rules::validate(run).is_ok();
+    let mut out = Vec::new();
+    for d in 0..Lever::ORDER.len() {
+        let values = &grid.values[d];
+        // the same way as the first rung (the vLLM share's candidates go nearest first, up and
+        // down alike)
+        let rungs: Vec<usize> = (2..values.len())
+            .filter(|&i| (values[i] < values[0]) == (values[1] < values[0]))
+            .take(depth.saturating_sub(1))
+            .collect();
+        for i in rungs {
+            let mut at = vec![0; Lever::ORDER.len()];
+            at[d] = i;
+            let lower = grid.run_at(run, &at);
+            let lowered = est.estimate(&lower, gpu);
+            if (base_starts && !vllm_starts(&lowered))
+                || (base_valid && rules::validate(&lower).is_err())
+            {
+                break;
+            }
+            let lever = Lever::ORDER[d];
+            let change = Change {
+                lever,
+                key: lever.key_in(run),
+                from: grid.show(d, 0),
+                to: grid.show(d, i),
+                bytes_saved: base - lowered.total_bytes as i64,
+                trade_off: grid.trade_off(d, i),
+            };
+            out.push(StepDown { change, run: lower });
+        }
+    }
+    out
 }
 
 /// Whether every vLLM of the run (colocated or a server's) gets past its start-up checks.

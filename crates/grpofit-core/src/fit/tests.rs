@@ -50,6 +50,44 @@ fn levers_offered(run: &RunConfig) -> Vec<Lever> {
         .collect()
 }
 
+/// The screen's deeper rungs: each further down its lever than the first (memory need not fall
+/// with each: Unsloth sizes vLLM from the context too).
+#[test]
+fn deeper_rungs_go_further_down_each_lever() {
+    let run = crate::config::parse(
+        crate::presets::tests::RUN_24GB,
+        "24gb",
+        None,
+        &crate::resolve::Offline::from_env(),
+    )
+    .unwrap()
+    .run;
+    let gpu = GpuBudget {
+        capacity: 24 << 30,
+        used_by_others: 0,
+        context: None,
+    };
+    let mut est = Estimator::new();
+    let first = step_downs(&run, gpu, &mut est);
+    let deeper = deeper_steps(&run, gpu, &mut est, 3);
+    assert!(!deeper.is_empty());
+    for s in &deeper {
+        let one = first
+            .iter()
+            .find(|f| f.change.lever == s.change.lever)
+            .expect("a deeper rung of a lever that steps");
+        let value = |c: &Change| c.to.trim_matches('"').parse::<f64>().ok();
+        if let (Some(from), Some(a), Some(b)) = (
+            one.change.from.parse::<f64>().ok(),
+            value(&one.change),
+            value(&s.change),
+        ) {
+            assert!((from - b).abs() > (from - a).abs(), "{:?}", s.change);
+            assert_eq!(a < from, b < from, "{:?}", s.change);
+        }
+    }
+}
+
 #[test]
 fn a_lever_whose_key_the_pinned_trl_lacks_is_never_offered() {
     let now = levers_offered(&pinned("1.15.0"));

@@ -93,6 +93,34 @@ pub fn step_knob(
     Some(chosen)
 }
 
+/// Why `knob` does not step from its value in `run` though its ladder goes on that way: the
+/// rule its next rung breaks, in words (TRL's whole groups: num_generations must divide the
+/// generation batch; the token cap; a range). `None` when the ladder ends there or the rung is
+/// allowed.
+pub fn refused_step(
+    run: &RunConfig,
+    knob: Knob,
+    up: bool,
+    keep_batch: Option<u64>,
+) -> Option<String> {
+    let current = knob.get(run)?;
+    let next = match keep_batch.and_then(|t| exact_values(knob, t, run)) {
+        Some(values) => step_along(&values, current, up, false),
+        None => knob.next(current, up, false),
+    };
+    if next == current {
+        return None;
+    }
+    let mut trial = run.clone();
+    apply_knob(&mut trial, knob, next, keep_batch);
+    let broken = rules::validate(&trial).err().or_else(|| {
+        rules::whole_groups(&trial)
+            .err()
+            .filter(|_| rules::whole_groups(run).is_ok())
+    })?;
+    Some(format!("{} refused: {}", knob.show(next), broken.message))
+}
+
 /// Whether the screen may move `knob` of `run` to `value`: the rules hold after
 /// ([`rules::validate`]), and the groups stay whole ([`rules::whole_groups`]) unless they were
 /// already split (then any rung that the rules allow, so the knob can leave the split).

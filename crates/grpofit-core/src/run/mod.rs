@@ -209,6 +209,10 @@ pub struct RunConfig {
     pub vllm_server: VllmServer,
     /// GRPOConfig's `cast_lm_head_to_fp32`: the LM head (and a tied embedding) kept in fp32
     pub cast_lm_head_to_fp32: bool,
+    /// GRPOConfig's `fp16`: the trainer computes in fp16, not bf16, as on a GPU without bf16
+    /// (a T4, compute capability 7.5); the same two bytes an element, so the estimate is the
+    /// same, and the export writes `fp16 = true` with `bf16 = false`
+    pub fp16: bool,
     /// `[grpofit] reward_models`: reward models loaded on each training GPU
     pub reward_models: Vec<reward::RewardModel>,
     /// `[grpofit] other_gpu_memory`: bytes the user knows are taken on each training GPU
@@ -425,6 +429,7 @@ impl RunConfig {
             spread: Spread::default(),
             vllm_server: VllmServer::default(),
             cast_lm_head_to_fp32: false,
+            fp16: false,
             reward_models: Vec::new(),
             other_gpu_memory: 0,
         }

@@ -64,7 +64,9 @@ pub fn round_request(bytes: u64) -> u64 {
     bytes.max(512).div_ceil(512) * 512
 }
 
-fn segment_size(request: u64) -> u64 {
+/// What the allocator asks the driver for a rounded request (c10 `get_allocation_size`): 2 MiB for a
+/// small one, a 20 MiB buffer under 10 MiB, else the request rounded up to 2 MiB.
+pub fn segment_size(request: u64) -> u64 {
     if request <= SMALL_REQUEST {
         2 * MIB
     } else if request < MIN_LARGE_ALLOC {
