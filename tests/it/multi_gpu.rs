@@ -433,3 +433,35 @@ fn cpu_offload_is_described_by_its_real_cost() {
         change.trade_off
     );
 }
+
+/// Issue 29 N5 / issue 30 item 2: TRL's colocated vLLM loads the whole checkpoint on every rank
+/// (trl 1.15.0 `trl/generation/vllm_generation.py` `VLLMGeneration._init_vllm`:
+/// `LLM(model=model.name_or_path, tensor_parallel_size=...)`; the same call in trl 0.19.1 and
+/// 0.23.0 `GRPOTrainer.__init__`), whatever ZeRO-3 or FSDP does to the trainer's copy: vLLM's
+/// weights are not divided by the training GPUs. A 14B LoRA run under ZeRO-3 on four cards
+/// with a 0.3 share cannot start vLLM (its 27.7 GiB of weights exceed the 23.8 GiB share).
+#[test]
+fn zero3_colocated_vllm_holds_the_whole_model_per_rank() {
+    let file = |engine: &str| {
+        let text = format!(
+            "[grpofit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\ngpus = 4\nmax_prompt_length = 512\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-14B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nper_device_train_batch_size = 8\nnum_generations = 8\nmax_completion_length = 1024\ngradient_checkpointing = true\nuse_vllm = true\nvllm_mode = \"colocate\"\nvllm_gpu_memory_utilization = 0.3\nvllm_max_model_length = 2048\n\n[distributed]\n{engine}\n"
+        );
+        let f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+        std::fs::write(f.path(), text).unwrap();
+        f
+    };
+    let run = |engine: &str| {
+        let f = file(engine);
+        json(&["estimate", "--config", f.path().to_str().unwrap(), "--json"]).0
+    };
+    let ddp = run("engine = \"ddp\"");
+    let whole = ddp["vllm"]["weights_bytes"].as_u64().unwrap();
+    // the 16-bit checkpoint: 14.8e9 parameters x 2 bytes
+    assert!(whole > 29_000_000_000, "{whole}");
+    for engine in ["engine = \"deepspeed\"\nzero_stage = 3", "engine = \"fsdp\""] {
+        let v = run(engine);
+        assert_eq!(v["vllm"]["weights_bytes"].as_u64().unwrap(), whole, "{engine}");
+        assert_eq!(v["vllm"]["starts"], false, "{engine}: {v}");
+        assert_eq!(v["fits"], false, "{engine}");
+    }
+}

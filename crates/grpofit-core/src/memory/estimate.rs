@@ -59,6 +59,10 @@ pub struct GpuBudget {
 /// Static training memory: what exists before the step begins.
 struct Static {
     weights: u64,
+    /// the whole checkpoint as this rank loads it before any sharding: what TRL's colocated vLLM
+    /// loads on every rank (`LLM(model=model.name_or_path, ...)`, trl 1.15.0
+    /// `VLLMGeneration._init_vllm`), whatever ZeRO-3 or FSDP does to the trainer's copy
+    checkpoint: u64,
     adapters: u64,
     gradients: u64,
     optimizer: u64,
@@ -310,7 +314,13 @@ fn generation_phases(
             capacity: gpu.capacity,
             used_by_others: gpu.used_by_others + run.other_gpu_memory,
             trainer_at_start: if shares_weights { 0 } else { stat.weights },
-            weights: stat.weights,
+            // TRL's colocated vLLM loads the whole checkpoint on every rank, not the trainer's
+            // ZeRO-3 / FSDP shard (`Static::checkpoint`); Unsloth's vLLM holds its own weights
+            weights: if shares_weights {
+                stat.weights
+            } else {
+                stat.checkpoint
+            },
         },
     );
     let mut before_step = vec![context];
@@ -565,10 +575,12 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
     let expert_weights =
         (expert_bytes.min(weights) as u128 * held as u128 / weights.max(1) as u128) as u64;
     // TRL 0.22 to 0.25 upcast a quantised base's 16-bit tensors (`kbit_cast::kbit_fp32_bytes`)
-    let held = held + head + crate::memory::kbit_cast::kbit_fp32_bytes(run);
+    let kbit = crate::memory::kbit_cast::kbit_fp32_bytes(run);
+    let held = held + head + kbit;
     let (reference, rewards) = crate::memory::frozen::frozen_models(run);
     Static {
         reserved: reserved - weights + held + gathered + buckets + reference + rewards,
+        checkpoint: weights + head + kbit,
         weights: held,
         adapters,
         gradients,
@@ -698,6 +710,7 @@ fn full_finetuning_static(run: &RunConfig) -> Static {
     let (head, head_grads, head_moments) = crate::memory::lm_head::fp32_head_bytes(run);
     Static {
         weights: states.weights + head,
+        checkpoint: param_bytes * run.arch.parameters() + head,
         adapters: 0,
         gradients: 0,
         optimizer: states.optimizer + head_moments,

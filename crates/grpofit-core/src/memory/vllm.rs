@@ -67,7 +67,9 @@ pub struct Surroundings {
     pub used_by_others: u64,
     /// memory the trainer already holds when vLLM starts (TRL: the training model)
     pub trainer_at_start: u64,
-    /// the weights as grpofit sizes them for training
+    /// the weights vLLM starts from: Unsloth's shared training copy; for TRL the whole
+    /// checkpoint, unsharded (trl 1.15.0 `VLLMGeneration._init_vllm` loads
+    /// `model.name_or_path` on every rank, split only by `tensor_parallel_size`)
     pub weights: u64,
 }
 
