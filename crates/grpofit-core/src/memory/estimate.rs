@@ -35,7 +35,8 @@ pub struct Estimate {
     pub vllm: Option<VllmPlan>,
     /// the phase whose memory is the peak (the components are that phase's)
     pub peak_phase: Phase,
-    /// both phases, when vLLM shares the GPU (generation, then training)
+    /// both phases, when vLLM shares the GPU or the weights are pushed to its server
+    /// (generation, then training)
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<PhaseMemory>,
     /// every role's GPUs (one training role on a single GPU); the figures above are the
@@ -338,6 +339,15 @@ fn generation_phases(
             generating_static,
         ));
         before_step.extend(vllm_while_training(v, stat, shares_weights));
+    }
+    if run.generation == Generation::VllmServer && sync > 0 {
+        // pushing the weights to `trl vllm-serve`: the rank's static memory with what it
+        // gathers (PEFT under ZeRO-3: the whole model at once, trl 1.15.0
+        // `VLLMGeneration._iter_named_params` / `sync_weights`)
+        let mut pushing = vec![context];
+        pushing.extend(generating_static);
+        pushing.push((Part::AllocatorSlack, static_slack(stat, shares_weights)));
+        phases.push(PhaseMemory::of(Phase::Generation, pushing));
     }
     if run.generation == Generation::Transformers {
         phases.push(transformers_generation(
