@@ -95,3 +95,64 @@ fn trl_0_18s_colocated_vllm_takes_vllms_own_batched_tokens() {
     assert_eq!(default.0, 16384);
     assert!(default.1 > passed.1, "{default:?} vs {passed:?}");
 }
+
+/// Qwen2.5-1.5B LoRA with TRL 1.15 colocating vLLM `vllm` on an 80 GB card, with `extra` lines
+/// in `[grpo]`: the whole estimate.
+fn colocated_estimate(vllm: &str, extra: &str) -> serde_json::Value {
+    let text = format!(
+        "[grpofit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\nmax_prompt_length = 512\nvllm_version = \"{vllm}\"\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nper_device_train_batch_size = 8\nnum_generations = 8\nmax_completion_length = 1024\nuse_vllm = true\nvllm_mode = \"colocate\"\nvllm_gpu_memory_utilization = 0.3\n{extra}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("run.toml"), text).unwrap();
+    let venv = tempfile::tempdir().unwrap();
+    let out = run(grpofit_in(dir.path())
+        .env("VIRTUAL_ENV", venv.path())
+        .env_remove("CONDA_PREFIX")
+        .args(["estimate", "--json", "--offline", "--config", "run.toml"]));
+    assert!(matches!(out.code, Some(0 | 3)), "{}", out.stderr);
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
+/// Issue 29 N11: vLLM profiles its CUDA graphs inside `gpu_memory_utilization` from 0.20.0
+/// (vllm 0.20.0 `envs.py`: `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` defaults to "1"), so on
+/// 0.20 the graphs come out of the KV cache's share; on 0.19 (the same variable, default "0")
+/// they were captured outside it.
+#[test]
+fn vllm_0_20_counts_cuda_graphs_inside_its_share() {
+    let kv = |v: &serde_json::Value| v["vllm"]["kv_cache_bytes"].as_u64().unwrap();
+    let v19 = colocated_estimate("0.19.0", "");
+    let v20 = colocated_estimate("0.20.0", "");
+    let graphs = v20["vllm"]["cuda_graphs_bytes"].as_u64().unwrap();
+    assert!(graphs > 0);
+    assert_eq!(kv(&v19) - kv(&v20), graphs);
+}
+
+/// Issue 29 N12: TRL's `llm.sleep(level=2)` frees only what vLLM's `CuMemAllocator` pool holds,
+/// the weights and the KV cache (vllm 0.20.0 `v1/worker/gpu_worker.py` `Worker.sleep`:
+/// `allocator.sleep(offload_tags=())`; `device_allocator/cumem.py` `CuMemAllocator.sleep`).
+/// The CUDA graphs are captured outside that pool (`compile_or_warm_up_model`) and stay on
+/// the GPU while the trainer runs its step.
+#[test]
+fn sleep_level_2_keeps_vllms_cuda_graphs_while_training() {
+    let v = colocated_estimate("0.31.0", "vllm_enable_sleep_mode = true\n");
+    let training = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["phase"] == "training")
+        .unwrap();
+    let part = |name: &str| {
+        training["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["part"] == name)
+            .map_or(0, |c| c["bytes"].as_u64().unwrap())
+    };
+    assert_eq!(
+        part("vllm_cuda_graphs"),
+        v["vllm"]["cuda_graphs_bytes"].as_u64().unwrap()
+    );
+    assert_eq!(part("vllm_kv_cache"), 0);
+    assert_eq!(part("vllm_weights"), v["vllm"]["non_torch_bytes"].as_u64().unwrap());
+}

@@ -338,7 +338,12 @@ fn generation_phases(
             context,
             generating_static,
         ));
-        before_step.extend(vllm_while_training(v, stat, shares_weights));
+        before_step.extend(vllm_while_training(
+            v,
+            stat,
+            shares_weights,
+            vllm::graphs_kept_while_training(run),
+        ));
     }
     if run.generation == Generation::VllmServer && sync > 0 {
         // pushing the weights to `trl vllm-serve`: the rank's static memory with what it
@@ -451,18 +456,21 @@ fn vllm_generation(
 }
 
 /// What vLLM keeps while the step runs; its activation blocks are cache the step reuses.
-fn vllm_while_training(v: &VllmPlan, stat: &Static, shares_weights: bool) -> [(Part, u64); 3] {
+fn vllm_while_training(
+    v: &VllmPlan,
+    stat: &Static,
+    shares_weights: bool,
+    graphs_kept: bool,
+) -> [(Part, u64); 3] {
     let kept = v.kept_while_training_bytes;
-    let kv_kept = kept.saturating_sub(v.weights_bytes + v.non_torch_bytes + v.cuda_graphs_bytes);
+    let graphs = if graphs_kept { v.cuda_graphs_bytes } else { 0 };
+    let kv_kept = kept.saturating_sub(v.weights_bytes + v.non_torch_bytes + graphs);
     [
         (
             Part::VllmWeights,
-            kept.min(vllm_own_weights(v, stat, shares_weights) + v.non_torch_bytes),
+            (kept - graphs).min(vllm_own_weights(v, stat, shares_weights) + v.non_torch_bytes),
         ),
-        (
-            Part::VllmCudaGraphs,
-            if kv_kept > 0 { v.cuda_graphs_bytes } else { 0 },
-        ),
+        (Part::VllmCudaGraphs, graphs),
         (Part::VllmKvCache, kv_kept),
     ]
 }

@@ -291,16 +291,26 @@ pub fn server_plan(run: &RunConfig, capacity: u64) -> VllmPlan {
 
 /// What stays on the GPU while the trainer runs its step. vLLM's profiled activations live in
 /// PyTorch's cache of the same process, which the step reuses.
-/// - TRL `vllm_enable_sleep_mode`: `llm.sleep(level=2)` after each generation discards weights
-///   and KV cache and moves the graph pools to CPU (vllm `sleep_mode_backend`);
+/// - TRL `vllm_enable_sleep_mode`: `llm.sleep(level=2)` after each generation discards what
+///   vLLM's `CuMemAllocator` pool holds, the weights and the KV cache, and nothing else (vllm
+///   0.20.0 `v1/worker/gpu_worker.py` `Worker.sleep`: `allocator.sleep(offload_tags=())`;
+///   `device_allocator/cumem.py` `CuMemAllocator.sleep` releases only the pool's allocations,
+///   tagged "weights" and "kv_cache" by `_maybe_get_memory_pool_context`). The CUDA graphs are
+///   captured outside that pool (`compile_or_warm_up_model` -> `capture_model`) and stay;
 /// - Unsloth standby: sleep discards the KV cache and moves graphs to CPU; the weights stay,
 ///   since training uses them.
 fn kept_while_training(run: &RunConfig, weights: u64, resident: u64) -> u64 {
     match (run.stack, run.vllm_sleep) {
         (_, false) => resident,
-        (Stack::Trl, true) => VLLM_NON_TORCH,
+        (Stack::Trl, true) => VLLM_NON_TORCH + VLLM_CUDA_GRAPHS,
         (Stack::Unsloth, true) => weights + VLLM_NON_TORCH,
     }
+}
+
+/// Whether vLLM's CUDA graphs stay on the GPU while the trainer runs its step
+/// ([`kept_while_training`]): always but under Unsloth's standby.
+pub fn graphs_kept_while_training(run: &RunConfig) -> bool {
+    !(run.stack == Stack::Unsloth && run.vllm_sleep)
 }
 
 /// Unsloth standby's share, replacing the user's (load_vllm, vLLM >= 0.11): a tier by a tenth
