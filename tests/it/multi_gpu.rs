@@ -458,9 +458,16 @@ fn zero3_colocated_vllm_holds_the_whole_model_per_rank() {
     let whole = ddp["vllm"]["weights_bytes"].as_u64().unwrap();
     // the 16-bit checkpoint: 14.8e9 parameters x 2 bytes
     assert!(whole > 29_000_000_000, "{whole}");
-    for engine in ["engine = \"deepspeed\"\nzero_stage = 3", "engine = \"fsdp\""] {
+    for engine in [
+        "engine = \"deepspeed\"\nzero_stage = 3",
+        "engine = \"fsdp\"",
+    ] {
         let v = run(engine);
-        assert_eq!(v["vllm"]["weights_bytes"].as_u64().unwrap(), whole, "{engine}");
+        assert_eq!(
+            v["vllm"]["weights_bytes"].as_u64().unwrap(),
+            whole,
+            "{engine}"
+        );
         assert_eq!(v["vllm"]["starts"], false, "{engine}: {v}");
         assert_eq!(v["fits"], false, "{engine}");
     }

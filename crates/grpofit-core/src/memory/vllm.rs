@@ -364,7 +364,9 @@ fn vllm_weights(run: &RunConfig, training_weights: u64) -> u64 {
 
 /// `max_num_seqs` and `max_num_batched_tokens`. TRL: the generation batch of the tensor-parallel
 /// group (`per_device_train_batch_size x vllm_tensor_parallel_size x steps_per_generation`,
-/// trl 1.15.0 `GRPOTrainer.__init__`) and 4096 tokens from trl 0.19, vLLM's own default before
+/// trl 1.15.0 `GRPOTrainer.__init__`; `gradient_accumulation_steps` in place of
+/// `steps_per_generation` before 0.20, `StackVersions::trl_colocated_seqs_per_micro_batch`)
+/// and 4096 tokens from trl 0.19, vLLM's own default before
 /// (`vllm_batch_defaults::colocated_batched_tokens`). Unsloth: by release (`unsloth_vllm_limits`), a
 /// table on its own KV estimate (load_vllm, 2026.10.9: `unsloth_pairs`; before unsloth_zoo
 /// 2025.11.6: `unsloth_vllm_2025::limits`), the tokens capped at `seqs x max_seq_length`, unless
@@ -385,8 +387,11 @@ fn batch_limits(
                 total,
                 context,
             );
+            let micro_batches = run
+                .versions
+                .trl_colocated_seqs_per_micro_batch(run.grad_accum, run.steps_per_generation());
             (
-                (run.micro_batch * run.vllm_tensor_parallel.max(1) * run.steps_per_generation())
+                (run.micro_batch * run.vllm_tensor_parallel.max(1) * micro_batches)
                     .clamp(1, tokens),
                 tokens,
             )
