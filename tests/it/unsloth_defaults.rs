@@ -120,3 +120,53 @@ fn unsloth_checkpointing_stays_on_the_gpu_under_512_tokens_from_unsloth_2026_10(
     let at_512 = "max_seq_length = 512";
     assert!(peak("2026.10.9", at_512, "") < peak("2026.10.9", at_512, on));
 }
+
+/// Issue 29 N16: unsloth_zoo 2026.10.9 `load_vllm` picks its `(max_num_batched_tokens,
+/// max_num_seqs)` tier from its own KV estimate, `approximate_vllm_memory_usage` with
+/// `weight_bytes = vllm_weights_memory_usage(...)`: every linear weight but the LM head at
+/// `2 / (16/5)` bytes when 4-bit (5 bits, where bitsandbytes stores about 4.1), not vLLM's
+/// real weights. Llama-3.1-8B in 4 bits on 24 GiB at a 0.6 share: 14.15 GiB less Unsloth's
+/// count (about 6.1 GiB with LoRA) and the 0.15 GiB graph reserve leaves under 8 GiB, the
+/// (4, 8] tier: 32 sequences, where vLLM's 5.62 GiB of weights would leave 8.38 GiB (48).
+#[test]
+fn unsloth_2026_picks_its_batch_tier_from_its_own_weight_count() {
+    let text = r#"
+[grpofit]
+stack = "unsloth"
+gpu_memory = "24GiB"
+max_prompt_length = 256
+unsloth_version = "2026.10.9"
+
+[model]
+model_name = "unsloth/Meta-Llama-3.1-8B-Instruct"
+load_in_4bit = true
+fast_inference = true
+max_seq_length = 1024
+gpu_memory_utilization = 0.6
+
+[lora]
+r = 16
+
+[grpo]
+per_device_train_batch_size = 8
+num_generations = 8
+max_completion_length = 512
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("run.toml"), text).unwrap();
+    let out = run(grpofit_in(dir.path()).args([
+        "estimate",
+        "--json",
+        "--offline",
+        "--config",
+        "run.toml",
+    ]));
+    assert!(matches!(out.code, Some(0 | 3)), "{}", out.stderr);
+    let est: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let plan = &est["vllm"];
+    assert_eq!(plan["max_num_seqs"], 32, "{plan}");
+    assert_eq!(plan["max_num_batched_tokens"], 4096, "{plan}");
+    // vLLM's own weights (bitsandbytes' bytes) would have left the (8, 12] tier
+    let left = plan["budget_bytes"].as_u64().unwrap() - plan["weights_bytes"].as_u64().unwrap();
+    assert!(left as f64 / (1u64 << 30) as f64 - 0.15 > 8.0, "{plan}");
+}

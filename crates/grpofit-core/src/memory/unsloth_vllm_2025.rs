@@ -239,8 +239,9 @@ mod tests {
         // 14.741 GiB, share 0.5 of the free 14.321 GiB (0.42 GiB context): a budget of 7.16 GiB.
         // unsloth 2025.11.5 (the older rule): 7.16 - 2.42 GiB (Unsloth's count above) = 4.74 GB,
         // 192 sequences and max_seq_length 1024 tokens.
-        // unsloth 2025.11.6 (the paired table, `unsloth_pairs`): 7.16 - (2.2 GiB weights + 0.22
-        // GiB LoRA) - 0.15 GiB graph reserve = 4.59 GiB, in (4, 8]: 32 sequences and 4096 tokens.
+        // unsloth 2025.11.6 (the paired table, `unsloth_pairs`): 7.16 GiB less Unsloth's own
+        // count of the weights and LoRA (`unsloth_counted_weights`, 3B at 5 bits a packed weight)
+        // and the 0.15 GiB graph reserve, in (4, 8]: 32 sequences and 4096 tokens.
         let around = Surroundings {
             capacity: (14.741 * GIB as f64) as u64,
             used_by_others: 0,
