@@ -170,3 +170,52 @@ max_completion_length = 512
     let left = plan["budget_bytes"].as_u64().unwrap() - plan["weights_bytes"].as_u64().unwrap();
     assert!(left as f64 / (1u64 << 30) as f64 - 0.15 > 8.0, "{plan}");
 }
+
+/// Issue 29 N17: unsloth_zoo 2025.8.9 `load_vllm` checks its KV estimate's token count
+/// (`int(0.95 x left / kv_elements)`, rounded down to 256) twice: 256 when it is 0, and
+/// `max_seq_length` lowered to it when it is no more ("Your GPU cannot handle sequence lengths
+/// of ..."). The lowered `max_seq_length` is vLLM's `max_model_len` (`LLM(max_model_len =
+/// max_seq_length)`) as well as its chunked-prefill tokens. Llama-3.1-8B in 4 bits asking for
+/// 65536 tokens on 24 GiB: vLLM is started with 53504.
+#[test]
+fn unsloth_2025_8_lowers_vllms_context_to_its_kv_estimate() {
+    let text = r#"
+[grpofit]
+stack = "unsloth"
+gpu_memory = "24GiB"
+max_prompt_length = 256
+unsloth_version = "2025.8.9"
+trl_version = "0.19.1"
+vllm_version = "0.9.2"
+
+[model]
+model_name = "unsloth/Meta-Llama-3.1-8B-Instruct"
+load_in_4bit = true
+fast_inference = true
+max_seq_length = 65536
+gpu_memory_utilization = 0.6
+
+[lora]
+r = 16
+
+[grpo]
+per_device_train_batch_size = 8
+num_generations = 8
+max_completion_length = 512
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("run.toml"), text).unwrap();
+    let out = run(grpofit_in(dir.path()).args([
+        "estimate",
+        "--json",
+        "--offline",
+        "--config",
+        "run.toml",
+    ]));
+    assert!(matches!(out.code, Some(0 | 3)), "{}", out.stderr);
+    let est: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let plan = &est["vllm"];
+    let context = plan["max_model_len"].as_u64().unwrap();
+    assert_eq!(context, 53504, "{plan}");
+    assert_eq!(plan["max_num_batched_tokens"], context, "{plan}");
+}

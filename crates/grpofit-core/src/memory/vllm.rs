@@ -105,7 +105,14 @@ pub fn plan(run: &RunConfig, around: &Surroundings) -> Option<VllmPlan> {
     let tp = run.vllm_tensor_parallel.max(1);
     let weights = vllm_weights(run, around.weights) / tp;
     let budget = request_memory(total, utilization);
-    let context = colocated_context(run);
+    let context = match (run.stack, run.versions.unsloth_vllm_limits()) {
+        // Unsloth before unsloth_zoo 2025.11.6 lowers max_seq_length, vLLM's max_model_len,
+        // to what its KV estimate holds (`unsloth_vllm_2025::max_seq_length`)
+        (Stack::Unsloth, UnslothVllmLimits::SequencesByKv) => {
+            super::unsloth_vllm_2025::max_seq_length(run, budget)
+        }
+        _ => colocated_context(run),
+    };
     let (seqs, batched) = batch_limits(run, total, budget, context);
     Some(plan_with(
         run,
