@@ -344,10 +344,11 @@ fn generation_phases(
             vllm::graphs_kept_while_training(run),
         ));
     }
-    if run.generation == Generation::VllmServer && sync > 0 {
+    if run.generation == Generation::VllmServer && sync > stat.gathered {
         // pushing the weights to `trl vllm-serve`: the rank's static memory with what it
         // gathers (PEFT under ZeRO-3: the whole model at once, trl 1.15.0
-        // `VLLMGeneration._iter_named_params` / `sync_weights`)
+        // `VLLMGeneration._iter_named_params` / `sync_weights`), a phase of its own when that
+        // is more than the step's own gathered layers (full fine-tuning gathers one at a time)
         let mut pushing = vec![context];
         pushing.extend(generating_static);
         pushing.push((Part::AllocatorSlack, static_slack(stat, shares_weights)));
