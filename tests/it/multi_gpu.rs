@@ -433,3 +433,100 @@ fn cpu_offload_is_described_by_its_real_cost() {
         change.trade_off
     );
 }
+
+/// Issue 29 N5 / issue 30 item 2: TRL's colocated vLLM loads the whole checkpoint on every rank
+/// (trl 1.15.0 `trl/generation/vllm_generation.py` `VLLMGeneration._init_vllm`:
+/// `LLM(model=model.name_or_path, tensor_parallel_size=...)`; the same call in trl 0.19.1 and
+/// 0.23.0 `GRPOTrainer.__init__`), whatever ZeRO-3 or FSDP does to the trainer's copy: vLLM's
+/// weights are not divided by the training GPUs. A 14B LoRA run under ZeRO-3 on four cards
+/// with a 0.3 share cannot start vLLM (its 27.7 GiB of weights exceed the 23.8 GiB share).
+#[test]
+fn zero3_colocated_vllm_holds_the_whole_model_per_rank() {
+    let file = |engine: &str| {
+        let text = format!(
+            "[grpofit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\ngpus = 4\nmax_prompt_length = 512\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-14B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nper_device_train_batch_size = 8\nnum_generations = 8\nmax_completion_length = 1024\ngradient_checkpointing = true\nuse_vllm = true\nvllm_mode = \"colocate\"\nvllm_gpu_memory_utilization = 0.3\nvllm_max_model_length = 2048\n\n[distributed]\n{engine}\n"
+        );
+        let f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+        std::fs::write(f.path(), text).unwrap();
+        f
+    };
+    let run = |engine: &str| {
+        let f = file(engine);
+        json(&["estimate", "--config", f.path().to_str().unwrap(), "--json"]).0
+    };
+    let ddp = run("engine = \"ddp\"");
+    let whole = ddp["vllm"]["weights_bytes"].as_u64().unwrap();
+    // the 16-bit checkpoint: 14.8e9 parameters x 2 bytes
+    assert!(whole > 29_000_000_000, "{whole}");
+    for engine in [
+        "engine = \"deepspeed\"\nzero_stage = 3",
+        "engine = \"fsdp\"",
+    ] {
+        let v = run(engine);
+        assert_eq!(
+            v["vllm"]["weights_bytes"].as_u64().unwrap(),
+            whole,
+            "{engine}"
+        );
+        assert_eq!(v["vllm"]["starts"], false, "{engine}: {v}");
+        assert_eq!(v["fits"], false, "{engine}");
+    }
+}
+
+fn phase<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["phase"] == name)
+        .unwrap_or_else(|| panic!("no {name} phase in {v}"))
+}
+
+/// Issue 29 N6: with PEFT under ZeRO-3, pushing the weights to `trl vllm-serve` gathers every
+/// parameter at once (trl 1.15.0 `trl/generation/vllm_generation.py`
+/// `VLLMGeneration._iter_named_params`: "we must gather the full model at once before merging",
+/// `self._dist.gather_params(list(model.parameters()))`, called by `sync_weights` in server
+/// mode): each rank holds the whole 16-bit model for the sync. open-r1's 7B shape with LoRA
+/// and a micro-batch of 4 on 7 ranks peaks there (16.0 GiB, where the step alone is 9.3 GiB);
+/// a 32B run gathers 61 GiB per rank.
+#[test]
+fn lora_zero3_server_sync_gathers_the_whole_model() {
+    let text = std::fs::read_to_string(OPEN_R1)
+        .unwrap()
+        .replace("use_peft = false", "use_peft = true")
+        .replace(
+            "per_device_train_batch_size = 16",
+            "per_device_train_batch_size = 4",
+        )
+        + "\n[lora]\nr = 16\n";
+    let f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    std::fs::write(f.path(), text).unwrap();
+    let (v, code) = json(&["estimate", "--config", f.path().to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["peak_phase"], "generation", "{v}");
+    let sync = phase(&v, "generation");
+    let whole = 2 * v["parameters"].as_u64().unwrap();
+    let held = component(sync, "base_weights") + component(sync, "gathered_weights");
+    assert!(held.abs_diff(whole) < whole / 100, "{held} vs {whole}");
+    assert!(component(phase(&v, "training"), "gathered_weights") < whole / 5);
+}
+
+/// Issue 29 N7: under FSDP, PEFT's sync to the colocated vLLM is one module at a time:
+/// `gather_params` is a no-op there (trl 1.15.0 `trl/distributed.py`) and
+/// `VLLMGeneration._iter_fsdp2_params` materialises one parameter (`full_tensor()`) per step
+/// (`_sync_fsdp_params_to_vllm` with `summon_full_params(recurse=False)` from trl 0.18.2). The
+/// generation phase holds FSDP's own live layers, not the whole model: 7B LoRA on two GPUs,
+/// 2.9 GiB gathered where 7.1 GiB (half the model) was counted.
+#[test]
+fn lora_fsdp_colocated_sync_is_one_module_at_a_time() {
+    let text = "[grpofit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\ngpus = 2\nmax_prompt_length = 512\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-7B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nper_device_train_batch_size = 4\nnum_generations = 8\nmax_completion_length = 1024\ngradient_checkpointing = true\nuse_vllm = true\nvllm_mode = \"colocate\"\nvllm_gpu_memory_utilization = 0.3\nvllm_max_model_length = 2048\n\n[distributed]\nengine = \"fsdp\"\n";
+    let f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    std::fs::write(f.path(), text).unwrap();
+    let (v, code) = json(&["estimate", "--config", f.path().to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let generating = component(phase(&v, "generation"), "gathered_weights");
+    let training = component(phase(&v, "training"), "gathered_weights");
+    assert_eq!(generating, training);
+    let whole = 2 * v["parameters"].as_u64().unwrap();
+    assert!(generating < whole / 4, "{generating}");
+}

@@ -120,3 +120,102 @@ fn unsloth_checkpointing_stays_on_the_gpu_under_512_tokens_from_unsloth_2026_10(
     let at_512 = "max_seq_length = 512";
     assert!(peak("2026.10.9", at_512, "") < peak("2026.10.9", at_512, on));
 }
+
+/// Issue 29 N16: unsloth_zoo 2026.10.9 `load_vllm` picks its `(max_num_batched_tokens,
+/// max_num_seqs)` tier from its own KV estimate, `approximate_vllm_memory_usage` with
+/// `weight_bytes = vllm_weights_memory_usage(...)`: every linear weight but the LM head at
+/// `2 / (16/5)` bytes when 4-bit (5 bits, where bitsandbytes stores about 4.1), not vLLM's
+/// real weights. Llama-3.1-8B in 4 bits on 24 GiB at a 0.6 share: 14.15 GiB less Unsloth's
+/// count (about 6.1 GiB with LoRA) and the 0.15 GiB graph reserve leaves under 8 GiB, the
+/// (4, 8] tier: 32 sequences, where vLLM's 5.62 GiB of weights would leave 8.38 GiB (48).
+#[test]
+fn unsloth_2026_picks_its_batch_tier_from_its_own_weight_count() {
+    let text = r#"
+[grpofit]
+stack = "unsloth"
+gpu_memory = "24GiB"
+max_prompt_length = 256
+unsloth_version = "2026.10.9"
+
+[model]
+model_name = "unsloth/Meta-Llama-3.1-8B-Instruct"
+load_in_4bit = true
+fast_inference = true
+max_seq_length = 1024
+gpu_memory_utilization = 0.6
+
+[lora]
+r = 16
+
+[grpo]
+per_device_train_batch_size = 8
+num_generations = 8
+max_completion_length = 512
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("run.toml"), text).unwrap();
+    let out = run(grpofit_in(dir.path()).args([
+        "estimate",
+        "--json",
+        "--offline",
+        "--config",
+        "run.toml",
+    ]));
+    assert!(matches!(out.code, Some(0 | 3)), "{}", out.stderr);
+    let est: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let plan = &est["vllm"];
+    assert_eq!(plan["max_num_seqs"], 32, "{plan}");
+    assert_eq!(plan["max_num_batched_tokens"], 4096, "{plan}");
+    // vLLM's own weights (bitsandbytes' bytes) would have left the (8, 12] tier
+    let left = plan["budget_bytes"].as_u64().unwrap() - plan["weights_bytes"].as_u64().unwrap();
+    assert!(left as f64 / (1u64 << 30) as f64 - 0.15 > 8.0, "{plan}");
+}
+
+/// Issue 29 N17: unsloth_zoo 2025.8.9 `load_vllm` checks its KV estimate's token count
+/// (`int(0.95 x left / kv_elements)`, rounded down to 256) twice: 256 when it is 0, and
+/// `max_seq_length` lowered to it when it is no more ("Your GPU cannot handle sequence lengths
+/// of ..."). The lowered `max_seq_length` is vLLM's `max_model_len` (`LLM(max_model_len =
+/// max_seq_length)`) as well as its chunked-prefill tokens. Llama-3.1-8B in 4 bits asking for
+/// 65536 tokens on 24 GiB: vLLM is started with 53504.
+#[test]
+fn unsloth_2025_8_lowers_vllms_context_to_its_kv_estimate() {
+    let text = r#"
+[grpofit]
+stack = "unsloth"
+gpu_memory = "24GiB"
+max_prompt_length = 256
+unsloth_version = "2025.8.9"
+trl_version = "0.19.1"
+vllm_version = "0.9.2"
+
+[model]
+model_name = "unsloth/Meta-Llama-3.1-8B-Instruct"
+load_in_4bit = true
+fast_inference = true
+max_seq_length = 65536
+gpu_memory_utilization = 0.6
+
+[lora]
+r = 16
+
+[grpo]
+per_device_train_batch_size = 8
+num_generations = 8
+max_completion_length = 512
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("run.toml"), text).unwrap();
+    let out = run(grpofit_in(dir.path()).args([
+        "estimate",
+        "--json",
+        "--offline",
+        "--config",
+        "run.toml",
+    ]));
+    assert!(matches!(out.code, Some(0 | 3)), "{}", out.stderr);
+    let est: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let plan = &est["vllm"];
+    let context = plan["max_model_len"].as_u64().unwrap();
+    assert_eq!(context, 53504, "{plan}");
+    assert_eq!(plan["max_num_batched_tokens"], context, "{plan}");
+}

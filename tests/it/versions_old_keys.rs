@@ -273,3 +273,42 @@ fn a_recipes_older_trl_key_is_read_as_grpoconfig_with_the_releases_named() {
         out.stderr
     );
 }
+
+/// The roles `estimate --json` names for `text`.
+fn roles(text: &str) -> (Vec<String>, serde_json::Value) {
+    let (_, json) = estimate(text);
+    let roles = json["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["role"].as_str().unwrap().to_string())
+        .collect();
+    (roles, json)
+}
+
+/// Issue 29 N13: `vllm_device = "auto"` (GRPOConfig's default in 0.14 and 0.15) is the GPU
+/// after the training processes', `cuda:{num_processes}`, on the main process only: always in
+/// trl 0.14.0, and in 0.15.2 unless the machine has one GPU (`torch.cuda.device_count() == 1`:
+/// `cuda:0`, shared) (`GRPOTrainer.__init__` of each). On two training GPUs the trainer's
+/// GPUs hold no vLLM (37.3 GiB each was counted on an 80 GiB card at a 0.5 share).
+#[test]
+fn vllm_device_auto_is_the_gpu_after_the_training_processes() {
+    let two = TRL_0_15.replace("trl_version", "gpus = 2\ntrl_version");
+    let (r, json) = roles(&two);
+    assert_eq!(r, ["training", "vllm_server"], "{json}");
+    assert!(json["vllm"].is_null(), "{json}");
+    // the key left out is "auto" too
+    let (r, _) = roles(&two.replace("vllm_device = \"auto\"\n", ""));
+    assert_eq!(r, ["training", "vllm_server"]);
+    // one GPU on trl 0.15.2: cuda:0, shared with training
+    let (r, json) = roles(TRL_0_15);
+    assert_eq!(r, ["training"]);
+    assert!(json["vllm"]["max_model_len"].is_u64(), "{json}");
+    // trl 0.14.0: always the next GPU
+    let old = TRL_0_15
+        .replace("0.15.2", "0.14.0")
+        .replace("vllm_dtype = \"bfloat16\"\n", "")
+        .replace("vllm_max_model_len = 2048\n", "");
+    let (r, json) = roles(&old);
+    assert_eq!(r, ["training", "vllm_server"], "{json}");
+}

@@ -95,3 +95,89 @@ fn trl_0_18s_colocated_vllm_takes_vllms_own_batched_tokens() {
     assert_eq!(default.0, 16384);
     assert!(default.1 > passed.1, "{default:?} vs {passed:?}");
 }
+
+/// Qwen2.5-1.5B LoRA with TRL colocating vLLM on an 80 GB card, the releases pinned by `pins`
+/// (`[grpofit]` lines), with `extra` lines in `[grpo]`: the whole estimate.
+fn colocated_estimate(pins: &str, extra: &str) -> serde_json::Value {
+    let text = format!(
+        "[grpofit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\nmax_prompt_length = 512\n{pins}\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nper_device_train_batch_size = 8\nnum_generations = 8\nmax_completion_length = 1024\nuse_vllm = true\nvllm_mode = \"colocate\"\nvllm_gpu_memory_utilization = 0.3\n{extra}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("run.toml"), text).unwrap();
+    let venv = tempfile::tempdir().unwrap();
+    let out = run(grpofit_in(dir.path())
+        .env("VIRTUAL_ENV", venv.path())
+        .env_remove("CONDA_PREFIX")
+        .args(["estimate", "--json", "--offline", "--config", "run.toml"]));
+    assert!(matches!(out.code, Some(0 | 3)), "{}", out.stderr);
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
+/// Issue 29 N11: vLLM profiles its CUDA graphs inside `gpu_memory_utilization` from 0.20.0
+/// (vllm 0.20.0 `envs.py`: `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` defaults to "1"), so on
+/// 0.20 the graphs come out of the KV cache's share; on 0.19 (the same variable, default "0")
+/// they were captured outside it.
+#[test]
+fn vllm_0_20_counts_cuda_graphs_inside_its_share() {
+    let kv = |v: &serde_json::Value| v["vllm"]["kv_cache_bytes"].as_u64().unwrap();
+    let v19 = colocated_estimate("vllm_version = \"0.19.0\"", "");
+    let v20 = colocated_estimate("vllm_version = \"0.20.0\"", "");
+    let graphs = v20["vllm"]["cuda_graphs_bytes"].as_u64().unwrap();
+    assert!(graphs > 0);
+    assert_eq!(kv(&v19) - kv(&v20), graphs);
+}
+
+/// Issue 29 N12: TRL's `llm.sleep(level=2)` frees only what vLLM's `CuMemAllocator` pool holds,
+/// the weights and the KV cache (vllm 0.20.0 `v1/worker/gpu_worker.py` `Worker.sleep`:
+/// `allocator.sleep(offload_tags=())`; `device_allocator/cumem.py` `CuMemAllocator.sleep`).
+/// The CUDA graphs are captured outside that pool (`compile_or_warm_up_model`) and stay on
+/// the GPU while the trainer runs its step.
+#[test]
+fn sleep_level_2_keeps_vllms_cuda_graphs_while_training() {
+    let v = colocated_estimate(
+        "vllm_version = \"0.31.0\"",
+        "vllm_enable_sleep_mode = true\n",
+    );
+    let training = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["phase"] == "training")
+        .unwrap();
+    let part = |name: &str| {
+        training["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["part"] == name)
+            .map_or(0, |c| c["bytes"].as_u64().unwrap())
+    };
+    assert_eq!(
+        part("vllm_cuda_graphs"),
+        v["vllm"]["cuda_graphs_bytes"].as_u64().unwrap()
+    );
+    assert_eq!(part("vllm_kv_cache"), 0);
+    assert_eq!(
+        part("vllm_weights"),
+        v["vllm"]["non_torch_bytes"].as_u64().unwrap()
+    );
+}
+
+/// Issue 29 N14: trl 0.18.2 and 0.19.1 size the colocated vLLM's `max_num_seqs` as
+/// `per_device_train_batch_size x vllm_tensor_parallel_size x gradient_accumulation_steps`
+/// (`GRPOTrainer.__init__`), though they already generate `steps_per_generation` micro-batches
+/// at once; trl 0.20.0 passes `steps_per_generation`. 8 rows, 4 accumulation steps, 2 steps
+/// per generation: 32 sequences on 0.19.1, 16 on 0.20.0.
+#[test]
+fn trl_0_19_sizes_colocated_vllm_by_gradient_accumulation() {
+    let grpo = "gradient_accumulation_steps = 4\nsteps_per_generation = 2\n";
+    let seqs = |trl: &str| {
+        let pins = format!("trl_version = \"{trl}\"\nvllm_version = \"0.8.5\"");
+        colocated_estimate(&pins, grpo)["vllm"]["max_num_seqs"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(seqs("0.18.2"), 32);
+    assert_eq!(seqs("0.19.1"), 32);
+    assert_eq!(seqs("0.20.0"), 16);
+}

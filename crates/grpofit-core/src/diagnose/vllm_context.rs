@@ -18,7 +18,11 @@ pub(super) fn trl_context_key(run: Option<&RunConfig>) -> Option<String> {
     let run = run.filter(|r| r.stack == Stack::Trl)?;
     let trl = run.versions.trl;
     let server_only = ((0, 16)..(0, 18)).contains(&trl.line());
-    Some(if run.generation == Generation::VllmServer || server_only {
+    // trl 0.14 and 0.15 start vLLM on a GPU of its own themselves (`vllm_device`), with the
+    // trainer's keys below
+    let serve = run.generation == Generation::VllmServer
+        && crate::contract::trl_serve_ladder::has_serve(trl);
+    Some(if serve || server_only {
         "`trl vllm-serve --max_model_len`".to_string()
     } else if ladder::grpo_accepts(trl, "vllm_max_model_length") {
         "`vllm_max_model_length`".to_string()

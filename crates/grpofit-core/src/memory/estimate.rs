@@ -4,14 +4,13 @@ use crate::arch::{Arch, Vision};
 use crate::memory::bytes::tensor_bytes;
 use crate::memory::generate::generate_memory;
 use crate::memory::roles::{self, Role};
+use crate::memory::run_warnings;
 use crate::memory::step::unsloth_step::{SMALL_CARD, unsloth_step};
 use crate::memory::step::{self, StepPeak, StepShape};
 use crate::memory::vllm;
 use crate::run::spread;
 use crate::run::versions::UnslothLogits;
-use crate::run::{
-    Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack, vllm_max_lora_rank,
-};
+use crate::run::{Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack};
 use crate::units::MIB;
 use serde::Serialize;
 
@@ -35,7 +34,8 @@ pub struct Estimate {
     pub vllm: Option<VllmPlan>,
     /// the phase whose memory is the peak (the components are that phase's)
     pub peak_phase: Phase,
-    /// both phases, when vLLM shares the GPU (generation, then training)
+    /// both phases, when vLLM shares the GPU or the weights are pushed to its server
+    /// (generation, then training)
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<PhaseMemory>,
     /// every role's GPUs (one training role on a single GPU); the figures above are the
@@ -59,6 +59,10 @@ pub struct GpuBudget {
 /// Static training memory: what exists before the step begins.
 struct Static {
     weights: u64,
+    /// the whole checkpoint as this rank loads it before any sharding: what TRL's colocated vLLM
+    /// loads on every rank (`LLM(model=model.name_or_path, ...)`, trl 1.15.0
+    /// `VLLMGeneration._init_vllm`), whatever ZeRO-3 or FSDP does to the trainer's copy
+    checkpoint: u64,
     adapters: u64,
     gradients: u64,
     optimizer: u64,
@@ -204,8 +208,8 @@ fn estimate_using(
     let total = phases[0].total_bytes;
     let components = phases[0].components.clone();
     let phases = if phases.len() > 1 { phases } else { Vec::new() };
-    warnings.extend(dtype_warnings(run));
-    warnings.extend(rule_warnings(run, &targets));
+    warnings.extend(run_warnings::dtype_warnings(run));
+    warnings.extend(run_warnings::rule_warnings(run, &targets));
     let vllm = generating.vllm;
     let headroom = gpu.capacity as i64 - total as i64;
     let training_fits = headroom >= 0 && vllm.as_ref().is_none_or(|v| v.starts);
@@ -310,7 +314,13 @@ fn generation_phases(
             capacity: gpu.capacity,
             used_by_others: gpu.used_by_others + run.other_gpu_memory,
             trainer_at_start: if shares_weights { 0 } else { stat.weights },
-            weights: stat.weights,
+            // TRL's colocated vLLM loads the whole checkpoint on every rank, not the trainer's
+            // ZeRO-3 / FSDP shard (`Static::checkpoint`); Unsloth's vLLM holds its own weights
+            weights: if shares_weights {
+                stat.weights
+            } else {
+                stat.checkpoint
+            },
         },
     );
     let mut before_step = vec![context];
@@ -327,7 +337,22 @@ fn generation_phases(
             context,
             generating_static,
         ));
-        before_step.extend(vllm_while_training(v, stat, shares_weights));
+        before_step.extend(vllm_while_training(
+            v,
+            stat,
+            shares_weights,
+            vllm::graphs_kept_while_training(run),
+        ));
+    }
+    if run.generation == Generation::VllmServer && sync > stat.gathered {
+        // pushing the weights to `trl vllm-serve`: the rank's static memory with what it
+        // gathers (PEFT under ZeRO-3: the whole model at once, trl 1.15.0
+        // `VLLMGeneration._iter_named_params` / `sync_weights`), a phase of its own when that
+        // is more than the step's own gathered layers (full fine-tuning gathers one at a time)
+        let mut pushing = vec![context];
+        pushing.extend(generating_static);
+        pushing.push((Part::AllocatorSlack, static_slack(stat, shares_weights)));
+        phases.push(PhaseMemory::of(Phase::Generation, pushing));
     }
     if run.generation == Generation::Transformers {
         phases.push(transformers_generation(
@@ -393,19 +418,6 @@ fn training_phase(
     }
 }
 
-/// What an fp32 run should know: the step is modelled in 16-bit, and a full fine-tune in fp32
-/// holds 16 bytes a parameter.
-fn dtype_warnings(run: &RunConfig) -> Vec<String> {
-    let mut w = Vec::new();
-    if run.quant == Quant::Fp32 {
-        w.push("fp32 weights (TRL's ModelConfig dtype default): the step's activations are modelled in 16-bit; set [model] dtype = \"bfloat16\" to match".into());
-        if run.full_finetuning && run.spread.engine == spread::Engine::Ddp {
-            w.push("full fine-tuning in fp32 (TRL's default dtype; DDP casts nothing): weights, gradients and AdamW's moments are all fp32, 16 bytes a parameter; [model] dtype = \"bfloat16\" halves them".into());
-        }
-    }
-    w
-}
-
 /// Generation with vLLM here: vLLM whole, beside the trainer's static memory (weights,
 /// adapters, optimizer states: packed as the allocator reserves them).
 fn vllm_generation(
@@ -431,18 +443,21 @@ fn vllm_generation(
 }
 
 /// What vLLM keeps while the step runs; its activation blocks are cache the step reuses.
-fn vllm_while_training(v: &VllmPlan, stat: &Static, shares_weights: bool) -> [(Part, u64); 3] {
+fn vllm_while_training(
+    v: &VllmPlan,
+    stat: &Static,
+    shares_weights: bool,
+    graphs_kept: bool,
+) -> [(Part, u64); 3] {
     let kept = v.kept_while_training_bytes;
-    let kv_kept = kept.saturating_sub(v.weights_bytes + v.non_torch_bytes + v.cuda_graphs_bytes);
+    let graphs = if graphs_kept { v.cuda_graphs_bytes } else { 0 };
+    let kv_kept = kept.saturating_sub(v.weights_bytes + v.non_torch_bytes + graphs);
     [
         (
             Part::VllmWeights,
-            kept.min(vllm_own_weights(v, stat, shares_weights) + v.non_torch_bytes),
+            (kept - graphs).min(vllm_own_weights(v, stat, shares_weights) + v.non_torch_bytes),
         ),
-        (
-            Part::VllmCudaGraphs,
-            if kv_kept > 0 { v.cuda_graphs_bytes } else { 0 },
-        ),
+        (Part::VllmCudaGraphs, graphs),
         (Part::VllmKvCache, kv_kept),
     ]
 }
@@ -565,10 +580,12 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
     let expert_weights =
         (expert_bytes.min(weights) as u128 * held as u128 / weights.max(1) as u128) as u64;
     // TRL 0.22 to 0.25 upcast a quantised base's 16-bit tensors (`kbit_cast::kbit_fp32_bytes`)
-    let held = held + head + crate::memory::kbit_cast::kbit_fp32_bytes(run);
+    let kbit = crate::memory::kbit_cast::kbit_fp32_bytes(run);
+    let held = held + head + kbit;
     let (reference, rewards) = crate::memory::frozen::frozen_models(run);
     Static {
         reserved: reserved - weights + held + gathered + buckets + reference + rewards,
+        checkpoint: weights + head + kbit,
         weights: held,
         adapters,
         gradients,
@@ -698,6 +715,7 @@ fn full_finetuning_static(run: &RunConfig) -> Static {
     let (head, head_grads, head_moments) = crate::memory::lm_head::fp32_head_bytes(run);
     Static {
         weights: states.weights + head,
+        checkpoint: param_bytes * run.arch.parameters() + head,
         adapters: 0,
         gradients: 0,
         optimizer: states.optimizer + head_moments,
@@ -732,61 +750,4 @@ fn optimizer_bytes(opt: Optimizer, elements: u64, param_bytes: u64) -> u64 {
         Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => block_bytes(eight_bit(elements)),
         Optimizer::Sgd => 0,
     }
-}
-
-/// The trainers' rules the knobs can break, said as warnings: the micro-batch that really runs,
-/// a context shorter than prompt + completion, Unsloth's max_lora_rank rounding.
-fn rule_warnings(run: &RunConfig, targets: &[bool]) -> Vec<String> {
-    let mut w = Vec::new();
-    w.extend(crate::memory::by_version::batch_note(run));
-    if run.max_seq_len < run.sequence_len() {
-        w.push(format!(
-            "max_seq_length {} is smaller than prompt + completion = {}",
-            run.max_seq_len,
-            run.sequence_len()
-        ));
-    }
-    if run.stack == Stack::Unsloth && matches!(run.generation, Generation::ColocatedVllm { .. }) {
-        let m = run
-            .max_lora_rank
-            .unwrap_or_else(|| vllm_max_lora_rank(run.lora_rank));
-        let served = vllm_max_lora_rank(m);
-        if served != m {
-            w.push(format!(
-                "Unsloth rounds max_lora_rank {m} up to {served}, a rank vLLM supports (8, 16, 32, 64, 128, 256, 320, 512)"
-            ));
-        }
-        if run.lora_rank > served {
-            w.push(format!(
-                "r = {} exceeds max_lora_rank = {m}: vLLM cannot load the adapter",
-                run.lora_rank
-            ));
-        }
-    }
-    match &run.arch.vision {
-        Vision::Counted(p) => w.push(format!(
-            "multimodal checkpoint: its vision tower ({} parameters) is loaded and counted, on both stacks (AutoModelForCausalLM loads the whole model in transformers 5.17; so does Unsloth's FastModel)",
-            crate::units::format_count(*p)
-        )),
-        Vision::Uncounted(kind) => w.push(format!(
-            "multimodal checkpoint: its vision tower ({kind}) is loaded but not counted: grpofit sizes SigLIP towers only"
-        )),
-        Vision::None => {}
-    }
-    if let Some(m) = run.arch.moe {
-        w.push(crate::memory::moe::words(run, m));
-    }
-    if !run.full_finetuning && !targets.iter().any(|t| *t) {
-        w.push(format!(
-            "no LoRA target module matches {}'s projections ({}): PEFT will refuse to start",
-            run.arch.name,
-            run.arch
-                .projections()
-                .iter()
-                .map(|p| p.name)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    w
 }

@@ -13,6 +13,7 @@ pub mod lm_head;
 pub mod moe;
 pub mod refusal;
 pub mod roles;
+mod run_warnings;
 #[cfg(test)]
 mod scale_examples;
 pub mod step;

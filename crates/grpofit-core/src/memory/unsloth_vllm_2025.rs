@@ -107,17 +107,26 @@ pub fn limits(run: &RunConfig, budget: u64) -> (u64, u64) {
     } else {
         seqs
     };
+    (max_seq_length(run, budget), seqs)
+}
+
+/// `max_seq_length` after `load_vllm`'s two checks (unsloth_zoo 2025.8.9, and 2025.4.4
+/// likewise): 256 when the KV estimate's token count (`int(0.95 x left / kv_elements)` rounded
+/// down to 256) is 0 ("if max_num_batched_tokens <= 0"), else lowered to that count when it is
+/// no more ("Your GPU cannot handle sequence lengths of ..."). It becomes vLLM's
+/// `max_model_len` (`LLM(max_model_len = max_seq_length)`) and its chunked-prefill tokens.
+pub fn max_seq_length(run: &RunConfig, budget: u64) -> u64 {
+    let left = kv_estimate(run, budget);
     let arch = &run.arch;
     let kv_size = arch.hidden / arch.heads.max(1) * arch.kv_heads;
     let float_bytes = if run.vllm_kv_fp8 { 1.25 } else { 2.0 };
     let kv_elements = (kv_size * 2 * arch.layers) as f64 * float_bytes;
     let kv_tokens = ((0.95 * left / kv_elements.max(1.0)) as u64) / 256 * 256;
-    let tokens = if kv_tokens == 0 {
+    if kv_tokens == 0 {
         256
     } else {
         run.max_seq_len.min(kv_tokens)
-    };
-    (tokens, seqs)
+    }
 }
 
 #[cfg(test)]
@@ -239,8 +248,9 @@ mod tests {
         // 14.741 GiB, share 0.5 of the free 14.321 GiB (0.42 GiB context): a budget of 7.16 GiB.
         // unsloth 2025.11.5 (the older rule): 7.16 - 2.42 GiB (Unsloth's count above) = 4.74 GB,
         // 192 sequences and max_seq_length 1024 tokens.
-        // unsloth 2025.11.6 (the paired table, `unsloth_pairs`): 7.16 - (2.2 GiB weights + 0.22
-        // GiB LoRA) - 0.15 GiB graph reserve = 4.59 GiB, in (4, 8]: 32 sequences and 4096 tokens.
+        // unsloth 2025.11.6 (the paired table, `unsloth_pairs`): 7.16 GiB less Unsloth's own
+        // count of the weights and LoRA (`unsloth_counted_weights`, 3B at 5 bits a packed weight)
+        // and the 0.15 GiB graph reserve, in (4, 8]: 32 sequences and 4096 tokens.
         let around = Surroundings {
             capacity: (14.741 * GIB as f64) as u64,
             used_by_others: 0,

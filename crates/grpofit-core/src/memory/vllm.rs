@@ -67,7 +67,9 @@ pub struct Surroundings {
     pub used_by_others: u64,
     /// memory the trainer already holds when vLLM starts (TRL: the training model)
     pub trainer_at_start: u64,
-    /// the weights as grpofit sizes them for training
+    /// the weights vLLM starts from: Unsloth's shared training copy; for TRL the whole
+    /// checkpoint, unsharded (trl 1.15.0 `VLLMGeneration._init_vllm` loads
+    /// `model.name_or_path` on every rank, split only by `tensor_parallel_size`)
     pub weights: u64,
 }
 
@@ -103,8 +105,15 @@ pub fn plan(run: &RunConfig, around: &Surroundings) -> Option<VllmPlan> {
     let tp = run.vllm_tensor_parallel.max(1);
     let weights = vllm_weights(run, around.weights) / tp;
     let budget = request_memory(total, utilization);
-    let context = colocated_context(run);
-    let (seqs, batched) = batch_limits(run, total, budget, weights, context);
+    let context = match (run.stack, run.versions.unsloth_vllm_limits()) {
+        // Unsloth before unsloth_zoo 2025.11.6 lowers max_seq_length, vLLM's max_model_len,
+        // to what its KV estimate holds (`unsloth_vllm_2025::max_seq_length`)
+        (Stack::Unsloth, UnslothVllmLimits::SequencesByKv) => {
+            super::unsloth_vllm_2025::max_seq_length(run, budget)
+        }
+        _ => colocated_context(run),
+    };
+    let (seqs, batched) = batch_limits(run, total, budget, context);
     Some(plan_with(
         run,
         &Setup {
@@ -289,16 +298,26 @@ pub fn server_plan(run: &RunConfig, capacity: u64) -> VllmPlan {
 
 /// What stays on the GPU while the trainer runs its step. vLLM's profiled activations live in
 /// PyTorch's cache of the same process, which the step reuses.
-/// - TRL `vllm_enable_sleep_mode`: `llm.sleep(level=2)` after each generation discards weights
-///   and KV cache and moves the graph pools to CPU (vllm `sleep_mode_backend`);
+/// - TRL `vllm_enable_sleep_mode`: `llm.sleep(level=2)` after each generation discards what
+///   vLLM's `CuMemAllocator` pool holds, the weights and the KV cache, and nothing else (vllm
+///   0.20.0 `v1/worker/gpu_worker.py` `Worker.sleep`: `allocator.sleep(offload_tags=())`;
+///   `device_allocator/cumem.py` `CuMemAllocator.sleep` releases only the pool's allocations,
+///   tagged "weights" and "kv_cache" by `_maybe_get_memory_pool_context`). The CUDA graphs are
+///   captured outside that pool (`compile_or_warm_up_model` -> `capture_model`) and stay;
 /// - Unsloth standby: sleep discards the KV cache and moves graphs to CPU; the weights stay,
 ///   since training uses them.
 fn kept_while_training(run: &RunConfig, weights: u64, resident: u64) -> u64 {
     match (run.stack, run.vllm_sleep) {
         (_, false) => resident,
-        (Stack::Trl, true) => VLLM_NON_TORCH,
+        (Stack::Trl, true) => VLLM_NON_TORCH + VLLM_CUDA_GRAPHS,
         (Stack::Unsloth, true) => weights + VLLM_NON_TORCH,
     }
+}
+
+/// Whether vLLM's CUDA graphs stay on the GPU while the trainer runs its step
+/// ([`kept_while_training`]): always but under Unsloth's standby.
+pub fn graphs_kept_while_training(run: &RunConfig) -> bool {
+    !(run.stack == Stack::Unsloth && run.vllm_sleep)
 }
 
 /// Unsloth standby's share, replacing the user's (load_vllm, vLLM >= 0.11): a tier by a tenth
@@ -335,13 +354,8 @@ fn unsloth_utilization(arch: &Arch, seq: u64, share: f64, free: u64, total: u64)
 fn vllm_weights(run: &RunConfig, training_weights: u64) -> u64 {
     let arch = &run.arch;
     match run.stack {
-        Stack::Unsloth => {
-            let r = crate::run::vllm_max_lora_rank(run.max_lora_rank.unwrap_or(run.lora_rank));
-            let (h, i, q, kv) = (arch.hidden, arch.intermediate, arch.q_dim(), arch.kv_dim());
-            let qkvo = r * (3 * h + q) + r * (q + 2 * kv + h);
-            let mlp = 2 * h * r + i * r + r * 2 * i + r * h;
-            training_weights + (qkvo + mlp) * arch.layers * 2
-        }
+        Stack::Unsloth => training_weights + unsloth_lora_buffers(run),
+
         Stack::Trl => super::moe::vllm_mxfp4_bytes(arch).unwrap_or(if run.quant == Quant::Fp32 {
             training_weights / 2
         } else {
@@ -350,21 +364,52 @@ fn vllm_weights(run: &RunConfig, training_weights: u64) -> u64 {
     }
 }
 
+/// vLLM's fp16 LoRA buffers for `max_lora_rank`, one adapter, as `approximate_vllm_memory_usage`
+/// counts them (`lora_elements`, unsloth_zoo 2026.10.9: A and B on q, k, v, o and the MLP).
+fn unsloth_lora_buffers(run: &RunConfig) -> u64 {
+    let arch = &run.arch;
+    let r = crate::run::vllm_max_lora_rank(run.max_lora_rank.unwrap_or(run.lora_rank));
+    let (h, i, q, kv) = (arch.hidden, arch.intermediate, arch.q_dim(), arch.kv_dim());
+    let qkvo = r * (3 * h + q) + r * (q + 2 * kv + h);
+    let mlp = 2 * h * r + i * r + r * 2 * i + r * h;
+    (qkvo + mlp) * arch.layers * 2
+}
+
+/// Unsloth's own count of vLLM's weights, which picks its batch tier (unsloth_zoo 2026.10.9
+/// `vllm_weights_memory_usage`, passed to `approximate_vllm_memory_usage` as `weight_bytes`):
+/// every linear weight and stacked expert tensor but the LM head at `2 / (16/5)` bytes when
+/// 4-bit ("Should be 4.5 but use 5": 5 bits, where bitsandbytes' NF4 stores about 4.1),
+/// `2 / (8/5)` for fp8, else 2; everything else (embedding, head, norms, biases) at 2 bytes;
+/// plus the LoRA buffers ([`unsloth_lora_buffers`]). Not what vLLM holds: what Unsloth thinks.
+fn unsloth_counted_weights(run: &RunConfig) -> u64 {
+    let arch = &run.arch;
+    let per_layer: u64 = arch
+        .projections()
+        .iter()
+        .map(|p| p.fan_in * p.fan_out)
+        .sum::<u64>()
+        + arch.expert_tensors().iter().take(3).sum::<u64>();
+    let packed = per_layer * arch.layers;
+    let rest = arch.parameters().saturating_sub(packed);
+    let packed_bytes = match run.quant {
+        Quant::Nf4 => packed as f64 * 2.0 / (16.0 / 5.0),
+        Quant::Fp8 => packed as f64 * 2.0 / (8.0 / 5.0),
+        _ => packed as f64 * 2.0,
+    };
+    packed_bytes as u64 + 2 * rest + unsloth_lora_buffers(run)
+}
+
 /// `max_num_seqs` and `max_num_batched_tokens`. TRL: the generation batch of the tensor-parallel
 /// group (`per_device_train_batch_size x vllm_tensor_parallel_size x steps_per_generation`,
-/// trl 1.15.0 `GRPOTrainer.__init__`) and 4096 tokens from trl 0.19, vLLM's own default before
+/// trl 1.15.0 `GRPOTrainer.__init__`; `gradient_accumulation_steps` in place of
+/// `steps_per_generation` before 0.20, `StackVersions::trl_colocated_seqs_per_micro_batch`)
+/// and 4096 tokens from trl 0.19, vLLM's own default before
 /// (`vllm_batch_defaults::colocated_batched_tokens`). Unsloth: by release (`unsloth_vllm_limits`), a
 /// table on its own KV estimate (load_vllm, 2026.10.9: `unsloth_pairs`; before unsloth_zoo
 /// 2025.11.6: `unsloth_vllm_2025::limits`), the tokens capped at `seqs x max_seq_length`, unless
 /// the file passes them to load_vllm. `context`: the colocated vLLM's `max_model_len`
 /// ([`colocated_context`]).
-fn batch_limits(
-    run: &RunConfig,
-    total: u64,
-    budget: u64,
-    weights: u64,
-    context: u64,
-) -> (u64, u64) {
+fn batch_limits(run: &RunConfig, total: u64, budget: u64, context: u64) -> (u64, u64) {
     match run.stack {
         Stack::Trl => {
             let tokens = super::vllm_batch_defaults::colocated_batched_tokens(
@@ -373,8 +418,11 @@ fn batch_limits(
                 total,
                 context,
             );
+            let micro_batches = run
+                .versions
+                .trl_colocated_seqs_per_micro_batch(run.grad_accum, run.steps_per_generation());
             (
-                (run.micro_batch * run.vllm_tensor_parallel.max(1) * run.steps_per_generation())
+                (run.micro_batch * run.vllm_tensor_parallel.max(1) * micro_batches)
                     .clamp(1, tokens),
                 tokens,
             )
@@ -382,7 +430,7 @@ fn batch_limits(
         Stack::Unsloth => {
             let (tokens, seqs) = match run.versions.unsloth_vllm_limits() {
                 UnslothVllmLimits::SequencesByKv => super::unsloth_vllm_2025::limits(run, budget),
-                UnslothVllmLimits::PairsByKv => unsloth_pairs(run, budget, weights),
+                UnslothVllmLimits::PairsByKv => unsloth_pairs(run, budget),
             };
             let seqs = run.vllm_max_num_seqs.unwrap_or(seqs.max(1));
             let tokens = run
@@ -396,12 +444,13 @@ fn batch_limits(
 
 /// unsloth_zoo 2025.11.6 on (`load_vllm`, read in 2026.10.9): `(max_num_batched_tokens,
 /// max_num_seqs)` from one tier of its KV estimate, sequences x 1.05 with an fp8 KV cache.
-fn unsloth_pairs(run: &RunConfig, budget: u64, weights: u64) -> (u64, u64) {
-    // Unsloth's own KV estimate: its share less weights, LoRA and a CUDA-graph reserve
-    // of 172 graphs x hidden x layers x 4 bytes, clamped to 0.15-1 GiB
+fn unsloth_pairs(run: &RunConfig, budget: u64) -> (u64, u64) {
+    // Unsloth's own KV estimate: its share less its own count of the weights and LoRA
+    // (`unsloth_counted_weights`) and a CUDA-graph reserve of 172 graphs x hidden x layers x 4
+    // bytes, clamped to 0.15-1 GiB
     let reserve =
         (172 * run.arch.hidden * run.arch.layers * 4).clamp((0.15 * GIB as f64) as u64, GIB);
-    let kv_gib = budget.saturating_sub(weights + reserve) as f64 / GIB as f64;
+    let kv_gib = budget.saturating_sub(unsloth_counted_weights(run) + reserve) as f64 / GIB as f64;
     let (tokens, seqs) = match kv_gib {
         g if g <= 2.0 => (2048, 8),
         g if g <= 4.0 => (2048, 16),

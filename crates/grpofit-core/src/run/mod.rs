@@ -236,11 +236,12 @@ pub struct VllmVersion {
 }
 
 impl VllmVersion {
-    /// vLLM 0.21: CUDA-graph memory is profiled inside `gpu_memory_utilization`; before it,
-    /// graphs were captured after the KV cache was sized, outside the budget.
+    /// vLLM 0.20: CUDA-graph memory is profiled inside `gpu_memory_utilization`
+    /// (vllm 0.20.0 `envs.py`: `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` defaults to "1");
+    /// before it, graphs were captured after the KV cache was sized, outside the budget.
     pub const GRAPHS_IN_BUDGET: VllmVersion = VllmVersion {
         major: 0,
-        minor: 21,
+        minor: 20,
     };
 
     /// `"0.11"`, `"0.11.2"`, `"v0.21.0"`.

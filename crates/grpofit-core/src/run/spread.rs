@@ -429,6 +429,11 @@ fn zero3_states(
 /// `VLLMGeneration._iter_named_params`: "we must gather the full model at once before
 /// merging"), and for `use_vllm = false` the whole model when `ds3_gather_for_generation`
 /// (`unwrap_model_for_generation`); for full fine-tuning it gathers one parameter at a time.
+/// FSDP syncs one module at a time even with PEFT: `gather_params` is a no-op there and
+/// `_iter_fsdp2_params` materialises one parameter (`full_tensor()`, fp32 after accelerate's
+/// upcast) per step (trl 1.15.0 `trl/distributed.py` `gather_params`,
+/// `VLLMGeneration._iter_fsdp_params`; `_sync_fsdp_params_to_vllm` from trl 0.18.2, one
+/// module's `summon_full_params(recurse=False)`), inside what FSDP's live layers already hold.
 pub fn gather_for_generation(
     arch: &Arch,
     spread: &Spread,
@@ -438,6 +443,9 @@ pub fn gather_for_generation(
 ) -> u64 {
     if !spread.shards_parameters() {
         return 0;
+    }
+    if spread.engine == Engine::Fsdp && !whole_model {
+        return 4 * largest_tensor(arch);
     }
     let p16 = 2 * arch.parameters();
     if lora || whole_model {

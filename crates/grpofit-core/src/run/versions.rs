@@ -296,6 +296,22 @@ impl StackVersions {
         ((0, 18)..(0, 26)).contains(&self.trl.line())
     }
 
+    /// Micro-batches TRL's colocated vLLM is sized for (`max_num_seqs = per_device_train_batch_size
+    /// x vllm_tensor_parallel_size x this`): `gradient_accumulation_steps` in trl 0.18.2 and
+    /// 0.19.1 (`GRPOTrainer.__init__`, though both already generate `steps_per_generation`
+    /// micro-batches at once), `steps_per_generation` from 0.20.0.
+    pub fn trl_colocated_seqs_per_micro_batch(
+        self,
+        grad_accum: u64,
+        steps_per_generation: u64,
+    ) -> u64 {
+        if self.trl.line() < (0, 20) {
+            grad_accum
+        } else {
+            steps_per_generation
+        }
+    }
+
     /// Whether TRL prepares a quantised base with peft's `prepare_model_for_kbit_training`
     /// (its `prepare_peft_model`, trl 0.22.0 to 0.25.1 `GRPOTrainer.__init__`; 0.21.0 calls
     /// `get_peft_model` alone, 0.26.2 no longer calls `prepare_peft_model`):

@@ -1,0 +1,76 @@
+//! What the estimate says of a run beside its figures: the trainers' rules its knobs break and
+//! what an fp32 run should know (`estimate` adds them to its warnings).
+
+use crate::arch::Vision;
+use crate::run::spread;
+use crate::run::{Generation, Quant, RunConfig, Stack, vllm_max_lora_rank};
+
+/// What an fp32 run should know: the step is modelled in 16-bit, and a full fine-tune in fp32
+/// holds 16 bytes a parameter.
+pub(crate) fn dtype_warnings(run: &RunConfig) -> Vec<String> {
+    let mut w = Vec::new();
+    if run.quant == Quant::Fp32 {
+        w.push("fp32 weights (TRL's ModelConfig dtype default): the step's activations are modelled in 16-bit; set [model] dtype = \"bfloat16\" to match".into());
+        if run.full_finetuning && run.spread.engine == spread::Engine::Ddp {
+            w.push("full fine-tuning in fp32 (TRL's default dtype; DDP casts nothing): weights, gradients and AdamW's moments are all fp32, 16 bytes a parameter; [model] dtype = \"bfloat16\" halves them".into());
+        }
+    }
+    w
+}
+
+/// The trainers' rules the knobs can break, said as warnings: the micro-batch that really runs,
+/// a context shorter than prompt + completion, Unsloth's max_lora_rank rounding.
+pub(crate) fn rule_warnings(run: &RunConfig, targets: &[bool]) -> Vec<String> {
+    let mut w = Vec::new();
+    w.extend(crate::memory::by_version::batch_note(run));
+    if run.max_seq_len < run.sequence_len() {
+        w.push(format!(
+            "max_seq_length {} is smaller than prompt + completion = {}",
+            run.max_seq_len,
+            run.sequence_len()
+        ));
+    }
+    if run.stack == Stack::Unsloth && matches!(run.generation, Generation::ColocatedVllm { .. }) {
+        let m = run
+            .max_lora_rank
+            .unwrap_or_else(|| vllm_max_lora_rank(run.lora_rank));
+        let served = vllm_max_lora_rank(m);
+        if served != m {
+            w.push(format!(
+                "Unsloth rounds max_lora_rank {m} up to {served}, a rank vLLM supports (8, 16, 32, 64, 128, 256, 320, 512)"
+            ));
+        }
+        if run.lora_rank > served {
+            w.push(format!(
+                "r = {} exceeds max_lora_rank = {m}: vLLM cannot load the adapter",
+                run.lora_rank
+            ));
+        }
+    }
+    match &run.arch.vision {
+        Vision::Counted(p) => w.push(format!(
+            "multimodal checkpoint: its vision tower ({} parameters) is loaded and counted, on both stacks (AutoModelForCausalLM loads the whole model in transformers 5.17; so does Unsloth's FastModel)",
+            crate::units::format_count(*p)
+        )),
+        Vision::Uncounted(kind) => w.push(format!(
+            "multimodal checkpoint: its vision tower ({kind}) is loaded but not counted: grpofit sizes SigLIP towers only"
+        )),
+        Vision::None => {}
+    }
+    if let Some(m) = run.arch.moe {
+        w.push(crate::memory::moe::words(run, m));
+    }
+    if !run.full_finetuning && !targets.iter().any(|t| *t) {
+        w.push(format!(
+            "no LoRA target module matches {}'s projections ({}): PEFT will refuse to start",
+            run.arch.name,
+            run.arch
+                .projections()
+                .iter()
+                .map(|p| p.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    w
+}
