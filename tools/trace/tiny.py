@@ -63,6 +63,10 @@ def save(family, folder, head="causal"):
         cfg.num_labels = 1
         model = transformers.AutoModelForSequenceClassification.from_config(cfg)
     model = model.to(torch.bfloat16)
+    # the checkpoint says bf16, as users' do: a model the trainer loads itself (the reference
+    # model) with the default dtype ("auto" in transformers 5) comes back in bf16
+    key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+    setattr(model.config, key, torch.bfloat16)
     os.makedirs(folder, exist_ok=True)
     model.save_pretrained(folder)
     tokenizer().save_pretrained(folder)

@@ -288,6 +288,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--family", action="append")
     ap.add_argument("--mix", action="append")
+    ap.add_argument("--other-mix", action="append",
+                    help=f"the mixes of the families other than qwen2 (default {OTHER_FAMILY_MIXES})")
     a = ap.parse_args()
     torch.set_num_threads(1)
     v = versions()
@@ -295,7 +297,8 @@ def main():
     families = a.family or list(tiny.FAMILIES)
     with tempfile.TemporaryDirectory() as work, open(a.out, "a") as out:
         for family in families:
-            mixes = a.mix or (list(MIXES) if family == "qwen2" else OTHER_FAMILY_MIXES)
+            others = a.other_mix or OTHER_FAMILY_MIXES
+            mixes = a.mix or (list(MIXES) if family == "qwen2" else others)
             for mix in mixes:
                 overrides, lora, rm = MIXES[mix]
                 rec = {"versions": v, "family": family, "mix": mix,

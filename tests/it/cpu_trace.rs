@@ -1,0 +1,175 @@
+//! The `trl` step model against TRL's own `GRPOTrainer.train()`, traced on CPU for each release
+//! (`calibration/cpu-trace/*.jsonl`, made by `tools/trace/`): at each record's tiny dimensions
+//! and knobs, the estimate's training-step allocated peak must agree with the highest live tensor
+//! bytes the trainer reached in its step (no-grad scoring, the loss's forward, the backward, the
+//! optimizer step). `cargo test --test it cpu_trace -- --nocapture` prints every record.
+
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
+use grpofit_core::arch::config_json;
+use grpofit_core::contract::release::Release;
+use grpofit_core::memory::estimate::{GpuBudget, estimate};
+use grpofit_core::run::{Checkpointing, Generation, RunConfig};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The agreement the issue asks for (issue 29: "within 3 %").
+const TOLERANCE: f64 = 0.03;
+
+/// The phases of the trainer's step, as `tools/trace/trace.py` names them.
+const STEP_PHASES: [&str; 4] = ["scoring", "loss_forward", "backward", "optimizer"];
+
+fn trace_files() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("calibration/cpu-trace");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    files
+}
+
+pub(crate) struct Trace {
+    pub label: String,
+    pub record: Value,
+}
+
+pub(crate) fn traces() -> Vec<Trace> {
+    let mut out = Vec::new();
+    for f in trace_files() {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let record: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("{}:{}: {e}", f.display(), i + 1));
+            if record.get("skipped").is_some() {
+                continue;
+            }
+            let label = format!(
+                "trl {} {} {}",
+                record["versions"]["trl"].as_str().unwrap(),
+                record["family"].as_str().unwrap(),
+                record["mix"].as_str().unwrap()
+            );
+            assert!(
+                record.get("error").is_none(),
+                "{label}: the trace failed: {}",
+                record["error"]
+            );
+            out.push(Trace { label, record });
+        }
+    }
+    out
+}
+
+/// The longest sequence the policy ran its loss forward on (prompt padded to the batch's
+/// longest, plus the completions).
+fn longest_sequence(r: &Value) -> u64 {
+    r["input_shapes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s[0] == "loss_forward" && s[1].as_str().unwrap().ends_with("ForCausalLM"))
+        .map(|s| s[2][1].as_u64().unwrap())
+        .max()
+        .expect("a loss forward")
+}
+
+/// The run the record traced, as the estimate sees it.
+pub(crate) fn run_of(r: &Value) -> RunConfig {
+    let arch = config_json::parse(&r["config"], r["family"].as_str().unwrap()).unwrap();
+    let k = &r["knobs"];
+    let n = |key: &str| k[key].as_u64().unwrap();
+    let mut run = RunConfig::example(arch);
+    let release = |p: &str| Release::parse(r["versions"][p].as_str().unwrap()).unwrap();
+    run.versions.trl = release("trl");
+    run.versions.transformers = release("transformers");
+    run.generation = Generation::Transformers;
+    run.micro_batch = n("per_device_train_batch_size");
+    run.num_generations = n("num_generations");
+    run.grad_accum = n("gradient_accumulation_steps");
+    run.steps_per_generation = k.get("steps_per_generation").and_then(Value::as_u64);
+    run.completion_len = n("max_completion_length");
+    run.prompt_len = longest_sequence(r) - run.completion_len;
+    run.max_seq_len = run.prompt_len + run.completion_len;
+    run.checkpointing = if k["gradient_checkpointing"].as_bool().unwrap() {
+        Checkpointing::On
+    } else {
+        Checkpointing::Off
+    };
+    run.beta = k["beta"].as_f64().unwrap();
+    run.fused_logits = run.versions.trl_fused_head();
+    match r["lora"].as_object() {
+        Some(lora) => {
+            run.full_finetuning = false;
+            run.lora_rank = lora["r"].as_u64().unwrap();
+            run.lora_alpha = lora["lora_alpha"].as_u64().unwrap();
+            run.lora_targets = run
+                .arch
+                .projections()
+                .iter()
+                .map(|p| p.name.to_string())
+                .collect();
+        }
+        None => run.full_finetuning = true,
+    }
+    run
+}
+
+/// The trainer's step peak in the trace: the highest live bytes of its step's phases.
+fn traced_step_peak(r: &Value) -> u64 {
+    STEP_PHASES
+        .iter()
+        .filter_map(|p| r["peaks"].get(*p).and_then(Value::as_u64))
+        .max()
+        .unwrap()
+}
+
+fn estimated_step_peak(run: &RunConfig) -> u64 {
+    let est = estimate(
+        run,
+        GpuBudget {
+            capacity: 150 << 30,
+            used_by_others: 0,
+            context: None,
+        },
+    );
+    est.training_peak_allocated_bytes
+}
+
+#[test]
+fn every_traced_release_agrees_with_the_step_model() {
+    let traces = traces();
+    let releases: std::collections::BTreeSet<String> = traces
+        .iter()
+        .map(|t| t.record["versions"]["trl"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!traces.is_empty(), "no trace in calibration/cpu-trace");
+    let mut bad = Vec::new();
+    for t in &traces {
+        let run = run_of(&t.record);
+        let traced = traced_step_peak(&t.record) as f64;
+        let est = estimated_step_peak(&run) as f64;
+        let err = (est - traced) / traced;
+        println!(
+            "{:<40} traced {:>10.0} estimated {:>10.0} {:+6.1} %",
+            t.label,
+            traced,
+            est,
+            100.0 * err
+        );
+        if err.abs() > TOLERANCE {
+            bad.push(format!("{}: {:+.1} %", t.label, 100.0 * err));
+        }
+    }
+    println!("{} records, releases {releases:?}", traces.len());
+    assert!(
+        bad.is_empty(),
+        "{} of {} traces disagree by more than {} %:\n{}",
+        bad.len(),
+        traces.len(),
+        100.0 * TOLERANCE,
+        bad.join("\n")
+    );
+}
