@@ -14,6 +14,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 
+# > 0 while a stand-in does on CPU what a CUDA kernel does without allocating (kernels.py)
+PAUSED = [0]
+
+
 def dtype_name(dt):
     return str(dt).replace("torch.", "")
 
@@ -56,6 +60,8 @@ class LiveBytes(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        if PAUSED[0]:
+            return out
         flat, _ = tree_flatten(out)
         for t in flat:
             if isinstance(t, torch.Tensor):

@@ -33,8 +33,11 @@ def tokenizer():
     vocab.update({f"w{i}": i + 4 for i in range(WORDS)})
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>",
-                                   eos_token="</s>", unk_token="<unk>")
+    out = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>",
+                                  eos_token="</s>", unk_token="<unk>")
+    # no token_type_ids (transformers 4.48's default names), which generate() refuses
+    out.model_input_names = ["input_ids", "attention_mask"]
+    return out
 
 
 def config(family):

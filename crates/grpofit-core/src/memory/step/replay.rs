@@ -74,8 +74,10 @@ struct Shapes {
     q: u64,
     kv: u64,
     ffn: u64,
+    /// `lora_A`'s output (fp32, bf16 under autocast: `shape::LoraSaves`)
     rank32: u64,
-    /// targeted projections, in `Arch::projections` order, with their fp32 input-cast bytes
+    /// targeted projections, in `Arch::projections` order, with the bytes `lora_A` saves of
+    /// their input (fp32, bf16 under autocast)
     casts: Vec<(bool, u64)>,
     fused: bool,
     extra_norms: u64,
@@ -92,7 +94,7 @@ impl Shapes {
             .projections()
             .iter()
             .zip(targets)
-            .map(|(p, on)| (*on, tokens * p.fan_in * 4))
+            .map(|(p, on)| (*on, tokens * p.fan_in * s.lora_saves.element()))
             .collect();
         Shapes {
             hid: tokens * arch.hidden * 2,
@@ -100,7 +102,7 @@ impl Shapes {
             q: tokens * arch.q_dim() * 2,
             kv: tokens * arch.kv_dim() * 2,
             ffn: tokens * arch.intermediate * 2,
-            rank32: tokens * s.rank * 4,
+            rank32: tokens * s.rank * s.lora_saves.element(),
             casts,
             fused: arch.family.fused_projections(),
             extra_norms: arch.family.norms_per_layer() - 2,

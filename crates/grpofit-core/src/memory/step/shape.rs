@@ -10,6 +10,8 @@ use crate::run::{Quant, Stack};
 pub struct StepShape {
     /// sequences (completions) in the micro-batch
     pub seqs: u64,
+    /// the trainer's path ([`LoraSaves::Autocast`]) or the calibration harness's
+    pub lora_saves: LoraSaves,
     pub prompt: u64,
     pub completion: u64,
     pub rank: u64,
@@ -38,6 +40,33 @@ pub struct StepShape {
     pub every_position_logits: bool,
 }
 
+/// What PEFT's LoRA branch saves for the backward, per targeted projection and token.
+///
+/// peft 0.21.2 `tuners/lora/layer.py` `Linear.forward`: `x = self._cast_input_dtype(x,
+/// lora_A.weight.dtype)` (the adapters are fp32), then `lora_B(lora_A(dropout(x)))`.
+/// - `Fp32`: outside autocast (the calibration harness, `calibration/measure.py`), `lora_A` saves
+///   the fp32 cast of its input and `lora_B` the fp32 rank-wide output: 4 (fan_in + rank);
+/// - `Autocast`: the trainer's path. accelerate 1.12.0 `Accelerator.prepare_model` wraps the
+///   model's forward in `autocast_context` (bf16 mixed precision, `bf16=True`), under which
+///   `linear` runs in bf16: `lora_A` saves autocast's bf16 copy of the (fp32-cast) input, and its
+///   output is bf16: 2 (fan_in + rank). Traced (`calibration/cpu-trace`, TRL 1.15.0 without
+///   checkpointing): the fp32 count over-states the step by 8 %.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LoraSaves {
+    Fp32,
+    Autocast,
+}
+
+impl LoraSaves {
+    /// Bytes per element of the input and rank-wide output the LoRA branch saves.
+    pub fn element(self) -> u64 {
+        match self {
+            LoraSaves::Fp32 => 4,
+            LoraSaves::Autocast => 2,
+        }
+    }
+}
+
 /// Bytes per token of one decoder layer's tensors, split as the allocator sees them.
 #[derive(Debug, Clone, Default)]
 pub struct LayerTensors {
@@ -59,7 +88,8 @@ impl LayerTensors {
 ///   holds gate and up in one tensor);
 /// - each RMSNorm saves its input upcast to fp32 (and Qwen3/Gemma3's query/key norms too);
 /// - PEFT keeps adapters in fp32 and casts each targeted projection's input to fp32, which
-///   `lora_A` saves; `lora_A`'s output (rank wide, fp32) is saved by `lora_B`;
+///   `lora_A` saves; `lora_A`'s output (rank wide, fp32) is saved by `lora_B`; under the
+///   trainer's autocast both are bf16 ([`LoraSaves`]);
 /// - bitsandbytes' 8-bit matmul keeps each quantised projection's bf16 input
 ///   ([`quantised_matmul_saves_input`]): see [`int8_matmul_inputs`].
 pub fn layer_tensors(
@@ -67,6 +97,7 @@ pub fn layer_tensors(
     targets: &[bool],
     rank: u64,
     quantised_base: bool,
+    lora: LoraSaves,
 ) -> LayerTensors {
     let (h, i, q, kv) = (arch.hidden, arch.intermediate, arch.q_dim(), arch.kv_dim());
     let mut saved = vec![2 * q, 2 * q, 2 * kv];
@@ -93,8 +124,8 @@ pub fn layer_tensors(
         .zip(targets)
         .filter(|(_, on)| **on)
     {
-        saved.push(4 * p.fan_in);
-        saved.push(4 * rank);
+        saved.push(lora.element() * p.fan_in);
+        saved.push(lora.element() * rank);
     }
     if quantised_base {
         saved.extend(int8_matmul_inputs(arch));
@@ -260,6 +291,20 @@ mod tests {
     use crate::arch::catalog;
 
     #[test]
+    fn autocast_halves_what_the_lora_branch_saves() {
+        // peft `Linear.forward` under accelerate's bf16 autocast: `lora_A` saves a bf16 copy of
+        // its input and returns bf16, so each targeted projection keeps 2 (fan_in + rank) a token
+        let arch = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let targets = vec![true; arch.projections().len()];
+        let fp32 = layer_tensors(arch, &targets, 16, false, LoraSaves::Fp32).per_token();
+        let bf16 = layer_tensors(arch, &targets, 16, false, LoraSaves::Autocast).per_token();
+        let lora: u64 = arch.projections().iter().map(|p| p.fan_in + 16).sum();
+        assert_eq!(fp32 - bf16, 2 * lora);
+    }
+
+    #[test]
     fn eight_bit_keeps_both_norm_outputs_and_the_down_proj_input() {
         // MatMul8bitLt.forward's `A` (bitsandbytes 0.50.2): q/k/v share the attention norm's
         // output, gate/up the MLP norm's, down_proj takes the product; o_proj's is SDPA's
@@ -267,8 +312,8 @@ mod tests {
             .expect("catalog id")
             .arch;
         let targets = vec![true; arch.projections().len()];
-        let plain = layer_tensors(arch, &targets, 16, false).per_token();
-        let int8 = layer_tensors(arch, &targets, 16, true).per_token();
+        let plain = layer_tensors(arch, &targets, 16, false, LoraSaves::Fp32).per_token();
+        let int8 = layer_tensors(arch, &targets, 16, true, LoraSaves::Fp32).per_token();
         assert_eq!(int8 - plain, 4 * arch.hidden + 2 * arch.intermediate);
     }
 
