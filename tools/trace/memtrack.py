@@ -31,7 +31,7 @@ class LiveBytes(TorchDispatchMode):
         self.phases = None
         self.vocab_dtypes = {}  # phase -> {dtype: largest bytes of one vocab-wide tensor}
 
-    def register(self, t):
+    def register(self, t, op="registered"):
         if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
             return
         st = t.untyped_storage()
@@ -45,7 +45,7 @@ class LiveBytes(TorchDispatchMode):
             # the same address reused before the finalizer ran: replace the record
             self._free(ptr, old[2])
         token = object()
-        self.live[ptr] = (n, weakref.ref(st), token)
+        self.live[ptr] = (n, weakref.ref(st), token, op)
         self.total += n
         weakref.finalize(st, self._free, ptr, token)
         if self.phases is not None:
@@ -65,7 +65,7 @@ class LiveBytes(TorchDispatchMode):
         flat, _ = tree_flatten(out)
         for t in flat:
             if isinstance(t, torch.Tensor):
-                self.register(t)
+                self.register(t, str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else str(func))
                 if t.dim() >= 2 and t.shape[-1] == self.vocab and self.phases is not None:
                     per = self.vocab_dtypes.setdefault(self.phases.current, {})
                     name = dtype_name(t.dtype)
@@ -81,6 +81,7 @@ class Phases:
         live.phases = self
         self.current = "setup"
         self.peaks = {}
+        self.at_peak = {}
         self.segments = []  # [phase, step, live at start, peak, live at end]
         self.step = 0
         self._open("setup")
@@ -102,6 +103,24 @@ class Phases:
             seg[3] = total
         if total > self.peaks.get(self.current, 0):
             self.peaks[self.current] = total
+            if self.current in self.SNAPSHOT:
+                self.at_peak[self.current] = self.large()
+
+    # the phases whose peak's live set is kept: the storages of at least LARGE bytes, by the op
+    # that made them (the rest summed), to see which tensors make a step's peak
+    SNAPSHOT = ("scoring", "loss_forward", "backward")
+    LARGE = 16384
+
+    def large(self):
+        out, rest = {}, 0
+        for n, _, _, op in self.live.live.values():
+            if n >= self.LARGE:
+                key = f"{op} {n}"
+                out[key] = out.get(key, 0) + 1
+            else:
+                rest += n
+        items = sorted(out.items(), key=lambda kv: -int(kv[0].rsplit(" ", 1)[1]) * kv[1])
+        return {"large": [[k, c] for k, c in items], "small_bytes": rest}
 
     def close(self):
         self.segments[-1][4] = self.live.total

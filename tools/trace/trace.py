@@ -273,6 +273,7 @@ def run_one(family, mix, work):
         "reference_model_bytes": sum(p.numel() * p.element_size() for p in ref.parameters())
         if isinstance(ref, torch.nn.Module) else 0,
         "peaks": phases.peaks,
+        "at_peak": phases.at_peak,
         "segments": phases.segments,
         "saved_by_dtype": saved.largest,
         "vocab_wide_dtypes": live.vocab_dtypes,
@@ -314,7 +315,22 @@ def main():
                        {**LORA, **lora}, "reward_model": rm}
                 try:
                     with contextlib.redirect_stdout(sys.stderr):
-                        rec.update(run_one(family, mix, work))
+                        try:
+                            rec.update(run_one(family, mix, work))
+                        except RuntimeError as e:
+                            if "does not require grad" not in str(e):
+                                raise
+                            # TRL 0.14's LoRA under reentrant checkpointing (transformers 4.48's
+                            # default) has no gradient: users set use_reentrant=False
+                            MIXES[mix][0]["gradient_checkpointing_kwargs"] = {
+                                "use_reentrant": False}
+                            rec["knobs"]["gradient_checkpointing_kwargs"] = {
+                                "use_reentrant": False}
+                            rec["note"] = f"retried with use_reentrant=False after: {e}"
+                            try:
+                                rec.update(run_one(family, mix, work))
+                            finally:
+                                MIXES[mix][0].pop("gradient_checkpointing_kwargs")
                 except Exception as e:  # recorded, never hidden: the record says why
                     if "Unknown loss type" in str(e):
                         # a loss type this release does not have: not a failure of the trace
