@@ -32,7 +32,7 @@ class LiveBytes(TorchDispatchMode):
         self.vocab_dtypes = {}  # phase -> {dtype: largest bytes of one vocab-wide tensor}
 
     def register(self, t, op="registered"):
-        if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
+        if not isinstance(t, torch.Tensor) or t.device.type == "meta":
             return
         st = t.untyped_storage()
         ptr, n = st.data_ptr(), st.nbytes()
@@ -136,7 +136,7 @@ class SavedBytes:
         self.largest = {}  # the largest set saved before one backward, by dtype
 
     def pack(self, t):
-        if isinstance(t, torch.Tensor) and t.device.type == "cpu":
+        if isinstance(t, torch.Tensor) and t.device.type != "meta":
             st = t.untyped_storage()
             ptr = st.data_ptr()
             if ptr and ptr not in self.seen and not isinstance(t, torch.nn.Parameter):

@@ -40,9 +40,14 @@ def tokenizer():
     return out
 
 
-def config(family):
+def config(family, fields=None):
+    """The family's config at the tiny dimensions, or `fields` (a config.json's, with its
+    `model_type`) when given: `calibration/measure_trainer.py` builds real dimensions so."""
     import transformers
 
+    if fields is not None:
+        kw = dict(fields)
+        return transformers.AutoConfig.for_model(kw.pop("model_type"), **kw)
     cls_name, extra = FAMILIES[family]
     cls = getattr(transformers, cls_name, None)
     if cls is None:
@@ -51,12 +56,12 @@ def config(family):
     return cfg
 
 
-def save(family, folder, head="causal"):
+def save(family, folder, head="causal", fields=None):
     """Saves a random bf16 model of `family` and the tokenizer; returns its config as a dict, or
     None when this transformers lacks the family."""
     import transformers
 
-    cfg = config(family)
+    cfg = config(family, fields)
     if cfg is None:
         return None
     torch.manual_seed(0)

@@ -193,7 +193,9 @@ def reward_len(completions, **kwargs):
     return [float(len(c if isinstance(c, str) else str(c))) for c in completions]
 
 
-def run_one(family, mix, work):
+def run_one(family, mix, work, fields=None, use_cpu=True):
+    """Traces one (family, mix); `fields`: a config.json's fields for the model instead of the
+    family's tiny one; `use_cpu=False` runs on the GPU (calibration/measure_trainer.py)."""
     import transformers
     from datasets import Dataset
     import trl
@@ -201,11 +203,12 @@ def run_one(family, mix, work):
 
     overrides, lora, reward_model = MIXES[mix]
     folder = os.path.join(work, family)
-    cfg = tiny.save(family, folder) if not os.path.exists(folder) else json.load(
+    cfg = tiny.save(family, folder, fields=fields) if not os.path.exists(folder) else json.load(
         open(os.path.join(folder, "config.json")))
     if cfg is None:
         return {"skipped": f"transformers {transformers.__version__} has no {family} config class"}
-    args, missing = grpo_args(GRPOConfig, os.path.join(work, "out"), overrides)
+    args, missing = grpo_args(GRPOConfig, os.path.join(work, "out"),
+                              {**overrides, **({} if use_cpu else {"use_cpu": False})})
     if args is None:
         return {"skipped": f"GRPOConfig has no {missing}"}
     peft_config = None
@@ -217,7 +220,7 @@ def run_one(family, mix, work):
         params = inspect.signature(GRPOTrainer.__init__).parameters
         rm_folder = os.path.join(work, family + "-reward")
         if not os.path.exists(rm_folder):
-            tiny.save(family, rm_folder, head="classification")
+            tiny.save(family, rm_folder, head="classification", fields=fields)
         funcs.append(rm_folder)
         if "reward_processing_classes" not in params:
             return {"skipped": "no reward model argument"}
