@@ -4,7 +4,7 @@
 //! `run::versions`.
 
 use crate::memory::breakdown::Part;
-use crate::memory::step::shape::LoraSaves;
+use crate::memory::step::shape::StepPath;
 use crate::run::versions::{BatchRaise, UnslothLogits};
 use crate::run::{Quant, RunConfig, Stack};
 
@@ -80,14 +80,14 @@ pub fn batch_note(run: &RunConfig) -> Option<String> {
     })
 }
 
-/// What the LoRA branch saves ([`LoraSaves`]): the trainer runs under accelerate's bf16 autocast;
-/// the calibration harness (`calibration/measure.py`, modelled as a TRL 1.15 run with unfused
-/// logits, which TRL 1.15 itself never runs: `StackVersions::trl_fused_head`) runs outside it.
-pub fn lora_saves(run: &RunConfig) -> LoraSaves {
+/// Whose step the run is ([`StepPath`]): the trainer, under accelerate's bf16 autocast with padded
+/// batches; or the calibration harness (`calibration/measure.py`), modelled as a TRL 1.15 run with
+/// unfused logits, which TRL 1.15 itself never runs (`StackVersions::trl_fused_head`).
+pub fn step_path(run: &RunConfig) -> StepPath {
     let harness = !run.fused_logits && run.versions.trl_fused_head();
     if run.stack == Stack::Trl && !harness && run.quant != Quant::Fp32 {
-        LoraSaves::Autocast
+        StepPath::Trainer
     } else {
-        LoraSaves::Fp32
+        StepPath::Harness
     }
 }

@@ -152,7 +152,7 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
     let trainer = unsloth || run.fused_logits;
     StepShape {
         seqs: run.running_micro_batch(),
-        lora_saves: crate::memory::by_version::lora_saves(run),
+        path: crate::memory::by_version::step_path(run),
         prompt: run.prompt_len,
         completion: run.completion_len,
         rank: run.lora_rank,
