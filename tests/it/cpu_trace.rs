@@ -192,6 +192,7 @@ fn every_traced_release_agrees_with_the_step_model() {
     assert!(!traces.is_empty(), "no trace in calibration/cpu-trace");
     let mut bad = Vec::new();
     let mut agree = 0;
+    let mut by_release: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
     for t in &traces {
         if let Some(e) = t.record.get("error") {
             match open.get(&t.label) {
@@ -208,6 +209,8 @@ fn every_traced_release_agrees_with_the_step_model() {
         let (est, parts) = estimated_step_peak(&run);
         let pct = 100.0 * (est as f64 - traced) / traced;
         println!("ERR\t{}\t{pct:+.1}\t{traced:.0}\t{est}", t.label);
+        let release = t.record["versions"]["trl"].as_str().unwrap().to_string();
+        by_release.entry(release).or_default().push(pct.abs());
         match open.get(&t.label) {
             None if pct.abs() <= 100.0 * TOLERANCE => agree += 1,
             None => {
@@ -224,6 +227,16 @@ fn every_traced_release_agrees_with_the_step_model() {
             )),
             Some(_) => {}
         }
+    }
+    for (release, errs) in &mut by_release {
+        errs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let within = errs.iter().filter(|e| **e <= 100.0 * TOLERANCE).count();
+        println!(
+            "| {release} | {} | {within} | {:.1} % | {:.1} % |",
+            errs.len(),
+            errs[errs.len() / 2],
+            errs[errs.len() - 1]
+        );
     }
     let listed = traces
         .iter()
