@@ -701,15 +701,14 @@ fn full_finetuning_static(run: &RunConfig) -> Static {
         spread::full_finetuning_states(&run.arch, &run.spread, run.processes(), param_bytes, adam);
     let (reference, rewards) = crate::memory::frozen::frozen_models(run);
     let (head, head_grads, head_moments) = crate::memory::lm_head::fp32_head_bytes(run);
+    let per_step = run.processes() == 1 && run.spread.engine == spread::Engine::Ddp;
     Static {
         weights: states.weights + head,
         adapters: 0,
         gradients: 0,
         optimizer: states.optimizer + head_moments,
         full_gradients: states.gradients + states.buckets + head_grads,
-        step_gradients: (run.processes() == 1 && run.spread.engine == spread::Engine::Ddp)
-            .then_some(states.gradients + head_grads)
-            .unwrap_or(0),
+        step_gradients: u64::from(per_step) * (states.gradients + head_grads),
         gathered: states.gathered,
         host: states.host,
         reserved: states.on_gpu() + head + head_grads + head_moments + reference + rewards,
