@@ -26,7 +26,9 @@ def shared_env(torch_version):
     if probe.returncode != 0 or not probe.stdout.startswith(torch_version):
         # PyPI's torch wheel pulls its CUDA libraries even for CPU use: several GB, once
         subprocess.run([str(py), "-m", "pip", "install", "-q", f"torch=={torch_version}",
-                        "numpy", "pandas", "pyarrow"], check=True)
+                        "numpy", "pandas", "pyarrow",
+                        # trl 1.0.0 imports requests without requiring it
+                        "requests"], check=True)
     return py
 
 

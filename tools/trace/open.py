@@ -13,7 +13,13 @@ TOLERANCE = 3.0
 TERMS = [
     (r"modules_to_save", "N10: PEFT modules_to_save (trainable copies, their AdamW moments, a "
      "transient head gradient) is not modelled"),
-    (r"^trl 0\.14\.", "TRL 0.14: the step inside compute_loss (reference pass in the step, "
+    (r"^trl 1\.16\.", "TRL 1.16's fused head (not modelled: the model follows 1.15): its tile "
+     "spans every position, prompt included (at_peak: empty 15,466,496 B = 236 x 32768 x 2), "
+     "beside fp32 vocabulary-wide temporaries (exp, mul: 236 x 964 x 4)"),
+    (r"^trl 0\.19\.1 qwen2 full_beta", "the reference model in float32: TRL 0.19 refuses "
+     "model_init_kwargs beside a model object and loads the reference model from its path in "
+     "transformers' default dtype; the estimate takes the policy's dtype"),
+    (r"^trl 0\.1[45]\.", "TRL 0.14 / 0.15: the step inside compute_loss (reference pass in the step, "
      "prompts counted in the batch) at the trainer's fp32 logits, not yet followed"),
     (r"^trl (0\.|1\.([0-9]|1[0-4])\.)", "N1: the trainer's fp32 logits (accelerate's "
      "convert_outputs_to_fp32) and TRL before 1.15's temperature-divided copy and log-softmax "

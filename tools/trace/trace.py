@@ -44,6 +44,10 @@ MIXES = {
     "reward_model": ({}, {}, True),
 }
 OTHER_FAMILY_MIXES = ["base", "no_gc", "full"]
+# set when the release refuses `model_init_kwargs` beside a model object (TRL 0.19: "You passed
+# `model_init_kwargs` ... already instantiated"): it then loads its reference model in the
+# release's default dtype, and the record says so
+OBJECT_REFUSES_INIT_KWARGS = [False]
 
 
 def versions():
@@ -162,11 +166,31 @@ def grpo_args(cls, out_dir, overrides):
     if missing:
         return None, missing
     kw = {k: v for k, v in kw.items() if k in fields or k in ("output_dir",)}
+    if "model_init_kwargs" in fields and not OBJECT_REFUSES_INIT_KWARGS[0]:
+        # what the trainer loads itself (the reference model of full fine-tuning) in bf16, as the
+        # policy handed to it: TRL's default is float32 (trl 1.15.0 `create_model_from_path`:
+        # `kwargs.get("dtype", "float32")`), older releases transformers' own default
+        kw["model_init_kwargs"] = {dtype_key(): "bfloat16"}
     if "max_prompt_length" in fields:
         kw["max_prompt_length"] = None
     if "use_vllm" in fields:
         kw["use_vllm"] = False
     return cls(**kw), []
+
+
+def dtype_key():
+    """The key the TRL release on the path reads a dtype from in `model_init_kwargs`."""
+    import trl
+
+    root = os.path.dirname(trl.__file__)
+    for path in ("trainer/utils.py", "models/utils.py", "trainer/grpo_trainer.py"):
+        try:
+            text = open(os.path.join(root, path)).read()
+        except OSError:
+            continue
+        if 'get("dtype"' in text:
+            return "dtype"
+    return "torch_dtype"
 
 
 def load_bf16(cls, folder):
@@ -319,6 +343,13 @@ def main():
                 try:
                     with contextlib.redirect_stdout(sys.stderr):
                         try:
+                            rec.update(run_one(family, mix, work))
+                        except ValueError as e:
+                            if "model_init_kwargs" not in str(e):
+                                raise
+                            OBJECT_REFUSES_INIT_KWARGS[0] = True
+                            rec["note"] = ("no model_init_kwargs (the release refuses them with a "
+                                           "model object): the reference model in its default dtype")
                             rec.update(run_one(family, mix, work))
                         except RuntimeError as e:
                             if "does not require grad" not in str(e):
