@@ -5,6 +5,7 @@ mod calibration;
 mod check_stream;
 mod cli;
 mod common;
+mod cpu_trace;
 mod diagnose;
 mod diagnose_truth;
 mod fit;

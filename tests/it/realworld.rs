@@ -1,4 +1,4 @@
-//! The estimate against eleven real GRPO runs from public notebooks (`tests/realworld/`, copied
+//! The estimate against thirteen real GRPO runs from public notebooks (`tests/realworld/`, copied
 //! from public notebooks and the logs they printed; sources in tests/realworld/README.md): each run's verdict, and vLLM's share and KV cache against what vLLM and
 //! Unsloth printed. `then.json` gives each run's trainer versions (and the few behaviours no
 //! version rule explains yet). Prints the table, with the verdict on today's stack (the run's
@@ -49,6 +49,9 @@ struct Row {
     kv: Option<(f64, f64)>,
     /// the estimate's peak and its phase, beside a printed or noted peak when the run has one
     peak: (f64, &'static str, Option<f64>),
+    /// `torch.cuda.max_memory_reserved()` as the run printed it (`observed.memory_figure`),
+    /// beside the estimate's peak without the CUDA context, which it does not count
+    figure: Option<(f64, f64)>,
 }
 
 fn gib(bytes: u64) -> f64 {
@@ -103,9 +106,23 @@ fn rows() -> Vec<Row> {
             };
             // "~9.5GB VRAM" in a notebook's comment: decimal gigabytes
             let noted = printed("vram_GB_approx").map(|gb| gb * 1e9 / GIB as f64);
+            let context: u64 = est
+                .components
+                .iter()
+                .filter(|c| c.part == grpofit_core::memory::breakdown::Part::CudaContext)
+                .map(|c| c.bytes)
+                .sum();
+            let figure = o["memory_figure"]["peak_reserved_GiB"]
+                .as_f64()
+                .map(|observed| (gib(est.total_bytes - context), observed));
             Row {
                 peak: (gib(est.total_bytes), phase, noted),
-                fits: (est.fits, case["outcome"] == "fits"),
+                // a figure is a run that trained to its end and printed its peak
+                fits: (
+                    est.fits,
+                    matches!(case["outcome"].as_str(), Some("fits" | "figure")),
+                ),
+                figure,
                 today: (today.fits, gib(today.total_bytes)),
                 budget: v.and_then(|v| Some((gib(v.budget_bytes), observed_budget?))),
                 kv: v.and_then(|v| Some((gib(v.kv_cache_bytes), observed_kv?))),
@@ -172,6 +189,19 @@ const KNOWN_MISSES: &[(&str, &str)] = &[(
     "its 2.94 GiB request is an fp32 tensor of the micro-batch's whole sequences (10 x 512 x 151936 x 4 B); on TRL 0.14 with Unsloth 2025.2.4 (TRL's own loss, logits in the compute dtype as read from the wheels) no such tensor is modelled, nor are the two reward models it kept on the GPU (about 1.9 GB)",
 )];
 
+/// Printed peaks (`observed.memory_figure`) the estimate does not reach within 5 % yet, with the
+/// term still missing. The test fails when one comes within 5 %, so that this list is kept true.
+const FIGURE_MISSES: &[(&str, &str)] = &[
+    (
+        "nb-trl-openenv-wordle-qwen3-1.7b-full-fp32-a100-40gb-figure",
+        "N1: TRL 0.27's step as the trainer runs it: fp32 logits (accelerate's convert_outputs_to_fp32), the temperature-divided fp32 copy and the checkpointed backward under autocast (calibration/cpu-trace/open.json: -7 to -8 % on 0.16.1 to 0.23.0 with checkpointing)",
+    ),
+    (
+        "nb-trl-openenv-wordle-qlora-qwen2.5-0.5b-a100-40gb-figure",
+        "the rollout_func concatenates up to six turns' prompts into one training sequence (about 6 x 1400 tokens), which no run-file key says, on top of N1",
+    ),
+];
+
 #[test]
 fn real_runs() {
     let rows = rows();
@@ -195,7 +225,29 @@ fn real_runs() {
             noted.map_or(String::new(), |n| format!(" / {n:.2}"))
         );
     }
-    assert_eq!(rows.len(), 11);
+    assert_eq!(rows.len(), 13);
+    for r in &rows {
+        let Some((est, observed)) = r.figure else {
+            continue;
+        };
+        let e = (est - observed) / observed;
+        println!(
+            "{}: max_memory_reserved {observed:.2} GiB, estimated {est:.2} ({:+.1} %)",
+            r.id,
+            100.0 * e
+        );
+        match FIGURE_MISSES.iter().find(|(id, _)| *id == r.id) {
+            Some((_, term)) => {
+                assert!(
+                    e.abs() > 0.05,
+                    "{}: within 5 % now; drop it from FIGURE_MISSES",
+                    r.id
+                );
+                println!("  still missing: {term}");
+            }
+            None => assert!(e.abs() <= 0.05, "{}: peak off by {:.1} %", r.id, 100.0 * e),
+        }
+    }
     for r in &rows {
         match KNOWN_MISSES.iter().find(|(id, _)| *id == r.id) {
             Some((_, why)) => {
@@ -231,5 +283,5 @@ fn real_runs() {
         }
     }
     let kv_checked = rows.iter().filter(|r| r.kv.is_some()).count();
-    assert_eq!(kv_checked, 9, "every vLLM run's KV cache is compared");
+    assert_eq!(kv_checked, 10, "every vLLM run's KV cache is compared");
 }

@@ -4,8 +4,9 @@
 //! `run::versions`.
 
 use crate::memory::breakdown::Part;
+use crate::memory::step::shape::StepPath;
 use crate::run::versions::{BatchRaise, UnslothLogits};
-use crate::run::{RunConfig, Stack};
+use crate::run::{Quant, RunConfig, Stack};
 
 /// Whether Unsloth 2025's `FastLanguageModel.from_pretrained` hands the model to `FastModel`:
 /// 8-bit loading, or a model type outside its own families (llama, mistral, gemma, gemma2,
@@ -77,4 +78,16 @@ pub fn batch_note(run: &RunConfig) -> Option<String> {
             run.completions_per_device()
         )
     })
+}
+
+/// Whose step the run is ([`StepPath`]): the trainer, under accelerate's bf16 autocast with padded
+/// batches; or the calibration harness (`calibration/measure.py`), modelled as a TRL 1.15 run with
+/// unfused logits, which TRL 1.15 itself never runs (`StackVersions::trl_fused_head`).
+pub fn step_path(run: &RunConfig) -> StepPath {
+    let harness = !run.fused_logits && run.versions.trl_fused_head();
+    if run.stack == Stack::Trl && !harness && run.quant != Quant::Fp32 {
+        StepPath::Trainer
+    } else {
+        StepPath::Harness
+    }
 }

@@ -68,6 +68,8 @@ struct Static {
     optimizer: u64,
     /// full fine-tuning: every weight's gradients, held from step to step (ZeRO's partitions)
     full_gradients: u64,
+    /// the part of `full_gradients` made in each backward (one process, no DDP: set_to_none)
+    step_gradients: u64,
     /// ZeRO-3 / FSDP: the live layers' gathered parameters
     gathered: u64,
     /// host memory per node for offloaded states
@@ -154,6 +156,7 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
     let trainer = unsloth || run.fused_logits;
     StepShape {
         seqs: run.running_micro_batch(),
+        path: crate::memory::by_version::step_path(run),
         prompt: run.prompt_len,
         completion: run.completion_len,
         rank: run.lora_rank,
@@ -393,15 +396,16 @@ fn training_phase(
     let shape = step_shape(run, gpu.capacity, gpu.capacity.saturating_sub(resident));
     let peak = step(run, targets, &shape);
     let train_weights = if shares_weights { 0 } else { stat.weights };
+    // the logits' peak precedes every weight's gradient (traced: TRL 1.15.0, calibration/cpu-trace)
+    let step = (peak.activations + peak.logits).max(stat.step_gradients);
     let allocated = train_weights
         + stat.adapters
         + stat.optimizer
-        + stat.full_gradients
+        + (stat.full_gradients - stat.step_gradients)
         + stat.gathered
         + stat.reference
         + stat.rewards
-        + peak.activations
-        + peak.logits;
+        + step;
     let reserved_static = stat.reserved - if shares_weights { stat.weights } else { 0 };
     let reserved = (reserved_static + peak.reserved).max(allocated + stat.gradients);
     let mut training = before_step;
@@ -591,6 +595,7 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
         gradients,
         optimizer,
         full_gradients: buckets,
+        step_gradients: 0,
         gathered,
         host: 0,
         reference,
@@ -713,6 +718,7 @@ fn full_finetuning_static(run: &RunConfig) -> Static {
         spread::full_finetuning_states(&run.arch, &run.spread, run.processes(), param_bytes, adam);
     let (reference, rewards) = crate::memory::frozen::frozen_models(run);
     let (head, head_grads, head_moments) = crate::memory::lm_head::fp32_head_bytes(run);
+    let per_step = run.processes() == 1 && run.spread.engine == spread::Engine::Ddp;
     Static {
         weights: states.weights + head,
         checkpoint: param_bytes * run.arch.parameters() + head,
@@ -720,6 +726,7 @@ fn full_finetuning_static(run: &RunConfig) -> Static {
         gradients: 0,
         optimizer: states.optimizer + head_moments,
         full_gradients: states.gradients + states.buckets + head_grads,
+        step_gradients: u64::from(per_step) * (states.gradients + head_grads),
         gathered: states.gathered,
         host: states.host,
         reserved: states.on_gpu() + head + head_grads + head_moments + reference + rewards,

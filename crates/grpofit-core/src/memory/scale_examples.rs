@@ -138,6 +138,7 @@ fn full_fine_tuning_s_fused_head_backward_holds_an_fp32_weight_gradient() {
     let a = arch("Qwen/Qwen2.5-7B-Instruct");
     let s = StepShape {
         seqs: 1,
+        path: crate::memory::step::shape::StepPath::Harness,
         prompt: 16,
         completion: 16,
         rank: 16,

@@ -74,10 +74,14 @@ struct Shapes {
     q: u64,
     kv: u64,
     ffn: u64,
+    /// `lora_A`'s output (fp32, bf16 under autocast: `shape::StepPath`)
     rank32: u64,
-    /// targeted projections, in `Arch::projections` order, with their fp32 input-cast bytes
+    /// targeted projections, in `Arch::projections` order, with the bytes `lora_A` saves of
+    /// their input (fp32, bf16 under autocast)
     casts: Vec<(bool, u64)>,
     fused: bool,
+    /// SDPA gets K and V repeated to the query's heads (`shape::StepPath::repeats_kv`)
+    repeat_kv: bool,
     extra_norms: u64,
     qk_norm: bool,
     quantised: bool,
@@ -92,7 +96,7 @@ impl Shapes {
             .projections()
             .iter()
             .zip(targets)
-            .map(|(p, on)| (*on, tokens * p.fan_in * 4))
+            .map(|(p, on)| (*on, tokens * p.fan_in * s.path.lora_element()))
             .collect();
         Shapes {
             hid: tokens * arch.hidden * 2,
@@ -100,9 +104,10 @@ impl Shapes {
             q: tokens * arch.q_dim() * 2,
             kv: tokens * arch.kv_dim() * 2,
             ffn: tokens * arch.intermediate * 2,
-            rank32: tokens * s.rank * 4,
+            rank32: tokens * s.rank * s.path.lora_element(),
             casts,
             fused: arch.family.fused_projections(),
+            repeat_kv: s.path.repeats_kv(),
             extra_norms: arch.family.norms_per_layer() - 2,
             qk_norm: arch.family.has_qk_norm(),
             quantised: s.quantised_base,
@@ -281,6 +286,15 @@ impl Sim {
             self.free(q);
             self.free(k);
         }
+        // `repeat_kv` copies the key and value to the query's heads; the originals go
+        let (rot_k, v) = if sh.repeat_kv {
+            let (rk, rv) = (self.alloc(sh.q), self.alloc(sh.q));
+            self.free(rot_k);
+            self.free(v);
+            (rk, rv)
+        } else {
+            (rot_k, v)
+        };
         let attn = self.alloc(sh.q);
         let o_index = if sh.fused { 1 } else { 3 };
         let o = self.projection(sh, &mut run, o_index, sh.hid);

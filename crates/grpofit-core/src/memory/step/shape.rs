@@ -10,6 +10,8 @@ use crate::run::{Quant, Stack};
 pub struct StepShape {
     /// sequences (completions) in the micro-batch
     pub seqs: u64,
+    /// the trainer's step or the calibration harness's ([`StepPath`])
+    pub path: StepPath,
     pub prompt: u64,
     pub completion: u64,
     pub rank: u64,
@@ -38,6 +40,45 @@ pub struct StepShape {
     pub every_position_logits: bool,
 }
 
+/// Whose step runs: TRL's trainer, or the calibration harness (`calibration/measure.py`), which
+/// runs the model outside accelerate, without autocast, on an all-ones mask. They differ in:
+/// - what PEFT's LoRA branch saves (N2). peft 0.21.2 `tuners/lora/layer.py` `Linear.forward`:
+///   `x = self._cast_input_dtype(x, lora_A.weight.dtype)` (the adapters are fp32), then
+///   `lora_B(lora_A(dropout(x)))`. Outside autocast `lora_A` saves the fp32 cast of its input and
+///   `lora_B` the fp32 rank-wide output: 4 (fan_in + rank) a token. Under the trainer's autocast
+///   (accelerate 1.12.0 `Accelerator.prepare_model` wraps the forward in `autocast_context` for
+///   bf16 mixed precision) `linear` runs in bf16: `lora_A` saves autocast's bf16 copy of its
+///   input, and returns bf16: 2 (fan_in + rank);
+/// - the key and value SDPA saves (N3). transformers 5.17.0 `integrations/sdpa_attention.py`
+///   `sdpa_attention_forward`: `if not use_gqa_in_sdpa(attention_mask, key, value): key =
+///   repeat_kv(...)` and `use_gqa_in_sdpa` needs `attention_mask is None` on CUDA. TRL's batches
+///   are padded (prompts of different lengths), so the mask is there and SDPA saves K and V at
+///   the query's head count; the harness's all-ones mask is dropped, and grouped-query SDPA keeps
+///   them at the KV head count.
+///
+/// Traced (`calibration/cpu-trace`): the LoRA term alone over-stated TRL 1.15.0's step without
+/// checkpointing by 8 %; the at-peak tensors of TRL 0.19.1 show the repeated K and V.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StepPath {
+    Harness,
+    Trainer,
+}
+
+impl StepPath {
+    /// Bytes per element of the input and rank-wide output the LoRA branch saves.
+    pub fn lora_element(self) -> u64 {
+        match self {
+            StepPath::Harness => 4,
+            StepPath::Trainer => 2,
+        }
+    }
+
+    /// Whether SDPA receives K and V repeated to the query's head count.
+    pub fn repeats_kv(self) -> bool {
+        self == StepPath::Trainer
+    }
+}
+
 /// Bytes per token of one decoder layer's tensors, split as the allocator sees them.
 #[derive(Debug, Clone, Default)]
 pub struct LayerTensors {
@@ -54,12 +95,14 @@ impl LayerTensors {
 /// The tensors autograd keeps for one decoder layer, per token, with LoRA on `targets`.
 ///
 /// - SDPA (efficient kernel) saves the rotated query, key, value and its output (bf16); a value
-///   that is a view into a fused `qkv_proj` output keeps that whole output alive;
+///   that is a view into a fused `qkv_proj` output keeps that whole output alive; on the
+///   trainer's path key and value come repeated to the query's heads ([`StepPath`]);
 /// - the MLP saves gate, up and the activation output (bf16; a fused `gate_up_proj` output
 ///   holds gate and up in one tensor);
 /// - each RMSNorm saves its input upcast to fp32 (and Qwen3/Gemma3's query/key norms too);
 /// - PEFT keeps adapters in fp32 and casts each targeted projection's input to fp32, which
-///   `lora_A` saves; `lora_A`'s output (rank wide, fp32) is saved by `lora_B`;
+///   `lora_A` saves; `lora_A`'s output (rank wide, fp32) is saved by `lora_B`; under the
+///   trainer's autocast both are bf16 ([`StepPath`]);
 /// - bitsandbytes' 8-bit matmul keeps each quantised projection's bf16 input
 ///   ([`quantised_matmul_saves_input`]): see [`int8_matmul_inputs`].
 pub fn layer_tensors(
@@ -67,14 +110,22 @@ pub fn layer_tensors(
     targets: &[bool],
     rank: u64,
     quantised_base: bool,
+    lora: StepPath,
 ) -> LayerTensors {
     let (h, i, q, kv) = (arch.hidden, arch.intermediate, arch.q_dim(), arch.kv_dim());
-    let mut saved = vec![2 * q, 2 * q, 2 * kv];
-    saved.push(if arch.family.fused_projections() {
-        2 * (q + 2 * kv)
+    let mut saved = vec![2 * q, 2 * q];
+    if lora.repeats_kv() {
+        // `repeat_kv`'s copies of the rotated key and of the value (a fused qkv output is then
+        // no longer referenced)
+        saved.extend([2 * q, 2 * q]);
     } else {
-        2 * kv
-    });
+        saved.push(2 * kv);
+        saved.push(if arch.family.fused_projections() {
+            2 * (q + 2 * kv)
+        } else {
+            2 * kv
+        });
+    }
     if arch.family.fused_projections() {
         saved.extend([2 * 2 * i, 2 * i]);
     } else {
@@ -93,8 +144,8 @@ pub fn layer_tensors(
         .zip(targets)
         .filter(|(_, on)| **on)
     {
-        saved.push(4 * p.fan_in);
-        saved.push(4 * rank);
+        saved.push(lora.lora_element() * p.fan_in);
+        saved.push(lora.lora_element() * rank);
     }
     if quantised_base {
         saved.extend(int8_matmul_inputs(arch));
@@ -260,6 +311,37 @@ mod tests {
     use crate::arch::catalog;
 
     #[test]
+    fn the_trainer_s_padded_batch_saves_k_and_v_at_every_query_head() {
+        // transformers `sdpa_attention_forward`: a mask (TRL pads) disables grouped-query SDPA,
+        // and `repeat_kv` copies K and V to the 28 query heads of Qwen2.5-7B (4 KV heads)
+        let arch = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let none = vec![false; arch.projections().len()];
+        let harness = layer_tensors(arch, &none, 16, false, StepPath::Harness).per_token();
+        let trainer = layer_tensors(arch, &none, 16, false, StepPath::Trainer).per_token();
+        assert_eq!(trainer - harness, 2 * 2 * (arch.q_dim() - arch.kv_dim()));
+    }
+
+    #[test]
+    fn autocast_halves_what_the_lora_branch_saves() {
+        // peft `Linear.forward` under accelerate's bf16 autocast: `lora_A` saves a bf16 copy of
+        // its input and returns bf16, so each targeted projection keeps 2 (fan_in + rank) a token
+        let arch = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let targets = vec![true; arch.projections().len()];
+        let none = vec![false; arch.projections().len()];
+        let lora_bytes = |path| {
+            layer_tensors(arch, &targets, 16, false, path).per_token()
+                - layer_tensors(arch, &none, 16, false, path).per_token()
+        };
+        let lora: u64 = arch.projections().iter().map(|p| p.fan_in + 16).sum();
+        assert_eq!(lora_bytes(StepPath::Harness), 4 * lora);
+        assert_eq!(lora_bytes(StepPath::Trainer), 2 * lora);
+    }
+
+    #[test]
     fn eight_bit_keeps_both_norm_outputs_and_the_down_proj_input() {
         // MatMul8bitLt.forward's `A` (bitsandbytes 0.50.2): q/k/v share the attention norm's
         // output, gate/up the MLP norm's, down_proj takes the product; o_proj's is SDPA's
@@ -267,8 +349,8 @@ mod tests {
             .expect("catalog id")
             .arch;
         let targets = vec![true; arch.projections().len()];
-        let plain = layer_tensors(arch, &targets, 16, false).per_token();
-        let int8 = layer_tensors(arch, &targets, 16, true).per_token();
+        let plain = layer_tensors(arch, &targets, 16, false, StepPath::Harness).per_token();
+        let int8 = layer_tensors(arch, &targets, 16, true, StepPath::Harness).per_token();
         assert_eq!(int8 - plain, 4 * arch.hidden + 2 * arch.intermediate);
     }
 

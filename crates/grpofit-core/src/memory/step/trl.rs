@@ -15,7 +15,7 @@ use crate::arch::Arch;
 pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     let tokens = s.seqs * (s.prompt + s.completion);
     let hidden = tokens * arch.hidden * 2;
-    let layer = layer_tensors(arch, targets, s.rank, s.quantised_base);
+    let layer = layer_tensors(arch, targets, s.rank, s.quantised_base, s.path);
     let layer_bytes = layer.per_token() * tokens;
     let logits = Logits::new(arch, s);
     // The final norm keeps its fp32 input, and the normed bf16 output feeds the head.
@@ -100,6 +100,7 @@ mod tests {
     fn shape(scoring_rows: u64) -> StepShape {
         StepShape {
             seqs: 8,
+            path: super::super::shape::StepPath::Harness,
             prompt: 256,
             completion: 768,
             rank: 16,

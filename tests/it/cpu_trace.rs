@@ -1,0 +1,264 @@
+//! The `trl` step model against TRL's own `GRPOTrainer.train()`, traced on CPU for each release
+//! (`calibration/cpu-trace/*.jsonl`, made by `tools/trace/`): at each record's tiny dimensions
+//! and knobs, the estimate's training-step allocated peak must agree with the highest live tensor
+//! bytes the trainer reached in its step (no-grad scoring, the loss's forward, the backward, the
+//! optimizer step). `cargo test --test it cpu_trace -- --nocapture` prints every record.
+
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
+use grpofit_core::arch::config_json;
+use grpofit_core::contract::release::Release;
+use grpofit_core::memory::estimate::{GpuBudget, estimate};
+use grpofit_core::run::reward::RewardModel;
+use grpofit_core::run::{Checkpointing, Generation, RunConfig};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The agreement the issue asks for (issue 29: "within 3 %").
+const TOLERANCE: f64 = 0.03;
+
+/// The phases of the trainer's step, as `tools/trace/trace.py` names them.
+const STEP_PHASES: [&str; 4] = ["scoring", "loss_forward", "backward", "optimizer"];
+
+fn trace_files() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("calibration/cpu-trace");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    files
+}
+
+pub(crate) struct Trace {
+    pub label: String,
+    pub record: Value,
+}
+
+pub(crate) fn traces() -> Vec<Trace> {
+    let mut out = Vec::new();
+    for f in trace_files() {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let record: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("{}:{}: {e}", f.display(), i + 1));
+            if record.get("skipped").is_some() {
+                continue;
+            }
+            let label = format!(
+                "trl {} {} {}",
+                record["versions"]["trl"].as_str().unwrap(),
+                record["family"].as_str().unwrap(),
+                record["mix"].as_str().unwrap()
+            );
+            if record.get("error").is_some() {
+                // a run the release fails on: open.json must name it (checked by the test)
+                out.push(Trace { label, record });
+                continue;
+            }
+            out.push(Trace { label, record });
+        }
+    }
+    out
+}
+
+/// The longest sequence the policy ran its loss forward on (prompt padded to the batch's
+/// longest, plus the completions).
+fn longest_sequence(r: &Value) -> u64 {
+    r["input_shapes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s[0] == "loss_forward" && s[1].as_str().unwrap().ends_with("ForCausalLM"))
+        .map(|s| s[2][1].as_u64().unwrap())
+        .max()
+        .expect("a loss forward")
+}
+
+/// The run the record traced, as the estimate sees it.
+pub(crate) fn run_of(r: &Value) -> RunConfig {
+    let arch = config_json::parse(&r["config"], r["family"].as_str().unwrap()).unwrap();
+    let k = &r["knobs"];
+    let n = |key: &str| k[key].as_u64().unwrap();
+    let mut run = RunConfig::example(arch);
+    let release = |p: &str| Release::parse(r["versions"][p].as_str().unwrap()).unwrap();
+    run.versions.trl = release("trl");
+    run.versions.transformers = release("transformers");
+    run.generation = Generation::Transformers;
+    run.micro_batch = n("per_device_train_batch_size");
+    run.num_generations = n("num_generations");
+    run.grad_accum = n("gradient_accumulation_steps");
+    run.steps_per_generation = k.get("steps_per_generation").and_then(Value::as_u64);
+    run.completion_len = n("max_completion_length");
+    run.prompt_len = longest_sequence(r) - run.completion_len;
+    run.max_seq_len = run.prompt_len + run.completion_len;
+    run.checkpointing = if k["gradient_checkpointing"].as_bool().unwrap() {
+        Checkpointing::On
+    } else {
+        Checkpointing::Off
+    };
+    run.beta = k["beta"].as_f64().unwrap();
+    run.fused_logits = run.versions.trl_fused_head();
+    match r["lora"].as_object() {
+        Some(lora) => {
+            run.full_finetuning = false;
+            run.lora_rank = lora["r"].as_u64().unwrap();
+            run.lora_alpha = lora["lora_alpha"].as_u64().unwrap();
+            run.lora_targets = run
+                .arch
+                .projections()
+                .iter()
+                .map(|p| p.name.to_string())
+                .collect();
+        }
+        None => run.full_finetuning = true,
+    }
+    if r["reward_model"].as_bool().unwrap() {
+        // `tiny.save(family, head="classification")`: the policy's shape with a score head
+        run.reward_models = vec![RewardModel {
+            name: "reward".into(),
+            arch: run.arch.clone(),
+        }];
+    }
+    run
+}
+
+/// The trainer's step peak in the trace: the highest live bytes of its step's phases.
+fn traced_step_peak(r: &Value) -> u64 {
+    STEP_PHASES
+        .iter()
+        .filter_map(|p| r["peaks"].get(*p).and_then(Value::as_u64))
+        .max()
+        .unwrap()
+}
+
+fn estimated_step_peak(run: &RunConfig) -> (u64, String) {
+    let est = estimate(
+        run,
+        GpuBudget {
+            capacity: 150 << 30,
+            used_by_others: 0,
+            context: None,
+        },
+    );
+    let training = est
+        .phases
+        .iter()
+        .find(|p| p.phase == grpofit_core::memory::breakdown::Phase::Training)
+        .map_or(&est.components, |p| &p.components);
+    let parts = training
+        .iter()
+        .map(|c| format!("{:?} {}", c.part, c.bytes))
+        .collect::<Vec<_>>()
+        .join(", ");
+    (est.training_peak_allocated_bytes, parts)
+}
+
+/// A record the model does not follow yet: the term it misses and the error it has now
+/// (`calibration/cpu-trace/open.json`). The list only shrinks: a listed record whose error moves
+/// by more than half a point, or comes within the tolerance, fails until the list is updated.
+struct Open {
+    term: String,
+    error_pct: f64,
+}
+
+fn open_records() -> std::collections::BTreeMap<String, Open> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("calibration/cpu-trace/open.json");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["records"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, o)| {
+            let open = Open {
+                term: o["term"].as_str().unwrap().to_string(),
+                error_pct: o["error_pct"].as_f64().unwrap(),
+            };
+            (k.clone(), open)
+        })
+        .collect()
+}
+
+#[test]
+fn every_traced_release_agrees_with_the_step_model() {
+    let traces = traces();
+    let open = open_records();
+    let releases: std::collections::BTreeSet<String> = traces
+        .iter()
+        .map(|t| t.record["versions"]["trl"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!traces.is_empty(), "no trace in calibration/cpu-trace");
+    let mut bad = Vec::new();
+    let mut agree = 0;
+    let mut by_release: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for t in &traces {
+        if let Some(e) = t.record.get("error") {
+            match open.get(&t.label) {
+                Some(o) if o.term.starts_with("the trace fails") => {}
+                _ => bad.push(format!(
+                    "{}: the trace failed ({e}), and open.json does not say so",
+                    t.label
+                )),
+            }
+            continue;
+        }
+        let run = run_of(&t.record);
+        let traced = traced_step_peak(&t.record) as f64;
+        let (est, parts) = estimated_step_peak(&run);
+        let pct = 100.0 * (est as f64 - traced) / traced;
+        println!("ERR\t{}\t{pct:+.1}\t{traced:.0}\t{est}", t.label);
+        let release = t.record["versions"]["trl"].as_str().unwrap().to_string();
+        by_release.entry(release).or_default().push(pct.abs());
+        match open.get(&t.label) {
+            None if pct.abs() <= 100.0 * TOLERANCE => agree += 1,
+            None => {
+                println!("    estimate: {parts}");
+                bad.push(format!("{}: {pct:+.1} %", t.label));
+            }
+            Some(o) if pct.abs() <= 100.0 * TOLERANCE => bad.push(format!(
+                "{}: now agrees ({pct:+.1} %): remove it from open.json ({})",
+                t.label, o.term
+            )),
+            Some(o) if (pct - o.error_pct).abs() > 0.5 => bad.push(format!(
+                "{}: {pct:+.1} %, open.json says {:+.1} % ({}): update it",
+                t.label, o.error_pct, o.term
+            )),
+            Some(_) => {}
+        }
+    }
+    for (release, errs) in &mut by_release {
+        errs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let within = errs.iter().filter(|e| **e <= 100.0 * TOLERANCE).count();
+        println!(
+            "| {release} | {} | {within} | {:.1} % | {:.1} % |",
+            errs.len(),
+            errs[errs.len() / 2],
+            errs[errs.len() - 1]
+        );
+    }
+    let listed = traces
+        .iter()
+        .filter(|t| open.contains_key(&t.label))
+        .count();
+    println!(
+        "{} records, releases {releases:?}: {agree} within {} %, {listed} open (open.json)",
+        traces.len(),
+        100.0 * TOLERANCE
+    );
+    for label in open.keys() {
+        assert!(
+            traces.iter().any(|t| &t.label == label),
+            "open.json lists {label}, which no trace holds"
+        );
+    }
+    assert!(
+        bad.is_empty(),
+        "{} of {} traces disagree with the model beyond {} % or with open.json:\n{}",
+        bad.len(),
+        traces.len(),
+        100.0 * TOLERANCE,
+        bad.join("\n")
+    );
+}
