@@ -11,6 +11,7 @@ pub mod files;
 #[cfg(target_os = "linux")]
 mod files_linux;
 pub mod fit;
+pub mod hardware;
 pub mod measure;
 pub mod memory;
 pub mod presets;
