@@ -26,6 +26,7 @@ mod recipes_cli;
 mod roundtrip;
 mod safetensors;
 mod scale;
+mod speed;
 mod svg;
 mod trainer_keys;
 mod trust_bounds;

@@ -18,4 +18,5 @@ pub mod presets;
 pub mod resolve;
 pub mod run;
 pub mod text;
+pub mod time;
 pub mod units;

@@ -5,7 +5,7 @@ use super::error::LoadError;
 use super::lines::{Lines, line_of_offset};
 use super::tables::Tables;
 use super::{read_env, read_frozen, read_generation, read_grpo, read_lora, read_model};
-use super::{read_grpofit, read_spread, source};
+use super::{read_grpofit, read_spread, read_time, source};
 use crate::resolve::{ModelResolver, ModelSource};
 use crate::run::RunConfig;
 use crate::run::rules;
@@ -30,6 +30,8 @@ pub struct RunFile {
     pub source: Option<source::SourceFile>,
     /// the trainer versions the run is estimated for, and where each came from
     pub versions: Vec<Pinned>,
+    /// what the file says about time: the card, the completions' mean length, the steps
+    pub time: crate::time::TimeKeys,
 }
 
 /// What a read takes beside the text: where model names are looked up (`models`: the cache,
@@ -114,6 +116,7 @@ fn run_file(
     let spread = read_spread::read_spread(t)?;
     let vllm_server = read_spread::read_vllm_server(t)?;
     let frozen = read_frozen::read_frozen(t, reading.models)?;
+    let time = read_time::read_time(t)?;
     let notes = t
         .notes
         .iter()
@@ -176,6 +179,7 @@ fn run_file(
         env: env_vars,
         source: None,
         versions: grpofit.versions,
+        time,
     })
 }
 
