@@ -224,6 +224,16 @@ pub(crate) struct Source {
     /// GPU), in bytes: it stands where `--gpu-mem` would.
     #[arg(skip)]
     pub capacity: Option<u64>,
+    /// The card the step is timed on (a table name or NVML's: H100, "A100 40GB PCIe", "Tesla
+    /// T4"), over the detected one and the run file's `[grpofit] gpu`.
+    #[arg(long, global = true, value_name = "CARD")]
+    pub gpu: Option<String>,
+    /// The card's dense bf16 tensor TFLOPS, over the table's (or for a card it lacks).
+    #[arg(long, global = true, value_name = "TFLOPS")]
+    pub gpu_tflops: Option<f64>,
+    /// The card's memory bandwidth in GB/s, over the table's (or for a card it lacks).
+    #[arg(long, global = true, value_name = "GB_S")]
+    pub gpu_bandwidth: Option<f64>,
     /// Do not ask NVML for the GPU.
     #[arg(long, global = true)]
     pub no_gpu: bool,

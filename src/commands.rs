@@ -38,10 +38,12 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         gpu,
         gpu_line,
         calibrated,
+        speed,
         ..
     } = resolve(source)?;
     let file = &loaded.file;
     let est = estimate(&file.run, gpu);
+    let step = crate::step_time::predict(&speed, file, &file.run, &est);
     let answer = if est.fits { FITS } else { DOES_NOT_FIT };
     if est.host_memory_bytes > 0
         && let Some(note) = crate::host::offload_note(est.host_memory_bytes)
@@ -69,6 +71,7 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         v["stored_weights"] =
             serde_json::to_value(file.run.stored_weights).map_err(|e| e.to_string())?;
         v["calibrated"] = serde_json::json!(calibrated);
+        crate::step_time::json(&mut v, &step)?;
         if to_stdout {
             // the run file `--export -` writes: the user's own file edited in place
             let mut notes = Vec::new();
@@ -91,10 +94,11 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         let table = grpofit::report::table(&file.run, &est, &gpu_line);
         let weights = grpofit::report::stored_weights_note(&file.run);
         let calibrated = calibrated.map_or(String::new(), |c| format!("{c}\n"));
+        let step = crate::step_time::line(&step);
         emit(|out| {
             write!(
                 out,
-                "run: {}\nmodel: {}{weights}\nversions: {}\n{table}{calibrated}",
+                "run: {}\nmodel: {}{weights}\nversions: {}\n{table}{calibrated}{step}",
                 loaded.origin,
                 file.model_source,
                 grpofit::report::versions_line(&file.versions)

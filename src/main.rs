@@ -13,6 +13,7 @@ mod log_tail;
 mod loop_commands;
 mod output;
 mod picture;
+mod step_time;
 mod versions_env;
 
 use cli::{Cli, Command};
