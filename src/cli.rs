@@ -81,6 +81,12 @@ pub(crate) enum Command {
         /// picture into this file (replaced if there).
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
+        /// Of the runs that fit, the one with the least predicted seconds a step: from the
+        /// nearest fit, only the vLLM share, micro-batch x accumulation (the effective batch
+        /// kept), checkpointing, fp8 KV cache and vLLM's sleep move; each change is printed
+        /// with its seconds and bytes. Needs a known card (NVML, --gpu or `[grpofit] gpu`).
+        #[arg(long)]
+        fastest: bool,
     },
     /// Read an out-of-memory message from a log (a file, or - for standard input): what caused
     /// it and what to do. --config or --preset: the run that failed (names the tensor that made

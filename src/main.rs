@@ -6,6 +6,7 @@ mod calibrate;
 mod cli;
 mod commands;
 mod env_command;
+mod fastest_command;
 mod host;
 mod inputs;
 mod launch;
@@ -66,6 +67,23 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
             force,
             json,
             svg,
+            fastest: true,
+        }) => fastest_command::run_fastest(
+            &merge(&cli.source, &source),
+            headroom,
+            output.as_deref(),
+            force,
+            json,
+            svg.as_deref(),
+        ),
+        Some(Command::Fit {
+            source,
+            headroom,
+            output,
+            force,
+            json,
+            svg,
+            fastest: false,
         }) => run_fit(
             &merge(&cli.source, &source),
             headroom,

@@ -27,6 +27,7 @@ mod roundtrip;
 mod safetensors;
 mod scale;
 mod speed;
+mod speed_properties;
 mod svg;
 mod trainer_keys;
 mod trust_bounds;

@@ -33,6 +33,12 @@ pub const OPS_PER_LAYER: f64 = 30.0;
 /// dropout, `lora_A`, `lora_B`, the scaling, the add).
 pub const OPS_PER_ADAPTER: f64 = 5.0;
 
+/// Operators transformers' expert loop dispatches for each expert a training pass hits
+/// (`GptOssExperts.forward` in training, 4.56: the token gather, two matmuls with their biases,
+/// the gate's split, two clamps, the sigmoid and products, the routing weight, `index_add_`,
+/// and the `torch.where` that finds the tokens; Qwen-MoE's loop is alike).
+pub const OPS_PER_EXPERT: f64 = 16.0;
+
 /// Bytes a bitsandbytes NF4 weight moves each time it is used by more than one token:
 /// `bitsandbytes.matmul_4bit` takes the `gemv_4bit` kernel only for a single row; otherwise
 /// `MatMul4Bit.forward` dequantizes the whole weight (`F.dequantize_4bit`: reads half a byte,

@@ -165,6 +165,18 @@ pub fn step_time(
     }
 }
 
+/// vLLM's decode term alone: output tokens a second at `batch` running sequences of `context`
+/// tokens on average, 16-bit weights and KV cache.
+pub fn decode_tokens_per_second(
+    arch: &crate::arch::Arch,
+    gpu: &GpuSpeed,
+    eff: &Efficiencies,
+    batch: f64,
+    context: f64,
+) -> f64 {
+    phases::decode_tokens_per_second(arch, &phases::Machine { gpu, eff }, batch, context)
+}
+
 /// "step ≈ 41 s (generation 29 s, scoring 3 s, training 9 s) on H100 SXM; 640 steps ≈ 7.3 h".
 pub fn summary(t: &StepTime) -> String {
     let parts: Vec<String> = t

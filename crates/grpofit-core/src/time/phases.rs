@@ -3,7 +3,7 @@
 //! PyTorch eager work adds its operators' dispatch time (`eager_op_seconds`).
 
 use super::efficiency::*;
-use crate::arch::Arch;
+use crate::arch::{Arch, Family};
 use crate::hardware::GpuSpeed;
 use crate::memory::estimate::{Estimate, target_mask};
 use crate::memory::vllm::kv_bytes_per_token;
@@ -66,15 +66,33 @@ impl Lengths {
 /// Matmul parameters one token passes through: each layer's projections and active experts, and
 /// the LM head.
 fn active_params(arch: &Arch) -> f64 {
+    dense_params(arch) + expert_params(arch, arch.moe.map_or(0.0, |m| m.active as f64))
+}
+
+/// The projections of every layer and the LM head.
+fn dense_params(arch: &Arch) -> f64 {
     let projections: u64 = arch
         .projections()
         .iter()
         .map(|p| p.fan_in * p.fan_out)
         .sum();
-    let experts = arch
-        .moe
-        .map_or(0, |m| m.active * 3 * arch.hidden * m.expert_intermediate);
-    ((projections + experts) * arch.layers + arch.vocab * arch.hidden) as f64
+    (projections * arch.layers + arch.vocab * arch.hidden) as f64
+}
+
+/// `experts` experts' gate, up and down projections over every layer.
+fn expert_params(arch: &Arch, experts: f64) -> f64 {
+    arch.moe.map_or(0.0, |m| {
+        experts * (3 * arch.hidden * m.expert_intermediate * arch.layers) as f64
+    })
+}
+
+/// Experts a step over `tokens` tokens touches in a layer, each token routed to `active` of
+/// `experts` at random: `experts x (1 - (1 - active/experts)^tokens)`.
+fn experts_touched(arch: &Arch, tokens: f64) -> f64 {
+    arch.moe.map_or(0.0, |m| {
+        let e = m.experts.max(1) as f64;
+        e * (1.0 - (1.0 - m.active as f64 / e).powf(tokens.max(1.0)))
+    })
 }
 
 /// Forward FLOPs of `tokens` tokens in sequences of `len`: 2 per matmul parameter, and the
@@ -84,8 +102,9 @@ fn forward_flops(arch: &Arch, tokens: f64, len: f64) -> f64 {
     tokens * (2.0 * active_params(arch) + attention)
 }
 
-/// Bytes one use of the decoder's weights moves, stored as `quant`.
-fn weight_traffic(arch: &Arch, quant: Quant) -> f64 {
+/// Bytes one use of the decoder's weights moves, stored as `quant`, when `experts` experts of
+/// each layer are read.
+fn weight_traffic(arch: &Arch, quant: Quant, experts: f64) -> f64 {
     let per_weight = match quant {
         Quant::Bf16 => 2.0,
         Quant::Fp32 => 4.0,
@@ -93,9 +112,17 @@ fn weight_traffic(arch: &Arch, quant: Quant) -> f64 {
         Quant::Int8 => INT8_BYTES_MOVED,
         Quant::Nf4 => NF4_BYTES_MOVED,
     };
-    // the LM head stays 16-bit in every format
+    // the LM head stays 16-bit in every format; bitsandbytes leaves experts' 3-D tensors 16-bit
     let head = (arch.vocab * arch.hidden) as f64;
-    (active_params(arch) - head) * per_weight + head * 2.0
+    let expert_bytes = if quant == Quant::Fp8 { 1.0 } else { 2.0 };
+    (dense_params(arch) - head) * per_weight + head * 2.0 + expert_params(arch, experts) * expert_bytes
+}
+
+/// transformers' gpt-oss experts outside training (`GptOssExperts.forward`, 4.56: "for inference
+/// we can sacrifice some memory and compute the output for all experts at once") run every
+/// expert on every token; its training loop, and other families', run the experts hit.
+fn generate_runs_every_expert(arch: &Arch) -> bool {
+    arch.family == Family::GptOss && arch.moe.is_some()
 }
 
 /// Eager operators of one pass through the model.
@@ -109,6 +136,12 @@ fn ops_per_pass(run: &RunConfig) -> f64 {
             .count()
     };
     run.arch.layers as f64 * (OPS_PER_LAYER + adapters as f64 * OPS_PER_ADAPTER)
+}
+
+/// Eager operators of one training-mode pass over `tokens` tokens: the layers', and the expert
+/// loop's for each expert hit (transformers' MoE blocks in training).
+fn ops_with_experts(run: &RunConfig, tokens: f64) -> f64 {
+    ops_per_pass(run) + run.arch.layers as f64 * experts_touched(&run.arch, tokens) * OPS_PER_EXPERT
 }
 
 /// Generation calls per optimizer step: one every `steps_per_generation` micro-batches.
@@ -126,10 +159,21 @@ pub(super) fn generation(run: &RunConfig, est: &Estimate, m: &Machine, l: &Lengt
             // one padded batch until its longest completion ends; every row's KV read each step
             let steps = l.longest(rows);
             let kv = rows * steps * (l.prompt + steps / 2.0) * kv_token;
-            let weights = steps * weight_traffic(arch, run.quant);
+            let (experts, extra) = match arch.moe {
+                Some(m) if generate_runs_every_expert(arch) => {
+                    let all = m.experts as f64;
+                    (all, expert_params(arch, all - m.active as f64))
+                }
+                _ => (experts_touched(arch, rows), 0.0),
+            };
+            let weights = steps * weight_traffic(arch, run.quant, experts);
             let reads = m.traffic(weights + kv, 1.0);
-            let flops = forward_flops(arch, rows * steps, l.prompt + steps / 2.0);
-            let prefill = m.compute(forward_flops(arch, rows * l.prompt, l.prompt), 1.0);
+            let flops = forward_flops(arch, rows * steps, l.prompt + steps / 2.0)
+                + 2.0 * extra * rows * steps;
+            let prefill = m.compute(
+                forward_flops(arch, rows * l.prompt, l.prompt) + 2.0 * extra * rows * l.prompt,
+                1.0,
+            );
             reads.max(m.compute(flops, 1.0)) + m.eager(steps * ops_per_pass(run)) + prefill
         }
         Generation::ColocatedVllm { .. } | Generation::VllmServer => {
@@ -151,7 +195,8 @@ pub(super) fn generation(run: &RunConfig, est: &Estimate, m: &Machine, l: &Lengt
             let concurrency = seqs.min(max_seqs).min(full).max(1.0);
             let steps = l.longest(seqs).max((seqs * l.mean / concurrency).ceil());
             let kv = seqs * l.mean * (l.prompt + l.mean / 2.0) * kv_token;
-            let reads = m.traffic(steps * weight_traffic(arch, quant) + kv, gpus);
+            let touched = experts_touched(arch, concurrency);
+            let reads = m.traffic(steps * weight_traffic(arch, quant, touched) + kv, gpus);
             let flops = forward_flops(arch, seqs * l.mean, l.prompt + l.mean / 2.0);
             let prefill = m.compute(forward_flops(arch, seqs * l.prompt, l.prompt), gpus);
             reads.max(m.compute(flops, gpus)) + prefill
@@ -181,11 +226,12 @@ pub(super) fn weight_sync(run: &RunConfig, est: &Estimate, m: &Machine) -> f64 {
             m.traffic(merge * weights16, 1.0) + weights16 / (m.gpu.link_gb_s * 1e9)
         }
     };
-    // TRL's sleep mode: vLLM's weights to the host and back each step; Unsloth's standby only
-    // frees the KV cache (its weights are the trainer's): no copy
+    // TRL's sleep mode (`llm.sleep(level=2)` after each generation, as memory/vllm.rs reads
+    // it) discards vLLM's weights: waking writes their memory again before the sync fills it.
+    // Unsloth's standby only frees the KV cache (its weights are the trainer's): no copy
     let sleep = if run.vllm_sleep && run.stack == Stack::Trl {
         let vllm_weights = est.vllm.as_ref().map_or(weights16, |p| p.weights_bytes as f64);
-        2.0 * vllm_weights / (m.gpu.pcie_gb_s * 1e9)
+        m.traffic(vllm_weights, 1.0)
     } else {
         0.0
     };
@@ -204,11 +250,14 @@ fn micro_batch_tokens(run: &RunConfig, l: &Lengths) -> (f64, f64) {
 /// operators' dispatch.
 fn pass(run: &RunConfig, m: &Machine, tokens: f64, len: f64) -> f64 {
     let dequant = if run.quant.is_quantised() {
-        m.traffic(weight_traffic(&run.arch, run.quant), 1.0)
+        let experts = experts_touched(&run.arch, tokens);
+        m.traffic(weight_traffic(&run.arch, run.quant, experts), 1.0)
     } else {
         0.0
     };
-    m.compute(forward_flops(&run.arch, tokens, len), 1.0) + dequant + m.eager(ops_per_pass(run))
+    m.compute(forward_flops(&run.arch, tokens, len), 1.0)
+        + dequant
+        + m.eager(ops_with_experts(run, tokens))
 }
 
 /// The no-grad passes before training (trl 1.15 `_generate_and_score_completions`): old
@@ -279,4 +328,13 @@ fn trainable_parameters(run: &RunConfig) -> f64 {
         .map(|(p, _)| run.lora_rank * (p.fan_in + p.fan_out))
         .sum();
     (per_layer * run.arch.layers) as f64
+}
+
+/// vLLM's decode alone: output tokens a second at `batch` running sequences whose context
+/// averages `context` tokens, 16-bit weights and KV (the model's decode term, checked against
+/// measured serving throughput).
+pub(super) fn decode_tokens_per_second(arch: &Arch, m: &Machine, batch: f64, context: f64) -> f64 {
+    let kv = kv_bytes_per_token(arch, false, context as u64) as f64 * batch * context;
+    let weights = weight_traffic(arch, Quant::Bf16, experts_touched(arch, batch));
+    batch / m.traffic(weights + kv, 1.0)
 }
