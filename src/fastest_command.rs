@@ -59,7 +59,14 @@ pub(crate) fn run_fastest(
     };
     let printed = emit(|out| out.write_all(text.as_bytes()));
     if let Some(path) = picture {
-        crate::picture::write_svg(path, &found.run, &found.estimate, &gpu_line, None)?;
+        crate::picture::write_svg_timed(
+            path,
+            &found.run,
+            &found.estimate,
+            &gpu_line,
+            None,
+            Some(&found.step_time),
+        )?;
     }
     if let Some(out) = output {
         crate::commands::export_run(

@@ -246,3 +246,14 @@ fn fit_fastest_prints_each_change_and_writes_the_run() {
     assert!(v["changes"][0]["seconds_saved"].is_number());
     assert!(v["changes"][0]["bytes_saved"].is_number());
 }
+
+#[test]
+fn the_svg_carries_the_step_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(grpofit_in(dir.path()).args(["estimate", "--preset", "24gb", "--svg", "bar.svg", "--json"]));
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let svg = std::fs::read_to_string(dir.path().join("bar.svg")).unwrap();
+    assert!(svg.contains("step ≈ "), "{svg}");
+    let seconds = v["step_time"]["seconds"].as_f64().unwrap();
+    assert!(svg.contains(&format!("data-seconds=\"{seconds:.3}\"")), "{svg}");
+}
