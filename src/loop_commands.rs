@@ -148,6 +148,13 @@ pub(crate) fn run_check(
             )));
         }
     }
+    // the step is timed on the log's card, unless --gpu names another
+    if source.gpu.is_none() {
+        source.gpu = run_log
+            .device()
+            .filter(|d| grpofit_core::hardware::lookup(d).is_some())
+            .map(str::to_string);
+    }
     let mut inputs = resolve(&source)?;
     // the context measured on the log's GPU, when `grpofit calibrate` learned one
     if let Some(device) = run_log.device() {
@@ -158,6 +165,7 @@ pub(crate) fn run_check(
         gpu,
         gpu_line,
         calibrated,
+        speed,
         ..
     } = inputs;
     let gpu_line = if from_log {
@@ -168,6 +176,11 @@ pub(crate) fn run_check(
     let run = &loaded.file.run;
     let est = estimate(run, gpu);
     let (predicted, rows) = grpofit_core::measure::check::rows(run, &est, &run_log);
+    let timed = crate::step_time::predict(&speed, &loaded.file, run, &est);
+    let step_check = timed
+        .as_ref()
+        .ok()
+        .and_then(|t| grpofit_core::measure::step_time::compare(t, &run_log));
     let steps = measured.as_ref().map_or(0, |m| m.steps);
     if let Some(path) = picture {
         // the peak that is set against the estimate's total: the process tree's, else the device's
@@ -199,6 +212,7 @@ pub(crate) fn run_check(
             "nvml_peak": nvml_peak,
             "calibrated": calibrated,
             "rows": rows,
+            "step_time": step_check,
         }))?
     } else {
         check_text(&CheckText {
@@ -212,7 +226,7 @@ pub(crate) fn run_check(
             phase,
             log_total: run_log.total(),
             capacity: gpu.capacity,
-        })
+        }) + &crate::step_time::check_line(&timed, step_check.as_ref())
     };
     emit(|o| o.write_all(out.as_bytes())).map_err(unwritten(FITS))?;
     Ok(FITS)

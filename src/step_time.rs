@@ -53,3 +53,27 @@ pub(crate) fn json(v: &mut serde_json::Value, step: &Result<StepTime, String>) -
     }
     Ok(())
 }
+
+/// `check`'s line: the predicted step against the log's median, or why one is missing.
+pub(crate) fn check_line(
+    timed: &Result<StepTime, String>,
+    check: Option<&grpofit_core::measure::step_time::StepTimeCheck>,
+) -> String {
+    match (timed, check) {
+        (_, Some(c)) => format!(
+            "\nstep time on {}: predicted {}, measured {} (median of {} step{}, the first left out when there are more): {:+.0} %\n",
+            c.gpu,
+            time::seconds(c.predicted_seconds),
+            time::seconds(c.measured_seconds),
+            c.steps,
+            if c.steps == 1 { "" } else { "s" },
+            c.error_percent
+        ),
+        (Ok(t), None) => format!(
+            "\nstep time: predicted {} on {}; the log's step lines carry no seconds\n",
+            time::seconds(t.seconds),
+            t.gpu.name
+        ),
+        (Err(why), None) => format!("\nstep time: not estimated: {why}\n"),
+    }
+}

@@ -257,3 +257,49 @@ fn the_svg_carries_the_step_time() {
     let seconds = v["step_time"]["seconds"].as_f64().unwrap();
     assert!(svg.contains(&format!("data-seconds=\"{seconds:.3}\"")), "{svg}");
 }
+
+/// A callback log on `device` whose steps took `seconds`.
+fn timed_log(device: &str, seconds: &[f64]) -> String {
+    let total = 24u64 << 30;
+    let mut text = format!(
+        "{{\"kind\": \"start\", \"device\": \"{device}\", \"total\": {total}, \"torch\": \"2.9.0\", \"trl\": \"1.15.0\"}}\n"
+    );
+    for (i, s) in seconds.iter().enumerate() {
+        text += &format!(
+            "{{\"kind\": \"step\", \"step\": {}, \"max_allocated\": {}, \"max_reserved\": {}, \"free\": {}, \"total\": {total}, \"seconds\": {s}}}\n",
+            i + 1,
+            11u64 << 30,
+            12u64 << 30,
+            11u64 << 30
+        );
+    }
+    text
+}
+
+#[test]
+fn check_sets_the_predicted_step_against_the_logs_median_on_the_logs_card() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("log.jsonl"),
+        timed_log("NVIDIA GeForce RTX 4090", &[95.0, 10.0, 12.0, 11.0]),
+    )
+    .unwrap();
+    let out = run(grpofit_in(dir.path()).args(["check", "log.jsonl", "--preset", "24gb", "--json"]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let t = &v["step_time"];
+    assert_eq!(t["measured_seconds"], 11.0);
+    assert_eq!(t["steps"], 3);
+    assert_eq!(t["gpu"], "RTX 4090");
+    let p = t["predicted_seconds"].as_f64().unwrap();
+    assert!((t["error_percent"].as_f64().unwrap() - (p - 11.0) / 11.0 * 100.0).abs() < 1e-9);
+    // the log's card, not the preset's: an H100's log is timed on an H100
+    std::fs::write(
+        dir.path().join("h100.jsonl"),
+        timed_log("NVIDIA H100 80GB HBM3", &[5.0, 5.0]),
+    )
+    .unwrap();
+    let out = run(grpofit_in(dir.path()).args(["check", "h100.jsonl", "--preset", "24gb"]));
+    assert!(out.stdout.contains("step time on H100 SXM: predicted"), "{}", out.stdout);
+    assert!(out.stdout.contains("measured 5.0 s (median of 1 step,"), "{}", out.stdout);
+}

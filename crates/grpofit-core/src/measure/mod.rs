@@ -8,4 +8,5 @@ pub mod check;
 pub mod follow;
 pub mod kept;
 pub mod measured;
+pub mod step_time;
 pub mod tail;
