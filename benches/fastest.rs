@@ -6,7 +6,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use grpofit_core::config;
-use grpofit_core::fit::{Timing, fastest};
+use grpofit_core::fastest::{Timing, fastest};
 use grpofit_core::memory::estimate::{Estimator, GpuBudget};
 use grpofit_core::time::{self, Efficiencies};
 use std::hint::black_box;

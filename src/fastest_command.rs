@@ -4,7 +4,7 @@
 use crate::cli::Source;
 use crate::inputs::{Inputs, resolve};
 use crate::output::*;
-use grpofit_core::fit::{Fastest, Timing, fastest};
+use grpofit_core::fastest::{Fastest, Timing, fastest};
 use grpofit_core::memory::estimate::Estimator;
 use grpofit_core::time::{self, Efficiencies};
 use grpofit_core::units::format_size;

@@ -149,12 +149,7 @@ pub(crate) fn run_check(
         }
     }
     // the step is timed on the log's card, unless --gpu names another
-    if source.gpu.is_none() {
-        source.gpu = run_log
-            .device()
-            .filter(|d| grpofit_core::hardware::lookup(d).is_some())
-            .map(str::to_string);
-    }
+    source.gpu = source.gpu.or_else(|| crate::step_time::known_card(run_log.device()));
     let mut inputs = resolve(&source)?;
     // the context measured on the log's GPU, when `grpofit calibrate` learned one
     if let Some(device) = run_log.device() {
@@ -176,21 +171,10 @@ pub(crate) fn run_check(
     let run = &loaded.file.run;
     let est = estimate(run, gpu);
     let (predicted, rows) = grpofit_core::measure::check::rows(run, &est, &run_log);
-    let timed = crate::step_time::predict(&speed, &loaded.file, run, &est);
-    let step_check = timed
-        .as_ref()
-        .ok()
-        .and_then(|t| grpofit_core::measure::step_time::compare(t, &run_log));
+    let (timed, step_check) = crate::step_time::checked(&speed, &loaded.file, &est, &run_log);
     let steps = measured.as_ref().map_or(0, |m| m.steps);
     if let Some(path) = picture {
-        // the peak that is set against the estimate's total: the process tree's, else the device's
-        let peak = nvml_peak
-            .map(|p| (p, "measured, whole process (NVML peak)"))
-            .or_else(|| {
-                measured
-                    .as_ref()
-                    .map(|m| (m.max_used, "measured, device in use"))
-            });
+        let peak = drawn_peak(nvml_peak, measured.as_ref());
         crate::picture::write_svg(path, run, &est, &gpu_line, peak)?;
     }
     let mut start = run_log.start.clone().unwrap_or_default();
@@ -233,6 +217,17 @@ pub(crate) fn run_check(
 }
 
 /// What `check`'s text report says.
+/// The peak `check --svg` sets against the estimate's total: the process tree's, else the
+/// device's.
+fn drawn_peak(
+    nvml_peak: Option<u64>,
+    measured: Option<&measured::Measured>,
+) -> Option<(u64, &'static str)> {
+    nvml_peak
+        .map(|p| (p, "measured, whole process (NVML peak)"))
+        .or_else(|| measured.map(|m| (m.max_used, "measured, device in use")))
+}
+
 struct CheckText<'a> {
     origin: &'a str,
     shown: &'a str,

@@ -77,3 +77,28 @@ pub(crate) fn check_line(
         (Err(why), None) => format!("\nstep time: not estimated: {why}\n"),
     }
 }
+
+/// `device` (NVML's name, from a log) when the table knows the card.
+pub(crate) fn known_card(device: Option<&str>) -> Option<String> {
+    device
+        .filter(|d| grpofit_core::hardware::lookup(d).is_some())
+        .map(str::to_string)
+}
+
+/// `check`'s step time: the prediction for the file's run, and its comparison with the log.
+pub(crate) fn checked(
+    speed: &Result<GpuSpeed, String>,
+    file: &RunFile,
+    est: &Estimate,
+    log: &grpofit_core::measure::measured::RunLog,
+) -> (
+    Result<StepTime, String>,
+    Option<grpofit_core::measure::step_time::StepTimeCheck>,
+) {
+    let timed = predict(speed, file, &file.run, est);
+    let check = timed
+        .as_ref()
+        .ok()
+        .and_then(|t| grpofit_core::measure::step_time::compare(t, log));
+    (timed, check)
+}

@@ -6,7 +6,7 @@
 
 use crate::common::{grpofit_in, run};
 use grpofit_core::config::{self, RunFile};
-use grpofit_core::fit::{Timing, fastest};
+use grpofit_core::fastest::{Timing, fastest};
 use grpofit_core::hardware::{CARDS, GpuSpeed};
 use grpofit_core::memory::estimate::{Estimator, GpuBudget, estimate};
 use grpofit_core::run::{Generation, RunConfig, Stack};

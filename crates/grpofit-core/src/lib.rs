@@ -7,6 +7,7 @@ pub mod config;
 pub mod contract;
 pub mod dates;
 pub mod diagnose;
+pub mod fastest;
 pub mod files;
 #[cfg(target_os = "linux")]
 mod files_linux;

@@ -4,12 +4,10 @@
 //! the ones that change what is learned (sequence length, generations, LoRA rank), and fewer
 //! knobs changed is better. Costs add up, so a best-first search finds the cheapest fit first.
 
-mod fastest;
 mod hardware;
 mod lever;
 mod outcome;
 
-pub use fastest::{Fastest, SpeedChange, Throughput, Timing, fastest};
 pub use lever::Lever;
 pub use outcome::{Change, DEFAULT_HEADROOM, FitOutcome, fits_with_headroom};
 

@@ -5,8 +5,7 @@
 //! sleep. What the run learns (generations, effective batch, lengths, model, rank, learning
 //! rate) is never touched. A descent over one knob at a time, repeated while a step gets faster.
 
-use super::outcome::fits_with_headroom;
-use super::{FitOutcome, fit};
+use crate::fit::{FitOutcome, fit, fits_with_headroom};
 use crate::hardware::GpuSpeed;
 use crate::memory::estimate::{Estimate, Estimator, GpuBudget};
 use crate::run::adjust::exact_values;
