@@ -34,7 +34,15 @@ fn bench(c: &mut Criterion) {
         };
         c.bench_function(&format!("fit --fastest: {name} preset"), |b| {
             // a fresh estimator each time: the command's own cost, nothing remembered
-            b.iter(|| fastest(black_box(&file.run), gpu, 0.05, &timing, &mut Estimator::new()))
+            b.iter(|| {
+                fastest(
+                    black_box(&file.run),
+                    gpu,
+                    0.05,
+                    &timing,
+                    &mut Estimator::new(),
+                )
+            })
         });
     }
 }

@@ -62,7 +62,14 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         export_launch_set(file, (gpu, &gpu_line), &est, (dir, opts), force)?;
     }
     if let Some(path) = exports.picture {
-        crate::picture::write_svg_timed(path, &file.run, &est, &gpu_line, None, step.as_ref().ok())?;
+        crate::picture::write_svg_timed(
+            path,
+            &file.run,
+            &est,
+            &gpu_line,
+            None,
+            step.as_ref().ok(),
+        )?;
     }
     if json {
         let mut v = serde_json::to_value(&est).map_err(|e| e.to_string())?;

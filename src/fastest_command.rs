@@ -55,7 +55,11 @@ pub(crate) fn run_fastest(
         v["outcome"] = serde_json::json!("fastest");
         json_text(&v)?
     } else {
-        format!("run: {}\n{}", loaded.origin, text(&found, &gpu_line, headroom))
+        format!(
+            "run: {}\n{}",
+            loaded.origin,
+            text(&found, &gpu_line, headroom)
+        )
     };
     let printed = emit(|out| out.write_all(text.as_bytes()));
     if let Some(path) = picture {
@@ -112,7 +116,10 @@ fn text(found: &Fastest, gpu_line: &str, headroom: f64) -> String {
         } else {
             format!("takes {}", format_size((-c.bytes_saved) as u64))
         };
-        s.push_str(&format!("  {}: {} → {}: {secs}, {bytes}\n", c.key, c.from, c.to));
+        s.push_str(&format!(
+            "  {}: {} → {}: {secs}, {bytes}\n",
+            c.key, c.from, c.to
+        ));
         if let Some(note) = c.note {
             s.push_str(&format!("    {note}\n"));
         }

@@ -7,8 +7,8 @@ use crate::output::say;
 use grpofit::gpu::{GpuInfo, GpuProbe, NvmlProbe};
 use grpofit::hub::HubResolver;
 use grpofit_core::config::{self, RunFile};
-use grpofit_core::measure::calibration::{self, Calibration};
 use grpofit_core::hardware::GpuSpeed;
+use grpofit_core::measure::calibration::{self, Calibration};
 use grpofit_core::memory::estimate::GpuBudget;
 use grpofit_core::presets;
 use grpofit_core::units::{format_size, parse_gpu_size};
@@ -252,7 +252,10 @@ pub(crate) fn gpu_speed(
     loaded: &Loaded,
     detected: &Result<GpuInfo, String>,
 ) -> Result<GpuSpeed, String> {
-    for (what, v) in [("--gpu-tflops", source.gpu_tflops), ("--gpu-bandwidth", source.gpu_bandwidth)] {
+    for (what, v) in [
+        ("--gpu-tflops", source.gpu_tflops),
+        ("--gpu-bandwidth", source.gpu_bandwidth),
+    ] {
         if let Some(x) = v
             && (!x.is_finite() || x <= 0.0)
         {

@@ -149,7 +149,9 @@ pub(crate) fn run_check(
         }
     }
     // the step is timed on the log's card, unless --gpu names another
-    source.gpu = source.gpu.or_else(|| crate::step_time::known_card(run_log.device()));
+    source.gpu = source
+        .gpu
+        .or_else(|| crate::step_time::known_card(run_log.device()));
     let mut inputs = resolve(&source)?;
     // the context measured on the log's GPU, when `grpofit calibrate` learned one
     if let Some(device) = run_log.device() {

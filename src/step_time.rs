@@ -29,7 +29,10 @@ pub(crate) fn line(step: &Result<StepTime, String>) -> String {
     match step {
         Ok(t) => {
             let length = if t.completion_is_mean {
-                format!("completions of {:.0} tokens on average", t.completion_tokens)
+                format!(
+                    "completions of {:.0} tokens on average",
+                    t.completion_tokens
+                )
             } else {
                 format!(
                     "completions at the full {:.0} tokens (set `[grpofit] mean_completion_length` if yours end sooner)",
@@ -43,7 +46,10 @@ pub(crate) fn line(step: &Result<StepTime, String>) -> String {
 }
 
 /// `--json`'s `step_time`: the step, or null with `step_time_note` saying why.
-pub(crate) fn json(v: &mut serde_json::Value, step: &Result<StepTime, String>) -> Result<(), String> {
+pub(crate) fn json(
+    v: &mut serde_json::Value,
+    step: &Result<StepTime, String>,
+) -> Result<(), String> {
     match step {
         Ok(t) => v["step_time"] = serde_json::to_value(t).map_err(|e| e.to_string())?,
         Err(why) => {

@@ -60,7 +60,12 @@ pub fn render(est: &Estimate, picture: &Picture) -> String {
         y,
     );
     if let Some((line, seconds)) = picture.step {
-        y = text_lines(&mut body, line, &format!(r#" data-seconds="{seconds:.3}""#), y);
+        y = text_lines(
+            &mut body,
+            line,
+            &format!(r#" data-seconds="{seconds:.3}""#),
+            y,
+        );
     }
     y += 10;
     for (i, role) in est.roles.iter().enumerate() {

@@ -157,9 +157,7 @@ fn the_h100_decode_record_comes_within_x1_5() {
         .find(|c| c["kind"] == "vllm_decode")
         .unwrap();
     let arch = config::parse(
-        &format!(
-            "[grpofit]\nstack = \"trl\"\nmodel_config = \"configs/qwen3-8b.json\"\n[model]\nmodel_name_or_path = \"Qwen/Qwen3-8B\"\ndtype = \"bfloat16\"\n"
-        ),
+        "[grpofit]\nstack = \"trl\"\nmodel_config = \"configs/qwen3-8b.json\"\n[model]\nmodel_name_or_path = \"Qwen/Qwen3-8B\"\ndtype = \"bfloat16\"\n",
         "qwen3-8b",
         Some(&folder()),
         &grpofit_core::resolve::Offline::from_env(),
@@ -172,9 +170,17 @@ fn the_h100_decode_record_comes_within_x1_5() {
         let batch = point["avg_batch_size"].as_f64().unwrap();
         let out_len = point["avg_output_len"].as_f64().unwrap();
         let measured = point["output_throughput_tokens_per_sec"].as_f64().unwrap();
-        let predicted = time::decode_tokens_per_second(&arch, &card, &Efficiencies::default(), batch, out_len / 2.0);
+        let predicted = time::decode_tokens_per_second(
+            &arch,
+            &card,
+            &Efficiencies::default(),
+            batch,
+            out_len / 2.0,
+        );
         let ratio = predicted / measured;
-        println!("batch {batch:>5.1}: measured {measured:>7.1} tok/s predicted {predicted:>7.1} x{ratio:.2}");
+        println!(
+            "batch {batch:>5.1}: measured {measured:>7.1} tok/s predicted {predicted:>7.1} x{ratio:.2}"
+        );
         assert!(within(ratio), "batch {batch}: x{ratio:.2}");
     }
 }

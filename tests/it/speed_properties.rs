@@ -36,7 +36,13 @@ fn card(name: &str) -> GpuSpeed {
 
 fn timed(run: &RunConfig, capacity: u64, gpu: &GpuSpeed) -> StepTime {
     let est = estimate(run, budget(capacity));
-    time::step_time(run, &est, gpu, &TimeKeys::default(), &Efficiencies::default())
+    time::step_time(
+        run,
+        &est,
+        gpu,
+        &TimeKeys::default(),
+        &Efficiencies::default(),
+    )
 }
 
 #[test]
@@ -58,7 +64,11 @@ fn every_card_times_trl_and_unsloth_runs_on_one_gpu_and_many() {
             let t = timed(run, 80 << 30, &c.speed());
             assert!(t.seconds.is_finite() && t.seconds > 0.0, "{}", c.name);
             assert_eq!(t.phases.len(), 4);
-            assert!(t.phases.iter().all(|p| p.seconds.is_finite() && p.seconds >= 0.0));
+            assert!(
+                t.phases
+                    .iter()
+                    .all(|p| p.seconds.is_finite() && p.seconds >= 0.0)
+            );
             assert!(t.tokens_per_second > 0.0);
         }
     }
@@ -109,7 +119,10 @@ fn a_larger_vllm_share_never_slows_a_kv_bound_generation() {
                 share: share as f64 / 100.0,
             };
             let g = timed(&run, file.gpu_memory.unwrap(), &gpu).phase("generation");
-            assert!(g <= last * (1.0 + 1e-9), "{name}: share {share}%: {g} after {last}");
+            assert!(
+                g <= last * (1.0 + 1e-9),
+                "{name}: share {share}%: {g} after {last}"
+            );
             last = g;
         }
     }
@@ -128,7 +141,10 @@ fn fastest_on_every_preset_fits_is_no_slower_and_keeps_what_the_run_learns() {
         };
         let capacity = budget(file.gpu_memory.unwrap());
         let f = fastest(&file.run, capacity, 0.05, &timing, &mut Estimator::new()).unwrap();
-        assert!(grpofit_core::fit::fits_with_headroom(&f.estimate, 0.05), "{name}");
+        assert!(
+            grpofit_core::fit::fits_with_headroom(&f.estimate, 0.05),
+            "{name}"
+        );
         assert!(f.step_time.seconds <= f.nearest_seconds + 1e-9, "{name}");
         let (a, b) = (&*f.nearest, &*f.run);
         assert_eq!(a.num_generations, b.num_generations, "{name}");
@@ -137,10 +153,16 @@ fn fastest_on_every_preset_fits_is_no_slower_and_keeps_what_the_run_learns() {
             (a.prompt_len, a.completion_len, a.max_seq_len),
             (b.prompt_len, b.completion_len, b.max_seq_len)
         );
-        assert_eq!((&a.model_name, a.lora_rank, a.quant), (&b.model_name, b.lora_rank, b.quant));
+        assert_eq!(
+            (&a.model_name, a.lora_rank, a.quant),
+            (&b.model_name, b.lora_rank, b.quant)
+        );
         // each change's seconds add up to the speed-up
         let saved: f64 = f.changes.iter().map(|c| c.seconds_saved).sum();
-        assert!((saved - (f.nearest_seconds - f.step_time.seconds)).abs() < 1e-6, "{name}");
+        assert!(
+            (saved - (f.nearest_seconds - f.step_time.seconds)).abs() < 1e-6,
+            "{name}"
+        );
     }
 }
 
@@ -150,7 +172,9 @@ fn estimate_prints_the_step_and_its_json_carries_it() {
     let out = run(grpofit_in(dir.path()).args(["estimate", "--preset", "24gb"]));
     assert!(out.stdout.contains("step ≈ "), "{}", out.stdout);
     assert!(out.stdout.contains("on RTX 4090"), "{}", out.stdout);
-    let out = run(grpofit_in(dir.path()).args(["estimate", "--preset", "24gb", "--gpu", "H100", "--json"]));
+    let out =
+        run(grpofit_in(dir.path())
+            .args(["estimate", "--preset", "24gb", "--gpu", "H100", "--json"]));
     let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     let t = &v["step_time"];
     assert_eq!(t["gpu"]["name"], "H100 SXM");
@@ -166,23 +190,43 @@ fn an_unknown_card_says_so_and_takes_the_users_figures() {
     let dir = tempfile::tempdir().unwrap();
     let out = run(grpofit_in(dir.path()).args(["estimate", "--preset", "24gb", "--gpu", "MI300X"]));
     assert_eq!(out.code, Some(2));
-    assert!(out.stderr.contains("--gpu MI300X: the card `MI300X` is not in grpofit's table"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("--gpu MI300X: the card `MI300X` is not in grpofit's table"),
+        "{}",
+        out.stderr
+    );
     let out = run(grpofit_in(dir.path()).args([
-        "estimate", "--preset", "24gb", "--gpu", "MI300X", "--gpu-tflops", "1307", "--gpu-bandwidth", "5300", "--json",
+        "estimate",
+        "--preset",
+        "24gb",
+        "--gpu",
+        "MI300X",
+        "--gpu-tflops",
+        "1307",
+        "--gpu-bandwidth",
+        "5300",
+        "--json",
     ]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(v["step_time"]["gpu"]["name"], "MI300X");
     assert_eq!(v["step_time"]["gpu"]["memory_gb_s"], 5300.0);
     // a run file naming a card the table lacks: the memory still, the step said to be untimed
-    let text = grpofit_core::presets::built_in("24gb")
-        .unwrap()
-        .replace("gpu = \"RTX 4090\"", "gpu = \"Radeon 7900\"\nmean_completion_length = 300");
+    let text = grpofit_core::presets::built_in("24gb").unwrap().replace(
+        "gpu = \"RTX 4090\"",
+        "gpu = \"Radeon 7900\"\nmean_completion_length = 300",
+    );
     std::fs::write(dir.path().join("run.toml"), &text).unwrap();
     let out = run(grpofit_in(dir.path()).args(["estimate", "--config", "run.toml", "--json"]));
     let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert!(v["step_time"].is_null());
-    assert!(v["step_time_note"].as_str().unwrap().contains("`Radeon 7900` is not in grpofit's table"));
+    assert!(
+        v["step_time_note"]
+            .as_str()
+            .unwrap()
+            .contains("`Radeon 7900` is not in grpofit's table")
+    );
     let out = run(grpofit_in(dir.path()).args(["fit", "--fastest", "--config", "run.toml"]));
     assert_eq!(out.code, Some(2));
     assert!(out.stderr.contains("Radeon 7900"), "{}", out.stderr);
@@ -227,19 +271,41 @@ fn fit_fastest_prints_each_change_and_writes_the_run() {
         grpofit_core::presets::built_in("80gb").unwrap(),
     )
     .unwrap();
-    let out = run(grpofit_in(dir.path()).args(["fit", "--fastest", "--config", "run.toml", "-o", "fast.toml"]));
+    let out = run(grpofit_in(dir.path()).args([
+        "fit",
+        "--fastest",
+        "--config",
+        "run.toml",
+        "-o",
+        "fast.toml",
+    ]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
-    assert!(out.stdout.contains("faster than the nearest fit"), "{}", out.stdout);
-    assert!(out.stdout.contains("per_device_train_batch_size"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("faster than the nearest fit"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("per_device_train_batch_size"),
+        "{}",
+        out.stdout
+    );
     let written = std::fs::read_to_string(dir.path().join("fast.toml")).unwrap();
-    let file = config::parse(&written, "fast.toml", None, &grpofit_core::resolve::Offline::from_env()).unwrap();
+    let file = config::parse(
+        &written,
+        "fast.toml",
+        None,
+        &grpofit_core::resolve::Offline::from_env(),
+    )
+    .unwrap();
     let before = preset("80gb").run;
     assert_eq!(file.run.effective_batch(), before.effective_batch());
     assert_eq!(file.run.num_generations, before.num_generations);
     assert_ne!(file.run.micro_batch, before.micro_batch);
     // the user's comments stay
     assert!(written.contains("# grpofit preset: 80 GB cards"));
-    let out = run(grpofit_in(dir.path()).args(["fit", "--fastest", "--config", "run.toml", "--json"]));
+    let out =
+        run(grpofit_in(dir.path()).args(["fit", "--fastest", "--config", "run.toml", "--json"]));
     let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(v["outcome"], "fastest");
     assert!(v["speedup"].as_f64().unwrap() >= 1.0);
@@ -250,12 +316,17 @@ fn fit_fastest_prints_each_change_and_writes_the_run() {
 #[test]
 fn the_svg_carries_the_step_time() {
     let dir = tempfile::tempdir().unwrap();
-    let out = run(grpofit_in(dir.path()).args(["estimate", "--preset", "24gb", "--svg", "bar.svg", "--json"]));
+    let out =
+        run(grpofit_in(dir.path())
+            .args(["estimate", "--preset", "24gb", "--svg", "bar.svg", "--json"]));
     let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     let svg = std::fs::read_to_string(dir.path().join("bar.svg")).unwrap();
     assert!(svg.contains("step ≈ "), "{svg}");
     let seconds = v["step_time"]["seconds"].as_f64().unwrap();
-    assert!(svg.contains(&format!("data-seconds=\"{seconds:.3}\"")), "{svg}");
+    assert!(
+        svg.contains(&format!("data-seconds=\"{seconds:.3}\"")),
+        "{svg}"
+    );
 }
 
 /// A callback log on `device` whose steps took `seconds`.
@@ -284,7 +355,8 @@ fn check_sets_the_predicted_step_against_the_logs_median_on_the_logs_card() {
         timed_log("NVIDIA GeForce RTX 4090", &[95.0, 10.0, 12.0, 11.0]),
     )
     .unwrap();
-    let out = run(grpofit_in(dir.path()).args(["check", "log.jsonl", "--preset", "24gb", "--json"]));
+    let out =
+        run(grpofit_in(dir.path()).args(["check", "log.jsonl", "--preset", "24gb", "--json"]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     let t = &v["step_time"];
@@ -300,6 +372,14 @@ fn check_sets_the_predicted_step_against_the_logs_median_on_the_logs_card() {
     )
     .unwrap();
     let out = run(grpofit_in(dir.path()).args(["check", "h100.jsonl", "--preset", "24gb"]));
-    assert!(out.stdout.contains("step time on H100 SXM: predicted"), "{}", out.stdout);
-    assert!(out.stdout.contains("measured 5.0 s (median of 1 step,"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("step time on H100 SXM: predicted"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("measured 5.0 s (median of 1 step,"),
+        "{}",
+        out.stdout
+    );
 }

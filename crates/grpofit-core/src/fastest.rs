@@ -50,9 +50,9 @@ impl Throughput {
     /// What the change does beside speed and memory.
     fn note(self) -> Option<&'static str> {
         match self {
-            Throughput::KvCacheFp8 => {
-                Some("changes numerics: vLLM keeps keys and values in fp8, so sampling drifts slightly from the trained policy")
-            }
+            Throughput::KvCacheFp8 => Some(
+                "changes numerics: vLLM keeps keys and values in fp8, so sampling drifts slightly from the trained policy",
+            ),
             _ => None,
         }
     }
@@ -117,10 +117,9 @@ impl Throughput {
     /// The knob's value in `run`, as the run file writes it.
     fn show(self, run: &RunConfig) -> String {
         match self {
-            Throughput::MicroBatch => format!(
-                "{} x {} accumulation",
-                run.micro_batch, run.grad_accum
-            ),
+            Throughput::MicroBatch => {
+                format!("{} x {} accumulation", run.micro_batch, run.grad_accum)
+            }
             Throughput::Checkpointing => match (run.checkpointing, run.stack) {
                 (Checkpointing::UnslothOffload, _) => "\"unsloth\"".to_string(),
                 (c, _) => (c != Checkpointing::Off).to_string(),
@@ -186,9 +185,8 @@ pub fn fastest(
         FitOutcome::Fitted { run, .. } => *run,
         FitOutcome::Impossible { .. } => return None,
     };
-    let seconds = |r: &RunConfig, e: &Estimate| {
-        step_time(r, e, timing.gpu, timing.keys, timing.eff).seconds
-    };
+    let seconds =
+        |r: &RunConfig, e: &Estimate| step_time(r, e, timing.gpu, timing.keys, timing.eff).seconds;
     let start = est.estimate(&nearest, gpu);
     let nearest_seconds = seconds(&nearest, &start);
     let mut search = Search {
@@ -219,7 +217,11 @@ pub fn fastest(
         changes,
         step_time: step_time(&best, &best_est, timing.gpu, timing.keys, timing.eff),
         nearest_seconds,
-        speedup: if best_s > 0.0 { nearest_seconds / best_s } else { 1.0 },
+        speedup: if best_s > 0.0 {
+            nearest_seconds / best_s
+        } else {
+            1.0
+        },
         estimate: best_est,
         run: Box::new(best),
         nearest: Box::new(nearest),
@@ -313,7 +315,9 @@ fn changes(
         }
         let mut next = now.clone();
         match knob {
-            Throughput::MicroBatch => (next.micro_batch, next.grad_accum) = (to.micro_batch, to.grad_accum),
+            Throughput::MicroBatch => {
+                (next.micro_batch, next.grad_accum) = (to.micro_batch, to.grad_accum)
+            }
             Throughput::Checkpointing => next.checkpointing = to.checkpointing,
             Throughput::VllmShare => next.generation = to.generation,
             Throughput::KvCacheFp8 => next.vllm_kv_fp8 = to.vllm_kv_fp8,
@@ -322,7 +326,9 @@ fn changes(
             }
         }
         let (a, b) = (est.estimate(&now, gpu), est.estimate(&next, gpu));
-        let time = |r: &RunConfig, e: &Estimate| step_time(r, e, timing.gpu, timing.keys, timing.eff).seconds;
+        let time = |r: &RunConfig, e: &Estimate| {
+            step_time(r, e, timing.gpu, timing.keys, timing.eff).seconds
+        };
         out.push(SpeedChange {
             knob,
             key: knob.key(from.stack),

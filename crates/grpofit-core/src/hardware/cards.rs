@@ -159,7 +159,14 @@ pub const CARDS: &[Card] = &[
     Card {
         name: "A100 80GB SXM",
         nvml: &["NVIDIA A100-SXM4-80GB"],
-        aliases: &["a10080gbsxm", "a100sxm80gb", "a10080gb", "a10080", "a100", "a100sxm"],
+        aliases: &[
+            "a10080gbsxm",
+            "a100sxm80gb",
+            "a10080gb",
+            "a10080",
+            "a100",
+            "a100sxm",
+        ],
         bf16_tflops: 312.0,
         memory_gb_s: 2039.0,
         memory_gb: 80.0,

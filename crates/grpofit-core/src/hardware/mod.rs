@@ -106,9 +106,9 @@ pub fn lookup(name: &str) -> Option<&'static Card> {
         .iter()
         .find(|c| c.nvml.iter().any(|n| folded(n) == wanted))
         .or_else(|| {
-            CARDS.iter().find(|c| {
-                folded(c.name) == wanted || c.aliases.iter().any(|a| folded(a) == wanted)
-            })
+            CARDS
+                .iter()
+                .find(|c| folded(c.name) == wanted || c.aliases.iter().any(|a| folded(a) == wanted))
         })
 }
 
@@ -161,7 +161,11 @@ mod tests {
     fn every_row_is_sane_and_names_its_sheet() {
         for c in CARDS {
             assert!(c.bf16_tflops > 10.0 && c.bf16_tflops < 5000.0, "{}", c.name);
-            assert!(c.memory_gb_s > 100.0 && c.memory_gb_s < 10000.0, "{}", c.name);
+            assert!(
+                c.memory_gb_s > 100.0 && c.memory_gb_s < 10000.0,
+                "{}",
+                c.name
+            );
             assert!(!c.sheet.is_empty() && !c.nvml.is_empty());
             assert_eq!(lookup(c.name).map(|x| x.name), Some(c.name));
             for n in c.nvml {

@@ -58,7 +58,9 @@ impl Lengths {
         if !self.given {
             return self.max;
         }
-        let harmonic: f64 = (1..=n.max(1.0).round() as u64).map(|k| 1.0 / k as f64).sum();
+        let harmonic: f64 = (1..=n.max(1.0).round() as u64)
+            .map(|k| 1.0 / k as f64)
+            .sum();
         (self.mean * harmonic).min(self.max)
     }
 }
@@ -115,7 +117,9 @@ fn weight_traffic(arch: &Arch, quant: Quant, experts: f64) -> f64 {
     // the LM head stays 16-bit in every format; bitsandbytes leaves experts' 3-D tensors 16-bit
     let head = (arch.vocab * arch.hidden) as f64;
     let expert_bytes = if quant == Quant::Fp8 { 1.0 } else { 2.0 };
-    (dense_params(arch) - head) * per_weight + head * 2.0 + expert_params(arch, experts) * expert_bytes
+    (dense_params(arch) - head) * per_weight
+        + head * 2.0
+        + expert_params(arch, experts) * expert_bytes
 }
 
 /// transformers' gpt-oss experts outside training (`GptOssExperts.forward`, 4.56: "for inference
@@ -182,7 +186,10 @@ pub(super) fn generation(run: &RunConfig, est: &Estimate, m: &Machine, l: &Lengt
                     rows * run.processes() as f64,
                     run.vllm_server.gpus.max(1) as f64,
                 ),
-                _ => (rows * run.vllm_tensor_parallel as f64, run.vllm_tensor_parallel as f64),
+                _ => (
+                    rows * run.vllm_tensor_parallel as f64,
+                    run.vllm_tensor_parallel as f64,
+                ),
             };
             // Unsloth's vLLM serves the trainer's own (quantised) weights; TRL's loads 16-bit
             let quant = match run.stack {
@@ -230,7 +237,10 @@ pub(super) fn weight_sync(run: &RunConfig, est: &Estimate, m: &Machine) -> f64 {
     // it) discards vLLM's weights: waking writes their memory again before the sync fills it.
     // Unsloth's standby only frees the KV cache (its weights are the trainer's): no copy
     let sleep = if run.vllm_sleep && run.stack == Stack::Trl {
-        let vllm_weights = est.vllm.as_ref().map_or(weights16, |p| p.weights_bytes as f64);
+        let vllm_weights = est
+            .vllm
+            .as_ref()
+            .map_or(weights16, |p| p.weights_bytes as f64);
         m.traffic(vllm_weights, 1.0)
     } else {
         0.0
