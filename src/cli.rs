@@ -86,6 +86,12 @@ pub(crate) enum Command {
         /// picture into this file (a file there only with --force).
         #[arg(long, value_name = "FILE")]
         svg: Option<PathBuf>,
+        /// Of the runs that fit, the one with the least predicted seconds a step: from the
+        /// nearest fit, only the vLLM share, micro-batch x accumulation (the effective batch
+        /// kept), checkpointing, fp8 KV cache and vLLM's sleep move; each change is printed
+        /// with its seconds and bytes. Needs a known card (NVML, --gpu or `[grpofit] gpu`).
+        #[arg(long)]
+        fastest: bool,
     },
     /// Read an out-of-memory message from a log (a file, or - for standard input): what caused
     /// it and what to do. --config or --preset: the run that failed (names the tensor that made
@@ -238,6 +244,16 @@ pub(crate) struct Source {
     /// GPU), in bytes: it stands where `--gpu-mem` would.
     #[arg(skip)]
     pub capacity: Option<u64>,
+    /// The card the step is timed on (a table name or NVML's: H100, "A100 40GB PCIe", "Tesla
+    /// T4"), over the detected one and the run file's `[grpofit] gpu`.
+    #[arg(long, global = true, value_name = "CARD")]
+    pub gpu: Option<String>,
+    /// The card's dense bf16 tensor TFLOPS, over the table's (or for a card it lacks).
+    #[arg(long, global = true, value_name = "TFLOPS")]
+    pub gpu_tflops: Option<f64>,
+    /// The card's memory bandwidth in GB/s, over the table's (or for a card it lacks).
+    #[arg(long, global = true, value_name = "GB_S")]
+    pub gpu_bandwidth: Option<f64>,
     /// Do not ask NVML for the GPU.
     #[arg(long, global = true)]
     pub no_gpu: bool,

@@ -37,10 +37,12 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         gpu,
         gpu_line,
         calibrated,
+        speed,
         ..
     } = resolve(source)?;
     let file = &loaded.file;
     let est = estimate(&file.run, gpu);
+    let step = crate::step_time::predict(&speed, file, &file.run, &est);
     let answer = if est.fits { FITS } else { DOES_NOT_FIT };
     if est.host_memory_bytes > 0
         && let Some(note) = crate::host::offload_note(est.host_memory_bytes)
@@ -60,7 +62,7 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         stand_in = export_launch_set((file, source), (gpu, &gpu_line), &est, (dir, opts), force)?;
     }
     if let Some(svg) = exports.picture {
-        crate::picture::write_svg(svg, &file.run, &est, &gpu_line, None)?;
+        crate::picture::write_svg_timed(svg, &file.run, &est, &gpu_line, None, step.as_ref().ok())?;
     }
     if json {
         let mut v = serde_json::to_value(&est).map_err(|e| e.to_string())?;
@@ -69,6 +71,7 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         v["stored_weights"] =
             serde_json::to_value(file.run.stored_weights).map_err(|e| e.to_string())?;
         v["calibrated"] = serde_json::json!(calibrated);
+        crate::step_time::json(&mut v, &step)?;
         if to_stdout {
             // the run file `--export -` writes: the user's own file edited in place
             let mut notes = Vec::new();
@@ -108,10 +111,11 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
             .iter()
             .map(|w| format!("warning: {w}\n"))
             .collect();
+        let step = crate::step_time::line(&step);
         emit(|out| {
             write!(
                 out,
-                "run: {}\nmodel: {}{weights}\nversions: {}\n{warnings}{table}{calibrated}{stand_in}",
+                "run: {}\nmodel: {}{weights}\nversions: {}\n{warnings}{table}{calibrated}{step}{stand_in}",
                 loaded.origin,
                 file.model_source,
                 grpofit::report::versions_line(&file.versions)

@@ -8,6 +8,7 @@ use grpofit::gpu::{GpuInfo, GpuProbe, NvmlProbe};
 use grpofit::hub::HubResolver;
 use grpofit::presets::shipped;
 use grpofit_core::config::{self, RunFile};
+use grpofit_core::hardware::GpuSpeed;
 use grpofit_core::measure::calibration::{self, Calibration};
 use grpofit_core::memory::estimate::GpuBudget;
 use grpofit_core::presets;
@@ -21,6 +22,9 @@ pub(crate) fn merge(outer: &Source, inner: &Source) -> Source {
         preset: inner.preset.clone().or_else(|| outer.preset.clone()),
         gpu_mem: inner.gpu_mem.clone().or_else(|| outer.gpu_mem.clone()),
         capacity: inner.capacity.or(outer.capacity),
+        gpu: inner.gpu.clone().or_else(|| outer.gpu.clone()),
+        gpu_tflops: inner.gpu_tflops.or(outer.gpu_tflops),
+        gpu_bandwidth: inner.gpu_bandwidth.or(outer.gpu_bandwidth),
         no_gpu: inner.no_gpu || outer.no_gpu,
         offline: inner.offline || outer.offline,
         versions: inner.versions.or(&outer.versions),
@@ -242,6 +246,41 @@ pub(crate) struct Inputs {
     /// the measured CUDA context in use, in words, when `grpofit calibrate` learned one for
     /// this GPU and stack
     pub calibrated: Option<String>,
+    /// the card the step is timed on, or why there is none
+    pub speed: Result<GpuSpeed, String>,
+}
+
+/// The card the step is timed on: `--gpu`, else the detected card, else the run file's
+/// `[grpofit] gpu` (a preset's names its card); `--gpu-tflops` / `--gpu-bandwidth`, else the
+/// file's `gpu_tflops` / `gpu_bandwidth`, replace the table's figures or describe a card it
+/// lacks.
+pub(crate) fn gpu_speed(
+    source: &Source,
+    loaded: &Loaded,
+    detected: &Result<GpuInfo, String>,
+) -> Result<GpuSpeed, String> {
+    for (what, v) in [
+        ("--gpu-tflops", source.gpu_tflops),
+        ("--gpu-bandwidth", source.gpu_bandwidth),
+    ] {
+        if let Some(x) = v
+            && (!x.is_finite() || x <= 0.0)
+        {
+            return Err(format!("{what} {x}: expected a positive number"));
+        }
+    }
+    let keys = &loaded.file.time;
+    let name = source
+        .gpu
+        .clone()
+        .or_else(|| detected.as_ref().ok().map(|g| g.name.clone()))
+        .or_else(|| keys.gpu.clone());
+    grpofit_core::time::gpu_speed(
+        name.as_deref(),
+        source.gpu_tflops.or(keys.gpu_tflops),
+        source.gpu_bandwidth.or(keys.gpu_bandwidth),
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// Resolves `source`: the GPU first (NVML unless `--no-gpu`), then the run (its notes said on
@@ -251,12 +290,17 @@ pub(crate) fn resolve(source: &Source) -> Result<Inputs, String> {
     let loaded = load_source(source, &detected)?;
     let (gpu, gpu_line) = capacity(source, &loaded, &detected)?;
     let name = detected.as_ref().ok().map(|g| g.name.clone());
+    let speed = gpu_speed(source, &loaded, &detected);
+    if let (Some(card), Err(why)) = (&source.gpu, &speed) {
+        return Err(format!("--gpu {card}: {why}"));
+    }
     let mut inputs = Inputs {
         loaded,
         gpu,
         gpu_line,
         detected,
         calibrated: None,
+        speed,
     };
     // the context is the detected card's: a capacity given alone names no card
     if let Some(name) = name {

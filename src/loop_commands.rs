@@ -154,6 +154,7 @@ pub(crate) fn run_check(
         gpu,
         gpu_line,
         calibrated,
+        speed,
         ..
     } = inputs;
     let gpu_line = if from_log {
@@ -164,16 +165,10 @@ pub(crate) fn run_check(
     let run = &loaded.file.run;
     let est = estimate(run, gpu);
     let (predicted, rows) = grpofit_core::measure::check::rows(run, &est, &run_log);
+    let (timed, step_check) = crate::step_time::checked(&speed, &loaded.file, &est, &run_log);
     let steps = measured.as_ref().map_or(0, |m| m.steps);
     if let Some(svg) = picture {
-        // the peak that is set against the estimate's total: the process tree's, else the device's
-        let peak = nvml_peak
-            .map(|p| (p, "measured, whole process (NVML peak)"))
-            .or_else(|| {
-                measured
-                    .as_ref()
-                    .map(|m| (m.max_used, "measured, device in use"))
-            });
+        let peak = drawn_peak(nvml_peak, measured.as_ref());
         crate::picture::write_svg(svg, run, &est, &gpu_line, peak)?;
     }
     let mut start = run_log.start.clone().unwrap_or_default();
@@ -195,6 +190,7 @@ pub(crate) fn run_check(
             "nvml_peak": nvml_peak,
             "calibrated": calibrated,
             "rows": rows,
+            "step_time": step_check,
         }))?
     } else {
         check_text(&CheckText {
@@ -208,7 +204,7 @@ pub(crate) fn run_check(
             phase,
             log_total: run_log.total(),
             capacity: gpu.capacity,
-        })
+        }) + &crate::step_time::check_line(&timed, step_check.as_ref())
     };
     emit(|o| o.write_all(out.as_bytes())).map_err(unwritten(FITS))?;
     Ok(FITS)
@@ -227,6 +223,10 @@ fn inputs_for_log(
     let named_by_log = !given && (source.config.is_some() || source.preset.is_some());
     // the run was measured on the log's GPU, not on this machine's: NVML is not asked
     source.no_gpu = true;
+    // the step is timed on the log's card, unless --gpu names another
+    source.gpu = source
+        .gpu
+        .or_else(|| crate::step_time::known_card(run_log.device()));
     let from_log = source.gpu_mem.is_none();
     if from_log {
         source.capacity = run_log.total();
@@ -257,6 +257,17 @@ fn inputs_for_log(
         ));
     }
     Ok((inputs, from_log))
+}
+
+/// The peak `check --svg` sets against the estimate's total: the process tree's, else the
+/// device's.
+fn drawn_peak(
+    nvml_peak: Option<u64>,
+    measured: Option<&measured::Measured>,
+) -> Option<(u64, &'static str)> {
+    nvml_peak
+        .map(|p| (p, "measured, whole process (NVML peak)"))
+        .or_else(|| measured.map(|m| (m.max_used, "measured, device in use")))
 }
 
 /// What `check`'s text report says.

@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod diagnose_command;
 mod env_command;
+mod fastest_command;
 mod host;
 mod inputs;
 mod launch;
@@ -15,6 +16,7 @@ mod loop_commands;
 mod output;
 mod picture;
 mod python_probe;
+mod step_time;
 mod versions_env;
 
 use cli::{Cli, Command};
@@ -69,6 +71,23 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
             force,
             json,
             svg,
+            fastest: true,
+        }) => fastest_command::run_fastest(
+            &merge(&cli.source, &source),
+            headroom,
+            output.as_deref(),
+            force,
+            json,
+            Svg::new(svg.as_deref(), force),
+        ),
+        Some(Command::Fit {
+            source,
+            headroom,
+            output,
+            force,
+            json,
+            svg,
+            fastest: false,
         }) => run_fit(
             &merge(&cli.source, &source),
             headroom,

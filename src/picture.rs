@@ -38,11 +38,25 @@ pub(crate) fn write_svg(
     gpu_line: &str,
     measured: Option<(u64, &str)>,
 ) -> Result<(), Failure> {
+    write_svg_timed(svg, run, est, gpu_line, measured, None)
+}
+
+/// `write_svg`, with the step's time under the verdict when known.
+pub(crate) fn write_svg_timed(
+    svg: Svg,
+    run: &RunConfig,
+    est: &Estimate,
+    gpu_line: &str,
+    measured: Option<(u64, &str)>,
+    step: Option<&grpofit_core::time::StepTime>,
+) -> Result<(), Failure> {
     let title = format!("{} ({} stack)", run.model_name, run.stack);
+    let line = step.map(grpofit_core::time::summary);
     let picture = grpofit::svg::Picture {
         title: &title,
         gpu: gpu_line,
         measured,
+        step: line.as_deref().zip(step.map(|t| t.seconds)),
     };
     write_atomically(svg.path, &grpofit::svg::render(est, &picture), svg.force)
         .map_err(|e| Failure::Input(format!("--svg {e}")))?;

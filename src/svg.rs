@@ -35,6 +35,8 @@ pub struct Picture<'a> {
     pub gpu: &'a str,
     /// a measured peak, in bytes, and what it is (`measured: device in use`)
     pub measured: Option<(u64, &'a str)>,
+    /// the step's time, as `estimate` prints it, and its seconds
+    pub step: Option<(&'a str, f64)>,
 }
 
 const WIDTH: u32 = 760;
@@ -57,6 +59,14 @@ pub fn render(est: &Estimate, picture: &Picture) -> String {
         if est.fits { "" } else { bold },
         y,
     );
+    if let Some((line, seconds)) = picture.step {
+        y = text_lines(
+            &mut body,
+            line,
+            &format!(r#" data-seconds="{seconds:.3}""#),
+            y,
+        );
+    }
     y += 10;
     for (i, role) in est.roles.iter().enumerate() {
         let measured = picture.measured.filter(|_| i == 0);

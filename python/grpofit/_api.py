@@ -142,6 +142,10 @@ def _common(gpu_mem, no_gpu: bool, offline: bool) -> List[str]:
     return args
 
 
+def _gpu(gpu: Optional[str]) -> List[str]:
+    return ["--gpu", str(gpu)] if gpu is not None else []
+
+
 def _call(
     command: Sequence[str],
     source: _Source,
@@ -208,6 +212,7 @@ def estimate(
     no_gpu: bool = False,
     offline: bool = False,
     check: bool = False,
+    gpu: Optional[str] = None,
 ) -> Estimate:
     """Where the GPU memory of a run goes (`grpofit estimate --json`).
 
@@ -219,8 +224,10 @@ def estimate(
     file's, or what the objects are). `gpu_mem`: the capacity (`"24GiB"`, or bytes), else the
     GPU NVML detects (unless `no_gpu`), else the file's. `offline`: never ask the Hugging Face
     Hub. `check=True` raises DoesNotFit when the run does not fit. Bad input raises ConfigError.
+    `gpu`: the card the step is timed on (`"H100"`, `"A10G"`; `--gpu`), else the detected one,
+    else the file's `[grpofit] gpu`; `step_time` holds the seconds per step by phase.
     """
-    common = _common(gpu_mem, no_gpu, offline)
+    common = _common(gpu_mem, no_gpu, offline) + _gpu(gpu)
     source = _source(config, preset, model, lora, grpo, versions, stack, common)
     data, drawn, code, rerun = _call(["estimate"], source, common, run_flag="--export")
     result = _build(Estimate, data, svg=drawn, _rerun=rerun)
@@ -243,16 +250,23 @@ def fit(
     no_gpu: bool = False,
     offline: bool = False,
     check: bool = False,
+    gpu: Optional[str] = None,
+    fastest: bool = False,
 ) -> Fit:
     """The nearest configuration that fits (`grpofit fit --json`), keeping `headroom` percent
     of the capacity free (the binary's default when None). The run and the other arguments as
     in `estimate`. `to_toml()` / `write(path)`: the fitted run. `check=True` raises DoesNotFit
-    when nothing fits."""
-    common = _common(gpu_mem, no_gpu, offline)
+    when nothing fits. `fastest=True` (`fit --fastest`): of the runs that fit, the one with the
+    least predicted seconds a step, moving only throughput knobs (`outcome` "fastest", each
+    change with its `seconds_saved` and `bytes_saved`, `step_time`, `speedup`); `gpu` as in
+    `estimate`."""
+    common = _common(gpu_mem, no_gpu, offline) + _gpu(gpu)
     source = _source(config, preset, model, lora, grpo, versions, stack, common)
     if headroom is not None and (isinstance(headroom, bool) or not isinstance(headroom, (int, float))):
         raise ArgumentTypeError(f"headroom: expected a percentage (a number), got {headroom!r}")
     command = ["fit"] + (["--headroom", str(headroom)] if headroom is not None else [])
+    if fastest:
+        command.append("--fastest")
     data, drawn, code, rerun = _call(command, source, common, run_flag="-o")
     inner = data.get("estimate")
     result = _build(

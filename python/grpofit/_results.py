@@ -111,13 +111,19 @@ class Estimate(_RunAnswer):
     stored_weights: Any = None
     calibrated: Optional[str] = None
     versions: List[Dict[str, Any]] = field(default_factory=list)
+    #: seconds per optimizer step by phase on the card (`gpu`), or None with `step_time_note`
+    step_time: Optional[Dict[str, Any]] = None
+    step_time_note: Optional[str] = None
     json: Dict[str, Any] = field(default_factory=dict)
     svg: Optional[str] = None
     _rerun: Optional[_Rerun] = field(default=None, compare=False)
 
     def __repr__(self) -> str:
         verdict = "fits" if self.fits else "does not fit"
-        return f"<grpofit.Estimate {verdict}: {_gib(self.total_bytes)} of {_gib(self.capacity_bytes)}>"
+        step = ""
+        if self.step_time:
+            step = f", step ≈ {self.step_time['seconds']:.1f} s on {self.step_time['gpu']['name']}"
+        return f"<grpofit.Estimate {verdict}: {_gib(self.total_bytes)} of {_gib(self.capacity_bytes)}{step}>"
 
 
 @dataclass(repr=False)
@@ -130,6 +136,10 @@ class Fit(_RunAnswer):
     floors: List[str] = field(default_factory=list)
     smallest_gpu_bytes: Optional[int] = None
     estimate: Optional[Estimate] = None
+    #: `fastest=True`: the fastest run's step time, the nearest fit's seconds and the speed-up
+    step_time: Optional[Dict[str, Any]] = None
+    nearest_seconds: Optional[float] = None
+    speedup: Optional[float] = None
     json: Dict[str, Any] = field(default_factory=dict)
     svg: Optional[str] = None
     _rerun: Optional[_Rerun] = field(default=None, compare=False)

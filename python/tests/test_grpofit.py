@@ -122,6 +122,27 @@ def test_fit_writes_a_run_that_fits(tmp_path):
     assert grpofit.estimate(config=path, gpu_mem="12GiB", **QUIET).fits
 
 
+def test_the_estimate_carries_the_step_time_on_the_card_named():
+    e = grpofit.estimate(preset="24gb", gpu="H100", **QUIET)
+    assert e.step_time["gpu"]["name"] == "H100 SXM"
+    assert [p["phase"] for p in e.step_time["phases"]] == ["generation", "weight_sync", "scoring", "training"]
+    assert abs(sum(p["seconds"] for p in e.step_time["phases"]) - e.step_time["seconds"]) < 1e-9
+    assert "on H100 SXM" in repr(e) and "step ≈" in str(e)
+    slower = grpofit.estimate(preset="24gb", gpu="A10G", **QUIET)
+    assert slower.step_time["seconds"] > 2 * e.step_time["seconds"]
+
+
+def test_fit_fastest_is_no_slower_than_the_nearest_fit(tmp_path):
+    fast = grpofit.fit(preset="80gb", fastest=True, **QUIET)
+    assert fast.outcome == "fastest" and fast.fits
+    assert fast.step_time["seconds"] <= fast.nearest_seconds
+    assert fast.speedup >= 1.0
+    assert all("seconds_saved" in c and "bytes_saved" in c for c in fast.changes)
+    path = tmp_path / "fast.toml"
+    fast.write(path)
+    assert grpofit.estimate(config=path, **QUIET).fits
+
+
 def test_fit_keeps_the_headroom_asked_for_on_top_of_tables():
     roomy = grpofit.fit(preset="24gb", gpu_mem="12GiB", headroom=20, grpo={"num_generations": 8}, **QUIET)
     assert roomy.fits and roomy.estimate.total_bytes <= 0.8 * 12 * GIB

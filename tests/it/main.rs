@@ -33,6 +33,8 @@ mod recipes_cli;
 mod roundtrip;
 mod safetensors;
 mod scale;
+mod speed;
+mod speed_properties;
 mod stale_writes;
 mod svg;
 mod trainer_keys;

@@ -8,17 +8,20 @@ pub mod config;
 pub mod contract;
 pub mod dates;
 pub mod diagnose;
+pub mod fastest;
 pub mod files;
 #[cfg(target_os = "linux")]
 mod files_linux;
 pub mod files_set;
 pub mod fit;
+pub mod hardware;
 pub mod measure;
 pub mod memory;
 pub mod presets;
 pub mod resolve;
 pub mod run;
 pub mod text;
+pub mod time;
 pub mod units;
 
 /// The README's example, compiled and run as a doctest.

@@ -25,6 +25,7 @@ mod read_grpofit;
 mod read_lora;
 mod read_model;
 mod read_spread;
+mod read_time;
 mod read_version_keys;
 mod read_vllm_device;
 pub mod recipe;

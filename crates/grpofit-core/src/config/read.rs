@@ -5,7 +5,7 @@ use super::error::LoadError;
 use super::lines::{Lines, line_of_offset};
 use super::tables::Tables;
 use super::{read_env, read_frozen, read_generation, read_grpo, read_lora, read_model};
-use super::{read_grpofit, read_spread, source};
+use super::{read_grpofit, read_spread, read_time, source};
 use crate::resolve::{ModelResolver, ModelSource};
 use crate::run::RunConfig;
 use crate::run::rules;
@@ -33,6 +33,8 @@ pub struct RunFile {
     /// what the user must know about those versions: a release newer than the newest
     /// modelled, a combination its requirements forbid (`run::implied`)
     pub warnings: Vec<String>,
+    /// what the file says about time: the card, the completions' mean length, the steps
+    pub time: crate::time::TimeKeys,
 }
 
 /// What a read takes beside the text: where model names are looked up (`models`: the cache,
@@ -128,6 +130,7 @@ fn run_file(
     let spread = read_spread::read_spread(t)?;
     let vllm_server = read_spread::read_vllm_server(t)?;
     let frozen = read_frozen::read_frozen(t, reading.models)?;
+    let time = read_time::read_time(t)?;
     let notes: Vec<String> = t
         .notes
         .iter()
@@ -196,6 +199,7 @@ fn run_file(
         source: None,
         versions: grpofit.versions,
         warnings: Vec::new(),
+        time,
     })
 }
 

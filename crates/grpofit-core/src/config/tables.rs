@@ -29,6 +29,11 @@ pub const GRPOFIT_KEYS: &[&str] = &[
     "nodes",
     "reward_models",
     "other_gpu_memory",
+    "gpu",
+    "gpu_tflops",
+    "gpu_bandwidth",
+    "mean_completion_length",
+    "dataset_size",
 ];
 
 /// What `[distributed]` holds: how the training processes share the model, in accelerate's

@@ -9,4 +9,5 @@ pub mod follow;
 pub mod kept;
 pub mod lines;
 pub mod measured;
+pub mod step_time;
 pub mod tail;

@@ -1,0 +1,31 @@
+//! What the run file says about time: the card (`[grpofit] gpu`, or its figures `gpu_tflops`
+//! and `gpu_bandwidth`), the completions' mean length (`mean_completion_length`), and how many
+//! steps the run takes (`[grpo] max_steps`, or `[grpofit] dataset_size` over
+//! `[grpo] num_train_epochs`).
+
+use super::error::LoadError;
+use super::tables::Tables;
+use crate::contract::Table as T;
+use crate::time::TimeKeys;
+
+pub(super) fn read_time(t: &Tables) -> Result<TimeKeys, LoadError> {
+    let gpu = t.text(T::Grpofit, "gpu")?.map(str::to_string);
+    if let Some(name) = gpu.as_deref()
+        && name.trim().is_empty()
+    {
+        return Err(t.wrong(T::Grpofit, "gpu", "\"\"", "name a card, e.g. \"H100\""));
+    }
+    Ok(TimeKeys {
+        gpu,
+        gpu_tflops: t.float(T::Grpofit, "gpu_tflops", 1.0, 100_000.0)?,
+        gpu_bandwidth: t.float(T::Grpofit, "gpu_bandwidth", 10.0, 100_000.0)?,
+        mean_completion_length: t.int(T::Grpofit, "mean_completion_length", 1, 1 << 24)?,
+        // `max_steps = -1` (the trainer's default) means "from the epochs"
+        max_steps: match t.get(T::Grpo, "max_steps")?.and_then(|v| v.as_integer()) {
+            Some(n) if n > 0 => Some(n as u64),
+            _ => None,
+        },
+        dataset_size: t.int(T::Grpofit, "dataset_size", 1, u64::MAX >> 1)?,
+        num_train_epochs: t.float(T::Grpo, "num_train_epochs", 0.0, 1e6)?,
+    })
+}

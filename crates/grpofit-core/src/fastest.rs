@@ -1,0 +1,344 @@
+//! `fit --fastest`: among the runs that fit with the headroom, the one with the least predicted
+//! seconds per optimizer step, reached from the nearest fit by moving only what changes speed:
+//! the vLLM share, the micro-batch against the accumulation (the effective batch kept),
+//! checkpointing and its offload, vLLM's KV cache in fp8 (a numerics change, said), and vLLM's
+//! sleep. What the run learns (generations, effective batch, lengths, model, rank, learning
+//! rate) is never touched. A descent over one knob at a time, repeated while a step gets faster.
+
+use crate::fit::{FitOutcome, fit, fits_with_headroom};
+use crate::hardware::GpuSpeed;
+use crate::memory::estimate::{Estimate, Estimator, GpuBudget};
+use crate::run::adjust::exact_values;
+use crate::run::knobs::{Knob, accumulation_for};
+use crate::run::{Checkpointing, Generation, RunConfig, Stack, rules};
+use crate::time::{Efficiencies, StepTime, TimeKeys, step_time};
+use serde::Serialize;
+
+/// A knob the search moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Throughput {
+    MicroBatch,
+    Checkpointing,
+    VllmShare,
+    KvCacheFp8,
+    Sleep,
+}
+
+impl Throughput {
+    const ALL: [Throughput; 5] = [
+        Throughput::MicroBatch,
+        Throughput::Checkpointing,
+        Throughput::VllmShare,
+        Throughput::KvCacheFp8,
+        Throughput::Sleep,
+    ];
+
+    /// The knob's key in the run's trainer.
+    pub fn key(self, stack: Stack) -> &'static str {
+        match (self, stack) {
+            (Throughput::MicroBatch, _) => "per_device_train_batch_size",
+            (Throughput::Checkpointing, Stack::Unsloth) => "use_gradient_checkpointing",
+            (Throughput::Checkpointing, Stack::Trl) => "gradient_checkpointing",
+            (Throughput::VllmShare, s) => Knob::VllmShare.key(s).1,
+            (Throughput::KvCacheFp8, _) => "float8_kv_cache",
+            (Throughput::Sleep, Stack::Unsloth) => "UNSLOTH_VLLM_STANDBY",
+            (Throughput::Sleep, Stack::Trl) => "vllm_enable_sleep_mode",
+        }
+    }
+
+    /// What the change does beside speed and memory.
+    fn note(self) -> Option<&'static str> {
+        match self {
+            Throughput::KvCacheFp8 => Some(
+                "changes numerics: vLLM keeps keys and values in fp8, so sampling drifts slightly from the trained policy",
+            ),
+            _ => None,
+        }
+    }
+
+    /// The values this knob may take in `run`, the current one included.
+    fn candidates(self, run: &RunConfig) -> Vec<RunConfig> {
+        let with = |f: &dyn Fn(&mut RunConfig)| {
+            let mut r = run.clone();
+            f(&mut r);
+            r
+        };
+        let colocated = matches!(run.generation, Generation::ColocatedVllm { .. });
+        match self {
+            Throughput::MicroBatch => {
+                let target = run.effective_batch();
+                exact_values(Knob::MicroBatch, target, run)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|mb| {
+                        with(&|r| {
+                            Knob::MicroBatch.set(r, mb);
+                            r.grad_accum = accumulation_for(target, mb, r.processes()).0;
+                        })
+                    })
+                    .filter(|r| r.effective_batch() == target)
+                    .collect()
+            }
+            Throughput::Checkpointing => {
+                let mut v = vec![Checkpointing::Off, Checkpointing::On];
+                if run.stack == Stack::Unsloth {
+                    v.push(Checkpointing::UnslothOffload);
+                }
+                v.into_iter()
+                    .map(|c| with(&|r| r.checkpointing = c))
+                    .collect()
+            }
+            Throughput::VllmShare if colocated => Knob::VllmShare
+                .ladder()
+                .iter()
+                .map(|&s| with(&|r| Knob::VllmShare.set(r, s)))
+                .collect(),
+            // Unsloth passes kv_cache_dtype="fp8" to vLLM; TRL's colocate call has no such key
+            Throughput::KvCacheFp8 if colocated && run.stack == Stack::Unsloth => [false, true]
+                .into_iter()
+                .map(|b| with(&|r| r.vllm_kv_fp8 = b))
+                .collect(),
+            Throughput::Sleep if colocated => [false, true]
+                .into_iter()
+                .map(|b| {
+                    with(&|r| {
+                        r.vllm_sleep = b;
+                        if r.stack == Stack::Unsloth {
+                            r.unsloth_standby = b;
+                        }
+                    })
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The knob's value in `run`, as the run file writes it.
+    fn show(self, run: &RunConfig) -> String {
+        match self {
+            Throughput::MicroBatch => {
+                format!("{} x {} accumulation", run.micro_batch, run.grad_accum)
+            }
+            Throughput::Checkpointing => match (run.checkpointing, run.stack) {
+                (Checkpointing::UnslothOffload, _) => "\"unsloth\"".to_string(),
+                (c, _) => (c != Checkpointing::Off).to_string(),
+            },
+            Throughput::VllmShare => Knob::VllmShare
+                .get(run)
+                .map_or("-".to_string(), |v| Knob::VllmShare.show(v)),
+            Throughput::KvCacheFp8 => run.vllm_kv_fp8.to_string(),
+            Throughput::Sleep => run.vllm_sleep.to_string(),
+        }
+    }
+}
+
+/// One knob moved from the nearest fit, with what it did, applied after the ones before it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SpeedChange {
+    pub knob: Throughput,
+    pub key: &'static str,
+    pub from: String,
+    pub to: String,
+    /// seconds a step this change saves (negative: costs)
+    pub seconds_saved: f64,
+    /// bytes of GPU memory it saves (negative: takes)
+    pub bytes_saved: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<&'static str>,
+}
+
+/// The fastest run that fits, against the nearest fit.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fastest {
+    pub changes: Vec<SpeedChange>,
+    pub step_time: StepTime,
+    /// the nearest fit's step
+    pub nearest_seconds: f64,
+    /// the nearest fit's seconds over the fastest's
+    pub speedup: f64,
+    pub estimate: Estimate,
+    #[serde(skip)]
+    pub run: Box<RunConfig>,
+    #[serde(skip)]
+    pub nearest: Box<RunConfig>,
+}
+
+/// What a search is timed against.
+pub struct Timing<'a> {
+    pub gpu: &'a GpuSpeed,
+    pub keys: &'a TimeKeys,
+    pub eff: &'a Efficiencies,
+}
+
+/// The fastest run that fits `gpu` with `headroom`, from the nearest fit of `run`; `None` when
+/// nothing fits.
+pub fn fastest(
+    run: &RunConfig,
+    gpu: GpuBudget,
+    headroom: f64,
+    timing: &Timing,
+    est: &mut Estimator,
+) -> Option<Fastest> {
+    let nearest = match fit(run, gpu, headroom, est) {
+        FitOutcome::AlreadyFits { .. } => run.clone(),
+        FitOutcome::Fitted { run, .. } => *run,
+        FitOutcome::Impossible { .. } => return None,
+    };
+    let seconds =
+        |r: &RunConfig, e: &Estimate| step_time(r, e, timing.gpu, timing.keys, timing.eff).seconds;
+    let start = est.estimate(&nearest, gpu);
+    let nearest_seconds = seconds(&nearest, &start);
+    let mut search = Search {
+        gpu,
+        headroom,
+        timing,
+        best: nearest.clone(),
+        best_est: start,
+        best_s: nearest_seconds,
+    };
+    // one knob at a time, then two at once (a knob that frees memory with one that spends it),
+    // while a pass makes the step faster: each accepted move is at least 0.1 % faster
+    for _ in 0..4 {
+        let single = search.descend(est);
+        let paired = search.pairs(est);
+        if !single && !paired {
+            break;
+        }
+    }
+    let Search {
+        best,
+        best_est,
+        best_s,
+        ..
+    } = search;
+    let changes = changes(&nearest, &best, gpu, timing, est);
+    Some(Fastest {
+        changes,
+        step_time: step_time(&best, &best_est, timing.gpu, timing.keys, timing.eff),
+        nearest_seconds,
+        speedup: if best_s > 0.0 {
+            nearest_seconds / best_s
+        } else {
+            1.0
+        },
+        estimate: best_est,
+        run: Box::new(best),
+        nearest: Box::new(nearest),
+    })
+}
+
+/// The search's state: the fastest run found so far.
+struct Search<'a> {
+    gpu: GpuBudget,
+    headroom: f64,
+    timing: &'a Timing<'a>,
+    best: RunConfig,
+    best_est: Estimate,
+    best_s: f64,
+}
+
+impl Search<'_> {
+    /// Takes `candidate` when it is valid, fits and is faster; says whether it did.
+    fn offer(&mut self, candidate: RunConfig, est: &mut Estimator) -> bool {
+        if candidate == self.best || rules::validate(&candidate).is_err() {
+            return false;
+        }
+        let e = est.estimate(&candidate, self.gpu);
+        if !fits_with_headroom(&e, self.headroom) {
+            return false;
+        }
+        let t = self.timing;
+        let s = step_time(&candidate, &e, t.gpu, t.keys, t.eff).seconds;
+        if s < self.best_s * 0.999 {
+            (self.best, self.best_est, self.best_s) = (candidate, e, s);
+            return true;
+        }
+        false
+    }
+
+    /// The knobs this run may move now: fp8 KV only while the KV cache bounds how many
+    /// sequences vLLM decodes at once (the speed it buys: silybench's H100 Qwen3-8B, 327 to
+    /// 373 concurrent users; below that bound it only trims the KV reads, for a numerics change).
+    fn knobs(&self) -> Vec<Throughput> {
+        let kv_bound = self.best_est.vllm.as_ref().is_some_and(|p| {
+            p.full_length_sequences < (p.max_num_seqs.min(self.best.generation_rows())) as f64
+        });
+        Throughput::ALL
+            .into_iter()
+            .filter(|k| *k != Throughput::KvCacheFp8 || kv_bound || self.best.vllm_kv_fp8)
+            .collect()
+    }
+
+    /// Every value of every knob, one knob at a time.
+    fn descend(&mut self, est: &mut Estimator) -> bool {
+        let mut improved = false;
+        for knob in self.knobs() {
+            for candidate in knob.candidates(&self.best) {
+                improved |= self.offer(candidate, est);
+            }
+        }
+        improved
+    }
+
+    /// Every value of two knobs at once.
+    fn pairs(&mut self, est: &mut Estimator) -> bool {
+        let knobs = self.knobs();
+        let mut improved = false;
+        for (i, a) in knobs.iter().enumerate() {
+            for b in &knobs[i + 1..] {
+                for first in a.candidates(&self.best) {
+                    for both in b.candidates(&first) {
+                        improved |= self.offer(both, est);
+                    }
+                }
+            }
+        }
+        improved
+    }
+}
+
+/// Each knob that differs between `from` and `to`, applied in turn, with its seconds and bytes.
+fn changes(
+    from: &RunConfig,
+    to: &RunConfig,
+    gpu: GpuBudget,
+    timing: &Timing,
+    est: &mut Estimator,
+) -> Vec<SpeedChange> {
+    let mut now = from.clone();
+    let mut out = Vec::new();
+    for knob in Throughput::ALL {
+        let (was, will) = (knob.show(&now), knob.show(to));
+        if was == will {
+            continue;
+        }
+        let mut next = now.clone();
+        match knob {
+            Throughput::MicroBatch => {
+                (next.micro_batch, next.grad_accum) = (to.micro_batch, to.grad_accum)
+            }
+            Throughput::Checkpointing => next.checkpointing = to.checkpointing,
+            Throughput::VllmShare => next.generation = to.generation,
+            Throughput::KvCacheFp8 => next.vllm_kv_fp8 = to.vllm_kv_fp8,
+            Throughput::Sleep => {
+                (next.vllm_sleep, next.unsloth_standby) = (to.vllm_sleep, to.unsloth_standby)
+            }
+        }
+        let (a, b) = (est.estimate(&now, gpu), est.estimate(&next, gpu));
+        let time = |r: &RunConfig, e: &Estimate| {
+            step_time(r, e, timing.gpu, timing.keys, timing.eff).seconds
+        };
+        out.push(SpeedChange {
+            knob,
+            key: knob.key(from.stack),
+            from: was,
+            to: will,
+            seconds_saved: time(&now, &a) - time(&next, &b),
+            bytes_saved: a.total_bytes as i64 - b.total_bytes as i64,
+            note: knob.note(),
+        });
+        now = next;
+    }
+    out
+}

@@ -1,0 +1,68 @@
+//! How much of a card's datasheet figures a GRPO step gets: each efficiency declared once, with
+//! the measurement it comes from. `grpofit calibrate` may replace them per card
+//! ([`Efficiencies`]).
+
+use serde::Serialize;
+
+/// The fraction of the sheet's memory bandwidth a vLLM decode step reaches. ML.ENERGY
+/// leaderboard v3.0, Qwen3-8B on one H100 80GB HBM3 (ml-energy/leaderboard
+/// `public/data/models/Qwen__Qwen3-8B__gpqa.json`): at 8, 16, 32, 63.3 and 82 running sequences
+/// of ~8k-token outputs the median inter-token latency (9.7, 11.9, 16.9, 26.6, 27.9 ms) is the
+/// time to read the 16.4 GB of bf16 weights and the live KV (147 KB a token, ~4.2k tokens a
+/// sequence on average) at 0.66, 0.66, 0.64, 0.63 and 0.72 of the sheet's 3.35 TB/s: their mean.
+pub const DECODE_BANDWIDTH: f64 = 0.66;
+
+/// The fraction of the sheet's dense tensor throughput a large training matmul reaches
+/// (hardware FLOPs utilisation, recompute counted). prime-rl's benchmark tables (2026-01),
+/// Qwen3-0.6B full fine-tuning on one H100 at 64k tokens with recompute: 26.8 % MFU, which is
+/// 26.8 x 8/6 = 36 % of the sheet once the recomputed forward is counted.
+pub const MATMUL_PEAK: f64 = 0.36;
+
+/// PyTorch eager: seconds the host spends dispatching and launching one operator, which a small
+/// micro-batch or a decode step without CUDA graphs waits for. The PyTorch blog "Accelerating
+/// PyTorch with CUDA Graphs" (2021): each kernel launch costs the CPU on the order of 10 µs
+/// through the eager dispatcher, which CUDA graphs remove.
+pub const EAGER_OP_SECONDS: f64 = 10e-6;
+
+/// Operators one transformers decoder layer dispatches in a forward pass
+/// (`LlamaDecoderLayer.forward`: two RMSNorms of 6 ops each, 7 projections, rotary embedding
+/// ~10 ops, attention 3, the MLP's activation and product 2, two residual adds).
+pub const OPS_PER_LAYER: f64 = 30.0;
+
+/// Operators PEFT adds to each targeted projection (`peft.tuners.lora.Linear.forward`:
+/// dropout, `lora_A`, `lora_B`, the scaling, the add).
+pub const OPS_PER_ADAPTER: f64 = 5.0;
+
+/// Operators transformers' expert loop dispatches for each expert a training pass hits
+/// (`GptOssExperts.forward` in training, 4.56: the token gather, two matmuls with their biases,
+/// the gate's split, two clamps, the sigmoid and products, the routing weight, `index_add_`,
+/// and the `torch.where` that finds the tokens; Qwen-MoE's loop is alike).
+pub const OPS_PER_EXPERT: f64 = 16.0;
+
+/// Bytes a bitsandbytes NF4 weight moves each time it is used by more than one token:
+/// `bitsandbytes.matmul_4bit` takes the `gemv_4bit` kernel only for a single row; otherwise
+/// `MatMul4Bit.forward` dequantizes the whole weight (`F.dequantize_4bit`: reads half a byte,
+/// writes two) and the matmul reads the two bytes again. vLLM's `BitsAndBytesLinearMethod`
+/// calls the same `matmul_4bit`.
+pub const NF4_BYTES_MOVED: f64 = 0.5 + 2.0 + 2.0;
+
+/// The same for LLM.int8 (`MatMul8bitLt`: int8 weights read, the outliers' 16-bit product).
+pub const INT8_BYTES_MOVED: f64 = 1.0 + 2.0 + 2.0;
+
+/// The efficiencies in use: the declared ones above, or a card's calibrated values.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Efficiencies {
+    pub decode_bandwidth: f64,
+    pub matmul_peak: f64,
+    pub eager_op_seconds: f64,
+}
+
+impl Default for Efficiencies {
+    fn default() -> Efficiencies {
+        Efficiencies {
+            decode_bandwidth: DECODE_BANDWIDTH,
+            matmul_peak: MATMUL_PEAK,
+            eager_op_seconds: EAGER_OP_SECONDS,
+        }
+    }
+}

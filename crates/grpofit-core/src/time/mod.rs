@@ -1,0 +1,208 @@
+//! How long one optimizer step takes, by phase: generation (prefill and decode, vLLM's or
+//! transformers'), the weight sync into vLLM and its sleep, scoring (old and reference
+//! log-probs), training (forward, backward, recompute, optimizer, the gradients' all-reduce or
+//! ZeRO-3's gathers). A roofline over the card's sheet (`hardware`) with the efficiencies of
+//! `efficiency`, on the memory model's own quantities (the run, vLLM's plan).
+
+pub mod efficiency;
+mod phases;
+
+use crate::hardware::{self, GpuSpeed};
+use crate::memory::estimate::Estimate;
+use crate::run::RunConfig;
+pub use efficiency::Efficiencies;
+use serde::Serialize;
+
+/// What the run file says about time beside the run (`[grpofit] gpu`, `gpu_tflops`,
+/// `gpu_bandwidth`, `mean_completion_length`, `dataset_size`; `[grpo] max_steps`,
+/// `num_train_epochs`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TimeKeys {
+    /// the card, as written
+    pub gpu: Option<String>,
+    pub gpu_tflops: Option<f64>,
+    /// GB/s
+    pub gpu_bandwidth: Option<f64>,
+    /// the completions' mean length in tokens, when the user knows it
+    pub mean_completion_length: Option<u64>,
+    pub max_steps: Option<u64>,
+    /// prompts in the training set
+    pub dataset_size: Option<u64>,
+    pub num_train_epochs: Option<f64>,
+}
+
+/// Which card the step is timed on: a name (from `--gpu`, NVML or the file) and the figures
+/// the user gave (which replace the table's, or describe a card it lacks).
+pub fn gpu_speed(
+    name: Option<&str>,
+    tflops: Option<f64>,
+    bandwidth: Option<f64>,
+) -> Result<GpuSpeed, UnknownGpu> {
+    let card = name.and_then(hardware::lookup);
+    match (card, tflops, bandwidth) {
+        (Some(c), None, None) => Ok(c.speed()),
+        (Some(c), t, b) => {
+            let mut s = c.speed();
+            s.bf16_tflops = t.unwrap_or(s.bf16_tflops);
+            s.memory_gb_s = b.unwrap_or(s.memory_gb_s);
+            s.source = format!("{} (with your gpu_tflops / gpu_bandwidth)", c.name);
+            Ok(s)
+        }
+        (None, Some(t), Some(b)) => Ok(GpuSpeed::given(name.unwrap_or("your GPU"), t, b)),
+        (None, _, _) => Err(UnknownGpu {
+            name: name.map(str::to_string),
+        }),
+    }
+}
+
+/// No card to time the step on: a name the table lacks, or none at all.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub struct UnknownGpu {
+    pub name: Option<String>,
+}
+
+impl std::fmt::Display for UnknownGpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.name {
+            Some(n) => write!(f, "the card `{n}` is not in grpofit's table"),
+            None => write!(f, "no card named"),
+        }?;
+        write!(
+            f,
+            " ({}): name one with `--gpu` or `[grpofit] gpu`, or give its dense bf16 TFLOPS and memory GB/s (`[grpofit] gpu_tflops`, `gpu_bandwidth`; `--gpu-tflops`, `--gpu-bandwidth`)",
+            hardware::names().join(", ")
+        )
+    }
+}
+
+/// One phase's seconds in an optimizer step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseTime {
+    pub phase: &'static str,
+    pub seconds: f64,
+}
+
+/// The card as `--json` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuFigures {
+    pub name: String,
+    pub bf16_tflops: f64,
+    pub memory_gb_s: f64,
+    pub source: String,
+}
+
+/// Seconds per optimizer step, by phase.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepTime {
+    pub seconds: f64,
+    pub phases: Vec<PhaseTime>,
+    pub gpu: GpuFigures,
+    /// completion tokens generated per second over the whole step, all GPUs
+    pub tokens_per_second: f64,
+    /// the completions' length the generation is timed for, and whether it is the full one
+    pub completion_tokens: f64,
+    pub completion_is_mean: bool,
+    /// optimizer steps in the run, when `max_steps` or the dataset's size says
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_hours: Option<f64>,
+}
+
+impl StepTime {
+    pub fn phase(&self, name: &str) -> f64 {
+        self.phases
+            .iter()
+            .find(|p| p.phase == name)
+            .map_or(0.0, |p| p.seconds)
+    }
+}
+
+/// The phases, in the order a step runs them.
+pub const PHASES: [&str; 4] = ["generation", "weight_sync", "scoring", "training"];
+
+/// The step's time for `run` (whose memory is `est`) on `gpu`.
+pub fn step_time(
+    run: &RunConfig,
+    est: &Estimate,
+    gpu: &GpuSpeed,
+    keys: &TimeKeys,
+    eff: &Efficiencies,
+) -> StepTime {
+    let lens = phases::Lengths::of(run, keys.mean_completion_length);
+    let m = phases::Machine { gpu, eff };
+    let seconds = [
+        phases::generation(run, est, &m, &lens),
+        phases::weight_sync(run, est, &m),
+        phases::scoring(run, &m, &lens),
+        phases::training(run, &m, &lens),
+    ];
+    let total: f64 = seconds.iter().sum();
+    let completions = run.effective_batch() as f64;
+    let tokens = completions * lens.mean;
+    let steps = keys.max_steps.filter(|&s| s > 0).or_else(|| {
+        let prompts = keys.dataset_size? as f64 * keys.num_train_epochs.unwrap_or(1.0);
+        (est.prompts_per_step > 0.0).then(|| (prompts / est.prompts_per_step).ceil() as u64)
+    });
+    StepTime {
+        seconds: total,
+        phases: PHASES
+            .iter()
+            .zip(seconds)
+            .map(|(phase, seconds)| PhaseTime { phase, seconds })
+            .collect(),
+        gpu: GpuFigures {
+            name: gpu.name.clone(),
+            bf16_tflops: gpu.bf16_tflops,
+            memory_gb_s: gpu.memory_gb_s,
+            source: gpu.source.clone(),
+        },
+        tokens_per_second: if total > 0.0 { tokens / total } else { 0.0 },
+        completion_tokens: lens.mean,
+        completion_is_mean: keys.mean_completion_length.is_some(),
+        run_hours: steps.map(|s| s as f64 * total / 3600.0),
+        steps,
+    }
+}
+
+/// vLLM's decode term alone: output tokens a second at `batch` running sequences of `context`
+/// tokens on average, 16-bit weights and KV cache.
+pub fn decode_tokens_per_second(
+    arch: &crate::arch::Arch,
+    gpu: &GpuSpeed,
+    eff: &Efficiencies,
+    batch: f64,
+    context: f64,
+) -> f64 {
+    phases::decode_tokens_per_second(arch, &phases::Machine { gpu, eff }, batch, context)
+}
+
+/// "step ≈ 41 s (generation 29 s, scoring 3 s, training 9 s) on H100 SXM; 640 steps ≈ 7.3 h".
+pub fn summary(t: &StepTime) -> String {
+    let parts: Vec<String> = t
+        .phases
+        .iter()
+        .filter(|p| p.seconds >= 0.05 || p.phase == "generation" || p.phase == "training")
+        .map(|p| format!("{} {}", p.phase.replace('_', " "), seconds(p.seconds)))
+        .collect();
+    let run = match (t.steps, t.run_hours) {
+        (Some(s), Some(h)) if h >= 1.0 => format!("; {s} steps ≈ {h:.1} h"),
+        (Some(s), Some(h)) => format!("; {s} steps ≈ {:.0} min", h * 60.0),
+        _ => String::new(),
+    };
+    format!(
+        "step ≈ {} ({}) on {}{run}",
+        seconds(t.seconds),
+        parts.join(", "),
+        t.gpu.name
+    )
+}
+
+/// Seconds as people read them: "41 s", "3.2 s", "0.4 s".
+pub fn seconds(s: f64) -> String {
+    if s >= 10.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s:.1} s")
+    }
+}

@@ -1,0 +1,350 @@
+//! Each phase's seconds. Compute is FLOPs over the sheet's dense tensor rate times
+//! `matmul_peak`; memory traffic is bytes over the sheet's bandwidth times `decode_bandwidth`;
+//! PyTorch eager work adds its operators' dispatch time (`eager_op_seconds`).
+
+use super::efficiency::*;
+use crate::arch::{Arch, Family};
+use crate::hardware::GpuSpeed;
+use crate::memory::estimate::{Estimate, target_mask};
+use crate::memory::vllm::kv_bytes_per_token;
+use crate::run::spread::Engine;
+use crate::run::{Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack};
+
+/// The card and what the step gets of it.
+pub(super) struct Machine<'a> {
+    pub gpu: &'a GpuSpeed,
+    pub eff: &'a Efficiencies,
+}
+
+impl Machine<'_> {
+    /// Seconds for `flops` of matmuls on `gpus` cards.
+    fn compute(&self, flops: f64, gpus: f64) -> f64 {
+        flops / (self.gpu.bf16_tflops * 1e12 * self.eff.matmul_peak * gpus.max(1.0))
+    }
+    /// Seconds to move `bytes` through memory on `gpus` cards.
+    fn traffic(&self, bytes: f64, gpus: f64) -> f64 {
+        bytes / (self.gpu.memory_gb_s * 1e9 * self.eff.decode_bandwidth * gpus.max(1.0))
+    }
+    fn eager(&self, ops: f64) -> f64 {
+        ops * self.eff.eager_op_seconds
+    }
+}
+
+/// The completions' lengths the step is timed for.
+pub(super) struct Lengths {
+    pub prompt: f64,
+    /// the cap (`max_completion_length`)
+    pub max: f64,
+    /// the mean: the user's `mean_completion_length`, else the cap
+    pub mean: f64,
+    pub given: bool,
+}
+
+impl Lengths {
+    pub(super) fn of(run: &RunConfig, mean: Option<u64>) -> Lengths {
+        let max = run.completion_len.max(1) as f64;
+        Lengths {
+            prompt: run.prompt_len as f64,
+            max,
+            mean: mean.map_or(max, |m| (m.max(1) as f64).min(max)),
+            given: mean.is_some(),
+        }
+    }
+
+    /// The longest of `n` completions, which a batch waits for. With the mean known, lengths
+    /// are taken as geometric (the model ends a completion with a constant chance a token),
+    /// whose longest of n has the mean times the n-th harmonic number; capped at the maximum.
+    pub(super) fn longest(&self, n: f64) -> f64 {
+        if !self.given {
+            return self.max;
+        }
+        let harmonic: f64 = (1..=n.max(1.0).round() as u64)
+            .map(|k| 1.0 / k as f64)
+            .sum();
+        (self.mean * harmonic).min(self.max)
+    }
+}
+
+/// Matmul parameters one token passes through: each layer's projections and active experts, and
+/// the LM head.
+fn active_params(arch: &Arch) -> f64 {
+    dense_params(arch) + expert_params(arch, arch.moe.map_or(0.0, |m| m.active as f64))
+}
+
+/// The projections of every layer and the LM head.
+fn dense_params(arch: &Arch) -> f64 {
+    let projections: u64 = arch
+        .projections()
+        .iter()
+        .map(|p| p.fan_in * p.fan_out)
+        .sum();
+    (projections * arch.layers + arch.vocab * arch.hidden) as f64
+}
+
+/// `experts` experts' gate, up and down projections over every layer.
+fn expert_params(arch: &Arch, experts: f64) -> f64 {
+    arch.moe.map_or(0.0, |m| {
+        experts * (3 * arch.hidden * m.expert_intermediate * arch.layers) as f64
+    })
+}
+
+/// Experts a step over `tokens` tokens touches in a layer, each token routed to `active` of
+/// `experts` at random: `experts x (1 - (1 - active/experts)^tokens)`.
+fn experts_touched(arch: &Arch, tokens: f64) -> f64 {
+    arch.moe.map_or(0.0, |m| {
+        let e = m.experts.max(1) as f64;
+        e * (1.0 - (1.0 - m.active as f64 / e).powf(tokens.max(1.0)))
+    })
+}
+
+/// Forward FLOPs of `tokens` tokens in sequences of `len`: 2 per matmul parameter, and the
+/// attention's scores and weighted sum over a causal half of the sequence.
+fn forward_flops(arch: &Arch, tokens: f64, len: f64) -> f64 {
+    let attention = 2.0 * arch.layers as f64 * arch.q_dim() as f64 * len;
+    tokens * (2.0 * active_params(arch) + attention)
+}
+
+/// Bytes one use of the decoder's weights moves, stored as `quant`, when `experts` experts of
+/// each layer are read.
+fn weight_traffic(arch: &Arch, quant: Quant, experts: f64) -> f64 {
+    let per_weight = match quant {
+        Quant::Bf16 => 2.0,
+        Quant::Fp32 => 4.0,
+        Quant::Fp8 => 1.0,
+        Quant::Int8 => INT8_BYTES_MOVED,
+        Quant::Nf4 => NF4_BYTES_MOVED,
+    };
+    // the LM head stays 16-bit in every format; bitsandbytes leaves experts' 3-D tensors 16-bit
+    let head = (arch.vocab * arch.hidden) as f64;
+    let expert_bytes = if quant == Quant::Fp8 { 1.0 } else { 2.0 };
+    (dense_params(arch) - head) * per_weight
+        + head * 2.0
+        + expert_params(arch, experts) * expert_bytes
+}
+
+/// transformers' gpt-oss experts outside training (`GptOssExperts.forward`, 4.56: "for inference
+/// we can sacrifice some memory and compute the output for all experts at once") run every
+/// expert on every token; its training loop, and other families', run the experts hit.
+fn generate_runs_every_expert(arch: &Arch) -> bool {
+    arch.family == Family::GptOss && arch.moe.is_some()
+}
+
+/// Eager operators of one pass through the model.
+fn ops_per_pass(run: &RunConfig) -> f64 {
+    let adapters = if run.full_finetuning {
+        0
+    } else {
+        target_mask(&run.arch, &run.lora_targets)
+            .iter()
+            .filter(|t| **t)
+            .count()
+    };
+    run.arch.layers as f64 * (OPS_PER_LAYER + adapters as f64 * OPS_PER_ADAPTER)
+}
+
+/// Eager operators of one training-mode pass over `tokens` tokens: the layers', and the expert
+/// loop's for each expert hit (transformers' MoE blocks in training).
+fn ops_with_experts(run: &RunConfig, tokens: f64) -> f64 {
+    ops_per_pass(run) + run.arch.layers as f64 * experts_touched(&run.arch, tokens) * OPS_PER_EXPERT
+}
+
+/// Generation calls per optimizer step: one every `steps_per_generation` micro-batches.
+fn generations_per_step(run: &RunConfig) -> f64 {
+    run.grad_accum as f64 / run.steps_per_generation() as f64
+}
+
+/// Generation: vLLM's prefill and decode (continuous batching), or transformers' `generate`.
+pub(super) fn generation(run: &RunConfig, est: &Estimate, m: &Machine, l: &Lengths) -> f64 {
+    let arch = &run.arch;
+    let rows = run.generation_rows() as f64;
+    let kv_token = kv_bytes_per_token(arch, run.vllm_kv_fp8, (l.prompt + l.max) as u64) as f64;
+    let per_call = match run.generation {
+        Generation::Transformers => {
+            // one padded batch until its longest completion ends; every row's KV read each step
+            let steps = l.longest(rows);
+            let kv = rows * steps * (l.prompt + steps / 2.0) * kv_token;
+            let (experts, extra) = match arch.moe {
+                Some(m) if generate_runs_every_expert(arch) => {
+                    let all = m.experts as f64;
+                    (all, expert_params(arch, all - m.active as f64))
+                }
+                _ => (experts_touched(arch, rows), 0.0),
+            };
+            let weights = steps * weight_traffic(arch, run.quant, experts);
+            let reads = m.traffic(weights + kv, 1.0);
+            let flops = forward_flops(arch, rows * steps, l.prompt + steps / 2.0)
+                + 2.0 * extra * rows * steps;
+            let prefill = m.compute(
+                forward_flops(arch, rows * l.prompt, l.prompt) + 2.0 * extra * rows * l.prompt,
+                1.0,
+            );
+            reads.max(m.compute(flops, 1.0)) + m.eager(steps * ops_per_pass(run)) + prefill
+        }
+        Generation::ColocatedVllm { .. } | Generation::VllmServer => {
+            let (seqs, gpus) = match run.generation {
+                Generation::VllmServer => (
+                    rows * run.processes() as f64,
+                    run.vllm_server.gpus.max(1) as f64,
+                ),
+                _ => (
+                    rows * run.vllm_tensor_parallel as f64,
+                    run.vllm_tensor_parallel as f64,
+                ),
+            };
+            // Unsloth's vLLM serves the trainer's own (quantised) weights; TRL's loads 16-bit
+            let quant = match run.stack {
+                Stack::Unsloth => run.quant,
+                Stack::Trl => Quant::Bf16,
+            };
+            let (max_seqs, full) = est.vllm.as_ref().map_or((seqs, seqs), |p| {
+                (p.max_num_seqs as f64, p.full_length_sequences.floor())
+            });
+            let concurrency = seqs.min(max_seqs).min(full).max(1.0);
+            let steps = l.longest(seqs).max((seqs * l.mean / concurrency).ceil());
+            let kv = seqs * l.mean * (l.prompt + l.mean / 2.0) * kv_token;
+            let touched = experts_touched(arch, concurrency);
+            let reads = m.traffic(steps * weight_traffic(arch, quant, touched) + kv, gpus);
+            let flops = forward_flops(arch, seqs * l.mean, l.prompt + l.mean / 2.0);
+            let prefill = m.compute(forward_flops(arch, seqs * l.prompt, l.prompt), gpus);
+            reads.max(m.compute(flops, gpus)) + prefill
+        }
+    };
+    per_call * generations_per_step(run)
+}
+
+/// Moving the trained weights into vLLM once an optimizer step, and vLLM's sleep and wake.
+pub(super) fn weight_sync(run: &RunConfig, est: &Estimate, m: &Machine) -> f64 {
+    let weights16 = (run.arch.parameters() * 2) as f64;
+    let sync = match (run.generation, run.stack) {
+        (Generation::Transformers, _) => 0.0,
+        // Unsloth's vLLM shares the trainer's weights and takes the adapters as a LoRA request
+        (Generation::ColocatedVllm { .. }, Stack::Unsloth) => 0.0,
+        // TRL `_move_model_to_vllm`: PEFT's `merge_adapter`, each tensor through vLLM's
+        // `load_weights`, `unmerge_adapter`: every weight read and written three times (once
+        // when nothing is merged), one eager call per tensor
+        (Generation::ColocatedVllm { .. }, Stack::Trl) => {
+            let passes = if run.full_finetuning { 1.0 } else { 3.0 };
+            let tensors = run.arch.parameter_tensors().count() as f64;
+            m.traffic(2.0 * passes * weights16, 1.0) + m.eager(4.0 * tensors)
+        }
+        // the server: the same merge here, then NCCL's broadcast over the link to its GPUs
+        (Generation::VllmServer, _) => {
+            let merge = if run.full_finetuning { 0.0 } else { 4.0 };
+            m.traffic(merge * weights16, 1.0) + weights16 / (m.gpu.link_gb_s * 1e9)
+        }
+    };
+    // TRL's sleep mode (`llm.sleep(level=2)` after each generation, as memory/vllm.rs reads
+    // it) discards vLLM's weights: waking writes their memory again before the sync fills it.
+    // Unsloth's standby only frees the KV cache (its weights are the trainer's): no copy
+    let sleep = if run.vllm_sleep && run.stack == Stack::Trl {
+        let vllm_weights = est
+            .vllm
+            .as_ref()
+            .map_or(weights16, |p| p.weights_bytes as f64);
+        m.traffic(vllm_weights, 1.0)
+    } else {
+        0.0
+    };
+    (sync + sleep) * generations_per_step(run).min(1.0)
+}
+
+/// Micro-batch tokens, padded to the longest completion of the micro-batch as the trainer's
+/// collation pads them.
+fn micro_batch_tokens(run: &RunConfig, l: &Lengths) -> (f64, f64) {
+    let mb = run.running_micro_batch().max(1) as f64;
+    let len = l.prompt + l.longest(mb);
+    (mb * len, len)
+}
+
+/// One eager pass over a micro-batch: its matmuls, the quantised weights' dequantisation, its
+/// operators' dispatch.
+fn pass(run: &RunConfig, m: &Machine, tokens: f64, len: f64) -> f64 {
+    let dequant = if run.quant.is_quantised() {
+        let experts = experts_touched(&run.arch, tokens);
+        m.traffic(weight_traffic(&run.arch, run.quant, experts), 1.0)
+    } else {
+        0.0
+    };
+    m.compute(forward_flops(&run.arch, tokens, len), 1.0)
+        + dequant
+        + m.eager(ops_with_experts(run, tokens))
+}
+
+/// The no-grad passes before training (trl 1.15 `_generate_and_score_completions`): old
+/// log-probs when vLLM generated or one generation serves several steps, reference log-probs
+/// when `beta != 0`; in micro-batches of `per_device_train_batch_size`.
+pub(super) fn scoring(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
+    let spg = run.steps_per_generation();
+    let old = run.generation.uses_vllm() || !run.grad_accum.is_multiple_of(spg);
+    let passes = old as u8 as f64 + (run.beta != 0.0) as u8 as f64;
+    let (tokens, len) = micro_batch_tokens(run, l);
+    passes * run.grad_accum as f64 * pass(run, m, tokens, len)
+}
+
+/// Forward, backward (input gradients only for frozen weights: half a full backward),
+/// checkpointing's recomputed forward, the optimizer step, and the gradients' exchange.
+pub(super) fn training(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
+    let (tokens, len) = micro_batch_tokens(run, l);
+    let backward = if run.full_finetuning { 2.0 } else { 1.0 };
+    let recompute = match run.checkpointing {
+        Checkpointing::Off => 0.0,
+        Checkpointing::On | Checkpointing::UnslothOffload => 1.0,
+    };
+    let per_micro = (1.0 + backward + recompute) * pass(run, m, tokens, len);
+    let trainable = trainable_parameters(run);
+    // torch AdamW (`_multi_tensor_adamw`) reads the parameter, its gradient and both moments and
+    // writes three of them: 28 bytes an fp32 parameter; bitsandbytes' 8-bit moments: 16
+    let optimizer_bytes = match run.optimizer {
+        Optimizer::AdamW | Optimizer::PagedAdamW => 28.0,
+        Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => 16.0,
+        Optimizer::Sgd => 12.0,
+    };
+    let optimizer = m.traffic(trainable * optimizer_bytes, 1.0);
+    per_micro * run.grad_accum as f64 + optimizer + exchange(run, m, trainable)
+}
+
+/// The gradients' ring all-reduce (DDP, ZeRO-1/2) once a step, or ZeRO-3 / FSDP gathering every
+/// layer's weights for each forward, backward and recompute of each micro-batch.
+fn exchange(run: &RunConfig, m: &Machine, trainable: f64) -> f64 {
+    let n = run.processes() as f64;
+    if n < 2.0 {
+        return 0.0;
+    }
+    let link = m.gpu.link_gb_s * 1e9;
+    let ring = 2.0 * (n - 1.0) / n;
+    let grad_bytes = if run.full_finetuning { 2.0 } else { 4.0 };
+    let gathers = if run.spread.stage() >= 3 || run.spread.engine == Engine::Fsdp {
+        let passes = 3.0 + (run.checkpointing != Checkpointing::Off) as u8 as f64;
+        passes * run.grad_accum as f64 * (n - 1.0) / n * (run.arch.parameters() * 2) as f64 / link
+    } else {
+        0.0
+    };
+    ring * trainable * grad_bytes / link + gathers
+}
+
+/// Parameters the optimizer updates: every weight, or the adapters' `r x (in + out)` per
+/// targeted projection.
+fn trainable_parameters(run: &RunConfig) -> f64 {
+    if run.full_finetuning {
+        return run.arch.parameters() as f64;
+    }
+    let mask = target_mask(&run.arch, &run.lora_targets);
+    let per_layer: u64 = run
+        .arch
+        .projections()
+        .iter()
+        .zip(mask)
+        .filter(|(_, t)| *t)
+        .map(|(p, _)| run.lora_rank * (p.fan_in + p.fan_out))
+        .sum();
+    (per_layer * run.arch.layers) as f64
+}
+
+/// vLLM's decode alone: output tokens a second at `batch` running sequences whose context
+/// averages `context` tokens, 16-bit weights and KV (the model's decode term, checked against
+/// measured serving throughput).
+pub(super) fn decode_tokens_per_second(arch: &Arch, m: &Machine, batch: f64, context: f64) -> f64 {
+    let kv = kv_bytes_per_token(arch, false, context as u64) as f64 * batch * context;
+    let weights = weight_traffic(arch, Quant::Bf16, experts_touched(arch, batch));
+    batch / m.traffic(weights + kv, 1.0)
+}

@@ -1,0 +1,129 @@
+//! `fit --fastest`: the fastest run that fits, against the nearest fit (the search is the
+//! core's `fit::fastest`).
+
+use crate::cli::Source;
+use crate::inputs::{Inputs, resolve};
+use crate::output::*;
+use grpofit_core::fastest::{Fastest, Timing, fastest};
+use grpofit_core::memory::estimate::Estimator;
+use grpofit_core::time::{self, Efficiencies};
+use grpofit_core::units::format_size;
+use std::io::Write;
+
+pub(crate) fn run_fastest(
+    source: &Source,
+    headroom: f64,
+    output: Option<&std::path::Path>,
+    force: bool,
+    json: bool,
+    picture: Option<crate::picture::Svg>,
+) -> Result<u8, Failure> {
+    if !headroom.is_finite() || !(0.0..=50.0).contains(&headroom) {
+        return Err(Failure::Input(format!(
+            "--headroom {headroom}: expected a percentage between 0 and 50"
+        )));
+    }
+    if let Some(out) = output.filter(|o| *o != std::path::Path::new("-")) {
+        grpofit_core::files::check_output(out, force)?;
+    }
+    picture.map(crate::picture::Svg::check).transpose()?;
+    let Inputs {
+        loaded,
+        gpu,
+        gpu_line,
+        speed,
+        ..
+    } = resolve(source)?;
+    let card = speed.map_err(|why| Failure::Input(format!("fit --fastest: {why}")))?;
+    let file = &loaded.file;
+    let eff = Efficiencies::default();
+    let timing = Timing {
+        gpu: &card,
+        keys: &file.time,
+        eff: &eff,
+    };
+    let mut estimator = Estimator::new();
+    let Some(found) = fastest(&file.run, gpu, headroom / 100.0, &timing, &mut estimator) else {
+        let text = format!(
+            "run: {}\nnothing fits {gpu_line} with {headroom}% free: `grpofit fit` names the floors\n",
+            loaded.origin
+        );
+        emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(DOES_NOT_FIT))?;
+        return Ok(DOES_NOT_FIT);
+    };
+    let text = if json {
+        let mut v = serde_json::to_value(&found).map_err(|e| e.to_string())?;
+        v["outcome"] = serde_json::json!("fastest");
+        json_text(&v)?
+    } else {
+        format!(
+            "run: {}\n{}",
+            loaded.origin,
+            text(&found, &gpu_line, headroom)
+        )
+    };
+    let printed = emit(|out| out.write_all(text.as_bytes()));
+    if let Some(svg) = picture {
+        crate::picture::write_svg_timed(
+            svg,
+            &found.run,
+            &found.estimate,
+            &gpu_line,
+            None,
+            Some(&found.step_time),
+        )?;
+    }
+    if let Some(out) = output {
+        crate::commands::export_run(
+            file,
+            &found.run,
+            (gpu, &gpu_line),
+            &found.estimate,
+            out,
+            force,
+            FITS,
+        )?;
+    }
+    printed.map_err(unwritten(FITS))?;
+    Ok(FITS)
+}
+
+/// The answer in words: the fastest step, against the nearest fit, and each change.
+fn text(found: &Fastest, gpu_line: &str, headroom: f64) -> String {
+    let mut s = format!(
+        "fastest that fits {gpu_line} with {headroom}% free:\n  {}\n",
+        time::summary(&found.step_time)
+    );
+    if found.changes.is_empty() {
+        s.push_str(&format!(
+            "  the nearest fit is already the fastest ({} a step): no throughput knob makes it faster\n",
+            time::seconds(found.nearest_seconds)
+        ));
+        return s;
+    }
+    s.push_str(&format!(
+        "  {:.2}x faster than the nearest fit ({} a step)\n",
+        found.speedup,
+        time::seconds(found.nearest_seconds)
+    ));
+    for c in &found.changes {
+        let secs = if c.seconds_saved >= 0.0 {
+            format!("saves {} a step", time::seconds(c.seconds_saved))
+        } else {
+            format!("costs +{} a step", time::seconds(-c.seconds_saved))
+        };
+        let bytes = if c.bytes_saved >= 0 {
+            format!("frees {}", format_size(c.bytes_saved as u64))
+        } else {
+            format!("takes {}", format_size((-c.bytes_saved) as u64))
+        };
+        s.push_str(&format!(
+            "  {}: {} → {}: {secs}, {bytes}\n",
+            c.key, c.from, c.to
+        ));
+        if let Some(note) = c.note {
+            s.push_str(&format!("    {note}\n"));
+        }
+    }
+    s
+}

@@ -1,0 +1,110 @@
+//! The step's time where the commands show it: `estimate`'s line and `--json`'s `step_time`.
+
+use grpofit_core::config::RunFile;
+use grpofit_core::hardware::GpuSpeed;
+use grpofit_core::memory::estimate::Estimate;
+use grpofit_core::run::RunConfig;
+use grpofit_core::time::{self, Efficiencies, StepTime};
+
+/// The step time of `run` (read from `file`, whose memory is `est`) on the card `speed`, or why
+/// there is none.
+pub(crate) fn predict(
+    speed: &Result<GpuSpeed, String>,
+    file: &RunFile,
+    run: &RunConfig,
+    est: &Estimate,
+) -> Result<StepTime, String> {
+    let gpu = speed.as_ref().map_err(Clone::clone)?;
+    Ok(time::step_time(
+        run,
+        est,
+        gpu,
+        &file.time,
+        &Efficiencies::default(),
+    ))
+}
+
+/// The line `estimate` prints: the step and its phases, or why the step is not timed.
+pub(crate) fn line(step: &Result<StepTime, String>) -> String {
+    match step {
+        Ok(t) => {
+            let length = if t.completion_is_mean {
+                format!(
+                    "completions of {:.0} tokens on average",
+                    t.completion_tokens
+                )
+            } else {
+                format!(
+                    "completions at the full {:.0} tokens (set `[grpofit] mean_completion_length` if yours end sooner)",
+                    t.completion_tokens
+                )
+            };
+            format!("{}\n  {length}\n", time::summary(t))
+        }
+        Err(why) => format!("step time: not estimated: {why}\n"),
+    }
+}
+
+/// `--json`'s `step_time`: the step, or null with `step_time_note` saying why.
+pub(crate) fn json(
+    v: &mut serde_json::Value,
+    step: &Result<StepTime, String>,
+) -> Result<(), String> {
+    match step {
+        Ok(t) => v["step_time"] = serde_json::to_value(t).map_err(|e| e.to_string())?,
+        Err(why) => {
+            v["step_time"] = serde_json::Value::Null;
+            v["step_time_note"] = serde_json::json!(why);
+        }
+    }
+    Ok(())
+}
+
+/// `check`'s line: the predicted step against the log's median, or why one is missing.
+pub(crate) fn check_line(
+    timed: &Result<StepTime, String>,
+    check: Option<&grpofit_core::measure::step_time::StepTimeCheck>,
+) -> String {
+    match (timed, check) {
+        (_, Some(c)) => format!(
+            "\nstep time on {}: predicted {}, measured {} (median of {} step{}, the first left out when there are more): {:+.0} %\n",
+            c.gpu,
+            time::seconds(c.predicted_seconds),
+            time::seconds(c.measured_seconds),
+            c.steps,
+            if c.steps == 1 { "" } else { "s" },
+            c.error_percent
+        ),
+        (Ok(t), None) => format!(
+            "\nstep time: predicted {} on {}; the log's step lines carry no seconds\n",
+            time::seconds(t.seconds),
+            t.gpu.name
+        ),
+        (Err(why), None) => format!("\nstep time: not estimated: {why}\n"),
+    }
+}
+
+/// `device` (NVML's name, from a log) when the table knows the card.
+pub(crate) fn known_card(device: Option<&str>) -> Option<String> {
+    device
+        .filter(|d| grpofit_core::hardware::lookup(d).is_some())
+        .map(str::to_string)
+}
+
+/// `check`'s step time: the prediction for the file's run, and its comparison with the log.
+pub(crate) fn checked(
+    speed: &Result<GpuSpeed, String>,
+    file: &RunFile,
+    est: &Estimate,
+    log: &grpofit_core::measure::measured::RunLog,
+) -> (
+    Result<StepTime, String>,
+    Option<grpofit_core::measure::step_time::StepTimeCheck>,
+) {
+    let timed = predict(speed, file, &file.run, est);
+    let check = timed
+        .as_ref()
+        .ok()
+        .and_then(|t| grpofit_core::measure::step_time::compare(t, log));
+    (timed, check)
+}
