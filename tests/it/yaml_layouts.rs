@@ -586,3 +586,36 @@ fn a_merge_key_gives_pyyamls_micro_batch() {
     assert_eq!(v["running_micro_batch"], 4, "{v}");
     assert_eq!(v["effective_batch"], 16, "{v}");
 }
+
+/// A tuned float as the write-back writes it (`pyyaml_resolve::float_text`, what
+/// `yaml_edit::scalar` writes for `fit -o` and `--export-dir`'s tuned.yaml) is a float to real
+/// PyYAML and to the reader, small and large alike: Rust's Debug form `1e-5` is a *string* to
+/// PyYAML 6.0, whose float resolver needs a dot and a signed exponent (`1.0e-5`).
+#[test]
+fn tuned_floats_are_floats_to_pyyaml() {
+    use grpofit_core::config::pyyaml_resolve::float_text;
+    let values = [
+        1e-5, 2.5e-7, 0.0001, 1e-4, 0.45, 0.9, 1.0, 3e20, 1.5e16, 123456.789,
+    ];
+    let texts: Vec<String> = values
+        .iter()
+        .map(|x| format!("lr: {}\n", float_text(*x)))
+        .collect();
+    for (x, text) in values.iter().zip(&texts) {
+        let ours = safe_load(text).unwrap();
+        let Py::Map(pairs) = ours else {
+            panic!("{text}: {ours:?}")
+        };
+        assert!(
+            matches!(pairs[0].1, Py::Float(f) if f == *x),
+            "{text}: {pairs:?}"
+        );
+    }
+    if let Some(theirs) = pyyaml(&texts) {
+        for ((x, text), got) in values.iter().zip(&texts).zip(theirs) {
+            let float = got["ok"]["map"][0][1]["float"].as_str();
+            let parsed = float.and_then(|f| f.parse::<f64>().ok());
+            assert_eq!(parsed, Some(*x), "PyYAML read {text:?} as {got}");
+        }
+    }
+}
