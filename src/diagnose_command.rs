@@ -115,8 +115,14 @@ fn diagnosis_drawn(
         .zip(limit)
         .map(|(f, capacity)| propose(&mut report, &f.run, capacity, upgrade));
     let mut advice = grpofit_core::diagnose::oom::advice(&report, run.as_ref().map(|f| &f.run));
-    if let Some(c) = &culprit {
-        culprit_advice(c, proposal.as_ref().map(|p| &p.outcome), &mut advice);
+    if let (Some(c), Some(f)) = (&culprit, &run) {
+        let origin = f
+            .versions
+            .iter()
+            .find(|p| p.package == grpofit_core::run::versions::Package::Unsloth)
+            .map(|p| &p.origin);
+        let outcome = proposal.as_ref().map(|p| &p.outcome);
+        culprit_advice(c, origin, outcome, &mut advice);
     }
     let culprit = culprit.map(|c| c.sentence());
     if let (Some(svg), Some(p), Some(f)) = (picture, &proposal, &run) {
@@ -298,11 +304,32 @@ fn assume_capacity(
     }
 }
 
+/// Where the run's release came from, in the advice's words (`run/implied.rs`'s origins): pinned
+/// by the run file or a flag, found in the user's environment, or implied by another release.
+fn release_source(origin: Option<&grpofit_core::run::versions::Origin>) -> String {
+    use grpofit_core::run::versions::Origin;
+    match origin {
+        Some(Origin::RunFile) | None => "the version this run is pinned to".to_string(),
+        Some(Origin::CommandLine(flag)) => format!("the version {flag} pins"),
+        Some(Origin::Environment(path)) => {
+            format!("the version found in your environment ({path})")
+        }
+        Some(Origin::Implied(why)) => {
+            // `imply`'s reason reads "from trl 0.15.2 (run file): the newest modelled ..."
+            let by = why.strip_prefix("from ").unwrap_or(why);
+            let by = by.split_once(": ").map_or(by, |(anchors, _)| anchors);
+            format!("the version implied by {by}")
+        }
+        Some(Origin::Default) => "grpofit's targeted release".to_string(),
+    }
+}
+
 /// The advice a request gets when it is a tensor only older trainers build: the pinned release
 /// that builds it, or, when today's trainers fit the same run (`proposal` already fits), the
 /// upgrade.
 fn culprit_advice(
     c: &grpofit_core::diagnose::culprit::Request,
+    origin: Option<&grpofit_core::run::versions::Origin>,
     proposal: Option<&FitOutcome>,
     advice: &mut Vec<String>,
 ) {
@@ -310,8 +337,9 @@ fn culprit_advice(
         advice.insert(
                 0,
                 format!(
-                    "this request is {}: {who}, the version this run is pinned to, builds it in every step (the fit below is on that stack; {} never build it)",
+                    "this request is {}: {who}, {}, builds it in every step (the fit below is on that stack; {} never build it)",
                     c.tensor,
+                    release_source(origin),
                     today_releases()
                 ),
             );

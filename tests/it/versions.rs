@@ -317,6 +317,43 @@ fn diagnose_names_one_sequences_fp32_logits_on_unsloth_2025() {
     );
 }
 
+/// The advice says where the release that builds the tensor came from: found in the user's
+/// environment, or implied by the pinned TRL, not "pinned" when nothing pins it.
+#[test]
+fn diagnose_says_where_the_unsloth_release_came_from() {
+    let log = repo("tests/oom/unsloth-2025.5-qwen3-4b-t4.txt");
+    let cfg = repo("tests/fixtures/qwen3-4b-t4-trl0.15.toml");
+    let run = |venv: &Path| {
+        let (code, out, err) = grpofit(
+            venv,
+            &[
+                "diagnose",
+                "--offline",
+                "--config",
+                cfg.to_str().unwrap(),
+                log.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        out
+    };
+    let found = fake_venv(&[("unsloth", "2025.5.2")]);
+    let out = run(found.path());
+    assert!(
+        out.contains("unsloth 2025.5.2, the version found in your environment ("),
+        "{out}"
+    );
+    assert!(!out.contains("the version this run is pinned to"), "{out}");
+    let empty = fake_venv(&[]);
+    let out = run(empty.path());
+    // trl 0.15.2 pinned, Unsloth neither pinned nor installed: the release its requirements imply
+    assert!(
+        out.contains("unsloth 2025.8.9, the version implied by trl 0.15.2 (run file), builds it"),
+        "{out}"
+    );
+    assert!(!out.contains("the version this run is pinned to"), "{out}");
+}
+
 #[test]
 fn trl_0_14_counts_prompts_and_unsloth_2025_raises_the_batch_and_says_so() {
     let empty = fake_venv(&[]);
