@@ -2,7 +2,7 @@
 //! (output.rs).
 
 use crate::cli::Source;
-use crate::inputs::{Inputs, resolve};
+use crate::inputs::{Inputs, Warnings, resolve, resolve_with};
 use crate::output::*;
 use grpofit::gpu::{GpuProbe, NvmlProbe};
 use grpofit_core::arch::catalog;
@@ -32,6 +32,14 @@ pub(crate) struct Exports<'a> {
 pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Result<u8, Failure> {
     let (export, force) = (exports.run_file, exports.force);
     check_exports(&exports)?;
+    let to_stdout = export.is_some_and(|o| o == std::path::Path::new("-"));
+    // the text report says the version warnings; a machine-read standard output leaves them to
+    // standard error
+    let warnings = if json || to_stdout {
+        Warnings::Stderr
+    } else {
+        Warnings::WithReport
+    };
     let Inputs {
         loaded,
         gpu,
@@ -39,7 +47,7 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         calibrated,
         speed,
         ..
-    } = resolve(source)?;
+    } = resolve_with(source, warnings)?;
     let file = &loaded.file;
     let est = estimate(&file.run, gpu);
     let step = crate::step_time::predict(&speed, file, &file.run, &est);
@@ -49,7 +57,6 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
     {
         say(&note);
     }
-    let to_stdout = export.is_some_and(|o| o == std::path::Path::new("-"));
     // `--json --export -`: the run file goes inside the one JSON object, as `export`
     if let Some(out) = export.filter(|_| !(json && to_stdout)) {
         export_run(file, &file.run, (gpu, &gpu_line), &est, out, force, answer)?;
@@ -160,7 +167,7 @@ pub(crate) fn open_screen(
         gpu: mut budget,
         detected,
         ..
-    } = resolve(source)?;
+    } = resolve_with(source, Warnings::WithReport)?;
     let live = detected.as_ref().ok().cloned();
     let unavailable = detected.as_ref().err().cloned();
     // a followed run without NVML here: the log's GPU, as `check` takes it

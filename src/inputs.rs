@@ -77,18 +77,39 @@ pub(crate) fn gpu_mem(source: &Source) -> Result<Option<u64>, String> {
         .transpose()
 }
 
+/// Where the run's version warnings are said: once, where the user reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Warnings {
+    /// on standard error: the command's standard output is machine-read (`--json`,
+    /// `--export -`) or does not carry them
+    Stderr,
+    /// by the command's own report on standard output (estimate's text, the screen's header)
+    WithReport,
+}
+
 /// The start state: `--config`, else `--preset`, else the preset of the largest tier that the
 /// GPU (`--gpu-mem` or detected) holds, else the 24 GB tier.
 pub(crate) fn load_source(
     source: &Source,
     detected: &Result<GpuInfo, String>,
 ) -> Result<Loaded, String> {
+    load_source_with(source, detected, Warnings::Stderr)
+}
+
+/// [`load_source`], its version warnings said on standard error only when `warnings` says so.
+pub(crate) fn load_source_with(
+    source: &Source,
+    detected: &Result<GpuInfo, String>,
+    warnings: Warnings,
+) -> Result<Loaded, String> {
     let loaded = read_source(source, detected)?;
     for note in &loaded.file.notes {
         say(&format!("grpofit: note: {}: {note}", loaded.label));
     }
-    for warning in &loaded.file.warnings {
-        say(&format!("grpofit: warning: {}: {warning}", loaded.label));
+    if warnings == Warnings::Stderr {
+        for warning in &loaded.file.warnings {
+            say(&format!("grpofit: warning: {}: {warning}", loaded.label));
+        }
     }
     Ok(loaded)
 }
@@ -286,8 +307,13 @@ pub(crate) fn gpu_speed(
 /// Resolves `source`: the GPU first (NVML unless `--no-gpu`), then the run (its notes said on
 /// standard error), then the capacity.
 pub(crate) fn resolve(source: &Source) -> Result<Inputs, String> {
+    resolve_with(source, Warnings::Stderr)
+}
+
+/// [`resolve`], the run's version warnings said where `warnings` says.
+pub(crate) fn resolve_with(source: &Source, warnings: Warnings) -> Result<Inputs, String> {
     let detected = detect(source);
-    let loaded = load_source(source, &detected)?;
+    let loaded = load_source_with(source, &detected, warnings)?;
     let (gpu, gpu_line) = capacity(source, &loaded, &detected)?;
     let name = detected.as_ref().ok().map(|g| g.name.clone());
     let speed = gpu_speed(source, &loaded, &detected);

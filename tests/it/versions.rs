@@ -220,6 +220,49 @@ fn a_version_outside_the_modelled_range_is_refused_with_the_range() {
         out.contains("warning: unsloth 2027.1.1 is newer than the newest release modelled, 2026.10.9: estimated with 2026.10's rules"),
         "{out}"
     );
+    // said once: with the text report, not again on standard error; with `--json` (machine-read
+    // standard output) on standard error and in the object's warnings
+    let newer = "unsloth 2027.1.1 is newer than the newest release modelled";
+    assert!(!err.contains(newer), "{err}");
+    let (code, out, err) = grpofit(
+        empty.path(),
+        &[
+            "estimate",
+            "--no-gpu",
+            "--offline",
+            "--json",
+            "--config",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(code == 0 || code == 3, "{err}");
+    assert!(err.contains(newer), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains(newer))
+    );
+    let (code, out, err) = grpofit(
+        empty.path(),
+        &[
+            "fit",
+            "--no-gpu",
+            "--offline",
+            "--gpu-mem",
+            "15GiB",
+            "--config",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert!(code == 0 || code == 3, "{err}");
+    assert_eq!(
+        err.matches(newer).count() + out.matches(newer).count(),
+        1,
+        "{out}{err}"
+    );
     // from the environment: the METADATA is named, and the key that overrides it
     let old = fake_venv(&[("trl", "0.12.2")]);
     let cfg = repo("tests/fixtures/seed-gemma-22gib.toml");
