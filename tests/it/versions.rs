@@ -526,3 +526,55 @@ fn unsloth_2025_2_4_under_trl_0_15_returns_every_positions_logits() {
     let head = 4 * (3072 + 128) * 151_936 * 2;
     assert!(every > kept_by_name + head / 2, "{every} vs {kept_by_name}");
 }
+
+/// trl 1.16.0 `GRPOConfig.pad_to_multiple_of` (default "auto"): a whole number pads the step's
+/// prompts and completions to a multiple of it (`_generate_and_score_completions`' `pad`), so
+/// 1000 completion tokens train as 1024 and the step's memory grows; "auto" pads only on
+/// Neuron (`__post_init__`), so on a GPU it is the unpadded run.
+#[test]
+fn trl_1_16_pad_to_multiple_of_pads_the_steps_lengths() {
+    let empty = fake_venv(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let total = |pad: &str| {
+        let path = dir.path().join("run.toml");
+        std::fs::write(
+            &path,
+            format!("[grpofit]\nstack = \"trl\"\ngpu_memory = \"79.19GiB\"\nmax_prompt_length = 200\ntrl_version = \"1.16.0\"\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n\n[lora]\nr = 16\n\n[grpo]\nper_device_train_batch_size = 8\nnum_generations = 8\nmax_completion_length = 1000\nuse_vllm = false\n{pad}"),
+        )
+        .unwrap();
+        let (code, v) = estimate_json(empty.path(), &path);
+        assert!(code == 0 || code == 3, "{v}");
+        v["total_bytes"].as_u64().unwrap()
+    };
+    let unpadded = total("");
+    assert_eq!(total("pad_to_multiple_of = \"auto\"\n"), unpadded);
+    assert_eq!(
+        total("pad_to_multiple_of = 8\n"),
+        unpadded,
+        "1000 and 200 are multiples of 8"
+    );
+    assert!(total("pad_to_multiple_of = 128\n") > unpadded);
+    let path = dir.path().join("run.toml");
+    std::fs::write(
+        &path,
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .replace("pad_to_multiple_of = 128", "pad_to_multiple_of = \"eight\""),
+    )
+    .unwrap();
+    let (code, _, err) = grpofit(
+        empty.path(),
+        &[
+            "estimate",
+            "--no-gpu",
+            "--offline",
+            "--config",
+            path.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("pad_to_multiple_of") && err.contains("eight"),
+        "{err}"
+    );
+}

@@ -178,6 +178,7 @@ fn run_file(
         fp16: grpo.fp16,
         reward_models: frozen.reward_models,
         other_gpu_memory: frozen.other_gpu_memory,
+        pad_to_multiple_of: grpo.pad_to_multiple_of,
     };
     reading
         .overlay

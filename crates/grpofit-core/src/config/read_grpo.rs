@@ -25,6 +25,8 @@ pub(super) struct Grpo {
     pub fp16: bool,
     /// said when `use_liger_kernel` is asked for
     pub note: Option<String>,
+    /// GRPOConfig's `pad_to_multiple_of` on a CUDA GPU ([`pad_to_multiple_of`])
+    pub pad_to_multiple_of: Option<u64>,
 }
 
 /// Reads `[grpo]`, with GRPOConfig's defaults for what it leaves out.
@@ -65,7 +67,43 @@ pub(super) fn read_grpo(t: &Tables) -> Result<Grpo, LoadError> {
         note: (t.boolean(T::Grpo, "use_liger_kernel")? == Some(true)).then(|| {
             "`[grpo] use_liger_kernel`: TRL 1.x applies only Liger's layer kernels (its fused LM head already keeps logits small); not exported, since it is deprecated".to_string()
         }),
+        pad_to_multiple_of: pad_to_multiple_of(t)?,
     })
+}
+
+/// The most `pad_to_multiple_of` is read as: a whole context of the longest modelled lengths.
+const PAD_MAX: u64 = 1 << 16;
+
+/// GRPOConfig's `pad_to_multiple_of` on a CUDA GPU. A whole number pads the step's prompts and
+/// completions to a multiple of it. trl 1.16.0's default "auto" pads only on Neuron
+/// (`GRPOConfig.__post_init__`: `128 if self.device.type == "neuron" else None`), so on the
+/// GPUs grpofit models it is no padding, as the default `None` of the releases before and the
+/// CLI's "none"/"null" are; any other string is `int(...)` there. A release without the key
+/// refuses it already (`Tables::check_keys_at`).
+fn pad_to_multiple_of(t: &Tables) -> Result<Option<u64>, LoadError> {
+    let key = "pad_to_multiple_of";
+    let Some(v) = t.get(T::Grpo, key)? else {
+        return Ok(None);
+    };
+    if v.is_integer() {
+        return t.int(T::Grpo, key, 1, PAD_MAX);
+    }
+    let text = t.as_text(T::Grpo, key, v)?;
+    if text == "auto" || matches!(text.to_ascii_lowercase().as_str(), "none" | "null") {
+        return Ok(None);
+    }
+    text.parse::<u64>()
+        .ok()
+        .filter(|n| (1..=PAD_MAX).contains(n))
+        .map(Some)
+        .ok_or_else(|| {
+            t.wrong(
+                T::Grpo,
+                key,
+                v,
+                format!("expected a whole number 1 to {PAD_MAX}, \"auto\" or \"none\""),
+            )
+        })
 }
 
 /// `optim`, by the trainer's name for it.

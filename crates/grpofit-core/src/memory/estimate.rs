@@ -154,11 +154,12 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
     // TRL 1.x (fused head) and Unsloth score the generation batch before training on it; the
     // calibration harness (`measure.py`, unfused logits) runs its reference pass inside the step
     let trainer = unsloth || run.fused_logits;
+    let (prompt, completion) = run.step_lengths();
     StepShape {
         seqs: run.running_micro_batch(),
         path: crate::memory::by_version::step_path(run),
-        prompt: run.prompt_len,
-        completion: run.completion_len,
+        prompt,
+        completion,
         rank: run.lora_rank,
         checkpointing: run.checkpointing != Checkpointing::Off,
         reference_pass: run.beta > 0.0

@@ -217,6 +217,9 @@ pub struct RunConfig {
     pub reward_models: Vec<reward::RewardModel>,
     /// `[grpofit] other_gpu_memory`: bytes the user knows are taken on each training GPU
     pub other_gpu_memory: u64,
+    /// GRPOConfig's `pad_to_multiple_of` on a CUDA GPU: the step's prompts and completions each
+    /// padded to a multiple of it (`None`: unpadded, as "auto" is off Neuron)
+    pub pad_to_multiple_of: Option<u64>,
 }
 
 /// A checkpoint's weights on disk: their exact bytes, and how they are stored. When the run
@@ -291,6 +294,18 @@ impl RunConfig {
 
     pub fn sequence_len(&self) -> u64 {
         self.prompt_len + self.completion_len
+    }
+
+    /// The prompt and completion lengths the training step's tensors have: each padded to a
+    /// multiple of `pad_to_multiple_of` where the run sets one (trl 1.16.0
+    /// `GRPOTrainer._generate_and_score_completions`: `pad(prompt_ids, ...,
+    /// pad_to_multiple_of=self.pad_to_multiple_of)` left, the completions right).
+    pub fn step_lengths(&self) -> (u64, u64) {
+        let pad = |n: u64| match self.pad_to_multiple_of {
+            Some(m) if m > 1 => n.div_ceil(m) * m,
+            _ => n,
+        };
+        (pad(self.prompt_len), pad(self.completion_len))
     }
 
     /// Micro-batches generated at once (TRL's `steps_per_generation`): the file's value, else
@@ -433,6 +448,7 @@ impl RunConfig {
             fp16: false,
             reward_models: Vec::new(),
             other_gpu_memory: 0,
+            pad_to_multiple_of: None,
         }
     }
 }
