@@ -449,3 +449,42 @@ fn fit_o_keeps_what_the_user_wrote() {
         assert!(written.contains(kept), "{kept}");
     }
 }
+
+/// open-r1's demo recipe on TRL 0.15.2 (`vllm_device: auto`, 7 training processes): that TRL has
+/// no `trl vllm-serve` (it begins at 0.16), its trainer starts vLLM itself on `cuda:7`, so
+/// `--export-dir`'s launch.sh starts no server and the training processes see GPU 7 too. On
+/// 0.16.1 the same recipe generates in `trl vllm-serve`, which launch.sh starts.
+#[test]
+fn export_dir_on_trl_0_15_starts_no_vllm_server() {
+    let launch_sh = |trl: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let set = dir.path().join("set");
+        let out = grpofit()
+            .args(["estimate", "--config", DEMO, "--launch", ZERO2])
+            .args(["--num-processes", "7", "--gpu-mem", "79.19GiB"])
+            .args(["--trl-version", trl, "--export-dir"])
+            .arg(&set)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(matches!(out.status.code(), Some(0 | 3)), "{err}");
+        std::fs::read_to_string(set.join("launch.sh")).unwrap_or_else(|e| panic!("{e}: {err}"))
+    };
+    let sh = launch_sh("0.15.2");
+    assert!(
+        !sh.contains("vllm-serve\n") && !sh.contains("trl vllm-serve "),
+        "{sh}"
+    );
+    assert!(!sh.contains("SERVER=$!"), "{sh}");
+    assert!(sh.contains("its trainer starts vLLM there itself"), "{sh}");
+    assert!(
+        sh.contains("\nCUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 accelerate launch"),
+        "{sh}"
+    );
+    let sh = launch_sh("0.16.1");
+    assert!(sh.contains("trl vllm-serve --model"), "{sh}");
+    assert!(
+        sh.contains("\nCUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6 accelerate launch"),
+        "{sh}"
+    );
+}

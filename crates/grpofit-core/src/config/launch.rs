@@ -2,8 +2,9 @@
 //! `ds_config.json` when DeepSpeed shards the model, and `launch.sh`, which starts
 //! `trl vllm-serve` on the server GPUs and the training processes on the others.
 
+use crate::contract::trl_serve_ladder::has_serve;
 use crate::run::spread::Engine;
-use crate::run::{Generation, RunConfig};
+use crate::run::{Generation, RunConfig, Stack};
 use std::fmt::Write as _;
 
 /// The files of the launch set beside the run file, by name, with their text; `train` is what
@@ -139,6 +140,27 @@ pub fn ds_config_json(run: &RunConfig) -> String {
     serde_json::to_string_pretty(&config).unwrap_or_default() + "\n"
 }
 
+/// Whether the trainer starts vLLM itself, on the GPU after the training processes'
+/// (`[grpo] vllm_device`, `read_vllm_device`): TRL 0.14 and 0.15 have no `trl vllm-serve`
+/// (`trl_serve_ladder`: it begins at 0.16), their `GRPOTrainer.__init__` builds
+/// `LLM(device=vllm_device)` on the main process, so launch.sh starts no server and the training
+/// processes see vLLM's GPU too.
+pub fn trainer_starts_vllm(run: &RunConfig) -> bool {
+    run.generation == Generation::VllmServer
+        && run.stack == Stack::Trl
+        && !has_serve(run.versions.trl)
+}
+
+/// The devices the training processes see: theirs, and vLLM's when the trainer starts it
+/// ([`trainer_starts_vllm`]).
+pub fn training_devices(run: &RunConfig) -> u64 {
+    if trainer_starts_vllm(run) {
+        run.gpus + run.vllm_server.gpus
+    } else {
+        run.gpus
+    }
+}
+
 /// The shell script: on a node of `gpus` training GPUs plus the server's, `trl vllm-serve` on
 /// the last `[vllm_server] gpus` devices, `accelerate launch` on the first ones.
 pub fn launch_sh(run: &RunConfig, train: &Train) -> String {
@@ -152,7 +174,14 @@ pub fn launch_sh(run: &RunConfig, train: &Train) -> String {
     let mut sh = String::from(
         "#!/usr/bin/env bash\n# written by grpofit: the run's GPUs, split between vLLM and training\nset -euo pipefail\ncd \"$(dirname \"$0\")\"\n",
     );
-    if run.generation == Generation::VllmServer {
+    if trainer_starts_vllm(run) {
+        let _ = writeln!(
+            sh,
+            "# vLLM on GPU {}: trl {} has no `trl vllm-serve`; its trainer starts vLLM there itself (vllm_device)",
+            list(gpus, run.vllm_server.gpus),
+            run.versions.trl
+        );
+    } else if run.generation == Generation::VllmServer {
         let v = &run.vllm_server;
         let _ = writeln!(
             sh,
@@ -176,7 +205,7 @@ pub fn launch_sh(run: &RunConfig, train: &Train) -> String {
     train.lines(&mut sh);
     let train_cmd = format!(
         "CUDA_VISIBLE_DEVICES={} accelerate launch --config_file accelerate.yaml {}",
-        list(0, run.gpus),
+        list(0, training_devices(run)),
         train.args
     );
     let _ = writeln!(sh, "echo \"launch.sh: {train_cmd}\"\n{train_cmd}");

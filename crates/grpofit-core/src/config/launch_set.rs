@@ -4,7 +4,7 @@
 //! the main node's address (or a placeholder the script refuses to run with), and the vLLM
 //! server on the main node only.
 
-use super::launch::{Train, accelerate_yaml, launch_files};
+use super::launch::{Train, accelerate_yaml, launch_files, trainer_starts_vllm, training_devices};
 use crate::run::{Generation, RunConfig, Stack};
 use std::fmt::Write as _;
 
@@ -115,7 +115,7 @@ fn devices(from: u64, n: u64) -> String {
 /// reach at the main node's address (`GRPOFIT_VLLM_SERVER_HOST`, read by train_trl.py).
 fn multi_node_sh(run: &RunConfig, train: &Train) -> String {
     let nodes = run.spread.nodes;
-    let train_gpus = devices(0, run.gpus);
+    let train_gpus = devices(0, training_devices(run));
     let mut sh = format!(
         "#!/usr/bin/env bash\n# written by grpofit: {nodes} nodes of {} training GPUs; run it on every node with MACHINE_RANK set (0 on the main node; SLURM: MACHINE_RANK=$SLURM_NODEID)\nset -euo pipefail\ncd \"$(dirname \"$0\")\"\nRANK=\"${{MACHINE_RANK:?set MACHINE_RANK to the rank of this node, 0 to {}}}\"\n",
         run.gpus,
@@ -125,7 +125,14 @@ fn multi_node_sh(run: &RunConfig, train: &Train) -> String {
         sh,
         "if grep -q '{IP_PLACEHOLDER}' accelerate.yaml; then\n  echo \"launch.sh: accelerate.yaml has no main_process_ip (write the main node's address there, or export again with --main-process-ip): nothing run\" >&2\n  exit 1\nfi\nMAIN_IP=\"$(sed -n 's/^main_process_ip: //p' accelerate.yaml)\""
     );
-    if run.generation == Generation::VllmServer {
+    if trainer_starts_vllm(run) {
+        let _ = writeln!(
+            sh,
+            "# vLLM on the main node's GPU {}: trl {} has no `trl vllm-serve`; its trainer starts vLLM there itself (vllm_device)",
+            devices(run.gpus, run.vllm_server.gpus),
+            run.versions.trl
+        );
+    } else if run.generation == Generation::VllmServer {
         let (serve, left_out) =
             super::serve_command::vllm_serve_command(run, &devices(run.gpus, run.vllm_server.gpus));
         for line in left_out {
