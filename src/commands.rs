@@ -33,13 +33,7 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
     let (export, force) = (exports.run_file, exports.force);
     check_exports(&exports)?;
     let to_stdout = export.is_some_and(|o| o == std::path::Path::new("-"));
-    // the text report says the version warnings; a machine-read standard output leaves them to
-    // standard error
-    let warnings = if json || to_stdout {
-        Warnings::Stderr
-    } else {
-        Warnings::WithReport
-    };
+    let warnings = Warnings::unless_machine_read(json || to_stdout);
     let Inputs {
         loaded,
         gpu,

@@ -87,6 +87,18 @@ pub(crate) enum Warnings {
     WithReport,
 }
 
+impl Warnings {
+    /// With the report, unless the command's standard output is machine-read (`--json`,
+    /// `--export -`): then on standard error.
+    pub(crate) fn unless_machine_read(machine_read: bool) -> Warnings {
+        if machine_read {
+            Warnings::Stderr
+        } else {
+            Warnings::WithReport
+        }
+    }
+}
+
 /// The start state: `--config`, else `--preset`, else the preset of the largest tier that the
 /// GPU (`--gpu-mem` or detected) holds, else the 24 GB tier.
 pub(crate) fn load_source(
