@@ -488,3 +488,46 @@ fn export_dir_on_trl_0_15_starts_no_vllm_server() {
         "{sh}"
     );
 }
+
+/// A recipe naming a model neither cached nor catalogued, offline: the advice is what a recipe's
+/// user can follow (`hf download`, or going online), never a `[grpofit]` table a YAML recipe
+/// cannot hold; a run file still gets `[grpofit] model_config`.
+#[test]
+fn an_unknown_model_in_a_recipe_is_not_advised_a_run_file_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("recipe.yaml");
+    std::fs::write(
+        &recipe,
+        "model_name_or_path: acme/no-such-model-7b\nper_device_train_batch_size: 8\nnum_generations: 8\n",
+    )
+    .unwrap();
+    let run_file = dir.path().join("run.toml");
+    std::fs::write(
+        &run_file,
+        "[grpofit]\nstack = \"trl\"\ngpu_memory = \"24GiB\"\n\n[model]\nmodel_name_or_path = \"acme/no-such-model-7b\"\n",
+    )
+    .unwrap();
+    let err = |file: &Path| {
+        let out = grpofit()
+            .env("HF_HUB_CACHE", dir.path())
+            .args(["--offline", "estimate", "--gpu-mem", "24GiB", "--config"])
+            .arg(file)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let from_recipe = err(&recipe);
+    assert!(from_recipe.contains("recipe.yaml:1:"), "{from_recipe}");
+    assert!(from_recipe.contains("unknown model"), "{from_recipe}");
+    assert!(
+        from_recipe.contains("hf download acme/no-such-model-7b config.json"),
+        "{from_recipe}"
+    );
+    assert!(!from_recipe.contains("model_config"), "{from_recipe}");
+    let from_run_file = err(&run_file);
+    assert!(
+        from_run_file.contains("or set `[grpofit] model_config"),
+        "{from_run_file}"
+    );
+}

@@ -126,6 +126,11 @@ fn model_name(t: &Tables) -> Result<String, LoadError> {
         .ok_or_else(|| t.sentence(T::Model, key, format!("missing `[model] {key}`")))
 }
 
+/// The unknown-model message's advice that only a run file can follow: a TRL recipe has no
+/// `[grpofit]` table, so `recipe::load` drops it there.
+pub(super) const MODEL_CONFIG_ADVICE: &str =
+    ", or set `[grpofit] model_config = \"path/to/config.json\"`";
+
 fn unknown_model(t: &Tables, name: &str, models: &dyn ModelResolver) -> LoadError {
     let cache = models
         .cache()
@@ -136,7 +141,7 @@ fn unknown_model(t: &Tables, name: &str, models: &dyn ModelResolver) -> LoadErro
         .why_not_online(name)
         .map_or_else(String::new, |why| format!("; {why}"));
     let message = format!(
-        "unknown model: {cache}, nor in the catalog (closest: {}){hub}. Download it once (`hf download {name} config.json`), or set `[grpofit] model_config = \"path/to/config.json\"` (run `grpofit models` for the catalog)",
+        "unknown model: {cache}, nor in the catalog (closest: {}){hub}. Download it once (`hf download {name} config.json`){MODEL_CONFIG_ADVICE} (run `grpofit models` for the catalog)",
         catalog::closest(name, 3).join(", ")
     );
     t.wrong(

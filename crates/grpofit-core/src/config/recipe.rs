@@ -80,7 +80,11 @@ pub fn load(text: &str, file: &str, path: &Path, reading: &Reading) -> Result<Ru
                     .find(|p| p.key == k && p.table.name() == t)
             })
             .and_then(|p| line_of(text, &p.recipe_key));
-        e.on_line(line)
+        // a recipe has no `[grpofit]` table to set `model_config` in
+        let message = e
+            .message
+            .replace(super::read_model::MODEL_CONFIG_ADVICE, "");
+        LoadError { message, ..e }.on_line(line)
     })?;
     if !sorted.carried.is_empty() {
         run.notes.push(format!(
