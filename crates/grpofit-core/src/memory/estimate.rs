@@ -1,15 +1,17 @@
 //! The estimate: a list of named components that add up to the GPU memory a run needs.
 
 use crate::arch::{Arch, Vision};
+use crate::memory::by_version;
 use crate::memory::bytes::tensor_bytes;
 use crate::memory::generate::generate_memory;
 use crate::memory::roles::{self, Role};
 use crate::memory::run_warnings;
+use crate::memory::step::shape::StepPath;
 use crate::memory::step::unsloth_step::{SMALL_CARD, unsloth_step};
 use crate::memory::step::{self, StepPeak, StepShape};
 use crate::memory::vllm;
 use crate::run::spread;
-use crate::run::versions::UnslothLogits;
+use crate::run::versions::{EntropyChunk, UnslothLogits};
 use crate::run::{Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack};
 use crate::units::MIB;
 use serde::Serialize;
@@ -183,6 +185,11 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
         },
         reference_logits: unsloth && run.beta != 0.0,
         every_position_logits: unsloth && run.versions.unsloth_returns_every_position(),
+        entropy: if run.stack == Stack::Trl && by_version::step_path(run) == StepPath::Trainer {
+            run.versions.trl_entropy_chunk()
+        } else {
+            EntropyChunk::Rows128
+        },
     }
 }
 

@@ -208,6 +208,22 @@ pub fn stack_versions(pins: &[Pinned]) -> StackVersions {
     }
 }
 
+/// How TRL's loss forward computes the entropy of its unfused logits (`entropy_from_logits`,
+/// under `torch.no_grad()` in `_get_per_token_logps_and_entropies`): each chunk's fp32
+/// `log_softmax`, its `exp` and their product are live at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EntropyChunk {
+    /// no entropy: trl 0.14-0.19 `_get_per_token_logps` returns log-probs only (read in 0.16.1
+    /// and 0.19.1)
+    None,
+    /// `chunk_size: int = 1` over the batch dimension, one whole sequence (K x V) at a time
+    /// (trl 0.20.0 `trainer/utils.py`)
+    Sequence,
+    /// `chunk_size: int = 128` rows of the logits flattened to (N, V) (trl 0.23.0, 0.26.2, 1.0.0,
+    /// 1.14.2 `trainer/utils.py`), and the calibration harness
+    Rows128,
+}
+
 /// How an Unsloth release computes the log-probabilities of its training step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UnslothLogits {
@@ -271,6 +287,16 @@ impl StackVersions {
     /// and reads them with `selective_log_softmax` in the compute dtype).
     pub fn trl_fused_head(self) -> bool {
         self.trl.line() >= (1, 15)
+    }
+
+    /// [`EntropyChunk`] by TRL release: none before 0.20, one sequence at a time in 0.20 (read
+    /// in 0.20.0; 0.21 and 0.22 not read, taken as 0.20), 128 flattened rows from 0.23.
+    pub fn trl_entropy_chunk(self) -> EntropyChunk {
+        match self.trl.line() {
+            l if l < (0, 20) => EntropyChunk::None,
+            l if l < (0, 23) => EntropyChunk::Sequence,
+            _ => EntropyChunk::Rows128,
+        }
     }
 
     /// Whether the model ignores the `logits_to_keep` TRL asks it for, so that it returns the
@@ -426,6 +452,18 @@ impl StackVersions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trl_computes_entropy_from_0_20() {
+        let at = |trl: &str| StackVersions {
+            trl: Release::parse(trl).expect("release"),
+            ..StackVersions::default()
+        };
+        assert_eq!(at("0.19.1").trl_entropy_chunk(), EntropyChunk::None);
+        assert_eq!(at("0.20.0").trl_entropy_chunk(), EntropyChunk::Sequence);
+        assert_eq!(at("0.23.0").trl_entropy_chunk(), EntropyChunk::Rows128);
+        assert_eq!(at("1.14.2").trl_entropy_chunk(), EntropyChunk::Rows128);
+    }
 
     #[test]
     fn releases_parse_with_their_suffixes() {

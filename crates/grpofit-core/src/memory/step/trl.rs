@@ -115,6 +115,7 @@ mod tests {
             unsloth_logits: UnslothLogits::Blocks,
             reference_logits: false,
             every_position_logits: false,
+            entropy: crate::run::versions::EntropyChunk::Rows128,
         }
     }
 
