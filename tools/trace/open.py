@@ -21,11 +21,8 @@ TERMS = [
      "transformers' default dtype; the estimate takes the policy's dtype"),
     (r"^trl 0\.1[45]\.", "TRL 0.14 / 0.15: the step inside compute_loss (reference pass in the step, "
      "prompts counted in the batch) at the trainer's fp32 logits, not yet followed"),
-    (r"^trl (0\.(1[6-9]|2[0-9])|1\.([0-9]|1[0-4]))\.\S+ qwen2 beta$", "N15: where the reference "
-     "pass runs: before the step under no_grad from 0.15 (in 0.18 inside it, not yet split by "
-     "release); the model still holds the reference pass's fp32 copy inside the step"),
-    (r"^trl (0\.|1\.([0-9]|1[0-4])\.)\S+ \S+ base$", "N1 remainder: the fp32 logits' "
-     "backward, modelled as four copies beside the saved one (traced 3.8 copies, trl 0.19.1)"),
+    (r"^trl (0\.|1\.([0-9]|1[0-4])\.)\S+ \S+ (base|beta|loss_\w+)$", "N1 remainder: the fp32 "
+     "logits' backward, modelled as four copies beside the saved one (traced 3.8, trl 0.19.1)"),
     (r"^trl (0\.|1\.([0-9]|1[0-4])\.)\S+ qwen2 no_gc$", "without checkpointing at fp32 "
      "logits: over by about 9 %, not yet attributed"),
     (r"^trl (0\.|1\.([0-9]|1[0-4])\.)\S+ qwen2 reward_model$", "the reward model's forward "

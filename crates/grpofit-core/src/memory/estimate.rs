@@ -164,7 +164,10 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
         rank: run.lora_rank,
         checkpointing: run.checkpointing != Checkpointing::Off,
         reference_pass: run.beta > 0.0
-            && (!trainer || unsloth && run.versions.unsloth_logits() == UnslothLogits::TrlLoss),
+            && (!trainer || unsloth && run.versions.unsloth_logits() == UnslothLogits::TrlLoss)
+            && (run.stack != Stack::Trl
+                || by_version::step_path(run) != StepPath::Trainer
+                || run.versions.trl_reference_in_loss()),
         quantised_base: step::shape::quantised_matmul_saves_input(run.stack, run.quant),
         fused_logits: run.fused_logits && run.stack == Stack::Trl,
         expandable_segments: run.expandable_segments,

@@ -289,6 +289,16 @@ impl StackVersions {
         self.trl.line() >= (1, 15)
     }
 
+    /// Whether the reference log-probs are computed inside `compute_loss`, beside the policy's
+    /// logits (N15): trl 0.14.0 `compute_loss` calls `get_per_token_logps(self.ref_model, ...)`
+    /// itself; from 0.15.2 `_prepare_inputs` / `_generate_and_score_completions` compute them
+    /// under `torch.no_grad()` before the loss's forward, which reads `inputs["ref_per_token_logps"]`
+    /// (read in 0.15.2, 0.18.2, 0.19.1; traced: trl 0.16.1 to 1.14.2 `beta` records' step
+    /// peaks equal their `base` records' within 512 B).
+    pub fn trl_reference_in_loss(self) -> bool {
+        self.trl.line() < (0, 15)
+    }
+
     /// [`EntropyChunk`] by TRL release: none before 0.20, one sequence at a time in 0.20 (read
     /// in 0.20.0; 0.21 and 0.22 not read, taken as 0.20), 128 flattened rows from 0.23.
     pub fn trl_entropy_chunk(self) -> EntropyChunk {
@@ -463,6 +473,8 @@ mod tests {
         assert_eq!(at("0.20.0").trl_entropy_chunk(), EntropyChunk::Sequence);
         assert_eq!(at("0.23.0").trl_entropy_chunk(), EntropyChunk::Rows128);
         assert_eq!(at("1.14.2").trl_entropy_chunk(), EntropyChunk::Rows128);
+        assert!(at("0.14.0").trl_reference_in_loss());
+        assert!(!at("0.15.2").trl_reference_in_loss());
     }
 
     #[test]
