@@ -176,6 +176,13 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
             && (!unsloth || run.versions.unsloth_scores_before_training())
         {
             run.generation_rows()
+        } else if run.stack == Stack::Trl
+            && run.beta != 0.0
+            && by_version::step_path(run) == StepPath::Trainer
+            && run.versions.trl_reference_over_generation_batch()
+        {
+            // N4: trl 0.19's reference pass over the whole generation batch
+            run.generation_rows()
         } else {
             0
         },

@@ -299,6 +299,14 @@ impl StackVersions {
         self.trl.line() < (0, 15)
     }
 
+    /// Whether the reference log-probs go through the model over the whole generation batch at
+    /// once (N4): trl 0.19.1 `_generate_and_score_completions` passes `batch_size` to the old
+    /// log-probs' `_get_per_token_logps` but not to the reference model's, so `batch_size =
+    /// batch_size or input_ids.size(0)` takes every row; 0.20.0 passes it to both.
+    pub fn trl_reference_over_generation_batch(self) -> bool {
+        self.trl.line() == (0, 19)
+    }
+
     /// [`EntropyChunk`] by TRL release: none before 0.20, one sequence at a time in 0.20 (read
     /// in 0.20.0; 0.21 and 0.22 not read, taken as 0.20), 128 flattened rows from 0.23.
     pub fn trl_entropy_chunk(self) -> EntropyChunk {
@@ -475,6 +483,8 @@ mod tests {
         assert_eq!(at("1.14.2").trl_entropy_chunk(), EntropyChunk::Rows128);
         assert!(at("0.14.0").trl_reference_in_loss());
         assert!(!at("0.15.2").trl_reference_in_loss());
+        assert!(at("0.19.1").trl_reference_over_generation_batch());
+        assert!(!at("0.20.0").trl_reference_over_generation_batch());
     }
 
     #[test]
