@@ -178,7 +178,7 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
             run.generation_rows()
         } else if run.stack == Stack::Trl
             && run.beta != 0.0
-            && by_version::step_path(run) == StepPath::Trainer
+            && !run.fused_logits
             && run.versions.trl_reference_over_generation_batch()
         {
             // N4: trl 0.19's reference pass over the whole generation batch
