@@ -38,6 +38,7 @@ mod speed_properties;
 mod stale_writes;
 mod svg;
 mod trainer_keys;
+mod trl_reference;
 mod trust_bounds;
 mod trust_cache;
 mod trust_files;

@@ -21,9 +21,12 @@ TERMS = [
      "transformers' default dtype; the estimate takes the policy's dtype"),
     (r"^trl 0\.1[45]\.", "TRL 0.14 / 0.15: the step inside compute_loss (reference pass in the step, "
      "prompts counted in the batch) at the trainer's fp32 logits, not yet followed"),
-    (r"^trl (0\.|1\.([0-9]|1[0-4])\.)", "N1: the trainer's fp32 logits (accelerate's "
-     "convert_outputs_to_fp32) and TRL before 1.15's temperature-divided copy and log-softmax "
-     "backward; with checkpointing, the recomputed layer under autocast (traces' at_peak)"),
+    (r"^trl (0\.|1\.([0-9]|1[0-4])\.)\S+ \S+ (base|beta|loss_\w+)$", "N1 remainder: the fp32 "
+     "logits' backward, modelled as four copies beside the saved one (traced 3.8, trl 0.19.1)"),
+    (r"^trl (0\.|1\.([0-9]|1[0-4])\.)\S+ qwen2 no_gc$", "without checkpointing at fp32 "
+     "logits: over by about 9 %, not yet attributed"),
+    (r"^trl (0\.|1\.([0-9]|1[0-4])\.)\S+ qwen2 reward_model$", "the reward model's forward "
+     "(N9) under the trainer's path: not yet attributed"),
     (r"full", "full fine-tuning with the reference model or without checkpointing: not yet "
      "attributed (the 1.15.0 records predate at_peak; retrace to see the peak's tensors)"),
     (r".", "not yet attributed"),

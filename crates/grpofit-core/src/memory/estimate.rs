@@ -1,15 +1,17 @@
 //! The estimate: a list of named components that add up to the GPU memory a run needs.
 
 use crate::arch::{Arch, Vision};
+use crate::memory::by_version;
 use crate::memory::bytes::tensor_bytes;
 use crate::memory::generate::generate_memory;
 use crate::memory::roles::{self, Role};
 use crate::memory::run_warnings;
+use crate::memory::step::shape::StepPath;
 use crate::memory::step::unsloth_step::{SMALL_CARD, unsloth_step};
 use crate::memory::step::{self, StepPeak, StepShape};
 use crate::memory::vllm;
 use crate::run::spread;
-use crate::run::versions::UnslothLogits;
+use crate::run::versions::{EntropyChunk, UnslothLogits};
 use crate::run::{Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack};
 use crate::units::MIB;
 use serde::Serialize;
@@ -163,7 +165,10 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
         rank: run.lora_rank,
         checkpointing: run.checkpointing != Checkpointing::Off,
         reference_pass: run.beta > 0.0
-            && (!trainer || unsloth && run.versions.unsloth_logits() == UnslothLogits::TrlLoss),
+            && (!trainer || unsloth && run.versions.unsloth_logits() == UnslothLogits::TrlLoss)
+            && (run.stack != Stack::Trl
+                || by_version::step_path(run) != StepPath::Trainer
+                || run.versions.trl_reference_in_loss()),
         quantised_base: step::shape::quantised_matmul_saves_input(run.stack, run.quant),
         fused_logits: run.fused_logits && run.stack == Stack::Trl,
         expandable_segments: run.expandable_segments,
@@ -171,6 +176,13 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
             && run.scores_before_training()
             && (!unsloth || run.versions.unsloth_scores_before_training())
         {
+            run.generation_rows()
+        } else if run.stack == Stack::Trl
+            && run.beta != 0.0
+            && !run.fused_logits
+            && run.versions.trl_reference_over_generation_batch()
+        {
+            // N4: trl 0.19's reference pass over the whole generation batch
             run.generation_rows()
         } else {
             0
@@ -184,6 +196,11 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
         },
         reference_logits: unsloth && run.beta != 0.0,
         every_position_logits: unsloth && run.versions.unsloth_returns_every_position(),
+        entropy: if run.stack == Stack::Trl && by_version::step_path(run) == StepPath::Trainer {
+            run.versions.trl_entropy_chunk()
+        } else {
+            EntropyChunk::Rows128
+        },
     }
 }
 

@@ -208,6 +208,22 @@ pub fn stack_versions(pins: &[Pinned]) -> StackVersions {
     }
 }
 
+/// How TRL's loss forward computes the entropy of its unfused logits (`entropy_from_logits`,
+/// under `torch.no_grad()` in `_get_per_token_logps_and_entropies`): each chunk's fp32
+/// `log_softmax`, its `exp` and their product are live at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EntropyChunk {
+    /// no entropy: trl 0.14-0.19 `_get_per_token_logps` returns log-probs only (read in 0.16.1
+    /// and 0.19.1)
+    None,
+    /// `chunk_size: int = 1` over the batch dimension, one whole sequence (K x V) at a time
+    /// (trl 0.20.0 `trainer/utils.py`)
+    Sequence,
+    /// `chunk_size: int = 128` rows of the logits flattened to (N, V) (trl 0.23.0, 0.26.2, 1.0.0,
+    /// 1.14.2 `trainer/utils.py`), and the calibration harness
+    Rows128,
+}
+
 /// How an Unsloth release computes the log-probabilities of its training step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UnslothLogits {
@@ -271,6 +287,34 @@ impl StackVersions {
     /// and reads them with `selective_log_softmax` in the compute dtype).
     pub fn trl_fused_head(self) -> bool {
         self.trl.line() >= (1, 15)
+    }
+
+    /// Whether the reference log-probs are computed inside `compute_loss`, beside the policy's
+    /// logits (N15): trl 0.14.0 `compute_loss` calls `get_per_token_logps(self.ref_model, ...)`
+    /// itself; from 0.15.2 `_prepare_inputs` / `_generate_and_score_completions` compute them
+    /// under `torch.no_grad()` before the loss's forward, which reads `inputs["ref_per_token_logps"]`
+    /// (read in 0.15.2, 0.18.2, 0.19.1; traced: trl 0.16.1 to 1.14.2 `beta` records' step
+    /// peaks equal their `base` records' within 512 B).
+    pub fn trl_reference_in_loss(self) -> bool {
+        self.trl.line() < (0, 15)
+    }
+
+    /// Whether the reference log-probs go through the model over the whole generation batch at
+    /// once (N4): trl 0.19.1 `_generate_and_score_completions` passes `batch_size` to the old
+    /// log-probs' `_get_per_token_logps` but not to the reference model's, so `batch_size =
+    /// batch_size or input_ids.size(0)` takes every row; 0.20.0 passes it to both.
+    pub fn trl_reference_over_generation_batch(self) -> bool {
+        self.trl.line() == (0, 19)
+    }
+
+    /// [`EntropyChunk`] by TRL release: none before 0.20, one sequence at a time in 0.20 (read
+    /// in 0.20.0; 0.21 and 0.22 not read, taken as 0.20), 128 flattened rows from 0.23.
+    pub fn trl_entropy_chunk(self) -> EntropyChunk {
+        match self.trl.line() {
+            l if l < (0, 20) => EntropyChunk::None,
+            l if l < (0, 23) => EntropyChunk::Sequence,
+            _ => EntropyChunk::Rows128,
+        }
     }
 
     /// Whether the model ignores the `logits_to_keep` TRL asks it for, so that it returns the
@@ -426,6 +470,22 @@ impl StackVersions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trl_computes_entropy_from_0_20() {
+        let at = |trl: &str| StackVersions {
+            trl: Release::parse(trl).expect("release"),
+            ..StackVersions::default()
+        };
+        assert_eq!(at("0.19.1").trl_entropy_chunk(), EntropyChunk::None);
+        assert_eq!(at("0.20.0").trl_entropy_chunk(), EntropyChunk::Sequence);
+        assert_eq!(at("0.23.0").trl_entropy_chunk(), EntropyChunk::Rows128);
+        assert_eq!(at("1.14.2").trl_entropy_chunk(), EntropyChunk::Rows128);
+        assert!(at("0.14.0").trl_reference_in_loss());
+        assert!(!at("0.15.2").trl_reference_in_loss());
+        assert!(at("0.19.1").trl_reference_over_generation_batch());
+        assert!(!at("0.20.0").trl_reference_over_generation_batch());
+    }
 
     #[test]
     fn releases_parse_with_their_suffixes() {

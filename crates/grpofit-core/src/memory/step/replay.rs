@@ -158,6 +158,13 @@ impl Sim {
     /// The lm_head output; with Gemma 2's soft-capping, logits / cap, tanh (its output saved
     /// when gradients are recorded, returned second) and * cap.
     fn lm_head(&mut self, arch: &Arch, lg: &Logits, grad: bool) -> (u32, u32) {
+        if !arch.final_logit_softcapping && lg.cast_from > 0 {
+            // accelerate's `convert_outputs_to_fp32`: the bf16 output, then its fp32 cast
+            let bf16 = self.alloc(lg.cast_from);
+            let fp32 = self.alloc(lg.head);
+            self.free(bf16);
+            return (fp32, 0);
+        }
         if !arch.final_logit_softcapping {
             return (self.alloc(lg.head), 0);
         }

@@ -2,7 +2,7 @@
 //! saves per token, the logits-phase tensors, and the step's peak above static memory.
 
 use crate::arch::Arch;
-use crate::run::versions::UnslothLogits;
+use crate::run::versions::{EntropyChunk, UnslothLogits};
 use crate::run::{Quant, Stack};
 
 /// Shapes of one micro-batch step.
@@ -38,6 +38,8 @@ pub struct StepShape {
     /// the model returns the logits of every position, prompt included, and TRL slices the
     /// completion's out of them (`StackVersions::unsloth_returns_every_position`)
     pub every_position_logits: bool,
+    /// how the loss forward's entropy is chunked (TRL by release)
+    pub entropy: EntropyChunk,
 }
 
 /// Whose step runs: TRL's trainer, or the calibration harness (`calibration/measure.py`), which
@@ -231,7 +233,7 @@ pub(crate) struct Logits {
     pub(super) head: u64,
     /// one completion's log_softmax: K x V bf16
     pub(super) row: u64,
-    /// one 128-row fp32 chunk of the entropy computation
+    /// one fp32 chunk of the entropy computation ([`EntropyChunk`]; 0 without entropy)
     pub(super) chunk: u64,
     /// fused head: the completion tokens' hidden states gathered (`hidden_states[mask]`), N x H bf16
     pub(super) gathered: u64,
@@ -239,6 +241,24 @@ pub(crate) struct Logits {
     pub(super) tile: u64,
     /// fused head: seven fp32 running statistics per token (max, sums, log_z, entropy...)
     pub(super) stats: u64,
+    /// the head's own bf16 output, live while accelerate casts it to fp32 on the trainer's
+    /// path ([`logits_element`]); 0 where the logits stay bf16
+    pub(super) cast_from: u64,
+}
+
+/// Bytes per element of the unfused logits (N1). On the trainer's path accelerate wraps the
+/// model's forward in `convert_outputs_to_fp32` (accelerate 1.12.0 `Accelerator.prepare_model`,
+/// `utils/operations.py` `ConvertOutputsToFp32`): the head's bf16 output is cast to fp32 and
+/// everything TRL 0.16-1.14 builds from it (`_get_per_token_logps[_and_entropies]`:
+/// `logits[:, -logits_to_keep:]`, `logits / self.temperature`, `selective_log_softmax`) is fp32.
+/// Traced: every `loss_forward` of `calibration/cpu-trace` before 1.15 returns float32 logits
+/// (`forwards`). The harness (`measure.py`) runs outside accelerate: bf16.
+pub(crate) fn logits_element(s: &StepShape) -> u64 {
+    if s.path == StepPath::Trainer && !s.fused_logits {
+        4
+    } else {
+        2
+    }
 }
 
 /// `ChunkedLogProbFunction`'s tile: at most 4096 tokens (`TOKEN_CHUNK_SIZE`) by 32768 vocabulary
@@ -251,14 +271,24 @@ impl Logits {
         let v = arch.vocab;
         // the fused head projects the completion tokens only (labels != -100)
         let tokens = s.seqs * s.completion;
+        let e = logits_element(s);
         Logits {
-            copy: s.seqs * s.completion * v * 2,
-            head: s.seqs * (s.completion + 1) * v * 2,
-            row: s.completion * v * 2,
-            chunk: 128 * v * 4,
+            copy: s.seqs * s.completion * v * e,
+            head: s.seqs * (s.completion + 1) * v * e,
+            row: s.completion * v * e,
+            chunk: match s.entropy {
+                EntropyChunk::None => 0,
+                EntropyChunk::Sequence => s.completion * v * 4,
+                EntropyChunk::Rows128 => 128 * v * 4,
+            },
             gathered: tokens * arch.hidden * 2,
             tile: tokens.min(FUSED_TOKEN_CHUNK) * FUSED_VOCAB_CHUNK * 2,
             stats: tokens * 7 * 4,
+            cast_from: if e == 4 {
+                s.seqs * (s.completion + 1) * v * 2
+            } else {
+                0
+            },
         }
     }
 
@@ -299,8 +329,24 @@ impl Logits {
     ///   gradients plus their stacked copy.
     pub(super) fn peak(&self, s: &StepShape, softcap: bool) -> u64 {
         let reference = if s.reference_pass { self.copy } else { 0 };
-        let forward = (self.head + self.copy).max(2 * self.copy + 3 * self.chunk + reference);
-        let backward = self.copy + self.copy.max(2 * self.row);
+        let forward = if self.cast_from > 0 {
+            // fp32 logits (N1): the cast, then the head output alive beside its temperature copy
+            // while the entropy chunks run (traced at_peak: trl 0.16.1 `_to_copy` + `div`;
+            // 1.14.2 `_to_copy` + `clone` + `_log_softmax`, `exp`, `mul`). `selective_log_softmax`
+            // takes its fp32 branch (`logsumexp` row by row), which saves no row.
+            (self.cast_from + self.head).max(self.head + self.copy + 3 * self.chunk + reference)
+        } else {
+            (self.head + self.copy).max(2 * self.copy + 3 * self.chunk + reference)
+        };
+        let backward = if self.cast_from > 0 {
+            // fp32 logits: `selective_log_softmax`'s fp32 branch (`logsumexp` per row, `gather`)
+            // keeps the copy; its backward holds the gather's gradient, the rows' gradients,
+            // unbind's stacked copy of them and their sum: four copies beside the saved one
+            // (traced: trl 0.19.1 qwen2 base, +1.86 MB over the backward's start, 3.8 copies)
+            self.copy + 4 * self.copy
+        } else {
+            self.copy + self.copy.max(2 * self.row)
+        };
         forward.max(backward) + if softcap { self.head } else { 0 }
     }
 }
@@ -321,6 +367,66 @@ mod tests {
         let harness = layer_tensors(arch, &none, 16, false, StepPath::Harness).per_token();
         let trainer = layer_tensors(arch, &none, 16, false, StepPath::Trainer).per_token();
         assert_eq!(trainer - harness, 2 * 2 * (arch.q_dim() - arch.kv_dim()));
+    }
+
+    fn logits_shape(path: StepPath, fused_logits: bool, entropy: EntropyChunk) -> StepShape {
+        StepShape {
+            seqs: 4,
+            path,
+            prompt: 27,
+            completion: 32,
+            rank: 8,
+            checkpointing: true,
+            reference_pass: false,
+            quantised_base: false,
+            expandable_segments: false,
+            fused_logits,
+            scoring_rows: 0,
+            free_at_step: 0,
+            small_card: false,
+            unsloth_logits: UnslothLogits::Blocks,
+            reference_logits: false,
+            every_position_logits: false,
+            entropy,
+        }
+    }
+
+    #[test]
+    fn the_trainer_s_unfused_logits_are_fp32() {
+        // N1: accelerate's `convert_outputs_to_fp32`; traced trl 0.19.1 qwen2 (4 x 33 x 964):
+        // `_to_copy` 508,992 B and the temperature copy `div` 493,568 B, both fp32
+        let arch = &catalog::find("Qwen/Qwen2.5-0.5B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let v = arch.vocab;
+        let trainer = logits_shape(StepPath::Trainer, false, EntropyChunk::None);
+        let lg = Logits::new(arch, &trainer);
+        assert_eq!(lg.head, 4 * 33 * v * 4);
+        assert_eq!(lg.copy, 4 * 32 * v * 4);
+        assert_eq!(lg.cast_from, 4 * 33 * v * 2);
+        assert_eq!(lg.chunk, 0);
+        // the harness stays bf16, and so does TRL 1.15's fused head
+        let harness = Logits::new(
+            arch,
+            &logits_shape(StepPath::Harness, false, EntropyChunk::Rows128),
+        );
+        assert_eq!((harness.head, harness.cast_from), (4 * 33 * v * 2, 0));
+        let fused = logits_shape(StepPath::Trainer, true, EntropyChunk::Rows128);
+        assert_eq!(logits_element(&fused), 2);
+        // the fp32 backward: the saved copy and four more (trace: 3.8)
+        assert_eq!(lg.peak(&trainer, false), 5 * lg.copy);
+    }
+
+    #[test]
+    fn the_entropy_chunk_follows_the_trl_release() {
+        // trl 0.20.0 `entropy_from_logits(chunk_size=1)`: one K x V sequence; 0.23.0: 128 rows
+        let arch = &catalog::find("Qwen/Qwen2.5-0.5B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let chunk = |e| Logits::new(arch, &logits_shape(StepPath::Trainer, false, e)).chunk;
+        assert_eq!(chunk(EntropyChunk::None), 0);
+        assert_eq!(chunk(EntropyChunk::Sequence), 32 * arch.vocab * 4);
+        assert_eq!(chunk(EntropyChunk::Rows128), 128 * arch.vocab * 4);
     }
 
     #[test]

@@ -64,7 +64,11 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     if s.scoring_rows == 0 {
         return step;
     }
-    let scoring = trl_scoring_pass(arch, s, &logits);
+    let scoring = if s.fused_logits {
+        trl_scoring_pass(arch, s, &logits)
+    } else {
+        whole_batch_reference(arch, s)
+    };
     let reserved = step.reserved.max(scoring.activations + scoring.logits);
     if scoring.activations + scoring.logits > step.activations + step.logits {
         StepPeak {
@@ -91,6 +95,24 @@ fn trl_scoring_pass(arch: &Arch, s: &StepShape, logits: &Logits) -> StepPeak {
     StepPeak::larger_moment(layer, (head, scoring))
 }
 
+/// trl 0.19.1's reference pass (N4, `StackVersions::trl_reference_over_generation_batch`): one
+/// no-grad forward over all `scoring_rows`, its logits fp32 as the trainer returns them
+/// (`shape::logits_element`). The peak is the larger of a layer's working set over every row
+/// (as [`trl_scoring_pass`]) and the logits' moments: the head's bf16 output with its fp32 cast,
+/// then the fp32 output with its temperature copy, beside the final norm's output.
+fn whole_batch_reference(arch: &Arch, s: &StepShape) -> StepPeak {
+    let rows = StepShape {
+        seqs: s.scoring_rows,
+        ..*s
+    };
+    let tokens = rows.seqs * (s.prompt + s.completion);
+    let widest_input = arch.intermediate.max(arch.hidden);
+    let layer = tokens * (2 * arch.hidden * 2 + widest_input * 4 + 3 * arch.intermediate * 2);
+    let lg = Logits::new(arch, &rows);
+    let logits = (lg.cast_from + lg.head).max(lg.head + lg.copy);
+    StepPeak::larger_moment(layer, (tokens * arch.hidden * 6, logits))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +137,7 @@ mod tests {
             unsloth_logits: UnslothLogits::Blocks,
             reference_logits: false,
             every_position_logits: false,
+            entropy: crate::run::versions::EntropyChunk::Rows128,
         }
     }
 
