@@ -292,6 +292,39 @@ fn a_recipe_no_knob_fits_is_not_written_as_fitting_on_gpus_it_cannot_hold() {
 }
 
 #[test]
+fn with_a_launch_config_fit_moves_gpus_only_when_nothing_is_written() {
+    // the accelerate config gives the GPU count and the sharding again on every read: a run
+    // file written under it cannot carry 16 GPUs and ZeRO-3, so the write keeps them
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("recipe.yaml");
+    std::fs::write(&recipe, FULL_7B).unwrap();
+    let fit = |out: &[&str]| {
+        let r = grpofit()
+            .args([
+                "fit",
+                "--config",
+                recipe.to_str().unwrap(),
+                "--launch",
+                ZERO2,
+            ])
+            .args(["--gpu-mem", "24GiB"])
+            .args(out)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&r.stdout).to_string();
+        (r.status.code(), text + &String::from_utf8_lossy(&r.stderr))
+    };
+    let (code, said) = fit(&[]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("zero_stage"), "{said}");
+    let out = dir.path().join("run.toml");
+    let (code, said) = fit(&["-o", out.to_str().unwrap()]);
+    assert_eq!(code, Some(3), "{said}");
+    assert!(!out.exists(), "{said}");
+    assert!(said.contains("it would fit with "), "{said}");
+}
+
+#[test]
 fn fit_on_its_own_written_recipe_changes_nothing_more() {
     // the first write must not take GPUs the recipe cannot hold (which halved the gradient
     // accumulation again on every run: 4 -> 2 -> 1)
