@@ -6,7 +6,7 @@ use crate::inputs::{Inputs, Warnings, resolve, resolve_with};
 use crate::output::*;
 use grpofit::gpu::{GpuProbe, NvmlProbe};
 use grpofit_core::arch::catalog;
-use grpofit_core::fit::{DEFAULT_HEADROOM, FitOutcome, fit};
+use grpofit_core::fit::{DEFAULT_HEADROOM, FitOutcome, fit, fit_in_place};
 use grpofit_core::memory::estimate::{Estimator, GpuBudget, estimate};
 use std::io::Write;
 
@@ -271,7 +271,15 @@ pub(crate) fn run_fit(
     } = resolve(source)?;
     let file = &loaded.file;
     let mut estimator = Estimator::new();
-    let outcome = fit(&file.run, gpu, headroom / 100.0, &mut estimator);
+    let outcome = if keeps_hardware(source, file, output) {
+        let kept = fit_in_place(&file.run, gpu, headroom / 100.0, &mut estimator);
+        if matches!(kept, FitOutcome::Impossible { .. }) {
+            advise_hardware(&file.run, gpu, headroom / 100.0, &mut estimator);
+        }
+        kept
+    } else {
+        fit(&file.run, gpu, headroom / 100.0, &mut estimator)
+    };
     let text = if json {
         json_text(&outcome)?
     } else {
@@ -300,6 +308,44 @@ pub(crate) fn run_fit(
     }
     printed.map_err(unwritten(answer))?;
     Ok(answer)
+}
+
+/// Whether `fit` must keep the run's GPUs and sharding: an explicit `--num-processes` pins
+/// the training GPUs, an accelerate config given with `--launch` gives them and the sharding
+/// again on every read, and a recipe written with `-o` has no key for the GPU count, the ZeRO
+/// stage or vLLM's own GPUs (they are the accelerate config's and the launch command's), so a
+/// fit that needs them is not one the written file holds.
+fn keeps_hardware(source: &Source, file: &RunFile, output: Option<&std::path::Path>) -> bool {
+    use grpofit_core::config::source::Format;
+    let written = output.map(|out| match &file.source {
+        Some(s) if out == std::path::Path::new("-") => s.format,
+        _ => Format::of(out),
+    });
+    // a spread read from `--launch` is read from it again: a write cannot carry a change to it
+    source.num_processes.is_some()
+        || written == Some(Format::Yaml)
+        || (written.is_some() && source.launch.is_some())
+}
+
+/// When the run's own knobs cannot fit it: what more GPUs or more sharding would do, said as
+/// advice on standard error, since neither the recipe nor `--num-processes` takes it.
+fn advise_hardware(
+    run: &grpofit_core::run::RunConfig,
+    gpu: GpuBudget,
+    headroom: f64,
+    est: &mut Estimator,
+) {
+    let FitOutcome::Fitted { changes, .. } = fit(run, gpu, headroom, est) else {
+        return;
+    };
+    let list: Vec<String> = changes
+        .iter()
+        .map(|c| format!("{} {} -> {}", c.key, c.from, c.to))
+        .collect();
+    say(&format!(
+        "grpofit: note: no setting of the run fits it on these GPUs; it would fit with {}: not written, since the GPU count and the sharding are the accelerate config's (`accelerate launch --num_processes`, its zero_stage / offload) and vLLM's GPUs the launch command's; try `grpofit fit` without --num-processes and with a .toml or no -o, or `grpofit estimate --export-dir` for the launch set",
+        list.join(", ")
+    ));
 }
 
 /// Writes `run` as the trainer's TOML, with the header of the file it came from and its estimate;

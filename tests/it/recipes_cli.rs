@@ -219,23 +219,139 @@ fn a_fit_that_changes_recipe_keys_edits_only_their_lines() {
 }
 
 #[test]
-fn a_change_no_recipe_line_holds_is_named_not_lost() {
+fn a_recipe_fit_with_a_launch_config_moves_only_the_recipe_s_own_keys() {
+    // the ZeRO stage and its offload are the accelerate config's: a fit written to the recipe
+    // keeps them and moves the recipe's keys, so that the header's "fits" is the file's
     let recipe = Path::new(RECIPES).join("Qwen2.5-1.5B-Instruct/grpo/config_demo_code.yaml");
     let source = std::fs::read_to_string(&recipe).unwrap();
     let zero3 = format!("{RECIPES}/accelerate_configs/zero3.yaml");
     let launch = ["--launch", zero3.as_str(), "--num-processes", "7"];
     let (written, err) = fit_to_yaml(&recipe, &launch, "17GiB");
-    assert_eq!(changed_lines(&source, &written), Vec::<String>::new());
+    let header = written.lines().next().unwrap();
+    assert!(!header.contains("not a recipe key"), "{header}");
+    assert!(!err.contains("is not written to the recipe"), "{err}");
+    let lines = changed_lines(&source, &written);
     assert!(
-        written
-            .lines()
-            .next()
-            .unwrap()
-            .contains("offload_optimizer = cpu (not a recipe key)")
+        lines
+            .iter()
+            .any(|l| l.starts_with("per_device_train_batch_size: 8")),
+        "{written}"
     );
+    // and the written recipe fits under the same launch as the header says
+    let dir = tempfile::tempdir().unwrap();
+    let tuned = dir.path().join("tuned.yaml");
+    std::fs::write(&tuned, &written).unwrap();
+    let tuned = tuned.to_str().unwrap();
+    let (_, code, err) =
+        json_estimate(&[&["--config", tuned], &launch[..], &["--gpu-mem", "17GiB"]].concat());
+    assert_eq!(code, 0, "{err}");
+}
+
+/// A full fine-tune of a 7B model, which no knob fits on one 80 GiB card.
+const FULL_7B: &str = "model_name_or_path: Qwen/Qwen2.5-7B-Instruct\ntorch_dtype: bfloat16\nbf16: true\nuse_vllm: true\nvllm_mode: colocate\nvllm_gpu_memory_utilization: 0.3\ngradient_checkpointing: true\nmax_prompt_length: 512\nmax_completion_length: 1024\nnum_generations: 8\nper_device_train_batch_size: 2\ngradient_accumulation_steps: 4\n";
+
+/// `fit --config recipe.yaml ARGS -o out.yaml` in `dir` (on 12 GiB for the small recipe and
+/// its rewrites, else 80 GiB): the exit code and stderr.
+fn fit_recipe(dir: &Path, recipe: &str, args: &[&str], out: &str) -> (i32, String) {
+    let gpu_mem = if recipe.contains("small") || out == "c.yaml" {
+        "12GiB"
+    } else {
+        "80GiB"
+    };
+    let r = grpofit()
+        .current_dir(dir)
+        .args([
+            "fit",
+            "--config",
+            recipe,
+            "--gpu-mem",
+            gpu_mem,
+            "-o",
+            out,
+            "--force",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&r.stderr).to_string();
+    (r.status.code().unwrap_or(-1), err)
+}
+
+#[test]
+fn a_recipe_no_knob_fits_is_not_written_as_fitting_on_gpus_it_cannot_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("recipe.yaml"), FULL_7B).unwrap();
+    let zero2 = std::fs::canonicalize(ZERO2).unwrap();
+    let launch = ["--launch", zero2.to_str().unwrap(), "--num-processes", "1"];
+    let (code, err) = fit_recipe(dir.path(), "recipe.yaml", &launch, "same.yaml");
+    // nothing the recipe holds fits: exit 3, no file said to fit, the GPUs given as advice
+    assert_eq!(code, 3, "{err}");
+    assert!(!dir.path().join("same.yaml").exists(), "{err}");
+    assert!(err.contains("it would fit with gpus 1 -> "), "{err}");
+    assert!(err.contains("accelerate launch --num_processes"), "{err}");
+}
+
+#[test]
+fn with_a_launch_config_fit_moves_gpus_only_when_nothing_is_written() {
+    // the accelerate config gives the GPU count and the sharding again on every read: a run
+    // file written under it cannot carry 16 GPUs and ZeRO-3, so the write keeps them
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("recipe.yaml");
+    std::fs::write(&recipe, FULL_7B).unwrap();
+    let fit = |out: &[&str]| {
+        let r = grpofit()
+            .args([
+                "fit",
+                "--config",
+                recipe.to_str().unwrap(),
+                "--launch",
+                ZERO2,
+            ])
+            .args(["--gpu-mem", "24GiB"])
+            .args(out)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&r.stdout).to_string();
+        (r.status.code(), text + &String::from_utf8_lossy(&r.stderr))
+    };
+    let (code, said) = fit(&[]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("zero_stage"), "{said}");
+    let out = dir.path().join("run.toml");
+    let (code, said) = fit(&["-o", out.to_str().unwrap()]);
+    assert_eq!(code, Some(3), "{said}");
+    assert!(!out.exists(), "{said}");
+    assert!(said.contains("it would fit with "), "{said}");
+}
+
+#[test]
+fn fit_on_its_own_written_recipe_changes_nothing_more() {
+    // the first write must not take GPUs the recipe cannot hold (which halved the gradient
+    // accumulation again on every run: 4 -> 2 -> 1)
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("recipe.yaml"), FULL_7B).unwrap();
+    let accumulation = |name: &str| {
+        std::fs::read_to_string(dir.path().join(name))
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("gradient_accumulation_steps: "))
+            .map(str::to_string)
+    };
+    let (code, err) = fit_recipe(dir.path(), "recipe.yaml", &[], "a.yaml");
+    assert_ne!(code, 0, "{err}");
+    assert!(!dir.path().join("a.yaml").exists(), "{err}");
+    // a recipe that fits by its own keys is a fixed point
+    let small = FULL_7B.replace("7B", "0.5B");
+    std::fs::write(dir.path().join("small.yaml"), small).unwrap();
+    let (code, err) = fit_recipe(dir.path(), "small.yaml", &[], "b.yaml");
+    assert_eq!(code, 0, "{err}");
+    let (code, err) = fit_recipe(dir.path(), "b.yaml", &[], "c.yaml");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(accumulation("b.yaml"), accumulation("c.yaml"));
+    let c = std::fs::read_to_string(dir.path().join("c.yaml")).unwrap();
     assert!(
-        err.contains("`[distributed] offload_optimizer = \"cpu\"` is not written to the recipe"),
-        "{err}"
+        c.lines().next().unwrap().ends_with("nothing changed"),
+        "{c}"
     );
 }
 

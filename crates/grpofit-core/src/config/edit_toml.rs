@@ -30,6 +30,11 @@ pub(super) fn edit(
     for change in changes {
         let (table, key) = place(&doc, source, change.table, &change.key);
         places.push((table.clone(), key.clone(), change.value.clone()));
+        // the header names only what the edit changes: a value already in place (written
+        // there by an earlier change, or already the file's) is no change of the file's
+        if current(&doc, &table, &key) == change.value {
+            continue;
+        }
         match &change.value {
             Some(value) => {
                 set(&mut doc, &table, &key, value).map_err(|problem| WriteBackError::TomlKey {
@@ -81,6 +86,17 @@ fn place(doc: &DocumentMut, source: &SourceFile, table: Table, key: &str) -> (St
     (table.name().to_string(), key.to_string())
 }
 
+/// The value `[table] key` holds in `doc`, read as TOML.
+fn current(doc: &DocumentMut, table: &str, key: &str) -> Option<toml::Value> {
+    let value = doc
+        .get(table)
+        .and_then(Item::as_table_like)
+        .and_then(|t| t.get(key))
+        .and_then(Item::as_value)?;
+    let line = format!("v = {}", value.clone().decorated("", ""));
+    line.parse::<toml::Table>().ok()?.remove("v")
+}
+
 /// `[table] key = value`, keeping the comment and spacing around a value already there.
 fn set(
     doc: &mut DocumentMut,
@@ -120,5 +136,38 @@ fn set(
 fn remove(doc: &mut DocumentMut, table: &str, key: &str) {
     if let Some(t) = doc.get_mut(table).and_then(Item::as_table_like_mut) {
         t.remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resolve::Offline;
+
+    #[test]
+    fn a_value_already_in_place_is_not_named_as_changed() {
+        // the shipped 48 GB Unsloth preset writes its vLLM share as 0.55 in both its places
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../presets/48gb.toml");
+        let file = crate::config::load(&path, &Offline { cache: None }).unwrap();
+        let source = file.source.unwrap();
+        let share = |table, key: &str, v: f64| Change {
+            table,
+            key: key.to_string(),
+            value: Some(toml::Value::Float(v)),
+        };
+        let same = [
+            share(Table::Model, "gpu_memory_utilization", 0.55),
+            share(Table::Grpo, "vllm_gpu_memory_utilization", 0.55),
+        ];
+        let (text, edited, _) = edit(&source, &same).unwrap();
+        assert_eq!(edited, Vec::<String>::new());
+        assert_eq!(text, source.text);
+        // a value that differs is named, once
+        let moved = [share(Table::Grpo, "vllm_gpu_memory_utilization", 0.6)];
+        let (_, edited, _) = edit(&source, &moved).unwrap();
+        assert_eq!(
+            edited,
+            vec!["vllm_gpu_memory_utilization = 0.6".to_string()]
+        );
     }
 }

@@ -252,18 +252,44 @@ fn shares_nearest_first(run: &RunConfig) -> Vec<u64> {
     v
 }
 
+/// The nearest run that fits: the knobs first, then more sharding, vLLM's own GPUs or more
+/// training GPUs when no knob fits.
 pub fn fit(run: &RunConfig, gpu: GpuBudget, headroom: f64, est: &mut Estimator) -> FitOutcome {
+    fit_within(run, gpu, headroom, est, true)
+}
+
+/// The nearest run that fits with the GPUs and the sharding it has: only the run's own knobs
+/// move, never the GPU count, the ZeRO stage or offload, nor vLLM's GPUs (which live in the
+/// accelerate config and the launch command, not in a recipe).
+pub fn fit_in_place(
+    run: &RunConfig,
+    gpu: GpuBudget,
+    headroom: f64,
+    est: &mut Estimator,
+) -> FitOutcome {
+    fit_within(run, gpu, headroom, est, false)
+}
+
+fn fit_within(
+    run: &RunConfig,
+    gpu: GpuBudget,
+    headroom: f64,
+    est: &mut Estimator,
+    hardware: bool,
+) -> FitOutcome {
     let now = est.estimate(run, gpu);
     if fits_with_headroom(&now, headroom) {
         return FitOutcome::AlreadyFits { estimate: now };
     }
-    if let Some(fitted) = sharding_that_fits(run, gpu, headroom, est) {
+    if hardware && let Some(fitted) = sharding_that_fits(run, gpu, headroom, est) {
         return fitted;
     }
     let grid = Grid::new(run);
     // Memory only falls as a lever moves down, so when no floor of the grid fits, nothing does.
     let Some(_) = floor_that_fits(&grid, run, gpu, headroom, est) else {
-        return hardware_that_fits(run, gpu, headroom, est)
+        return hardware
+            .then(|| hardware_that_fits(run, gpu, headroom, est))
+            .flatten()
             .unwrap_or_else(|| impossible(&grid, run, gpu, headroom, est));
     };
     let mut queue = BinaryHeap::new();
