@@ -37,6 +37,7 @@ mod speed;
 mod speed_properties;
 mod stale_writes;
 mod svg;
+mod time_keys;
 mod trainer_keys;
 mod trust_bounds;
 mod trust_cache;

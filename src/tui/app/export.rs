@@ -81,6 +81,7 @@ impl App {
             model_config: self.model_config.as_deref(),
             lock_effective_batch: self.lock,
             estimate: Some(&self.estimate),
+            time: Some(&self.time_keys),
         };
         let mut notes = Vec::new();
         match text_for(&path, self.source.as_ref(), &self.run, &ctx, &mut notes) {

@@ -17,6 +17,8 @@ use crate::gpu::GpuInfo;
 use crate::hub::{cache, online};
 use grpofit_core::config::RunFile;
 use grpofit_core::fit::{FitOutcome, StepDown, deeper_steps, step_downs};
+use grpofit_core::hardware::GpuSpeed;
+use grpofit_core::time::{self, Efficiencies, StepTime, TimeKeys};
 
 /// From this many rows the levers panel lists each lever's further rungs (120x40 has room for
 /// them, 80x24 not), one more rung for each `ROWS_PER_RUNG` rows more than 24, up to
@@ -221,6 +223,13 @@ pub struct App {
     /// what the run file's versions warn of (a release newer than the newest modelled, a
     /// combination its requirements forbid), under the header's settings
     pub(crate) version_warnings: Vec<String>,
+    /// what the run file says about time (the card, the completions' mean length, the steps),
+    /// kept for the time bar and written back by the export
+    pub(crate) time_keys: TimeKeys,
+    /// the card the step is timed on, or why there is none (`inputs::gpu_speed`)
+    pub(crate) speed: Result<GpuSpeed, String>,
+    /// the step's seconds by phase for the run as it stands, or why it is not timed
+    pub(crate) step_time: Result<StepTime, String>,
 }
 
 impl App {
@@ -238,6 +247,14 @@ impl App {
             source: file.source.clone(),
         };
         let version_warnings = file.warnings;
+        // the card NVML names, else the file's `[grpofit] gpu` (`time_on` takes `--gpu`'s)
+        let card = gpu.live.as_ref().map(|g| g.name.clone());
+        let speed = time::gpu_speed(
+            card.as_deref().or(file.time.gpu.as_deref()),
+            file.time.gpu_tflops,
+            file.time.gpu_bandwidth,
+        )
+        .map_err(|e| e.to_string());
         let mut app = App {
             version_warnings,
             run: file.run,
@@ -270,6 +287,9 @@ impl App {
             follow: None,
             checked: None,
             asked: Vec::new(),
+            time_keys: file.time,
+            speed,
+            step_time: Err(String::new()),
         };
         app.recompute();
         app
@@ -580,8 +600,39 @@ impl App {
         let gpu = budget(&self.gpu);
         self.estimate = self.estimator.estimate(&self.run, gpu);
         self.step_downs = step_downs(&self.run, gpu, &mut self.estimator);
+        self.step_time = self.time_of(&self.run, &self.estimate);
         self.deepen();
         self.recheck();
+    }
+
+    /// The step's time for `run` (whose memory is `est`) on the screen's card, or why not.
+    pub(crate) fn time_of(&self, run: &RunConfig, est: &Estimate) -> Result<StepTime, String> {
+        let gpu = self.speed.as_ref().map_err(Clone::clone)?;
+        Ok(time::step_time(
+            run,
+            est,
+            gpu,
+            &self.time_keys,
+            &Efficiencies::default(),
+        ))
+    }
+
+    /// Times the step on `speed` (the command line's `--gpu`, NVML, the file's card, as
+    /// `estimate` resolves it).
+    pub fn time_on(&mut self, speed: Result<GpuSpeed, String>) {
+        self.speed = speed;
+        self.step_time = self.time_of(&self.run, &self.estimate);
+    }
+
+    /// A file loaded on the screen brings its time keys; its card times the step unless NVML
+    /// names the one here.
+    fn take_time_keys(&mut self, keys: &TimeKeys) {
+        self.time_keys = keys.clone();
+        let named = keys.gpu.is_some() || keys.gpu_tflops.is_some();
+        if self.gpu.live.is_none() && named {
+            self.speed = time::gpu_speed(keys.gpu.as_deref(), keys.gpu_tflops, keys.gpu_bandwidth)
+                .map_err(|e| e.to_string());
+        }
     }
 
     /// Rungs down each lever the screen as last drawn has room for, the first included: 1
