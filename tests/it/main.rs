@@ -54,6 +54,7 @@ mod tui_follow_check;
 mod tui_hub;
 mod tui_keys;
 mod tui_spread;
+mod tui_time;
 mod tui_tmux;
 mod tui_tmux_cmds;
 mod tui_tmux_follow_big;

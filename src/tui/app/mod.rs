@@ -304,7 +304,14 @@ impl App {
             .filter(|k| *k != Knob::Gpus || self.spread_shown)
             // a full fine-tune has no adapter to size
             .filter(|k| *k != Knob::LoraRank || !self.run.full_finetuning)
+            // TRL's sequence knob is `vllm_max_model_length`: without vLLM it sizes nothing
+            .filter(|k| *k != Knob::SequenceLength || !self.trl_without_vllm())
             .collect()
+    }
+
+    /// A TRL run generating with transformers (`use_vllm = false`).
+    fn trl_without_vllm(&self) -> bool {
+        self.run.stack == grpofit_core::run::Stack::Trl && !self.run.generation.uses_vllm()
     }
 
     /// Whether the screen shows the spread: the GPUs knob, the engine in the header and its
