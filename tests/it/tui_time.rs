@@ -106,3 +106,22 @@ fn trls_sequence_knob_only_with_vllm() {
     let u = app_without_nvml(&unsloth);
     assert!(u.knobs().contains(&Knob::SequenceLength));
 }
+
+#[test]
+fn each_lever_states_its_seconds() {
+    let a = preset_24gb();
+    let s = screen(&a, 120, 40);
+    // QLoRA dequantises the frozen weights each pass: slower; a shorter context is quicker
+    let line = |label: &str| s.lines().find(|l| l.contains(label)).unwrap().to_string();
+    assert!(line("4-bit weights").contains(" +"), "{s}");
+    assert!(line("saves 159.5 MiB").contains(" -"), "{s}");
+    // help has the same figures
+    let mut a = a;
+    keys(&mut a, "?");
+    let help = screen(&a, 200, 60);
+    assert!(
+        help.lines()
+            .any(|l| l.contains("4-bit") && l.contains(" +")),
+        "{help}"
+    );
+}

@@ -179,6 +179,10 @@ pub struct App {
     pub(crate) step_downs: Vec<StepDown>,
     /// further rungs down each lever, for a screen tall enough to list them (`DEEPER_FROM_ROWS`)
     pub(crate) deeper_steps: Vec<StepDown>,
+    /// each lever's step down (`step_downs`, then `deeper_steps`), the seconds a step it adds
+    /// (negative: saves), where the step is timed
+    pub(crate) step_seconds: Vec<Option<f64>>,
+    pub(crate) deeper_seconds: Vec<Option<f64>>,
     pub(crate) lock: bool,
     /// the effective batch the lock keeps
     target_batch: u64,
@@ -264,6 +268,8 @@ impl App {
             estimate,
             step_downs: Vec::new(),
             deeper_steps: Vec::new(),
+            step_seconds: Vec::new(),
+            deeper_seconds: Vec::new(),
             lock: file.lock_effective_batch,
             target_batch,
             message: None,
@@ -608,6 +614,7 @@ impl App {
         self.estimate = self.estimator.estimate(&self.run, gpu);
         self.step_downs = step_downs(&self.run, gpu, &mut self.estimator);
         self.step_time = self.time_of(&self.run, &self.estimate);
+        self.step_seconds = self.seconds_of(&self.step_downs.clone());
         self.deepen();
         self.recheck();
     }
@@ -624,11 +631,26 @@ impl App {
         ))
     }
 
+    /// The seconds a step each of `steps` adds to the run's (negative: saves), where timed.
+    fn seconds_of(&mut self, steps: &[StepDown]) -> Vec<Option<f64>> {
+        let Ok(now) = self.step_time.as_ref().map(|t| t.seconds) else {
+            return vec![None; steps.len()];
+        };
+        let gpu = budget(&self.gpu);
+        steps
+            .iter()
+            .map(|s| {
+                let est = self.estimator.estimate(&s.run, gpu);
+                self.time_of(&s.run, &est).ok().map(|t| t.seconds - now)
+            })
+            .collect()
+    }
+
     /// Times the step on `speed` (the command line's `--gpu`, NVML, the file's card, as
     /// `estimate` resolves it).
     pub fn time_on(&mut self, speed: Result<GpuSpeed, String>) {
         self.speed = speed;
-        self.step_time = self.time_of(&self.run, &self.estimate);
+        self.recompute();
     }
 
     /// A file loaded on the screen brings its time keys; its card times the step unless NVML
@@ -660,6 +682,7 @@ impl App {
             1 => Vec::new(),
             rungs => deeper_steps(&self.run, budget(&self.gpu), &mut self.estimator, rungs),
         };
+        self.deeper_seconds = self.seconds_of(&self.deeper_steps.clone());
     }
 
     /// The estimate the followed log is compared with, on the log's GPU (`check`'s).
