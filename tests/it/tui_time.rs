@@ -125,3 +125,56 @@ fn each_lever_states_its_seconds() {
         "{help}"
     );
 }
+
+#[test]
+fn f_searches_the_fastest_run_through_the_runner() {
+    use grpofit::tui::app::Msg;
+    use grpofit::tui::cmd::Cmd;
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let mut a = preset_24gb();
+    resize(&mut a, 80, 24);
+    // update asks the loop for the search, and runs none itself
+    let cmds = a.update(Msg::Key(KeyEvent::new(
+        KeyCode::Char('F'),
+        KeyModifiers::SHIFT,
+    )));
+    assert!(matches!(cmds.as_slice(), [Cmd::Fastest { .. }]), "{cmds:?}");
+    // through the runner: the answer applied, the speed-up said
+    let before = a.step_time().unwrap().seconds;
+    let learning = |r: &grpofit_core::run::RunConfig| {
+        (
+            r.num_generations,
+            r.effective_batch(),
+            r.completion_len,
+            r.lora_rank,
+        )
+    };
+    let kept = learning(a.run());
+    keys(&mut a, "F");
+    let msg = a.message().unwrap_or_default().to_string();
+    assert!(msg.starts_with("fastest: "), "{msg}");
+    let after = a.step_time().unwrap().seconds;
+    assert!(after <= before + 1e-9, "{before} → {after}: {msg}");
+    assert_eq!(learning(a.run()), kept);
+    if after < before {
+        assert!(msg.contains('×'), "{msg}");
+        keys(&mut a, "u");
+        assert!((a.step_time().unwrap().seconds - before).abs() < 1e-9);
+    }
+}
+
+#[test]
+fn f_without_a_card_says_why() {
+    let text = grpofit::presets::built_in("24gb")
+        .unwrap()
+        .replace("gpu = \"RTX 4090\"", "gpu = \"Voodoo 5\"");
+    let mut a = app_without_nvml(&text);
+    use grpofit::tui::app::Msg;
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let cmds = a.update(Msg::Key(KeyEvent::new(
+        KeyCode::Char('F'),
+        KeyModifiers::SHIFT,
+    )));
+    assert!(cmds.is_empty());
+    assert!(a.message().unwrap().contains("Voodoo 5"));
+}

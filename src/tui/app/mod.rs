@@ -117,6 +117,8 @@ pub enum Msg {
     Exported(Result<Exported, ExportError>),
     /// the fit search's answer (`Cmd::Fit`)
     Fitted(FitOutcome),
+    /// the fastest search's answer (`Cmd::Fastest`): `None` when nothing fits
+    Fastest(Option<Box<grpofit_core::fastest::Fastest>>),
     /// a lookup started at this time (`Cmd::LookUp`): the spinner turns from it
     LookingUp {
         started: Instant,
@@ -395,6 +397,7 @@ impl App {
             }
             Msg::Exported(written) => self.export_written(written),
             Msg::Fitted(outcome) => self.fitted(outcome),
+            Msg::Fastest(found) => self.fastest_found(found),
             Msg::LookingUp { started } => self.lookup_started = Some(started),
             Msg::HubSaid(said) => self.hub_said(said),
             Msg::LookedUp { name, answer } => {

@@ -286,6 +286,7 @@ pub(super) fn footer(frame: &mut Frame, app: &App, area: Rect) {
     // narrower, the less used keys first lose their word (the key stays: help says it), then
     // keys give way whole
     let terse = [
+        Action::Fastest,
         Action::CycleZeroStage,
         Action::CycleEngine,
         Action::Undo,
@@ -305,6 +306,7 @@ pub(super) fn footer(frame: &mut Frame, app: &App, area: Rect) {
         }
     }
     let give_way = [
+        Action::Fastest,
         Action::PickModel,
         Action::PickPreset,
         Action::CycleZeroStage,
