@@ -160,6 +160,7 @@ pub(crate) fn open_screen(
         loaded,
         gpu: mut budget,
         detected,
+        speed,
         ..
     } = resolve_with(source, Warnings::WithReport)?;
     let live = detected.as_ref().ok().cloned();
@@ -188,6 +189,7 @@ pub(crate) fn open_screen(
     };
     let here = std::env::current_dir().unwrap_or_else(|_| ".".into());
     let mut app = App::new(file, gpu, Theme::from_env(), here);
+    app.time_on(speed);
     let hub = crate::inputs::hub_for(source);
     app.look_up_in(hub.cache, hub.access);
     let tail = followed.map(|f| {
@@ -393,6 +395,7 @@ fn export_context<'a>(
         model_config: file.model_config.as_deref(),
         lock_effective_batch: file.lock_effective_batch,
         estimate: Some(estimate),
+        time: Some(&file.time),
     }
 }
 

@@ -5,9 +5,11 @@
 
 use crate::hub::online::Access;
 use grpofit_core::config::source::SourceFile;
+use grpofit_core::hardware::GpuSpeed;
 use grpofit_core::memory::estimate::GpuBudget;
 use grpofit_core::presets::PresetSource;
 use grpofit_core::run::RunConfig;
+use grpofit_core::time::TimeKeys;
 use std::path::PathBuf;
 
 pub enum Cmd {
@@ -27,6 +29,14 @@ pub enum Cmd {
     },
     /// Search the smallest change to `run` that fits `gpu`. The answer is `Msg::Fitted`.
     Fit { run: Box<RunConfig>, gpu: GpuBudget },
+    /// Search the fastest run that fits `gpu`, moving only throughput knobs (`fit --fastest`'s
+    /// search, timed on `speed` with the file's time `keys`). The answer is `Msg::Fastest`.
+    Fastest {
+        run: Box<RunConfig>,
+        gpu: GpuBudget,
+        speed: Box<GpuSpeed>,
+        keys: Box<TimeKeys>,
+    },
     /// Look a name the catalog lacks up off the UI thread: the Hugging Face `cache`, then the Hub
     /// as `access` allows. The answers are `Msg::LookingUp`, `Msg::HubSaid`, `Msg::LookedUp`.
     LookUp {
@@ -90,6 +100,10 @@ impl std::fmt::Debug for Cmd {
                 .finish_non_exhaustive(),
             Cmd::Fit { run, .. } => f
                 .debug_struct("Fit")
+                .field("model", &run.model_name)
+                .finish(),
+            Cmd::Fastest { run, .. } => f
+                .debug_struct("Fastest")
                 .field("model", &run.model_name)
                 .finish(),
             Cmd::LookUp { name, .. } => f.debug_struct("LookUp").field("name", name).finish(),

@@ -25,6 +25,7 @@ pub enum Action {
     PickPreset,
     Export,
     Fit,
+    Fastest,
     TogglePin,
     Help,
     Quit,
@@ -190,6 +191,13 @@ pub const BINDINGS: &[Binding] = &[
         action: Action::Fit,
         help: "fit: the nearest configuration that fits (5% headroom)",
         footer: Some(("f", "fit")),
+    },
+    Binding {
+        keys: "F",
+        matches: |k| k.code == KeyCode::Char('F'),
+        action: Action::Fastest,
+        help: "fastest: of the runs that fit (5% headroom), the one with the least seconds a step, moving only throughput knobs (as `fit --fastest`)",
+        footer: Some(("F", "fastest")),
     },
     Binding {
         keys: "x",

@@ -6,9 +6,11 @@ use super::app::{App, Msg, PresetChoice};
 use super::cmd::{Cmd, ExportError, Exported};
 use super::lookup::Lookup;
 use grpofit_core::config::export::write_atomically;
+use grpofit_core::fastest::{Timing, fastest};
 use grpofit_core::fit::{DEFAULT_HEADROOM, fit};
 use grpofit_core::memory::estimate::Estimator;
 use grpofit_core::resolve::Offline;
+use grpofit_core::time::Efficiencies;
 use std::collections::VecDeque;
 
 /// The event loop's side of the screen: the lookup under way, and the fit search's memory of
@@ -100,6 +102,21 @@ impl Runner {
                     DEFAULT_HEADROOM,
                     &mut self.estimator,
                 ))]
+            }
+            Cmd::Fastest {
+                run,
+                gpu,
+                speed,
+                keys,
+            } => {
+                let eff = Efficiencies::default();
+                let timing = Timing {
+                    gpu: &speed,
+                    keys: &keys,
+                    eff: &eff,
+                };
+                let found = fastest(&run, gpu, DEFAULT_HEADROOM, &timing, &mut self.estimator);
+                vec![Msg::Fastest(found.map(Box::new))]
             }
             Cmd::LookUp {
                 name,

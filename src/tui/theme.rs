@@ -48,6 +48,16 @@ impl Theme {
         Style::default().fg(c)
     }
 
+    /// A step phase's segment in the time bar (`time::PHASES`' order): its colour, or
+    /// without colour none (the fill letter tells them apart, `view::timebar`).
+    pub fn phase(&self, index: usize) -> Style {
+        const HUES: [Color; 4] = [Color::Cyan, Color::Magenta, Color::Yellow, Color::Green];
+        if !self.colour {
+            return Style::default();
+        }
+        Style::default().fg(HUES[index % HUES.len()])
+    }
+
     pub fn overflow(&self) -> Style {
         if self.colour {
             Style::default().fg(Color::White).bg(Color::Red)

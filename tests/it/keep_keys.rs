@@ -84,6 +84,7 @@ fn written(file: &RunFile, run: &grpofit_core::run::RunConfig) -> String {
         model_config: None,
         lock_effective_batch: true,
         estimate: None,
+        time: None,
     };
     let mut notes = Vec::new();
     text_for(

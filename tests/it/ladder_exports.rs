@@ -51,6 +51,7 @@ fn ctx() -> export::ExportContext<'static> {
         model_config: None,
         lock_effective_batch: true,
         estimate: None,
+        time: None,
     }
 }
 

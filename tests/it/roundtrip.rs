@@ -133,6 +133,7 @@ fn round_trip(run: &RunConfig, capacity: Option<u64>) -> Result<(), TestCaseErro
         model_config: None,
         lock_effective_batch: true,
         estimate: None,
+        time: None,
     };
     let text = to_toml(run, &ctx);
     let back = parse(

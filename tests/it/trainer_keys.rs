@@ -81,6 +81,7 @@ fn every_preset_exports_only_keywords_its_calls_take_on_both_stacks() {
                 model_config: None,
                 lock_effective_batch: true,
                 estimate: None,
+                time: None,
             },
         );
         let trl = dir.path().join(format!("{preset}-trl.toml"));
@@ -122,6 +123,7 @@ fn every_export_on_every_trl_release_passes_only_keywords_that_release_takes() {
         model_config: None,
         lock_effective_batch: true,
         estimate: None,
+        time: None,
     };
     let mut left_out_somewhere = false;
     for preset in grpofit::presets::names() {

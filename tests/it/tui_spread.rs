@@ -108,6 +108,13 @@ fn mouse(a: &mut App, kind: ratatui::crossterm::event::MouseEventKind, column: u
     send(a, Msg::Mouse(at));
 }
 
+/// Whether `knob`'s row is drawn on a `w` x `h` screen.
+fn shown(a: &App, knob: Knob, w: u16, h: u16) -> bool {
+    let sliders = view::areas(a, ratatui::layout::Rect::new(0, 0, w, h)).sliders;
+    let i = a.knobs().iter().position(|k| *k == knob).unwrap();
+    view::knob_rows(a, sliders).into_iter().any(|(k, _)| k == i)
+}
+
 /// The track of `knob` on a `w` x `h` screen: (first column, last column, row).
 fn track(a: &App, knob: Knob, w: u16, h: u16) -> (u16, u16, u16) {
     let sliders = view::areas(a, ratatui::layout::Rect::new(0, 0, w, h)).sliders;
@@ -144,7 +151,14 @@ fn the_mouse_focuses_sets_drags_and_steps() {
         keys(&mut a, "u");
         assert_eq!(a.run().num_generations, 4);
         // the wheel over a knob focuses and steps it
-        // (the list may scroll to keep the focused knob mid-window: its row is found again)
+        // (the list may scroll to keep the focused knob mid-window: its row is found again;
+        // on the smallest screen, under the time bar, the knob is first scrolled into view)
+        if !shown(&a, Knob::LoraRank, w, h) {
+            while a.focused() != Knob::LoraRank {
+                keys(&mut a, "j");
+            }
+            redraw(&mut a);
+        }
         let (_, _, y) = track(&a, Knob::LoraRank, w, h);
         mouse(&mut a, M::ScrollUp, 2, y);
         assert_eq!((a.focused(), a.run().lora_rank), (Knob::LoraRank, 64));

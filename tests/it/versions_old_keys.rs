@@ -154,6 +154,7 @@ fn exported(file: &grpofit_core::config::RunFile) -> String {
             model_config: None,
             lock_effective_batch: false,
             estimate: None,
+            time: None,
         },
     )
 }
@@ -235,6 +236,7 @@ fn a_write_back_pinned_to_trl_0_15_edits_that_releases_keys_and_drops_none() {
             model_config: None,
             lock_effective_batch: false,
             estimate: None,
+            time: None,
         },
         &mut notes,
     )

@@ -222,6 +222,7 @@ fn tuned(text: &str) -> (Result<String, String>, u64) {
         model_config: None,
         lock_effective_batch: true,
         estimate: None,
+        time: None,
     };
     let mut notes = Vec::new();
     let out = text_for(&path, file.source.as_ref(), &run, &ctx, &mut notes);

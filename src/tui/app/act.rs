@@ -45,6 +45,7 @@ impl App {
             Action::PickPreset => self.ask(Cmd::ListPresets),
             Action::Export => self.export(false),
             Action::Fit => self.ask_fit(),
+            Action::Fastest => self.ask_fastest(),
             Action::TogglePin => self.toggle_pin(),
             Action::Help => self.mode = Mode::Help { scroll: 0 },
             Action::Quit => self.request_quit(),

@@ -19,6 +19,68 @@ impl App {
         });
     }
 
+    /// `F`: the fastest run that fits, searched by the loop on the screen's card; without a
+    /// card there is nothing to time, and the status line says so.
+    pub(super) fn ask_fastest(&mut self) {
+        let speed = match &self.speed {
+            Ok(s) => s.clone(),
+            Err(why) => {
+                self.message = Some(format!("fastest: not timed: {why}"));
+                return;
+            }
+        };
+        self.ask(Cmd::Fastest {
+            run: Box::new(self.run.clone()),
+            gpu: budget(&self.gpu),
+            speed: Box::new(speed),
+            keys: Box::new(self.time_keys.clone()),
+        });
+    }
+
+    /// The fastest search's answer applied to the run (undo brings the old one back), its
+    /// speed-up against the nearest fit on the status line.
+    pub(super) fn fastest_found(&mut self, found: Option<Box<grpofit_core::fastest::Fastest>>) {
+        let Some(found) = found else {
+            self.message = Some(format!(
+                "fastest: nothing fits with {}% headroom (f names the floors)",
+                DEFAULT_HEADROOM * 100.0
+            ));
+            return;
+        };
+        let said: Vec<String> = found
+            .changes
+            .iter()
+            .map(|c| format!("{} {} → {}", c.key, c.from, c.to))
+            .collect();
+        let before = self.step_time.as_ref().map(|t| t.seconds).ok();
+        let run = found.run.clone();
+        self.change_all(|s| {
+            s.run = *run;
+            s.target_batch = s.run.effective_batch();
+        });
+        let now = grpofit_core::time::seconds(found.step_time.seconds);
+        let against = match before {
+            Some(b) if found.nearest_seconds != b => format!(
+                "; nearest fit {}, this run was {}",
+                grpofit_core::time::seconds(found.nearest_seconds),
+                grpofit_core::time::seconds(b)
+            ),
+            _ => format!(
+                " against {}",
+                grpofit_core::time::seconds(found.nearest_seconds)
+            ),
+        };
+        self.message = Some(if said.is_empty() {
+            format!("fastest: already the fastest that fits, step ≈ {now}")
+        } else {
+            format!(
+                "fastest: ×{:.2}, step ≈ {now}{against}: {}",
+                found.speedup,
+                said.join(", ")
+            )
+        });
+    }
+
     /// The fit solver's answer applied to the run (undo brings the old one back).
     pub(super) fn fitted(&mut self, outcome: FitOutcome) {
         self.message = Some(match outcome {
@@ -81,6 +143,7 @@ impl App {
             model_config: self.model_config.as_deref(),
             lock_effective_batch: self.lock,
             estimate: Some(&self.estimate),
+            time: Some(&self.time_keys),
         };
         let mut notes = Vec::new();
         match text_for(&path, self.source.as_ref(), &self.run, &ctx, &mut notes) {

@@ -17,6 +17,8 @@ use crate::gpu::GpuInfo;
 use crate::hub::{cache, online};
 use grpofit_core::config::RunFile;
 use grpofit_core::fit::{FitOutcome, StepDown, deeper_steps, step_downs};
+use grpofit_core::hardware::GpuSpeed;
+use grpofit_core::time::{self, Efficiencies, StepTime, TimeKeys};
 
 /// From this many rows the levers panel lists each lever's further rungs (120x40 has room for
 /// them, 80x24 not), one more rung for each `ROWS_PER_RUNG` rows more than 24, up to
@@ -115,6 +117,8 @@ pub enum Msg {
     Exported(Result<Exported, ExportError>),
     /// the fit search's answer (`Cmd::Fit`)
     Fitted(FitOutcome),
+    /// the fastest search's answer (`Cmd::Fastest`): `None` when nothing fits
+    Fastest(Option<Box<grpofit_core::fastest::Fastest>>),
     /// a lookup started at this time (`Cmd::LookUp`): the spinner turns from it
     LookingUp {
         started: Instant,
@@ -177,6 +181,10 @@ pub struct App {
     pub(crate) step_downs: Vec<StepDown>,
     /// further rungs down each lever, for a screen tall enough to list them (`DEEPER_FROM_ROWS`)
     pub(crate) deeper_steps: Vec<StepDown>,
+    /// each lever's step down (`step_downs`, then `deeper_steps`), the seconds a step it adds
+    /// (negative: saves), where the step is timed
+    pub(crate) step_seconds: Vec<Option<f64>>,
+    pub(crate) deeper_seconds: Vec<Option<f64>>,
     pub(crate) lock: bool,
     /// the effective batch the lock keeps
     target_batch: u64,
@@ -221,6 +229,13 @@ pub struct App {
     /// what the run file's versions warn of (a release newer than the newest modelled, a
     /// combination its requirements forbid), under the header's settings
     pub(crate) version_warnings: Vec<String>,
+    /// what the run file says about time (the card, the completions' mean length, the steps),
+    /// kept for the time bar and written back by the export
+    pub(crate) time_keys: TimeKeys,
+    /// the card the step is timed on, or why there is none (`inputs::gpu_speed`)
+    pub(crate) speed: Result<GpuSpeed, String>,
+    /// the step's seconds by phase for the run as it stands, or why it is not timed
+    pub(crate) step_time: Result<StepTime, String>,
 }
 
 impl App {
@@ -238,6 +253,14 @@ impl App {
             source: file.source.clone(),
         };
         let version_warnings = file.warnings;
+        // the card NVML names, else the file's `[grpofit] gpu` (`time_on` takes `--gpu`'s)
+        let card = gpu.live.as_ref().map(|g| g.name.clone());
+        let speed = time::gpu_speed(
+            card.as_deref().or(file.time.gpu.as_deref()),
+            file.time.gpu_tflops,
+            file.time.gpu_bandwidth,
+        )
+        .map_err(|e| e.to_string());
         let mut app = App {
             version_warnings,
             run: file.run,
@@ -247,6 +270,8 @@ impl App {
             estimate,
             step_downs: Vec::new(),
             deeper_steps: Vec::new(),
+            step_seconds: Vec::new(),
+            deeper_seconds: Vec::new(),
             lock: file.lock_effective_batch,
             target_batch,
             message: None,
@@ -270,6 +295,9 @@ impl App {
             follow: None,
             checked: None,
             asked: Vec::new(),
+            time_keys: file.time,
+            speed,
+            step_time: Err(String::new()),
         };
         app.recompute();
         app
@@ -284,7 +312,14 @@ impl App {
             .filter(|k| *k != Knob::Gpus || self.spread_shown)
             // a full fine-tune has no adapter to size
             .filter(|k| *k != Knob::LoraRank || !self.run.full_finetuning)
+            // TRL's sequence knob is `vllm_max_model_length`: without vLLM it sizes nothing
+            .filter(|k| *k != Knob::SequenceLength || !self.trl_without_vllm())
             .collect()
+    }
+
+    /// A TRL run generating with transformers (`use_vllm = false`).
+    fn trl_without_vllm(&self) -> bool {
+        self.run.stack == grpofit_core::run::Stack::Trl && !self.run.generation.uses_vllm()
     }
 
     /// Whether the screen shows the spread: the GPUs knob, the engine in the header and its
@@ -362,6 +397,7 @@ impl App {
             }
             Msg::Exported(written) => self.export_written(written),
             Msg::Fitted(outcome) => self.fitted(outcome),
+            Msg::Fastest(found) => self.fastest_found(found),
             Msg::LookingUp { started } => self.lookup_started = Some(started),
             Msg::HubSaid(said) => self.hub_said(said),
             Msg::LookedUp { name, answer } => {
@@ -580,8 +616,55 @@ impl App {
         let gpu = budget(&self.gpu);
         self.estimate = self.estimator.estimate(&self.run, gpu);
         self.step_downs = step_downs(&self.run, gpu, &mut self.estimator);
+        self.step_time = self.time_of(&self.run, &self.estimate);
+        self.step_seconds = self.seconds_of(&self.step_downs.clone());
         self.deepen();
         self.recheck();
+    }
+
+    /// The step's time for `run` (whose memory is `est`) on the screen's card, or why not.
+    pub(crate) fn time_of(&self, run: &RunConfig, est: &Estimate) -> Result<StepTime, String> {
+        let gpu = self.speed.as_ref().map_err(Clone::clone)?;
+        Ok(time::step_time(
+            run,
+            est,
+            gpu,
+            &self.time_keys,
+            &Efficiencies::default(),
+        ))
+    }
+
+    /// The seconds a step each of `steps` adds to the run's (negative: saves), where timed.
+    fn seconds_of(&mut self, steps: &[StepDown]) -> Vec<Option<f64>> {
+        let Ok(now) = self.step_time.as_ref().map(|t| t.seconds) else {
+            return vec![None; steps.len()];
+        };
+        let gpu = budget(&self.gpu);
+        steps
+            .iter()
+            .map(|s| {
+                let est = self.estimator.estimate(&s.run, gpu);
+                self.time_of(&s.run, &est).ok().map(|t| t.seconds - now)
+            })
+            .collect()
+    }
+
+    /// Times the step on `speed` (the command line's `--gpu`, NVML, the file's card, as
+    /// `estimate` resolves it).
+    pub fn time_on(&mut self, speed: Result<GpuSpeed, String>) {
+        self.speed = speed;
+        self.recompute();
+    }
+
+    /// A file loaded on the screen brings its time keys; its card times the step unless NVML
+    /// names the one here.
+    fn take_time_keys(&mut self, keys: &TimeKeys) {
+        self.time_keys = keys.clone();
+        let named = keys.gpu.is_some() || keys.gpu_tflops.is_some();
+        if self.gpu.live.is_none() && named {
+            self.speed = time::gpu_speed(keys.gpu.as_deref(), keys.gpu_tflops, keys.gpu_bandwidth)
+                .map_err(|e| e.to_string());
+        }
     }
 
     /// Rungs down each lever the screen as last drawn has room for, the first included: 1
@@ -602,6 +685,7 @@ impl App {
             1 => Vec::new(),
             rungs => deeper_steps(&self.run, budget(&self.gpu), &mut self.estimator, rungs),
         };
+        self.deeper_seconds = self.seconds_of(&self.deeper_steps.clone());
     }
 
     /// The estimate the followed log is compared with, on the log's GPU (`check`'s).

@@ -182,6 +182,7 @@ impl App {
             Ok(file) => {
                 let file = *file;
                 let take_capacity = !self.gpu.capacity_from_user && self.gpu.live.is_none();
+                self.take_time_keys(&file.time);
                 self.change_all(|s| {
                     s.lock = file.lock_effective_batch;
                     s.model_config = file.model_config.clone();

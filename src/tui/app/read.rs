@@ -50,6 +50,12 @@ impl App {
         &self.gpu
     }
 
+    /// The step's seconds by phase for the run as it stands, or why it is not timed (the time
+    /// bar's figures).
+    pub fn step_time(&self) -> Result<&grpofit_core::time::StepTime, &str> {
+        self.step_time.as_ref().map_err(String::as_str)
+    }
+
     /// The size of the last frame drawn; `None` before the first.
     pub fn drawn_size(&self) -> Option<(u16, u16)> {
         self.drawn.as_ref().map(|d| d.size)

@@ -41,8 +41,8 @@ pub(super) fn help_lines(app: &App, inner: usize) -> Vec<String> {
     );
     out.push(String::new());
     out.push(" levers, one step down".into());
-    for step in &app.step_downs {
-        let (label, change, saved) = step_parts(step);
+    for (i, step) in app.step_downs.iter().enumerate() {
+        let (label, change, saved) = step_parts(step, app.step_seconds.get(i).copied().flatten());
         add(
             format!("  {label} {change}: {saved}; {}", step.change.trade_off),
             4,

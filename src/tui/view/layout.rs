@@ -21,6 +21,8 @@ pub struct Areas {
     pub header: Rect,
     pub sliders: Rect,
     pub bar: Rect,
+    /// the step's seconds by phase (`timebar`)
+    pub time: Rect,
     /// the followed run's status, its notices and, on a tall screen, its figures
     pub follow: Rect,
     pub legend: Rect,
@@ -30,7 +32,7 @@ pub struct Areas {
     pub footer: Rect,
 }
 
-/// The header, the bar, the batch line, the message and the footer take what they need; the
+/// The header, the bar, the time bar, the batch line, the message and the footer take what they need; the
 /// sliders come next (all of them when the height allows), then the levers panel (up to four
 /// lines), then the legend; the panel takes whatever is left.
 pub fn areas(app: &App, area: Rect) -> Areas {
@@ -38,8 +40,9 @@ pub fn areas(app: &App, area: Rect) -> Areas {
     let header_h = header_lines(app, w).len() as u16;
     let message_h = message_lines(app, w).len() as u16;
     let bar_h = bar_height(app);
+    let time_h = super::timebar::time_lines(app, w, area.height).len() as u16;
     let follow_h = follow_lines(app, w, area.height).len() as u16;
-    let fixed = header_h + bar_h + follow_h + 1 + message_h + 1;
+    let fixed = header_h + bar_h + time_h + follow_h + 1 + message_h + 1;
     let rest = area.height.saturating_sub(fixed);
     let slider_h = (app.knobs().len() as u16).min(rest.saturating_sub(2).max(rest.min(1)));
     let rest = rest - slider_h;
@@ -56,6 +59,7 @@ pub fn areas(app: &App, area: Rect) -> Areas {
         Constraint::Length(header_h),
         Constraint::Length(slider_h),
         Constraint::Length(bar_h),
+        Constraint::Length(time_h),
         Constraint::Length(follow_h),
         Constraint::Length(legend_h),
         Constraint::Length(1),
@@ -68,11 +72,12 @@ pub fn areas(app: &App, area: Rect) -> Areas {
         header: rows[0],
         sliders: rows[1],
         bar: rows[2],
-        follow: rows[3],
-        legend: rows[4],
-        batch: rows[5],
-        advice: rows[6],
-        message: rows[7],
-        footer: rows[8],
+        time: rows[3],
+        follow: rows[4],
+        legend: rows[5],
+        batch: rows[6],
+        advice: rows[7],
+        message: rows[8],
+        footer: rows[9],
     }
 }

@@ -30,9 +30,9 @@ fn full_lines(app: &App, width: u16, deeper: usize) -> Vec<Line<'static>> {
         }
     }
     lines.push(Line::raw(" levers, one step down:"));
-    for step in &app.step_downs {
+    for (i, step) in app.step_downs.iter().enumerate() {
         let c = &step.change;
-        let (label, _, saved) = step_parts(step);
+        let (label, _, saved) = step_parts(step, app.step_seconds.get(i).copied().flatten());
         let head = format!("   {label:<13} {:>6} → {:<6} {saved:<15} ", c.from, c.to);
         let column = width_of(&head);
         if w < column + 16 {
@@ -56,9 +56,10 @@ fn full_lines(app: &App, width: u16, deeper: usize) -> Vec<Line<'static>> {
         let further = app
             .deeper_steps
             .iter()
-            .filter(|d| d.change.lever == c.lever);
-        for deeper in further.take(deeper) {
-            let (_, _, saved) = step_parts(deeper);
+            .zip(&app.deeper_seconds)
+            .filter(|(d, _)| d.change.lever == c.lever);
+        for (deeper, seconds) in further.take(deeper) {
+            let (_, _, saved) = step_parts(deeper, *seconds);
             let to = &deeper.change.to;
             lines.push(Line::styled(
                 format!("   {:<13} {:>6} → {to:<6} {saved}", "", ""),

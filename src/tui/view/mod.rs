@@ -13,6 +13,7 @@ mod panel;
 mod pickers;
 mod sliders;
 mod text;
+mod timebar;
 
 use super::app::{App, Mode};
 use super::drawn::Drawn;
@@ -52,6 +53,10 @@ pub fn draw(frame: &mut Frame, app: &App) -> Drawn {
         header(frame, app, a.header);
         sliders(frame, app, a.sliders);
         bar(frame, app, a.bar);
+        frame.render_widget(
+            Paragraph::new(timebar::time_lines(app, area.width, area.height)),
+            a.time,
+        );
         frame.render_widget(
             Paragraph::new(follow_lines(app, area.width, area.height)),
             a.follow,

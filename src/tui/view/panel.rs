@@ -94,19 +94,38 @@ pub(super) fn batch_line(app: &App, width: u16) -> String {
     ellipsize(&line, width as usize)
 }
 
-/// A lever's one step down: `(label, from → to, saves or costs)`.
-pub(super) fn step_parts(step: &grpofit_core::fit::StepDown) -> (String, String, String) {
+/// A lever's one step down: `(label, from → to, saves or costs)`, the bytes and, where the step
+/// is timed, the seconds a step it adds (`seconds`).
+pub(super) fn step_parts(
+    step: &grpofit_core::fit::StepDown,
+    seconds: Option<f64>,
+) -> (String, String, String) {
     let c = &step.change;
-    let saved = if c.bytes_saved >= 0 {
+    let bytes = if c.bytes_saved >= 0 {
         format!("saves {}", format_size(c.bytes_saved as u64))
     } else {
         format!("costs {}", format_size(c.bytes_saved.unsigned_abs()))
+    };
+    let saved = match seconds {
+        Some(s) => format!("{bytes:<15} {:<6}", step_seconds(s)),
+        None => bytes,
     };
     (
         c.lever.label().to_string(),
         format!("{} → {}", c.from, c.to),
         saved,
     )
+}
+
+/// A step's change in seconds as the levers show it: "+3.0 s", "-0.4 s", "±0 s".
+pub(super) fn step_seconds(s: f64) -> String {
+    if s.abs() < 0.05 {
+        "±0 s".to_string()
+    } else if s > 0.0 {
+        format!("+{}", grpofit_core::time::seconds(s))
+    } else {
+        format!("-{}", grpofit_core::time::seconds(-s))
+    }
 }
 
 /// Warnings, then each lever's one step down with its trade-off, shortened at a word to one
@@ -121,9 +140,9 @@ pub(super) fn advice_lines(app: &App, width: u16) -> Vec<Line<'static>> {
         ));
     }
     lines.push(Line::raw(" levers, one step down (? shows all of it):"));
-    for step in &app.step_downs {
+    for (i, step) in app.step_downs.iter().enumerate() {
         let c = &step.change;
-        let (label, _, saved) = step_parts(step);
+        let (label, _, saved) = step_parts(step, app.step_seconds.get(i).copied().flatten());
         let head = format!("   {label:<13} {:>6} → {:<6} {saved:<15} ", c.from, c.to);
         let room = w.saturating_sub(width_of(&head));
         let tail = if room >= 8 {
@@ -267,6 +286,7 @@ pub(super) fn footer(frame: &mut Frame, app: &App, area: Rect) {
     // narrower, the less used keys first lose their word (the key stays: help says it), then
     // keys give way whole
     let terse = [
+        Action::Fastest,
         Action::CycleZeroStage,
         Action::CycleEngine,
         Action::Undo,
@@ -286,6 +306,7 @@ pub(super) fn footer(frame: &mut Frame, app: &App, area: Rect) {
         }
     }
     let give_way = [
+        Action::Fastest,
         Action::PickModel,
         Action::PickPreset,
         Action::CycleZeroStage,

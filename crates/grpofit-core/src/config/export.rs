@@ -12,6 +12,7 @@ use crate::run::knobs::Knob;
 use crate::run::spread::Spread;
 use crate::run::versions::Package;
 use crate::run::{Checkpointing, Generation, Quant, RunConfig, Stack, VllmVersion};
+use crate::time::TimeKeys;
 use crate::units::{exact_size, format_size};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -26,6 +27,10 @@ pub struct ExportContext<'a> {
     pub model_config: Option<&'a Path>,
     pub lock_effective_batch: bool,
     pub estimate: Option<&'a Estimate>,
+    /// what the run file says about time (`[grpofit] gpu`, `gpu_tflops`, `gpu_bandwidth`,
+    /// `mean_completion_length`, `dataset_size`; `[grpo] max_steps`, `num_train_epochs`): the
+    /// run alone does not hold them, and an export must not drop them
+    pub time: Option<&'a TimeKeys>,
 }
 
 fn quoted(s: &str) -> String {
@@ -108,6 +113,9 @@ pub fn to_toml(run: &RunConfig, ctx: &ExportContext) -> String {
         lora_table(&mut w, run);
     }
     grpo_table(&mut w, run);
+    if let Some(keys) = ctx.time {
+        grpo_time_keys(&mut w, keys);
+    }
     distributed_table(&mut w, run);
     vllm_server_table(&mut w, run);
     w.table(Table::Env);
@@ -177,6 +185,39 @@ fn grpofit_table(w: &mut Writer, run: &RunConfig, ctx: &ExportContext) {
         {
             w.key(key, quoted(&version.to_string()));
         }
+    }
+    if let Some(keys) = ctx.time {
+        grpofit_time_keys(w, keys);
+    }
+}
+
+/// `[grpofit]`'s time keys, as `config::read_time` reads them back.
+fn grpofit_time_keys(w: &mut Writer, keys: &TimeKeys) {
+    if let Some(gpu) = &keys.gpu {
+        w.key("gpu", quoted(gpu));
+    }
+    if let Some(t) = keys.gpu_tflops {
+        w.key("gpu_tflops", format!("{t:?}"));
+    }
+    if let Some(b) = keys.gpu_bandwidth {
+        w.key("gpu_bandwidth", format!("{b:?}"));
+    }
+    if let Some(n) = keys.mean_completion_length {
+        w.key("mean_completion_length", n);
+    }
+    if let Some(n) = keys.dataset_size {
+        w.key("dataset_size", n);
+    }
+}
+
+/// `GRPOConfig`'s (TrainingArguments') `max_steps` and `num_train_epochs`, when the file set
+/// them: they are the trainer's, and `step_time` counts the run's steps from them.
+fn grpo_time_keys(w: &mut Writer, keys: &TimeKeys) {
+    if let Some(n) = keys.max_steps {
+        w.key("max_steps", n);
+    }
+    if let Some(e) = keys.num_train_epochs {
+        w.key("num_train_epochs", format!("{e:?}"));
     }
 }
 
@@ -414,6 +455,7 @@ mod tests {
             model_config: None,
             lock_effective_batch: false,
             estimate: None,
+            time: None,
         };
         let table: toml::Table = to_toml(&run, &ctx).parse().unwrap();
         assert_eq!(

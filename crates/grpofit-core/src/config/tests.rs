@@ -37,6 +37,7 @@ fn where_generation_runs_is_read_and_written_back() {
             model_config: None,
             lock_effective_batch: false,
             estimate: None,
+            time: None,
         };
         let text = export::to_toml(&run, &ctx);
         assert!(text.contains(written), "{grpo}:\n{text}");

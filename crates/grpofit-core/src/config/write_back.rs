@@ -30,12 +30,15 @@ pub fn changes(source: &SourceFile, run: &RunConfig, ctx: &ExportContext) -> Vec
             model_config: source.model_config.as_deref(),
             lock_effective_batch: source.lock_effective_batch,
             estimate: None,
+            time: None,
         },
     );
     let after = written(
         run,
         &ExportContext {
             gpu_memory: source.gpu_memory.map(|own| ctx.gpu_memory.unwrap_or(own)),
+            // the screen changes no time key: the file's stay as they are
+            time: None,
             ..*ctx
         },
     );

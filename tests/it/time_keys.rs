@@ -1,0 +1,73 @@
+//! An export keeps the run file's time keys (`[grpofit] gpu`, `gpu_tflops`, `gpu_bandwidth`,
+//! `mean_completion_length`, `dataset_size`; `[grpo] max_steps`, `num_train_epochs`): the run
+//! alone does not hold them, and `estimate --export`, `fit -o` and the screen's `s` write from
+//! the run (`config::export::ExportContext::time`).
+
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
+use assert_cmd::Command;
+use grpofit_core::config::parse;
+use grpofit_core::resolve::Offline;
+
+fn grpofit() -> Command {
+    let mut c = Command::cargo_bin("grpofit").unwrap();
+    c.arg("--no-gpu").env("HF_HUB_OFFLINE", "1");
+    c
+}
+
+/// The time keys a file states, read back.
+fn time_of(text: &str) -> grpofit_core::time::TimeKeys {
+    parse(text, "t", None, &Offline::from_env()).unwrap().time
+}
+
+#[test]
+fn a_presets_export_keeps_its_card() {
+    let preset = grpofit::presets::built_in("80gb").unwrap();
+    for args in [
+        ["estimate", "--preset", "80gb", "--export", "-"],
+        ["fit", "--preset", "80gb", "-o", "-"],
+    ] {
+        let out = grpofit().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let text = text.find("# ").map_or(text.as_str(), |i| &text[i..]);
+        assert_eq!(time_of(text), time_of(preset), "{args:?}:\n{text}");
+        assert!(text.contains("gpu = \"A100 80GB SXM\""), "{text}");
+    }
+}
+
+#[test]
+fn every_time_key_round_trips_through_an_export() {
+    let preset = grpofit::presets::built_in("12gb").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.toml");
+    let text = preset
+        .replace(
+            "[grpofit]\n",
+            "[grpofit]\ngpu_tflops = 123.5\ngpu_bandwidth = 456.0\nmean_completion_length = 300\ndataset_size = 7473\n",
+        )
+        .replace("[grpo]\n", "[grpo]\nmax_steps = 640\nnum_train_epochs = 2.0\n");
+    std::fs::write(&input, &text).unwrap();
+    let before = time_of(&text);
+    assert_eq!(before.dataset_size, Some(7473));
+    assert_eq!(before.max_steps, Some(640));
+    for args in [
+        vec![
+            "estimate",
+            "--config",
+            input.to_str().unwrap(),
+            "--export",
+            "-",
+        ],
+        vec!["fit", "--config", input.to_str().unwrap(), "-o", "-"],
+    ] {
+        let out = grpofit().args(&args).output().unwrap();
+        let written = String::from_utf8(out.stdout).unwrap();
+        // the file starts at its header's first comment (fit says its verdict before it)
+        let written = written
+            .find("\n# ")
+            .map_or(written.as_str(), |i| &written[i + 1..]);
+        assert_eq!(time_of(written), before, "{args:?}:\n{written}");
+    }
+}
