@@ -256,15 +256,7 @@ pub(crate) fn run_fit(
     json: bool,
     picture: Option<crate::picture::Svg>,
 ) -> Result<u8, Failure> {
-    if !headroom.is_finite() || !(0.0..=50.0).contains(&headroom) {
-        return Err(Failure::Input(format!(
-            "--headroom {headroom}: expected a percentage between 0 and 50"
-        )));
-    }
-    if let Some(out) = output.filter(|o| *o != std::path::Path::new("-")) {
-        grpofit_core::files::check_output(out, force)?;
-    }
-    picture.map(crate::picture::Svg::check).transpose()?;
+    check_fit_args(headroom, output, force, picture)?;
     let Inputs {
         loaded,
         gpu,
@@ -312,12 +304,36 @@ pub(crate) fn run_fit(
     Ok(answer)
 }
 
-/// Whether `fit` must keep the run's GPUs and sharding: an explicit `--num-processes` pins
+/// `fit`'s arguments, checked before any work (`fit` and `fit --fastest`): the headroom, the
+/// output file (`--force` to replace one), the picture's file.
+pub(crate) fn check_fit_args(
+    headroom: f64,
+    output: Option<&std::path::Path>,
+    force: bool,
+    picture: Option<crate::picture::Svg>,
+) -> Result<(), Failure> {
+    if !headroom.is_finite() || !(0.0..=50.0).contains(&headroom) {
+        return Err(Failure::Input(format!(
+            "--headroom {headroom}: expected a percentage between 0 and 50"
+        )));
+    }
+    if let Some(out) = output.filter(|o| *o != std::path::Path::new("-")) {
+        grpofit_core::files::check_output(out, force)?;
+    }
+    picture.map(crate::picture::Svg::check).transpose()?;
+    Ok(())
+}
+
+/// Whether `fit` (and `fit --fastest`'s nearest fit) must keep the run's GPUs and sharding: an explicit `--num-processes` pins
 /// the training GPUs, an accelerate config given with `--launch` gives them and the sharding
 /// again on every read, and a recipe written with `-o` has no key for the GPU count, the ZeRO
 /// stage or vLLM's own GPUs (they are the accelerate config's and the launch command's), so a
 /// fit that needs them is not one the written file holds.
-fn keeps_hardware(source: &Source, file: &RunFile, output: Option<&std::path::Path>) -> bool {
+pub(crate) fn keeps_hardware(
+    source: &Source,
+    file: &RunFile,
+    output: Option<&std::path::Path>,
+) -> bool {
     use grpofit_core::config::source::Format;
     let written = output.map(|out| match &file.source {
         Some(s) if out == std::path::Path::new("-") => s.format,

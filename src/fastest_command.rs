@@ -4,7 +4,7 @@
 use crate::cli::Source;
 use crate::inputs::{Inputs, resolve};
 use crate::output::*;
-use grpofit_core::fastest::{Fastest, Timing, fastest};
+use grpofit_core::fastest::{Fastest, Timing, fastest, fastest_in_place};
 use grpofit_core::memory::estimate::Estimator;
 use grpofit_core::time::{self, Efficiencies};
 use grpofit_core::units::format_size;
@@ -18,15 +18,7 @@ pub(crate) fn run_fastest(
     json: bool,
     picture: Option<crate::picture::Svg>,
 ) -> Result<u8, Failure> {
-    if !headroom.is_finite() || !(0.0..=50.0).contains(&headroom) {
-        return Err(Failure::Input(format!(
-            "--headroom {headroom}: expected a percentage between 0 and 50"
-        )));
-    }
-    if let Some(out) = output.filter(|o| *o != std::path::Path::new("-")) {
-        grpofit_core::files::check_output(out, force)?;
-    }
-    picture.map(crate::picture::Svg::check).transpose()?;
+    crate::commands::check_fit_args(headroom, output, force, picture)?;
     let Inputs {
         loaded,
         gpu,
@@ -43,7 +35,13 @@ pub(crate) fn run_fastest(
         eff: &eff,
     };
     let mut estimator = Estimator::new();
-    let Some(found) = fastest(&file.run, gpu, headroom / 100.0, &timing, &mut estimator) else {
+    // the nearest fit keeps the GPUs and sharding where the written file cannot hold them
+    let search = if crate::commands::keeps_hardware(source, file, output) {
+        fastest_in_place
+    } else {
+        fastest
+    };
+    let Some(found) = search(&file.run, gpu, headroom / 100.0, &timing, &mut estimator) else {
         let text = format!(
             "run: {}\nnothing fits {gpu_line} with {headroom}% free: `grpofit fit` names the floors\n",
             loaded.origin

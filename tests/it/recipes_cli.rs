@@ -291,6 +291,28 @@ fn a_recipe_no_knob_fits_is_not_written_as_fitting_on_gpus_it_cannot_hold() {
     assert!(err.contains("accelerate launch --num_processes"), "{err}");
 }
 
+/// `fit --fastest` starts from the nearest fit: written to a recipe, that fit keeps the GPUs and
+/// sharding the recipe cannot hold, as `fit -o` does, so nothing is written that fits only on
+/// more GPUs.
+#[test]
+fn fastest_on_a_recipe_keeps_the_gpus_it_cannot_write() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("recipe.yaml"), FULL_7B).unwrap();
+    let zero2 = std::fs::canonicalize(ZERO2).unwrap();
+    let args = [
+        "--launch",
+        zero2.to_str().unwrap(),
+        "--num-processes",
+        "1",
+        "--fastest",
+        "--gpu",
+        "H100 SXM",
+    ];
+    let (code, err) = fit_recipe(dir.path(), "recipe.yaml", &args, "same.yaml");
+    assert_eq!(code, 3, "{err}");
+    assert!(!dir.path().join("same.yaml").exists(), "{err}");
+}
+
 #[test]
 fn with_a_launch_config_fit_moves_gpus_only_when_nothing_is_written() {
     // the accelerate config gives the GPU count and the sharding again on every read: a run

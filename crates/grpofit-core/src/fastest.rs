@@ -5,7 +5,7 @@
 //! sleep. What the run learns (generations, effective batch, lengths, model, rank, learning
 //! rate) is never touched. A descent over one knob at a time, repeated while a step gets faster.
 
-use crate::fit::{FitOutcome, fit, fits_with_headroom};
+use crate::fit::{FitOutcome, fit, fit_in_place, fits_with_headroom};
 use crate::hardware::GpuSpeed;
 use crate::memory::estimate::{Estimate, Estimator, GpuBudget};
 use crate::run::adjust::exact_values;
@@ -180,7 +180,34 @@ pub fn fastest(
     timing: &Timing,
     est: &mut Estimator,
 ) -> Option<Fastest> {
-    let nearest = match fit(run, gpu, headroom, est) {
+    let nearest = fit(run, gpu, headroom, est);
+    from_nearest(run, nearest, gpu, headroom, timing, est)
+}
+
+/// `fastest` from the nearest fit that keeps the run's GPUs and sharding (`fit_in_place`): for a
+/// file that cannot hold a change to them (a recipe, a run whose `--launch` config is read
+/// again, `--num-processes`), as `fit -o` does.
+pub fn fastest_in_place(
+    run: &RunConfig,
+    gpu: GpuBudget,
+    headroom: f64,
+    timing: &Timing,
+    est: &mut Estimator,
+) -> Option<Fastest> {
+    let nearest = fit_in_place(run, gpu, headroom, est);
+    from_nearest(run, nearest, gpu, headroom, timing, est)
+}
+
+/// The search from `nearest`, the fit of `run`; `None` when nothing fits.
+fn from_nearest(
+    run: &RunConfig,
+    nearest: FitOutcome,
+    gpu: GpuBudget,
+    headroom: f64,
+    timing: &Timing,
+    est: &mut Estimator,
+) -> Option<Fastest> {
+    let nearest = match nearest {
         FitOutcome::AlreadyFits { .. } => run.clone(),
         FitOutcome::Fitted { run, .. } => *run,
         FitOutcome::Impossible { .. } => return None,
