@@ -7,30 +7,8 @@ use crate::common::{Out, grpofit_in, run};
 
 /// Qwen2.5-7B LoRA with TRL, vLLM colocated with a 16384-token context: on 16 GiB, TRL 1.15's
 /// fit shortens that context (`vllm_max_model_length`, a GRPOConfig key from trl 0.26).
-const TRL_COLOCATED: &str = r#"
-[grpofit]
-stack = "trl"
-max_prompt_length = 256
-trl_version = "1.15.0"
-
-[model]
-model_name_or_path = "Qwen/Qwen2.5-7B-Instruct"
-dtype = "bfloat16"
-
-[lora]
-r = 16
-lora_alpha = 32
-target_modules = ["q_proj", "k_proj", "v_proj", "o_proj"]
-
-[grpo]
-per_device_train_batch_size = 8
-num_generations = 8
-max_completion_length = 4096
-use_vllm = true
-vllm_mode = "colocate"
-vllm_gpu_memory_utilization = 0.3
-vllm_max_model_length = 16384
-"#;
+const TRL_COLOCATED: &str =
+    include_str!("../../crates/grpofit-core/tests/fixtures/trl_colocated_7b.toml");
 
 /// `grpofit fit` on the file pinned to `trl`, with `extra` arguments.
 fn fit_pinned(trl: &str, extra: &[&str]) -> Out {
