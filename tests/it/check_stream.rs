@@ -135,20 +135,36 @@ fn check_and_calibrate_give_every_step_s_figures_on_a_log_past_what_is_kept() {
 }
 
 /// The largest resident memory the command reached, in bytes (Linux: `wait4`'s `ru_maxrss`,
-/// the kernel's own count for this child), with its exit status.
-#[allow(clippy::zombie_processes)] // reaped by `wait4`, which std's `wait` cannot replace
+/// the kernel's own count for the child), with its exit status.
 fn peak_resident(c: &mut Command) -> (u64, i32) {
-    let child = c
-        .stdout(std::process::Stdio::null())
+    // A child started from this test process inherits its high-water mark: Linux records the
+    // mm an exec replaces (fork's copy, or vfork's shared one) in the rusage's maxrss, and the
+    // test binary, running tests beside this one, can hold hundreds of MB. A small Python
+    // starts the command and reads its rusage instead: its own few MB are all a child inherits.
+    const MEASURE: &str = "import os, sys\n\
+quiet = [(os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)]\n\
+pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ, file_actions=quiet)\n\
+_, status, usage = os.wait4(pid, 0)\n\
+print(usage.ru_maxrss * 1024)\n\
+sys.exit(os.waitstatus_to_exitcode(status))\n";
+    let mut python = Command::new("python3");
+    python
+        .arg("-c")
+        .arg(MEASURE)
+        .arg(c.get_program())
+        .args(c.get_args());
+    for (key, value) in c.get_envs() {
+        match value {
+            Some(v) => python.env(key, v),
+            None => python.env_remove(key),
+        };
+    }
+    let out = python
         .stderr(std::process::Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut status = 0;
-    // SAFETY: `rusage` is plain data that `wait4` fills; the child is ours and not yet reaped
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as i32, "wait4 failed");
-    (usage.ru_maxrss as u64 * 1024, libc::WEXITSTATUS(status))
+        .output()
+        .expect("python3 runs");
+    let peak = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    (peak, out.status.code().unwrap())
 }
 
 #[test]

@@ -24,7 +24,7 @@ pub(crate) fn wait_for(session: &str, text: &str) -> String {
     let start = Instant::now();
     loop {
         let s = screen(session);
-        if s.contains(text) || start.elapsed() > Duration::from_secs(30) {
+        if s.contains(text) || start.elapsed() > Duration::from_secs(60) {
             return s;
         }
         std::thread::sleep(Duration::from_millis(100));

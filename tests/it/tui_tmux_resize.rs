@@ -15,7 +15,7 @@ fn wait_for(session: &str, text: &str) -> String {
     let start = Instant::now();
     loop {
         let s = tmux(&["capture-pane", "-p", "-t", session]);
-        if s.contains(text) || start.elapsed() > Duration::from_secs(10) {
+        if s.contains(text) || start.elapsed() > Duration::from_secs(60) {
             return s;
         }
         std::thread::sleep(Duration::from_millis(100));
