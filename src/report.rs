@@ -63,11 +63,17 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
     for v in est.roles.iter().filter_map(|r| r.vllm.as_ref()) {
         let _ = writeln!(
             out,
-            "vLLM: {} reserved, KV cache {} = {} of {} tokens",
+            "vLLM: {} reserved, KV cache {} = {} of {} tokens at once (vLLM's \"maximum concurrency\" {:.2}x)",
             format_size(v.reservation_bytes),
             format_size(v.kv_cache_bytes),
-            count_f(v.full_length_sequences, 1, "sequence", "sequences"),
-            v.max_model_len
+            // whole sequences: vLLM holds no part of one; its own log prints the ratio
+            count(
+                v.full_length_sequences.max(0.0).floor() as u64,
+                "sequence",
+                "sequences"
+            ),
+            v.max_model_len,
+            v.full_length_sequences
         );
     }
     for w in &est.warnings {

@@ -137,6 +137,22 @@ fn kv_room_is_whole_sequences() {
     assert!(s.contains("KV 101 seqs of 1024 tokens"), "{s}");
 }
 
+/// `estimate` counts vLLM's KV room in whole sequences (vLLM holds no part of one), and gives
+/// the ratio vLLM's own start-up log prints ("Maximum concurrency for 1024 tokens per request:
+/// 97.20x", vllm v1 `kv_cache_utils.py`) beside it, never "97.2 sequences".
+#[test]
+fn estimate_counts_whole_sequences_and_gives_vllms_concurrency() {
+    let (code, out, _) = grpofit(&["--no-gpu", "estimate", "--preset", "24gb"]);
+    assert_eq!(code, 0);
+    let line = out.lines().find(|l| l.starts_with("vLLM:")).unwrap();
+    assert!(
+        line.contains("= 97 sequences of 1024 tokens at once")
+            && line.contains("\"maximum concurrency\" 97.17x")
+            && !line.contains("97.2 sequences"),
+        "{line}"
+    );
+}
+
 /// At 80 columns the footer of a run on several GPUs (engine and ZeRO keys shown) keeps every
 /// key, `m` and `p` among them: the less used lose their word first.
 #[test]
