@@ -13,9 +13,6 @@ TOLERANCE = 3.0
 TERMS = [
     (r"modules_to_save", "N10: PEFT modules_to_save (trainable copies, their AdamW moments, a "
      "transient head gradient) is not modelled"),
-    (r"^trl 1\.16\.", "TRL 1.16's fused head (not modelled: the model follows 1.15): its tile "
-     "spans every position, prompt included (at_peak: empty 15,466,496 B = 236 x 32768 x 2), "
-     "beside fp32 vocabulary-wide temporaries (exp, mul: 236 x 964 x 4)"),
     (r"^trl 0\.19\.1 qwen2 full_beta", "the reference model in float32: TRL 0.19 refuses "
      "model_init_kwargs beside a model object and loads the reference model from its path in "
      "transformers' default dtype; the estimate takes the policy's dtype"),
