@@ -92,4 +92,10 @@ def install():
     if hasattr(mod, "_addmm_fp32"):
         mod._addmm_fp32 = _addmm_fp32
         done.append("trl.kernels.chunked_logprob._addmm_fp32 (the CUDA path's allocations)")
-    return done + _patch_use_triton()
+    patched = _patch_use_triton() if hasattr(mod, "_use_triton") else []
+    if hasattr(mod, "_forward_tile") and not patched:
+        # a torch fallback beside the kernels, picked by something other than `_use_triton`:
+        # the trace would measure a path no GPU runs
+        raise RuntimeError("trl.kernels.chunked_logprob has a torch fallback (_forward_tile) but "
+                           "no _use_triton to stand in: read how this release picks its path")
+    return done + patched
