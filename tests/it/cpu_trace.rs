@@ -156,6 +156,24 @@ fn estimated_step_peak(run: &RunConfig) -> (u64, String) {
     (est.training_peak_allocated_bytes, parts)
 }
 
+/// Whether the record traced a path no NVIDIA GPU runs. trl 1.16.0 `kernels/chunked_logprob.py`
+/// picks the fused head's path by device: where `_use_triton(device)` is false (CPU), `forward`
+/// and `backward` fold each tile with torch ops (`_forward_tile`, `_backward_tile`: fp32
+/// vocabulary-wide temporaries) and `trainer/utils.py` `_fused_forward` scores every position,
+/// prompt included (`compact = _use_triton(hidden_states.device)`). The tracer stands
+/// `_use_triton` in as on CUDA (`tools/trace/kernels.py`); a record of 1.16 or later made without
+/// that measured the CPU fallback (50-56 % over the CUDA path on the tiny runs).
+fn off_the_cuda_path(r: &Value) -> bool {
+    let trl = Release::parse(r["versions"]["trl"].as_str().unwrap()).unwrap();
+    let stood_in = r["versions"]["kernel_stand_ins"]
+        .as_array()
+        .is_some_and(|k| {
+            k.iter()
+                .any(|s| s.as_str().unwrap().contains("._use_triton"))
+        });
+    trl.line() >= (1, 16) && !stood_in
+}
+
 /// A record the model does not follow yet: the term it misses and the error it has now
 /// (`calibration/cpu-trace/open.json`). The list only shrinks: a listed record whose error moves
 /// by more than half a point, or comes within the tolerance, fails until the list is updated.
@@ -202,6 +220,13 @@ fn every_traced_release_agrees_with_the_step_model() {
                     t.label
                 )),
             }
+            continue;
+        }
+        if off_the_cuda_path(&t.record) {
+            bad.push(format!(
+                "{}: traced on the CPU fallback of the fused head (no `_use_triton` stand-in): retrace",
+                t.label
+            ));
             continue;
         }
         let run = run_of(&t.record);

@@ -11,6 +11,15 @@ backward). The loss values of such a run mean nothing; its allocations are the t
 `torch.addmm(acc, a, b, out_dtype=torch.float32, out=acc)`, which allocates nothing; elsewhere by
 `acc.addmm_(a.float(), b.float())`, two fp32 copies a GPU never makes. The stand-in runs the CPU
 path with the tracking paused, so the trace holds what the CUDA path allocates.
+
+trl 1.16.0 picks the path by device: `_use_triton(device)` (same file) is true on CUDA and XPU
+only. Elsewhere `forward` / `backward` fold each tile with torch ops (`_forward_tile`,
+`_backward_tile`: fp32 copies of the tile, vocabulary-wide `exp` and `mul` temporaries a GPU never
+makes), and `trainer/utils.py` `_fused_forward` scores every position, prompt and padding included
+(`compact = _use_triton(hidden_states.device)`; on CUDA only `hidden_states[mask]`, the
+completion tokens, as 1.15.0 does on every device). The stand-in makes `_use_triton` answer as
+on CUDA wherever the release imported it, so the trace follows the path users run on a GPU: the
+compact tile and the kernel launches above.
 """
 import importlib
 
@@ -48,6 +57,27 @@ def _addmm_fp32(acc, a, b):
         memtrack.PAUSED[0] -= 1
 
 
+def _use_triton(device):
+    return True
+
+
+# the modules of trl 1.16.0 that import `_use_triton` by name (`from ..kernels.chunked_logprob import _use_triton`)
+_USE_TRITON_IMPORTERS = ["trl.kernels.chunked_logprob", "trl.kernels.chunked_divergence", "trl.trainer.utils"]
+
+
+def _patch_use_triton():
+    done = []
+    for name in _USE_TRITON_IMPORTERS:
+        try:
+            mod = importlib.import_module(name)
+        except Exception:
+            continue
+        if hasattr(mod, "_use_triton"):
+            mod._use_triton = _use_triton
+            done.append(f"{name}._use_triton (true, as on CUDA)")
+    return done
+
+
 def install():
     """Replaces the kernels of the TRL release on the path; returns what was replaced."""
     try:
@@ -62,4 +92,10 @@ def install():
     if hasattr(mod, "_addmm_fp32"):
         mod._addmm_fp32 = _addmm_fp32
         done.append("trl.kernels.chunked_logprob._addmm_fp32 (the CUDA path's allocations)")
-    return done
+    patched = _patch_use_triton() if hasattr(mod, "_use_triton") else []
+    if hasattr(mod, "_forward_tile") and not patched:
+        # a torch fallback beside the kernels, picked by something other than `_use_triton`:
+        # the trace would measure a path no GPU runs
+        raise RuntimeError("trl.kernels.chunked_logprob has a torch fallback (_forward_tile) but "
+                           "no _use_triton to stand in: read how this release picks its path")
+    return done + patched

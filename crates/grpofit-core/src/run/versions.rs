@@ -284,7 +284,10 @@ impl StackVersions {
 
     /// TRL 1.15's fused LM head: `GRPOTrainer.__init__` calls `add_fused_lm_head` (trl 1.15.0;
     /// absent from 1.14.2, which returns the micro-batch's logits from `_get_per_token_logps_and_entropies`
-    /// and reads them with `selective_log_softmax` in the compute dtype).
+    /// and reads them with `selective_log_softmax` in the compute dtype). 1.16.0 keeps it on CUDA
+    /// unchanged (`ChunkedLogProbFunction`, `_fused_forward`: the completion tokens, Triton
+    /// kernels); its new torch fallback (`_forward_tile`, every position scored) runs only where
+    /// `kernels/chunked_logprob.py` `_use_triton(device)` is false, on no NVIDIA GPU.
     pub fn trl_fused_head(self) -> bool {
         self.trl.line() >= (1, 15)
     }

@@ -262,14 +262,16 @@ pub(crate) fn logits_element(s: &StepShape) -> u64 {
 }
 
 /// `ChunkedLogProbFunction`'s tile: at most 4096 tokens (`TOKEN_CHUNK_SIZE`) by 32768 vocabulary
-/// entries (`_CHUNKED_LOGPROB_CHUNK_SIZE`), trl 1.15.0.
+/// entries (`_CHUNKED_LOGPROB_CHUNK_SIZE`), trl 1.15.0 and 1.16.0.
 const FUSED_TOKEN_CHUNK: u64 = 4096;
 const FUSED_VOCAB_CHUNK: u64 = 32768;
 
 impl Logits {
     pub(super) fn new(arch: &Arch, s: &StepShape) -> Logits {
         let v = arch.vocab;
-        // the fused head projects the completion tokens only (labels != -100)
+        // the fused head projects the completion tokens only (labels != -100): trl 1.15.0
+        // `_fused_forward` `hidden_states[mask]`; 1.16.0 likewise on CUDA (`compact =
+        // _use_triton(device)`), every position only on devices without Triton
         let tokens = s.seqs * s.completion;
         let e = logits_element(s);
         Logits {
@@ -295,8 +297,9 @@ impl Logits {
     /// TRL 1.x's fused LM head (trl/trainer/utils.py `add_fused_lm_head`, the autograd function
     /// `ChunkedLogProbFunction` in trl/kernels/chunked_logprob.py): the forward keeps the gathered
     /// hidden states and fills one logits tile at a time; the backward holds an fp32 gradient of
-    /// the gathered states, a tile again, and that gradient cast back to bf16. Not measured: read
-    /// from the trl 1.15.0 wheel.
+    /// the gathered states, a tile again, and that gradient cast back to bf16. Read from the trl
+    /// 1.15.0 wheel, the same in 1.16.0 on CUDA (whose torch fallback `_forward_tile` /
+    /// `_backward_tile` runs only without Triton); traced on CPU with the CUDA path stood in.
     pub(super) fn fused_peak(&self) -> u64 {
         let forward = self.gathered + self.tile + self.stats;
         let backward = self.gathered + 2 * self.gathered + self.tile + self.gathered;
@@ -415,6 +418,28 @@ mod tests {
         assert_eq!(logits_element(&fused), 2);
         // the fp32 backward: the saved copy and four more (trace: 3.8)
         assert_eq!(lg.peak(&trainer, false), 5 * lg.copy);
+    }
+
+    #[test]
+    fn the_fused_head_tiles_the_completion_tokens_only() {
+        // trl 1.15.0 and 1.16.0 `add_fused_lm_head` `_fused_forward`: the tile spans
+        // `hidden_states[mask]`, the completion tokens (1.16.0 on CUDA: `compact =
+        // _use_triton(device)`; only devices without Triton score every position, prompt
+        // included). Traced on the CUDA path: 8,388,608 B = 128 x 32768 x 2 at the loss forward's
+        // peak of trl 1.16.0 qwen2 base (4 x 32 completions), not 236 x 32768 x 2 (4 x 59
+        // positions) as on the CPU path.
+        let arch = &catalog::find("Qwen/Qwen2.5-0.5B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let short = logits_shape(StepPath::Trainer, true, EntropyChunk::Rows128);
+        let long = StepShape {
+            prompt: 4096,
+            ..short
+        };
+        let (a, b) = (Logits::new(arch, &short), Logits::new(arch, &long));
+        assert_eq!(a.tile, 4 * 32 * FUSED_VOCAB_CHUNK * 2);
+        assert_eq!((a.tile, a.gathered, a.stats), (b.tile, b.gathered, b.stats));
+        assert_eq!(a.fused_peak(), b.fused_peak());
     }
 
     #[test]
