@@ -164,8 +164,10 @@ fn a_large_log_is_followed_and_q_answered_at_once() {
     if let Some(read) = read {
         assert!(read < size / 2, "{} MiB read before q", read >> 20);
     }
+    // reading the whole log first would take a minute and more (a debug build reads a few MB a
+    // second); a loaded machine may take a few seconds to answer
     assert!(
-        took < Duration::from_secs(10),
+        took < Duration::from_secs(30),
         "q took {took:?} to end the screen"
     );
     if let Some(peak) = peak {
