@@ -93,7 +93,7 @@ pub fn reentrant_note(run: &RunConfig) -> Option<String> {
         && run.versions.trl_lora_needs_non_reentrant();
     applies.then(|| {
         format!(
-            "TRL {} wraps the model in PEFT before gradient checkpointing is on, so under transformers' reentrant default the loss has no grad_fn (\"element 0 of tensors does not require grad\"); pass gradient_checkpointing_kwargs={{\"use_reentrant\": False}} (trl#3089; TRL 0.16 fixes it), as estimated",
+            "TRL {} wraps the model in PEFT before gradient checkpointing is on, so under transformers' reentrant default the loss has no grad_fn (\"element 0 of tensors does not require grad\"; with a trainable head, modules_to_save, the adapters silently get no gradient); pass gradient_checkpointing_kwargs={{\"use_reentrant\": False}} (trl#3089; TRL 0.16 fixes it), as estimated",
             run.versions.trl
         )
     })
