@@ -39,6 +39,7 @@ mod stale_writes;
 mod svg;
 mod time_keys;
 mod trainer_keys;
+mod trl_before_0_16;
 mod trl_reference;
 mod trust_bounds;
 mod trust_cache;

@@ -8,7 +8,7 @@ Usage (through tools/trace/run.sh, which sets PYTHONPATH to the release's folder
   trace.py --out calibration/cpu-trace/trl-1.15.0.jsonl [--family qwen2] [--mix base ...]
 """
 import argparse, contextlib, dataclasses, importlib.metadata as md, inspect, json, os, sys
-import tempfile, time, traceback
+import tempfile, time, traceback, warnings
 
 import torch
 
@@ -212,6 +212,26 @@ def register_all(live, trainer):
                 live.register(t)
 
 
+def amp_cache_off(trainer):
+    """Turns off the weight-cast cache of the Trainer's CPU autocast region for a release that
+    generates inside `compute_loss` (TRL 0.14). That region (transformers
+    `autocast_smart_context_manager`, `use_cpu_amp`) spans the whole step on CPU only (on CUDA it
+    is a nullcontext and accelerate's per-forward autocast drops its cache as each forward
+    returns): its cache keeps the bf16 casts of the fp32 LoRA weights made under generate's
+    no_grad, and the loss's forward reuses them, so the loss has no grad_fn. Off, each forward
+    casts anew, as on CUDA. Returns the undo, or None where the release needs nothing."""
+    import transformers
+
+    if "generate(" not in inspect.getsource(type(trainer).compute_loss):
+        return None
+    orig = transformers.Trainer.autocast_smart_context_manager
+
+    def no_cache(self, cache_enabled=True):
+        return orig(self, cache_enabled=False)
+    transformers.Trainer.autocast_smart_context_manager = no_cache
+    return lambda: setattr(transformers.Trainer, "autocast_smart_context_manager", orig)
+
+
 def reward_len(completions, **kwargs):
     """A reward with variance: the completion's length in characters."""
     return [float(len(c if isinstance(c, str) else str(c))) for c in completions]
@@ -278,12 +298,15 @@ def run_one(family, mix, work, fields=None, use_cpu=True):
         phases.enter("train_start")
         static = live.total
         hooks.install(type(trainer))
+        cache_off = amp_cache_off(trainer)
         try:
             with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
                 trainer.train()
         finally:
             hooks.remove()
             phases.close()
+            if cache_off:
+                cache_off()
     opt = trainer.optimizer
     opt = getattr(opt, "optimizer", opt)
     states = sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values()
@@ -308,6 +331,7 @@ def run_one(family, mix, work, fields=None, use_cpu=True):
         "input_shapes": dedupe(hooks.inputs),
         "config": cfg,
         "seconds": round(time.time() - t0, 1),
+        **({"cpu_amp_cache": False} if cache_off else {}),
     }
 
 
@@ -317,6 +341,61 @@ def dedupe(forwards):
         if f not in out:
             out.append(f)
     return out
+
+
+# torch.utils.checkpoint's warning when reentrant checkpointing gets no input that requires grad
+NO_INPUT_GRAD = "None of the inputs have requires_grad=True"
+
+
+def run_with_workarounds(rec, family, mix, work):
+    """Runs one (family, mix), retrying once for each refusal a user of the release meets and
+    works around; the record's `note` names each workaround taken."""
+    notes = []
+    reentrant_off = False
+    try:
+        for _ in range(3):
+            try:
+                with warnings.catch_warnings(record=True) as seen:
+                    warnings.simplefilter("always")
+                    result = run_one(family, mix, work)
+                rec.update(result)
+                # with a trainable head (`modules_to_save`) the loss keeps a grad_fn, and torch's
+                # reentrant checkpoint only warns that the checkpointed layers get no gradient
+                # (trl issue 2671): the same fault, silent; users fix it the same way
+                silent = any(NO_INPUT_GRAD in str(w.message) for w in seen)
+                if silent and not reentrant_off:
+                    raise RuntimeError(f"{NO_INPUT_GRAD} (torch.utils.checkpoint): the "
+                                       "checkpointed layers get no gradient, so the loss "
+                                       "does not require grad through them")
+                break
+            except ValueError as e:
+                if "model_init_kwargs" not in str(e) or OBJECT_REFUSES_INIT_KWARGS[0]:
+                    raise
+                OBJECT_REFUSES_INIT_KWARGS[0] = True
+            except RuntimeError as e:
+                if "does not require grad" not in str(e) or reentrant_off:
+                    raise
+                # TRL 0.14 / 0.15 wrap the model in PEFT (`get_peft_model` in
+                # GRPOTrainer.__init__) before the Trainer turns checkpointing on, so peft's
+                # `_prepare_model_for_gradient_checkpointing` skips `enable_input_require_grads`,
+                # and transformers' reentrant default (`gradient_checkpointing_enable`:
+                # use_reentrant=True) leaves the loss without a grad_fn; TRL 0.16 calls
+                # `enable_input_require_grads` itself (`_enable_gradient_checkpointing`).
+                # Users of 0.14 / 0.15 set use_reentrant=False (trl issue 3089).
+                reentrant_off = True
+                MIXES[mix][0]["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
+                rec["knobs"]["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
+                notes.append(f"retried with use_reentrant=False after: {e}")
+        else:
+            raise RuntimeError("no run after three tries")
+    finally:
+        if reentrant_off:
+            MIXES[mix][0].pop("gradient_checkpointing_kwargs")
+        if OBJECT_REFUSES_INIT_KWARGS[0]:
+            notes.insert(0, "no model_init_kwargs (the release refuses them with a model "
+                         "object): the reference model in its default dtype")
+        if notes:
+            rec["note"] = "; ".join(notes)
 
 
 def main():
@@ -342,29 +421,7 @@ def main():
                        {**LORA, **lora}, "reward_model": rm}
                 try:
                     with contextlib.redirect_stdout(sys.stderr):
-                        try:
-                            rec.update(run_one(family, mix, work))
-                        except ValueError as e:
-                            if "model_init_kwargs" not in str(e):
-                                raise
-                            OBJECT_REFUSES_INIT_KWARGS[0] = True
-                            rec["note"] = ("no model_init_kwargs (the release refuses them with a "
-                                           "model object): the reference model in its default dtype")
-                            rec.update(run_one(family, mix, work))
-                        except RuntimeError as e:
-                            if "does not require grad" not in str(e):
-                                raise
-                            # TRL 0.14's LoRA under reentrant checkpointing (transformers 4.48's
-                            # default) has no gradient: users set use_reentrant=False
-                            MIXES[mix][0]["gradient_checkpointing_kwargs"] = {
-                                "use_reentrant": False}
-                            rec["knobs"]["gradient_checkpointing_kwargs"] = {
-                                "use_reentrant": False}
-                            rec["note"] = f"retried with use_reentrant=False after: {e}"
-                            try:
-                                rec.update(run_one(family, mix, work))
-                            finally:
-                                MIXES[mix][0].pop("gradient_checkpointing_kwargs")
+                        run_with_workarounds(rec, family, mix, work)
                 except Exception as e:  # recorded, never hidden: the record says why
                     if "Unknown loss type" in str(e):
                         # a loss type this release does not have: not a failure of the trace

@@ -125,7 +125,7 @@ impl Part {
                 "parameters gathered from the other ranks: the live layers (ZeRO-3, FSDP) and the whole model TRL gathers to sync vLLM"
             }
             Part::ReferenceModel => {
-                "TRL's frozen reference model (full fine-tuning with beta > 0): whole, or this rank's ZeRO-3 / FSDP shard"
+                "TRL's frozen reference model (full fine-tuning with beta > 0, or any beta before TRL 0.16): whole, or this rank's ZeRO-3 / FSDP shard"
             }
             Part::RewardModel => {
                 "the reward models TRL loads on each training GPU (`[grpofit] reward_models`)"

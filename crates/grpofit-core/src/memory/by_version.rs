@@ -80,6 +80,25 @@ pub fn batch_note(run: &RunConfig) -> Option<String> {
     })
 }
 
+/// What the estimate says of LoRA with gradient checkpointing on TRL before 0.16
+/// ([`StackVersions::trl_lora_needs_non_reentrant`]): the real trainer stops at its first
+/// backward under transformers' reentrant default. The estimate is that of the run users make
+/// instead, with `use_reentrant=False` (traced so: `calibration/cpu-trace/trl-0.14.0.jsonl`).
+///
+/// [`StackVersions::trl_lora_needs_non_reentrant`]: crate::run::versions::StackVersions::trl_lora_needs_non_reentrant
+pub fn reentrant_note(run: &RunConfig) -> Option<String> {
+    let applies = run.stack == Stack::Trl
+        && !run.full_finetuning
+        && run.checkpointing != crate::run::Checkpointing::Off
+        && run.versions.trl_lora_needs_non_reentrant();
+    applies.then(|| {
+        format!(
+            "TRL {} wraps the model in PEFT before gradient checkpointing is on, so under transformers' reentrant default the loss has no grad_fn (\"element 0 of tensors does not require grad\"; with a trainable head, modules_to_save, the adapters silently get no gradient); pass gradient_checkpointing_kwargs={{\"use_reentrant\": False}} (trl#3089; TRL 0.16 fixes it), as estimated",
+            run.versions.trl
+        )
+    })
+}
+
 /// Whose step the run is ([`StepPath`]): the trainer, under accelerate's bf16 autocast with padded
 /// batches; or the calibration harness (`calibration/measure.py`), modelled as a TRL 1.15 run with
 /// unfused logits, which TRL 1.15 itself never runs (`StackVersions::trl_fused_head`).
@@ -89,5 +108,36 @@ pub fn step_path(run: &RunConfig) -> StepPath {
         StepPath::Trainer
     } else {
         StepPath::Harness
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::catalog;
+    use crate::contract::release::Release;
+
+    #[test]
+    fn lora_with_reentrant_checkpointing_on_trl_0_15_is_said_to_fail() {
+        // trl 0.15.2 `GRPOTrainer.__init__`: `get_peft_model` before checkpointing is on, no
+        // `enable_input_require_grads`; trl 0.16.1 `_enable_gradient_checkpointing` adds it
+        let arch = catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let mut run = RunConfig::example(arch);
+        run.stack = Stack::Trl;
+        run.full_finetuning = false;
+        run.checkpointing = crate::run::Checkpointing::On;
+        run.versions.trl = Release::parse("0.15.2").expect("release");
+        let note = reentrant_note(&run).expect("a note");
+        assert!(note.contains("use_reentrant"), "{note}");
+        run.checkpointing = crate::run::Checkpointing::Off;
+        assert_eq!(reentrant_note(&run), None);
+        run.checkpointing = crate::run::Checkpointing::On;
+        run.full_finetuning = true;
+        assert_eq!(reentrant_note(&run), None);
+        run.full_finetuning = false;
+        run.versions.trl = Release::parse("0.16.1").expect("release");
+        assert_eq!(reentrant_note(&run), None);
     }
 }

@@ -157,6 +157,9 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
     // calibration harness (`measure.py`, unfused logits) runs its reference pass inside the step
     let trainer = unsloth || run.fused_logits;
     let (prompt, completion) = run.step_lengths();
+    let on_trainer = run.stack == Stack::Trl && by_version::step_path(run) == StepPath::Trainer;
+    // TRL 0.14: the reference pass runs inside the step whatever beta is, counted in the logits
+    let row_log_softmax = on_trainer && run.versions.trl_row_log_softmax();
     StepShape {
         seqs: run.running_micro_batch(),
         path: crate::memory::by_version::step_path(run),
@@ -168,7 +171,8 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
             && (!trainer || unsloth && run.versions.unsloth_logits() == UnslothLogits::TrlLoss)
             && (run.stack != Stack::Trl
                 || by_version::step_path(run) != StepPath::Trainer
-                || run.versions.trl_reference_in_loss()),
+                || run.versions.trl_reference_in_loss())
+            && !row_log_softmax,
         quantised_base: step::shape::quantised_matmul_saves_input(run.stack, run.quant),
         fused_logits: run.fused_logits && run.stack == Stack::Trl,
         expandable_segments: run.expandable_segments,
@@ -196,11 +200,12 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
         },
         reference_logits: unsloth && run.beta != 0.0,
         every_position_logits: unsloth && run.versions.unsloth_returns_every_position(),
-        entropy: if run.stack == Stack::Trl && by_version::step_path(run) == StepPath::Trainer {
+        entropy: if on_trainer {
             run.versions.trl_entropy_chunk()
         } else {
             EntropyChunk::Rows128
         },
+        row_log_softmax,
     }
 }
 

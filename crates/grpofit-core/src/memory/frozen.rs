@@ -37,9 +37,11 @@ fn per_rank(
 
 /// TRL's reference model on one rank, bytes: trl 1.15.0 `GRPOTrainer.__init__` loads a second
 /// copy of the policy with `create_model_from_path` and the same `model_init_kwargs` when
-/// `beta != 0` and the model is no PEFT model (LoRA disables its adapter instead).
+/// `beta != 0` and the model is no PEFT model (LoRA disables its adapter instead); TRL before
+/// 0.16 whatever `beta` is (`StackVersions::trl_reference_whatever_beta`).
 pub fn reference_model_bytes(run: &RunConfig) -> u64 {
-    if run.stack != Stack::Trl || !run.full_finetuning || run.beta == 0.0 {
+    let kept = run.beta != 0.0 || run.versions.trl_reference_whatever_beta();
+    if run.stack != Stack::Trl || !run.full_finetuning || !kept {
         return 0;
     }
     // `_cast_lm_head_to_fp32` runs on the reference model too (`lm_head::fp32_head_bytes`)
@@ -125,6 +127,25 @@ mod tests {
         run.beta = 0.0;
         assert_eq!(reference_model_bytes(&run), 0);
         run.beta = 0.04;
+        run.full_finetuning = false;
+        assert_eq!(reference_model_bytes(&run), 0);
+    }
+
+    #[test]
+    fn trl_before_0_16_keeps_the_reference_model_at_beta_0() {
+        // trl 0.14.0 / 0.15.2 `GRPOTrainer.__init__`: `create_reference_model(model)` for every
+        // non-PEFT model; trl 0.16.1: `if self.beta == 0.0: self.ref_model = None`. Traced:
+        // 0.15.2 qwen2 `full` (beta 0) holds reference_model_bytes 1,233,152 like `full_beta`
+        let mut run = run_7b();
+        run.quant = Quant::Bf16;
+        run.beta = 0.0;
+        for (trl, kept) in [("0.14.0", true), ("0.15.2", true), ("0.16.1", false)] {
+            run.versions.trl = crate::contract::release::Release::parse(trl).expect("release");
+            let want = if kept { 15_231_233_024 } else { 0 };
+            assert_eq!(reference_model_bytes(&run), want, "{trl}");
+        }
+        // LoRA disables the adapter instead, in every release
+        run.versions.trl = crate::contract::release::Release::parse("0.14.0").expect("release");
         run.full_finetuning = false;
         assert_eq!(reference_model_bytes(&run), 0);
     }

@@ -23,6 +23,7 @@ pub(crate) fn dtype_warnings(run: &RunConfig) -> Vec<String> {
 pub(crate) fn rule_warnings(run: &RunConfig, targets: &[bool]) -> Vec<String> {
     let mut w = Vec::new();
     w.extend(crate::memory::by_version::batch_note(run));
+    w.extend(crate::memory::by_version::reentrant_note(run));
     if run.max_seq_len < run.sequence_len() {
         w.push(format!(
             "max_seq_length {} is smaller than prompt + completion = {}",

@@ -153,6 +153,7 @@ fn full_fine_tuning_s_fused_head_backward_holds_an_fp32_weight_gradient() {
         unsloth_logits: crate::run::versions::UnslothLogits::Blocks,
         reference_logits: false,
         every_position_logits: false,
+        row_log_softmax: false,
         entropy: crate::run::versions::EntropyChunk::Rows128,
     };
     let full = trl_step(&a, &vec![false; a.projections().len()], &s);

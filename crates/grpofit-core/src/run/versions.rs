@@ -302,6 +302,42 @@ impl StackVersions {
         self.trl.line() < (0, 15)
     }
 
+    /// Whether TRL keeps a reference whatever `beta` is: trl 0.14.0 and 0.15.2
+    /// `GRPOTrainer.__init__` build one for every model that is not a PEFT model (`elif
+    /// peft_config is None: self.ref_model = create_reference_model(model)`), and compute the
+    /// reference log-probs every step (0.14.0 `compute_loss`, 0.15.2 `_prepare_inputs`, under
+    /// `torch.inference_mode()`, with the adapter disabled under LoRA), `beta` only weighting the
+    /// KL term; trl 0.16.1 `__init__` sets `self.ref_model = None` when `self.beta == 0.0` and
+    /// skips the pass. Traced: 0.14.0 and 0.15.2 `full` hold the same reference model bytes and
+    /// reach the same step peaks as `full_beta`.
+    pub fn trl_reference_whatever_beta(self) -> bool {
+        self.trl.line() < (0, 16)
+    }
+
+    /// Whether TRL takes the log-probs one sequence at a time with a plain `log_softmax`, the
+    /// reference pass following inside the step: trl 0.14.0 `compute_loss`'s local
+    /// `get_per_token_logps` runs `logits_row.log_softmax(dim=-1)` and `torch.gather` per row
+    /// (each row's log-softmax saved for the backward), then the reference model's (or the
+    /// adapter-disabled model's) pass under `torch.inference_mode()` while those rows are held.
+    /// 0.15.2 moves the reference pass to `_prepare_inputs` and reads the logits with
+    /// `selective_log_softmax`.
+    pub fn trl_row_log_softmax(self) -> bool {
+        self.trl.line() < (0, 15)
+    }
+
+    /// Whether TRL leaves a LoRA model without the input-gradient hook that reentrant
+    /// checkpointing needs: trl 0.14.0 and 0.15.2 `GRPOTrainer.__init__` call `get_peft_model`
+    /// before the Trainer turns checkpointing on, so peft 0.14.0 `PeftModel.__init__` skips
+    /// `_prepare_model_for_gradient_checkpointing` (only when `model.is_gradient_checkpointing`)
+    /// and its `enable_input_require_grads`; transformers 4.48 / 4.49
+    /// `gradient_checkpointing_enable` defaults to `use_reentrant=True`, and the loss has no
+    /// grad_fn. trl 0.16.1 `_enable_gradient_checkpointing` calls `enable_input_require_grads`
+    /// itself. Traced: every 0.14.0 / 0.15.2 LoRA mix with checkpointing fails so on CPU and runs
+    /// with `gradient_checkpointing_kwargs={"use_reentrant": False}` (trl issue 3089).
+    pub fn trl_lora_needs_non_reentrant(self) -> bool {
+        self.trl.line() < (0, 16)
+    }
+
     /// Whether the reference log-probs go through the model over the whole generation batch at
     /// once (N4): trl 0.19.1 `_generate_and_score_completions` passes `batch_size` to the old
     /// log-probs' `_get_per_token_logps` but not to the reference model's, so `batch_size =
@@ -488,6 +524,24 @@ mod tests {
         assert!(!at("0.15.2").trl_reference_in_loss());
         assert!(at("0.19.1").trl_reference_over_generation_batch());
         assert!(!at("0.20.0").trl_reference_over_generation_batch());
+    }
+
+    #[test]
+    fn trl_before_0_16_keeps_its_reference_whatever_beta() {
+        let at = |trl: &str| StackVersions {
+            trl: Release::parse(trl).expect("release"),
+            ..StackVersions::default()
+        };
+        for old in ["0.14.0", "0.15.2"] {
+            assert!(at(old).trl_reference_whatever_beta(), "{old}");
+            assert!(at(old).trl_lora_needs_non_reentrant(), "{old}");
+        }
+        for new in ["0.16.1", "1.15.0"] {
+            assert!(!at(new).trl_reference_whatever_beta(), "{new}");
+            assert!(!at(new).trl_lora_needs_non_reentrant(), "{new}");
+        }
+        assert!(at("0.14.0").trl_row_log_softmax());
+        assert!(!at("0.15.2").trl_row_log_softmax());
     }
 
     #[test]

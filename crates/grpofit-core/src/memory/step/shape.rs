@@ -40,6 +40,9 @@ pub struct StepShape {
     pub every_position_logits: bool,
     /// how the loss forward's entropy is chunked (TRL by release)
     pub entropy: EntropyChunk,
+    /// TRL 0.14's log-probs: a `log_softmax` per row, each saved, and the reference pass after
+    /// the policy's forward inside the step (`StackVersions::trl_row_log_softmax`)
+    pub row_log_softmax: bool,
 }
 
 /// Whose step runs: TRL's trainer, or the calibration harness (`calibration/measure.py`), which
@@ -267,6 +270,28 @@ const FUSED_TOKEN_CHUNK: u64 = 4096;
 const FUSED_VOCAB_CHUNK: u64 = 32768;
 
 impl Logits {
+    /// TRL 0.14's logits phase (`StackVersions::trl_row_log_softmax`; trl 0.14.0
+    /// `compute_loss`'s local `get_per_token_logps`). No temperature copy: the slices are views.
+    /// - forward: the fp32 head output (`head`) beside the rows' log-softmax outputs, which
+    ///   `log_softmax` saves for the backward (`copy`: B rows of K x V); the head output goes
+    ///   when the function returns (nothing saves it);
+    /// - the reference pass, next, inside the step, under `inference_mode`: the saved rows, and
+    ///   the reference head's own output with its fp32 cast (`cast_from` + `head`), its rows one at
+    ///   a time after that;
+    /// - backward: unbind's stacked row gradients (`copy`) beside the slice's gradient of the
+    ///   head's shape (`head`), the rows freed by then.
+    ///
+    /// The reference moment is the largest: `copy + cast_from + head`. Traced at_peak, trl 0.14.0
+    /// qwen2 no_gc (8 x 33 x 964): scoring `to` 1,017,984 + `linear` 508,992 + 8 `_log_softmax`
+    /// 123,392; backward `slice_backward` 1,017,984 + `stack` 987,136; loss_forward `_to_copy`
+    /// 1,017,984 + 8 `_log_softmax` 123,392. The same with `beta` 0 and 0.04.
+    fn row_log_softmax_peak(&self) -> u64 {
+        let forward = self.head + self.copy;
+        let reference = self.copy + self.cast_from + self.head;
+        let backward = self.copy + self.head;
+        forward.max(reference).max(backward)
+    }
+
     pub(super) fn new(arch: &Arch, s: &StepShape) -> Logits {
         let v = arch.vocab;
         // the fused head projects the completion tokens only (labels != -100): trl 1.15.0
@@ -331,6 +356,9 @@ impl Logits {
     /// - backward: the saved rows plus two row gradients (gather, log_softmax), or the rows'
     ///   gradients plus their stacked copy.
     pub(super) fn peak(&self, s: &StepShape, softcap: bool) -> u64 {
+        if s.row_log_softmax {
+            return self.row_log_softmax_peak() + if softcap { self.head } else { 0 };
+        }
         let reference = if s.reference_pass { self.copy } else { 0 };
         let forward = if self.cast_from > 0 {
             // fp32 logits (N1): the cast, then the head output alive beside its temperature copy
@@ -391,6 +419,7 @@ mod tests {
             reference_logits: false,
             every_position_logits: false,
             entropy,
+            row_log_softmax: false,
         }
     }
 
@@ -440,6 +469,32 @@ mod tests {
         assert_eq!(a.tile, 4 * 32 * FUSED_VOCAB_CHUNK * 2);
         assert_eq!((a.tile, a.gathered, a.stats), (b.tile, b.gathered, b.stats));
         assert_eq!(a.fused_peak(), b.fused_peak());
+    }
+
+    #[test]
+    fn trl_0_14_holds_the_rows_and_the_reference_head_not_five_copies() {
+        // trl 0.14.0 `get_per_token_logps`: per-row `log_softmax` (saved), the reference pass in
+        // the step; traced trl 0.14.0 qwen2 no_gc at the scoring peak (8 x 33 x 964): the rows
+        // 987,136 B, the reference head's bf16 output 508,992 B and fp32 cast 1,017,984 B
+        let arch = &catalog::find("Qwen/Qwen2.5-0.5B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let v = arch.vocab;
+        let s = StepShape {
+            seqs: 8,
+            row_log_softmax: true,
+            ..logits_shape(StepPath::Trainer, false, EntropyChunk::None)
+        };
+        let lg = Logits::new(arch, &s);
+        assert_eq!(
+            lg.peak(&s, false),
+            8 * 32 * v * 4 + 8 * 33 * v * 2 + 8 * 33 * v * 4
+        );
+        let later = StepShape {
+            row_log_softmax: false,
+            ..s
+        };
+        assert_eq!(lg.peak(&later, false), 5 * lg.copy);
     }
 
     #[test]

@@ -137,6 +137,7 @@ mod tests {
             unsloth_logits: UnslothLogits::Blocks,
             reference_logits: false,
             every_position_logits: false,
+            row_log_softmax: false,
             entropy: crate::run::versions::EntropyChunk::Rows128,
         }
     }
