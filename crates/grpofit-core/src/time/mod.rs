@@ -2,10 +2,12 @@
 //! transformers'), the weight sync into vLLM and its sleep, scoring (old and reference
 //! log-probs), training (forward, backward, recompute, optimizer, the gradients' all-reduce or
 //! ZeRO-3's gathers). A roofline over the card's sheet (`hardware`) with the efficiencies of
-//! `efficiency`, on the memory model's own quantities (the run, vLLM's plan).
+//! `efficiency`, on the memory model's own quantities (the run, vLLM's plan); vLLM's LoRA
+//! kernels in each decode step where Unsloth hands it the adapters (`vllm_lora`).
 
 pub mod efficiency;
 mod phases;
+pub mod vllm_lora;
 
 use crate::hardware::{self, GpuSpeed};
 use crate::memory::estimate::Estimate;
