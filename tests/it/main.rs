@@ -35,6 +35,7 @@ mod safetensors;
 mod scale;
 mod speed;
 mod speed_properties;
+mod speed_terms;
 mod stale_writes;
 mod svg;
 mod time_keys;

@@ -205,6 +205,9 @@ fn grpofit_time_keys(w: &mut Writer, keys: &TimeKeys) {
     if let Some(n) = keys.mean_completion_length {
         w.key("mean_completion_length", n);
     }
+    if let Some(r) = keys.reward_seconds {
+        w.key("reward_seconds", format!("{r:?}"));
+    }
     if let Some(n) = keys.dataset_size {
         w.key("dataset_size", n);
     }
