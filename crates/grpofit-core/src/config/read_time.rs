@@ -28,6 +28,9 @@ pub(super) fn read_time(t: &Tables) -> Result<TimeKeys, LoadError> {
             _ => None,
         },
         dataset_size: t.int(T::Grpofit, "dataset_size", 1, u64::MAX >> 1)?,
+        save_steps: t.float(T::Grpo, "save_steps", 0.0, 1e12)?,
+        save_strategy: t.text(T::Grpo, "save_strategy")?.map(str::to_string),
+        save_only_model: t.boolean(T::Grpo, "save_only_model")?,
         num_train_epochs: t.float(T::Grpo, "num_train_epochs", 0.0, 1e6)?,
     })
 }

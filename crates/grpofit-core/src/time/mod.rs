@@ -1,10 +1,12 @@
 //! How long one optimizer step takes, by phase: generation (prefill and decode, vLLM's or
 //! transformers'), the weight sync into vLLM and its sleep, scoring (old and reference
 //! log-probs), the reward functions (`rewards`, the user's `reward_seconds`), training (forward,
-//! backward, recompute, optimizer, the gradients' all-reduce or ZeRO-3's gathers). A roofline over the card's sheet (`hardware`) with the efficiencies of
+//! backward, recompute, optimizer, the gradients' all-reduce or ZeRO-3's gathers, and the
+//! checkpoint saves amortised over `save_steps`: `checkpoint`). A roofline over the card's sheet (`hardware`) with the efficiencies of
 //! `efficiency`, on the memory model's own quantities (the run, vLLM's plan); vLLM's LoRA
 //! kernels in each decode step where Unsloth hands it the adapters (`vllm_lora`).
 
+pub mod checkpoint;
 pub mod efficiency;
 mod phases;
 mod rewards;
@@ -30,6 +32,11 @@ pub struct TimeKeys {
     pub mean_completion_length: Option<u64>,
     /// seconds a completion's reward functions take on the host, when the user knows it
     pub reward_seconds: Option<f64>,
+    /// `[grpo] save_steps`, `save_strategy`, `save_only_model`: when the trainer saves a
+    /// checkpoint inside the run's timing, and what
+    pub save_steps: Option<f64>,
+    pub save_strategy: Option<String>,
+    pub save_only_model: Option<bool>,
     pub max_steps: Option<u64>,
     /// prompts in the training set
     pub dataset_size: Option<u64>,
@@ -147,7 +154,8 @@ pub fn step_time(
         phases::weight_sync(run, est, &m),
         phases::scoring(run, &m, &lens),
         rewards::seconds(run, keys),
-        phases::training(run, &m, &lens),
+        phases::training(run, &m, &lens)
+            + checkpoint::seconds(run, phases::trainable_parameters(run), keys),
     ];
     let total: f64 = seconds.iter().sum();
     let completions = run.effective_batch() as f64;

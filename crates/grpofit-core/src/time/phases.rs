@@ -325,7 +325,7 @@ fn exchange(run: &RunConfig, m: &Machine, trainable: f64) -> f64 {
 
 /// Parameters the optimizer updates: every weight, or the adapters' `r x (in + out)` per
 /// targeted projection.
-fn trainable_parameters(run: &RunConfig) -> f64 {
+pub(super) fn trainable_parameters(run: &RunConfig) -> f64 {
     if run.full_finetuning {
         return run.arch.parameters() as f64;
     }
