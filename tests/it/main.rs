@@ -34,6 +34,7 @@ mod roundtrip;
 mod safetensors;
 mod scale;
 mod speed;
+mod speed_figures;
 mod speed_properties;
 mod speed_terms;
 mod stale_writes;
