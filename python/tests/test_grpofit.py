@@ -125,7 +125,7 @@ def test_fit_writes_a_run_that_fits(tmp_path):
 def test_the_estimate_carries_the_step_time_on_the_card_named():
     e = grpofit.estimate(preset="24gb", gpu="H100", **QUIET)
     assert e.step_time["gpu"]["name"] == "H100 SXM"
-    assert [p["phase"] for p in e.step_time["phases"]] == ["generation", "weight_sync", "scoring", "training"]
+    assert [p["phase"] for p in e.step_time["phases"]] == ["generation", "weight_sync", "scoring", "rewards", "training"]
     assert abs(sum(p["seconds"] for p in e.step_time["phases"]) - e.step_time["seconds"]) < 1e-9
     assert "on H100 SXM" in repr(e) and "step ≈" in str(e)
     slower = grpofit.estimate(preset="24gb", gpu="A10G", **QUIET)

@@ -51,7 +51,13 @@ impl Theme {
     /// A step phase's segment in the time bar (`time::PHASES`' order): its colour, or
     /// without colour none (the fill letter tells them apart, `view::timebar`).
     pub fn phase(&self, index: usize) -> Style {
-        const HUES: [Color; 4] = [Color::Cyan, Color::Magenta, Color::Yellow, Color::Green];
+        const HUES: [Color; 5] = [
+            Color::Cyan,
+            Color::Magenta,
+            Color::Yellow,
+            Color::Blue,
+            Color::Green,
+        ];
         if !self.colour {
             return Style::default();
         }

@@ -81,19 +81,15 @@ pub(crate) fn cases() -> Vec<Case> {
 pub(crate) const MISSES: &[(&str, &str)] = &[
     (
         "spd-nb-mistral-7b-qlora-rtx4090-vllm",
-        "bitsandbytes' dequantised weight is charged a full DRAM write and read each decode step; on the 4090 (72 MB L2) the same notebook runs 7x faster than on the T4 (4 MB L2), more than their 3.2x bandwidth: the L2 reuse of the dequantised tile is not modelled",
+        "bitsandbytes' dequantise-then-matmul path is charged 4.5 bytes a weight each decode step (32.6 GB for Mistral-7B): at the 4090's 1 TB/s even the mean completion's 189 steps would take 9 s of a measured 10.3 s step, so its decode moves far fewer bytes; the same notebook runs 7x faster than on the T4 against 3.2x the bandwidth. Which kernel path vLLM 0.8.5 took on this card is not known",
     ),
     (
         "spd-nb-r1-0528-qwen3-8b-qlora-a100-40gb-vllm-fulllength",
-        "72 ms a decode step measured against 35 ms of bandwidth: the per-call cost of vLLM's bitsandbytes layers and of its LoRA (punica) kernels on each projection, beside the bytes, is not modelled",
-    ),
-    (
-        "spd-nb-llama3.2-1b-fp8-l4-vllm-standby",
-        "16 ms a decode step measured against 8 ms of bandwidth for a 1B model: vLLM's per-step host work (scheduling, sampling, LoRA's punica set-up) that a small model no longer hides is not modelled",
+        "72 ms a decode step measured against 35 ms of bandwidth and 7 ms of LoRA kernels: vLLM's bitsandbytes layers (a dequantize and a matmul per shard) run at about half the bandwidth their bytes would take, which no sourced figure gives",
     ),
     (
         "spd-trl-cookbook-qwen2-0.5b-lora-a100-80gb-colocate-c64",
-        "the run saves and pushes to the Hub every 10 steps and logs to trackio inside train_runtime; per-step host work (vLLM's scheduling and detokenising of 128 completions, rewards) is not modelled",
+        "host work: the median 6 s between its weight syncs (the save every 10 steps is modelled, about 1 MB of adapters and moments, and its Hub push runs as a future) against 1.7 s of GPU work leaves about 4 s a step of TRL's per-micro-batch loop over 16 micro-batches, vLLM's scheduling and detokenising of 128 completions and the rewards, which no sourced figure gives",
     ),
     (
         "spd-nbu-tituslhy-qwen2.5-14b-qlora-a10g-hfgen",
@@ -101,7 +97,7 @@ pub(crate) const MISSES: &[(&str, &str)] = &[
     ),
     (
         "spd-nb-gpt-oss-20b-bf16-lora-a100-80gb-hfgen",
-        "the reward functions run and benchmark the generated Python on the CPU inside each step (the case's own note): reward time is not modelled",
+        "the reward functions run and benchmark the generated Python on the CPU inside each step (the case's own note): `[grpofit] reward_seconds` times such rewards, but nothing the notebook printed measures them",
     ),
     (
         "spd-trl-nbu-lmassaron-gemma3-270m-lora-rtx3090-colocate",

@@ -63,7 +63,7 @@ fn every_card_times_trl_and_unsloth_runs_on_one_gpu_and_many() {
         for run in [&file.run, &trl, &many, &server] {
             let t = timed(run, 80 << 30, &c.speed());
             assert!(t.seconds.is_finite() && t.seconds > 0.0, "{}", c.name);
-            assert_eq!(t.phases.len(), 4);
+            assert_eq!(t.phases.len(), 5);
             assert!(
                 t.phases
                     .iter()
@@ -179,7 +179,7 @@ fn estimate_prints_the_step_and_its_json_carries_it() {
     let t = &v["step_time"];
     assert_eq!(t["gpu"]["name"], "H100 SXM");
     assert_eq!(t["gpu"]["bf16_tflops"], 989.5);
-    assert_eq!(t["phases"].as_array().unwrap().len(), 4);
+    assert_eq!(t["phases"].as_array().unwrap().len(), 5);
     assert_eq!(t["phases"][0]["phase"], "generation");
     assert!(t["seconds"].as_f64().unwrap() > 0.0);
     assert!(t["tokens_per_second"].as_f64().unwrap() > 0.0);

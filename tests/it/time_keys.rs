@@ -1,5 +1,6 @@
-//! An export keeps the run file's time keys (`[grpofit] gpu`, `gpu_tflops`, `gpu_bandwidth`,
-//! `mean_completion_length`, `dataset_size`; `[grpo] max_steps`, `num_train_epochs`): the run
+//! An export keeps the run file's time keys (`[grpofit] gpu`, `gpu_tflops`, `gpu_bandwidth`, `reward_seconds`,
+//! `mean_completion_length`, `dataset_size`; `[grpo] max_steps`, `num_train_epochs`, `save_steps`,
+//! `save_strategy`, `save_only_model`): the run
 //! alone does not hold them, and `estimate --export`, `fit -o` and the screen's `s` write from
 //! the run (`config::export::ExportContext::time`).
 
@@ -45,13 +46,19 @@ fn every_time_key_round_trips_through_an_export() {
     let text = preset
         .replace(
             "[grpofit]\n",
-            "[grpofit]\ngpu_tflops = 123.5\ngpu_bandwidth = 456.0\nmean_completion_length = 300\ndataset_size = 7473\n",
+            "[grpofit]\ngpu_tflops = 123.5\ngpu_bandwidth = 456.0\nmean_completion_length = 300\nreward_seconds = 0.75\ndataset_size = 7473\n",
         )
-        .replace("[grpo]\n", "[grpo]\nmax_steps = 640\nnum_train_epochs = 2.0\n");
+        .replace(
+            "[grpo]\n",
+            "[grpo]\nmax_steps = 640\nnum_train_epochs = 2.0\nsave_steps = 25\nsave_strategy = \"steps\"\nsave_only_model = true\n",
+        );
     std::fs::write(&input, &text).unwrap();
     let before = time_of(&text);
     assert_eq!(before.dataset_size, Some(7473));
     assert_eq!(before.max_steps, Some(640));
+    assert_eq!(before.reward_seconds, Some(0.75));
+    assert_eq!(before.save_steps, Some(25.0));
+    assert_eq!(before.save_only_model, Some(true));
     for args in [
         vec![
             "estimate",

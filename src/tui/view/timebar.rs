@@ -44,9 +44,11 @@ pub(super) fn time_lines(app: &App, width: u16, height: u16) -> Vec<Line<'static
     };
     let mut lines = vec![bar_line(app, t, w)];
     if height >= PHASE_LINE_FROM_ROWS {
+        // the rewards are timed only when the file gives `reward_seconds`: no zero shown
         let parts: Vec<String> = t
             .phases
             .iter()
+            .filter(|p| p.phase != "rewards" || p.seconds > 0.0)
             .map(|p| {
                 format!(
                     "{} {} {}",
@@ -149,7 +151,7 @@ mod tests {
     use super::*;
     use grpofit_core::time::{GpuFigures, PhaseTime};
 
-    fn step(seconds: [f64; 4]) -> StepTime {
+    fn step(seconds: [f64; 5]) -> StepTime {
         StepTime {
             seconds: seconds.iter().sum(),
             phases: time::PHASES
@@ -173,17 +175,18 @@ mod tests {
 
     #[test]
     fn segments_fill_the_bar_in_proportion() {
-        let s = segments(&step([6.0, 0.0, 1.0, 3.0]), 20);
+        let s = segments(&step([6.0, 0.0, 1.0, 0.0, 3.0]), 20);
         assert_eq!(s.iter().map(|(_, c)| c).sum::<usize>(), 20);
         assert_eq!(s[0], ("generation", 12));
         assert_eq!(s[1], ("weight_sync", 0));
         assert_eq!(s[2], ("scoring", 2));
-        assert_eq!(s[3], ("training", 6));
+        assert_eq!(s[3], ("rewards", 0));
+        assert_eq!(s[4], ("training", 6));
     }
 
     #[test]
     fn a_short_phase_keeps_a_cell() {
-        let s = segments(&step([30.0, 0.2, 0.0, 10.0]), 10);
+        let s = segments(&step([30.0, 0.2, 0.0, 0.0, 10.0]), 10);
         assert_eq!(s.iter().map(|(_, c)| c).sum::<usize>(), 10);
         assert_eq!(s[1].1, 1, "{s:?}");
     }

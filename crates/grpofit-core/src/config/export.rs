@@ -205,19 +205,37 @@ fn grpofit_time_keys(w: &mut Writer, keys: &TimeKeys) {
     if let Some(n) = keys.mean_completion_length {
         w.key("mean_completion_length", n);
     }
+    if let Some(r) = keys.reward_seconds {
+        w.key("reward_seconds", format!("{r:?}"));
+    }
     if let Some(n) = keys.dataset_size {
         w.key("dataset_size", n);
     }
 }
 
-/// `GRPOConfig`'s (TrainingArguments') `max_steps` and `num_train_epochs`, when the file set
-/// them: they are the trainer's, and `step_time` counts the run's steps from them.
+/// `GRPOConfig`'s (TrainingArguments') `max_steps`, `num_train_epochs` and checkpointing's
+/// `save_steps`, `save_strategy`, `save_only_model`, when the file set them: they are the
+/// trainer's, and `step_time` counts the run's steps and saves from them.
 fn grpo_time_keys(w: &mut Writer, keys: &TimeKeys) {
     if let Some(n) = keys.max_steps {
         w.key("max_steps", n);
     }
     if let Some(e) = keys.num_train_epochs {
         w.key("num_train_epochs", format!("{e:?}"));
+    }
+    if let Some(s) = keys.save_steps {
+        // an integer as the file wrote it, a ratio as a float
+        if s.fract() == 0.0 && s >= 1.0 {
+            w.key("save_steps", s as u64);
+        } else {
+            w.key("save_steps", format!("{s:?}"));
+        }
+    }
+    if let Some(s) = &keys.save_strategy {
+        w.key("save_strategy", quoted(s));
+    }
+    if let Some(b) = keys.save_only_model {
+        w.key("save_only_model", b);
     }
 }
 

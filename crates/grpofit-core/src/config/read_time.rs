@@ -1,5 +1,6 @@
 //! What the run file says about time: the card (`[grpofit] gpu`, or its figures `gpu_tflops`
-//! and `gpu_bandwidth`), the completions' mean length (`mean_completion_length`), and how many
+//! and `gpu_bandwidth`), the completions' mean length (`mean_completion_length`), the seconds a
+//! completion's rewards take (`reward_seconds`), and how many
 //! steps the run takes (`[grpo] max_steps`, or `[grpofit] dataset_size` over
 //! `[grpo] num_train_epochs`).
 
@@ -20,12 +21,16 @@ pub(super) fn read_time(t: &Tables) -> Result<TimeKeys, LoadError> {
         gpu_tflops: t.float(T::Grpofit, "gpu_tflops", 1.0, 100_000.0)?,
         gpu_bandwidth: t.float(T::Grpofit, "gpu_bandwidth", 10.0, 100_000.0)?,
         mean_completion_length: t.int(T::Grpofit, "mean_completion_length", 1, 1 << 24)?,
+        reward_seconds: t.float(T::Grpofit, "reward_seconds", 0.0, 86_400.0)?,
         // `max_steps = -1` (the trainer's default) means "from the epochs"
         max_steps: match t.get(T::Grpo, "max_steps")?.and_then(|v| v.as_integer()) {
             Some(n) if n > 0 => Some(n as u64),
             _ => None,
         },
         dataset_size: t.int(T::Grpofit, "dataset_size", 1, u64::MAX >> 1)?,
+        save_steps: t.float(T::Grpo, "save_steps", 0.0, 1e12)?,
+        save_strategy: t.text(T::Grpo, "save_strategy")?.map(str::to_string),
+        save_only_model: t.boolean(T::Grpo, "save_only_model")?,
         num_train_epochs: t.float(T::Grpo, "num_train_epochs", 0.0, 1e6)?,
     })
 }

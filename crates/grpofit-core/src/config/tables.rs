@@ -33,6 +33,7 @@ pub const GRPOFIT_KEYS: &[&str] = &[
     "gpu_tflops",
     "gpu_bandwidth",
     "mean_completion_length",
+    "reward_seconds",
     "dataset_size",
 ];
 

@@ -1,11 +1,16 @@
 //! How long one optimizer step takes, by phase: generation (prefill and decode, vLLM's or
 //! transformers'), the weight sync into vLLM and its sleep, scoring (old and reference
-//! log-probs), training (forward, backward, recompute, optimizer, the gradients' all-reduce or
-//! ZeRO-3's gathers). A roofline over the card's sheet (`hardware`) with the efficiencies of
-//! `efficiency`, on the memory model's own quantities (the run, vLLM's plan).
+//! log-probs), the reward functions (`rewards`, the user's `reward_seconds`), training (forward,
+//! backward, recompute, optimizer, the gradients' all-reduce or ZeRO-3's gathers, and the
+//! checkpoint saves amortised over `save_steps`: `checkpoint`). A roofline over the card's sheet (`hardware`) with the efficiencies of
+//! `efficiency`, on the memory model's own quantities (the run, vLLM's plan); vLLM's LoRA
+//! kernels in each decode step where Unsloth hands it the adapters (`vllm_lora`).
 
+pub mod checkpoint;
 pub mod efficiency;
 mod phases;
+mod rewards;
+pub mod vllm_lora;
 
 use crate::hardware::{self, GpuSpeed};
 use crate::memory::estimate::Estimate;
@@ -14,8 +19,8 @@ pub use efficiency::Efficiencies;
 use serde::Serialize;
 
 /// What the run file says about time beside the run (`[grpofit] gpu`, `gpu_tflops`,
-/// `gpu_bandwidth`, `mean_completion_length`, `dataset_size`; `[grpo] max_steps`,
-/// `num_train_epochs`).
+/// `gpu_bandwidth`, `mean_completion_length`, `reward_seconds`, `dataset_size`; `[grpo]
+/// max_steps`, `num_train_epochs`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct TimeKeys {
     /// the card, as written
@@ -25,6 +30,13 @@ pub struct TimeKeys {
     pub gpu_bandwidth: Option<f64>,
     /// the completions' mean length in tokens, when the user knows it
     pub mean_completion_length: Option<u64>,
+    /// seconds a completion's reward functions take on the host, when the user knows it
+    pub reward_seconds: Option<f64>,
+    /// `[grpo] save_steps`, `save_strategy`, `save_only_model`: when the trainer saves a
+    /// checkpoint inside the run's timing, and what
+    pub save_steps: Option<f64>,
+    pub save_strategy: Option<String>,
+    pub save_only_model: Option<bool>,
     pub max_steps: Option<u64>,
     /// prompts in the training set
     pub dataset_size: Option<u64>,
@@ -119,7 +131,13 @@ impl StepTime {
 }
 
 /// The phases, in the order a step runs them.
-pub const PHASES: [&str; 4] = ["generation", "weight_sync", "scoring", "training"];
+pub const PHASES: [&str; 5] = [
+    "generation",
+    "weight_sync",
+    "scoring",
+    "rewards",
+    "training",
+];
 
 /// The step's time for `run` (whose memory is `est`) on `gpu`.
 pub fn step_time(
@@ -135,7 +153,9 @@ pub fn step_time(
         phases::generation(run, est, &m, &lens),
         phases::weight_sync(run, est, &m),
         phases::scoring(run, &m, &lens),
-        phases::training(run, &m, &lens),
+        rewards::seconds(run, keys),
+        phases::training(run, &m, &lens)
+            + checkpoint::seconds(run, phases::trainable_parameters(run), keys),
     ];
     let total: f64 = seconds.iter().sum();
     let completions = run.effective_batch() as f64;

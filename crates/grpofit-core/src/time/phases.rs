@@ -206,7 +206,8 @@ pub(super) fn generation(run: &RunConfig, est: &Estimate, m: &Machine, l: &Lengt
             let reads = m.traffic(steps * weight_traffic(arch, quant, touched) + kv, gpus);
             let flops = forward_flops(arch, seqs * l.mean, l.prompt + l.mean / 2.0);
             let prefill = m.compute(forward_flops(arch, seqs * l.prompt, l.prompt), gpus);
-            reads.max(m.compute(flops, gpus)) + prefill
+            let lora = steps * super::vllm_lora::per_decode_step(run);
+            reads.max(m.compute(flops, gpus)) + prefill + lora
         }
     };
     per_call * generations_per_step(run)
@@ -324,7 +325,7 @@ fn exchange(run: &RunConfig, m: &Machine, trainable: f64) -> f64 {
 
 /// Parameters the optimizer updates: every weight, or the adapters' `r x (in + out)` per
 /// targeted projection.
-fn trainable_parameters(run: &RunConfig) -> f64 {
+pub(super) fn trainable_parameters(run: &RunConfig) -> f64 {
     if run.full_finetuning {
         return run.arch.parameters() as f64;
     }

@@ -1,0 +1,42 @@
+//! The reward functions' time inside a step. TRL scores every completion of the generation batch
+//! with each reward function on the host (`GRPOTrainer._calculate_rewards`, trl 0.23: a Python
+//! call per function over the process's completions) before the advantages; a reward that runs
+//! or benchmarks the generated code, or calls a judge, can take longer than the GPU's phases. The
+//! run file cannot say how long a user's function takes: `[grpofit] reward_seconds` gives it,
+//! the seconds a completion's rewards take (all functions together), and nothing is charged
+//! without it.
+
+use super::TimeKeys;
+use crate::run::RunConfig;
+
+/// Seconds the rewards take in one optimizer step on each process: `reward_seconds` for every
+/// completion the process trains on in the step (its micro-batches' rows, as Unsloth raises
+/// them), all processes in parallel.
+pub(super) fn seconds(run: &RunConfig, keys: &TimeKeys) -> f64 {
+    let per_completion = keys.reward_seconds.unwrap_or(0.0).max(0.0);
+    let completions = run.running_micro_batch().saturating_mul(run.grad_accum) as f64;
+    per_completion * completions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::catalog;
+
+    #[test]
+    fn each_completion_the_process_trains_on_costs_its_reward_seconds() {
+        let mut run = RunConfig::example(catalog::find("Qwen/Qwen2.5-7B-Instruct").unwrap().arch);
+        run.micro_batch = 4;
+        run.grad_accum = 3;
+        let none = TimeKeys::default();
+        assert_eq!(seconds(&run, &none), 0.0);
+        let keys = TimeKeys {
+            reward_seconds: Some(0.5),
+            ..TimeKeys::default()
+        };
+        assert!((seconds(&run, &keys) - 0.5 * 12.0).abs() < 1e-12);
+        // a second process scores its own completions at the same time
+        run.gpus = 2;
+        assert!((seconds(&run, &keys) - 0.5 * 12.0).abs() < 1e-12);
+    }
+}

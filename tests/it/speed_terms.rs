@@ -1,0 +1,94 @@
+//! The step's terms a run file states beside the run (issue 31), from the binary end to end:
+//! `[grpofit] reward_seconds`, the seconds a completion's reward functions take, and the
+//! checkpoint saves of `[grpo] save_steps`.
+
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
+use crate::common::{grpofit_in, run};
+
+/// `estimate --json`'s step time for the 24gb preset with `extra` added to `[grpofit]`.
+fn step_json(extra: &str) -> serde_json::Value {
+    step_json_with(extra, "")
+}
+
+/// The same with `grpo` added to `[grpo]`.
+fn step_json_with(extra: &str, grpo: &str) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let text = grpofit::presets::built_in("24gb")
+        .unwrap()
+        .replace("[grpofit]\n", &format!("[grpofit]\n{extra}"))
+        .replace("[grpo]\n", &format!("[grpo]\n{grpo}"));
+    std::fs::write(dir.path().join("run.toml"), &text).unwrap();
+    let out = run(grpofit_in(dir.path()).args(["estimate", "--config", "run.toml", "--json"]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    v["step_time"].clone()
+}
+
+fn phase(t: &serde_json::Value, name: &str) -> f64 {
+    t["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["phase"] == name)
+        .unwrap()["seconds"]
+        .as_f64()
+        .unwrap()
+}
+
+#[test]
+fn reward_seconds_add_a_rewards_phase_for_every_completion_a_step_trains() {
+    let without = step_json("");
+    assert_eq!(phase(&without, "rewards"), 0.0);
+    let with = step_json("reward_seconds = 0.25\n");
+    // the 24gb preset trains 4 x 2 completions a step on its one GPU
+    let rewards = phase(&with, "rewards");
+    assert!((rewards - 0.25 * 8.0).abs() < 1e-9, "{rewards}");
+    let added = with["seconds"].as_f64().unwrap() - without["seconds"].as_f64().unwrap();
+    assert!((added - rewards).abs() < 1e-9, "{added}");
+    let dir = tempfile::tempdir().unwrap();
+    let text = grpofit::presets::built_in("24gb")
+        .unwrap()
+        .replace("[grpofit]\n", "[grpofit]\nreward_seconds = 0.25\n");
+    std::fs::write(dir.path().join("run.toml"), &text).unwrap();
+    let out = run(grpofit_in(dir.path()).args(["estimate", "--config", "run.toml"]));
+    assert!(out.stdout.contains("rewards 2.0 s"), "{}", out.stdout);
+}
+
+#[test]
+fn a_negative_reward_seconds_names_file_key_and_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = grpofit::presets::built_in("24gb")
+        .unwrap()
+        .replace("[grpofit]\n", "[grpofit]\nreward_seconds = -1.5\n");
+    std::fs::write(dir.path().join("run.toml"), &text).unwrap();
+    let out = run(grpofit_in(dir.path()).args(["estimate", "--config", "run.toml"]));
+    assert_eq!(out.code, Some(2));
+    for part in ["run.toml", "reward_seconds", "-1.5"] {
+        assert!(out.stderr.contains(part), "{part}: {}", out.stderr);
+    }
+}
+
+#[test]
+fn a_save_every_few_steps_is_charged_to_each_step_and_none_without_saves() {
+    let none = phase(&step_json_with("", "save_strategy = \"no\"\n"), "training");
+    let default = phase(&step_json(""), "training");
+    let every_2 = phase(&step_json_with("", "save_steps = 2\n"), "training");
+    let every_1 = phase(&step_json_with("", "save_steps = 1\n"), "training");
+    // the trainer's own default saves every 500 steps
+    assert!(default > none, "{default} {none}");
+    assert!(
+        every_1 > every_2 && every_2 > default,
+        "{every_1} {every_2} {default}"
+    );
+    let (one, two) = (every_1 - none, every_2 - none);
+    assert!((one - 2.0 * two).abs() < 1e-9 * one.max(1.0), "{one} {two}");
+    assert!((one - 500.0 * (default - none)).abs() < 1e-6 * one, "{one}");
+    // saving the model alone leaves the optimizer's state out
+    let model_only = phase(
+        &step_json_with("", "save_steps = 1\nsave_only_model = true\n"),
+        "training",
+    );
+    assert!(model_only < every_1 && model_only > none);
+}
