@@ -4,13 +4,25 @@
 
 use serde::Serialize;
 
-/// The fraction of the sheet's memory bandwidth a vLLM decode step reaches. ML.ENERGY
+/// The fraction of the sheet's memory bandwidth a vLLM decode step reaches, and the seconds of
+/// each decode step that do not depend on the bytes it reads ([`VLLM_STEP_SECONDS`]). ML.ENERGY
 /// leaderboard v3.0, Qwen3-8B on one H100 80GB HBM3 (ml-energy/leaderboard
 /// `public/data/models/Qwen__Qwen3-8B__gpqa.json`): at 8, 16, 32, 63.3 and 82 running sequences
-/// of ~8k-token outputs the median inter-token latency (9.7, 11.9, 16.9, 26.6, 27.9 ms) is the
-/// time to read the 16.4 GB of bf16 weights and the live KV (147 KB a token, ~4.2k tokens a
-/// sequence on average) at 0.66, 0.66, 0.64, 0.63 and 0.72 of the sheet's 3.35 TB/s: their mean.
-pub const DECODE_BANDWIDTH: f64 = 0.66;
+/// of ~8k-token outputs the median inter-token latency is 9.7, 11.9, 16.9, 26.6 and 27.9 ms
+/// while a step reads the 15.1 GB of bf16 weights and the live KV (147 KB a token, half the
+/// output a sequence on average): 19.8, 24.4, 34.4, 54.2 and 63.8 GB. The least-squares line
+/// through the five is 0.434 ms a GB (2.30 TB/s, 0.69 of the sheet's 3.35 TB/s) plus 1.5 ms a
+/// step (`phases::tests::the_decode_constants_are_the_ml_energy_line`).
+pub const DECODE_BANDWIDTH: f64 = 0.69;
+
+/// Seconds a vLLM decode step takes beside reading its bytes: the engine's host work between
+/// two forward passes (vLLM V1 `EngineCore.step`: the scheduler, `GPUModelRunner.execute_model`'s
+/// input preparation, the sampler and the sampled tokens' copy back, the detokenizer) and the
+/// CUDA graph's launch, which a small model or a short batch no longer hides. The intercept of
+/// the ML.ENERGY line above. vLLM PR #17866 (2025-05) measures a whole decode step of
+/// Llama-3.2-1B at one request at 2.64 ms (median TPOT), as much as this 1.5 ms and its 2.5 GB
+/// of weights at 0.69 of an H100's bandwidth (1.1 ms).
+pub const VLLM_STEP_SECONDS: f64 = 1.5e-3;
 
 /// The fraction of the sheet's dense tensor throughput a large training matmul reaches
 /// (hardware FLOPs utilisation, recompute counted). prime-rl's benchmark tables (2026-01),

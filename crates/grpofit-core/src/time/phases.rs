@@ -206,8 +206,9 @@ pub(super) fn generation(run: &RunConfig, est: &Estimate, m: &Machine, l: &Lengt
             let reads = m.traffic(steps * weight_traffic(arch, quant, touched) + kv, gpus);
             let flops = forward_flops(arch, seqs * l.mean, l.prompt + l.mean / 2.0);
             let prefill = m.compute(forward_flops(arch, seqs * l.prompt, l.prompt), gpus);
-            let lora = steps * super::vllm_lora::per_decode_step(run);
-            reads.max(m.compute(flops, gpus)) + prefill + lora
+            // each decode step's host work, and vLLM's LoRA kernels where it serves the adapters
+            let per_step = VLLM_STEP_SECONDS + super::vllm_lora::per_decode_step(run);
+            reads.max(m.compute(flops, gpus)) + prefill + steps * per_step
         }
     };
     per_call * generations_per_step(run)
@@ -347,5 +348,51 @@ pub(super) fn trainable_parameters(run: &RunConfig) -> f64 {
 pub(super) fn decode_tokens_per_second(arch: &Arch, m: &Machine, batch: f64, context: f64) -> f64 {
     let kv = kv_bytes_per_token(arch, false, context as u64) as f64 * batch * context;
     let weights = weight_traffic(arch, Quant::Bf16, experts_touched(arch, batch));
-    batch / m.traffic(weights + kv, 1.0)
+    batch / (m.traffic(weights + kv, 1.0) + VLLM_STEP_SECONDS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::catalog;
+
+    /// `DECODE_BANDWIDTH` and `VLLM_STEP_SECONDS` are the least-squares line through ML.ENERGY's
+    /// five Qwen3-8B points on one H100 (median inter-token latency against the bytes a step
+    /// reads), recomputed here from the model's own byte counts.
+    #[test]
+    fn the_decode_constants_are_the_ml_energy_line() {
+        let arch = catalog::find("Qwen/Qwen3-8B").unwrap().arch;
+        // (running sequences, mean output tokens, median ITL in ms)
+        let points = [
+            (8.0, 7854.2, 9.7),
+            (16.0, 7861.3, 11.91),
+            (32.0, 8170.4, 16.87),
+            (63.3, 8366.6, 26.64),
+            (82.0, 8052.4, 27.88),
+        ];
+        let weights = weight_traffic(&arch, Quant::Bf16, 0.0);
+        let xy: Vec<(f64, f64)> = points
+            .iter()
+            .map(|&(batch, out, itl)| {
+                let context = (out / 2.0_f64).floor();
+                let kv = kv_bytes_per_token(&arch, false, context as u64) as f64;
+                (weights + batch * context * kv, itl * 1e-3)
+            })
+            .collect();
+        let n = xy.len() as f64;
+        let (mx, my) = (
+            xy.iter().map(|p| p.0).sum::<f64>() / n,
+            xy.iter().map(|p| p.1).sum::<f64>() / n,
+        );
+        let sxy: f64 = xy.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+        let sxx: f64 = xy.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
+        let seconds_a_byte = sxy / sxx;
+        let fraction = 1.0 / (seconds_a_byte * 3350e9);
+        let intercept = my - seconds_a_byte * mx;
+        assert!((fraction - DECODE_BANDWIDTH).abs() < 0.005, "{fraction}");
+        assert!(
+            (intercept - VLLM_STEP_SECONDS).abs() < 0.1e-3,
+            "{intercept}"
+        );
+    }
 }
