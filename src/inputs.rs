@@ -316,6 +316,29 @@ pub(crate) fn gpu_speed(
     .map_err(|e| e.to_string())
 }
 
+/// `--gpu CARD` names the card the step is timed on, not the memory the run is fitted in: where
+/// the capacity came from elsewhere (the run file, a preset) and the card holds another, the GPU
+/// line says so and how to fit the run on that card.
+fn timed_elsewhere(
+    source: &Source,
+    detected: &Result<GpuInfo, String>,
+    capacity: u64,
+) -> Option<String> {
+    if source.gpu_mem.is_some() || detected.is_ok() {
+        return None;
+    }
+    let card = grpofit_core::hardware::lookup(source.gpu.as_deref()?)?;
+    let card_bytes = card.memory_gb * 1e9;
+    // a card's CUDA capacity is a little under its sheet's size (an H100 80GB: 79.1 GiB)
+    if (card_bytes / capacity as f64 - 1.0).abs() < 0.1 {
+        return None;
+    }
+    Some(format!(
+        "; the step is timed on the {} (--gpu), whose {:.0} GB this run is not fitted in: --gpu-mem with its capacity (nvidia-smi's total) fits it there",
+        card.name, card.memory_gb
+    ))
+}
+
 /// Resolves `source`: the GPU first (NVML unless `--no-gpu`), then the run (its notes said on
 /// standard error), then the capacity.
 pub(crate) fn resolve(source: &Source) -> Result<Inputs, String> {
@@ -326,11 +349,14 @@ pub(crate) fn resolve(source: &Source) -> Result<Inputs, String> {
 pub(crate) fn resolve_with(source: &Source, warnings: Warnings) -> Result<Inputs, String> {
     let detected = detect(source);
     let loaded = load_source_with(source, &detected, warnings)?;
-    let (gpu, gpu_line) = capacity(source, &loaded, &detected)?;
+    let (gpu, mut gpu_line) = capacity(source, &loaded, &detected)?;
     let name = detected.as_ref().ok().map(|g| g.name.clone());
     let speed = gpu_speed(source, &loaded, &detected);
     if let (Some(card), Err(why)) = (&source.gpu, &speed) {
         return Err(format!("--gpu {card}: {why}"));
+    }
+    if let Some(note) = timed_elsewhere(source, &detected, gpu.capacity) {
+        gpu_line.push_str(&note);
     }
     let mut inputs = Inputs {
         loaded,

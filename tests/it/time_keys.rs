@@ -78,3 +78,32 @@ fn every_time_key_round_trips_through_an_export() {
         assert_eq!(time_of(written), before, "{args:?}:\n{written}");
     }
 }
+
+/// `--gpu CARD` times the step on that card; the memory stays the run's. Where the card holds
+/// another size, the GPU line says the run is not fitted in it and how to fit it there; a card
+/// of the run's own size says nothing more.
+#[test]
+fn a_card_of_another_size_is_named_as_timed_not_fitted() {
+    let gpu_line = |card: &str| {
+        let out = grpofit()
+            .args(["estimate", "--preset", "24gb", "--gpu", card])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{card}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        text.lines()
+            .find(|l| l.starts_with("GPU:"))
+            .unwrap()
+            .to_string()
+    };
+    let h100 = gpu_line("H100");
+    assert!(
+        h100.starts_with("GPU: 23.64 GiB from the 24gb preset's gpu_memory")
+            && h100
+                .contains("timed on the H100 SXM (--gpu), whose 80 GB this run is not fitted in")
+            && h100.contains("--gpu-mem"),
+        "{h100}"
+    );
+    let rtx = gpu_line("RTX 4090");
+    assert!(!rtx.contains("timed on"), "{rtx}");
+}
