@@ -16,19 +16,14 @@ TERMS = [
     (r"^trl 1\.16\.", "TRL 1.16's fused head (not modelled: the model follows 1.15): its tile "
      "spans every position, prompt included (at_peak: empty 15,466,496 B = 236 x 32768 x 2), "
      "beside fp32 vocabulary-wide temporaries (exp, mul: 236 x 964 x 4)"),
-    (r"^trl 0\.19\.1 qwen2 full_beta", "the reference model in float32: TRL 0.19 refuses "
-     "model_init_kwargs beside a model object and loads the reference model from its path in "
-     "transformers' default dtype; the estimate takes the policy's dtype"),
     (r"^trl 0\.1[45]\.", "TRL 0.14 / 0.15: the step inside compute_loss (reference pass in the step, "
      "prompts counted in the batch) at the trainer's fp32 logits, not yet followed"),
-    (r"^trl (0\.|1\.([0-9]|1[0-4])\.)\S+ \S+ (base|beta|loss_\w+)$", "N1 remainder: the fp32 "
-     "logits' backward, modelled as four copies beside the saved one (traced 3.8, trl 0.19.1)"),
-    (r"^trl (0\.|1\.([0-9]|1[0-4])\.)\S+ qwen2 no_gc$", "without checkpointing at fp32 "
-     "logits: over by about 9 %, not yet attributed"),
+    (r"^trl 0\.(1[6-9]|2\d)\.\S+ qwen2 (iterations2|steps_per_generation2)$", "checkpointed "
+     "LoRA at the trainer's path, 60-token batch at the peak: the attention mask (B x S x S, "
+     "`where`) and autocast's bf16 copies of the recomputed layer's adapter weights are not "
+     "modelled (about 65 kB, 1.5 % here; a few MB at 7B)"),
     (r"^trl (0\.|1\.([0-9]|1[0-4])\.)\S+ qwen2 reward_model$", "the reward model's forward "
      "(N9) under the trainer's path: not yet attributed"),
-    (r"full", "full fine-tuning with the reference model or without checkpointing: not yet "
-     "attributed (the 1.15.0 records predate at_peak; retrace to see the peak's tensors)"),
     (r".", "not yet attributed"),
 ]
 
