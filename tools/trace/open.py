@@ -18,7 +18,11 @@ TERMS = [
      "beside fp32 vocabulary-wide temporaries (exp, mul: 236 x 964 x 4)"),
     (r"^trl 0\.1[45]\.", "TRL 0.14 / 0.15: the step inside compute_loss (reference pass in the step, "
      "prompts counted in the batch) at the trainer's fp32 logits, not yet followed"),
-    (r"^trl 0\.(1[6-9]|2\d)\.\S+ qwen2 (iterations2|steps_per_generation2)$", "checkpointed "
+    (r"^trl 0\.(1[6-9]|2\d)\.\S+ qwen2 steps_per_generation2$", "gradient accumulation: the "
+     "adapters' fp32 gradients from the earlier micro-batches live through the later ones' "
+     "steps (zeroed only after the optimizer step), not modelled (+149,504 B here); and as "
+     "iterations2"),
+    (r"^trl 0\.(1[6-9]|2\d)\.\S+ qwen2 iterations2$", "checkpointed "
      "LoRA at the trainer's path, 60-token batch at the peak: the attention mask (B x S x S, "
      "`where`) and autocast's bf16 copies of the recomputed layer's adapter weights are not "
      "modelled (about 65 kB, 1.5 % here; a few MB at 7B)"),

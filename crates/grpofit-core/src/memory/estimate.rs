@@ -425,12 +425,8 @@ fn training_phase(
         } else {
             0
         });
-    // accumulating, the later micro-batches run beside the adapters' fp32 gradients the first
-    // made (zeroed only after the optimizer step; traced: trl 0.19.1 `steps_per_generation2`)
-    let accumulated = if run.grad_accum > 1 { stat.adapters } else { 0 };
     let allocated = train_weights
         + stat.adapters
-        + accumulated
         + stat.optimizer
         + (stat.full_gradients - stat.step_gradients)
         + stat.gathered
