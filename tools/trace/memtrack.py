@@ -7,12 +7,16 @@ mode (weights loaded from safetensors, tensors built from Python lists) are adde
 `register`. `Phases` names the phase each allocation lands in and keeps each phase's high-water
 mark; `SavedBytes` counts what autograd saves for the backward (`saved_tensors_hooks`), by dtype.
 """
+import collections
 import weakref
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+
+# how many of the latest ops `at_peak` lists (`ops`, newest last: the last one made the peak)
+RECENT_OPS = 30
 
 # > 0 while a stand-in does on CPU what a CUDA kernel does without allocating (kernels.py)
 PAUSED = [0]
@@ -30,6 +34,8 @@ class LiveBytes(TorchDispatchMode):
         self.vocab = vocab
         self.phases = None
         self.vocab_dtypes = {}  # phase -> {dtype: largest bytes of one vocab-wide tensor}
+        # the latest ops with the bytes their outputs added, newest last: which op made a peak
+        self.recent = collections.deque(maxlen=RECENT_OPS)
 
     def register(self, t, op="registered"):
         if not isinstance(t, torch.Tensor) or t.device.type == "meta":
@@ -63,13 +69,19 @@ class LiveBytes(TorchDispatchMode):
         if PAUSED[0]:
             return out
         flat, _ = tree_flatten(out)
+        name = str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else str(func)
+        before = self.total
+        # listed before its outputs are registered, so a peak it makes lists it last (bytes unknown yet)
+        self.recent.append(name)
         for t in flat:
             if isinstance(t, torch.Tensor):
-                self.register(t, str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else str(func))
+                self.register(t, name)
                 if t.dim() >= 2 and t.shape[-1] == self.vocab and self.phases is not None:
                     per = self.vocab_dtypes.setdefault(self.phases.current, {})
-                    name = dtype_name(t.dtype)
-                    per[name] = max(per.get(name, 0), t.numel() * t.element_size())
+                    dt = dtype_name(t.dtype)
+                    per[dt] = max(per.get(dt, 0), t.numel() * t.element_size())
+        # bytes the op's outputs added (0 for views and in-place ops)
+        self.recent[-1] = f"{name} {self.total - before}"
         return out
 
 
@@ -120,7 +132,8 @@ class Phases:
             else:
                 rest += n
         items = sorted(out.items(), key=lambda kv: -int(kv[0].rsplit(" ", 1)[1]) * kv[1])
-        return {"large": [[k, c] for k, c in items], "small_bytes": rest}
+        return {"large": [[k, c] for k, c in items], "small_bytes": rest,
+                "ops": list(self.live.recent)}
 
     def close(self):
         self.segments[-1][4] = self.live.total

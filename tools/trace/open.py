@@ -28,30 +28,32 @@ TERMS = [
      "from_pretrained(reward_func, num_labels=1)` loads it in transformers' default float32 "
      "(static_at_train +1,973,312 B over base: twice the bf16 986,624 B the estimate counts); "
      "0.14 also misses the recompute moment below"),
+    (r"^trl 0\.1[45]\.\S+ phi3 ", "Phi-3's fused qkv / gate_up saved set under "
+     "the transformers of 0.14 / 0.15 (4.48 / 4.49; 0.16 on agree): not yet attributed"),
     (r"^trl 0\.14\.\S+ \S+ (base|beta|full|full_beta)$", "the checkpointed backward's "
      "recompute moment, shared with 0.15 to 1.14 (the model counts the harness's fp32 gradients, "
      "tokens x (I + H) x 4): 0.14's logits phase holds 2.5 copies, so its peak is the recomputed "
      "last layer (at_peak backward, trl 0.14.0 qwen2 base: `_to_copy` 675,840 fp32 I-wide, `add` "
      "337,920 x2, `silu`, `mul`, bf16 H-wide `_to_copy` x7 and `clone` x3; full fine-tuning adds "
      "the head's and the layer's weight gradients, `mm` 246,784 and 90,112 x4); later releases "
-     "hide it behind the logits' five-copy backward"),
-    (r"^trl 0\.1[45]\.\S+ qwen2 full_no_gc$", "full fine-tuning without checkpointing, shared with "
-     "0.19.1 and 1.15.0 (-5 to -6 %): trainable norms and linears save their inputs, which the "
-     "model's full-FT layer does not count (at_peak scoring, trl 0.14.0: bf16 norm casts "
+     "hide it behind the logits' backward"),
+    (r"^trl 0\.1[45]\.\S+ qwen2 full_no_gc$", "full fine-tuning without checkpointing: the "
+     "trainable norms' and linears' saved inputs, modelled from 0.16 on, are live at 0.14's "
+     "in-step reference pass too (at_peak scoring, trl 0.14.0: bf16 norm casts "
      "`_to_copy` 122,880 x5, norm outputs `mul` 122,880 x4, the MLP product `mul` 337,920 x2); "
      "0.14's peak is its in-step reference pass, where every layer's saved set is live"),
-    (r"^trl 0\.1[45]\.\S+ phi3 ", "Phi-3's fused qkv / gate_up saved set, shared with 0.19.1 phi3 "
-     "base (+9.1 %): not yet attributed"),
     (r"^trl 0\.15\.\S+ \S+ no_gc$", "without checkpointing at fp32 logits: over by about 9 % as "
      "0.16.1 to 0.26.2, not yet attributed"),
-    (r"^trl (0\.|1\.([0-9]|1[0-4])\.)\S+ \S+ (base|beta|loss_\w+)$", "N1 remainder: the fp32 "
-     "logits' backward, modelled as four copies beside the saved one (traced 3.8, trl 0.19.1)"),
-    (r"^trl (0\.|1\.([0-9]|1[0-4])\.)\S+ qwen2 no_gc$", "without checkpointing at fp32 "
-     "logits: over by about 9 %, not yet attributed"),
+    (r"^trl 0\.(1[6-9]|2\d)\.\S+ qwen2 steps_per_generation2$", "gradient accumulation: the "
+     "adapters' fp32 gradients from the earlier micro-batches live through the later ones' "
+     "steps (zeroed only after the optimizer step), not modelled (+149,504 B here); and as "
+     "iterations2"),
+    (r"^trl 0\.(1[6-9]|2\d)\.\S+ qwen2 iterations2$", "checkpointed "
+     "LoRA at the trainer's path, 60-token batch at the peak: the attention mask (B x S x S, "
+     "`where`) and autocast's bf16 copies of the recomputed layer's adapter weights are not "
+     "modelled (about 65 kB, 1.5 % here; a few MB at 7B)"),
     (r"^trl (0\.|1\.([0-9]|1[0-4])\.)\S+ qwen2 reward_model$", "the reward model's forward "
      "(N9) under the trainer's path: not yet attributed"),
-    (r"full", "full fine-tuning with the reference model or without checkpointing: not yet "
-     "attributed (the 1.15.0 records predate at_peak; retrace to see the peak's tensors)"),
     (r".", "not yet attributed"),
 ]
 

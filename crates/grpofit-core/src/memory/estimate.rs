@@ -206,6 +206,7 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
             EntropyChunk::Rows128
         },
         row_log_softmax,
+        logits_in_place: run.versions.trl_divides_logits_in_place(),
     }
 }
 
@@ -419,8 +420,16 @@ fn training_phase(
     let shape = step_shape(run, gpu.capacity, gpu.capacity.saturating_sub(resident));
     let peak = step(run, targets, &shape);
     let train_weights = if shares_weights { 0 } else { stat.weights };
-    // the logits' peak precedes every weight's gradient (traced: TRL 1.15.0, calibration/cpu-trace)
-    let step = (peak.activations + peak.logits).max(stat.step_gradients);
+    // the logits' peak precedes every weight's gradient (traced: TRL 1.15.0, calibration/cpu-trace);
+    // the first layer's backward follows nearly all of them (`trl::gradients_before_first_layer`)
+    let first = step::trl::gradients_before_first_layer(&run.arch, stat.step_gradients);
+    let step = (peak.activations + peak.logits)
+        .max(stat.step_gradients)
+        .max(if first > 0 {
+            first + peak.first_layer
+        } else {
+            0
+        });
     let allocated = train_weights
         + stat.adapters
         + stat.optimizer

@@ -46,9 +46,14 @@ pub fn reference_model_bytes(run: &RunConfig) -> u64 {
     }
     // `_cast_lm_head_to_fp32` runs on the reference model too (`lm_head::fp32_head_bytes`)
     let (head, _, _) = super::lm_head::fp32_head_bytes(run);
+    let bytes = if run.versions.trl_reference_in_default_dtype() {
+        4
+    } else {
+        loaded_bytes(run.quant)
+    };
     per_rank(
         run.arch.parameters(),
-        loaded_bytes(run.quant),
+        bytes,
         &run.spread,
         run.processes(),
         true,
@@ -148,6 +153,27 @@ mod tests {
         run.versions.trl = crate::contract::release::Release::parse("0.14.0").expect("release");
         run.full_finetuning = false;
         assert_eq!(reference_model_bytes(&run), 0);
+    }
+
+    #[test]
+    fn trl_0_19_loads_the_reference_model_in_float32() {
+        // trl 0.19.1 `GRPOTrainer.__init__`: `from_pretrained(model_id, **model_init_kwargs)`,
+        // kwargs refused beside a model object: 4 bytes a parameter (30,462,466,048 B) beside a
+        // bf16 policy; under ZeRO-3 DeepSpeed still casts its shard to bf16
+        let mut run = run_7b();
+        run.quant = Quant::Bf16;
+        run.versions.trl = crate::contract::release::Release::new(0, 19, 1);
+        assert_eq!(reference_model_bytes(&run), 30_462_466_048);
+        run.versions.trl = crate::contract::release::Release::new(0, 22, 2);
+        assert_eq!(reference_model_bytes(&run), 15_231_233_024);
+        run.versions.trl = crate::contract::release::Release::new(0, 19, 1);
+        run.gpus = 7;
+        run.spread = Spread {
+            engine: Engine::DeepSpeed,
+            zero_stage: 3,
+            ..Spread::default()
+        };
+        assert_eq!(reference_model_bytes(&run), 2_175_890_432);
     }
 
     #[test]

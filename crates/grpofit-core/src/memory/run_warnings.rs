@@ -14,6 +14,14 @@ pub(crate) fn dtype_warnings(run: &RunConfig) -> Vec<String> {
         if run.full_finetuning && run.spread.engine == spread::Engine::Ddp {
             w.push("full fine-tuning in fp32 (TRL's default dtype; DDP casts nothing): weights, gradients and AdamW's moments are all fp32, 16 bytes a parameter; [model] dtype = \"bfloat16\" halves them".into());
         }
+    } else if crate::memory::frozen::reference_model_bytes(run) > 0
+        && run.versions.trl_reference_in_default_dtype()
+        && run.spread.engine != spread::Engine::DeepSpeed
+    {
+        w.push(format!(
+            "TRL {} loads the reference model in float32 whatever the policy's dtype (it refuses model_init_kwargs beside a model object, as its own `trl grpo` hands one over): counted at 4 bytes a parameter; a policy passed by name with model_init_kwargs = {{\"torch_dtype\": \"bfloat16\"}} gets a bf16 one",
+            run.versions.trl
+        ));
     }
     w
 }
@@ -74,4 +82,34 @@ pub(crate) fn rule_warnings(run: &RunConfig, targets: &[bool]) -> Vec<String> {
         ));
     }
     w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::catalog;
+    use crate::contract::release::Release;
+
+    #[test]
+    fn trl_0_19_says_its_reference_model_is_float32() {
+        let arch = catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("in the catalog")
+            .arch;
+        let mut run = RunConfig::example(arch);
+        run.full_finetuning = true;
+        run.beta = 0.04;
+        run.quant = Quant::Bf16;
+        run.versions.trl = Release::new(0, 19, 1);
+        let said = |run: &RunConfig| {
+            dtype_warnings(run)
+                .iter()
+                .any(|w| w.contains("reference model in float32"))
+        };
+        assert!(said(&run));
+        run.versions.trl = Release::new(0, 22, 2);
+        assert!(!said(&run));
+        run.versions.trl = Release::new(0, 19, 1);
+        run.beta = 0.0;
+        assert!(!said(&run));
+    }
 }

@@ -346,6 +346,31 @@ impl StackVersions {
         self.trl.line() == (0, 19)
     }
 
+    /// Whether TRL loads its reference model (full fine-tuning, `beta != 0`) in transformers'
+    /// default dtype, float32, whatever the policy's: trl 0.19.1, 0.20.0 and 0.21.0
+    /// `GRPOTrainer.__init__` run `ref_model = ...from_pretrained(model_id, **model_init_kwargs)`
+    /// for every non-PEFT policy, and refuse `model_init_kwargs` beside a model object ("This
+    /// argument can only be used when the `model` argument is a string"), so a policy handed over
+    /// in bf16 (as their own `trl grpo` script hands over an object: 0.19.1 `scripts/grpo.py`
+    /// `main`) gets an fp32 reference. 0.14.0 to 0.18.2 copy the policy object
+    /// (`create_reference_model`) off ZeRO-3 / FSDP; 0.22.2 on take `model_init_kwargs` beside an
+    /// object (read in 0.22.2, 0.23.0, 0.26.2, 1.0.0, 1.15.0). Traced: trl 0.19.1 qwen2
+    /// `full_beta`, `reference_model_bytes` twice the policy's.
+    pub fn trl_reference_in_default_dtype(self) -> bool {
+        matches!(self.trl.line(), (0, 19) | (0, 20) | (0, 21))
+    }
+
+    /// Whether TRL divides the unfused logits by the temperature in place, so that the head's own
+    /// output is what the loss keeps: trl 1.0.0 `_get_per_token_logps_and_entropies` runs
+    /// `logits.div_(self.temperature)` on the sliced head output (1.14.2 passes `temperature`
+    /// into `selective_log_softmax`, no copy either). trl 0.16.1 to 0.29.1 (`_get_per_token_logps`,
+    /// then `_get_per_token_logps_and_entropies`; read in 0.16.1, 0.19.1, 0.20.0, 0.23.0, 0.26.2,
+    /// 0.27.2, 0.28.0, 0.29.1) write `logits = logits / self.temperature`: the copy replaces the
+    /// head's output, which nothing else holds.
+    pub fn trl_divides_logits_in_place(self) -> bool {
+        self.trl.line() >= (1, 0)
+    }
+
     /// [`EntropyChunk`] by TRL release: none before 0.20, one sequence at a time in 0.20 (read
     /// in 0.20.0; 0.21 and 0.22 not read, taken as 0.20), 128 flattened rows from 0.23.
     pub fn trl_entropy_chunk(self) -> EntropyChunk {
@@ -509,6 +534,32 @@ impl StackVersions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trl_0_19_to_0_21_load_the_reference_model_in_float32() {
+        let at = |trl: &str| StackVersions {
+            trl: Release::parse(trl).expect("release"),
+            ..StackVersions::default()
+        };
+        assert!(!at("0.18.2").trl_reference_in_default_dtype());
+        assert!(at("0.19.1").trl_reference_in_default_dtype());
+        assert!(at("0.21.0").trl_reference_in_default_dtype());
+        assert!(!at("0.22.2").trl_reference_in_default_dtype());
+        assert!(!at("1.15.0").trl_reference_in_default_dtype());
+    }
+
+    #[test]
+    fn trl_divides_the_logits_in_place_from_1_0() {
+        // trl 0.29.1 `logits = logits / self.temperature`; 1.0.0 `logits.div_(self.temperature)`
+        let at = |trl: &str| StackVersions {
+            trl: Release::parse(trl).expect("release"),
+            ..StackVersions::default()
+        };
+        assert!(!at("0.16.1").trl_divides_logits_in_place());
+        assert!(!at("0.29.1").trl_divides_logits_in_place());
+        assert!(at("1.0.0").trl_divides_logits_in_place());
+        assert!(at("1.14.2").trl_divides_logits_in_place());
+    }
 
     #[test]
     fn trl_computes_entropy_from_0_20() {

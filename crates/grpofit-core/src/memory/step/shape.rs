@@ -43,6 +43,9 @@ pub struct StepShape {
     /// TRL 0.14's log-probs: a `log_softmax` per row, each saved, and the reference pass after
     /// the policy's forward inside the step (`StackVersions::trl_row_log_softmax`)
     pub row_log_softmax: bool,
+    /// the temperature divides the head's output in place, which the loss then keeps
+    /// (`StackVersions::trl_divides_logits_in_place`); off: a copy replaces it
+    pub logits_in_place: bool,
 }
 
 /// Whose step runs: TRL's trainer, or the calibration harness (`calibration/measure.py`), which
@@ -163,6 +166,30 @@ pub fn layer_tensors(
     LayerTensors { saved }
 }
 
+/// Bytes per token that full fine-tuning adds to one decoder layer's saved tensors: a trained
+/// weight's gradient needs its op's input, which a frozen one's does not (autograd saves `mm`'s
+/// `self` only when the weight needs its gradient, `should_compute_output(1)`). Transformers'
+/// RMSNorm (Qwen2, Llama, Mistral, Phi-3, Qwen3: `self.weight * hidden_states.to(input_dtype)`)
+/// then keeps the normalised bf16 input of each norm's weight, and the projections keep theirs:
+/// - q/k/v (or qkv): the attention norm's output, 2 H;
+/// - gate/up (or gate_up): the MLP norm's output, 2 H;
+/// - down_proj: the `act(gate) * up` product, 2 I;
+/// - each norm's normalised input, 2 H a norm (and the query and key norms' where there are);
+/// - o_proj: SDPA's output, already saved on CUDA (`shape::int8_matmul_inputs`; the CPU trace's
+///   flash kernel copies it in `.contiguous()`, 2 q, not counted).
+///
+/// Traced (trl 0.19.1 and 1.15.0 qwen2 `full_no_gc`, at_peak per layer: `mul` 2 H x 2,
+/// `_to_copy` 2 H x 2, `mul` 2 I beside what LoRA saves): the model was 5.4 to 5.9 % under.
+pub fn trained_weight_inputs(arch: &Arch) -> u64 {
+    let (h, i) = (arch.hidden, arch.intermediate);
+    let qk = if arch.family.has_qk_norm() {
+        2 * arch.q_dim() + 2 * arch.kv_dim()
+    } else {
+        0
+    };
+    2 * h * arch.family.norms_per_layer() + 2 * 2 * h + 2 * i + qk
+}
+
 /// Bytes per token that bitsandbytes' 8-bit matmul adds to one decoder layer.
 /// `MatMul8bitLt.forward` (bitsandbytes 0.46.0 and 0.50.2 `autograd/_functions.py`) ends with
 /// `ctx.tensors = (CAt, subA, A)` whenever `any(ctx.needs_input_grad[:2])`:
@@ -209,6 +236,10 @@ pub struct StepPeak {
     pub logits: u64,
     /// reserved by the caching allocator for the step's tensors, at its peak
     pub reserved: u64,
+    /// activations while the first decoder layer's backward runs, after every later layer's
+    /// gradient (full fine-tuning: [`super::trl::gradients_before_first_layer`]); 0 where not
+    /// modelled
+    pub first_layer: u64,
 }
 
 impl StepPeak {
@@ -224,6 +255,7 @@ impl StepPeak {
             activations,
             logits,
             reserved: 0,
+            first_layer: 0,
         }
     }
 }
@@ -360,21 +392,37 @@ impl Logits {
             return self.row_log_softmax_peak() + if softcap { self.head } else { 0 };
         }
         let reference = if s.reference_pass { self.copy } else { 0 };
-        let forward = if self.cast_from > 0 {
-            // fp32 logits (N1): the cast, then the head output alive beside its temperature copy
-            // while the entropy chunks run (traced at_peak: trl 0.16.1 `_to_copy` + `div`;
-            // 1.14.2 `_to_copy` + `clone` + `_log_softmax`, `exp`, `mul`). `selective_log_softmax`
-            // takes its fp32 branch (`logsumexp` row by row), which saves no row.
+        let forward = if self.cast_from > 0 && s.logits_in_place {
+            // fp32 logits (N1), TRL 1.x: the cast, then the head output (divided in place) beside
+            // entropy's reshaped copy and its chunks (traced at_peak: trl 1.0.0 and 1.14.2
+            // `_to_copy` + `clone` + `_log_softmax`, `exp`, `mul`).
             (self.cast_from + self.head).max(self.head + self.copy + 3 * self.chunk + reference)
+        } else if self.cast_from > 0 {
+            // fp32 logits, TRL 0.16-0.29: the cast; the head output beside its temperature copy
+            // (`div`), after which it goes; the copy beside the entropy chunks (traced at_peak:
+            // trl 0.16.1 `_to_copy` + `div`; 0.23.0 and 0.26.2 `div` + `_log_softmax`, `exp`,
+            // `mul`, no head). `selective_log_softmax` takes its fp32 branch (`logsumexp` row by
+            // row), which saves no row.
+            (self.cast_from + self.head)
+                .max(self.head + self.copy)
+                .max(self.copy + 3 * self.chunk + reference)
         } else {
             (self.head + self.copy).max(2 * self.copy + 3 * self.chunk + reference)
         };
         let backward = if self.cast_from > 0 {
-            // fp32 logits: `selective_log_softmax`'s fp32 branch (`logsumexp` per row, `gather`)
-            // keeps the copy; its backward holds the gather's gradient, the rows' gradients,
-            // unbind's stacked copy of them and their sum: four copies beside the saved one
-            // (traced: trl 0.19.1 qwen2 base, +1.86 MB over the backward's start, 3.8 copies)
-            self.copy + 4 * self.copy
+            // fp32 logits: `selective_log_softmax`'s fp32 branch (trl 0.19.1 `trainer/utils.py`:
+            // `torch.gather(logits, ...)`, `torch.stack([torch.logsumexp(lg, dim=-1) for lg in
+            // logits])`) keeps its input: the copy, or the head divided in place. Its backward
+            // holds beside it unbind's stacked gradient of the rows (`stack`) and the gather's
+            // (`GatherBackward`: `new_zeros`, then an out-of-place `scatter_add`): three copies
+            // (traced at_peak without checkpointing, trl 0.16.1 to 0.26.2: `div` + `stack` +
+            // `new_zeros` + `scatter_add`, all 4 x 32 x 964 fp32; 1.14.2: `_to_copy` + the same)
+            let kept = if s.logits_in_place {
+                self.head
+            } else {
+                self.copy
+            };
+            kept + 3 * self.copy
         } else {
             self.copy + self.copy.max(2 * self.row)
         };
@@ -420,6 +468,7 @@ mod tests {
             every_position_logits: false,
             entropy,
             row_log_softmax: false,
+            logits_in_place: false,
         }
     }
 
@@ -445,8 +494,28 @@ mod tests {
         assert_eq!((harness.head, harness.cast_from), (4 * 33 * v * 2, 0));
         let fused = logits_shape(StepPath::Trainer, true, EntropyChunk::Rows128);
         assert_eq!(logits_element(&fused), 2);
-        // the fp32 backward: the saved copy and four more (trace: 3.8)
-        assert_eq!(lg.peak(&trainer, false), 5 * lg.copy);
+        // the fp32 backward: the saved copy and three more (traced: stack, new_zeros, scatter_add)
+        assert_eq!(lg.peak(&trainer, false), 4 * lg.copy);
+    }
+
+    #[test]
+    fn the_temperature_copy_replaces_the_fp32_head_before_1_0() {
+        // trl 0.23.0 `logits = logits / self.temperature`, then `entropy_from_logits` on the copy:
+        // traced at_peak `div` + `_log_softmax` + `exp` + `mul`, no head (4 x 32 x 964 fp32
+        // each, 128 rows a chunk). trl 1.0.0 `logits.div_(...)` keeps the head: `_to_copy` +
+        // `clone` + the three chunks.
+        let arch = &catalog::find("Qwen/Qwen2.5-0.5B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let copy_of = logits_shape(StepPath::Trainer, false, EntropyChunk::Rows128);
+        let lg = Logits::new(arch, &copy_of);
+        assert_eq!(lg.chunk, lg.copy);
+        assert_eq!(lg.peak(&copy_of, false), 4 * lg.copy);
+        let in_place = StepShape {
+            logits_in_place: true,
+            ..copy_of
+        };
+        assert_eq!(lg.peak(&in_place, false), lg.head + 4 * lg.copy);
     }
 
     #[test]
@@ -472,7 +541,7 @@ mod tests {
     }
 
     #[test]
-    fn trl_0_14_holds_the_rows_and_the_reference_head_not_five_copies() {
+    fn trl_0_14_holds_the_rows_and_the_reference_head_not_four_copies() {
         // trl 0.14.0 `get_per_token_logps`: per-row `log_softmax` (saved), the reference pass in
         // the step; traced trl 0.14.0 qwen2 no_gc at the scoring peak (8 x 33 x 964): the rows
         // 987,136 B, the reference head's bf16 output 508,992 B and fp32 cast 1,017,984 B
@@ -494,7 +563,8 @@ mod tests {
             row_log_softmax: false,
             ..s
         };
-        assert_eq!(lg.peak(&later, false), 5 * lg.copy);
+        // 0.15 on: the saved copy and three more in the backward
+        assert_eq!(lg.peak(&later, false), 4 * lg.copy);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! in 128-row chunks; with checkpointing the backward peak comes while the last layer is recomputed.
 
 use super::replay;
-use super::shape::{Logits, StepPeak, StepShape, layer_tensors};
+use super::shape::{Logits, StepPath, StepPeak, StepShape, layer_tensors, trained_weight_inputs};
 use crate::arch::Arch;
 
 /// The step's peak, for the `trl` stack.
@@ -16,7 +16,10 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     let tokens = s.seqs * (s.prompt + s.completion);
     let hidden = tokens * arch.hidden * 2;
     let layer = layer_tensors(arch, targets, s.rank, s.quantised_base, s.path);
-    let layer_bytes = layer.per_token() * tokens;
+    // full fine-tuning (no adapter): the trained weights' inputs too
+    let full = !targets.iter().any(|t| *t);
+    let trained_inputs = if full { trained_weight_inputs(arch) } else { 0 };
+    let layer_bytes = (layer.per_token() + trained_inputs) * tokens;
     let logits = Logits::new(arch, s);
     // The final norm keeps its fp32 input, and the normed bf16 output feeds the head.
     let final_norm = tokens * arch.hidden * 6;
@@ -31,7 +34,7 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     // (trl 1.15.0 kernels/chunked_logprob.py) fills an fp32 `grad_weight` (V x H) and returns it
     // cast to bf16, both live at once. Under DDP the bf16 copy becomes the `.grad` the static
     // gradients already count (2 V H over there).
-    let head_grad = if s.fused_logits && !targets.iter().any(|t| *t) {
+    let head_grad = if s.fused_logits && full {
         6 * arch.vocab * arch.hidden
     } else {
         0
@@ -42,24 +45,21 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
         logits.peak(s, arch.final_logit_softcapping)
     };
     let forward = stored + final_norm + logits_peak + residue;
-    // Recomputing the last layer: all its saved tensors, plus the fp32 gradient of the down
-    // projection's input and the fp32 incoming gradient (and a fused gate_up gradient).
     let backward = if s.checkpointing {
-        let fused = if arch.family.fused_projections() {
-            tokens * arch.intermediate * 4
-        } else {
-            0
-        };
-        stored + residue + layer_bytes + tokens * (arch.intermediate + arch.hidden) * 4 + fused
+        stored + residue + recomputed_layer(arch, targets, tokens, layer_bytes, s.path)
     } else {
         0
     };
     let activations = forward.max(backward) - if forward >= backward { logits_peak } else { 0 };
     let reserved = replay::replay(arch, targets, tokens, &logits, s).peak_reserved;
+    // the first layer's backward: its own checkpoint, its saved set and the gradients it makes
+    let first_layer = if s.checkpointing { hidden } else { 0 }
+        + recomputed_layer(arch, targets, tokens, layer_bytes, StepPath::Harness);
     let step = StepPeak {
         activations,
         logits: if forward >= backward { logits_peak } else { 0 },
         reserved,
+        first_layer,
     };
     if s.scoring_rows == 0 {
         return step;
@@ -73,11 +73,74 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     if scoring.activations + scoring.logits > step.activations + step.logits {
         StepPeak {
             reserved,
+            first_layer: step.first_layer,
             ..scoring
         }
     } else {
         StepPeak { reserved, ..step }
     }
+}
+
+/// The checkpointed backward's peak above the stored checkpoints: the last layer recomputed.
+/// - The harness (H200 allocator traces): all the layer's saved tensors, plus the fp32 gradient
+///   of the down projection's input and the fp32 incoming gradient (and a fused gate_up
+///   gradient).
+/// - The trainer, with LoRA on `down_proj` (N1's remainder): the end of the recomputed forward,
+///   in `down_proj`'s adapter. peft 0.16.0 `tuners/lora/layer.py` `Linear.forward` runs
+///   `result = self.base_layer(x)`, then `x = self._cast_input_dtype(x, lora_A.weight.dtype)` (an
+///   fp32 copy of the `act * up` product, which the local `x` holds until the forward returns)
+///   and `result = result + lora_B(lora_A(dropout(x))) * scaling`. Live beside the layer's saved
+///   set: that fp32 copy (4 I), the product itself (2 I, saved by nothing: the frozen weight's
+///   `mm` keeps no input), the MLP's normed input and the residual the decoder layer holds
+///   (2 H each), the frozen output, `lora_B`'s output and its scaled copy (2 H each). Traced
+///   (`at_peak` `ops`: ... `mm`, `_to_copy` 4 I, `_to_copy` 2 I, `mm`, `mm`, `mul`): trl 0.16.1
+///   to 0.26.2 qwen2, and 0.19.1 phi3 and gemma3, all peak there.
+fn recomputed_layer(
+    arch: &Arch,
+    targets: &[bool],
+    tokens: u64,
+    layer_bytes: u64,
+    path: StepPath,
+) -> u64 {
+    let (h, i) = (arch.hidden, arch.intermediate);
+    let down_adapter = arch
+        .projections()
+        .iter()
+        .zip(targets)
+        .any(|(p, on)| *on && p.name == "down_proj");
+    if path == StepPath::Trainer && down_adapter {
+        return layer_bytes + tokens * (4 * i + 2 * i + 5 * 2 * h);
+    }
+    let fused = if arch.family.fused_projections() {
+        tokens * i * 4
+    } else {
+        0
+    };
+    layer_bytes + tokens * (i + h) * 4 + fused
+}
+
+/// The gradients that exist when the first decoder layer's MLP backward runs, of `all` the
+/// step's gradients (full fine-tuning): every parameter's but the input embedding's (untied:
+/// its backward comes last) and the first layer's, whose `down_proj` has just been made.
+/// Traced (trl 0.16.1 to 0.26.2 qwen2 `full`, at_peak `ops`: layer 0's `mm` for `down_proj`'s
+/// weight gradient, then `mm` 2 I and `mul` 2 I for its input's and the product's; `mm` of the
+/// head's, layer 1's and that `down_proj`'s weight gradients live): with 2 layers the step peaks
+/// there, not at the logits, which precede every gradient. In a larger model the first layer's
+/// moment holds nearly every gradient beside one layer's activations.
+pub fn gradients_before_first_layer(arch: &Arch, all: u64) -> u64 {
+    let params = arch.parameters();
+    let embedding = if arch.tied_embeddings {
+        0
+    } else {
+        arch.vocab * arch.hidden
+    };
+    let down = arch
+        .projections()
+        .iter()
+        .find(|p| p.name == "down_proj")
+        .map_or(0, |p| p.fan_in * p.fan_out);
+    let before = params.saturating_sub(embedding + arch.layer_parameters()) + down;
+    (u128::from(all) * u128::from(before) / u128::from(params.max(1))) as u64
 }
 
 /// The no-grad scoring before training (trl 1.15.0 `_generate_and_score_completions`): old
@@ -139,6 +202,7 @@ mod tests {
             every_position_logits: false,
             row_log_softmax: false,
             entropy: crate::run::versions::EntropyChunk::Rows128,
+            logits_in_place: false,
         }
     }
 
@@ -163,6 +227,68 @@ mod tests {
             );
             assert_eq!(scored, quiet, "{}", arch.name);
         }
+    }
+
+    /// N1's remainder: on the trainer's path the checkpointed backward peaks at the end of the
+    /// recomputed forward, in `down_proj`'s adapter (peft `Linear.forward`: the fp32 cast of the
+    /// product beside it, the frozen output, `lora_B`'s and its scaled copy); the harness keeps
+    /// its measured moment.
+    #[test]
+    fn the_trainer_s_recomputed_layer_peaks_in_down_proj_s_adapter() {
+        let arch = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let (h, i, t) = (arch.hidden, arch.intermediate, 8 * 1024);
+        let all = vec![true; arch.projections().len()];
+        let layer = 1 << 30;
+        let trainer = recomputed_layer(arch, &all, t, layer, StepPath::Trainer);
+        assert_eq!(trainer - layer, t * (4 * i + 2 * i + 10 * h));
+        let harness = recomputed_layer(arch, &all, t, layer, StepPath::Harness);
+        assert_eq!(harness - layer, t * (i + h) * 4);
+        // without an adapter on down_proj there is no fp32 copy of the product
+        let mut attention = all.clone();
+        attention[6] = false;
+        assert_eq!(
+            recomputed_layer(arch, &attention, t, layer, StepPath::Trainer),
+            harness
+        );
+    }
+
+    /// Full fine-tuning keeps every trained weight's input: the norms' normalised inputs, their
+    /// outputs that feed the projections, and the `act * up` product (traced `full_no_gc`).
+    #[test]
+    fn full_fine_tuning_saves_the_trained_weights_inputs() {
+        let qwen2 = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let (h, i) = (qwen2.hidden, qwen2.intermediate);
+        assert_eq!(trained_weight_inputs(qwen2), 2 * 2 * h + 2 * 2 * h + 2 * i);
+        let s = StepShape {
+            checkpointing: false,
+            fused_logits: false,
+            ..shape(0)
+        };
+        let t = s.seqs * (s.prompt + s.completion);
+        let none = vec![false; qwen2.projections().len()];
+        let full = trl_step(qwen2, &none, &s);
+        let without = layer_tensors(qwen2, &none, 16, false, s.path).per_token();
+        let logits = Logits::new(qwen2, &s).peak(&s, false);
+        let stored = qwen2.layers * t * (without + trained_weight_inputs(qwen2));
+        assert_eq!(full.activations + full.logits, stored + t * h * 6 + logits);
+    }
+
+    /// Full fine-tuning: the first layer's backward runs once the head's and every later layer's
+    /// gradients exist, and its own down_proj's (traced at_peak, trl 0.19.1 qwen2 `full`).
+    #[test]
+    fn the_first_layer_s_backward_follows_nearly_every_gradient() {
+        // Qwen2.5-7B: 7,615,616,512 parameters, less the input embedding (544,997,376) and one
+        // layer (233,057,792), plus its down_proj (18,944 x 3,584 = 67,895,296): 6,905,456,640
+        let arch = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let all = 2 * arch.parameters();
+        assert_eq!(gradients_before_first_layer(arch, all), 2 * 6_905_456_640);
+        assert_eq!(gradients_before_first_layer(arch, 0), 0);
     }
 
     /// bitsandbytes' 8-bit matmul keeps its inputs in the replay as in the analytic step: without
