@@ -433,9 +433,16 @@ fn training_phase(
         (crate::memory::by_version::logits_part(run), peak.logits),
         (Part::AllocatorSlack, reserved - allocated - stat.gradients),
     ]);
+    // the adapters' gradients count as allocated at the peak only when an earlier micro-batch's
+    // are kept (`by_version::gradients_live_through_step`); else they come after it
+    let kept = if crate::memory::by_version::gradients_live_through_step(run) {
+        stat.gradients
+    } else {
+        0
+    };
     Trained {
         phase: PhaseMemory::of(Phase::Training, training),
-        allocated,
+        allocated: allocated + kept,
         reserved,
     }
 }
@@ -582,8 +589,13 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
     let (mut weights, expert_bytes) = base_weights(run, &mut packing);
     let (adapters, optimizer, expert_adapters) = adapter_states(run, targets, &mut packing);
     // Gradients live all together only after the backward pass, when activations are gone;
-    // at the step's peak one layer's worth exists.
-    let gradients = adapters / arch.layers.max(1);
+    // at the step's peak one layer's worth exists, unless an earlier micro-batch's are kept
+    // (`by_version::gradients_live_through_step`).
+    let gradients = if crate::memory::by_version::gradients_live_through_step(run) {
+        adapters
+    } else {
+        adapters / arch.layers.max(1)
+    };
     let mut reserved = packing.reserved();
     // Loaded as stored: the checkpoint's own bytes (its safetensors headers) replace the
     // formula's, and what the allocator reserves moves with them.
@@ -736,7 +748,10 @@ fn full_finetuning_static(run: &RunConfig) -> Static {
         spread::full_finetuning_states(&run.arch, &run.spread, run.processes(), param_bytes, adam);
     let (reference, rewards) = crate::memory::frozen::frozen_models(run);
     let (head, head_grads, head_moments) = crate::memory::lm_head::fp32_head_bytes(run);
-    let per_step = run.processes() == 1 && run.spread.engine == spread::Engine::Ddp;
+    // one process's gradients come and go within the step, unless accumulated across micro-batches
+    let per_step = run.processes() == 1
+        && run.spread.engine == spread::Engine::Ddp
+        && !crate::memory::by_version::gradients_live_through_step(run);
     Static {
         weights: states.weights + head,
         checkpoint: param_bytes * run.arch.parameters() + head,
