@@ -105,9 +105,14 @@ fn calibration_harness(run: &RunConfig) -> bool {
 /// each optimizer step on, the first's gradients sit beside the step's activations. Traced:
 /// trl 1.16.0 qwen2 `steps_per_generation2` (two micro-batches per step) peaks in the second
 /// micro-batch's loss forward 159,272 B above `base`, the adapters' 149,504 B of fp32 gradients
-/// and the buffered half of the generation batch. The harness runs one micro-batch.
+/// and the buffered half of the generation batch. The harness runs one micro-batch. Under
+/// DeepSpeed or FSDP the accumulated gradients are the engine's partitions and buckets
+/// (`spread`), not each parameter's whole `.grad`.
 pub fn gradients_live_through_step(run: &RunConfig) -> bool {
-    run.stack == Stack::Trl && run.grad_accum > 1 && !calibration_harness(run)
+    run.stack == Stack::Trl
+        && run.grad_accum > 1
+        && run.spread.engine == crate::run::spread::Engine::Ddp
+        && !calibration_harness(run)
 }
 
 #[cfg(test)]
