@@ -25,6 +25,12 @@ TERMS = [
      "transformers' default dtype; the estimate takes the policy's dtype"),
     (r"^trl 0\.1[45]\.", "TRL 0.14 / 0.15: the step inside compute_loss (reference pass in the step, "
      "prompts counted in the batch) at the trainer's fp32 logits, not yet followed"),
+    (r"^trl 0\.\S+ qwen2 (iterations2|steps_per_generation2)$", "N1 remainder, as the "
+     "release's base record: the fp32 logits' backward, modelled as four copies beside the saved "
+     "one. The mix adds nothing else unmodelled: num_iterations 2 trains twice on one generation "
+     "(its old log-probs, rows x completion fp32: 1 KiB at_peak here), "
+     "steps_per_generation 2 keeps the first micro-batch's gradients through the second "
+     "(modelled: by_version::gradients_live_through_step)"),
     (r"^trl (0\.|1\.([0-9]|1[0-4])\.)\S+ \S+ (base|beta|loss_\w+)$", "N1 remainder: the fp32 "
      "logits' backward, modelled as four copies beside the saved one (traced 3.8, trl 0.19.1)"),
     (r"^trl (0\.|1\.([0-9]|1[0-4])\.)\S+ qwen2 no_gc$", "without checkpointing at fp32 "
