@@ -25,6 +25,12 @@ TERMS = [
      "transformers' default dtype; the estimate takes the policy's dtype"),
     (r"^trl 0\.1[45]\.", "TRL 0.14 / 0.15: the step inside compute_loss (reference pass in the step, "
      "prompts counted in the batch) at the trainer's fp32 logits, not yet followed"),
+    (r"^trl 0\.\S+ qwen2 full_steps_per_generation2$", "N1 remainder, bared by the "
+     "accumulation: at the backward's peak (at_peak, trl 0.19.1) every weight's gradient is live "
+     "(`mm`, `embedding_dense_backward`: 1,230,848 B, as modelled) beside the fp32 logits' "
+     "backward, which holds the saved copy and three more (`div`; `stack`, `new_zeros`, "
+     "`scatter_add`: 493,568 B each) where shape.rs counts the saved one and four: +493,568 B. Without accumulation max(step, gradients) "
+     "hides it"),
     (r"^trl 0\.\S+ qwen2 (iterations2|steps_per_generation2)$", "N1 remainder, as the "
      "release's base record: the fp32 logits' backward, modelled as four copies beside the saved "
      "one. The mix adds nothing else unmodelled: num_iterations 2 trains twice on one generation "
