@@ -431,7 +431,16 @@ fn training_phase(
         (Part::LoraGradients, stat.gradients),
         (Part::Activations, peak.activations),
         (crate::memory::by_version::logits_part(run), peak.logits),
-        (Part::AllocatorSlack, reserved - allocated - stat.gradients),
+        // the parts shown hold the step and every gradient at once; where the gradients come
+        // after the step's peak (`step_gradients`) the smaller of the two is shown twice, so the
+        // slack leaves it out and the phase adds up to what is reserved
+        (
+            Part::AllocatorSlack,
+            reserved.saturating_sub(
+                allocated + stat.gradients + peak.activations + peak.logits + stat.step_gradients
+                    - step,
+            ),
+        ),
     ]);
     // the adapters' gradients count as allocated at the peak only when an earlier micro-batch's
     // are kept (`by_version::gradients_live_through_step`); else they come after it
