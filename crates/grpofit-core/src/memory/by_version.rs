@@ -115,6 +115,22 @@ pub fn gradients_live_through_step(run: &RunConfig) -> bool {
         && !calibration_harness(run)
 }
 
+/// The adapters' gradients at the step's peak: one layer's worth (the backward makes them layer
+/// by layer, after the step's peak), or all of them where an earlier micro-batch's are kept.
+pub fn adapter_gradients_at_peak(run: &RunConfig, adapters: u64) -> u64 {
+    if gradients_live_through_step(run) {
+        adapters
+    } else {
+        adapters / run.arch.layers.max(1)
+    }
+}
+
+/// Of those, what the allocated peak holds: all of them where they are kept, else none (they
+/// come after it).
+pub fn kept_gradients(run: &RunConfig, gradients: u64) -> u64 {
+    u64::from(gradients_live_through_step(run)) * gradients
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

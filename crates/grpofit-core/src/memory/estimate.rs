@@ -426,29 +426,19 @@ fn training_phase(
         + step;
     let reserved_static = stat.reserved - if shares_weights { stat.weights } else { 0 };
     let reserved = (reserved_static + peak.reserved).max(allocated + stat.gradients);
+    let shown_twice = peak.activations + peak.logits + stat.step_gradients - step;
     let mut training = before_step;
     training.extend([
         (Part::LoraGradients, stat.gradients),
         (Part::Activations, peak.activations),
         (crate::memory::by_version::logits_part(run), peak.logits),
-        // the parts shown hold the step and every gradient at once; where the gradients come
-        // after the step's peak (`step_gradients`) the smaller of the two is shown twice, so the
-        // slack leaves it out and the phase adds up to what is reserved
+        // the parts show the step beside every gradient: the slack leaves out their overlap
         (
             Part::AllocatorSlack,
-            reserved.saturating_sub(
-                allocated + stat.gradients + peak.activations + peak.logits + stat.step_gradients
-                    - step,
-            ),
+            reserved.saturating_sub(allocated + stat.gradients + shown_twice),
         ),
     ]);
-    // the adapters' gradients count as allocated at the peak only when an earlier micro-batch's
-    // are kept (`by_version::gradients_live_through_step`); else they come after it
-    let kept = if crate::memory::by_version::gradients_live_through_step(run) {
-        stat.gradients
-    } else {
-        0
-    };
+    let kept = by_version::kept_gradients(run, stat.gradients);
     Trained {
         phase: PhaseMemory::of(Phase::Training, training),
         allocated: allocated + kept,
@@ -598,13 +588,8 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
     let (mut weights, expert_bytes) = base_weights(run, &mut packing);
     let (adapters, optimizer, expert_adapters) = adapter_states(run, targets, &mut packing);
     // Gradients live all together only after the backward pass, when activations are gone;
-    // at the step's peak one layer's worth exists, unless an earlier micro-batch's are kept
-    // (`by_version::gradients_live_through_step`).
-    let gradients = if crate::memory::by_version::gradients_live_through_step(run) {
-        adapters
-    } else {
-        adapters / arch.layers.max(1)
-    };
+    // at the step's peak one layer's worth exists (unless accumulated: `by_version`).
+    let gradients = by_version::adapter_gradients_at_peak(run, adapters);
     let mut reserved = packing.reserved();
     // Loaded as stored: the checkpoint's own bytes (its safetensors headers) replace the
     // formula's, and what the allocator reserves moves with them.
@@ -757,10 +742,9 @@ fn full_finetuning_static(run: &RunConfig) -> Static {
         spread::full_finetuning_states(&run.arch, &run.spread, run.processes(), param_bytes, adam);
     let (reference, rewards) = crate::memory::frozen::frozen_models(run);
     let (head, head_grads, head_moments) = crate::memory::lm_head::fp32_head_bytes(run);
-    // one process's gradients come and go within the step, unless accumulated across micro-batches
     let per_step = run.processes() == 1
         && run.spread.engine == spread::Engine::Ddp
-        && !crate::memory::by_version::gradients_live_through_step(run);
+        && !by_version::gradients_live_through_step(run);
     Static {
         weights: states.weights + head,
         checkpoint: param_bytes * run.arch.parameters() + head,
