@@ -1,5 +1,6 @@
 //! grpofit's integration tests, one binary (one link): a module per area.
 
+mod accumulation;
 mod calibrate_cli;
 mod calibration;
 mod check_stream;

@@ -44,10 +44,10 @@ TERMS = [
      "0.14's peak is its in-step reference pass, where every layer's saved set is live"),
     (r"^trl 0\.15\.\S+ \S+ no_gc$", "without checkpointing at fp32 logits: over by about 9 % as "
      "0.16.1 to 0.26.2, not yet attributed"),
-    (r"^trl 0\.(1[6-9]|2\d)\.\S+ qwen2 steps_per_generation2$", "gradient accumulation: the "
-     "adapters' fp32 gradients from the earlier micro-batches live through the later ones' "
-     "steps (zeroed only after the optimizer step), not modelled (+149,504 B here); and as "
-     "iterations2"),
+    (r"^trl 0\.(1[6-9]|2\d)\.\S+ qwen2 steps_per_generation2$", "as iterations2 below: "
+     "the attention mask and autocast's bf16 copies of the recomputed layer's adapter weights "
+     "(the first micro-batch's gradients, kept through the second, are modelled: "
+     "by_version::gradients_live_through_step)"),
     (r"^trl 0\.(1[6-9]|2\d)\.\S+ qwen2 iterations2$", "checkpointed "
      "LoRA at the trainer's path, 60-token batch at the peak: the attention mask (B x S x S, "
      "`where`) and autocast's bf16 copies of the recomputed layer's adapter weights are not "

@@ -41,6 +41,10 @@ MIXES = {
     "modules_to_save": ({}, {"modules_to_save": ["lm_head"]}, False),
     "steps_per_generation2": ({"steps_per_generation": 2, "gradient_accumulation_steps": 2}, {},
                               False),
+    # two micro-batches an optimizer step with every weight trained: the first's gradients stay
+    # through the second (Trainer._inner_training_loop zeroes them after the optimizer step)
+    "full_steps_per_generation2": ({"steps_per_generation": 2, "gradient_accumulation_steps": 2},
+                                   None, False),
     "reward_model": ({}, {}, True),
 }
 OTHER_FAMILY_MIXES = ["base", "no_gc", "full"]

@@ -103,12 +103,51 @@ pub fn reentrant_note(run: &RunConfig) -> Option<String> {
 /// batches; or the calibration harness (`calibration/measure.py`), modelled as a TRL 1.15 run with
 /// unfused logits, which TRL 1.15 itself never runs (`StackVersions::trl_fused_head`).
 pub fn step_path(run: &RunConfig) -> StepPath {
-    let harness = !run.fused_logits && run.versions.trl_fused_head();
-    if run.stack == Stack::Trl && !harness && run.quant != Quant::Fp32 {
+    if run.stack == Stack::Trl && !calibration_harness(run) && run.quant != Quant::Fp32 {
         StepPath::Trainer
     } else {
         StepPath::Harness
     }
+}
+
+/// The calibration harness (`calibration/measure.py`): a TRL 1.15 run with unfused logits, one
+/// micro-batch's step outside the trainer ([`step_path`]).
+fn calibration_harness(run: &RunConfig) -> bool {
+    !run.fused_logits && run.versions.trl_fused_head()
+}
+
+/// Whether every trainable gradient is live through the step's forward and backward: with
+/// `gradient_accumulation_steps > 1` the trainer clears the gradients only after the optimizer
+/// step (transformers `Trainer._inner_training_loop`: `model.zero_grad()` under `if
+/// do_sync_step:`, `do_sync_step = (step + 1) % gradient_accumulation_steps == 0`; the same loop
+/// in every transformers release TRL 0.14 to 1.16 runs on), so from the second micro-batch of
+/// each optimizer step on, the first's gradients sit beside the step's activations. Traced:
+/// trl 1.16.0 qwen2 `steps_per_generation2` (two micro-batches per step) peaks in the second
+/// micro-batch's loss forward 159,272 B above `base`, the adapters' 149,504 B of fp32 gradients
+/// and the buffered half of the generation batch. The harness runs one micro-batch. Under
+/// DeepSpeed or FSDP the accumulated gradients are the engine's partitions and buckets
+/// (`spread`), not each parameter's whole `.grad`.
+pub fn gradients_live_through_step(run: &RunConfig) -> bool {
+    run.stack == Stack::Trl
+        && run.grad_accum > 1
+        && run.spread.engine == crate::run::spread::Engine::Ddp
+        && !calibration_harness(run)
+}
+
+/// The adapters' gradients at the step's peak: one layer's worth (the backward makes them layer
+/// by layer, after the step's peak), or all of them where an earlier micro-batch's are kept.
+pub fn adapter_gradients_at_peak(run: &RunConfig, adapters: u64) -> u64 {
+    if gradients_live_through_step(run) {
+        adapters
+    } else {
+        adapters / run.arch.layers.max(1)
+    }
+}
+
+/// Of those, what the allocated peak holds: all of them where they are kept, else none (they
+/// come after it).
+pub fn kept_gradients(run: &RunConfig, gradients: u64) -> u64 {
+    u64::from(gradients_live_through_step(run)) * gradients
 }
 
 #[cfg(test)]
@@ -139,5 +178,87 @@ mod tests {
         run.full_finetuning = false;
         run.versions.trl = Release::parse("0.16.1").expect("release");
         assert_eq!(reentrant_note(&run), None);
+    }
+
+    use crate::memory::breakdown::Phase;
+    use crate::memory::estimate::{Estimate, GpuBudget, estimate};
+
+    fn run(full_finetuning: bool, grad_accum: u64, fused_logits: bool) -> RunConfig {
+        let arch = catalog::find("Qwen/Qwen2.5-0.5B-Instruct")
+            .expect("catalog id")
+            .arch
+            .clone();
+        let mut run = RunConfig::example(arch);
+        run.full_finetuning = full_finetuning;
+        run.grad_accum = grad_accum;
+        // the generation batch stays put: only the accumulation moves
+        run.steps_per_generation = Some(1);
+        run.fused_logits = fused_logits;
+        (run.micro_batch, run.prompt_len, run.completion_len) = (2, 64, 64);
+        run.max_seq_len = 128;
+        run
+    }
+
+    fn est(run: &RunConfig) -> Estimate {
+        estimate(
+            run,
+            GpuBudget {
+                capacity: 150 << 30,
+                used_by_others: 0,
+                context: None,
+            },
+        )
+    }
+
+    /// A part of the training phase (the estimate's only phase when vLLM runs elsewhere).
+    fn training_part(e: &Estimate, part: Part) -> u64 {
+        e.phases
+            .iter()
+            .find(|p| p.phase == Phase::Training)
+            .map_or(&e.components, |p| &p.components)
+            .iter()
+            .find(|c| c.part == part)
+            .map_or(0, |c| c.bytes)
+    }
+
+    /// `Trainer._inner_training_loop` clears gradients only after the optimizer step: with two
+    /// micro-batches a step, the adapters' whole fp32 gradients sit beside the second one's
+    /// activations (traced: trl 1.16.0 qwen2 `steps_per_generation2`, +149,504 B of gradients).
+    #[test]
+    fn accumulation_keeps_the_adapters_gradients_through_the_step() {
+        let (one, two) = (est(&run(false, 1, true)), est(&run(false, 2, true)));
+        let adapters = training_part(&two, Part::LoraAdapters);
+        assert!(adapters > 0);
+        assert_eq!(training_part(&two, Part::LoraGradients), adapters);
+        assert_eq!(
+            two.training_peak_allocated_bytes,
+            one.training_peak_allocated_bytes + adapters
+        );
+        // the calibration harness runs one micro-batch whatever the run file accumulates
+        let (h1, h2) = (est(&run(false, 1, false)), est(&run(false, 2, false)));
+        assert_eq!(
+            h1.training_peak_allocated_bytes,
+            h2.training_peak_allocated_bytes
+        );
+    }
+
+    /// Full fine-tuning on one GPU: without accumulation the step's activations are gone before
+    /// every weight's gradient exists; with it, the first micro-batch's gradients are there from
+    /// the second's forward on, so the step's activations and logits add to them.
+    #[test]
+    fn accumulation_keeps_every_weight_s_gradient_beside_the_step() {
+        let (one, two) = (est(&run(true, 1, true)), est(&run(true, 2, true)));
+        let of = |e: &Estimate, parts: &[Part]| parts.iter().map(|p| training_part(e, *p)).sum();
+        let step: u64 = of(&two, &[Part::Activations, Part::Logits]);
+        let held: u64 = of(
+            &two,
+            &[Part::Weights, Part::OptimizerStates, Part::Gradients],
+        );
+        assert!(step > 0);
+        // with accumulation: the weights, their states and gradients, and the whole step
+        assert_eq!(two.training_peak_allocated_bytes, held + step);
+        // without: the gradients meet only the first layer's backward
+        // (`trl::gradients_before_first_layer`), far less than the step
+        assert!(one.training_peak_allocated_bytes < held + step / 100);
     }
 }

@@ -440,16 +440,22 @@ fn training_phase(
         + step;
     let reserved_static = stat.reserved - if shares_weights { stat.weights } else { 0 };
     let reserved = (reserved_static + peak.reserved).max(allocated + stat.gradients);
+    let shown_twice = peak.activations + peak.logits + stat.step_gradients - step;
     let mut training = before_step;
     training.extend([
         (Part::LoraGradients, stat.gradients),
         (Part::Activations, peak.activations),
         (crate::memory::by_version::logits_part(run), peak.logits),
-        (Part::AllocatorSlack, reserved - allocated - stat.gradients),
+        // the parts show the step beside every gradient: the slack leaves out their overlap
+        (
+            Part::AllocatorSlack,
+            reserved.saturating_sub(allocated + stat.gradients + shown_twice),
+        ),
     ]);
+    let kept = by_version::kept_gradients(run, stat.gradients);
     Trained {
         phase: PhaseMemory::of(Phase::Training, training),
-        allocated,
+        allocated: allocated + kept,
         reserved,
     }
 }
@@ -596,8 +602,8 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
     let (mut weights, expert_bytes) = base_weights(run, &mut packing);
     let (adapters, optimizer, expert_adapters) = adapter_states(run, targets, &mut packing);
     // Gradients live all together only after the backward pass, when activations are gone;
-    // at the step's peak one layer's worth exists.
-    let gradients = adapters / arch.layers.max(1);
+    // at the step's peak one layer's worth exists (unless accumulated: `by_version`).
+    let gradients = by_version::adapter_gradients_at_peak(run, adapters);
     let mut reserved = packing.reserved();
     // Loaded as stored: the checkpoint's own bytes (its safetensors headers) replace the
     // formula's, and what the allocator reserves moves with them.
@@ -750,7 +756,9 @@ fn full_finetuning_static(run: &RunConfig) -> Static {
         spread::full_finetuning_states(&run.arch, &run.spread, run.processes(), param_bytes, adam);
     let (reference, rewards) = crate::memory::frozen::frozen_models(run);
     let (head, head_grads, head_moments) = crate::memory::lm_head::fp32_head_bytes(run);
-    let per_step = run.processes() == 1 && run.spread.engine == spread::Engine::Ddp;
+    let per_step = run.processes() == 1
+        && run.spread.engine == spread::Engine::Ddp
+        && !by_version::gradients_live_through_step(run);
     Static {
         weights: states.weights + head,
         checkpoint: param_bytes * run.arch.parameters() + head,
