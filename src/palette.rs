@@ -67,7 +67,7 @@ pub(crate) fn look(part: Part) -> Look {
         Part::VllmKvCache => (Hue::LightCyan, '░'),
         Part::GenerationKvCache => (Hue::LightYellow, '▒'),
         Part::BaseWeights | Part::Weights | Part::ExpertWeights => (Hue::Magenta, '▓'),
-        Part::LoraAdapters | Part::ExpertLora => (Hue::LightMagenta, '#'),
+        Part::LoraAdapters | Part::ExpertLora | Part::SavedModules => (Hue::LightMagenta, '#'),
         Part::GatheredWeights => (Hue::LightMagenta, '▦'),
         Part::LoraGradients => (Hue::LightRed, '+'),
         // every weight's gradients: a glyph of their own, so they never read as the adapters'

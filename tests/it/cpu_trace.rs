@@ -112,6 +112,12 @@ pub(crate) fn run_of(r: &Value) -> RunConfig {
                 .iter()
                 .map(|p| p.name.to_string())
                 .collect();
+            // PEFT's `modules_to_save` (`trace.py`'s `modules_to_save` mix: ["lm_head"])
+            run.modules_to_save = lora
+                .get("modules_to_save")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().map(|m| m.as_str().unwrap().to_string()).collect())
+                .unwrap_or_default();
         }
         None => run.full_finetuning = true,
     }

@@ -39,6 +39,7 @@ mod stale_writes;
 mod svg;
 mod time_keys;
 mod trainer_keys;
+mod trainer_modules;
 mod trl_reference;
 mod trust_bounds;
 mod trust_cache;

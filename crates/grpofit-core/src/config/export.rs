@@ -306,6 +306,10 @@ fn lora_table(w: &mut Writer, run: &RunConfig) {
     w.knob(Knob::LoraRank, run.lora_rank);
     w.key("lora_alpha", run.lora_alpha);
     w.key("target_modules", target_modules(run));
+    if !run.modules_to_save.is_empty() {
+        let quoted: Vec<String> = run.modules_to_save.iter().map(|m| quoted(m)).collect();
+        w.key("modules_to_save", format!("[{}]", quoted.join(", ")));
+    }
     match run.stack {
         Stack::Unsloth => w.key(
             "use_gradient_checkpointing",
@@ -465,6 +469,14 @@ mod tests {
         run.lora_targets = vec!["q_proj".into(), "v_proj".into()];
         let table: toml::Table = to_toml(&run, &ctx).parse().unwrap();
         assert!(table["lora"]["target_modules"].is_array());
+        // PEFT's modules_to_save: written only when set, as LoraConfig's list
+        assert!(table["lora"].get("modules_to_save").is_none());
+        run.modules_to_save = vec!["lm_head".into(), "embed_tokens".into()];
+        let table: toml::Table = to_toml(&run, &ctx).parse().unwrap();
+        assert_eq!(
+            table["lora"]["modules_to_save"],
+            toml::Value::Array(vec!["lm_head".into(), "embed_tokens".into()])
+        );
     }
 
     #[test]

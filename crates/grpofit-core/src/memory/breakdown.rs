@@ -47,6 +47,7 @@ pub enum Part {
     OtherMemory,
     ExpertWeights,
     ExpertLora,
+    SavedModules,
 }
 
 impl Part {
@@ -77,6 +78,7 @@ impl Part {
             Part::OtherMemory => "other GPU memory",
             Part::ExpertWeights => "expert weights",
             Part::ExpertLora => "expert LoRA",
+            Part::SavedModules => "modules_to_save",
         }
     }
 
@@ -138,6 +140,9 @@ impl Part {
             }
             Part::ExpertLora => {
                 "Unsloth's LoRA on the experts (PEFT target_parameters, r x experts wide, fp32)"
+            }
+            Part::SavedModules => {
+                "PEFT's trainable copies of the `[lora] modules_to_save` modules, beside the frozen originals"
             }
         }
     }

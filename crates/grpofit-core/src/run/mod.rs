@@ -169,6 +169,9 @@ pub struct RunConfig {
     pub max_lora_rank: Option<u64>,
     /// names of the targeted projections (`q_proj`...)
     pub lora_targets: Vec<String>,
+    /// PEFT `LoraConfig.modules_to_save` (`[lora] modules_to_save`): modules trained whole
+    /// beside the adapters, each as a trainable copy (`memory::saved_modules`)
+    pub modules_to_save: Vec<String>,
     pub checkpointing: Checkpointing,
     pub optimizer: Optimizer,
     pub beta: f64,
@@ -423,6 +426,7 @@ impl RunConfig {
             lora_alpha: 16,
             max_lora_rank: None,
             lora_targets: ALL_LINEAR.iter().map(|s| s.to_string()).collect(),
+            modules_to_save: Vec::new(),
             checkpointing: Checkpointing::On,
             optimizer: Optimizer::AdamW,
             beta: 0.0,

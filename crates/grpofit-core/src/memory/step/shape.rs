@@ -24,6 +24,9 @@ pub struct StepShape {
     /// micro-batch's logits never materialised. Off: logits materialised in bf16, as TRL 0.x and
     /// the calibration harness (`measure.py`) do.
     pub fused_logits: bool,
+    /// PEFT's `modules_to_save` trains a copy of the LM head (`memory::saved_modules`): its
+    /// gradient is made in the step
+    pub head_copy: bool,
     /// rows of the generation batch the trainer scores without gradients before training on
     /// them (old and reference log-probs); 0 when it does not
     pub scoring_rows: u64,
@@ -381,6 +384,7 @@ mod tests {
             quantised_base: false,
             expandable_segments: false,
             fused_logits,
+            head_copy: false,
             scoring_rows: 0,
             free_at_step: 0,
             small_card: false,

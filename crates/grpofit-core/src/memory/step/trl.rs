@@ -27,19 +27,31 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     } else {
         arch.layers * layer_bytes
     };
-    // Full fine-tuning (no adapter) trains the head too: `ChunkedLogProbFunction.backward`
-    // (trl 1.15.0 kernels/chunked_logprob.py) fills an fp32 `grad_weight` (V x H) and returns it
-    // cast to bf16, both live at once. Under DDP the bf16 copy becomes the `.grad` the static
-    // gradients already count (2 V H over there).
-    let head_grad = if s.fused_logits && !targets.iter().any(|t| *t) {
+    // Full fine-tuning (no adapter) trains the head too, and so does PEFT's trainable copy of it
+    // (`modules_to_save`): `ChunkedLogProbFunction.backward` (trl 1.15.0
+    // kernels/chunked_logprob.py) fills an fp32 `grad_weight` (V x H) and returns it cast to
+    // bf16, both live at once. Under DDP the bf16 copy becomes the `.grad` the static gradients
+    // already count (2 V H over there). Traced (qwen2 `modules_to_save`, trl 1.15.0): the
+    // backward's peak is the base run's plus the copy's static states plus exactly 6 V H.
+    let head_trained = s.head_copy || !targets.iter().any(|t| *t);
+    let head_grad = if s.fused_logits && head_trained {
         6 * arch.vocab * arch.hidden
+    } else {
+        0
+    };
+    // The head copy's bf16 `.grad` (2 V H) is made by the logits' backward (materialised logits:
+    // `logits.peak` holds that moment, while every saved tensor is still live; fused: within
+    // `head_grad`) and stays until the optimizer step, through the recomputed layers' backward
+    // (traced: qwen2 `modules_to_save`, trl 0.19.1, backward peak = base + static states + 2 V H)
+    let copy_grad = if s.head_copy {
+        2 * arch.vocab * arch.hidden
     } else {
         0
     };
     let logits_peak = if s.fused_logits {
         logits.fused_peak() + head_grad
     } else {
-        logits.peak(s, arch.final_logit_softcapping)
+        logits.peak(s, arch.final_logit_softcapping) + copy_grad
     };
     let forward = stored + final_norm + logits_peak + residue;
     // Recomputing the last layer: all its saved tensors, plus the fp32 gradient of the down
@@ -50,7 +62,12 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
         } else {
             0
         };
-        stored + residue + layer_bytes + tokens * (arch.intermediate + arch.hidden) * 4 + fused
+        stored
+            + residue
+            + layer_bytes
+            + tokens * (arch.intermediate + arch.hidden) * 4
+            + fused
+            + copy_grad
     } else {
         0
     };
@@ -131,6 +148,7 @@ mod tests {
             quantised_base: false,
             expandable_segments: false,
             fused_logits: true,
+            head_copy: false,
             scoring_rows,
             free_at_step: 0,
             small_card: false,
@@ -161,6 +179,34 @@ mod tests {
                 arch.name
             );
             assert_eq!(scored, quiet, "{}", arch.name);
+        }
+    }
+
+    /// PEFT's trainable copy of the head (`modules_to_save`): TRL 1.15's fused head makes its
+    /// fp32 gradient and the bf16 cast (6 V H, traced), materialised logits its bf16 gradient
+    /// (2 V H); either way the bf16 gradient outlives the head, into the recomputed layers.
+    #[test]
+    fn a_head_copy_adds_its_gradient_to_the_step() {
+        let arch = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let targets = vec![true; arch.projections().len()];
+        let vh = arch.vocab * arch.hidden;
+        for (fused, at_head) in [(true, 6 * vh), (false, 2 * vh)] {
+            let s = StepShape {
+                fused_logits: fused,
+                ..shape(0)
+            };
+            let copy = StepShape {
+                head_copy: true,
+                ..s
+            };
+            let (a, b) = (
+                trl_step(arch, &targets, &s),
+                trl_step(arch, &targets, &copy),
+            );
+            let grew = (b.activations + b.logits) - (a.activations + a.logits);
+            assert!(grew >= 2 * vh && grew <= at_head, "fused {fused}: {grew}");
         }
     }
 

@@ -1,0 +1,124 @@
+#![allow(clippy::unwrap_used)]
+//! Trainer options that change what the step holds, end to end from the binary: PEFT's
+//! `modules_to_save` (issue 29 N10).
+
+use assert_cmd::Command;
+use std::path::Path;
+
+/// The TRL 1.15 colocated 7B run the core's fit tests use.
+const RUN_7B: &str = "crates/grpofit-core/tests/fixtures/trl_colocated_7b.toml";
+
+fn grpofit() -> Command {
+    let mut c = Command::cargo_bin("grpofit").unwrap();
+    c.arg("--no-gpu").env("HF_HUB_OFFLINE", "1");
+    c
+}
+
+/// `estimate --json` of `file` on an 80 GB card: the JSON, the exit code and stderr.
+fn estimate(file: &Path) -> (serde_json::Value, i32, String) {
+    let out = grpofit()
+        .args(["estimate", "--gpu-mem", "80GB", "--json", "--config"])
+        .arg(file)
+        .output()
+        .unwrap();
+    let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    (v, out.status.code().unwrap(), err)
+}
+
+fn part(v: &serde_json::Value, name: &str) -> u64 {
+    v["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["part"] == name)
+        .map(|c| c["bytes"].as_u64().unwrap())
+        .sum()
+}
+
+/// The 7B run file with `line` added to its `[lora]` table, in `dir`.
+fn with_lora_line(dir: &Path, line: &str) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(RUN_7B).unwrap();
+    let text = text.replace("[lora]\n", &format!("[lora]\n{line}\n"));
+    let path = dir.join("run.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Issue 29's done-when: "`modules_to_save` adds its copies". Qwen2.5-7B, lm_head and
+/// embed_tokens: two V x H = 544,997,376-element bf16 copies, each in a 1,090,519,040 B block
+/// (`memory::saved_modules`), their AdamW moments (4 blocks + 2 x 512 B), and the step's
+/// training peak grows by at least the copies and their moments.
+#[test]
+fn modules_to_save_adds_its_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    let (plain, code, err) = estimate(Path::new(RUN_7B));
+    assert_eq!(code, 0, "{err}");
+    let file = with_lora_line(
+        dir.path(),
+        "modules_to_save = [\"lm_head\", \"embed_tokens\"]",
+    );
+    let (saved, code, err) = estimate(&file);
+    assert!(code == 0 || code == 3, "{err}");
+    assert_eq!(part(&plain, "saved_modules"), 0);
+    assert_eq!(part(&saved, "saved_modules"), 2_181_038_080);
+    let moments = part(&saved, "optimizer_states") - part(&plain, "optimizer_states");
+    assert_eq!(moments, 4 * 1_090_519_040 + 2 * 512);
+    let peak = |v: &serde_json::Value| v["training_peak_allocated_bytes"].as_u64().unwrap();
+    assert!(peak(&saved) - peak(&plain) >= 2_181_038_080 + moments);
+    // the table names it
+    let out = grpofit()
+        .args(["estimate", "--gpu-mem", "80GB", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("modules_to_save"));
+}
+
+/// A TRL recipe's `lora_modules_to_save` (trl ModelConfig, passed to `LoraConfig` by
+/// `get_peft_config`) is read as `[lora] modules_to_save`.
+#[test]
+fn a_recipe_s_lora_modules_to_save_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("recipe.yaml");
+    std::fs::write(
+        &recipe,
+        "model_name_or_path: Qwen/Qwen2.5-7B-Instruct\ntorch_dtype: bfloat16\nuse_peft: true\nlora_r: 16\nlora_modules_to_save:\n  - lm_head\nper_device_train_batch_size: 4\nnum_generations: 4\nmax_completion_length: 512\n",
+    )
+    .unwrap();
+    let (v, code, err) = estimate(&recipe);
+    assert!(code == 0 || code == 3, "{err}");
+    assert_eq!(part(&v, "saved_modules"), 1_090_519_040);
+}
+
+/// Bad values stop with exit 2 and a message naming the file, the key and the value.
+#[test]
+fn a_bad_modules_to_save_names_file_key_and_value() {
+    for (line, says) in [
+        (
+            "modules_to_save = \"lm_head\"",
+            "expected a list of module names",
+        ),
+        (
+            "modules_to_save = [\"lm_haed\"]",
+            "names no module grpofit sizes",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let file = with_lora_line(dir.path(), line);
+        let (_, code, err) = estimate(&file);
+        assert_eq!(code, 2, "{line}: {err}");
+        for part in ["run.toml", "modules_to_save", says] {
+            assert!(err.contains(part), "{line}: {err}");
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = with_lora_line(dir.path(), "modules_to_save = [\"q_proj\"]");
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("dtype = \"bfloat16\"", "load_in_4bit = true");
+    std::fs::write(&file, text).unwrap();
+    let (_, code, err) = estimate(&file);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("quantised projection"), "{err}");
+}
