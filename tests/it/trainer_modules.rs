@@ -122,3 +122,79 @@ fn a_bad_modules_to_save_names_file_key_and_value() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("quantised projection"), "{err}");
 }
+
+/// The step's logits component and training peak of the 7B run on TRL `release`, with `line`
+/// added to `[grpo]`.
+fn liger_run(release: &str, line: &str) -> (u64, u64, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(RUN_7B)
+        .unwrap()
+        .replace(
+            "trl_version = \"1.15.0\"",
+            &format!("trl_version = \"{release}\""),
+        )
+        .replace("[grpo]\n", &format!("[grpo]\n{line}\n"));
+    let file = dir.path().join("run.toml");
+    std::fs::write(&file, text).unwrap();
+    let (v, code, err) = estimate(&file);
+    assert!(code == 0 || code == 3, "{release} {line}: {err}");
+    let training = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["phase"] == "training")
+        .unwrap();
+    let parts = |name: &str| -> u64 {
+        training["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["part"] == name)
+            .map(|c| c["bytes"].as_u64().unwrap())
+            .sum()
+    };
+    (
+        parts("micro_batch_logits"),
+        parts("logits"),
+        v["training_peak_allocated_bytes"].as_u64().unwrap(),
+    )
+}
+
+/// Issue 29's done-when: "`use_liger_kernel` removes the logits" (N8). TRL 0.17-0.25 read
+/// `use_liger_loss` and 0.26-1.14 `use_liger_kernel` (`GRPOTrainer.__init__`), and compute the
+/// loss from the hidden states in chunks (`compute_liger_loss`: liger-kernel's
+/// `LigerFusedLinearGRPOLoss` to 1.12; TRL's own copy in 1.13; `_chunked_logps` in 1.14): the
+/// micro-batch's materialised logits leave the step, and the peak falls. On 0.19 the old name
+/// `use_liger_kernel` is TrainingArguments' layer patching and changes no logits; from 1.15 the
+/// fused head runs whatever the flag says.
+#[test]
+fn use_liger_kernel_removes_the_logits() {
+    for (release, key) in [
+        ("0.19.1", "use_liger_loss"),
+        ("1.10.0", "use_liger_kernel"),
+        ("1.13.0", "use_liger_kernel"),
+        ("1.14.2", "use_liger_kernel"),
+    ] {
+        let (plain_logits, _, plain_peak) = liger_run(release, "");
+        let (logits, chunks, peak) = liger_run(release, &format!("{key} = true"));
+        assert!(plain_logits > 0, "{release}");
+        assert_eq!(
+            logits, 0,
+            "{release} {key}: the micro-batch's logits remain"
+        );
+        assert!(
+            chunks < plain_logits,
+            "{release}: {chunks} vs {plain_logits}"
+        );
+        assert!(peak < plain_peak, "{release}: {peak} vs {plain_peak}");
+    }
+    // the layer-kernel flag of trl 0.19 and the deprecated flag of 1.15 change nothing
+    assert_eq!(
+        liger_run("0.19.1", "use_liger_kernel = true"),
+        liger_run("0.19.1", "")
+    );
+    assert_eq!(
+        liger_run("1.15.0", "use_liger_kernel = true"),
+        liger_run("1.15.0", "")
+    );
+}

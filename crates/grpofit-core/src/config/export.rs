@@ -359,6 +359,10 @@ fn grpo_table(w: &mut Writer, run: &RunConfig) {
     if w.takes("max_prompt_length") {
         w.key("max_prompt_length", run.prompt_len);
     }
+    if run.liger_loss && stack == Stack::Trl {
+        // N8: the release's own name for the Liger loss flag (`use_liger_loss` before 0.26)
+        w.key(run.versions.trl_liger_key(), true);
+    }
     if let Some(n) = run.steps_per_generation {
         w.key("steps_per_generation", n);
     }

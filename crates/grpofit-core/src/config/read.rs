@@ -161,6 +161,7 @@ fn run_file(
         expandable_segments: env.expandable_segments,
         unsloth_standby: env.unsloth_standby,
         fused_logits: grpo.fused_logits,
+        liger_loss: grpo.liger_loss,
         vllm_kv_fp8: generating.vllm_kv_fp8,
         vllm_sleep: generating.vllm_sleep,
         steps_per_generation: grpo.steps_per_generation,

@@ -180,6 +180,11 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
                 .modules_to_save
                 .iter()
                 .any(|n| saved_modules::matches("lm_head", n)),
+        liger: if run.stack == Stack::Trl && run.liger_loss {
+            run.versions.trl_liger_loss()
+        } else {
+            crate::run::versions::LigerLoss::Off
+        },
         expandable_segments: run.expandable_segments,
         scoring_rows: if trainer
             && run.scores_before_training()

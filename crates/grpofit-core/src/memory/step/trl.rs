@@ -10,6 +10,7 @@
 use super::replay;
 use super::shape::{Logits, StepPeak, StepShape, layer_tensors};
 use crate::arch::Arch;
+use crate::run::versions::LigerLoss;
 
 /// The step's peak, for the `trl` stack.
 pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
@@ -27,32 +28,7 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     } else {
         arch.layers * layer_bytes
     };
-    // Full fine-tuning (no adapter) trains the head too, and so does PEFT's trainable copy of it
-    // (`modules_to_save`): `ChunkedLogProbFunction.backward` (trl 1.15.0
-    // kernels/chunked_logprob.py) fills an fp32 `grad_weight` (V x H) and returns it cast to
-    // bf16, both live at once. Under DDP the bf16 copy becomes the `.grad` the static gradients
-    // already count (2 V H over there). Traced (qwen2 `modules_to_save`, trl 1.15.0): the
-    // backward's peak is the base run's plus the copy's static states plus exactly 6 V H.
-    let head_trained = s.head_copy || !targets.iter().any(|t| *t);
-    let head_grad = if s.fused_logits && head_trained {
-        6 * arch.vocab * arch.hidden
-    } else {
-        0
-    };
-    // The head copy's bf16 `.grad` (2 V H) is made by the logits' backward (materialised logits:
-    // `logits.peak` holds that moment, while every saved tensor is still live; fused: within
-    // `head_grad`) and stays until the optimizer step, through the recomputed layers' backward
-    // (traced: qwen2 `modules_to_save`, trl 0.19.1, backward peak = base + static states + 2 V H)
-    let copy_grad = if s.head_copy {
-        2 * arch.vocab * arch.hidden
-    } else {
-        0
-    };
-    let logits_peak = if s.fused_logits {
-        logits.fused_peak() + head_grad
-    } else {
-        logits.peak(s, arch.final_logit_softcapping) + copy_grad
-    };
+    let (logits_peak, copy_grad) = logits_moment(arch, targets, s, &logits);
     let forward = stored + final_norm + logits_peak + residue;
     // Recomputing the last layer: all its saved tensors, plus the fp32 gradient of the down
     // projection's input and the fp32 incoming gradient (and a fused gate_up gradient).
@@ -72,7 +48,24 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
         0
     };
     let activations = forward.max(backward) - if forward >= backward { logits_peak } else { 0 };
-    let reserved = replay::replay(arch, targets, tokens, &logits, s).peak_reserved;
+    // the Liger loss's chunks are replayed as the fused head's tiles: both hold no micro-batch
+    // logits, and the reserved peak then follows the chunked step, not the materialised one
+    let reserved = if s.liger != LigerLoss::Off {
+        let chunked = StepShape {
+            fused_logits: true,
+            ..*s
+        };
+        replay::replay(
+            arch,
+            targets,
+            tokens,
+            &Logits::new(arch, &chunked),
+            &chunked,
+        )
+        .peak_reserved
+    } else {
+        replay::replay(arch, targets, tokens, &logits, s).peak_reserved
+    };
     let step = StepPeak {
         activations,
         logits: if forward >= backward { logits_peak } else { 0 },
@@ -95,6 +88,41 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     } else {
         StepPeak { reserved, ..step }
     }
+}
+
+/// The logits' moment of the step (the head's output or its chunks, with the head's weight
+/// gradient where the head trains), and the bf16 gradient of PEFT's head copy, which outlives it.
+fn logits_moment(arch: &Arch, targets: &[bool], s: &StepShape, logits: &Logits) -> (u64, u64) {
+    // Full fine-tuning (no adapter) trains the head too, and so does PEFT's trainable copy of it
+    // (`modules_to_save`): `ChunkedLogProbFunction.backward` (trl 1.15.0
+    // kernels/chunked_logprob.py) fills an fp32 `grad_weight` (V x H) and returns it cast to
+    // bf16, both live at once. Under DDP the bf16 copy becomes the `.grad` the static gradients
+    // already count (2 V H over there). Traced (qwen2 `modules_to_save`, trl 1.15.0): the
+    // backward's peak is the base run's plus the copy's static states plus exactly 6 V H.
+    let head_trained = s.head_copy || !targets.iter().any(|t| *t);
+    let head_grad = if s.fused_logits && head_trained {
+        6 * arch.vocab * arch.hidden
+    } else {
+        0
+    };
+    // The head copy's bf16 `.grad` (2 V H) is made by the logits' backward (materialised logits:
+    // `logits.peak` holds that moment, while every saved tensor is still live; fused: within
+    // `head_grad`) and stays until the optimizer step, through the recomputed layers' backward
+    // (traced: qwen2 `modules_to_save`, trl 0.19.1, backward peak = base + static states + 2 V H)
+    let copy_grad = if s.head_copy {
+        2 * arch.vocab * arch.hidden
+    } else {
+        0
+    };
+    let peak = if s.fused_logits {
+        logits.fused_peak() + head_grad
+    } else if s.liger != LigerLoss::Off {
+        // N8: the Liger loss builds no micro-batch logits, only its chunk's
+        super::liger::liger_peak(arch, s, head_trained) + copy_grad
+    } else {
+        logits.peak(s, arch.final_logit_softcapping) + copy_grad
+    };
+    (peak, copy_grad)
 }
 
 /// The no-grad scoring before training (trl 1.15.0 `_generate_and_score_completions`): old
@@ -149,6 +177,7 @@ mod tests {
             expandable_segments: false,
             fused_logits: true,
             head_copy: false,
+            liger: crate::run::versions::LigerLoss::Off,
             scoring_rows,
             free_at_step: 0,
             small_card: false,
