@@ -73,7 +73,7 @@ pub(crate) fn look(part: Part) -> Look {
         // every weight's gradients: a glyph of their own, so they never read as the adapters'
         Part::Gradients => (Hue::LightRed, '*'),
         Part::OptimizerStates => (Hue::Yellow, '='),
-        Part::Activations => (Hue::Green, '▄'),
+        Part::Activations | Part::RewardForward => (Hue::Green, '▄'),
         Part::Logits
         | Part::MicroBatchLogits
         | Part::SequenceLogitsFp32

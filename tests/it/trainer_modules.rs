@@ -198,3 +198,44 @@ fn use_liger_kernel_removes_the_logits() {
         liger_run("1.15.0", "")
     );
 }
+
+/// N9: TRL scores the completions with each reward model over the whole local generation batch
+/// (`_calculate_rewards`), between generation and the step, while vLLM keeps its share: a
+/// `scoring` phase. Qwen2.5-7B as its own reward model, 8 rows of 256 + 4,096 tokens: 34,816
+/// tokens x (3 x 2 x 18,944 MLP + 4 x 2 x 3,584 hidden-wide + 28 layers x 2 x 2 x 512 keys and
+/// values) = 34,816 x 199,680 = 6,952,058,880 B (`frozen::reward_forward_bytes`).
+#[test]
+fn a_reward_model_scores_the_generation_batch_in_a_phase_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(RUN_7B).unwrap().replace(
+        "[grpofit]\n",
+        "[grpofit]\nreward_models = [\"Qwen/Qwen2.5-7B-Instruct\"]\n",
+    );
+    let file = dir.path().join("run.toml");
+    std::fs::write(&file, text).unwrap();
+    let (v, code, err) = estimate(&file);
+    assert!(code == 0 || code == 3, "{err}");
+    let scoring = v["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["phase"] == "scoring")
+        .expect("a scoring phase");
+    let forward: u64 = scoring["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["part"] == "reward_forward")
+        .map(|c| c["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(forward, 6_952_058_880);
+    // without a reward model, no such phase
+    let (plain, _, _) = estimate(Path::new(RUN_7B));
+    assert!(
+        plain["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["phase"] != "scoring")
+    );
+}

@@ -29,8 +29,9 @@ TERMS = [
      "logits' backward, modelled as four copies beside the saved one (traced 3.8, trl 0.19.1)"),
     (r"^trl (0\.|1\.([0-9]|1[0-4])\.)\S+ qwen2 no_gc$", "without checkpointing at fp32 "
      "logits: over by about 9 %, not yet attributed"),
-    (r"^trl (0\.|1\.([0-9]|1[0-4])\.)\S+ qwen2 reward_model$", "the reward model's forward "
-     "(N9) under the trainer's path: not yet attributed"),
+    (r"^trl (0\.|1\.([0-9]|1[0-4])\.)\S+ qwen2 reward_model$", "N1 remainder, as the "
+     "release's base record: the reward model (bf16, 986,624 B) and its forward over the "
+     "generation batch (the reward phase, -1.3 %) agree"),
     (r"full", "full fine-tuning with the reference model or without checkpointing: not yet "
      "attributed (the 1.15.0 records predate at_peak; retrace to see the peak's tensors)"),
     (r".", "not yet attributed"),

@@ -235,9 +235,11 @@ fn estimate_using(
     );
     let mut warnings = Vec::new();
     let generating = generation_phases(run, gpu, &stat, context, &mut warnings);
+    let scoring = scoring_phase(run, &stat, &generating.before_step);
     let trained = training_phase(run, gpu, &stat, &targets, generating.before_step, step);
     let mut phases = generating.phases;
     phases.push(trained.phase);
+    phases.extend(scoring);
     phases.sort_by_key(|p| std::cmp::Reverse(p.total_bytes));
     let peak_phase = phases[0].phase;
     let total = phases[0].total_bytes;
@@ -404,6 +406,26 @@ fn generation_phases(
         vllm,
         before_step,
     }
+}
+
+/// The reward models scoring the completions (N9, `frozen::reward_forward_bytes`): what is held
+/// before the step (vLLM's share as it stays while training), and their forward over the
+/// generation batch.
+fn scoring_phase(
+    run: &RunConfig,
+    stat: &Static,
+    before_step: &[(Part, u64)],
+) -> Option<PhaseMemory> {
+    let forward = crate::memory::frozen::reward_forward_bytes(run);
+    (forward > 0).then(|| {
+        let mut parts = before_step.to_vec();
+        parts.push((
+            Part::AllocatorSlack,
+            static_slack(stat, run.stack == Stack::Unsloth),
+        ));
+        parts.push((Part::RewardForward, forward));
+        PhaseMemory::of(Phase::Scoring, parts)
+    })
 }
 
 /// The training phase: what is held before the step, and the step's peak above it, as PyTorch
