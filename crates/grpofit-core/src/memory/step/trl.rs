@@ -105,22 +105,25 @@ fn logits_moment(arch: &Arch, targets: &[bool], s: &StepShape, logits: &Logits) 
     } else {
         0
     };
-    // The head copy's bf16 `.grad` (2 V H) is made by the logits' backward (materialised logits:
-    // `logits.peak` holds that moment, while every saved tensor is still live; fused: within
-    // `head_grad`) and stays until the optimizer step, through the recomputed layers' backward
-    // (traced: qwen2 `modules_to_save`, trl 0.19.1, backward peak = base + static states + 2 V H)
+    // The head copy's bf16 `.grad` (2 V H) is made by the logits' backward and stays until the
+    // optimizer step, through the recomputed layers' backward; the loss's forward (its entropy
+    // chunks) comes before it. Traced (qwen2 `modules_to_save`, trl 0.19.1, 1.0.0, 1.14.2): the
+    // loss forward's peak is the base run's plus the copy's static states, the backward's plus
+    // 2 V H more. So with checkpointing it joins the recomputation's moment; without, the
+    // logits' moment (whose backward comes while every saved tensor is live).
     let copy_grad = if s.head_copy {
         2 * arch.vocab * arch.hidden
     } else {
         0
     };
+    let at_logits = if s.checkpointing { 0 } else { copy_grad };
     let peak = if s.fused_logits {
         logits.fused_peak() + head_grad
     } else if s.liger != LigerLoss::Off {
         // N8: the Liger loss builds no micro-batch logits, only its chunk's
-        super::liger::liger_peak(arch, s, head_trained) + copy_grad
+        super::liger::liger_peak(arch, s, head_trained) + at_logits
     } else {
-        logits.peak(s, arch.final_logit_softcapping) + copy_grad
+        logits.peak(s, arch.final_logit_softcapping) + at_logits
     };
     (peak, copy_grad)
 }
@@ -212,8 +215,9 @@ mod tests {
     }
 
     /// PEFT's trainable copy of the head (`modules_to_save`): TRL 1.15's fused head makes its
-    /// fp32 gradient and the bf16 cast (6 V H, traced), materialised logits its bf16 gradient
-    /// (2 V H); either way the bf16 gradient outlives the head, into the recomputed layers.
+    /// fp32 gradient and the bf16 cast (6 V H, traced); with materialised logits its bf16
+    /// gradient (2 V H) joins the backward's moments only: the recomputation's with
+    /// checkpointing (which the logits' forward may outweigh), the logits' own without.
     #[test]
     fn a_head_copy_adds_its_gradient_to_the_step() {
         let arch = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
@@ -221,11 +225,7 @@ mod tests {
             .arch;
         let targets = vec![true; arch.projections().len()];
         let vh = arch.vocab * arch.hidden;
-        for (fused, at_head) in [(true, 6 * vh), (false, 2 * vh)] {
-            let s = StepShape {
-                fused_logits: fused,
-                ..shape(0)
-            };
+        let grew = |s: StepShape| {
             let copy = StepShape {
                 head_copy: true,
                 ..s
@@ -234,9 +234,21 @@ mod tests {
                 trl_step(arch, &targets, &s),
                 trl_step(arch, &targets, &copy),
             );
-            let grew = (b.activations + b.logits) - (a.activations + a.logits);
-            assert!(grew >= 2 * vh && grew <= at_head, "fused {fused}: {grew}");
-        }
+            (b.activations + b.logits) - (a.activations + a.logits)
+        };
+        let fused = grew(shape(0));
+        assert!((2 * vh..=6 * vh).contains(&fused), "fused: {fused}");
+        let unfused = StepShape {
+            fused_logits: false,
+            ..shape(0)
+        };
+        let checkpointed = grew(unfused);
+        assert!(checkpointed > 0 && checkpointed <= 2 * vh, "{checkpointed}");
+        let without = grew(StepShape {
+            checkpointing: false,
+            ..unfused
+        });
+        assert_eq!(without, 2 * vh);
     }
 
     /// bitsandbytes' 8-bit matmul keeps its inputs in the replay as in the analytic step: without
