@@ -121,6 +121,15 @@ fn a_bad_modules_to_save_names_file_key_and_value() {
     let (_, code, err) = estimate(&file);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("quantised projection"), "{err}");
+    // Unsloth's get_peft_model handles the key its own way: refused, not estimated as PEFT's
+    let unsloth = dir.path().join("unsloth.toml");
+    let text = std::fs::read_to_string("presets/8gb.toml")
+        .unwrap()
+        .replace("[lora]\n", "[lora]\nmodules_to_save = [\"lm_head\"]\n");
+    std::fs::write(&unsloth, text).unwrap();
+    let (_, code, err) = estimate(&unsloth);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("unsloth.toml:") && err.contains("modules_to_save"), "{err}");
 }
 
 /// The step's logits component and training peak of the 7B run on TRL `release`, with `line`
