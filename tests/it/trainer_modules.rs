@@ -129,7 +129,10 @@ fn a_bad_modules_to_save_names_file_key_and_value() {
     std::fs::write(&unsloth, text).unwrap();
     let (_, code, err) = estimate(&unsloth);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("unsloth.toml:") && err.contains("modules_to_save"), "{err}");
+    assert!(
+        err.contains("unsloth.toml:") && err.contains("modules_to_save"),
+        "{err}"
+    );
 }
 
 /// The step's logits component and training peak of the 7B run on TRL `release`, with `line`
