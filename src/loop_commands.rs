@@ -175,6 +175,7 @@ pub(crate) fn run_check(
     start.device = run_log.device().map(str::to_string);
     let phase = match predicted.phase {
         Phase::Generation => "generation",
+        Phase::Scoring => "scoring",
         Phase::Training => "training",
     };
     let out = if json {

@@ -67,13 +67,13 @@ pub(crate) fn look(part: Part) -> Look {
         Part::VllmKvCache => (Hue::LightCyan, '░'),
         Part::GenerationKvCache => (Hue::LightYellow, '▒'),
         Part::BaseWeights | Part::Weights | Part::ExpertWeights => (Hue::Magenta, '▓'),
-        Part::LoraAdapters | Part::ExpertLora => (Hue::LightMagenta, '#'),
+        Part::LoraAdapters | Part::ExpertLora | Part::SavedModules => (Hue::LightMagenta, '#'),
         Part::GatheredWeights => (Hue::LightMagenta, '▦'),
         Part::LoraGradients => (Hue::LightRed, '+'),
         // every weight's gradients: a glyph of their own, so they never read as the adapters'
         Part::Gradients => (Hue::LightRed, '*'),
         Part::OptimizerStates => (Hue::Yellow, '='),
-        Part::Activations => (Hue::Green, '▄'),
+        Part::Activations | Part::RewardForward => (Hue::Green, '▄'),
         Part::Logits
         | Part::MicroBatchLogits
         | Part::SequenceLogitsFp32

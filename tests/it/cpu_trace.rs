@@ -112,6 +112,12 @@ pub(crate) fn run_of(r: &Value) -> RunConfig {
                 .iter()
                 .map(|p| p.name.to_string())
                 .collect();
+            // PEFT's `modules_to_save` (`trace.py`'s `modules_to_save` mix: ["lm_head"])
+            run.modules_to_save = lora
+                .get("modules_to_save")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().map(|m| m.as_str().unwrap().to_string()).collect())
+                .unwrap_or_default();
         }
         None => run.full_finetuning = true,
     }
@@ -286,4 +292,36 @@ fn every_traced_release_agrees_with_the_step_model() {
         100.0 * TOLERANCE,
         bad.join("\n")
     );
+}
+
+/// N9: the reward models' forward over the generation batch (`frozen::reward_forward_bytes`)
+/// against each `reward_model` record's reward phase: the largest rise of live bytes within a
+/// `reward` segment (its peak minus what was live when it began), within 3 %.
+#[test]
+fn the_reward_forward_agrees_with_the_traced_reward_phase() {
+    let mut checked = 0;
+    for t in traces() {
+        let r = &t.record;
+        if r.get("error").is_some() || !r["reward_model"].as_bool().unwrap() {
+            continue;
+        }
+        let traced = r["segments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s[0] == "reward")
+            .map(|s| s[3].as_u64().unwrap() - s[2].as_u64().unwrap())
+            .max()
+            .expect("a reward segment");
+        let modelled = grpofit_core::memory::frozen::reward_forward_bytes(&run_of(r));
+        let pct = 100.0 * (modelled as f64 - traced as f64) / traced as f64;
+        println!("REWARD\t{}\t{pct:+.1}\t{traced}\t{modelled}", t.label);
+        assert!(
+            pct.abs() <= 100.0 * TOLERANCE,
+            "{}: the reward forward is {modelled} B, traced {traced} B ({pct:+.1} %)",
+            t.label
+        );
+        checked += 1;
+    }
+    assert!(checked >= 2, "only {checked} reward_model records");
 }

@@ -42,6 +42,7 @@ mod stale_writes;
 mod svg;
 mod time_keys;
 mod trainer_keys;
+mod trainer_modules;
 mod trl_before_0_16;
 mod trl_reference;
 mod trust_bounds;

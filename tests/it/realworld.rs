@@ -100,10 +100,7 @@ fn rows() -> Vec<Row> {
                     })
                 });
             let v = est.vllm.as_ref();
-            let phase = match est.peak_phase {
-                grpofit_core::memory::estimate::Phase::Generation => "generation",
-                grpofit_core::memory::estimate::Phase::Training => "training",
-            };
+            let phase = est.peak_phase.label();
             // "~9.5GB VRAM" in a notebook's comment: decimal gigabytes
             let noted = printed("vram_GB_approx").map(|gb| gb * 1e9 / GIB as f64);
             let context: u64 = est

@@ -120,7 +120,7 @@ class Phases:
 
     # the phases whose peak's live set is kept: the storages of at least LARGE bytes, by the op
     # that made them (the rest summed), to see which tensors make a step's peak
-    SNAPSHOT = ("scoring", "loss_forward", "backward")
+    SNAPSHOT = ("scoring", "reward", "loss_forward", "backward")
     LARGE = 16384
 
     def large(self):

@@ -11,23 +11,9 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 TOLERANCE = 3.0
 # (label pattern, term): what the traces' `at_peak` and the wheels' code point at
 TERMS = [
-    (r"modules_to_save", "N10: PEFT modules_to_save (trainable copies, their AdamW moments, a "
-     "transient head gradient) is not modelled"),
-    (r"^trl 1\.16\.0 qwen2 full_no_gc$", "full fine-tuning without checkpointing: trainable "
-     "weights make autograd keep each linear's input and each RMSNorm's bf16 cast, which "
-     "layer_tensors counts for frozen weights only: per layer and token 2 I (down_proj's input, "
-     "at_peak `mul 166144` x2 = 236 x 352 x 2) + 2 norms x (2 H `_to_copy`, saved by `mul` for "
-     "the norm weight's gradient, + 2 H normed `mul` output, the q/k/v and gate/up input; "
-     "at_peak `_to_copy 60416` x5, `mul 60416` x4), and the final norm's `_to_copy`: 876,032 B "
-     "against the 863,526 B missing (the step peaks are trl 1.15.0's to the byte)"),
-    (r"^trl 0\.19\.1 qwen2 full_beta", "the reference model in float32: TRL 0.19 refuses "
-     "model_init_kwargs beside a model object and loads the reference model from its path in "
-     "transformers' default dtype; the estimate takes the policy's dtype"),
-    (r"^trl 0\.1[45]\.\S+ \S+ reward_model$", "the reward model in float32: 0.14 / 0.15 refuse "
-     "model_init_kwargs beside a model object, so `AutoModelForSequenceClassification."
-     "from_pretrained(reward_func, num_labels=1)` loads it in transformers' default float32 "
-     "(static_at_train +1,973,312 B over base: twice the bf16 986,624 B the estimate counts); "
-     "0.14 also misses the recompute moment below"),
+    (r"^trl 0\.14\.0 qwen2 modules_to_save$", "TRL 0.14: the LoRA adapters get no gradient "
+     "(its other LoRA runs fail: does not require grad); only the head copy trains (the "
+     "optimizer's states are its moments alone), so the record is not the LoRA step modelled"),
     (r"^trl 0\.1[45]\.\S+ phi3 ", "Phi-3's fused qkv / gate_up saved set under "
      "the transformers of 0.14 / 0.15 (4.48 / 4.49; 0.16 on agree): not yet attributed"),
     (r"^trl 0\.14\.\S+ \S+ (base|beta|full|full_beta)$", "the checkpointed backward's "
@@ -42,8 +28,6 @@ TERMS = [
      "in-step reference pass too (at_peak scoring, trl 0.14.0: bf16 norm casts "
      "`_to_copy` 122,880 x5, norm outputs `mul` 122,880 x4, the MLP product `mul` 337,920 x2); "
      "0.14's peak is its in-step reference pass, where every layer's saved set is live"),
-    (r"^trl 0\.15\.\S+ \S+ no_gc$", "without checkpointing at fp32 logits: over by about 9 % as "
-     "0.16.1 to 0.26.2, not yet attributed"),
     (r"^trl 0\.(1[6-9]|2\d)\.\S+ qwen2 steps_per_generation2$", "as iterations2 below: "
      "the attention mask and autocast's bf16 copies of the recomputed layer's adapter weights "
      "(the first micro-batch's gradients, kept through the second, are modelled: "
@@ -54,6 +38,8 @@ TERMS = [
      "modelled (about 65 kB, 1.5 % here; a few MB at 7B)"),
     (r"^trl (0\.|1\.([0-9]|1[0-4])\.)\S+ qwen2 reward_model$", "the reward model's forward "
      "(N9) under the trainer's path: not yet attributed"),
+    (r"modules_to_save", "N10 is modelled (the copies, their gradient and AdamW moments, the "
+     "head's transient gradient): what is left is the release's other terms, as its base record"),
     (r".", "not yet attributed"),
 ]
 

@@ -269,7 +269,15 @@ def run_one(family, mix, work, fields=None, use_cpu=True):
         rm_folder = os.path.join(work, family + "-reward")
         if not os.path.exists(rm_folder):
             tiny.save(family, rm_folder, head="classification", fields=fields)
-        funcs.append(rm_folder)
+        if OBJECT_REFUSES_INIT_KWARGS[0]:
+            # the release refuses model_init_kwargs beside a model object (TRL 0.19), so it would
+            # load the reward model in transformers' default float32; `trl grpo` hands it
+            # ModelConfig's dtype (`model_init_kwargs["torch_dtype"]`). Handed over loaded in
+            # bf16, TRL prepares it as the model it would load (`accelerator.prepare_model(...,
+            # evaluation_mode=True)`), and `register_all` counts its weights.
+            funcs.append(load_bf16(transformers.AutoModelForSequenceClassification, rm_folder))
+        else:
+            funcs.append(rm_folder)
         if "reward_processing_classes" not in params:
             return {"skipped": "no reward model argument"}
     ds = Dataset.from_dict({"prompt": tiny.prompts(64)})
@@ -319,7 +327,10 @@ def run_one(family, mix, work, fields=None, use_cpu=True):
                     if p.requires_grad)
     weights = sum(p.numel() * p.element_size() for p in trainer.model.parameters())
     ref = getattr(trainer, "ref_model", None)
+    rewards = [m for m in getattr(trainer, "reward_funcs", []) or [] if isinstance(m, torch.nn.Module)]
     return {
+        "reward_model_bytes": sum(p.numel() * p.element_size() for m in rewards
+                                  for p in m.parameters()),
         "static_at_train": static,
         "weights_bytes": weights,
         "trainable_bytes": trainable,

@@ -19,7 +19,8 @@ pub(super) fn phases(app: &App) -> Vec<&PhaseMemory> {
     }
     phases.sort_by_key(|p| match p.phase {
         Phase::Generation => 0,
-        Phase::Training => 1,
+        Phase::Scoring => 1,
+        Phase::Training => 2,
     });
     phases
 }

@@ -324,6 +324,10 @@ fn lora_table(w: &mut Writer, run: &RunConfig) {
     w.knob(Knob::LoraRank, run.lora_rank);
     w.key("lora_alpha", run.lora_alpha);
     w.key("target_modules", target_modules(run));
+    if !run.modules_to_save.is_empty() {
+        let quoted: Vec<String> = run.modules_to_save.iter().map(|m| quoted(m)).collect();
+        w.key("modules_to_save", format!("[{}]", quoted.join(", ")));
+    }
     match run.stack {
         Stack::Unsloth => w.key(
             "use_gradient_checkpointing",
@@ -372,6 +376,10 @@ fn grpo_table(w: &mut Writer, run: &RunConfig) {
     // in trl 0.15.2 to 0.28): the pinned release gets the prompts' length the run assumes
     if w.takes("max_prompt_length") {
         w.key("max_prompt_length", run.prompt_len);
+    }
+    if run.liger_loss && stack == Stack::Trl {
+        // N8: the release's own name for the Liger loss flag (`use_liger_loss` before 0.26)
+        w.key(run.versions.trl_liger_key(), true);
     }
     if let Some(n) = run.steps_per_generation {
         w.key("steps_per_generation", n);
@@ -483,6 +491,14 @@ mod tests {
         run.lora_targets = vec!["q_proj".into(), "v_proj".into()];
         let table: toml::Table = to_toml(&run, &ctx).parse().unwrap();
         assert!(table["lora"]["target_modules"].is_array());
+        // PEFT's modules_to_save: written only when set, as LoraConfig's list
+        assert!(table["lora"].get("modules_to_save").is_none());
+        run.modules_to_save = vec!["lm_head".into(), "embed_tokens".into()];
+        let table: toml::Table = to_toml(&run, &ctx).parse().unwrap();
+        assert_eq!(
+            table["lora"]["modules_to_save"],
+            toml::Value::Array(vec!["lm_head".into(), "embed_tokens".into()])
+        );
     }
 
     #[test]

@@ -123,7 +123,7 @@ fn run_file(
     let grpofit = read_grpofit::read_grpofit(t, dir, pins)?;
     let model = read_model::read_model(t, grpofit.model_config.as_deref(), reading.models)?;
     let grpo = read_grpo::read_grpo(t)?;
-    let lora = read_lora::read_lora(t, &model.arch)?;
+    let lora = read_lora::read_lora(t, &model.arch, model.quant)?;
     let env = read_env::read_env(t);
     let env_vars = read_env::env_vars(t)?;
     let generating = read_generation::read_generation(t, env.unsloth_standby)?;
@@ -153,6 +153,7 @@ fn run_file(
         lora_alpha: lora.alpha,
         max_lora_rank: model.max_lora_rank,
         lora_targets: lora.targets,
+        modules_to_save: lora.modules_to_save,
         checkpointing: lora.checkpointing,
         optimizer: grpo.optimizer,
         beta: grpo.beta,
@@ -160,6 +161,7 @@ fn run_file(
         expandable_segments: env.expandable_segments,
         unsloth_standby: env.unsloth_standby,
         fused_logits: grpo.fused_logits,
+        liger_loss: grpo.liger_loss,
         vllm_kv_fp8: generating.vllm_kv_fp8,
         vllm_sleep: generating.vllm_sleep,
         steps_per_generation: grpo.steps_per_generation,

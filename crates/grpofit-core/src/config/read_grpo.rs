@@ -5,6 +5,7 @@ use super::error::LoadError;
 use super::tables::{Tables, suggest};
 use crate::contract::{Call, Table as T};
 use crate::run::knobs::Knob;
+use crate::run::versions::LigerLoss;
 use crate::run::{Optimizer, Stack};
 
 /// What `[grpo]` says about training.
@@ -23,7 +24,9 @@ pub(super) struct Grpo {
     pub cast_lm_head_to_fp32: bool,
     /// GRPOConfig's `fp16` (TrainingArguments: mixed precision in fp16 rather than bf16)
     pub fp16: bool,
-    /// said when `use_liger_kernel` is asked for
+    /// the Liger loss flag of the release (`StackVersions::trl_liger_key`) is on
+    pub liger_loss: bool,
+    /// said when `use_liger_kernel` is asked for where it changes no logits
     pub note: Option<String>,
     /// GRPOConfig's `pad_to_multiple_of` on a CUDA GPU ([`pad_to_multiple_of`])
     pub pad_to_multiple_of: Option<u64>,
@@ -64,11 +67,25 @@ pub(super) fn read_grpo(t: &Tables) -> Result<Grpo, LoadError> {
             .boolean(T::Grpo, "cast_lm_head_to_fp32")?
             .or(grpo.default_bool("cast_lm_head_to_fp32"))
             .unwrap_or(false),
-        note: (t.boolean(T::Grpo, "use_liger_kernel")? == Some(true)).then(|| {
+        liger_loss: liger_loss(t)?,
+        note: (t.boolean(T::Grpo, "use_liger_kernel")? == Some(true)
+            && t.versions.trl_fused_head())
+        .then(|| {
             "`[grpo] use_liger_kernel`: TRL 1.x applies only Liger's layer kernels (its fused LM head already keeps logits small); not exported, since it is deprecated".to_string()
         }),
         pad_to_multiple_of: pad_to_multiple_of(t)?,
     })
+}
+
+/// Whether the release's Liger loss is on (N8): `use_liger_loss` where trl 0.17-0.25 reads it
+/// (`GRPOTrainer.__init__`: `self.use_liger_loss = args.use_liger_loss`), `use_liger_kernel`
+/// from 0.26 (or the retired `use_liger_loss`, read there). Before 0.17 and from 1.15 the flag
+/// changes no logits (`LigerLoss::Off`). The trl stack only: Unsloth runs its own loss.
+fn liger_loss(t: &Tables) -> Result<bool, LoadError> {
+    if t.stack != Stack::Trl || t.versions.trl_liger_loss() == LigerLoss::Off {
+        return Ok(false);
+    }
+    Ok(t.boolean(T::Grpo, t.versions.trl_liger_key())? == Some(true))
 }
 
 /// The most `pad_to_multiple_of` is read as: a whole context of the longest modelled lengths.

@@ -6,7 +6,7 @@ use super::tables::Tables;
 use crate::arch::Arch;
 use crate::contract::{Call, Table as T};
 use crate::run::knobs::Knob;
-use crate::run::{Checkpointing, Stack};
+use crate::run::{Checkpointing, Quant, Stack};
 use toml::Value;
 
 /// What `[lora]` says.
@@ -14,13 +14,16 @@ pub(super) struct Lora {
     pub rank: u64,
     pub alpha: u64,
     pub targets: Vec<String>,
+    /// PEFT's `modules_to_save`
+    pub modules_to_save: Vec<String>,
     pub checkpointing: Checkpointing,
     /// no adapter: every weight trained (`use_peft = false`)
     pub full: bool,
 }
 
-/// Reads `[lora]`; `arch` decides PEFT's default target modules.
-pub(super) fn read_lora(t: &Tables, arch: &Arch) -> Result<Lora, LoadError> {
+/// Reads `[lora]`; `arch` decides PEFT's default target modules, `quant` which modules can be
+/// trained as copies.
+pub(super) fn read_lora(t: &Tables, arch: &Arch, quant: Quant) -> Result<Lora, LoadError> {
     refuse_cli_keys(t)?;
     let full = full_finetuning(t)?;
     let call = lora_call(t);
@@ -39,6 +42,7 @@ pub(super) fn read_lora(t: &Tables, arch: &Arch) -> Result<Lora, LoadError> {
         rank,
         alpha,
         targets: targets(t, arch)?,
+        modules_to_save: modules_to_save(t, arch, quant)?,
         checkpointing: checkpointing(t)?,
         full,
     })
@@ -106,6 +110,61 @@ fn targets(t: &Tables, arch: &Arch) -> Result<Vec<String>, LoadError> {
             .collect(),
         Some(v) => Err(t.wrong(T::Lora, key, v, "expected a list of module names")),
     }
+}
+
+/// `modules_to_save`: a list of module names, each trained whole as PEFT's trainable copy
+/// (`memory::saved_modules`). A name must select a module grpofit sizes (the LM head, the
+/// embedding, a projection), by PEFT's suffix match; a projection of a quantised base cannot be
+/// copied for training (its packed weight is no floating-point tensor, which autograd refuses).
+/// Unsloth's `get_peft_model` handles `modules_to_save` its own way, which is not modelled.
+fn modules_to_save(t: &Tables, arch: &Arch, quant: Quant) -> Result<Vec<String>, LoadError> {
+    let key = "modules_to_save";
+    let names: Vec<String> = match t.get(T::Lora, key)? {
+        None => return Ok(Vec::new()),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| t.as_text(T::Lora, key, v).map(str::to_string))
+            .collect::<Result<_, _>>()?,
+        Some(v) => return Err(t.wrong(T::Lora, key, v, "expected a list of module names")),
+    };
+    if t.stack == Stack::Unsloth && !names.is_empty() {
+        return Err(t.sentence(
+            T::Lora,
+            key,
+            "Unsloth's get_peft_model trains `modules_to_save` its own way, which grpofit does not model: estimate it on the trl stack (`[grpofit] stack = \"trl\"`)",
+        ));
+    }
+    let modules = crate::memory::saved_modules::modules(arch);
+    for name in &names {
+        let selected: Vec<&str> = modules
+            .iter()
+            .map(|(m, _, _)| *m)
+            .filter(|m| crate::memory::saved_modules::matches(m, name))
+            .collect();
+        if selected.is_empty() {
+            let known: Vec<&str> = modules.iter().map(|(m, _, _)| *m).collect();
+            return Err(t.wrong(
+                T::Lora,
+                key,
+                format!("\"{name}\""),
+                format!("names no module grpofit sizes; known: {}", known.join(", ")),
+            ));
+        }
+        let packed = !matches!(quant, Quant::Bf16 | Quant::Fp32);
+        if packed
+            && selected
+                .iter()
+                .any(|m| *m != "lm_head" && *m != "embed_tokens")
+        {
+            return Err(t.wrong(
+                T::Lora,
+                key,
+                format!("\"{name}\""),
+                "selects a quantised projection, which cannot be trained as a copy: list lm_head or embed_tokens, or load the model in 16-bit",
+            ));
+        }
+    }
+    Ok(names)
 }
 
 fn default_targets(t: &Tables, arch: &Arch) -> Vec<String> {

@@ -47,6 +47,8 @@ pub enum Part {
     OtherMemory,
     ExpertWeights,
     ExpertLora,
+    SavedModules,
+    RewardForward,
 }
 
 impl Part {
@@ -77,6 +79,8 @@ impl Part {
             Part::OtherMemory => "other GPU memory",
             Part::ExpertWeights => "expert weights",
             Part::ExpertLora => "expert LoRA",
+            Part::SavedModules => "modules_to_save",
+            Part::RewardForward => "reward forward",
         }
     }
 
@@ -139,6 +143,12 @@ impl Part {
             Part::ExpertLora => {
                 "Unsloth's LoRA on the experts (PEFT target_parameters, r x experts wide, fp32)"
             }
+            Part::RewardForward => {
+                "the reward models' forward over the generation batch (TRL's `_calculate_rewards`): the last layer's working set and every layer's keys and values"
+            }
+            Part::SavedModules => {
+                "PEFT's trainable copies of the `[lora] modules_to_save` modules, beside the frozen originals"
+            }
         }
     }
 }
@@ -156,6 +166,8 @@ pub struct Component {
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     Generation,
+    /// the reward models scoring the completions, between generation and the step
+    Scoring,
     Training,
 }
 
@@ -164,6 +176,7 @@ impl Phase {
     pub fn label(self) -> &'static str {
         match self {
             Phase::Generation => "generation",
+            Phase::Scoring => "scoring",
             Phase::Training => "training",
         }
     }

@@ -36,10 +36,16 @@ pub fn unsloth_logits_of(run: &RunConfig) -> UnslothLogits {
     }
 }
 
+/// Whether the run's Liger loss builds the step's log-probabilities in chunks (N8).
+fn liger_on(run: &RunConfig) -> bool {
+    run.liger_loss && run.versions.trl_liger_loss() != crate::run::versions::LigerLoss::Off
+}
+
 /// The breakdown's name for the step's logits term, by the trainer release that builds it.
 pub fn logits_part(run: &RunConfig) -> Part {
     match run.stack {
-        Stack::Trl if !run.fused_logits => Part::MicroBatchLogits,
+        // the Liger loss (N8) builds chunks, not the micro-batch's logits
+        Stack::Trl if !run.fused_logits && !liger_on(run) => Part::MicroBatchLogits,
         Stack::Trl => Part::Logits,
         Stack::Unsloth => match unsloth_logits_of(run) {
             UnslothLogits::TrlLoss => Part::MicroBatchLogits,

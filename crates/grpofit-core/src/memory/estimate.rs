@@ -4,8 +4,10 @@ use crate::arch::{Arch, Vision};
 use crate::memory::by_version;
 use crate::memory::bytes::tensor_bytes;
 use crate::memory::generate::generate_memory;
+use crate::memory::packing::{Packing, block_bytes, optimizer_bytes};
 use crate::memory::roles::{self, Role};
 use crate::memory::run_warnings;
+use crate::memory::saved_modules;
 use crate::memory::step::shape::StepPath;
 use crate::memory::step::unsloth_step::{SMALL_CARD, unsloth_step};
 use crate::memory::step::{self, StepPeak, StepShape};
@@ -13,7 +15,6 @@ use crate::memory::vllm;
 use crate::run::spread;
 use crate::run::versions::{EntropyChunk, UnslothLogits};
 use crate::run::{Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack};
-use crate::units::MIB;
 use serde::Serialize;
 
 pub use crate::memory::breakdown::{
@@ -66,6 +67,8 @@ struct Static {
     /// `VLLMGeneration._init_vllm`), whatever ZeRO-3 or FSDP does to the trainer's copy
     checkpoint: u64,
     adapters: u64,
+    /// PEFT's `modules_to_save`: the trainable copies (`saved_modules`)
+    saved: u64,
     gradients: u64,
     optimizer: u64,
     /// full fine-tuning: every weight's gradients, held from step to step (ZeRO's partitions)
@@ -175,6 +178,17 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
             && !row_log_softmax,
         quantised_base: step::shape::quantised_matmul_saves_input(run.stack, run.quant),
         fused_logits: run.fused_logits && run.stack == Stack::Trl,
+        head_copy: run.stack == Stack::Trl
+            && !run.full_finetuning
+            && run
+                .modules_to_save
+                .iter()
+                .any(|n| saved_modules::matches("lm_head", n)),
+        liger: if run.stack == Stack::Trl && run.liger_loss {
+            run.versions.trl_liger_loss()
+        } else {
+            crate::run::versions::LigerLoss::Off
+        },
         expandable_segments: run.expandable_segments,
         scoring_rows: if trainer
             && run.scores_before_training()
@@ -227,9 +241,11 @@ fn estimate_using(
     );
     let mut warnings = Vec::new();
     let generating = generation_phases(run, gpu, &stat, context, &mut warnings);
+    let scoring = scoring_phase(run, &stat, &generating.before_step);
     let trained = training_phase(run, gpu, &stat, &targets, generating.before_step, step);
     let mut phases = generating.phases;
     phases.push(trained.phase);
+    phases.extend(scoring);
     phases.sort_by_key(|p| std::cmp::Reverse(p.total_bytes));
     let peak_phase = phases[0].phase;
     let total = phases[0].total_bytes;
@@ -279,7 +295,7 @@ fn estimate_using(
 /// The trainer's static memory as the breakdown names it: weights (shared with vLLM on Unsloth,
 /// whole or a shard when fully fine-tuned), adapters, optimizer states and what else sits on the
 /// GPU beside the trained model.
-fn trainer_static(run: &RunConfig, stat: &Static) -> [(Part, u64); 10] {
+fn trainer_static(run: &RunConfig, stat: &Static) -> [(Part, u64); 11] {
     let weights_part = if run.full_finetuning {
         Part::Weights
     } else if run.stack == Stack::Unsloth
@@ -294,6 +310,7 @@ fn trainer_static(run: &RunConfig, stat: &Static) -> [(Part, u64); 10] {
         (Part::ExpertWeights, stat.expert_weights),
         (Part::LoraAdapters, stat.adapters - stat.expert_adapters),
         (Part::ExpertLora, stat.expert_adapters),
+        (Part::SavedModules, stat.saved),
         (Part::OptimizerStates, stat.optimizer),
         (Part::Gradients, stat.full_gradients),
         (Part::GatheredWeights, stat.gathered),
@@ -397,6 +414,26 @@ fn generation_phases(
     }
 }
 
+/// The reward models scoring the completions (N9, `frozen::reward_forward_bytes`): what is held
+/// before the step (vLLM's share as it stays while training), and their forward over the
+/// generation batch.
+fn scoring_phase(
+    run: &RunConfig,
+    stat: &Static,
+    before_step: &[(Part, u64)],
+) -> Option<PhaseMemory> {
+    let forward = crate::memory::frozen::reward_forward_bytes(run);
+    (forward > 0).then(|| {
+        let mut parts = before_step.to_vec();
+        parts.push((
+            Part::AllocatorSlack,
+            static_slack(stat, run.stack == Stack::Unsloth),
+        ));
+        parts.push((Part::RewardForward, forward));
+        PhaseMemory::of(Phase::Scoring, parts)
+    })
+}
+
 /// The training phase: what is held before the step, and the step's peak above it, as PyTorch
 /// allocates and reserves it.
 struct Trained {
@@ -432,6 +469,7 @@ fn training_phase(
         });
     let allocated = train_weights
         + stat.adapters
+        + stat.saved
         + stat.optimizer
         + (stat.full_gradients - stat.step_gradients)
         + stat.gathered
@@ -467,7 +505,7 @@ fn vllm_generation(
     stat: &Static,
     shares_weights: bool,
     context: (Part, u64),
-    trainer_static: [(Part, u64); 10],
+    trainer_static: [(Part, u64); 11],
 ) -> PhaseMemory {
     let mut generation = vec![context];
     generation.extend(trainer_static);
@@ -519,7 +557,7 @@ fn transformers_generation(
     stat: &Static,
     shares_weights: bool,
     context: (Part, u64),
-    trainer_static: [(Part, u64); 10],
+    trainer_static: [(Part, u64); 11],
 ) -> PhaseMemory {
     let g = generate_memory(run);
     let mut generation = vec![context];
@@ -537,6 +575,7 @@ fn transformers_generation(
 fn static_slack(stat: &Static, shares_weights: bool) -> u64 {
     let held = if shares_weights { 0 } else { stat.weights }
         + stat.adapters
+        + stat.saved
         + stat.optimizer
         + stat.full_gradients
         + stat.gathered
@@ -555,44 +594,6 @@ pub fn target_mask(arch: &Arch, targets: &[String]) -> Vec<bool> {
         .collect()
 }
 
-/// Bytes a tensor's block takes when allocated fresh: a tensor over 10 MiB gets its own
-/// segment rounded to 2 MiB, and a left-over of 1 MiB or less is not split off (measured:
-/// Qwen2.5-3B's 43 MiB MLP weights take 44 MiB each; weights_bytes exceeds 2 x n_params by 104.5 MiB).
-fn block_bytes(bytes: u64) -> u64 {
-    let rounded = crate::memory::step::allocator::round_request(bytes);
-    let segment = rounded.div_ceil(2 * MIB) * 2 * MIB;
-    if rounded > 10 * MIB && segment - rounded <= MIB {
-        segment
-    } else {
-        rounded
-    }
-}
-
-/// Segments a group of tensors occupies: small ones packed into 2 MiB segments, 1-10 MiB ones
-/// into 20 MiB segments, larger ones in their own.
-#[derive(Default)]
-struct Packing {
-    small: u64,
-    mid: u64,
-    large: u64,
-}
-
-impl Packing {
-    fn add(&mut self, bytes: u64, copies: u64) {
-        let b = block_bytes(bytes) * copies;
-        if bytes <= MIB {
-            self.small += b;
-        } else if bytes < 10 * MIB {
-            self.mid += b;
-        } else {
-            self.large += b;
-        }
-    }
-    fn reserved(&self) -> u64 {
-        self.small.div_ceil(2 * MIB) * 2 * MIB + self.mid.div_ceil(20 * MIB) * 20 * MIB + self.large
-    }
-}
-
 fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
     if run.full_finetuning {
         return full_finetuning_static(run);
@@ -601,6 +602,7 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
     let mut packing = Packing::default();
     let (mut weights, expert_bytes) = base_weights(run, &mut packing);
     let (adapters, optimizer, expert_adapters) = adapter_states(run, targets, &mut packing);
+    let saved = saved_modules::saved_modules(run, &mut packing);
     // Gradients live all together only after the backward pass, when activations are gone;
     // at the step's peak one layer's worth exists (unless accumulated: `by_version`).
     let gradients = by_version::adapter_gradients_at_peak(run, adapters);
@@ -630,10 +632,12 @@ fn static_memory(run: &RunConfig, targets: &[bool]) -> Static {
         checkpoint: weights + head + kbit,
         weights: held,
         adapters,
+        saved: saved.copies,
         gradients,
-        optimizer,
-        full_gradients: buckets,
-        step_gradients: 0,
+        optimizer: optimizer + saved.optimizer,
+        // the copies' gradients are made in each backward and dropped by `zero_grad`
+        full_gradients: buckets + saved.gradients,
+        step_gradients: saved.gradients,
         gathered,
         host: 0,
         reference,
@@ -763,6 +767,7 @@ fn full_finetuning_static(run: &RunConfig) -> Static {
         weights: states.weights + head,
         checkpoint: param_bytes * run.arch.parameters() + head,
         adapters: 0,
+        saved: 0,
         gradients: 0,
         optimizer: states.optimizer + head_moments,
         full_gradients: states.gradients + states.buckets + head_grads,
@@ -774,27 +779,5 @@ fn full_finetuning_static(run: &RunConfig) -> Static {
         rewards,
         expert_weights: 0,
         expert_adapters: 0,
-    }
-}
-
-/// Optimizer state bytes for one adapter tensor of `elements`.
-/// AdamW: exp_avg and exp_avg_sq in fp32 plus a 4-byte step (measured: opt_state_bytes = 2 x lora_bytes).
-/// bitsandbytes 8-bit: two uint8 states with an fp32 absmax per 256-element block; tensors under
-/// 4096 elements stay fp32 (bnb's `min_8bit_size`).
-/// `param_bytes`: torch AdamW's moments follow the parameter's dtype (torch optim/adam.py
-/// `_init_group`, `torch.zeros_like(p)`); bitsandbytes' states keep their own (`init_state`).
-fn optimizer_bytes(opt: Optimizer, elements: u64, param_bytes: u64) -> u64 {
-    let eight_bit = |n: u64| {
-        if n < 4096 {
-            8 * n
-        } else {
-            2 * (n + n.div_ceil(256) * 4)
-        }
-    };
-    match opt {
-        Optimizer::AdamW => block_bytes(param_bytes * elements) * 2 + 512,
-        Optimizer::PagedAdamW => block_bytes(4 * elements) * 2 + 512,
-        Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => block_bytes(eight_bit(elements)),
-        Optimizer::Sgd => 0,
     }
 }

@@ -79,6 +79,34 @@ pub fn reward_models_bytes(run: &RunConfig) -> u64 {
         .sum()
 }
 
+/// The reward models' forward over the generation batch (N9), bytes above what is held: trl
+/// 1.15.0 `_calculate_rewards` tokenizes each prompt and completion again (right-padded) and
+/// runs each reward model over the whole local generation batch under `torch.inference_mode()`,
+/// one model after another, after generation and before the step. Its peak comes in the last
+/// layer's MLP (traced: qwen2 `reward_model`, trl 0.19.1, `at_peak` of the reward phase, every
+/// large tensor accounted for): the MLP's activation, up projection and their product (3 x 2 I
+/// bytes a token); four hidden-wide bf16 tensors (the embedding output, the residual stream
+/// before and after attention, the normed input); and every layer's keys and values, which the
+/// model's `DynamicCache` keeps (transformers `Qwen2Model.forward`: `if use_cache and
+/// past_key_values is None`; TRL loads reward models without `use_cache`, so the config's True
+/// holds): 2 x 2 kv_dim bytes a layer and token. The score head's output (a token's num_labels
+/// logits) is negligible.
+pub fn reward_forward_bytes(run: &RunConfig) -> u64 {
+    if run.stack != Stack::Trl {
+        return 0;
+    }
+    let (prompt, completion) = run.step_lengths();
+    let tokens = run.generation_rows() * (prompt + completion);
+    run.reward_models
+        .iter()
+        .map(|m| {
+            let a = &m.arch;
+            tokens * (6 * a.intermediate + 8 * a.hidden + a.layers * 4 * a.kv_dim())
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 /// TRL's reference model and the reward models on this rank, bytes.
 pub fn frozen_models(run: &RunConfig) -> (u64, u64) {
     (reference_model_bytes(run), reward_models_bytes(run))

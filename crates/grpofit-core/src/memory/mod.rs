@@ -11,9 +11,11 @@ pub mod generate;
 pub mod kbit_cast;
 pub mod lm_head;
 pub mod moe;
+mod packing;
 pub mod refusal;
 pub mod roles;
 mod run_warnings;
+pub mod saved_modules;
 #[cfg(test)]
 mod scale_examples;
 pub mod step;

@@ -147,6 +147,8 @@ fn full_fine_tuning_s_fused_head_backward_holds_an_fp32_weight_gradient() {
         quantised_base: false,
         expandable_segments: false,
         fused_logits: true,
+        head_copy: false,
+        liger: crate::run::versions::LigerLoss::Off,
         scoring_rows: 0,
         free_at_step: 0,
         small_card: false,

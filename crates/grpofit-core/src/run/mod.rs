@@ -169,6 +169,9 @@ pub struct RunConfig {
     pub max_lora_rank: Option<u64>,
     /// names of the targeted projections (`q_proj`...)
     pub lora_targets: Vec<String>,
+    /// PEFT `LoraConfig.modules_to_save` (`[lora] modules_to_save`): modules trained whole
+    /// beside the adapters, each as a trainable copy (`memory::saved_modules`)
+    pub modules_to_save: Vec<String>,
     pub checkpointing: Checkpointing,
     pub optimizer: Optimizer,
     pub beta: f64,
@@ -180,6 +183,9 @@ pub struct RunConfig {
     /// TRL's `use_liger_kernel`: the lm_head and the GRPO loss fused and chunked, so the
     /// micro-batch's logits are never materialised
     pub fused_logits: bool,
+    /// TRL's Liger loss flag (`use_liger_loss` in trl 0.17-0.25, `use_liger_kernel` in
+    /// 0.26-1.14): the loss computed from the hidden states in chunks (`LigerLoss`, by release)
+    pub liger_loss: bool,
     /// vLLM's KV cache in fp8 (Unsloth's `float8_kv_cache`): half the bytes a token
     pub vllm_kv_fp8: bool,
     /// vLLM sleeps while training runs (TRL's `vllm_enable_sleep_mode`, Unsloth's standby)
@@ -423,6 +429,7 @@ impl RunConfig {
             lora_alpha: 16,
             max_lora_rank: None,
             lora_targets: ALL_LINEAR.iter().map(|s| s.to_string()).collect(),
+            modules_to_save: Vec::new(),
             checkpointing: Checkpointing::On,
             optimizer: Optimizer::AdamW,
             beta: 0.0,
@@ -430,6 +437,7 @@ impl RunConfig {
             expandable_segments: false,
             unsloth_standby: false,
             fused_logits: false,
+            liger_loss: false,
             vllm_kv_fp8: false,
             vllm_sleep: false,
             steps_per_generation: None,

@@ -224,6 +224,29 @@ pub enum EntropyChunk {
     Rows128,
 }
 
+/// What TRL's Liger flag computes the loss with (`[grpo] use_liger_loss` in trl 0.17-0.25,
+/// `use_liger_kernel` in 0.26-1.14): the policy's log-probabilities from the last hidden states
+/// and the head's weight in chunks, the micro-batch's logits never built (N8). Read from each
+/// release's `GRPOTrainer.__init__` / `compute_loss`; Liger cannot run on CPU, so not traced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LigerLoss {
+    /// no flag, or a release where it changes no logits (before 0.17; from 1.15 TRL's own fused
+    /// head runs whatever the flag says)
+    Off,
+    /// liger-kernel's `LigerFusedLinearGRPOLoss` (trl 0.17.0 to 1.12.0 `compute_liger_loss`;
+    /// liger_kernel 0.6.1 `chunked_loss/fused_linear_ppo.py`): `chunk_size=1`, one sequence
+    /// at a time through `torch.func.grad_and_value`, its logits and fp32 log-softmax eager
+    LigerKernel,
+    /// TRL 1.13's own copy (`trl/losses/fused_linear_ppo.py`): the same `chunk_size=1` and
+    /// `grad_weight = torch.zeros_like(weight)`, the log-probs in 2048-token x 4096-vocabulary
+    /// tiles (`_SELECTIVE_LOGPROB_SEQ_CHUNK_SIZE`, `_VOCAB_CHUNK_SIZE`)
+    TrlLosses,
+    /// trl 1.14.2 `_chunked_logps`: `_ChunkedLogProbFunction` (trainer/utils.py) over the
+    /// completion's tokens, 2048-token (`_CHUNKED_LOGPROB_TOKEN_CHUNK_SIZE`) x 8192-vocabulary
+    /// (`_CHUNKED_LOGPROB_CHUNK_SIZE`) tiles, a compute-dtype `mm_buf` and an fp32 `logits_buf`
+    Chunked,
+}
+
 /// How an Unsloth release computes the log-probabilities of its training step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UnslothLogits {
@@ -373,6 +396,31 @@ impl StackVersions {
 
     /// [`EntropyChunk`] by TRL release: none before 0.20, one sequence at a time in 0.20 (read
     /// in 0.20.0; 0.21 and 0.22 not read, taken as 0.20), 128 flattened rows from 0.23.
+    /// What the Liger flag computes the loss with in this TRL release ([`LigerLoss`]): the
+    /// releases read are 0.17.0, 0.19.1, 0.20.0, 0.23.0, 0.26.2, 0.29.1, 1.0.0, 1.5.0, 1.10.0,
+    /// 1.12.0 (liger-kernel), 1.13.0 (`trl.losses`), 1.14.2 (`_chunked_logps`) and 1.15.0
+    /// (deprecated: only Liger's layer kernels).
+    pub fn trl_liger_loss(self) -> LigerLoss {
+        match self.trl.line() {
+            l if l < (0, 17) => LigerLoss::Off,
+            l if l < (1, 13) => LigerLoss::LigerKernel,
+            l if l < (1, 14) => LigerLoss::TrlLosses,
+            l if l < (1, 15) => LigerLoss::Chunked,
+            _ => LigerLoss::Off,
+        }
+    }
+
+    /// The GRPOConfig key that turns the Liger loss on in this release: `use_liger_loss` (trl
+    /// 0.17 to 0.25; `use_liger_kernel` is then TrainingArguments' layer patching, no loss), else
+    /// `use_liger_kernel` (renamed in trl 0.26.2's GRPOConfig).
+    pub fn trl_liger_key(self) -> &'static str {
+        if self.trl.line() < (0, 26) {
+            "use_liger_loss"
+        } else {
+            "use_liger_kernel"
+        }
+    }
+
     pub fn trl_entropy_chunk(self) -> EntropyChunk {
         match self.trl.line() {
             l if l < (0, 20) => EntropyChunk::None,

@@ -3,6 +3,7 @@
 //! step (`unsloth_step`).
 
 pub mod allocator;
+mod liger;
 pub mod replay;
 pub mod shape;
 pub mod trl;

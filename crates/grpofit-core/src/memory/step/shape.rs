@@ -2,7 +2,7 @@
 //! saves per token, the logits-phase tensors, and the step's peak above static memory.
 
 use crate::arch::Arch;
-use crate::run::versions::{EntropyChunk, UnslothLogits};
+use crate::run::versions::{EntropyChunk, LigerLoss, UnslothLogits};
 use crate::run::{Quant, Stack};
 
 /// Shapes of one micro-batch step.
@@ -24,6 +24,11 @@ pub struct StepShape {
     /// micro-batch's logits never materialised. Off: logits materialised in bf16, as TRL 0.x and
     /// the calibration harness (`measure.py`) do.
     pub fused_logits: bool,
+    /// PEFT's `modules_to_save` trains a copy of the LM head (`memory::saved_modules`): its
+    /// gradient is made in the step
+    pub head_copy: bool,
+    /// TRL's Liger loss, by release (N8, `memory::step::liger`): the loss's logits never built
+    pub liger: LigerLoss,
     /// rows of the generation batch the trainer scores without gradients before training on
     /// them (old and reference log-probs); 0 when it does not
     pub scoring_rows: u64,
@@ -460,6 +465,8 @@ mod tests {
             quantised_base: false,
             expandable_segments: false,
             fused_logits,
+            head_copy: false,
+            liger: LigerLoss::Off,
             scoring_rows: 0,
             free_at_step: 0,
             small_card: false,

@@ -10,6 +10,7 @@
 use super::replay;
 use super::shape::{Logits, StepPath, StepPeak, StepShape, layer_tensors, trained_weight_inputs};
 use crate::arch::Arch;
+use crate::run::versions::LigerLoss;
 
 /// The step's peak, for the `trl` stack.
 pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
@@ -30,28 +31,32 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     } else {
         arch.layers * layer_bytes
     };
-    // Full fine-tuning (no adapter) trains the head too: `ChunkedLogProbFunction.backward`
-    // (trl 1.15.0 kernels/chunked_logprob.py) fills an fp32 `grad_weight` (V x H) and returns it
-    // cast to bf16, both live at once. Under DDP the bf16 copy becomes the `.grad` the static
-    // gradients already count (2 V H over there).
-    let head_grad = if s.fused_logits && full {
-        6 * arch.vocab * arch.hidden
-    } else {
-        0
-    };
-    let logits_peak = if s.fused_logits {
-        logits.fused_peak() + head_grad
-    } else {
-        logits.peak(s, arch.final_logit_softcapping)
-    };
+    let (logits_peak, copy_grad) = logits_moment(arch, targets, s, &logits);
     let forward = stored + final_norm + logits_peak + residue;
     let backward = if s.checkpointing {
-        stored + residue + recomputed_layer(arch, targets, tokens, layer_bytes, s.path)
+        stored + residue + recomputed_layer(arch, targets, tokens, layer_bytes, s.path) + copy_grad
     } else {
         0
     };
     let activations = forward.max(backward) - if forward >= backward { logits_peak } else { 0 };
-    let reserved = replay::replay(arch, targets, tokens, &logits, s).peak_reserved;
+    // the Liger loss's chunks are replayed as the fused head's tiles: both hold no micro-batch
+    // logits, and the reserved peak then follows the chunked step, not the materialised one
+    let reserved = if s.liger != LigerLoss::Off {
+        let chunked = StepShape {
+            fused_logits: true,
+            ..*s
+        };
+        replay::replay(
+            arch,
+            targets,
+            tokens,
+            &Logits::new(arch, &chunked),
+            &chunked,
+        )
+        .peak_reserved
+    } else {
+        replay::replay(arch, targets, tokens, &logits, s).peak_reserved
+    };
     // the first layer's backward: its own checkpoint, its saved set and the gradients it makes
     let first_layer = if s.checkpointing { hidden } else { 0 }
         + recomputed_layer(arch, targets, tokens, layer_bytes, StepPath::Harness);
@@ -143,6 +148,44 @@ pub fn gradients_before_first_layer(arch: &Arch, all: u64) -> u64 {
     (u128::from(all) * u128::from(before) / u128::from(params.max(1))) as u64
 }
 
+/// The logits' moment of the step (the head's output or its chunks, with the head's weight
+/// gradient where the head trains), and the bf16 gradient of PEFT's head copy, which outlives it.
+fn logits_moment(arch: &Arch, targets: &[bool], s: &StepShape, logits: &Logits) -> (u64, u64) {
+    // Full fine-tuning (no adapter) trains the head too, and so does PEFT's trainable copy of it
+    // (`modules_to_save`): `ChunkedLogProbFunction.backward` (trl 1.15.0
+    // kernels/chunked_logprob.py) fills an fp32 `grad_weight` (V x H) and returns it cast to
+    // bf16, both live at once. Under DDP the bf16 copy becomes the `.grad` the static gradients
+    // already count (2 V H over there). Traced (qwen2 `modules_to_save`, trl 1.15.0): the
+    // backward's peak is the base run's plus the copy's static states plus exactly 6 V H.
+    let head_trained = s.head_copy || !targets.iter().any(|t| *t);
+    let head_grad = if s.fused_logits && head_trained {
+        6 * arch.vocab * arch.hidden
+    } else {
+        0
+    };
+    // The head copy's bf16 `.grad` (2 V H) is made by the logits' backward and stays until the
+    // optimizer step, through the recomputed layers' backward; the loss's forward (its entropy
+    // chunks) comes before it. Traced (qwen2 `modules_to_save`, trl 0.19.1, 1.0.0, 1.14.2): the
+    // loss forward's peak is the base run's plus the copy's static states, the backward's plus
+    // 2 V H more. So with checkpointing it joins the recomputation's moment; without, the
+    // logits' moment (whose backward comes while every saved tensor is live).
+    let copy_grad = if s.head_copy {
+        2 * arch.vocab * arch.hidden
+    } else {
+        0
+    };
+    let at_logits = if s.checkpointing { 0 } else { copy_grad };
+    let peak = if s.fused_logits {
+        logits.fused_peak() + head_grad
+    } else if s.liger != LigerLoss::Off {
+        // N8: the Liger loss builds no micro-batch logits, only its chunk's
+        super::liger::liger_peak(arch, s, head_trained) + at_logits
+    } else {
+        logits.peak(s, arch.final_logit_softcapping) + at_logits
+    };
+    (peak, copy_grad)
+}
+
 /// The no-grad scoring before training (trl 1.15.0 `_generate_and_score_completions`): old
 /// log-probs, and reference log-probs with the adapter disabled when `beta > 0`, in chunks of
 /// `per_device_train_batch_size` rows, with gradient checkpointing switched off. Nothing is
@@ -194,6 +237,8 @@ mod tests {
             quantised_base: false,
             expandable_segments: false,
             fused_logits: true,
+            head_copy: false,
+            liger: crate::run::versions::LigerLoss::Off,
             scoring_rows,
             free_at_step: 0,
             small_card: false,
@@ -289,6 +334,43 @@ mod tests {
         let all = 2 * arch.parameters();
         assert_eq!(gradients_before_first_layer(arch, all), 2 * 6_905_456_640);
         assert_eq!(gradients_before_first_layer(arch, 0), 0);
+    }
+
+    /// PEFT's trainable copy of the head (`modules_to_save`): TRL 1.15's fused head makes its
+    /// fp32 gradient and the bf16 cast (6 V H, traced); with materialised logits its bf16
+    /// gradient (2 V H) joins the backward's moments only: the recomputation's with
+    /// checkpointing (which the logits' forward may outweigh), the logits' own without.
+    #[test]
+    fn a_head_copy_adds_its_gradient_to_the_step() {
+        let arch = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let targets = vec![true; arch.projections().len()];
+        let vh = arch.vocab * arch.hidden;
+        let grew = |s: StepShape| {
+            let copy = StepShape {
+                head_copy: true,
+                ..s
+            };
+            let (a, b) = (
+                trl_step(arch, &targets, &s),
+                trl_step(arch, &targets, &copy),
+            );
+            (b.activations + b.logits) - (a.activations + a.logits)
+        };
+        let fused = grew(shape(0));
+        assert!((2 * vh..=6 * vh).contains(&fused), "fused: {fused}");
+        let unfused = StepShape {
+            fused_logits: false,
+            ..shape(0)
+        };
+        let checkpointed = grew(unfused);
+        assert!(checkpointed > 0 && checkpointed <= 2 * vh, "{checkpointed}");
+        let without = grew(StepShape {
+            checkpointing: false,
+            ..unfused
+        });
+        assert_eq!(without, 2 * vh);
     }
 
     /// bitsandbytes' 8-bit matmul keeps its inputs in the replay as in the analytic step: without
