@@ -1,6 +1,7 @@
 //! grpofit's integration tests, one binary (one link): a module per area.
 
 mod calibrate_cli;
+mod calibrate_time;
 mod calibration;
 mod check_stream;
 mod cli;

@@ -1,0 +1,204 @@
+//! `grpofit calibrate` learns the step's time: `grpofit run` writes the predicted step and the
+//! efficiencies it used into the log's `prediction` line, the callback's step lines carry the
+//! measured seconds, and `calibrate` scales the card's efficiencies so that the next
+//! `estimate`, `fit --fastest` and `check` meet them, and say so.
+
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::Path;
+
+/// A TRL run with vLLM colocated on one card: every term of its step takes an efficiency
+/// (no link between GPUs), so scaling them scales the whole step.
+const RUN: &str = r#"
+[grpofit]
+stack = "trl"
+max_prompt_length = 256
+
+[model]
+model_name_or_path = "Qwen/Qwen2.5-0.5B-Instruct"
+dtype = "bfloat16"
+
+[lora]
+r = 16
+lora_alpha = 16
+
+[grpo]
+per_device_train_batch_size = 4
+num_generations = 4
+max_completion_length = 768
+use_vllm = true
+vllm_mode = "colocate"
+"#;
+
+/// The H100's NVML name: the log's device and the card the step is timed on.
+const H100: &str = "NVIDIA H100 80GB HBM3";
+
+fn grpofit(config_dir: &Path) -> Command {
+    let mut c = Command::cargo_bin("grpofit").unwrap();
+    c.arg("--no-gpu").env("GRPOFIT_CONFIG_DIR", config_dir);
+    c
+}
+
+fn on_h100(config_dir: &Path, run: &Path, cmd: &[&str]) -> Command {
+    let mut c = grpofit(config_dir);
+    c.args(cmd)
+        .args(["--config", run.to_str().unwrap(), "--gpu", H100])
+        .args(["--gpu-mem", "80GiB"]);
+    c
+}
+
+fn stdout_of(c: &mut Command) -> String {
+    let out = c.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn step_seconds(config_dir: &Path, run: &Path) -> (f64, Value) {
+    let v: Value = serde_json::from_str(&stdout_of(&mut on_h100(
+        config_dir,
+        run,
+        &["estimate", "--json"],
+    )))
+    .unwrap();
+    (v["step_time"]["seconds"].as_f64().unwrap(), v)
+}
+
+/// The callback's lines for a run whose steps take `seconds` (the first twice as long: it
+/// compiles and captures graphs), as a shell command appends them to `$GRPOFIT_RUN_LOG`.
+fn callback_lines(seconds: &[f64]) -> String {
+    let gib = 1u64 << 30;
+    let mut lines = vec![
+        serde_json::json!({"kind": "start", "device": H100, "total": 80 * gib, "trl": "1.15.0"}),
+    ];
+    for (i, s) in seconds.iter().enumerate() {
+        lines.push(serde_json::json!({"kind": "step", "step": i + 1, "max_allocated": 18 * gib, "max_reserved": 20 * gib, "free": 59 * gib, "total": 80 * gib, "seconds": s}));
+    }
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// `grpofit run` on `run` with a command that writes the callback's lines into its log.
+fn run_logged(config_dir: &Path, run: &Path, log: &Path, lines: &str) {
+    let dir = log.parent().unwrap();
+    let lines_file = dir.join("callback.jsonl");
+    std::fs::write(&lines_file, lines).unwrap();
+    let mut c = on_h100(config_dir, run, &["run"]);
+    c.args(["--log", log.to_str().unwrap(), "--", "sh", "-c"])
+        // as a trainer's callback, after `grpofit run` has written its prediction line
+        .arg(format!(
+            "sleep 0.3; cat '{}' >> \"$GRPOFIT_RUN_LOG\"",
+            lines_file.display()
+        ));
+    stdout_of(&mut c);
+}
+
+#[test]
+fn steps_half_again_as_slow_make_the_next_estimate_half_again_as_long() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_dir = dir.path().join("config");
+    let run = dir.path().join("run.toml");
+    std::fs::write(&run, RUN).unwrap();
+    let (predicted, before) = step_seconds(&config_dir, &run);
+    assert_eq!(before["step_time"]["calibrated"], Value::Null);
+    let log = dir.path().join("run.jsonl");
+    let slow = 1.5 * predicted;
+    run_logged(
+        &config_dir,
+        &run,
+        &log,
+        &callback_lines(&[3.0 * slow, slow, slow, slow]),
+    );
+    let said = stdout_of(grpofit(&config_dir).args(["calibrate", log.to_str().unwrap()]));
+    let calibrated = format!("step time calibrated on 3 steps of {}", log.display());
+    assert!(said.contains(&calibrated), "{said}");
+    assert!(
+        said.contains("decode bandwidth 0.440 of the sheet"),
+        "{said}"
+    );
+
+    let (after, v) = step_seconds(&config_dir, &run);
+    assert!(
+        (after / predicted - 1.5).abs() < 0.01,
+        "{predicted} s -> {after} s"
+    );
+    assert_eq!(
+        v["step_time"]["calibrated"],
+        Value::from(calibrated.clone())
+    );
+    let text = stdout_of(&mut on_h100(&config_dir, &run, &["estimate"]));
+    assert!(text.contains(&calibrated), "{text}");
+    let fastest = stdout_of(&mut on_h100(&config_dir, &run, &["fit", "--fastest"]));
+    assert!(fastest.contains(&calibrated), "{fastest}");
+    // `check` on the same log: the calibrated prediction meets the measured median
+    let mut check = grpofit(&config_dir);
+    check.args([
+        "check",
+        log.to_str().unwrap(),
+        "--config",
+        run.to_str().unwrap(),
+    ]);
+    let checked = stdout_of(check.arg("--json"));
+    let c: Value = serde_json::from_str(&checked).unwrap();
+    let error = c["step_time"]["error_percent"].as_f64().unwrap();
+    assert!(error.abs() < 1.0, "{checked}");
+    assert_eq!(c["step_time_calibrated"], Value::from(calibrated));
+    // another card keeps the declared efficiencies
+    let mut l4 = grpofit(&config_dir);
+    l4.args(["estimate", "--json", "--config", run.to_str().unwrap()])
+        .args(["--gpu", "NVIDIA L4", "--gpu-mem", "24GiB"]);
+    let v: Value = serde_json::from_str(&stdout_of(&mut l4)).unwrap();
+    assert_eq!(v["step_time"]["calibrated"], Value::Null);
+}
+
+#[test]
+fn a_bad_step_time_is_named_with_its_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_dir = dir.path().join("config");
+    let run = dir.path().join("run.toml");
+    std::fs::write(&run, RUN).unwrap();
+    let log = dir.path().join("bad.jsonl");
+    run_logged(&config_dir, &run, &log, &callback_lines(&[2.0, -4.0]));
+    let out = grpofit(&config_dir)
+        .args(["calibrate", log.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}:4: `seconds` = -4.0: expected seconds from 0 up",
+            log.display()
+        )),
+        "{err}"
+    );
+    assert!(!config_dir.join("calibration.toml").exists());
+    // a calibration file whose learned value is out of range: the entry is skipped, named
+    let good = dir.path().join("good.jsonl");
+    run_logged(&config_dir, &run, &good, &callback_lines(&[2.0, 1.0]));
+    let written = std::fs::read_to_string(&good).unwrap();
+    assert_eq!(written.lines().count(), 5, "{written}");
+    stdout_of(grpofit(&config_dir).args(["calibrate", good.to_str().unwrap()]));
+    let file = config_dir.join("calibration.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let bad = regex_free_replace(&text, "matmul_peak = ", "matmul_peak = 7.5 #");
+    std::fs::write(&file, bad).unwrap();
+    let out = on_h100(&config_dir, &run, &["estimate"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`matmul_peak` = 7.5: expected a fraction"),
+        "{err}"
+    );
+}
+
+/// `text` with the first `from` and the rest of its line replaced by `to`'s start.
+fn regex_free_replace(text: &str, from: &str, to: &str) -> String {
+    let at = text.find(from).unwrap();
+    format!("{}{to}{}", &text[..at], &text[at + from.len()..])
+}
