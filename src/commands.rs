@@ -193,6 +193,7 @@ pub(crate) fn open_screen(
     let here = std::env::current_dir().unwrap_or_else(|_| ".".into());
     let mut app = App::new(file, gpu, Theme::from_env(), here);
     app.time_on(speed);
+    app.calibrated_with(crate::inputs::calibration_quietly());
     let hub = crate::inputs::hub_for(source);
     app.look_up_in(hub.cache, hub.access);
     let tail = followed.map(|f| {

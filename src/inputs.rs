@@ -404,6 +404,12 @@ pub(crate) fn load_calibration() -> Result<Option<(Calibration, std::path::PathB
     Ok(Some((calibration, path)))
 }
 
+/// The calibration file, where it can be read, with nothing said (the command's inputs said
+/// what is wrong with it).
+pub(crate) fn calibration_quietly() -> Option<Calibration> {
+    Some(read_calibration().ok()??.0.0)
+}
+
 /// The calibration file and the entries of it skipped, with why, unsaid.
 type ReadCalibration = ((Calibration, std::path::PathBuf), Vec<String>);
 
