@@ -35,6 +35,7 @@ mod roundtrip;
 mod safetensors;
 mod scale;
 mod speed;
+mod speed_padding;
 mod speed_properties;
 mod stale_writes;
 mod svg;
