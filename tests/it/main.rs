@@ -37,6 +37,7 @@ mod scale;
 mod speed;
 mod speed_padding;
 mod speed_properties;
+mod speed_vllm_limits;
 mod stale_writes;
 mod svg;
 mod time_keys;
