@@ -82,13 +82,18 @@ pub(crate) fn check_line(
 ) -> String {
     let line = match (timed, check) {
         (_, Some(c)) => format!(
-            "\nstep time on {}: predicted {}, measured {} (median of {} step{}, the first left out when there are more): {:+.0} %\n",
+            "\nstep time on {}: predicted {}, measured {} (median of {} step{}, the first left out when there are more): {:+.0} %\n{}",
             c.gpu,
             time::seconds(c.predicted_seconds),
             time::seconds(c.measured_seconds),
             c.steps,
             if c.steps == 1 { "" } else { "s" },
-            c.error_percent
+            c.error_percent,
+            c.generation.map_or(String::new(), |g| format!(
+                "  generation: predicted {}, measured {} (TRL's own timings)\n",
+                time::seconds(g.predicted_seconds),
+                time::seconds(g.measured_seconds)
+            ))
         ),
         (Ok(t), None) => format!(
             "\nstep time: predicted {} on {}; the log's step lines carry no seconds\n",

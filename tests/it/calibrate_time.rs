@@ -202,3 +202,66 @@ fn regex_free_replace(text: &str, from: &str, to: &str) -> String {
     let at = text.find(from).unwrap();
     format!("{}{to}{}", &text[..at], &text[at + from.len()..])
 }
+
+/// The callback's lines as above, each step with TRL's own generation timing.
+fn timed_callback_lines(seconds: f64, generation: f64, steps: usize) -> String {
+    callback_lines(&vec![seconds; steps])
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            if v["kind"] == "step" {
+                v["trl_timings"] =
+                    serde_json::json!({"vLLM.generate": generation, "_calculate_rewards": 0.001});
+            }
+            format!("{v}\n")
+        })
+        .collect()
+}
+
+#[test]
+fn trls_generation_timing_is_learned_apart_from_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_dir = dir.path().join("config");
+    let run = dir.path().join("run.toml");
+    std::fs::write(&run, RUN).unwrap();
+    let (predicted, v) = step_seconds(&config_dir, &run);
+    let generation = v["step_time"]["phases"][0]["seconds"].as_f64().unwrap();
+    assert_eq!(v["step_time"]["phases"][0]["phase"], "generation");
+    // generation three times as long as predicted, the rest as predicted
+    let measured = predicted + 2.0 * generation;
+    let log = dir.path().join("run.jsonl");
+    let lines = timed_callback_lines(measured, 3.0 * generation, 4);
+    run_logged(&config_dir, &run, &log, &lines);
+    let said = stdout_of(grpofit(&config_dir).args(["calibrate", log.to_str().unwrap()]));
+    assert!(
+        said.contains("decode bandwidth 0.220 of the sheet"),
+        "{said}"
+    );
+    assert!(said.contains("matmuls 0.360 of its tensor rate"), "{said}");
+    let mut check = grpofit(&config_dir);
+    check.args([
+        "check",
+        log.to_str().unwrap(),
+        "--config",
+        run.to_str().unwrap(),
+    ]);
+    let text = stdout_of(&mut check);
+    assert!(text.contains("(TRL's own timings)"), "{text}");
+    let c: Value = serde_json::from_str(&stdout_of(check.arg("--json"))).unwrap();
+    let g = &c["step_time"]["generation"];
+    assert!(
+        (g["measured_seconds"].as_f64().unwrap() - 3.0 * generation).abs() < 1e-9,
+        "{c}"
+    );
+    // the calibrated generation: its decode three times as long, its prefill as it was
+    let predicted_now = g["predicted_seconds"].as_f64().unwrap();
+    assert!(
+        predicted_now > 2.5 * generation && predicted_now <= 3.0 * generation + 1e-9,
+        "{generation} s -> {predicted_now} s"
+    );
+    let step_now = c["step_time"]["predicted_seconds"].as_f64().unwrap();
+    assert!(
+        (step_now / measured - 1.0).abs() < 0.1,
+        "{step_now} against {measured}"
+    );
+}

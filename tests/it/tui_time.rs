@@ -229,6 +229,7 @@ fn the_screen_times_the_step_with_what_calibrate_learned_for_its_card() {
                 measured_seconds: 3.0,
                 steps: 8,
                 predicted_seconds: 2.0,
+                generation: None,
                 efficiencies: Efficiencies::default().slower_by(1.5),
             }),
         }],

@@ -555,7 +555,7 @@ fn entry(v: &Value, at: &str) -> Result<Entry, CalibrationError> {
 
 fn run(v: &Value, at: &str) -> Result<RunSample, CalibrationError> {
     let t = table(v, at)?;
-    const KEYS: [&str; 11] = [
+    const KEYS: [&str; 13] = [
         "log",
         "context_bytes",
         "steps",
@@ -564,6 +564,8 @@ fn run(v: &Value, at: &str) -> Result<RunSample, CalibrationError> {
         "step_seconds",
         "predicted_step_seconds",
         "steps_timed",
+        "generation_seconds",
+        "predicted_generation_seconds",
         "decode_bandwidth",
         "matmul_peak",
         "eager_op_seconds",

@@ -35,6 +35,8 @@ pub struct StepRecord {
     pub free: u64,
     pub total: u64,
     pub seconds: Option<f64>,
+    /// the step's generation as TRL timed it (`trl_timings`, `predicted_time::GENERATION`)
+    pub generation_seconds: Option<f64>,
 }
 
 impl StepRecord {
@@ -335,6 +337,8 @@ impl Fields<'_> {
             free: self.bytes("free")?,
             total: self.bytes("total")?,
             seconds: predicted_time::step_seconds(self.object.get("seconds"))
+                .map_err(|o| LogProblem::Out(o).at(self.at))?,
+            generation_seconds: predicted_time::generation(self.object.get("trl_timings"))
                 .map_err(|o| LogProblem::Out(o).at(self.at))?,
         })
     }

@@ -10,6 +10,8 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PredictedTime {
     pub seconds: f64,
+    /// the generation phase's share of them
+    pub generation: Option<f64>,
     /// the card's name in grpofit's table (`hardware::Card::name`), or the user's
     pub gpu: String,
     pub efficiencies: Efficiencies,
@@ -18,7 +20,12 @@ pub struct PredictedTime {
 impl PredictedTime {
     /// The `prediction` line's `step_time` object, written by `grpofit run`.
     pub fn json(t: &StepTime, eff: &Efficiencies) -> Value {
-        serde_json::json!({"seconds": t.seconds, "gpu": t.gpu.name, "efficiencies": eff})
+        serde_json::json!({
+            "seconds": t.seconds,
+            "generation": t.phase("generation"),
+            "gpu": t.gpu.name,
+            "efficiencies": eff,
+        })
     }
 
     /// Reads the `step_time` object back: absent or null is None; a value out of its range is
@@ -45,6 +52,13 @@ impl PredictedTime {
         if !(seconds.is_finite() && seconds > 0.0) {
             return Err(bad("seconds", v.get("seconds"), "seconds above 0"));
         }
+        let generation = match v.get("generation") {
+            None | Some(Value::Null) => None,
+            Some(g) => match g.as_f64() {
+                Some(x) if x.is_finite() && (0.0..=seconds).contains(&x) => Some(x),
+                _ => return Err(bad("generation", Some(g), "seconds from 0 to the step's")),
+            },
+        };
         let gpu = v
             .get("gpu")
             .and_then(Value::as_str)
@@ -71,6 +85,7 @@ impl PredictedTime {
         }
         Ok(Some(PredictedTime {
             seconds,
+            generation,
             gpu: gpu.to_string(),
             efficiencies,
         }))
@@ -101,4 +116,44 @@ pub fn step_seconds(v: Option<&Value>) -> Result<Option<f64>, OutOfRange> {
             }),
         },
     }
+}
+
+/// The names under which TRL times a step's generation (`profiling_context(self,
+/// "vLLM.generate")`, "transformers.generate", "transformers.generate_batch": trl 0.23.0 and
+/// 1.16.0 `GRPOTrainer._generate_single_turn`), as the callback's `trl_timings` carries them.
+pub const GENERATION: [&str; 3] = [
+    "vLLM.generate",
+    "transformers.generate",
+    "transformers.generate_batch",
+];
+
+/// A step line's generation seconds: the sum of its `trl_timings` under [`GENERATION`]; None
+/// when the line has no timings or none of those. A timing that is no number of seconds from 0
+/// up is out of range, named.
+pub fn generation(v: Option<&Value>) -> Result<Option<f64>, OutOfRange> {
+    let Some(timings) = v.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let Some(timings) = timings.as_object() else {
+        return Err(OutOfRange {
+            key: "trl_timings".into(),
+            value: timings.to_string(),
+            expected: "an object of seconds by name",
+        });
+    };
+    let mut sum = None;
+    for (name, seconds) in timings {
+        let x = seconds
+            .as_f64()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .ok_or_else(|| OutOfRange {
+                key: format!("trl_timings.{name}"),
+                value: seconds.to_string(),
+                expected: "seconds from 0 up",
+            })?;
+        if GENERATION.contains(&name.as_str()) {
+            sum = Some(sum.unwrap_or(0.0) + x);
+        }
+    }
+    Ok(sum)
 }

@@ -3,7 +3,7 @@
 //! micro-batch's training inside it).
 
 use crate::hardware;
-use crate::measure::measured::RunLog;
+use crate::measure::measured::{RunLog, StepRecord};
 pub use crate::measure::predicted_time::{OutOfRange, PredictedTime};
 use crate::time::{Efficiencies, StepTime};
 use serde::Serialize;
@@ -16,7 +16,10 @@ pub struct TimeSample {
     /// step lines the median is taken over
     pub steps: u64,
     pub predicted_seconds: f64,
+    /// the generation's measured and predicted seconds, where TRL timed it (`trl_timings`)
+    pub generation: Option<(f64, f64)>,
     /// the efficiencies learned: those the prediction used, scaled by measured / predicted
+    /// ([`learn_time`])
     pub efficiencies: Efficiencies,
 }
 
@@ -45,7 +48,11 @@ pub enum TimeNotLearned {
     },
 }
 
-/// The step time learned from `log`: its median step seconds against its prediction.
+/// The step time learned from `log`: its median step seconds against its prediction. Where
+/// TRL timed the generation (`trl_timings`), the decode bandwidth is scaled by the generation's
+/// measured / predicted seconds and the matmul rate and dispatch by the rest of the step's
+/// (generation is mostly decode traffic, the rest mostly matmuls: an approximation, as each
+/// phase takes a little of the other's efficiency); else all three by the whole step's.
 pub fn learn_time(log: &RunLog) -> Result<TimeSample, TimeNotLearned> {
     let predicted = log
         .prediction
@@ -62,9 +69,19 @@ pub fn learn_time(log: &RunLog) -> Result<TimeSample, TimeNotLearned> {
             });
         }
     }
-    let efficiencies = predicted
-        .efficiencies
-        .slower_by(measured / predicted.seconds);
+    let used = predicted.efficiencies;
+    let generation = predicted
+        .generation
+        .zip(median_of(log, |s| s.generation_seconds).map(|(g, _)| g))
+        .map(|(p, m)| (m, p))
+        .filter(|&(m, p)| m > 0.0 && p > 0.0 && measured > m && predicted.seconds > p);
+    let efficiencies = match generation {
+        Some((m, p)) => Efficiencies {
+            decode_bandwidth: used.decode_bandwidth / (m / p),
+            ..used.slower_by((measured - m) / (predicted.seconds - p))
+        },
+        None => used.slower_by(measured / predicted.seconds),
+    };
     if let Some((key, value, expected)) = efficiencies.out_of_range() {
         return Err(TimeNotLearned::OutOfRange {
             measured,
@@ -78,6 +95,7 @@ pub fn learn_time(log: &RunLog) -> Result<TimeSample, TimeNotLearned> {
         measured_seconds: measured,
         steps: steps as u64,
         predicted_seconds: predicted.seconds,
+        generation,
         efficiencies,
     })
 }
@@ -86,8 +104,15 @@ pub fn learn_time(log: &RunLog) -> Result<TimeSample, TimeNotLearned> {
 pub(crate) fn time_toml(t: &TimeSample) -> String {
     let e = &t.efficiencies;
     let f = |x: f64| toml::Value::from(x).to_string();
+    let generation = t.generation.map_or(String::new(), |(m, p)| {
+        format!(
+            "generation_seconds = {}\npredicted_generation_seconds = {}\n",
+            f(m),
+            f(p)
+        )
+    });
     format!(
-        "step_seconds = {}\npredicted_step_seconds = {}\nsteps_timed = {}\ndecode_bandwidth = {}\nmatmul_peak = {}\neager_op_seconds = {}\n",
+        "step_seconds = {}\npredicted_step_seconds = {}\nsteps_timed = {}\n{generation}decode_bandwidth = {}\nmatmul_peak = {}\neager_op_seconds = {}\n",
         f(t.measured_seconds),
         f(t.predicted_seconds),
         t.steps,
@@ -111,6 +136,7 @@ pub(crate) fn time_from_toml(t: &toml::Table) -> Result<Option<TimeSample>, OutO
     if KEYS.iter().all(|k| !t.contains_key(*k)) {
         return Ok(None);
     }
+    let generation_keys = ["generation_seconds", "predicted_generation_seconds"];
     let out = |key: &str, expected| OutOfRange {
         key: key.to_string(),
         value: t.get(key).map_or("nothing".into(), toml::Value::to_string),
@@ -140,10 +166,16 @@ pub(crate) fn time_from_toml(t: &toml::Table) -> Result<Option<TimeSample>, OutO
     if let Some((key, _, expected)) = efficiencies.out_of_range() {
         return Err(out(key, expected));
     }
+    let generation = if generation_keys.iter().any(|k| t.contains_key(*k)) {
+        Some((seconds(generation_keys[0])?, seconds(generation_keys[1])?))
+    } else {
+        None
+    };
     Ok(Some(TimeSample {
         measured_seconds: seconds("step_seconds")?,
         steps,
         predicted_seconds: seconds("predicted_step_seconds")?,
+        generation,
         efficiencies,
     }))
 }
@@ -161,14 +193,31 @@ pub struct StepTimeCheck {
     pub error_percent: f64,
     /// the card the prediction is timed on
     pub gpu: String,
+    /// the generation's predicted seconds and its median as TRL timed it (`trl_timings`), where
+    /// the log carries it
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generation: Option<PhaseCheck>,
+}
+
+/// One phase, predicted against measured.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PhaseCheck {
+    pub predicted_seconds: f64,
+    pub measured_seconds: f64,
 }
 
 /// The median of the log's step seconds, the first step left out when there are others.
 pub fn measured_seconds(log: &RunLog) -> Option<(f64, usize)> {
+    median_of(log, |r| r.seconds)
+}
+
+/// The median of `figure` over the log's step lines that have it, the first left out when
+/// there are others, and how many it is taken over.
+fn median_of(log: &RunLog, figure: fn(&StepRecord) -> Option<f64>) -> Option<(f64, usize)> {
     let mut s: Vec<f64> = log
         .steps
         .iter()
-        .filter_map(|r| r.seconds)
+        .filter_map(figure)
         .filter(|x| x.is_finite() && *x > 0.0)
         .collect();
     if s.len() > 1 {
@@ -196,6 +245,10 @@ pub fn compare(predicted: &StepTime, log: &RunLog) -> Option<StepTimeCheck> {
         steps,
         error_percent: (predicted.seconds - measured) / measured * 100.0,
         gpu: predicted.gpu.name.clone(),
+        generation: median_of(log, |s| s.generation_seconds).map(|(m, _)| PhaseCheck {
+            predicted_seconds: predicted.phase("generation"),
+            measured_seconds: m,
+        }),
     })
 }
 
@@ -268,6 +321,30 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn trls_generation_timing_scales_the_decode_bandwidth_apart() {
+        // predicted 10 s, 4 of them generation; measured 16 s, 8 of them generation (TRL's)
+        let text = timed_log("NVIDIA H100 80GB HBM3", 10.0, &[16.0, 16.0])
+            .replace("\"seconds\": 10,", "\"seconds\": 10, \"generation\": 4.0,")
+            .replace(
+                "\"seconds\": 16}",
+                "\"seconds\": 16, \"trl_timings\": {\"vLLM.generate\": 8.0, \"sync_weights\": 1.0}}",
+            );
+        let t = learn_time(&parse_log(&text, "t").unwrap()).expect("learns");
+        assert_eq!(t.generation, Some((8.0, 4.0)), "{text}");
+        // generation 2x slower: half the bandwidth; the rest 8 s against 6 s
+        assert!((t.efficiencies.decode_bandwidth - 0.33).abs() < 1e-12);
+        assert!((t.efficiencies.matmul_peak - 0.36 * 6.0 / 8.0).abs() < 1e-12);
+        let back = time_from_toml(&time_toml(&t).parse().unwrap()).unwrap();
+        assert_eq!(back, Some(t));
+        let bad = text.replace("\"vLLM.generate\": 8.0", "\"vLLM.generate\": \"slow\"");
+        let e = parse_log(&bad, "log.jsonl").unwrap_err().to_string();
+        assert!(
+            e.ends_with("`trl_timings.vLLM.generate` = \"slow\": expected seconds from 0 up"),
+            "{e}"
+        );
     }
 
     #[test]
