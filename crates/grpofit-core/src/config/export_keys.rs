@@ -91,6 +91,13 @@ pub(super) fn header_lines(left_out: &[(String, &str)]) -> Vec<String> {
         .collect()
 }
 
+/// Whether `call` takes `key`, itself or through the call its `**kwargs` go to (Unsloth's
+/// `from_pretrained` hands `load_vllm` its `max_num_seqs`: `tables::forwarded_to`), as the
+/// loader reads the key.
+pub(super) fn takes(call: Call, key: &str, v: &CallVersions) -> bool {
+    accepts(call, key, v) || forwarded_to(call).is_some_and(|to| accepts(to, key, v))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,11 +192,4 @@ mod tests {
         }
         assert!(refused > 0);
     }
-}
-
-/// Whether `call` takes `key`, itself or through the call its `**kwargs` go to (Unsloth's
-/// `from_pretrained` hands `load_vllm` its `max_num_seqs`: `tables::forwarded_to`), as the
-/// loader reads the key.
-pub(super) fn takes(call: Call, key: &str, v: &CallVersions) -> bool {
-    accepts(call, key, v) || forwarded_to(call).is_some_and(|to| accepts(to, key, v))
 }
