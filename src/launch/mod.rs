@@ -231,9 +231,13 @@ fn prediction(source: &Source, inputs: &Inputs, est: &Estimate) -> serde_json::V
     let detected = inputs.detected.as_ref().ok();
     // the step time, with the efficiencies in use, for `grpofit calibrate` to learn from
     let eff = inputs.efficiencies();
-    let step_time = crate::step_time::predict(&inputs.speed, &inputs.loaded.file, run, est, &eff)
-        .ok()
-        .map(|t| grpofit_core::measure::predicted_time::PredictedTime::json(&t, &eff));
+    let slower = eff.slower_by(2.0);
+    let timed = |eff: &grpofit_core::time::Efficiencies| {
+        crate::step_time::predict(&inputs.speed, &inputs.loaded.file, run, est, eff).ok()
+    };
+    let step_time = timed(&eff).zip(timed(&slower)).map(|(t, slow)| {
+        grpofit_core::measure::predicted_time::PredictedTime::json(&t, &slow, &eff)
+    });
     serde_json::json!({
         "kind": "prediction",
         "run": inputs.loaded.origin,

@@ -10,19 +10,29 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PredictedTime {
     pub seconds: f64,
-    /// the generation phase's share of them
-    pub generation: Option<f64>,
+    /// the part of them the efficiencies set (the rest, the link's transfers, vLLM's host work
+    /// a decode step, the rewards, checkpoint saves, takes none of them)
+    pub scaled: f64,
+    /// the generation phase's share of them, and the part of it the efficiencies set
+    pub generation: Option<(f64, f64)>,
     /// the card's name in grpofit's table (`hardware::Card::name`), or the user's
     pub gpu: String,
     pub efficiencies: Efficiencies,
 }
 
 impl PredictedTime {
-    /// The `prediction` line's `step_time` object, written by `grpofit run`.
-    pub fn json(t: &StepTime, eff: &Efficiencies) -> Value {
+    /// The `prediction` line's `step_time` object, written by `grpofit run`: the step `t` timed
+    /// with `eff`, and `slow`, the same step timed with `eff.slower_by(2.0)`. Every term the
+    /// efficiencies set doubles there and the others stay, so the difference is the part they
+    /// set.
+    pub fn json(t: &StepTime, slow: &StepTime, eff: &Efficiencies) -> Value {
+        let part = |now: f64, doubled: f64| (doubled - now).clamp(0.0, now);
+        let generation = t.phase("generation");
         serde_json::json!({
             "seconds": t.seconds,
-            "generation": t.phase("generation"),
+            "scaled": part(t.seconds, slow.seconds),
+            "generation": generation,
+            "generation_scaled": part(generation, slow.phase("generation")),
             "gpu": t.gpu.name,
             "efficiencies": eff,
         })
@@ -52,12 +62,18 @@ impl PredictedTime {
         if !(seconds.is_finite() && seconds > 0.0) {
             return Err(bad("seconds", v.get("seconds"), "seconds above 0"));
         }
-        let generation = match v.get("generation") {
-            None | Some(Value::Null) => None,
+        // absent or null: None; else seconds from 0 to `most`
+        let part = |key: &str, most: f64| match v.get(key) {
+            None | Some(Value::Null) => Ok(None),
             Some(g) => match g.as_f64() {
-                Some(x) if x.is_finite() && (0.0..=seconds).contains(&x) => Some(x),
-                _ => return Err(bad("generation", Some(g), "seconds from 0 to the step's")),
+                Some(x) if x.is_finite() && (0.0..=most).contains(&x) => Ok(Some(x)),
+                _ => Err(bad(key, Some(g), "seconds from 0 to the step's")),
             },
+        };
+        let scaled = part("scaled", seconds)?.unwrap_or(seconds);
+        let generation = match part("generation", seconds)? {
+            Some(g) => Some((g, part("generation_scaled", g)?.unwrap_or(g))),
+            None => None,
         };
         let gpu = v
             .get("gpu")
@@ -85,6 +101,7 @@ impl PredictedTime {
         }
         Ok(Some(PredictedTime {
             seconds,
+            scaled,
             generation,
             gpu: gpu.to_string(),
             efficiencies,

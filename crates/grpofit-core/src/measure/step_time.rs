@@ -37,6 +37,10 @@ pub enum TimeNotLearned {
     )]
     OtherCard { timed_on: String, device: String },
     #[error(
+        "measured {measured:.2} s a step, no more than the {fixed:.2} s of it no efficiency sets (the link, vLLM's host work, rewards, saves): nothing to scale"
+    )]
+    BelowFixed { measured: f64, fixed: f64 },
+    #[error(
         "measured {measured:.2} s a step against {predicted:.2} s predicted: `{key}` would be {value:.3}, outside {expected}; the prediction misses something the efficiencies cannot carry (`[grpofit] mean_completion_length`?)"
     )]
     OutOfRange {
@@ -70,18 +74,36 @@ pub fn learn_time(log: &RunLog) -> Result<TimeSample, TimeNotLearned> {
         }
     }
     let used = predicted.efficiencies;
+    // the step is s x scaled + fixed for efficiencies `used.slower_by(s)`: the fixed terms
+    // (the link, vLLM's host work, rewards, saves) are taken as predicted
+    let fixed = predicted.seconds - predicted.scaled;
+    let scale = |measured: f64, fixed: f64, scaled: f64| {
+        (scaled > 0.0 && measured > fixed).then(|| (measured - fixed) / scaled)
+    };
     let generation = predicted
         .generation
         .zip(median_of(log, |s| s.generation_seconds).map(|(g, _)| g))
-        .map(|(p, m)| (m, p))
-        .filter(|&(m, p)| m > 0.0 && p > 0.0 && measured > m && predicted.seconds > p);
-    let efficiencies = match generation {
-        Some((m, p)) => Efficiencies {
-            decode_bandwidth: used.decode_bandwidth / (m / p),
-            ..used.slower_by((measured - m) / (predicted.seconds - p))
+        .filter(|&((p, _), m)| m > 0.0 && p > 0.0 && measured > m && predicted.seconds > p);
+    let split = generation.and_then(|((p, p_scaled), m)| {
+        let on_generation = scale(m, p - p_scaled, p_scaled)?;
+        let rest = scale(
+            measured - m,
+            fixed - (p - p_scaled),
+            predicted.scaled - p_scaled,
+        )?;
+        Some((on_generation, rest))
+    });
+    let efficiencies = match (split, scale(measured, fixed, predicted.scaled)) {
+        (Some((on_generation, rest)), _) => Efficiencies {
+            decode_bandwidth: used.decode_bandwidth / on_generation,
+            ..used.slower_by(rest)
         },
-        None => used.slower_by(measured / predicted.seconds),
+        (None, Some(s)) => used.slower_by(s),
+        (None, None) => {
+            return Err(TimeNotLearned::BelowFixed { measured, fixed });
+        }
     };
+    let generation = generation.map(|((p, _), m)| (m, p));
     if let Some((key, value, expected)) = efficiencies.out_of_range() {
         return Err(TimeNotLearned::OutOfRange {
             measured,
@@ -345,6 +367,30 @@ mod tests {
             e.ends_with("`trl_timings.vLLM.generate` = \"slow\": expected seconds from 0 up"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn terms_no_efficiency_sets_are_taken_as_predicted() {
+        // 10 s predicted, 6 of them set by the efficiencies (4 s of link, host work, rewards)
+        let log = |measured: f64| {
+            let text = timed_log("NVIDIA H100 80GB HBM3", 10.0, &[measured])
+                .replace("\"seconds\": 10,", "\"seconds\": 10, \"scaled\": 6.0,");
+            parse_log(&text, "t").unwrap()
+        };
+        // 13 s measured: the 6 s took 9, x1.5
+        let t = learn_time(&log(13.0)).expect("learns");
+        assert!((t.efficiencies.matmul_peak - 0.24).abs() < 1e-12, "{t:?}");
+        assert_eq!(
+            learn_time(&log(3.0)),
+            Err(TimeNotLearned::BelowFixed {
+                measured: 3.0,
+                fixed: 4.0
+            })
+        );
+        let bad = timed_log("NVIDIA H100 80GB HBM3", 10.0, &[1.0])
+            .replace("\"seconds\": 10,", "\"seconds\": 10, \"scaled\": 12.0,");
+        let e = parse_log(&bad, "log.jsonl").unwrap_err().to_string();
+        assert!(e.contains("`step_time.scaled` = 12.0"), "{e}");
     }
 
     #[test]
