@@ -11,10 +11,37 @@ use grpofit_core::memory::estimate::{Estimator, GpuBudget};
 use grpofit_core::time::{self, Efficiencies};
 use std::hint::black_box;
 
+/// The 24gb preset with 128 completions a generation: more than Unsloth's table lets vLLM
+/// decode at once, so the search also walks `max_num_seqs` (tests/it/speed_vllm_limits.rs).
+fn many_rows() -> String {
+    grpofit::presets::built_in("24gb")
+        .unwrap()
+        .replace("Qwen2.5-3B-Instruct", "Qwen2.5-0.5B-Instruct")
+        .replace(
+            "per_device_train_batch_size = 4",
+            "per_device_train_batch_size = 16",
+        )
+        .replace(
+            "gradient_accumulation_steps = 2",
+            "gradient_accumulation_steps = 8",
+        )
+        .replace("num_generations = 4", "num_generations = 16")
+}
+
 fn bench(c: &mut Criterion) {
-    for name in grpofit::presets::names() {
+    let mut runs: Vec<(String, String)> = grpofit::presets::names()
+        .iter()
+        .map(|n| {
+            (
+                format!("{n} preset"),
+                grpofit::presets::built_in(n).unwrap().to_string(),
+            )
+        })
+        .collect();
+    runs.push(("24gb, 128 completions a generation".into(), many_rows()));
+    for (name, text) in &runs {
         let file = config::parse(
-            grpofit::presets::built_in(name).unwrap(),
+            text,
             name,
             None,
             &grpofit_core::resolve::Offline::from_env(),
@@ -32,7 +59,7 @@ fn bench(c: &mut Criterion) {
             keys: &file.time,
             eff: &eff,
         };
-        c.bench_function(&format!("fit --fastest: {name} preset"), |b| {
+        c.bench_function(&format!("fit --fastest: {name}"), |b| {
             // a fresh estimator each time: the command's own cost, nothing remembered
             b.iter(|| {
                 fastest(

@@ -12,14 +12,23 @@ GRPO's two phases: TRL's GRPOTrainer generates the completions inside `training_
 `_prepare_inputs`), between `on_step_begin` and `on_step_end`, so one step's peak covers both
 the generation and the training on them; the counters cannot tell the two apart.
 
+Each step line carries the step's seconds (`on_step_begin` to `on_step_end`) and, where TRL
+times its own phases, those timings (`trl_timings`: seconds a step by name, "vLLM.generate",
+"transformers.generate", "sync_weights", each reward function...). TRL times them with
+`trl.extras.profiling` (`profiling_context` from TRL 0.16, the `ProfilingContext` class from
+1.0) but hands them only to Weights & Biases, MLflow or Trackio, never to the trainer's logs:
+the callback wraps that module to read them as well, and changes nothing of what it reports.
+
 torch's counters (`max_memory_allocated`, `max_memory_reserved`) count every tensor of this
 process: the weights, adapters and optimizer states as well as the step's activations, and a
 colocated vLLM's tensors too. `mem_get_info` is the device's view (all processes, the CUDA
 context included).
 """
 
+import contextlib
 import json
 import os
+import sys
 import time
 
 import torch
@@ -35,6 +44,57 @@ def _version(package):
         return None
 
 
+# the callbacks that read TRL's timings: the wrap is made once per process, and reads into each
+_LISTENERS = []
+
+
+def _heard(name, seconds):
+    # "GRPOTrainer.vLLM.generate": the trainer's class name first (UnslothGRPOTrainer...)
+    short = name.split(".", 1)[1] if "." in name else name
+    for listener in _LISTENERS:
+        listener._timings[short] = listener._timings.get(short, 0.0) + seconds
+
+
+def _time_trl_phases():
+    """Wraps TRL's profiling so that its timings reach `_heard` too; no-op without TRL."""
+    profiling = sys.modules.get("trl.extras.profiling")
+    if profiling is None:
+        try:
+            import trl.extras.profiling as profiling
+        except Exception:  # no TRL, or one without profiling (before 0.16): step seconds only
+            return
+    if getattr(profiling, "_grpofit_timed", False):
+        return
+    profiling._grpofit_timed = True
+    context = getattr(profiling, "ProfilingContext", None)
+    if context is not None:
+        # TRL 1.0 on: every profiled block ends in `_log_metrics(duration)`
+        original = context._log_metrics
+
+        def _log_metrics(self, duration):
+            _heard(self.name, duration)
+            return original(self, duration)
+
+        context._log_metrics = _log_metrics
+        return
+    original = getattr(profiling, "profiling_context", None)
+    if original is None:
+        return
+
+    # TRL 0.16 to 0.26: a generator context; the trainer's module holds its own name for it
+    @contextlib.contextmanager
+    def profiling_context(trainer, name):
+        started = time.perf_counter()
+        with original(trainer, name):
+            yield
+        _heard(f"{trainer.__class__.__name__}.{name}", time.perf_counter() - started)
+
+    profiling.profiling_context = profiling_context
+    for module in list(sys.modules.values()):
+        if module is not profiling and getattr(module, "profiling_context", None) is original:
+            module.profiling_context = profiling_context
+
+
 class GrpofitCallback(TrainerCallback):
     """Appends a `start` line when training begins and a `step` line after every step."""
 
@@ -46,6 +106,7 @@ class GrpofitCallback(TrainerCallback):
             or "grpofit-run.jsonl"
         )
         self._started = None
+        self._timings = {}
 
     def _write(self, record):
         with open(self.log_path, "a", encoding="utf-8") as f:
@@ -58,6 +119,9 @@ class GrpofitCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         if not self._is_main(state) or not torch.cuda.is_available():
             return
+        _time_trl_phases()
+        if self not in _LISTENERS:
+            _LISTENERS.append(self)
         free, total = torch.cuda.mem_get_info()
         record = {
             "kind": "start",
@@ -76,6 +140,7 @@ class GrpofitCallback(TrainerCallback):
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
         self._started = time.perf_counter()
+        self._timings = {}
 
     def on_step_end(self, args, state, control, **kwargs):
         if not self._is_main(state) or not torch.cuda.is_available():
@@ -86,14 +151,15 @@ class GrpofitCallback(TrainerCallback):
         seconds = None
         if self._started is not None:
             seconds = time.perf_counter() - self._started
-        self._write(
-            {
-                "kind": "step",
-                "step": state.global_step,
-                "max_allocated": torch.cuda.max_memory_allocated(),
-                "max_reserved": torch.cuda.max_memory_reserved(),
-                "free": free,
-                "total": total,
-                "seconds": seconds,
-            }
-        )
+        record = {
+            "kind": "step",
+            "step": state.global_step,
+            "max_allocated": torch.cuda.max_memory_allocated(),
+            "max_reserved": torch.cuda.max_memory_reserved(),
+            "free": free,
+            "total": total,
+            "seconds": seconds,
+        }
+        if self._timings:
+            record["trl_timings"] = dict(self._timings)
+        self._write(record)

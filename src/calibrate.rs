@@ -1,5 +1,6 @@
 //! `grpofit calibrate`: learns, from run logs, the CUDA context of the user's GPU model and
-//! stack and the allocator's slack ratio (grpofit_core::measure::calibration), keeps them in
+//! stack, the allocator's slack ratio, and the step time's efficiencies where `grpofit run`
+//! predicted the step (grpofit_core::measure::calibration, `step_time`), keeps them in
 //! `<config dir>/calibration.toml`, and says what it learned and how uncertain it is.
 
 use crate::inputs::{calibration_path, load_calibration};
@@ -8,6 +9,7 @@ use grpofit_core::config::export::write_atomically;
 use grpofit_core::measure::calibration::{self, Calibration, Entry};
 use grpofit_core::measure::measured;
 use grpofit_core::memory::estimate::CUDA_CONTEXT;
+use grpofit_core::time::Efficiencies;
 use grpofit_core::units::format_size;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -79,6 +81,11 @@ fn learn_from(log: &Path) -> Result<(String, String, calibration::RunSample), St
     for note in notes {
         say(&format!("grpofit: note: {note}"));
     }
+    if let Err(why) = grpofit_core::measure::step_time::learn_time(&run_log) {
+        say(&format!(
+            "grpofit: note: {shown}: step time not learned: {why}"
+        ));
+    }
     calibration::learn(&run_log, &shown).map_err(|e| e.to_string())
 }
 
@@ -114,13 +121,32 @@ fn entry_text(e: &Entry) -> String {
         )
     };
     format!(
-        "{} ({}): CUDA context {} {} (built-in: {}, measured on an H200)\n  allocator slack (reserved / allocated at the peak step): {slack:.3}{}\n",
+        "{} ({}): CUDA context {} {} (built-in: {}, measured on an H200)\n  allocator slack (reserved / allocated at the peak step): {slack:.3}{}\n{}",
         e.gpu,
         e.stack,
         format_size(l.median),
         l.uncertainty(),
         format_size(CUDA_CONTEXT),
-        predicted.map_or(String::new(), against)
+        predicted.map_or(String::new(), against),
+        time_text(e)
+    )
+}
+
+/// The efficiencies learned from the runs' step seconds, against the declared ones.
+fn time_text(e: &Entry) -> String {
+    let Some(t) = e.time() else {
+        return String::new();
+    };
+    let (l, d) = (t.efficiencies, Efficiencies::default());
+    format!(
+        "  {}: decode bandwidth {:.3} of the sheet (declared {:.2}), matmuls {:.3} of its tensor rate (declared {:.2}), {:.1} µs an eager operator (declared {:.0})\n",
+        t.said(),
+        l.decode_bandwidth,
+        d.decode_bandwidth,
+        l.matmul_peak,
+        d.matmul_peak,
+        l.eager_op_seconds * 1e6,
+        d.eager_op_seconds * 1e6
     )
 }
 
@@ -136,5 +162,11 @@ fn entry_json(e: &Entry) -> serde_json::Value {
         "slack": slack,
         "predicted_slack": predicted,
         "logs": e.runs.iter().map(|r| r.log.clone()).collect::<Vec<_>>(),
+        "step_time": e.time().map(|t| serde_json::json!({
+            "calibrated": t.said(),
+            "steps": t.steps,
+            "logs": t.logs,
+            "efficiencies": t.efficiencies,
+        })),
     })
 }

@@ -34,17 +34,20 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
     check_exports(&exports)?;
     let to_stdout = export.is_some_and(|o| o == std::path::Path::new("-"));
     let warnings = Warnings::unless_machine_read(json || to_stdout);
+    let inputs = resolve_with(source, warnings)?;
+    let eff = inputs.efficiencies();
     let Inputs {
         loaded,
         gpu,
         gpu_line,
         calibrated,
         speed,
+        time,
         ..
-    } = resolve_with(source, warnings)?;
+    } = inputs;
     let file = &loaded.file;
     let est = estimate(&file.run, gpu);
-    let step = crate::step_time::predict(&speed, file, &file.run, &est);
+    let step = crate::step_time::predict(&speed, file, &file.run, &est, &eff);
     let answer = if est.fits { FITS } else { DOES_NOT_FIT };
     if est.host_memory_bytes > 0
         && let Some(note) = crate::host::offload_note(est.host_memory_bytes)
@@ -72,7 +75,7 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         v["stored_weights"] =
             serde_json::to_value(file.run.stored_weights).map_err(|e| e.to_string())?;
         v["calibrated"] = serde_json::json!(calibrated);
-        crate::step_time::json(&mut v, &step)?;
+        crate::step_time::json(&mut v, &step, time.as_ref())?;
         if to_stdout {
             // the run file `--export -` writes: the user's own file edited in place
             let mut notes = Vec::new();
@@ -112,7 +115,7 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
             .iter()
             .map(|w| format!("warning: {w}\n"))
             .collect();
-        let step = crate::step_time::line(&step);
+        let step = crate::step_time::line(&step, time.as_ref());
         emit(|out| {
             write!(
                 out,
@@ -190,6 +193,7 @@ pub(crate) fn open_screen(
     let here = std::env::current_dir().unwrap_or_else(|_| ".".into());
     let mut app = App::new(file, gpu, Theme::from_env(), here);
     app.time_on(speed);
+    app.calibrated_with(crate::inputs::calibration_quietly());
     let hub = crate::inputs::hub_for(source);
     app.look_up_in(hub.cache, hub.access);
     let tail = followed.map(|f| {

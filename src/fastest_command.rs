@@ -6,7 +6,7 @@ use crate::inputs::{Inputs, resolve};
 use crate::output::*;
 use grpofit_core::fastest::{Fastest, Timing, fastest, fastest_in_place};
 use grpofit_core::memory::estimate::Estimator;
-use grpofit_core::time::{self, Efficiencies};
+use grpofit_core::time;
 use grpofit_core::units::format_size;
 use std::io::Write;
 
@@ -19,16 +19,18 @@ pub(crate) fn run_fastest(
     picture: Option<crate::picture::Svg>,
 ) -> Result<u8, Failure> {
     crate::commands::check_fit_args(headroom, output, force, picture)?;
+    let inputs = resolve(source)?;
+    let eff = inputs.efficiencies();
     let Inputs {
         loaded,
         gpu,
         gpu_line,
         speed,
+        time,
         ..
-    } = resolve(source)?;
+    } = inputs;
     let card = speed.map_err(|why| Failure::Input(format!("fit --fastest: {why}")))?;
     let file = &loaded.file;
-    let eff = Efficiencies::default();
     let timing = Timing {
         gpu: &card,
         keys: &file.time,
@@ -52,13 +54,14 @@ pub(crate) fn run_fastest(
     let text = if json {
         let mut v = serde_json::to_value(&found).map_err(|e| e.to_string())?;
         v["outcome"] = serde_json::json!("fastest");
+        v["step_time_calibrated"] = serde_json::json!(time.as_ref().map(|t| t.said()));
         json_text(&v)?
     } else {
         format!(
             "run: {}\n{}",
             loaded.origin,
-            text(&found, &gpu_line, headroom)
-        )
+            text(&found, &gpu_line, headroom),
+        ) + &crate::step_time::calibrated_line(time.as_ref())
     };
     let printed = emit(|out| out.write_all(text.as_bytes()));
     if let Some(svg) = picture {

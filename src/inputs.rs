@@ -9,9 +9,10 @@ use grpofit::hub::HubResolver;
 use grpofit::presets::shipped;
 use grpofit_core::config::{self, RunFile};
 use grpofit_core::hardware::GpuSpeed;
-use grpofit_core::measure::calibration::{self, Calibration};
+use grpofit_core::measure::calibration::{self, Calibration, LearnedTime};
 use grpofit_core::memory::estimate::GpuBudget;
 use grpofit_core::presets;
+use grpofit_core::time::Efficiencies;
 use grpofit_core::units::{format_size, parse_gpu_size};
 
 pub(crate) fn merge(outer: &Source, inner: &Source) -> Source {
@@ -281,6 +282,41 @@ pub(crate) struct Inputs {
     pub calibrated: Option<String>,
     /// the card the step is timed on, or why there is none
     pub speed: Result<GpuSpeed, String>,
+    /// the efficiencies `grpofit calibrate` learned for that card and the run's stack
+    pub time: Option<LearnedTime>,
+}
+
+impl Inputs {
+    /// The efficiencies the step is timed with: learned for the card, else the declared ones.
+    pub(crate) fn efficiencies(&self) -> Efficiencies {
+        self.time
+            .as_ref()
+            .map_or_else(Efficiencies::default, |t| t.efficiencies)
+    }
+}
+
+/// What `grpofit calibrate` learned of the step's time on the card `speed` with `stack`, from
+/// the calibration file; what is wrong with the file is said when `say_notes` (else
+/// `calibrate_for` says it).
+fn learned_time(
+    speed: &Result<GpuSpeed, String>,
+    stack: &str,
+    say_notes: bool,
+) -> Option<LearnedTime> {
+    let card = speed.as_ref().ok()?;
+    let calibration = if say_notes {
+        load_calibration()
+            .inspect_err(|e| {
+                say(&format!(
+                    "grpofit: note: {e}: the step is timed with the declared efficiencies"
+                ))
+            })
+            .ok()??
+            .0
+    } else {
+        read_calibration().ok()??.0.0
+    };
+    calibration.time_for(&card.name, stack)
 }
 
 /// The card the step is timed on: `--gpu`, else the detected card, else the run file's
@@ -352,6 +388,7 @@ pub(crate) fn resolve_with(source: &Source, warnings: Warnings) -> Result<Inputs
     let (gpu, mut gpu_line) = capacity(source, &loaded, &detected)?;
     let name = detected.as_ref().ok().map(|g| g.name.clone());
     let speed = gpu_speed(source, &loaded, &detected);
+    let loaded_stack = loaded.file.run.stack.name();
     if let (Some(card), Err(why)) = (&source.gpu, &speed) {
         return Err(format!("--gpu {card}: {why}"));
     }
@@ -364,6 +401,7 @@ pub(crate) fn resolve_with(source: &Source, warnings: Warnings) -> Result<Inputs
         gpu_line,
         detected,
         calibrated: None,
+        time: learned_time(&speed, loaded_stack, name.is_none()),
         speed,
     };
     // the context is the detected card's: a capacity given alone names no card
@@ -381,6 +419,28 @@ pub(crate) fn calibration_path() -> Option<std::path::PathBuf> {
 /// The calibration file, if there is one; a file that cannot be read is an error that names it.
 /// A bad entry in it is skipped, with a notice on standard error.
 pub(crate) fn load_calibration() -> Result<Option<(Calibration, std::path::PathBuf)>, String> {
+    let Some(((calibration, path), skipped)) = read_calibration()? else {
+        return Ok(None);
+    };
+    for why in skipped {
+        say(&format!(
+            "grpofit: note: {why}: skipped (`grpofit calibrate` leaves it out of the file it writes next; `--reset` removes the file)"
+        ));
+    }
+    Ok(Some((calibration, path)))
+}
+
+/// The calibration file, where it can be read, with nothing said (the command's inputs said
+/// what is wrong with it).
+pub(crate) fn calibration_quietly() -> Option<Calibration> {
+    Some(read_calibration().ok()??.0.0)
+}
+
+/// The calibration file and the entries of it skipped, with why, unsaid.
+type ReadCalibration = ((Calibration, std::path::PathBuf), Vec<String>);
+
+/// [`load_calibration`], the skipped entries returned instead of said.
+fn read_calibration() -> Result<Option<ReadCalibration>, String> {
     let Some(path) = calibration_path() else {
         return Ok(None);
     };
@@ -389,12 +449,7 @@ pub(crate) fn load_calibration() -> Result<Option<(Calibration, std::path::PathB
         Ok(text) => {
             let (calibration, skipped) =
                 calibration::parse_skipping(&text, &shown).map_err(|e| e.to_string())?;
-            for why in skipped {
-                say(&format!(
-                    "grpofit: note: {why}: skipped (`grpofit calibrate` leaves it out of the file it writes next; `--reset` removes the file)"
-                ));
-            }
-            Ok(Some((calibration, path)))
+            Ok(Some(((calibration, path), skipped)))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("{shown}: cannot read: {e}")),

@@ -149,12 +149,14 @@ pub(crate) fn run_check(
     }
     // the run the log names, unless --config or --preset says otherwise
     let (inputs, from_log) = inputs_for_log(&run_log, source, &shown)?;
+    let eff = inputs.efficiencies();
     let Inputs {
         loaded,
         gpu,
         gpu_line,
         calibrated,
         speed,
+        time,
         ..
     } = inputs;
     let gpu_line = if from_log {
@@ -165,7 +167,8 @@ pub(crate) fn run_check(
     let run = &loaded.file.run;
     let est = estimate(run, gpu);
     let (predicted, rows) = grpofit_core::measure::check::rows(run, &est, &run_log);
-    let (timed, step_check) = crate::step_time::checked(&speed, &loaded.file, &est, &run_log);
+    let (timed, step_check) =
+        crate::step_time::checked((&speed, &eff), &loaded.file, &est, &run_log);
     let steps = measured.as_ref().map_or(0, |m| m.steps);
     if let Some(svg) = picture {
         let peak = drawn_peak(nvml_peak, measured.as_ref());
@@ -192,6 +195,7 @@ pub(crate) fn run_check(
             "calibrated": calibrated,
             "rows": rows,
             "step_time": step_check,
+            "step_time_calibrated": time.as_ref().map(|t| t.said()),
         }))?
     } else {
         check_text(&CheckText {
@@ -205,7 +209,7 @@ pub(crate) fn run_check(
             phase,
             log_total: run_log.total(),
             capacity: gpu.capacity,
-        }) + &crate::step_time::check_line(&timed, step_check.as_ref())
+        }) + &crate::step_time::check_line(&timed, step_check.as_ref(), time.as_ref())
     };
     emit(|o| o.write_all(out.as_bytes())).map_err(unwritten(FITS))?;
     Ok(FITS)

@@ -2,6 +2,7 @@
 
 use grpofit_core::config::RunFile;
 use grpofit_core::hardware::GpuSpeed;
+use grpofit_core::measure::calibration::LearnedTime;
 use grpofit_core::memory::estimate::Estimate;
 use grpofit_core::run::RunConfig;
 use grpofit_core::time::{self, Efficiencies, StepTime};
@@ -13,19 +14,23 @@ pub(crate) fn predict(
     file: &RunFile,
     run: &RunConfig,
     est: &Estimate,
+    eff: &Efficiencies,
 ) -> Result<StepTime, String> {
     let gpu = speed.as_ref().map_err(Clone::clone)?;
-    Ok(time::step_time(
-        run,
-        est,
-        gpu,
-        &file.time,
-        &Efficiencies::default(),
-    ))
+    Ok(time::step_time(run, est, gpu, &file.time, eff))
 }
 
-/// The line `estimate` prints: the step and its phases, or why the step is not timed.
-pub(crate) fn line(step: &Result<StepTime, String>) -> String {
+/// "step time calibrated on 12 steps of run.jsonl", where `grpofit calibrate` learned the
+/// card's efficiencies: the line under the step's.
+pub(crate) fn calibrated_line(time: Option<&LearnedTime>) -> String {
+    time.map_or(String::new(), |t| {
+        format!("  {} (`grpofit calibrate --reset` forgets it)\n", t.said())
+    })
+}
+
+/// The line `estimate` prints: the step and its phases, or why the step is not timed; and
+/// whether it is timed with the efficiencies `grpofit calibrate` learned.
+pub(crate) fn line(step: &Result<StepTime, String>, time: Option<&LearnedTime>) -> String {
     match step {
         Ok(t) => {
             let length = if t.completion_is_mean {
@@ -39,19 +44,28 @@ pub(crate) fn line(step: &Result<StepTime, String>) -> String {
                     t.completion_tokens
                 )
             };
-            format!("{}\n  {length}\n", time::summary(t))
+            format!(
+                "{}\n  {length}\n{}",
+                time::summary(t),
+                calibrated_line(time)
+            )
         }
         Err(why) => format!("step time: not estimated: {why}\n"),
     }
 }
 
-/// `--json`'s `step_time`: the step, or null with `step_time_note` saying why.
+/// `--json`'s `step_time`: the step (with `calibrated`, what the efficiencies were learned
+/// from, or null), or null with `step_time_note` saying why.
 pub(crate) fn json(
     v: &mut serde_json::Value,
     step: &Result<StepTime, String>,
+    time: Option<&LearnedTime>,
 ) -> Result<(), String> {
     match step {
-        Ok(t) => v["step_time"] = serde_json::to_value(t).map_err(|e| e.to_string())?,
+        Ok(t) => {
+            v["step_time"] = serde_json::to_value(t).map_err(|e| e.to_string())?;
+            v["step_time"]["calibrated"] = serde_json::json!(time.map(LearnedTime::said));
+        }
         Err(why) => {
             v["step_time"] = serde_json::Value::Null;
             v["step_time_note"] = serde_json::json!(why);
@@ -64,16 +78,22 @@ pub(crate) fn json(
 pub(crate) fn check_line(
     timed: &Result<StepTime, String>,
     check: Option<&grpofit_core::measure::step_time::StepTimeCheck>,
+    time: Option<&LearnedTime>,
 ) -> String {
-    match (timed, check) {
+    let line = match (timed, check) {
         (_, Some(c)) => format!(
-            "\nstep time on {}: predicted {}, measured {} (median of {} step{}, the first left out when there are more): {:+.0} %\n",
+            "\nstep time on {}: predicted {}, measured {} (median of {} step{}, the first left out when there are more): {:+.0} %\n{}",
             c.gpu,
             time::seconds(c.predicted_seconds),
             time::seconds(c.measured_seconds),
             c.steps,
             if c.steps == 1 { "" } else { "s" },
-            c.error_percent
+            c.error_percent,
+            c.generation.map_or(String::new(), |g| format!(
+                "  generation: predicted {}, measured {} (TRL's own timings)\n",
+                time::seconds(g.predicted_seconds),
+                time::seconds(g.measured_seconds)
+            ))
         ),
         (Ok(t), None) => format!(
             "\nstep time: predicted {} on {}; the log's step lines carry no seconds\n",
@@ -81,7 +101,8 @@ pub(crate) fn check_line(
             t.gpu.name
         ),
         (Err(why), None) => format!("\nstep time: not estimated: {why}\n"),
-    }
+    };
+    line + &calibrated_line(time)
 }
 
 /// `device` (NVML's name, from a log) when the table knows the card.
@@ -93,7 +114,7 @@ pub(crate) fn known_card(device: Option<&str>) -> Option<String> {
 
 /// `check`'s step time: the prediction for the file's run, and its comparison with the log.
 pub(crate) fn checked(
-    speed: &Result<GpuSpeed, String>,
+    (speed, eff): (&Result<GpuSpeed, String>, &Efficiencies),
     file: &RunFile,
     est: &Estimate,
     log: &grpofit_core::measure::measured::RunLog,
@@ -101,7 +122,7 @@ pub(crate) fn checked(
     Result<StepTime, String>,
     Option<grpofit_core::measure::step_time::StepTimeCheck>,
 ) {
-    let timed = predict(speed, file, &file.run, est);
+    let timed = predict(speed, file, &file.run, est, eff);
     let check = timed
         .as_ref()
         .ok()

@@ -67,6 +67,8 @@ pub(crate) fn run_command(
         console.say(&line);
     }
     let signals = signals::Signals::catch()?;
+    // made before the command starts (the step's time takes a moment), written once it has
+    let predicted = prediction(source, &inputs, &est);
     let started = start(program, args, &inputs, &run_log, &console)
         .inspect_err(|_| run_log.remove_if_empty())?;
     let Started {
@@ -74,7 +76,7 @@ pub(crate) fn run_command(
         terminal,
         watchdog,
     } = started;
-    if let Err(e) = run_log.write(&prediction(source, &inputs, &est)) {
+    if let Err(e) = run_log.write(&predicted) {
         console.say(&format!(
             "grpofit: {}: cannot write the run log: {e}",
             path.display()
@@ -227,6 +229,15 @@ fn prediction(source: &Source, inputs: &Inputs, est: &Estimate) -> serde_json::V
     let run = &inputs.loaded.file.run;
     let p = measured::predicted(run, est);
     let detected = inputs.detected.as_ref().ok();
+    // the step time, with the efficiencies in use, for `grpofit calibrate` to learn from
+    let eff = inputs.efficiencies();
+    let slower = eff.slower_by(2.0);
+    let timed = |eff: &grpofit_core::time::Efficiencies| {
+        crate::step_time::predict(&inputs.speed, &inputs.loaded.file, run, est, eff).ok()
+    };
+    let step_time = timed(&eff).zip(timed(&slower)).map(|(t, slow)| {
+        grpofit_core::measure::predicted_time::PredictedTime::json(&t, &slow, &eff)
+    });
     serde_json::json!({
         "kind": "prediction",
         "run": inputs.loaded.origin,
@@ -244,6 +255,7 @@ fn prediction(source: &Source, inputs: &Inputs, est: &Estimate) -> serde_json::V
         "training_allocated": est.training_peak_allocated_bytes,
         "training_reserved": est.training_peak_reserved_bytes,
         "vllm": est.vllm.as_ref().map(|v| v.reservation_bytes),
+        "step_time": step_time,
     })
 }
 

@@ -30,12 +30,14 @@ pub enum Cmd {
     /// Search the smallest change to `run` that fits `gpu`. The answer is `Msg::Fitted`.
     Fit { run: Box<RunConfig>, gpu: GpuBudget },
     /// Search the fastest run that fits `gpu`, moving only throughput knobs (`fit --fastest`'s
-    /// search, timed on `speed` with the file's time `keys`). The answer is `Msg::Fastest`.
+    /// search, timed on `speed` with the file's time `keys` and the efficiencies `eff`, learned
+    /// or declared). The answer is `Msg::Fastest`.
     Fastest {
         run: Box<RunConfig>,
         gpu: GpuBudget,
         speed: Box<GpuSpeed>,
         keys: Box<TimeKeys>,
+        eff: grpofit_core::time::Efficiencies,
     },
     /// Look a name the catalog lacks up off the UI thread: the Hugging Face `cache`, then the Hub
     /// as `access` allows. The answers are `Msg::LookingUp`, `Msg::HubSaid`, `Msg::LookedUp`.

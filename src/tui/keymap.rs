@@ -189,14 +189,14 @@ pub const BINDINGS: &[Binding] = &[
         keys: "f",
         matches: |k| plain(k, &[KeyCode::Char('f')]),
         action: Action::Fit,
-        help: "fit: the nearest configuration that fits (5% headroom)",
+        help: "fit: the nearest configuration that fits (5% headroom) on the GPUs shown",
         footer: Some(("f", "fit")),
     },
     Binding {
         keys: "F",
         matches: |k| k.code == KeyCode::Char('F'),
         action: Action::Fastest,
-        help: "fastest: of the runs that fit (5% headroom), the one with the least seconds a step, moving only throughput knobs (as `fit --fastest`)",
+        help: "fastest: of the runs that fit (5% headroom) on the GPUs shown, the one with the least seconds a step, moving only throughput knobs (as `fit --fastest`)",
         footer: Some(("F", "fastest")),
     },
     Binding {

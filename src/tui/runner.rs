@@ -6,11 +6,10 @@ use super::app::{App, Msg, PresetChoice};
 use super::cmd::{Cmd, ExportError, Exported};
 use super::lookup::Lookup;
 use grpofit_core::config::export::write_atomically;
-use grpofit_core::fastest::{Timing, fastest};
-use grpofit_core::fit::{DEFAULT_HEADROOM, fit};
+use grpofit_core::fastest::{Timing, fastest_in_place};
+use grpofit_core::fit::{DEFAULT_HEADROOM, fit_in_place};
 use grpofit_core::memory::estimate::Estimator;
 use grpofit_core::resolve::Offline;
-use grpofit_core::time::Efficiencies;
 use std::collections::VecDeque;
 
 /// The event loop's side of the screen: the lookup under way, and the fit search's memory of
@@ -96,7 +95,8 @@ impl Runner {
                 vec![Msg::Exported(written)]
             }
             Cmd::Fit { run, gpu } => {
-                vec![Msg::Fitted(fit(
+                // the GPUs and sharding the screen shows are kept (its GPUs knob moves them)
+                vec![Msg::Fitted(fit_in_place(
                     &run,
                     gpu,
                     DEFAULT_HEADROOM,
@@ -108,14 +108,15 @@ impl Runner {
                 gpu,
                 speed,
                 keys,
+                eff,
             } => {
-                let eff = Efficiencies::default();
                 let timing = Timing {
                     gpu: &speed,
                     keys: &keys,
                     eff: &eff,
                 };
-                let found = fastest(&run, gpu, DEFAULT_HEADROOM, &timing, &mut self.estimator);
+                let found =
+                    fastest_in_place(&run, gpu, DEFAULT_HEADROOM, &timing, &mut self.estimator);
                 vec![Msg::Fastest(found.map(Box::new))]
             }
             Cmd::LookUp {

@@ -2,6 +2,7 @@
 
 mod accumulation;
 mod calibrate_cli;
+mod calibrate_time;
 mod calibration;
 mod check_stream;
 mod cli;
@@ -36,8 +37,10 @@ mod safetensors;
 mod scale;
 mod speed;
 mod speed_figures;
+mod speed_padding;
 mod speed_properties;
 mod speed_terms;
+mod speed_vllm_limits;
 mod stale_writes;
 mod svg;
 mod time_keys;

@@ -53,6 +53,7 @@ fn follow_and_check_share_one_comparison_calibration_included() {
                 steps: 3,
                 slack: 1.05,
                 predicted_slack: None,
+                time: None,
             }],
         }],
     };

@@ -178,3 +178,81 @@ fn f_without_a_card_says_why() {
     assert!(cmds.is_empty());
     assert!(a.message().unwrap().contains("Voodoo 5"));
 }
+
+/// The screen on open-r1's full 7B fine-tune with one training GPU: no knob fits it there, and
+/// `grpofit fit` adds GPUs (`multi_gpu::fit_names_the_fewest_gpus_that_fit`).
+fn one_gpu_open_r1() -> App {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/multi-gpu/open-r1-7plus1-h100.toml"
+    ))
+    .unwrap()
+    .replace("gpus = 7\n", "gpus = 1\n");
+    let mut a = app_without_nvml(&text);
+    resize(&mut a, 80, 24);
+    a
+}
+
+#[test]
+fn f_and_shift_f_keep_the_gpus_the_screen_shows() {
+    let mut a = one_gpu_open_r1();
+    assert_eq!(a.run().gpus, 1);
+    let stage = a.run().spread;
+    keys(&mut a, "f");
+    let said = a.message().unwrap_or_default().to_string();
+    assert_eq!((a.run().gpus, a.run().spread), (1, stage), "{said}");
+    assert!(said.contains("1 GPU"), "{said}");
+    keys(&mut a, "F");
+    let said = a.message().unwrap_or_default().to_string();
+    assert_eq!((a.run().gpus, a.run().spread), (1, stage), "{said}");
+}
+
+#[test]
+fn the_screen_times_the_step_with_what_calibrate_learned_for_its_card() {
+    use grpofit_core::measure::calibration::{Calibration, Entry, RunSample};
+    use grpofit_core::measure::step_time::TimeSample;
+    use grpofit_core::time::Efficiencies;
+    let mut a = preset_24gb();
+    resize(&mut a, 120, 40);
+    let before = a.step_time().unwrap().seconds;
+    let stack = a.run().stack.name();
+    let sample = |gpu: &str| Entry {
+        gpu: gpu.into(),
+        stack: stack.into(),
+        runs: vec![RunSample {
+            log: "4090.jsonl".into(),
+            context: 1 << 29,
+            steps: 9,
+            slack: 1.05,
+            predicted_slack: None,
+            time: Some(TimeSample {
+                measured_seconds: 3.0,
+                steps: 8,
+                predicted_seconds: 2.0,
+                generation: None,
+                efficiencies: Efficiencies::default().slower_by(1.5),
+            }),
+        }],
+    };
+    // learned on another card: the declared efficiencies stay
+    a.calibrated_with(Some(Calibration {
+        entries: vec![sample("NVIDIA L4")],
+    }));
+    assert!((a.step_time().unwrap().seconds - before).abs() < 1e-12);
+    a.calibrated_with(Some(Calibration {
+        entries: vec![sample("NVIDIA GeForce RTX 4090")],
+    }));
+    let after = a.step_time().unwrap().seconds;
+    // every term the efficiencies set takes 1.5 times as long; vLLM's host work a decode step
+    // (`VLLM_STEP_SECONDS`) does not, so the whole step grows by less
+    let grew = after / before;
+    assert!(grew > 1.2 && grew < 1.5 + 1e-9, "{before} → {after}");
+    let s = screen(&a, 120, 40);
+    assert!(s.contains("(calibrated)"), "{s}");
+    // a wide screen's phase line says what it was learned from
+    let s = screen(&a, 200, 40);
+    assert!(
+        s.contains("step time calibrated on 8 steps of 4090.jsonl"),
+        "{s}"
+    );
+}

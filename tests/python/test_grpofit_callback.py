@@ -131,6 +131,75 @@ class CallbackTest(unittest.TestCase):
         self.train_two_steps(self.module.GrpofitCallback(path), main=False)
         self.assertFalse(os.path.exists(path))
 
+    def fake_profiling(self, kind):
+        """`trl.extras.profiling` as TRL 0.16-0.26 (`function`) or 1.0 on (`class`) writes it."""
+        import contextlib
+
+        profiling = types.ModuleType("trl.extras.profiling")
+        if kind == "class":
+
+            class ProfilingContext:
+                def __init__(self, name):
+                    self.name = name
+
+                def __enter__(self):
+                    self.started = 0.0
+                    return self
+
+                def __exit__(self, *exc):
+                    self._log_metrics(0.25)
+
+                def _log_metrics(self, duration):
+                    pass
+
+            profiling.ProfilingContext = ProfilingContext
+            profiling.profiling_context = lambda trainer, name: ProfilingContext(
+                f"{trainer.__class__.__name__}.{name}"
+            )
+            return profiling, lambda: profiling.profiling_context
+        if kind == "function":
+
+            @contextlib.contextmanager
+            def profiling_context(trainer, name):
+                yield
+
+            profiling.profiling_context = profiling_context
+            # the trainer's module imports the name for itself
+            trainer_module = types.ModuleType("trl.trainer.grpo_trainer")
+            trainer_module.profiling_context = profiling_context
+            sys.modules["trl.trainer.grpo_trainer"] = trainer_module
+            return profiling, lambda: trainer_module.profiling_context
+        raise ValueError(kind)
+
+    def test_steps_carry_trls_own_timings(self):
+        for kind in ("class", "function"):
+            with self.subTest(kind=kind):
+                profiling, context = self.fake_profiling(kind)
+                sys.modules["trl.extras.profiling"] = profiling
+                try:
+                    self.module = load_callback(self.cuda)
+                    path = os.path.join(self.dir.name, f"{kind}.jsonl")
+                    callback = self.module.GrpofitCallback(path)
+                    callback.on_train_begin(None, State(0), None)
+                    trainer = type("UnslothGRPOTrainer", (), {})()
+                    callback.on_step_begin(None, State(0), None)
+                    for name in ("vLLM.generate", "vLLM.generate", "sync_weights"):
+                        with context()(trainer, name):
+                            pass
+                    callback.on_step_end(None, State(1), None)
+                    callback.on_step_begin(None, State(1), None)
+                    callback.on_step_end(None, State(2), None)
+                    _, one, two = self.records(path)
+                    timings = one["trl_timings"]
+                    self.assertEqual(sorted(timings), ["sync_weights", "vLLM.generate"])
+                    if kind == "class":
+                        self.assertEqual(timings["vLLM.generate"], 0.5)
+                    self.assertNotIn("trl_timings", two, "each step's own timings")
+                finally:
+                    sys.modules.pop("trl.extras.profiling", None)
+                    sys.modules.pop("trl.trainer.grpo_trainer", None)
+                    self.module._LISTENERS.clear()
+
 
 if __name__ == "__main__":
     unittest.main()

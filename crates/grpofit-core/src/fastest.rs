@@ -1,8 +1,9 @@
 //! `fit --fastest`: among the runs that fit with the headroom, the one with the least predicted
 //! seconds per optimizer step, reached from the nearest fit by moving only what changes speed:
 //! the vLLM share, the micro-batch against the accumulation (the effective batch kept),
-//! checkpointing and its offload, vLLM's KV cache in fp8 (a numerics change, said), and vLLM's
-//! sleep. What the run learns (generations, effective batch, lengths, model, rank, learning
+//! checkpointing and its offload, vLLM's KV cache in fp8 (a numerics change, said), vLLM's
+//! sleep, and vLLM's `max_num_seqs` and `max_num_batched_tokens` where the trainer passes them
+//! on (Unsloth's `load_vllm`; TRL sizes its colocated vLLM itself). What the run learns (generations, effective batch, lengths, model, rank, learning
 //! rate) is never touched. A descent over one knob at a time, repeated while a step gets faster.
 
 use crate::fit::{FitOutcome, fit, fit_in_place, fits_with_headroom};
@@ -23,15 +24,29 @@ pub enum Throughput {
     VllmShare,
     KvCacheFp8,
     Sleep,
+    MaxNumSeqs,
+    MaxNumBatchedTokens,
 }
 
+/// `max_num_seqs` values the search tries: Unsloth's own tiers (unsloth_zoo 2026.10.9
+/// `load_vllm`: 8 to 256 sequences by its KV estimate, `memory::vllm::unsloth_pairs`) and vLLM's
+/// V1 default for a large card (512, `EngineArgs.get_batch_defaults`), beside the generation
+/// batch itself.
+const SEQS_LADDER: [u64; 11] = [8, 16, 32, 48, 64, 80, 96, 112, 128, 256, 512];
+
+/// `max_num_batched_tokens` values the search tries: Unsloth's own tiers (the same table: 2048
+/// to 8192 tokens) and vLLM V1's default for a large card (16384, `get_batch_defaults`).
+const TOKENS_LADDER: [u64; 5] = [2048, 4096, 6144, 8192, 16384];
+
 impl Throughput {
-    const ALL: [Throughput; 5] = [
+    const ALL: [Throughput; 7] = [
         Throughput::MicroBatch,
         Throughput::Checkpointing,
         Throughput::VllmShare,
         Throughput::KvCacheFp8,
         Throughput::Sleep,
+        Throughput::MaxNumSeqs,
+        Throughput::MaxNumBatchedTokens,
     ];
 
     /// The knob's key in the run's trainer.
@@ -44,7 +59,24 @@ impl Throughput {
             (Throughput::KvCacheFp8, _) => "float8_kv_cache",
             (Throughput::Sleep, Stack::Unsloth) => "UNSLOTH_VLLM_STANDBY",
             (Throughput::Sleep, Stack::Trl) => "vllm_enable_sleep_mode",
+            (Throughput::MaxNumSeqs, _) => "max_num_seqs",
+            (Throughput::MaxNumBatchedTokens, _) => "max_num_batched_tokens",
         }
+    }
+
+    /// Whether the run's trainer passes this knob on to its vLLM: Unsloth's colocated vLLM
+    /// where the pinned `load_vllm` takes the key (`max_num_seqs` from unsloth_zoo 2025.11.6,
+    /// `max_num_batched_tokens` from 2026.10.9; the contract's ladder). TRL's `GRPOConfig` has
+    /// neither: its colocated vLLM gets the generation batch (`GRPOTrainer.__init__`), and
+    /// `trl vllm-serve` takes no such flag.
+    fn passed_on(self, run: &RunConfig) -> bool {
+        matches!(run.generation, Generation::ColocatedVllm { .. })
+            && run.stack == Stack::Unsloth
+            && crate::contract::accepts::accepts(
+                crate::contract::Call::UnslothLoadVllm,
+                self.key(run.stack),
+                &run.call_versions(),
+            )
     }
 
     /// What the change does beside speed and memory.
@@ -99,6 +131,20 @@ impl Throughput {
                 .into_iter()
                 .map(|b| with(&|r| r.vllm_kv_fp8 = b))
                 .collect(),
+            Throughput::MaxNumSeqs if self.passed_on(run) => {
+                // more than the generation batch decodes no faster
+                let rows = run.generation_rows() * run.vllm_tensor_parallel.max(1);
+                let mut v: Vec<u64> = SEQS_LADDER.into_iter().filter(|&n| n < rows).collect();
+                v.push(rows);
+                std::iter::once(None)
+                    .chain(v.into_iter().map(Some))
+                    .map(|n| with(&|r| r.vllm_max_num_seqs = n))
+                    .collect()
+            }
+            Throughput::MaxNumBatchedTokens if self.passed_on(run) => std::iter::once(None)
+                .chain(TOKENS_LADDER.into_iter().map(Some))
+                .map(|n| with(&|r| r.vllm_max_num_batched_tokens = n))
+                .collect(),
             Throughput::Sleep if colocated => [false, true]
                 .into_iter()
                 .map(|b| {
@@ -129,6 +175,32 @@ impl Throughput {
                 .map_or("-".to_string(), |v| Knob::VllmShare.show(v)),
             Throughput::KvCacheFp8 => run.vllm_kv_fp8.to_string(),
             Throughput::Sleep => run.vllm_sleep.to_string(),
+            Throughput::MaxNumSeqs => Self::given(run.vllm_max_num_seqs),
+            Throughput::MaxNumBatchedTokens => Self::given(run.vllm_max_num_batched_tokens),
+        }
+    }
+
+    /// A value the file gives, or what it means unset.
+    fn given(v: Option<u64>) -> String {
+        v.map_or("unset".to_string(), |n| n.to_string())
+    }
+
+    /// `show`, with what vLLM gets where the file leaves the value to the trainer (`est`'s
+    /// plan): "unset (32)".
+    fn shown(self, run: &RunConfig, est: &Estimate) -> String {
+        let plan = est.vllm.as_ref();
+        let own = match self {
+            Throughput::MaxNumSeqs if run.vllm_max_num_seqs.is_none() => {
+                plan.map(|p| p.max_num_seqs)
+            }
+            Throughput::MaxNumBatchedTokens if run.vllm_max_num_batched_tokens.is_none() => {
+                plan.map(|p| p.max_num_batched_tokens)
+            }
+            _ => None,
+        };
+        match own {
+            Some(n) => format!("unset ({n})"),
+            None => self.show(run),
         }
     }
 }
@@ -336,8 +408,7 @@ fn changes(
     let mut now = from.clone();
     let mut out = Vec::new();
     for knob in Throughput::ALL {
-        let (was, will) = (knob.show(&now), knob.show(to));
-        if was == will {
+        if knob.show(&now) == knob.show(to) {
             continue;
         }
         let mut next = now.clone();
@@ -351,8 +422,13 @@ fn changes(
             Throughput::Sleep => {
                 (next.vllm_sleep, next.unsloth_standby) = (to.vllm_sleep, to.unsloth_standby)
             }
+            Throughput::MaxNumSeqs => next.vllm_max_num_seqs = to.vllm_max_num_seqs,
+            Throughput::MaxNumBatchedTokens => {
+                next.vllm_max_num_batched_tokens = to.vllm_max_num_batched_tokens
+            }
         }
         let (a, b) = (est.estimate(&now, gpu), est.estimate(&next, gpu));
+        let (was, will) = (knob.shown(&now, &a), knob.shown(&next, &b));
         let time = |r: &RunConfig, e: &Estimate| {
             step_time(r, e, timing.gpu, timing.keys, timing.eff).seconds
         };

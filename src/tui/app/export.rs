@@ -19,8 +19,9 @@ impl App {
         });
     }
 
-    /// `F`: the fastest run that fits, searched by the loop on the screen's card; without a
-    /// card there is nothing to time, and the status line says so.
+    /// `F`: the fastest run that fits with the GPUs the screen shows (`fastest_in_place`),
+    /// searched by the loop on the screen's card; without a card there is nothing to time, and
+    /// the status line says so.
     pub(super) fn ask_fastest(&mut self) {
         let speed = match &self.speed {
             Ok(s) => s.clone(),
@@ -34,6 +35,7 @@ impl App {
             gpu: budget(&self.gpu),
             speed: Box::new(speed),
             keys: Box::new(self.time_keys.clone()),
+            eff: self.efficiencies(),
         });
     }
 
@@ -81,7 +83,8 @@ impl App {
         });
     }
 
-    /// The fit solver's answer applied to the run (undo brings the old one back).
+    /// The fit solver's answer applied to the run (undo brings the old one back): a fit with the
+    /// GPUs and sharding the screen shows (`fit_in_place`).
     pub(super) fn fitted(&mut self, outcome: FitOutcome) {
         self.message = Some(match outcome {
             FitOutcome::AlreadyFits { .. } => {
@@ -101,8 +104,10 @@ impl App {
             FitOutcome::Impossible {
                 smallest_gpu_bytes, ..
             } => {
+                let gpus = self.run.processes();
                 format!(
-                    "nothing on the grid fits: it needs a {} GPU",
+                    "nothing on the grid fits on {gpus} GPU{}: it needs a {} GPU (the GPUs knob adds more)",
+                    if gpus == 1 { "" } else { "s" },
                     format_size(smallest_gpu_bytes)
                 )
             }

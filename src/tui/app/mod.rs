@@ -6,6 +6,7 @@ mod export;
 mod mouse;
 mod pickers;
 mod read;
+mod timing;
 
 use super::cmd::{Cmd, ExportError, Exported};
 use super::drawn::Drawn;
@@ -18,7 +19,7 @@ use crate::hub::{cache, online};
 use grpofit_core::config::RunFile;
 use grpofit_core::fit::{FitOutcome, StepDown, deeper_steps, step_downs};
 use grpofit_core::hardware::GpuSpeed;
-use grpofit_core::time::{self, Efficiencies, StepTime, TimeKeys};
+use grpofit_core::time::{self, StepTime, TimeKeys};
 
 /// From this many rows the levers panel lists each lever's further rungs (120x40 has room for
 /// them, 80x24 not), one more rung for each `ROWS_PER_RUNG` rows more than 24, up to
@@ -236,6 +237,9 @@ pub struct App {
     pub(crate) speed: Result<GpuSpeed, String>,
     /// the step's seconds by phase for the run as it stands, or why it is not timed
     pub(crate) step_time: Result<StepTime, String>,
+    /// what `grpofit calibrate` learned, and of it the step time for the card and stack shown
+    pub(crate) calibration: Option<grpofit_core::measure::calibration::Calibration>,
+    pub(crate) learned: Option<grpofit_core::measure::calibration::LearnedTime>,
 }
 
 impl App {
@@ -298,6 +302,8 @@ impl App {
             time_keys: file.time,
             speed,
             step_time: Err(String::new()),
+            calibration: None,
+            learned: None,
         };
         app.recompute();
         app
@@ -616,6 +622,7 @@ impl App {
         let gpu = budget(&self.gpu);
         self.estimate = self.estimator.estimate(&self.run, gpu);
         self.step_downs = step_downs(&self.run, gpu, &mut self.estimator);
+        self.learned = self.learned_time();
         self.step_time = self.time_of(&self.run, &self.estimate);
         self.step_seconds = self.seconds_of(&self.step_downs.clone());
         self.deepen();
@@ -630,7 +637,7 @@ impl App {
             est,
             gpu,
             &self.time_keys,
-            &Efficiencies::default(),
+            &self.efficiencies(),
         ))
     }
 

@@ -63,7 +63,11 @@ pub(super) fn time_lines(app: &App, width: u16, height: u16) -> Vec<Line<'static
         } else {
             format!("completions at the full {:.0} tokens", t.completion_tokens)
         };
-        let text = format!("   {} · {length}", parts.join(" · "));
+        let learned = app
+            .learned
+            .as_ref()
+            .map_or(String::new(), |l| format!(" · {}", l.said()));
+        let text = format!("   {} · {length}{learned}", parts.join(" · "));
         lines.push(Line::styled(ellipsize(&text, w), app.theme.dim()));
     }
     lines
@@ -78,7 +82,12 @@ fn bar_line(app: &App, t: &StepTime, w: usize) -> Line<'static> {
         (Some(s), Some(h)) => format!(" · {s} steps ≈ {:.0} min", h * 60.0),
         _ => String::new(),
     };
-    let card = format!(" on {}", t.gpu.name);
+    let calibrated = if app.learned.is_some() {
+        " (calibrated)"
+    } else {
+        ""
+    };
+    let card = format!(" on {}{calibrated}", t.gpu.name);
     let tails = [format!("{card}{run}"), card, String::new()];
     // the longest tail that leaves the bar its least, and the bar up to half the line
     let tail = tails

@@ -5,7 +5,7 @@ use super::export_keys;
 use super::read_model::model_name_key;
 use super::tables::own_keys;
 use crate::contract::Table;
-use crate::contract::accepts::{CallVersions, accepts};
+use crate::contract::accepts::CallVersions;
 use crate::contract::trl_serve_ladder::has_serve;
 use crate::memory::estimate::Estimate;
 use crate::run::knobs::Knob;
@@ -76,7 +76,7 @@ impl Writer {
                 || self
                     .table
                     .call(self.stack)
-                    .is_some_and(|c| accepts(c, key, &self.versions))
+                    .is_some_and(|c| export_keys::takes(c, key, &self.versions))
                 || self.table == Table::Env,
             "export writes `[{}] {key}`, which its call does not take",
             self.table.name()
@@ -260,6 +260,13 @@ fn model_table(w: &mut Writer, run: &RunConfig) {
                 if run.vllm_kv_fp8 {
                     w.key("float8_kv_cache", true);
                 }
+            }
+            // passed on to `load_vllm` (fit --fastest moves them)
+            if let Some(n) = run.vllm_max_num_seqs {
+                w.key("max_num_seqs", n);
+            }
+            if let Some(n) = run.vllm_max_num_batched_tokens {
+                w.key("max_num_batched_tokens", n);
             }
             if let Some(m) = run.max_lora_rank {
                 w.key("max_lora_rank", m);

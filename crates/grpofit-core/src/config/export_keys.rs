@@ -6,9 +6,9 @@
 //! `[vllm_server]` the flags of that TRL's `trl vllm-serve` (`contract::trl_serve_ladder`),
 //! which it hands to vLLM's `EngineArgs` under the same names (`contract::vllm_ladder`).
 
-use super::tables::own_keys;
+use super::tables::{forwarded_to, own_keys};
 use crate::contract::accepts::{CallVersions, accepts, engine_accepts};
-use crate::contract::{RETIRED, Table, trl_serve_ladder};
+use crate::contract::{Call, RETIRED, Table, trl_serve_ladder};
 use crate::run::Stack;
 
 /// Why `key` of `table` is left out for the pinned releases, as the header's line begins
@@ -23,7 +23,7 @@ pub(super) fn left_out_by(
         return None;
     }
     let call = table.call(stack)?;
-    if !accepts(call, key, v) {
+    if !takes(call, key, v) {
         return Some(match (table, stack) {
             (Table::Grpo, _) => format!("trl {}'s GRPOConfig takes no", v.trl),
             (Table::Model, Stack::Unsloth) => format!(
@@ -89,6 +89,13 @@ pub(super) fn header_lines(left_out: &[(String, &str)]) -> Vec<String> {
             format!("# not written: {why} {}", keys.join(", "))
         })
         .collect()
+}
+
+/// Whether `call` takes `key`, itself or through the call its `**kwargs` go to (Unsloth's
+/// `from_pretrained` hands `load_vllm` its `max_num_seqs`: `tables::forwarded_to`), as the
+/// loader reads the key.
+pub(super) fn takes(call: Call, key: &str, v: &CallVersions) -> bool {
+    accepts(call, key, v) || forwarded_to(call).is_some_and(|to| accepts(to, key, v))
 }
 
 #[cfg(test)]

@@ -415,7 +415,7 @@ fn pinned_call(call: Call, v: &CallVersions) -> String {
 /// Where a call's `**kwargs` go: Unsloth's `get_peft_model` passes the keywords it does not
 /// name on to PEFT's `LoraConfig` (unsloth/models/llama.py, `FastLlamaModel.get_peft_model`);
 /// `from_pretrained` passes `load_vllm`'s own keywords to it (`FastLlamaModel.from_pretrained`).
-fn forwarded_to(call: Call) -> Option<Call> {
+pub(super) fn forwarded_to(call: Call) -> Option<Call> {
     match call {
         Call::UnslothGetPeftModel => Some(Call::LoraConfig),
         Call::UnslothFromPretrained => Some(Call::UnslothLoadVllm),

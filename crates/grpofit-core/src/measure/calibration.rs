@@ -8,6 +8,8 @@
 //! steps is that run's value; the median over the runs is the one the estimate uses.
 
 use crate::measure::measured::{RunLog, StepRecord};
+use crate::measure::step_time::{TimeSample, learn_time};
+use crate::time::Efficiencies;
 use crate::units::format_size;
 use toml::Value;
 
@@ -22,6 +24,8 @@ pub struct RunSample {
     pub slack: f64,
     /// the same ratio as the estimate predicts it (the `prediction` line), when the log has one
     pub predicted_slack: Option<f64>,
+    /// the step's time against its prediction, when the log has both (`step_time::learn_time`)
+    pub time: Option<TimeSample>,
 }
 
 /// What was learned for one GPU model and stack.
@@ -91,7 +95,72 @@ impl Entry {
     }
 }
 
+/// The efficiencies learned for a card and stack: each the median over the runs that timed
+/// their steps, and the steps and logs they come from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LearnedTime {
+    pub efficiencies: Efficiencies,
+    pub steps: u64,
+    pub logs: Vec<String>,
+}
+
+impl LearnedTime {
+    /// "step time calibrated on 12 steps of run.jsonl" (or "of 3 logs")
+    pub fn said(&self) -> String {
+        let of = match self.logs.as_slice() {
+            [one] => one.clone(),
+            many => format!("{} logs", many.len()),
+        };
+        format!("step time calibrated on {} steps of {of}", self.steps)
+    }
+}
+
+impl Entry {
+    /// The efficiencies learned from the runs that timed their steps.
+    pub fn time(&self) -> Option<LearnedTime> {
+        let timed: Vec<(&RunSample, &TimeSample)> = self
+            .runs
+            .iter()
+            .filter_map(|r| Some((r, r.time.as_ref()?)))
+            .collect();
+        let mid = |f: fn(&Efficiencies) -> f64| {
+            let mut v: Vec<f64> = timed.iter().map(|(_, t)| f(&t.efficiencies)).collect();
+            v.sort_by(f64::total_cmp);
+            let n = v.len();
+            (n > 0).then(|| (v[(n - 1) / 2] + v[n / 2]) / 2.0)
+        };
+        Some(LearnedTime {
+            efficiencies: Efficiencies {
+                decode_bandwidth: mid(|e| e.decode_bandwidth)?,
+                matmul_peak: mid(|e| e.matmul_peak)?,
+                eager_op_seconds: mid(|e| e.eager_op_seconds)?,
+            },
+            steps: timed.iter().map(|(_, t)| t.steps).sum(),
+            logs: timed.iter().map(|(r, _)| r.log.clone()).collect(),
+        })
+    }
+}
+
 impl Calibration {
+    /// The step time learned for the card `card` (grpofit's table's name, `hardware::Card`;
+    /// or the name a user gave an unknown card) on `stack`: the entries whose NVML name is that
+    /// card, their runs together.
+    pub fn time_for(&self, card: &str, stack: &str) -> Option<LearnedTime> {
+        let runs: Vec<RunSample> = self
+            .entries
+            .iter()
+            .filter(|e| e.stack == stack)
+            .filter(|e| crate::hardware::lookup(&e.gpu).map_or(e.gpu == card, |c| c.name == card))
+            .flat_map(|e| e.runs.iter().cloned())
+            .collect();
+        Entry {
+            gpu: card.to_string(),
+            stack: stack.to_string(),
+            runs,
+        }
+        .time()
+    }
+
     /// What was learned for `gpu` (NVML's name, exactly) on `stack`.
     pub fn find(&self, gpu: &str, stack: &str) -> Option<&Entry> {
         self.entries
@@ -219,6 +288,7 @@ pub fn learn(log: &RunLog, name: &str) -> Result<(String, String, RunSample), Le
             steps: log.all_steps.count as u64,
             slack: peak.max_reserved as f64 / peak.max_allocated as f64,
             predicted_slack,
+            time: learn_time(log).ok(),
         },
     ))
 }
@@ -298,6 +368,9 @@ pub fn to_toml(c: &Calibration) -> String {
             if let Some(p) = r.predicted_slack {
                 t += &format!("predicted_slack = {}\n", Value::from(p));
             }
+            if let Some(time) = &r.time {
+                t += &crate::measure::step_time::time_toml(time);
+            }
         }
     }
     t
@@ -354,6 +427,13 @@ pub enum CalibrationProblem {
     },
     #[error("`{key}` = {value}: expected a ratio from 1 to 100")]
     NotRatio { key: String, value: String },
+    /// a step time's value: `expected` in words
+    #[error("`{key}` = {value}: expected {expected}")]
+    NotTime {
+        key: String,
+        value: String,
+        expected: &'static str,
+    },
 }
 
 impl CalibrationProblem {
@@ -475,7 +555,21 @@ fn entry(v: &Value, at: &str) -> Result<Entry, CalibrationError> {
 
 fn run(v: &Value, at: &str) -> Result<RunSample, CalibrationError> {
     let t = table(v, at)?;
-    const KEYS: [&str; 5] = ["log", "context_bytes", "steps", "slack", "predicted_slack"];
+    const KEYS: [&str; 13] = [
+        "log",
+        "context_bytes",
+        "steps",
+        "slack",
+        "predicted_slack",
+        "step_seconds",
+        "predicted_step_seconds",
+        "steps_timed",
+        "generation_seconds",
+        "predicted_generation_seconds",
+        "decode_bandwidth",
+        "matmul_peak",
+        "eager_op_seconds",
+    ];
     if let Some(k) = t.keys().find(|k| !KEYS.contains(&k.as_str())) {
         return Err(CalibrationProblem::UnknownRunKey {
             key: k.clone(),
@@ -520,6 +614,14 @@ fn run(v: &Value, at: &str) -> Result<RunSample, CalibrationError> {
         steps: count("steps", u64::from(u32::MAX))?,
         slack: ratio("slack")?.ok_or_else(|| missing("slack"))?,
         predicted_slack: ratio("predicted_slack")?,
+        time: crate::measure::step_time::time_from_toml(t).map_err(|o| {
+            CalibrationProblem::NotTime {
+                key: o.key,
+                value: o.value,
+                expected: o.expected,
+            }
+            .at(at)
+        })?,
     })
 }
 

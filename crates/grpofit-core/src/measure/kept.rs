@@ -143,6 +143,7 @@ mod tests {
                     free: 24 * GIB - used,
                     total: 24 * GIB,
                     seconds: Some(1.5),
+                    generation_seconds: None,
                 }
             })
             .collect()

@@ -11,6 +11,7 @@
 //! two phases.
 
 use crate::measure::kept::{self, StepTally};
+use crate::measure::predicted_time::{self, PredictedTime};
 use crate::memory::estimate::{Estimate, Part, Phase};
 use crate::run::{RunConfig, Stack};
 use serde::Serialize;
@@ -34,6 +35,8 @@ pub struct StepRecord {
     pub free: u64,
     pub total: u64,
     pub seconds: Option<f64>,
+    /// the step's generation as TRL timed it (`trl_timings`, `predicted_time::GENERATION`)
+    pub generation_seconds: Option<f64>,
 }
 
 impl StepRecord {
@@ -63,6 +66,8 @@ pub struct PredictionRecord {
     /// torch's allocated and reserved peaks as `predicted` gives them
     pub allocated: Option<u64>,
     pub reserved: Option<u64>,
+    /// the step time predicted for the run, when the card was known
+    pub step_time: Option<PredictedTime>,
 }
 
 /// One `nvml` line: GPU 0's used memory and the command's process tree's, at one moment.
@@ -122,6 +127,8 @@ pub enum LogProblem {
     /// `value` as the JSON writes it
     #[error("`{key}` = {value}: not a byte count")]
     NotBytes { key: String, value: String },
+    #[error("{0}")]
+    Out(#[from] predicted_time::OutOfRange),
     #[error("`gpus` missing or empty")]
     NoGpus,
     /// the start line's or the prediction's
@@ -329,7 +336,10 @@ impl Fields<'_> {
             max_reserved: self.bytes("max_reserved")?,
             free: self.bytes("free")?,
             total: self.bytes("total")?,
-            seconds: self.object.get("seconds").and_then(Value::as_f64),
+            seconds: predicted_time::step_seconds(self.object.get("seconds"))
+                .map_err(|o| LogProblem::Out(o).at(self.at))?,
+            generation_seconds: predicted_time::generation(self.object.get("trl_timings"))
+                .map_err(|o| LogProblem::Out(o).at(self.at))?,
         })
     }
 
@@ -344,6 +354,8 @@ impl Fields<'_> {
             peak: self.optional_bytes("peak")?,
             allocated: self.optional_bytes("allocated")?,
             reserved: self.optional_bytes("reserved")?,
+            step_time: PredictedTime::read(self.object.get("step_time"))
+                .map_err(|o| LogProblem::Out(o).at(self.at))?,
         })
     }
 

@@ -9,5 +9,6 @@ pub mod follow;
 pub mod kept;
 pub mod lines;
 pub mod measured;
+pub mod predicted_time;
 pub mod step_time;
 pub mod tail;

@@ -2,9 +2,205 @@
 //! `on_step_begin` and `on_step_end` (one optimizer step: generation, scoring and every
 //! micro-batch's training inside it).
 
-use crate::measure::measured::RunLog;
-use crate::time::StepTime;
+use crate::hardware;
+use crate::measure::measured::{RunLog, StepRecord};
+pub use crate::measure::predicted_time::{OutOfRange, PredictedTime};
+use crate::time::{Efficiencies, StepTime};
 use serde::Serialize;
+
+/// What one run log teaches of the step's time: the measured median against the step time
+/// `grpofit run` predicted, and the efficiencies that make the prediction meet it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimeSample {
+    pub measured_seconds: f64,
+    /// step lines the median is taken over
+    pub steps: u64,
+    pub predicted_seconds: f64,
+    /// the generation's measured and predicted seconds, where TRL timed it (`trl_timings`)
+    pub generation: Option<(f64, f64)>,
+    /// the efficiencies learned: those the prediction used, scaled by measured / predicted
+    /// ([`learn_time`])
+    pub efficiencies: Efficiencies,
+}
+
+/// Why a log teaches nothing of the step's time (its memory may still be learned).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TimeNotLearned {
+    #[error(
+        "no predicted step time: the log has no `prediction` line with `step_time` (written by `grpofit run` when it can time the step)"
+    )]
+    NoPrediction,
+    #[error("no step line carries its `seconds`")]
+    NoSeconds,
+    #[error(
+        "the step was timed on {timed_on}, the log ran on {device}: nothing learned for either"
+    )]
+    OtherCard { timed_on: String, device: String },
+    #[error(
+        "measured {measured:.2} s a step, no more than the {fixed:.2} s of it no efficiency sets (the link, vLLM's host work, rewards, saves): nothing to scale"
+    )]
+    BelowFixed { measured: f64, fixed: f64 },
+    #[error(
+        "measured {measured:.2} s a step against {predicted:.2} s predicted: `{key}` would be {value:.3}, outside {expected}; the prediction misses something the efficiencies cannot carry (`[grpofit] mean_completion_length`?)"
+    )]
+    OutOfRange {
+        measured: f64,
+        predicted: f64,
+        key: &'static str,
+        value: f64,
+        expected: &'static str,
+    },
+}
+
+/// The step time learned from `log`: its median step seconds against its prediction. Where
+/// TRL timed the generation (`trl_timings`), the decode bandwidth is scaled by the generation's
+/// measured / predicted seconds and the matmul rate and dispatch by the rest of the step's
+/// (generation is mostly decode traffic, the rest mostly matmuls: an approximation, as each
+/// phase takes a little of the other's efficiency); else all three by the whole step's.
+pub fn learn_time(log: &RunLog) -> Result<TimeSample, TimeNotLearned> {
+    let predicted = log
+        .prediction
+        .as_ref()
+        .and_then(|p| p.step_time.as_ref())
+        .ok_or(TimeNotLearned::NoPrediction)?;
+    let (measured, steps) = measured_seconds(log).ok_or(TimeNotLearned::NoSeconds)?;
+    if let Some(device) = log.device() {
+        let card = hardware::lookup(device).map(|c| c.name);
+        if card.is_some_and(|c| c != predicted.gpu) {
+            return Err(TimeNotLearned::OtherCard {
+                timed_on: predicted.gpu.clone(),
+                device: device.to_string(),
+            });
+        }
+    }
+    let used = predicted.efficiencies;
+    // the step is s x scaled + fixed for efficiencies `used.slower_by(s)`: the fixed terms
+    // (the link, vLLM's host work, rewards, saves) are taken as predicted
+    let fixed = predicted.seconds - predicted.scaled;
+    let scale = |measured: f64, fixed: f64, scaled: f64| {
+        (scaled > 0.0 && measured > fixed).then(|| (measured - fixed) / scaled)
+    };
+    let generation = predicted
+        .generation
+        .zip(median_of(log, |s| s.generation_seconds).map(|(g, _)| g))
+        .filter(|&((p, _), m)| m > 0.0 && p > 0.0 && measured > m && predicted.seconds > p);
+    let split = generation.and_then(|((p, p_scaled), m)| {
+        let on_generation = scale(m, p - p_scaled, p_scaled)?;
+        let rest = scale(
+            measured - m,
+            fixed - (p - p_scaled),
+            predicted.scaled - p_scaled,
+        )?;
+        Some((on_generation, rest))
+    });
+    let efficiencies = match (split, scale(measured, fixed, predicted.scaled)) {
+        (Some((on_generation, rest)), _) => Efficiencies {
+            decode_bandwidth: used.decode_bandwidth / on_generation,
+            ..used.slower_by(rest)
+        },
+        (None, Some(s)) => used.slower_by(s),
+        (None, None) => {
+            return Err(TimeNotLearned::BelowFixed { measured, fixed });
+        }
+    };
+    let generation = generation.map(|((p, _), m)| (m, p));
+    if let Some((key, value, expected)) = efficiencies.out_of_range() {
+        return Err(TimeNotLearned::OutOfRange {
+            measured,
+            predicted: predicted.seconds,
+            key,
+            value,
+            expected,
+        });
+    }
+    Ok(TimeSample {
+        measured_seconds: measured,
+        steps: steps as u64,
+        predicted_seconds: predicted.seconds,
+        generation,
+        efficiencies,
+    })
+}
+
+/// The `[[gpu.run]]` keys of a timed run in `calibration.toml`.
+pub(crate) fn time_toml(t: &TimeSample) -> String {
+    let e = &t.efficiencies;
+    let f = |x: f64| toml::Value::from(x).to_string();
+    let generation = t.generation.map_or(String::new(), |(m, p)| {
+        format!(
+            "generation_seconds = {}\npredicted_generation_seconds = {}\n",
+            f(m),
+            f(p)
+        )
+    });
+    format!(
+        "step_seconds = {}\npredicted_step_seconds = {}\nsteps_timed = {}\n{generation}decode_bandwidth = {}\nmatmul_peak = {}\neager_op_seconds = {}\n",
+        f(t.measured_seconds),
+        f(t.predicted_seconds),
+        t.steps,
+        f(e.decode_bandwidth),
+        f(e.matmul_peak),
+        f(e.eager_op_seconds)
+    )
+}
+
+/// Reads back what `time_toml` wrote: none of its keys is None; some but not all, or a value
+/// out of its range, is an error naming the key.
+pub(crate) fn time_from_toml(t: &toml::Table) -> Result<Option<TimeSample>, OutOfRange> {
+    const KEYS: [&str; 6] = [
+        "step_seconds",
+        "predicted_step_seconds",
+        "steps_timed",
+        "decode_bandwidth",
+        "matmul_peak",
+        "eager_op_seconds",
+    ];
+    if KEYS.iter().all(|k| !t.contains_key(*k)) {
+        return Ok(None);
+    }
+    let generation_keys = ["generation_seconds", "predicted_generation_seconds"];
+    let out = |key: &str, expected| OutOfRange {
+        key: key.to_string(),
+        value: t.get(key).map_or("nothing".into(), toml::Value::to_string),
+        expected,
+    };
+    let number = |key: &str| {
+        let v = t.get(key);
+        v.and_then(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64)))
+            .ok_or_else(|| out(key, "a number, set with the other step-time keys"))
+    };
+    let seconds = |key: &str| {
+        number(key).and_then(|x| {
+            (x.is_finite() && x > 0.0)
+                .then_some(x)
+                .ok_or_else(|| out(key, "seconds above 0"))
+        })
+    };
+    let steps = match t.get("steps_timed") {
+        Some(toml::Value::Integer(n)) if *n > 0 => *n as u64,
+        _ => return Err(out("steps_timed", "a whole number of steps above 0")),
+    };
+    let efficiencies = Efficiencies {
+        decode_bandwidth: number("decode_bandwidth")?,
+        matmul_peak: number("matmul_peak")?,
+        eager_op_seconds: number("eager_op_seconds")?,
+    };
+    if let Some((key, _, expected)) = efficiencies.out_of_range() {
+        return Err(out(key, expected));
+    }
+    let generation = if generation_keys.iter().any(|k| t.contains_key(*k)) {
+        Some((seconds(generation_keys[0])?, seconds(generation_keys[1])?))
+    } else {
+        None
+    };
+    Ok(Some(TimeSample {
+        measured_seconds: seconds("step_seconds")?,
+        steps,
+        predicted_seconds: seconds("predicted_step_seconds")?,
+        generation,
+        efficiencies,
+    }))
+}
 
 /// Predicted seconds a step against the log's.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -19,14 +215,31 @@ pub struct StepTimeCheck {
     pub error_percent: f64,
     /// the card the prediction is timed on
     pub gpu: String,
+    /// the generation's predicted seconds and its median as TRL timed it (`trl_timings`), where
+    /// the log carries it
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generation: Option<PhaseCheck>,
+}
+
+/// One phase, predicted against measured.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PhaseCheck {
+    pub predicted_seconds: f64,
+    pub measured_seconds: f64,
 }
 
 /// The median of the log's step seconds, the first step left out when there are others.
 pub fn measured_seconds(log: &RunLog) -> Option<(f64, usize)> {
+    median_of(log, |r| r.seconds)
+}
+
+/// The median of `figure` over the log's step lines that have it, the first left out when
+/// there are others, and how many it is taken over.
+fn median_of(log: &RunLog, figure: fn(&StepRecord) -> Option<f64>) -> Option<(f64, usize)> {
     let mut s: Vec<f64> = log
         .steps
         .iter()
-        .filter_map(|r| r.seconds)
+        .filter_map(figure)
         .filter(|x| x.is_finite() && *x > 0.0)
         .collect();
     if s.len() > 1 {
@@ -54,6 +267,10 @@ pub fn compare(predicted: &StepTime, log: &RunLog) -> Option<StepTimeCheck> {
         steps,
         error_percent: (predicted.seconds - measured) / measured * 100.0,
         gpu: predicted.gpu.name.clone(),
+        generation: median_of(log, |s| s.generation_seconds).map(|(m, _)| PhaseCheck {
+            predicted_seconds: predicted.phase("generation"),
+            measured_seconds: m,
+        }),
     })
 }
 
@@ -80,5 +297,121 @@ mod tests {
         )
         .unwrap();
         assert_eq!(measured_seconds(&one), Some((7.0, 1)));
+    }
+
+    fn timed_log(device: &str, predicted: f64, measured: &[f64]) -> String {
+        let mut t = format!(
+            r#"{{"kind": "prediction", "device": "{device}", "stack": "trl", "step_time": {{"seconds": {predicted}, "gpu": "H100 SXM", "efficiencies": {{"decode_bandwidth": 0.66, "matmul_peak": 0.36, "eager_op_seconds": 1e-5}}}}}}"#
+        );
+        for (i, s) in measured.iter().enumerate() {
+            t += &format!(
+                "\n{{\"kind\": \"step\", \"step\": {}, \"max_allocated\": 5, \"max_reserved\": 6, \"free\": 3, \"total\": 10, \"seconds\": {s}}}",
+                i + 1
+            );
+        }
+        t
+    }
+
+    #[test]
+    fn steps_half_again_as_slow_learn_efficiencies_two_thirds_as_high() {
+        let log = parse_log(
+            &timed_log("NVIDIA H100 80GB HBM3", 10.0, &[40.0, 15.0, 15.0, 15.0]),
+            "t",
+        )
+        .unwrap();
+        let t = learn_time(&log).expect("learns");
+        assert_eq!(
+            (t.measured_seconds, t.steps, t.predicted_seconds),
+            (15.0, 3, 10.0)
+        );
+        assert!((t.efficiencies.decode_bandwidth - 0.44).abs() < 1e-12);
+        assert!((t.efficiencies.matmul_peak - 0.24).abs() < 1e-12);
+        let back = time_from_toml(&time_toml(&t).parse().unwrap()).unwrap();
+        assert_eq!(back, Some(t));
+        // timed on an H100, run on an L4: nothing learned
+        let l4 = parse_log(&timed_log("NVIDIA L4", 10.0, &[15.0]), "t").unwrap();
+        assert!(matches!(
+            learn_time(&l4),
+            Err(TimeNotLearned::OtherCard { .. })
+        ));
+        // 3x faster than predicted: past the sheet's bandwidth
+        let fast = parse_log(&timed_log("NVIDIA H100 80GB HBM3", 10.0, &[3.0]), "t").unwrap();
+        assert!(matches!(
+            learn_time(&fast),
+            Err(TimeNotLearned::OutOfRange {
+                key: "decode_bandwidth",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn trls_generation_timing_scales_the_decode_bandwidth_apart() {
+        // predicted 10 s, 4 of them generation; measured 16 s, 8 of them generation (TRL's)
+        let text = timed_log("NVIDIA H100 80GB HBM3", 10.0, &[16.0, 16.0])
+            .replace("\"seconds\": 10,", "\"seconds\": 10, \"generation\": 4.0,")
+            .replace(
+                "\"seconds\": 16}",
+                "\"seconds\": 16, \"trl_timings\": {\"vLLM.generate\": 8.0, \"sync_weights\": 1.0}}",
+            );
+        let t = learn_time(&parse_log(&text, "t").unwrap()).expect("learns");
+        assert_eq!(t.generation, Some((8.0, 4.0)), "{text}");
+        // generation 2x slower: half the bandwidth; the rest 8 s against 6 s
+        assert!((t.efficiencies.decode_bandwidth - 0.33).abs() < 1e-12);
+        assert!((t.efficiencies.matmul_peak - 0.36 * 6.0 / 8.0).abs() < 1e-12);
+        let back = time_from_toml(&time_toml(&t).parse().unwrap()).unwrap();
+        assert_eq!(back, Some(t));
+        let bad = text.replace("\"vLLM.generate\": 8.0", "\"vLLM.generate\": \"slow\"");
+        let e = parse_log(&bad, "log.jsonl").unwrap_err().to_string();
+        assert!(
+            e.ends_with("`trl_timings.vLLM.generate` = \"slow\": expected seconds from 0 up"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn terms_no_efficiency_sets_are_taken_as_predicted() {
+        // 10 s predicted, 6 of them set by the efficiencies (4 s of link, host work, rewards)
+        let log = |measured: f64| {
+            let text = timed_log("NVIDIA H100 80GB HBM3", 10.0, &[measured])
+                .replace("\"seconds\": 10,", "\"seconds\": 10, \"scaled\": 6.0,");
+            parse_log(&text, "t").unwrap()
+        };
+        // 13 s measured: the 6 s took 9, x1.5
+        let t = learn_time(&log(13.0)).expect("learns");
+        assert!((t.efficiencies.matmul_peak - 0.24).abs() < 1e-12, "{t:?}");
+        assert_eq!(
+            learn_time(&log(3.0)),
+            Err(TimeNotLearned::BelowFixed {
+                measured: 3.0,
+                fixed: 4.0
+            })
+        );
+        let bad = timed_log("NVIDIA H100 80GB HBM3", 10.0, &[1.0])
+            .replace("\"seconds\": 10,", "\"seconds\": 10, \"scaled\": 12.0,");
+        let e = parse_log(&bad, "log.jsonl").unwrap_err().to_string();
+        assert!(e.contains("`step_time.scaled` = 12.0"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_time_value_is_named() {
+        let bad = timed_log("NVIDIA H100 80GB HBM3", -2.0, &[1.0]);
+        let e = parse_log(&bad, "log.jsonl").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "log.jsonl:1: `step_time.seconds` = -2: expected seconds above 0"
+        );
+        let bad = timed_log("NVIDIA H100 80GB HBM3", 2.0, &[1.0]).replace("0.36", "3.6");
+        let e = parse_log(&bad, "log.jsonl").unwrap_err().to_string();
+        assert!(
+            e.contains("`step_time.efficiencies.matmul_peak` = 3.6"),
+            "{e}"
+        );
+        let bad = timed_log("NVIDIA H100 80GB HBM3", 2.0, &[-1.0]);
+        let e = parse_log(&bad, "log.jsonl").unwrap_err().to_string();
+        assert_eq!(e, "log.jsonl:2: `seconds` = -1: expected seconds from 0 up");
+        let table: toml::Table = "step_seconds = 3.0\nmatmul_peak = 0.3".parse().unwrap();
+        let e = time_from_toml(&table).unwrap_err();
+        assert_eq!(e.key, "steps_timed");
     }
 }

@@ -307,11 +307,19 @@ impl RunConfig {
     /// `GRPOTrainer._generate_and_score_completions`: `pad(prompt_ids, ...,
     /// pad_to_multiple_of=self.pad_to_multiple_of)` left, the completions right).
     pub fn step_lengths(&self) -> (u64, u64) {
-        let pad = |n: u64| match self.pad_to_multiple_of {
-            Some(m) if m > 1 => n.div_ceil(m) * m,
-            _ => n,
-        };
-        (pad(self.prompt_len), pad(self.completion_len))
+        (
+            self.padded(self.prompt_len),
+            self.padded(self.completion_len),
+        )
+    }
+
+    /// `len` tokens as the step's tensors hold them: rounded up to a multiple of
+    /// `pad_to_multiple_of` where the run sets one (trl 1.16.0 `trl.trainer.utils.pad`).
+    pub fn padded(&self, len: u64) -> u64 {
+        match self.pad_to_multiple_of {
+            Some(m) if m > 1 => len.div_ceil(m) * m,
+            _ => len,
+        }
     }
 
     /// Micro-batches generated at once (TRL's `steps_per_generation`): the file's value, else

@@ -78,3 +78,73 @@ impl Default for Efficiencies {
         }
     }
 }
+
+/// Most an eager operator's dispatch can take: 1 ms, a hundred times the PyTorch blog's 10 µs
+/// (`EAGER_OP_SECONDS`); a larger value is no measurement of dispatch.
+const EAGER_OP_LIMIT: f64 = 1e-3;
+
+impl Efficiencies {
+    /// Each efficiency with the range it can take: a fraction of the sheet's figure is above 0
+    /// and at most 1 (no kernel beats the datasheet), an operator's dispatch above 0 and at
+    /// most `EAGER_OP_LIMIT`. The first value out of range, with its key and range in words.
+    pub fn out_of_range(&self) -> Option<(&'static str, f64, &'static str)> {
+        let fraction = |x: f64| x.is_finite() && x > 0.0 && x <= 1.0;
+        [
+            (
+                "decode_bandwidth",
+                self.decode_bandwidth,
+                fraction(self.decode_bandwidth),
+                "a fraction of the sheet's bandwidth above 0 and at most 1",
+            ),
+            (
+                "matmul_peak",
+                self.matmul_peak,
+                fraction(self.matmul_peak),
+                "a fraction of the sheet's tensor rate above 0 and at most 1",
+            ),
+            (
+                "eager_op_seconds",
+                self.eager_op_seconds,
+                self.eager_op_seconds.is_finite()
+                    && self.eager_op_seconds > 0.0
+                    && self.eager_op_seconds <= EAGER_OP_LIMIT,
+                "seconds above 0 and at most 0.001",
+            ),
+        ]
+        .into_iter()
+        .find(|(_, _, ok, _)| !ok)
+        .map(|(key, value, _, expected)| (key, value, expected))
+    }
+
+    /// These efficiencies scaled so that every step term they set takes `ratio` times as long:
+    /// the fractions divided by it, the dispatch multiplied. The link's terms (NCCL's broadcast,
+    /// the all-reduce) take none of them and stay as they are.
+    pub fn slower_by(&self, ratio: f64) -> Efficiencies {
+        Efficiencies {
+            decode_bandwidth: self.decode_bandwidth / ratio,
+            matmul_peak: self.matmul_peak / ratio,
+            eager_op_seconds: self.eager_op_seconds * ratio,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_declared_efficiencies_are_in_range_and_scale_back() {
+        let d = Efficiencies::default();
+        assert_eq!(d.out_of_range(), None);
+        let slow = d.slower_by(1.5);
+        assert!((slow.matmul_peak - MATMUL_PEAK / 1.5).abs() < 1e-12);
+        assert!((slow.eager_op_seconds - EAGER_OP_SECONDS * 1.5).abs() < 1e-18);
+        assert_eq!(
+            d.slower_by(0.5).out_of_range().map(|o| o.0),
+            Some("decode_bandwidth")
+        );
+        let mut nan = d;
+        nan.eager_op_seconds = f64::NAN;
+        assert_eq!(nan.out_of_range().map(|o| o.0), Some("eager_op_seconds"));
+    }
+}

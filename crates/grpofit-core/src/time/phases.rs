@@ -251,10 +251,16 @@ pub(super) fn weight_sync(run: &RunConfig, est: &Estimate, m: &Machine) -> f64 {
 }
 
 /// Micro-batch tokens, padded to the longest completion of the micro-batch as the trainer's
-/// collation pads them.
+/// collation pads them, and the prompts and completions each to a multiple of
+/// `pad_to_multiple_of` where the run sets one (trl 1.16.0 `_generate_and_score_completions`
+/// pads `prompt_ids` left and `completion_ids` right with it: every pass runs on those tensors).
 fn micro_batch_tokens(run: &RunConfig, l: &Lengths) -> (f64, f64) {
     let mb = run.running_micro_batch().max(1) as f64;
-    let len = l.prompt + l.longest(mb);
+    let pad = |n: f64| match run.pad_to_multiple_of {
+        Some(m) if m > 1 => run.padded(n.ceil() as u64) as f64,
+        _ => n,
+    };
+    let len = pad(l.prompt) + pad(l.longest(mb));
     (mb * len, len)
 }
 
