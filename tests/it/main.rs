@@ -38,6 +38,7 @@ mod speed_figures;
 mod speed_properties;
 mod speed_terms;
 mod stale_writes;
+mod step_model;
 mod svg;
 mod time_keys;
 mod trainer_keys;

@@ -181,10 +181,14 @@ pub(super) fn generation(run: &RunConfig, est: &Estimate, m: &Machine, l: &Lengt
             reads.max(m.compute(flops, 1.0)) + m.eager(steps * ops_per_pass(run)) + prefill
         }
         Generation::ColocatedVllm { .. } | Generation::VllmServer => {
+            // a server of `data_parallel_size` copies splits the sequences among them, each
+            // copy reading its whole weights every decode step; `tensor_parallel_size` splits
+            // each copy's weights and KV reads (vLLM's `--data-parallel-size` engines)
             let (seqs, gpus) = match run.generation {
                 Generation::VllmServer => (
-                    rows * run.processes() as f64,
-                    run.vllm_server.gpus.max(1) as f64,
+                    rows * run.processes() as f64
+                        / run.vllm_server.data_parallel_size.max(1) as f64,
+                    run.vllm_server.tensor_parallel_size.max(1) as f64,
                 ),
                 _ => (
                     rows * run.vllm_tensor_parallel as f64,

@@ -1,0 +1,76 @@
+//! The step-time model's defects a QA review found (issue 31), each from the binary end to end
+//! on the reviewer's run files (tests/fixtures/time/).
+
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
+use crate::common::{Out, grpofit_in, run};
+use serde_json::Value;
+use std::path::PathBuf;
+
+fn fixture(name: &str) -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/time/{name}"))
+}
+
+/// `grpofit <args> --config <fixture with each (from, to) replaced>`.
+fn with(name: &str, edits: &[(&str, &str)], args: &[&str]) -> Out {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = std::fs::read_to_string(fixture(name)).unwrap();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{name}: {from}");
+        text = text.replace(from, to);
+    }
+    std::fs::write(dir.path().join("run.toml"), &text).unwrap();
+    let mut cmd = grpofit_in(dir.path());
+    cmd.args(args).args(["--config", "run.toml"]);
+    run(&mut cmd)
+}
+
+/// `estimate --json`'s `step_time`.
+fn step(name: &str, edits: &[(&str, &str)]) -> Value {
+    let out = with(name, edits, &["estimate", "--json"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    v["step_time"].clone()
+}
+
+fn phase(t: &Value, name: &str) -> f64 {
+    t["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["phase"] == name)
+        .unwrap()["seconds"]
+        .as_f64()
+        .unwrap()
+}
+
+/// Qwen2.5-7B-Instruct's 7.62 billion parameters in bf16 (its model card), read whole by every
+/// decode step of each data-parallel copy.
+const QWEN25_7B_BYTES: f64 = 7.62e9 * 2.0;
+
+#[test]
+fn a_data_parallel_server_reads_each_copys_whole_weights_every_decode_step() {
+    let one = step("dp1.toml", &[]);
+    let four = step("dp4.toml", &[]);
+    let bandwidth = four["gpu"]["memory_gb_s"].as_f64().unwrap() * 1e9;
+    // 14 completions of 1024 tokens: each copy decodes 1024 steps whatever its share
+    let floor = QWEN25_7B_BYTES * 1024.0 / bandwidth;
+    let g4 = phase(&four, "generation");
+    let g1 = phase(&one, "generation");
+    assert!(
+        g4 >= floor,
+        "4 copies: {g4} s under the weights' floor {floor} s"
+    );
+    assert!(g4 <= g1, "4 copies {g4} s slower than one {g1} s");
+    // tensor parallelism splits the reads: 4 GPUs of one copy beat 4 copies on a weight-bound decode
+    let tp4 = step(
+        "dp4.toml",
+        &[
+            ("tensor_parallel_size = 1", "tensor_parallel_size = 4"),
+            ("data_parallel_size = 4", "data_parallel_size = 1"),
+        ],
+    );
+    let gt = phase(&tp4, "generation");
+    assert!(gt < g4 / 2.0, "tp4 {gt} s against dp4 {g4} s");
+}
