@@ -74,3 +74,19 @@ fn a_data_parallel_server_reads_each_copys_whole_weights_every_decode_step() {
     let gt = phase(&tp4, "generation");
     assert!(gt < g4 / 2.0, "tp4 {gt} s against dp4 {g4} s");
 }
+
+#[test]
+fn num_iterations_divides_the_generation_and_its_log_probs_among_the_steps_it_serves() {
+    // ni4.toml: the 24gb preset (Unsloth's GRPOTrainer is TRL's) with `num_iterations = 4`
+    let four = step("ni4.toml", &[]);
+    let one = step("ni4.toml", &[("num_iterations = 4", "num_iterations = 1")]);
+    for name in ["generation", "scoring"] {
+        let (g4, g1) = (phase(&four, name), phase(&one, name));
+        assert!(g1 > 0.0, "{name}");
+        assert!(
+            (g4 - g1 / 4.0).abs() < 1e-9 * g1,
+            "{name}: {g4} s against {g1} s / 4"
+        );
+    }
+    assert_eq!(phase(&four, "training"), phase(&one, "training"));
+}

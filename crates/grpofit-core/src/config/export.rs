@@ -379,6 +379,9 @@ fn grpo_table(w: &mut Writer, run: &RunConfig) {
     if let Some(n) = run.generation_batch_size {
         w.key("generation_batch_size", n);
     }
+    if run.num_iterations != 1 {
+        w.key("num_iterations", run.num_iterations);
+    }
     let share = colocated_share(run);
     w.key("use_vllm", run.generation.uses_vllm());
     if run.generation == Generation::VllmServer {

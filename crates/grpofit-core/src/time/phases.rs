@@ -148,9 +148,17 @@ fn ops_with_experts(run: &RunConfig, tokens: f64) -> f64 {
     ops_per_pass(run) + run.arch.layers as f64 * experts_touched(&run.arch, tokens) * OPS_PER_EXPERT
 }
 
-/// Generation calls per optimizer step: one every `steps_per_generation` micro-batches.
+/// Micro-steps between generations: trl 1.15.0 `_prepare_inputs` (`generate_every =
+/// steps_per_generation * num_iterations`; 0.18.2 the same; 0.16.1 and 0.17.0 generate when
+/// `global_step % num_iterations == 0`, every `num_iterations` optimizer steps, the same rate).
+fn generate_every(run: &RunConfig) -> u64 {
+    run.steps_per_generation()
+        .saturating_mul(run.num_iterations.max(1))
+}
+
+/// Generation calls per optimizer step: one every `generate_every` micro-batches.
 fn generations_per_step(run: &RunConfig) -> f64 {
-    run.grad_accum as f64 / run.steps_per_generation() as f64
+    run.grad_accum as f64 / generate_every(run) as f64
 }
 
 /// Generation: vLLM's prefill and decode (continuous batching), or transformers' `generate`.
@@ -276,15 +284,16 @@ fn pass(run: &RunConfig, m: &Machine, tokens: f64, len: f64) -> f64 {
         + m.eager(ops_with_experts(run, tokens))
 }
 
-/// The no-grad passes before training (trl 1.15 `_generate_and_score_completions`): old
-/// log-probs when vLLM generated or one generation serves several steps, reference log-probs
-/// when `beta != 0`; in micro-batches of `per_device_train_batch_size`.
+/// The no-grad passes over each generation batch (trl 1.15 `_generate_and_score_completions`):
+/// old log-probs when vLLM generated or `gradient_accumulation_steps % generate_every != 0`,
+/// reference log-probs when `beta != 0`; in micro-batches of `per_device_train_batch_size`,
+/// `steps_per_generation` of them a generation.
 pub(super) fn scoring(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
-    let spg = run.steps_per_generation();
-    let old = run.generation.uses_vllm() || !run.grad_accum.is_multiple_of(spg);
+    let old = run.generation.uses_vllm() || !run.grad_accum.is_multiple_of(generate_every(run));
     let passes = old as u8 as f64 + (run.beta != 0.0) as u8 as f64;
     let (tokens, len) = micro_batch_tokens(run, l);
-    passes * run.grad_accum as f64 * pass(run, m, tokens, len)
+    let micro_batches = run.steps_per_generation() as f64 * generations_per_step(run);
+    passes * micro_batches * pass(run, m, tokens, len)
 }
 
 /// Forward, backward (input gradients only for frozen weights: half a full backward),
