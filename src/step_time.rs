@@ -15,6 +15,9 @@ pub(crate) fn predict(
     est: &Estimate,
 ) -> Result<StepTime, String> {
     let gpu = speed.as_ref().map_err(Clone::clone)?;
+    if let Some(why) = time::untimed(est) {
+        return Err(why);
+    }
     Ok(time::step_time(
         run,
         est,

@@ -90,3 +90,25 @@ fn num_iterations_divides_the_generation_and_its_log_probs_among_the_steps_it_se
     }
     assert_eq!(phase(&four, "training"), phase(&one, "training"));
 }
+
+#[test]
+fn a_run_whose_vllm_does_not_start_is_not_timed() {
+    // p80-03.toml: the 80gb preset with vLLM's share below its weights: no KV cache block
+    let out = with("p80-03.toml", &[], &["estimate"]);
+    assert!(!out.stdout.contains("step ≈"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("step time: not estimated: vLLM does not start"),
+        "{}",
+        out.stdout
+    );
+    let json = with("p80-03.toml", &[], &["estimate", "--json"]);
+    let v: Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(v["vllm"]["starts"], false);
+    assert!(v["step_time"].is_null(), "{}", v["step_time"]);
+    let note = v["step_time_note"].as_str().unwrap();
+    assert!(
+        note.contains("vLLM does not start (no room for a single KV cache block)"),
+        "{note}"
+    );
+}

@@ -185,6 +185,19 @@ pub fn step_time(
     }
 }
 
+/// Why the step of a run whose memory is `est` is not timed: vLLM refuses to start (its
+/// start-up checks, `memory::refusal`), so no step runs.
+pub fn untimed(est: &Estimate) -> Option<String> {
+    let plan = est.vllm.as_ref().filter(|p| !p.starts)?;
+    let why = plan
+        .refusal
+        .as_ref()
+        .map_or("its start-up checks fail", |r| r.reason.name());
+    Some(format!(
+        "vLLM does not start ({why}), so no step runs; make vLLM's share fit first"
+    ))
+}
+
 /// vLLM's decode term alone: output tokens a second at `batch` running sequences of `context`
 /// tokens on average, 16-bit weights and KV cache.
 pub fn decode_tokens_per_second(
