@@ -112,3 +112,31 @@ fn a_run_whose_vllm_does_not_start_is_not_timed() {
         "{note}"
     );
 }
+
+#[test]
+fn cpu_offload_costs_the_host_optimizer_and_the_pcie_traffic() {
+    // or1.toml / or1-off.toml: open-r1's 7B full fine-tuning under ZeRO-3, states on the GPU or
+    // optimizer and parameters on the CPU
+    let on_gpu = phase(&step("or1.toml", &[]), "training");
+    let off = phase(&step("or1-off.toml", &[]), "training");
+    // DeepSpeed's CPU Adam steps all 7.62e9 parameters on the node's cores; the GPU's own
+    // AdamW step it replaces moves 28 bytes a parameter at 3.35 TB/s (under 0.1 s)
+    let host = QWEN25_7B_BYTES / 2.0 / grpofit_core::time::offload::CPU_ADAM_PARAMS_PER_SECOND;
+    assert!(
+        off - on_gpu > host - 0.1,
+        "{off} s against {on_gpu} s (+{host} s)"
+    );
+    // the parameters alone on the host: each pass fetches them over PCIe
+    let params_only = phase(
+        &step(
+            "or1-off.toml",
+            &[(
+                "offload_optimizer = \"cpu\"",
+                "offload_optimizer = \"none\"",
+            )],
+        ),
+        "training",
+    );
+    assert!(params_only > on_gpu, "{params_only} s against {on_gpu} s");
+    assert!(params_only < off, "{params_only} s against {off} s");
+}

@@ -1,13 +1,15 @@
 //! How long one optimizer step takes, by phase: generation (prefill and decode, vLLM's or
 //! transformers'), the weight sync into vLLM and its sleep, scoring (old and reference
 //! log-probs), the reward functions (`rewards`, the user's `reward_seconds`), training (forward,
-//! backward, recompute, optimizer, the gradients' all-reduce or ZeRO-3's gathers, and the
+//! backward, recompute, optimizer (on the host's cores when offloaded, with its PCIe traffic:
+//! `offload`), the gradients' all-reduce or ZeRO-3's gathers, and the
 //! checkpoint saves amortised over `save_steps`: `checkpoint`). A roofline over the card's sheet (`hardware`) with the efficiencies of
 //! `efficiency`, on the memory model's own quantities (the run, vLLM's plan); vLLM's LoRA
 //! kernels in each decode step where Unsloth hands it the adapters (`vllm_lora`).
 
 pub mod checkpoint;
 pub mod efficiency;
+pub mod offload;
 mod phases;
 mod rewards;
 pub mod vllm_lora;

@@ -314,8 +314,16 @@ pub(super) fn training(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
         Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => 16.0,
         Optimizer::Sgd => 12.0,
     };
-    let optimizer = m.traffic(trainable * optimizer_bytes, 1.0);
-    per_micro * run.grad_accum as f64 + optimizer + exchange(run, m, trainable)
+    // offloaded, the host's cores step it (`offload`), its traffic over PCIe
+    let optimizer = if super::offload::optimizer_on_host(run) {
+        super::offload::host_optimizer(run, trainable)
+    } else {
+        m.traffic(trainable * optimizer_bytes, 1.0)
+    };
+    per_micro * run.grad_accum as f64
+        + optimizer
+        + exchange(run, m, trainable)
+        + super::offload::pcie(run, m.gpu, trainable)
 }
 
 /// The gradients' ring all-reduce (DDP, ZeRO-1/2) once a step, or ZeRO-3 / FSDP gathering every
