@@ -140,3 +140,25 @@ fn cpu_offload_costs_the_host_optimizer_and_the_pcie_traffic() {
     assert!(params_only > on_gpu, "{params_only} s against {on_gpu} s");
     assert!(params_only < off, "{params_only} s against {off} s");
 }
+
+#[test]
+fn a_generation_batch_of_two_to_the_24_is_timed_and_searched() {
+    // slow.toml: mean_completion_length with a huge generation_batch_size; the longest of n
+    // completions took a harmonic sum of n terms, which never ended at 2^24
+    let edits = [(
+        "generation_batch_size = 1048576",
+        "generation_batch_size = 16777216",
+    )];
+    let t = step("slow.toml", &edits);
+    assert!(t["seconds"].as_f64().unwrap().is_finite(), "{t}");
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("slow.toml"))
+        .unwrap()
+        .replace(edits[0].0, edits[0].1);
+    std::fs::write(dir.path().join("run.toml"), text).unwrap();
+    // a hang guard, not a timing: the search takes milliseconds
+    let out = run(grpofit_in(dir.path())
+        .args(["fit", "--fastest", "--config", "run.toml"])
+        .timeout(std::time::Duration::from_secs(120)));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+}
