@@ -292,16 +292,6 @@ pub(crate) fn gpu_speed(
     loaded: &Loaded,
     detected: &Result<GpuInfo, String>,
 ) -> Result<GpuSpeed, String> {
-    for (what, v) in [
-        ("--gpu-tflops", source.gpu_tflops),
-        ("--gpu-bandwidth", source.gpu_bandwidth),
-    ] {
-        if let Some(x) = v
-            && (!x.is_finite() || x <= 0.0)
-        {
-            return Err(format!("{what} {x}: expected a positive number"));
-        }
-    }
     let keys = &loaded.file.time;
     let name = source
         .gpu

@@ -162,3 +162,35 @@ fn a_generation_batch_of_two_to_the_24_is_timed_and_searched() {
         .timeout(std::time::Duration::from_secs(120)));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
 }
+
+#[test]
+fn card_figure_flags_out_of_the_file_keys_range_exit_2_naming_flag_and_value() {
+    let dir = tempfile::tempdir().unwrap();
+    for (flag, value) in [
+        ("--gpu-tflops", "0"),
+        ("--gpu-tflops", "nan"),
+        ("--gpu-tflops", "inf"),
+        ("--gpu-bandwidth", "0"),
+        ("--gpu-bandwidth", "1e-300"),
+    ] {
+        let out = run(grpofit_in(dir.path()).args(["estimate", "--preset", "24gb", flag, value]));
+        assert_eq!(out.code, Some(2), "{flag} {value}: {}", out.stdout);
+        assert!(
+            out.stderr.contains(flag) && out.stderr.contains(value),
+            "{}",
+            out.stderr
+        );
+        assert!(out.stderr.contains("out of range"), "{}", out.stderr);
+    }
+    let out = run(grpofit_in(dir.path()).args([
+        "estimate",
+        "--preset",
+        "24gb",
+        "--gpu-tflops",
+        "500",
+        "--gpu-bandwidth",
+        "2000",
+    ]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains("step ≈"), "{}", out.stdout);
+}

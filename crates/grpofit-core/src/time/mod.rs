@@ -45,6 +45,22 @@ pub struct TimeKeys {
     pub num_train_epochs: Option<f64>,
 }
 
+/// The dense bf16 TFLOPS a user may give a card (`[grpofit] gpu_tflops`, `--gpu-tflops`), least
+/// and most: the table's cards span a T4's 65 to a B200's 2,250 (`hardware/cards.rs`).
+pub const GPU_TFLOPS_RANGE: (f64, f64) = (1.0, 100_000.0);
+/// The memory GB/s a user may give a card (`[grpofit] gpu_bandwidth`, `--gpu-bandwidth`): the
+/// table spans a T4's 320 to a B200's 8,000.
+pub const GPU_BANDWIDTH_RANGE: (f64, f64) = (10.0, 100_000.0);
+
+/// A card figure the user gave, checked against its range: the value, or why not.
+pub fn check_figure(x: f64, (least, most): (f64, f64)) -> Result<f64, String> {
+    if x.is_finite() && (least..=most).contains(&x) {
+        Ok(x)
+    } else {
+        Err(format!("out of range, expected {least} to {most}"))
+    }
+}
+
 /// Which card the step is timed on: a name (from `--gpu`, NVML or the file) and the figures
 /// the user gave (which replace the table's, or describe a card it lacks).
 pub fn gpu_speed(
