@@ -298,12 +298,17 @@ pub(crate) fn gpu_speed(
         .clone()
         .or_else(|| detected.as_ref().ok().map(|g| g.name.clone()))
         .or_else(|| keys.gpu.clone());
+    // a name the file gave is said with its file and key
+    let from_file = source.gpu.is_none() && detected.is_err();
     grpofit_core::time::gpu_speed(
         name.as_deref(),
         source.gpu_tflops.or(keys.gpu_tflops),
         source.gpu_bandwidth.or(keys.gpu_bandwidth),
     )
-    .map_err(|e| e.to_string())
+    .map_err(|e| match (&e.name, from_file) {
+        (Some(n), true) => format!("{}: `[grpofit] gpu = {n:?}`: {e}", loaded.label),
+        _ => e.to_string(),
+    })
 }
 
 /// Resolves `source`: the GPU first (NVML unless `--no-gpu`), then the run (its notes said on

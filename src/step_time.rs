@@ -31,7 +31,12 @@ pub(crate) fn predict(
 pub(crate) fn line(step: &Result<StepTime, String>) -> String {
     match step {
         Ok(t) => {
-            let length = if t.completion_is_mean {
+            let length = if let Some(given) = t.mean_capped_from {
+                format!(
+                    "note: `[grpofit] mean_completion_length = {given}` is above `max_completion_length`: completions timed at the cap, {:.0} tokens",
+                    t.completion_tokens
+                )
+            } else if t.completion_is_mean {
                 format!(
                     "completions of {:.0} tokens on average",
                     t.completion_tokens

@@ -194,3 +194,67 @@ fn card_figure_flags_out_of_the_file_keys_range_exit_2_naming_flag_and_value() {
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(out.stdout.contains("step ≈"), "{}", out.stdout);
 }
+
+#[test]
+fn the_cards_keys_say_what_is_wrong_with_file_and_key() {
+    // a card the table lacks, named by the file: fit --fastest names the file and key
+    let out = with(
+        "ni4.toml",
+        &[("gpu = \"RTX 4090\"", "gpu = \"MI300X\"")],
+        &["fit", "--fastest"],
+    );
+    assert_eq!(out.code, Some(2), "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("run.toml: `[grpofit] gpu = \"MI300X\"`"),
+        "{}",
+        out.stderr
+    );
+    // a blank name says blank
+    let out = with(
+        "ni4.toml",
+        &[("gpu = \"RTX 4090\"", "gpu = \"  \"")],
+        &["estimate"],
+    );
+    assert_eq!(out.code, Some(2));
+    assert!(
+        out.stderr.contains("gpu = \"  \"`: blank"),
+        "{}",
+        out.stderr
+    );
+    // one figure of the two for a card the table lacks names the missing one
+    let out = with(
+        "ni4.toml",
+        &[("gpu = \"RTX 4090\"", "gpu = \"MI300X\"\ngpu_tflops = 1000")],
+        &["estimate"],
+    );
+    assert!(
+        out.stdout
+            .contains("`[grpofit] gpu_bandwidth` (`--gpu-bandwidth`) is missing"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn a_mean_completion_length_may_be_a_decimal_and_above_the_cap_is_said_capped() {
+    let decimal = step(
+        "ni4.toml",
+        &[(
+            "gpu = \"RTX 4090\"",
+            "gpu = \"RTX 4090\"\nmean_completion_length = 300.5",
+        )],
+    );
+    assert_eq!(decimal["completion_tokens"], 300.5);
+    assert!(decimal.get("mean_capped_from").is_none());
+    let edits = [(
+        "gpu = \"RTX 4090\"",
+        "gpu = \"RTX 4090\"\nmean_completion_length = 5000",
+    )];
+    let capped = step("ni4.toml", &edits);
+    // ni4.toml's max_completion_length is 768
+    assert_eq!(capped["completion_tokens"], 768.0);
+    assert_eq!(capped["mean_capped_from"], 5000.0);
+    let out = with("ni4.toml", &edits, &["estimate"]);
+    assert!(out.stdout.contains("mean_completion_length = 5000` is above `max_completion_length`: completions timed at the cap, 768 tokens"), "{}", out.stdout);
+}

@@ -203,7 +203,12 @@ fn grpofit_time_keys(w: &mut Writer, keys: &TimeKeys) {
         w.key("gpu_bandwidth", format!("{b:?}"));
     }
     if let Some(n) = keys.mean_completion_length {
-        w.key("mean_completion_length", n);
+        // a whole number as the file wrote it, a decimal as a float
+        if n.fract() == 0.0 {
+            w.key("mean_completion_length", n as u64);
+        } else {
+            w.key("mean_completion_length", format!("{n:?}"));
+        }
     }
     if let Some(r) = keys.reward_seconds {
         w.key("reward_seconds", format!("{r:?}"));

@@ -30,8 +30,9 @@ pub struct TimeKeys {
     pub gpu_tflops: Option<f64>,
     /// GB/s
     pub gpu_bandwidth: Option<f64>,
-    /// the completions' mean length in tokens, when the user knows it
-    pub mean_completion_length: Option<u64>,
+    /// the completions' mean length in tokens, when the user knows it (a decimal, as the
+    /// trainer logs `completion_length`)
+    pub mean_completion_length: Option<f64>,
     /// seconds a completion's reward functions take on the host, when the user knows it
     pub reward_seconds: Option<f64>,
     /// `[grpo] save_steps`, `save_strategy`, `save_only_model`: when the trainer saves a
@@ -79,8 +80,13 @@ pub fn gpu_speed(
             Ok(s)
         }
         (None, Some(t), Some(b)) => Ok(GpuSpeed::given(name.unwrap_or("your GPU"), t, b)),
-        (None, _, _) => Err(UnknownGpu {
+        (None, t, b) => Err(UnknownGpu {
             name: name.map(str::to_string),
+            missing: match (t, b) {
+                (Some(_), None) => Some("gpu_bandwidth"),
+                (None, Some(_)) => Some("gpu_tflops"),
+                _ => None,
+            },
         }),
     }
 }
@@ -89,6 +95,8 @@ pub fn gpu_speed(
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub struct UnknownGpu {
     pub name: Option<String>,
+    /// the one figure of the two the user left out, when they gave the other
+    pub missing: Option<&'static str>,
 }
 
 impl std::fmt::Display for UnknownGpu {
@@ -97,6 +105,13 @@ impl std::fmt::Display for UnknownGpu {
             Some(n) => write!(f, "the card `{n}` is not in grpofit's table"),
             None => write!(f, "no card named"),
         }?;
+        if let Some(key) = self.missing {
+            let flag = format!("--{}", key.replace('_', "-"));
+            return write!(
+                f,
+                ", and of its figures `[grpofit] {key}` (`{flag}`) is missing: a card the table lacks needs both its dense bf16 TFLOPS and its memory GB/s"
+            );
+        }
         write!(
             f,
             " ({}): name one with `--gpu` or `[grpofit] gpu`, or give its dense bf16 TFLOPS and memory GB/s (`[grpofit] gpu_tflops`, `gpu_bandwidth`; `--gpu-tflops`, `--gpu-bandwidth`)",
@@ -132,6 +147,9 @@ pub struct StepTime {
     /// the completions' length the generation is timed for, and whether it is the full one
     pub completion_tokens: f64,
     pub completion_is_mean: bool,
+    /// the user's `mean_completion_length` when above `max_completion_length`: timed at the cap
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_capped_from: Option<f64>,
     /// optimizer steps in the run, when `max_steps` or the dataset's size says
     #[serde(skip_serializing_if = "Option::is_none")]
     pub steps: Option<u64>,
@@ -198,6 +216,7 @@ pub fn step_time(
         tokens_per_second: if total > 0.0 { tokens / total } else { 0.0 },
         completion_tokens: lens.mean,
         completion_is_mean: keys.mean_completion_length.is_some(),
+        mean_capped_from: keys.mean_completion_length.filter(|&m| m > lens.max),
         run_hours: steps.map(|s| s as f64 * total / 3600.0),
         steps,
     }

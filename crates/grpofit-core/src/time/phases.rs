@@ -41,12 +41,12 @@ pub(super) struct Lengths {
 }
 
 impl Lengths {
-    pub(super) fn of(run: &RunConfig, mean: Option<u64>) -> Lengths {
+    pub(super) fn of(run: &RunConfig, mean: Option<f64>) -> Lengths {
         let max = run.completion_len.max(1) as f64;
         Lengths {
             prompt: run.prompt_len as f64,
             max,
-            mean: mean.map_or(max, |m| (m.max(1) as f64).min(max)),
+            mean: mean.map_or(max, |m| m.max(1.0).min(max)),
             given: mean.is_some(),
         }
     }
