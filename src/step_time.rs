@@ -47,9 +47,18 @@ pub(crate) fn line(step: &Result<StepTime, String>) -> String {
                     t.completion_tokens
                 )
             };
-            format!("{}\n  {length}\n", time::summary(t))
+            format!("{}\n  {length}\n  {}\n", time::summary(t), left_out(t))
         }
         Err(why) => format!("step time: not estimated: {why}\n"),
+    }
+}
+
+/// What the `step ≈` line does not count.
+fn left_out(t: &StepTime) -> &'static str {
+    if t.phase("rewards") > 0.0 {
+        "not counted: logging, evaluation and other host work between steps"
+    } else {
+        "not counted: the reward functions (give `[grpofit] reward_seconds`), logging, evaluation and other host work between steps"
     }
 }
 

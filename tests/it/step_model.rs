@@ -258,3 +258,32 @@ fn a_mean_completion_length_may_be_a_decimal_and_above_the_cap_is_said_capped() 
     let out = with("ni4.toml", &edits, &["estimate"]);
     assert!(out.stdout.contains("mean_completion_length = 5000` is above `max_completion_length`: completions timed at the cap, 768 tokens"), "{}", out.stdout);
 }
+
+#[test]
+fn the_step_line_names_the_log_prob_passes_and_says_what_it_leaves_out() {
+    let out = with("ni4.toml", &[], &["estimate"]);
+    assert!(out.stdout.contains(", log-probs 0.2 s,"), "{}", out.stdout);
+    assert!(!out.stdout.contains("scoring"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(
+            "not counted: the reward functions (give `[grpofit] reward_seconds`), logging"
+        ),
+        "{}",
+        out.stdout
+    );
+    let timed = with(
+        "ni4.toml",
+        &[(
+            "gpu = \"RTX 4090\"",
+            "gpu = \"RTX 4090\"\nreward_seconds = 0.5",
+        )],
+        &["estimate"],
+    );
+    assert!(
+        timed.stdout.contains("not counted: logging, evaluation"),
+        "{}",
+        timed.stdout
+    );
+    // the JSON's phase key stays `scoring` (docs/json.md)
+    assert!(phase(&step("ni4.toml", &[]), "scoring") > 0.0);
+}

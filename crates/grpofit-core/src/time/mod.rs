@@ -166,6 +166,16 @@ impl StepTime {
     }
 }
 
+/// A phase as the user reads it: `scoring` (the JSON's key, kept stable) is the old and
+/// reference log-prob passes, not the reward functions; `weight_sync` is two words.
+pub fn phase_label(phase: &str) -> &str {
+    match phase {
+        "scoring" => "log-probs",
+        "weight_sync" => "weight sync",
+        other => other,
+    }
+}
+
 /// The phases, in the order a step runs them.
 pub const PHASES: [&str; 5] = [
     "generation",
@@ -247,13 +257,13 @@ pub fn decode_tokens_per_second(
     phases::decode_tokens_per_second(arch, &phases::Machine { gpu, eff }, batch, context)
 }
 
-/// "step ≈ 41 s (generation 29 s, scoring 3 s, training 9 s) on H100 SXM; 640 steps ≈ 7.3 h".
+/// "step ≈ 41 s (generation 29 s, log-probs 3 s, training 9 s) on H100 SXM; 640 steps ≈ 7.3 h".
 pub fn summary(t: &StepTime) -> String {
     let parts: Vec<String> = t
         .phases
         .iter()
         .filter(|p| p.seconds >= 0.05 || p.phase == "generation" || p.phase == "training")
-        .map(|p| format!("{} {}", p.phase.replace('_', " "), seconds(p.seconds)))
+        .map(|p| format!("{} {}", phase_label(p.phase), seconds(p.seconds)))
         .collect();
     let run = match (t.steps, t.run_hours) {
         (Some(s), Some(h)) if h >= 1.0 => format!("; {s} steps ≈ {h:.1} h"),
