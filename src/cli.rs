@@ -314,6 +314,25 @@ impl VersionFlags {
     }
 }
 
+/// `--gpu-tflops`: a number in the range `[grpofit] gpu_tflops` takes (clap names the flag and
+/// the value, and exits 2).
+fn tflops(s: &str) -> Result<f64, String> {
+    figure(s, grpofit_core::time::GPU_TFLOPS_RANGE)
+}
+
+/// `--gpu-bandwidth`: as `[grpofit] gpu_bandwidth`.
+fn bandwidth(s: &str) -> Result<f64, String> {
+    figure(s, grpofit_core::time::GPU_BANDWIDTH_RANGE)
+}
+
+fn figure(s: &str, range: (f64, f64)) -> Result<f64, String> {
+    let x: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| "expected a number".to_string())?;
+    grpofit_core::time::check_figure(x, range)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,23 +353,4 @@ mod tests {
             assert_eq!(pins, vec![(p, "0.15.2".to_string())], "{flag}");
         }
     }
-}
-
-/// `--gpu-tflops`: a number in the range `[grpofit] gpu_tflops` takes (clap names the flag and
-/// the value, and exits 2).
-fn tflops(s: &str) -> Result<f64, String> {
-    figure(s, grpofit_core::time::GPU_TFLOPS_RANGE)
-}
-
-/// `--gpu-bandwidth`: as `[grpofit] gpu_bandwidth`.
-fn bandwidth(s: &str) -> Result<f64, String> {
-    figure(s, grpofit_core::time::GPU_BANDWIDTH_RANGE)
-}
-
-fn figure(s: &str, range: (f64, f64)) -> Result<f64, String> {
-    let x: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| "expected a number".to_string())?;
-    grpofit_core::time::check_figure(x, range)
 }

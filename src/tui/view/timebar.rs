@@ -169,6 +169,7 @@ mod tests {
             tokens_per_second: 0.0,
             completion_tokens: 1024.0,
             completion_is_mean: false,
+            mean_capped_from: None,
             steps: None,
             run_hours: None,
         }
