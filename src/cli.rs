@@ -249,10 +249,10 @@ pub(crate) struct Source {
     #[arg(long, global = true, value_name = "CARD")]
     pub gpu: Option<String>,
     /// The card's dense bf16 tensor TFLOPS, over the table's (or for a card it lacks).
-    #[arg(long, global = true, value_name = "TFLOPS")]
+    #[arg(long, global = true, value_name = "TFLOPS", value_parser = tflops, allow_hyphen_values = true)]
     pub gpu_tflops: Option<f64>,
     /// The card's memory bandwidth in GB/s, over the table's (or for a card it lacks).
-    #[arg(long, global = true, value_name = "GB_S")]
+    #[arg(long, global = true, value_name = "GB_S", value_parser = bandwidth, allow_hyphen_values = true)]
     pub gpu_bandwidth: Option<f64>,
     /// Do not ask NVML for the GPU.
     #[arg(long, global = true)]
@@ -312,6 +312,25 @@ impl VersionFlags {
             transformers_version: pick(&self.transformers_version, &outer.transformers_version),
         }
     }
+}
+
+/// `--gpu-tflops`: a number in the range `[grpofit] gpu_tflops` takes (clap names the flag and
+/// the value, and exits 2).
+fn tflops(s: &str) -> Result<f64, String> {
+    figure(s, grpofit_core::time::GPU_TFLOPS_RANGE)
+}
+
+/// `--gpu-bandwidth`: as `[grpofit] gpu_bandwidth`.
+fn bandwidth(s: &str) -> Result<f64, String> {
+    figure(s, grpofit_core::time::GPU_BANDWIDTH_RANGE)
+}
+
+fn figure(s: &str, range: (f64, f64)) -> Result<f64, String> {
+    let x: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| "expected a number".to_string())?;
+    grpofit_core::time::check_figure(x, range)
 }
 
 #[cfg(test)]

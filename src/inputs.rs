@@ -328,28 +328,23 @@ pub(crate) fn gpu_speed(
     loaded: &Loaded,
     detected: &Result<GpuInfo, String>,
 ) -> Result<GpuSpeed, String> {
-    for (what, v) in [
-        ("--gpu-tflops", source.gpu_tflops),
-        ("--gpu-bandwidth", source.gpu_bandwidth),
-    ] {
-        if let Some(x) = v
-            && (!x.is_finite() || x <= 0.0)
-        {
-            return Err(format!("{what} {x}: expected a positive number"));
-        }
-    }
     let keys = &loaded.file.time;
     let name = source
         .gpu
         .clone()
         .or_else(|| detected.as_ref().ok().map(|g| g.name.clone()))
         .or_else(|| keys.gpu.clone());
+    // a name the file gave is said with its file and key
+    let from_file = source.gpu.is_none() && detected.is_err();
     grpofit_core::time::gpu_speed(
         name.as_deref(),
         source.gpu_tflops.or(keys.gpu_tflops),
         source.gpu_bandwidth.or(keys.gpu_bandwidth),
     )
-    .map_err(|e| e.to_string())
+    .map_err(|e| match (&e.name, from_file) {
+        (Some(n), true) => format!("{}: `[grpofit] gpu = {n:?}`: {e}", loaded.label),
+        _ => e.to_string(),
+    })
 }
 
 /// `--gpu CARD` names the card the step is timed on, not the memory the run is fitted in: where

@@ -17,6 +17,9 @@ pub(crate) fn predict(
     eff: &Efficiencies,
 ) -> Result<StepTime, String> {
     let gpu = speed.as_ref().map_err(Clone::clone)?;
+    if let Some(why) = time::untimed(est) {
+        return Err(why);
+    }
     Ok(time::step_time(run, est, gpu, &file.time, eff))
 }
 
@@ -33,7 +36,12 @@ pub(crate) fn calibrated_line(time: Option<&LearnedTime>) -> String {
 pub(crate) fn line(step: &Result<StepTime, String>, time: Option<&LearnedTime>) -> String {
     match step {
         Ok(t) => {
-            let length = if t.completion_is_mean {
+            let length = if let Some(given) = t.mean_capped_from {
+                format!(
+                    "note: `[grpofit] mean_completion_length = {given}` is above `max_completion_length`: completions timed at the cap, {:.0} tokens",
+                    t.completion_tokens
+                )
+            } else if t.completion_is_mean {
                 format!(
                     "completions of {:.0} tokens on average",
                     t.completion_tokens
@@ -45,12 +53,22 @@ pub(crate) fn line(step: &Result<StepTime, String>, time: Option<&LearnedTime>) 
                 )
             };
             format!(
-                "{}\n  {length}\n{}",
+                "{}\n  {length}\n  {}\n{}",
                 time::summary(t),
+                left_out(t),
                 calibrated_line(time)
             )
         }
         Err(why) => format!("step time: not estimated: {why}\n"),
+    }
+}
+
+/// What the `step ≈` line does not count.
+fn left_out(t: &StepTime) -> &'static str {
+    if t.phase("rewards") > 0.0 {
+        "not counted: logging, evaluation and other host work between steps"
+    } else {
+        "not counted: the reward functions (give `[grpofit] reward_seconds`), logging, evaluation and other host work between steps"
     }
 }
 

@@ -42,6 +42,7 @@ mod speed_properties;
 mod speed_terms;
 mod speed_vllm_limits;
 mod stale_writes;
+mod step_model;
 mod svg;
 mod time_keys;
 mod trainer_keys;

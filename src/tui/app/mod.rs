@@ -632,6 +632,9 @@ impl App {
     /// The step's time for `run` (whose memory is `est`) on the screen's card, or why not.
     pub(crate) fn time_of(&self, run: &RunConfig, est: &Estimate) -> Result<StepTime, String> {
         let gpu = self.speed.as_ref().map_err(Clone::clone)?;
+        if let Some(why) = time::untimed(est) {
+            return Err(why);
+        }
         Ok(time::step_time(
             run,
             est,

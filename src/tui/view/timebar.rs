@@ -14,9 +14,10 @@ pub(super) const PHASE_LINE_FROM_ROWS: u16 = 36;
 /// The narrowest bar worth drawing; narrower, the line keeps its words alone.
 const MIN_BAR: usize = 10;
 
-/// The letter a phase's segment is filled with: its initial (`weight_sync`: w).
+/// The letter a phase's segment is filled with: its label's initial (`weight_sync`: w,
+/// `scoring`: l for log-probs).
 fn fill(phase: &str) -> char {
-    phase.chars().next().unwrap_or('?')
+    time::phase_label(phase).chars().next().unwrap_or('?')
 }
 
 /// The time bar's lines for a `width` x `height` screen: one, two on a tall screen.
@@ -53,7 +54,7 @@ pub(super) fn time_lines(app: &App, width: u16, height: u16) -> Vec<Line<'static
                 format!(
                     "{} {} {}",
                     fill(p.phase),
-                    p.phase.replace('_', " "),
+                    time::phase_label(p.phase),
                     time::seconds(p.seconds)
                 )
             })
@@ -177,6 +178,7 @@ mod tests {
             tokens_per_second: 0.0,
             completion_tokens: 1024.0,
             completion_is_mean: false,
+            mean_capped_from: None,
             steps: None,
             run_hours: None,
         }

@@ -203,7 +203,12 @@ fn grpofit_time_keys(w: &mut Writer, keys: &TimeKeys) {
         w.key("gpu_bandwidth", format!("{b:?}"));
     }
     if let Some(n) = keys.mean_completion_length {
-        w.key("mean_completion_length", n);
+        // a whole number as the file wrote it, a decimal as a float
+        if n.fract() == 0.0 {
+            w.key("mean_completion_length", n as u64);
+        } else {
+            w.key("mean_completion_length", format!("{n:?}"));
+        }
     }
     if let Some(r) = keys.reward_seconds {
         w.key("reward_seconds", format!("{r:?}"));
@@ -393,6 +398,9 @@ fn grpo_table(w: &mut Writer, run: &RunConfig) {
     }
     if let Some(n) = run.generation_batch_size {
         w.key("generation_batch_size", n);
+    }
+    if run.num_iterations != 1 {
+        w.key("num_iterations", run.num_iterations);
     }
     let share = colocated_share(run);
     w.key("use_vllm", run.generation.uses_vllm());

@@ -166,6 +166,7 @@ fn run_file(
         vllm_sleep: generating.vllm_sleep,
         steps_per_generation: grpo.steps_per_generation,
         generation_batch_size: grpo.generation_batch_size,
+        num_iterations: grpo.num_iterations,
         vllm_version: grpofit.vllm_version,
         versions: t.versions,
         vllm_max_num_seqs: generating.vllm_max_num_seqs,

@@ -18,6 +18,8 @@ pub(super) struct Grpo {
     pub optimizer: Optimizer,
     pub steps_per_generation: Option<u64>,
     pub generation_batch_size: Option<u64>,
+    /// GRPOConfig's `num_iterations`: 1 unless the file says
+    pub num_iterations: u64,
     /// whether the logits go through a fused LM head
     pub fused_logits: bool,
     /// GRPOConfig's `cast_lm_head_to_fp32`
@@ -57,6 +59,10 @@ pub(super) fn read_grpo(t: &Tables) -> Result<Grpo, LoadError> {
         optimizer: optimizer(t)?,
         steps_per_generation: t.int(T::Grpo, "steps_per_generation", 1, 1 << 16)?,
         generation_batch_size: t.int(T::Grpo, "generation_batch_size", 1, 1 << 24)?,
+        num_iterations: t
+            .int(T::Grpo, "num_iterations", 1, 1 << 16)?
+            .or(grpo.default_u64("num_iterations"))
+            .unwrap_or(1),
         // TRL 1.x always projects through its fused LM head (GRPOTrainer.__init__ calls
         // add_fused_lm_head); use_liger_kernel no longer touches the logits, since TRL forces
         // Liger's fused cross-entropy off and applies only its layer kernels. Before 1.15 the

@@ -7,20 +7,27 @@
 use super::error::LoadError;
 use super::tables::Tables;
 use crate::contract::Table as T;
-use crate::time::TimeKeys;
+use crate::time::{GPU_BANDWIDTH_RANGE, GPU_TFLOPS_RANGE, TimeKeys};
 
 pub(super) fn read_time(t: &Tables) -> Result<TimeKeys, LoadError> {
     let gpu = t.text(T::Grpofit, "gpu")?.map(str::to_string);
     if let Some(name) = gpu.as_deref()
         && name.trim().is_empty()
     {
-        return Err(t.wrong(T::Grpofit, "gpu", "\"\"", "name a card, e.g. \"H100\""));
+        return Err(t.wrong(
+            T::Grpofit,
+            "gpu",
+            format!("{name:?}"),
+            "blank: name a card, e.g. \"H100\"",
+        ));
     }
+    let (tf, bw) = (GPU_TFLOPS_RANGE, GPU_BANDWIDTH_RANGE);
     Ok(TimeKeys {
         gpu,
-        gpu_tflops: t.float(T::Grpofit, "gpu_tflops", 1.0, 100_000.0)?,
-        gpu_bandwidth: t.float(T::Grpofit, "gpu_bandwidth", 10.0, 100_000.0)?,
-        mean_completion_length: t.int(T::Grpofit, "mean_completion_length", 1, 1 << 24)?,
+        gpu_tflops: t.float(T::Grpofit, "gpu_tflops", tf.0, tf.1)?,
+        gpu_bandwidth: t.float(T::Grpofit, "gpu_bandwidth", bw.0, bw.1)?,
+        // a decimal as the trainer logs `completion_length`; above the cap it is timed at the cap
+        mean_completion_length: t.float(T::Grpofit, "mean_completion_length", 1.0, 16_777_216.0)?,
         reward_seconds: t.float(T::Grpofit, "reward_seconds", 0.0, 86_400.0)?,
         // `max_steps = -1` (the trainer's default) means "from the epochs"
         max_steps: match t.get(T::Grpo, "max_steps")?.and_then(|v| v.as_integer()) {

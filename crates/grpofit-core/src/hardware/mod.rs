@@ -23,7 +23,7 @@ pub struct Card {
     pub nvml: &'static [&'static str],
     /// what a run file or `--gpu` may write, compared without case, spaces or dashes
     pub aliases: &'static [&'static str],
-    /// dense bf16 (fp16 on the T4) tensor-core throughput, in 10^12 operations a second
+    /// dense bf16 (fp16 on the T4 and V100) tensor-core throughput, in 10^12 operations a second
     pub bf16_tflops: f64,
     /// memory bandwidth in GB/s
     pub memory_gb_s: f64,
@@ -152,6 +152,22 @@ mod tests {
         assert_eq!(lookup("a10g").unwrap().name, "A10G");
         assert_eq!(lookup("A10").unwrap().name, "A10");
         assert_eq!(lookup("RTX 3090").unwrap().name, "RTX 3090");
+        // the cards the presets name (presets/*.toml headers)
+        for (written, row) in [
+            ("L40S", "L40S"),
+            ("A40", "A40"),
+            ("V100", "V100 SXM2"),
+            ("Tesla V100-PCIE-16GB", "V100 PCIe"),
+            ("RTX 6000 Ada", "RTX 6000 Ada"),
+            ("NVIDIA RTX 6000 Ada Generation", "RTX 6000 Ada"),
+            ("RTX A6000", "RTX A6000"),
+            ("RTX 3080", "RTX 3080"),
+            ("4070", "RTX 4070"),
+            ("NVIDIA GeForce RTX 4060 Ti", "RTX 4060 Ti"),
+            ("4060 Ti", "RTX 4060 Ti"),
+        ] {
+            assert_eq!(lookup(written).map(|c| c.name), Some(row), "{written}");
+        }
         assert_eq!(lookup("A100 40GB PCIe").unwrap().name, "A100 40GB PCIe");
         assert!(lookup("MI300X").is_none());
         assert!(lookup("").is_none());

@@ -193,6 +193,9 @@ pub struct RunConfig {
     /// TRL's `steps_per_generation` and `generation_batch_size`, when set
     pub steps_per_generation: Option<u64>,
     pub generation_batch_size: Option<u64>,
+    /// GRPOConfig's `num_iterations` (trl >= 0.16): optimizer passes over each generation batch;
+    /// `_prepare_inputs` generates once every `steps_per_generation x num_iterations` micro-steps
+    pub num_iterations: u64,
     /// the vLLM whose behaviour is modelled
     pub vllm_version: VllmVersion,
     /// the TRL, Unsloth and transformers whose behaviours are modelled
@@ -450,6 +453,7 @@ impl RunConfig {
             vllm_sleep: false,
             steps_per_generation: None,
             generation_batch_size: None,
+            num_iterations: 1,
             vllm_version: VllmVersion::default(),
             versions: StackVersions::default(),
             vllm_max_num_seqs: None,

@@ -1,13 +1,15 @@
 //! How long one optimizer step takes, by phase: generation (prefill and decode, vLLM's or
 //! transformers'), the weight sync into vLLM and its sleep, scoring (old and reference
 //! log-probs), the reward functions (`rewards`, the user's `reward_seconds`), training (forward,
-//! backward, recompute, optimizer, the gradients' all-reduce or ZeRO-3's gathers, and the
+//! backward, recompute, optimizer (on the host's cores when offloaded, with its PCIe traffic:
+//! `offload`), the gradients' all-reduce or ZeRO-3's gathers, and the
 //! checkpoint saves amortised over `save_steps`: `checkpoint`). A roofline over the card's sheet (`hardware`) with the efficiencies of
 //! `efficiency`, on the memory model's own quantities (the run, vLLM's plan); vLLM's LoRA
 //! kernels in each decode step where Unsloth hands it the adapters (`vllm_lora`).
 
 pub mod checkpoint;
 pub mod efficiency;
+pub mod offload;
 mod phases;
 mod rewards;
 pub mod vllm_lora;
@@ -28,8 +30,9 @@ pub struct TimeKeys {
     pub gpu_tflops: Option<f64>,
     /// GB/s
     pub gpu_bandwidth: Option<f64>,
-    /// the completions' mean length in tokens, when the user knows it
-    pub mean_completion_length: Option<u64>,
+    /// the completions' mean length in tokens, when the user knows it (a decimal, as the
+    /// trainer logs `completion_length`)
+    pub mean_completion_length: Option<f64>,
     /// seconds a completion's reward functions take on the host, when the user knows it
     pub reward_seconds: Option<f64>,
     /// `[grpo] save_steps`, `save_strategy`, `save_only_model`: when the trainer saves a
@@ -41,6 +44,22 @@ pub struct TimeKeys {
     /// prompts in the training set
     pub dataset_size: Option<u64>,
     pub num_train_epochs: Option<f64>,
+}
+
+/// The dense bf16 TFLOPS a user may give a card (`[grpofit] gpu_tflops`, `--gpu-tflops`), least
+/// and most: the table's cards span a T4's 65 to a B200's 2,250 (`hardware/cards.rs`).
+pub const GPU_TFLOPS_RANGE: (f64, f64) = (1.0, 100_000.0);
+/// The memory GB/s a user may give a card (`[grpofit] gpu_bandwidth`, `--gpu-bandwidth`): the
+/// table spans a T4's 320 to a B200's 8,000.
+pub const GPU_BANDWIDTH_RANGE: (f64, f64) = (10.0, 100_000.0);
+
+/// A card figure the user gave, checked against its range: the value, or why not.
+pub fn check_figure(x: f64, (least, most): (f64, f64)) -> Result<f64, String> {
+    if x.is_finite() && (least..=most).contains(&x) {
+        Ok(x)
+    } else {
+        Err(format!("out of range, expected {least} to {most}"))
+    }
 }
 
 /// Which card the step is timed on: a name (from `--gpu`, NVML or the file) and the figures
@@ -61,8 +80,13 @@ pub fn gpu_speed(
             Ok(s)
         }
         (None, Some(t), Some(b)) => Ok(GpuSpeed::given(name.unwrap_or("your GPU"), t, b)),
-        (None, _, _) => Err(UnknownGpu {
+        (None, t, b) => Err(UnknownGpu {
             name: name.map(str::to_string),
+            missing: match (t, b) {
+                (Some(_), None) => Some("gpu_bandwidth"),
+                (None, Some(_)) => Some("gpu_tflops"),
+                _ => None,
+            },
         }),
     }
 }
@@ -71,6 +95,8 @@ pub fn gpu_speed(
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub struct UnknownGpu {
     pub name: Option<String>,
+    /// the one figure of the two the user left out, when they gave the other
+    pub missing: Option<&'static str>,
 }
 
 impl std::fmt::Display for UnknownGpu {
@@ -79,6 +105,13 @@ impl std::fmt::Display for UnknownGpu {
             Some(n) => write!(f, "the card `{n}` is not in grpofit's table"),
             None => write!(f, "no card named"),
         }?;
+        if let Some(key) = self.missing {
+            let flag = format!("--{}", key.replace('_', "-"));
+            return write!(
+                f,
+                ", and of its figures `[grpofit] {key}` (`{flag}`) is missing: a card the table lacks needs both its dense bf16 TFLOPS and its memory GB/s"
+            );
+        }
         write!(
             f,
             " ({}): name one with `--gpu` or `[grpofit] gpu`, or give its dense bf16 TFLOPS and memory GB/s (`[grpofit] gpu_tflops`, `gpu_bandwidth`; `--gpu-tflops`, `--gpu-bandwidth`)",
@@ -114,6 +147,9 @@ pub struct StepTime {
     /// the completions' length the generation is timed for, and whether it is the full one
     pub completion_tokens: f64,
     pub completion_is_mean: bool,
+    /// the user's `mean_completion_length` when above `max_completion_length`: timed at the cap
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_capped_from: Option<f64>,
     /// optimizer steps in the run, when `max_steps` or the dataset's size says
     #[serde(skip_serializing_if = "Option::is_none")]
     pub steps: Option<u64>,
@@ -127,6 +163,16 @@ impl StepTime {
             .iter()
             .find(|p| p.phase == name)
             .map_or(0.0, |p| p.seconds)
+    }
+}
+
+/// A phase as the user reads it: `scoring` (the JSON's key, kept stable) is the old and
+/// reference log-prob passes, not the reward functions; `weight_sync` is two words.
+pub fn phase_label(phase: &str) -> &str {
+    match phase {
+        "scoring" => "log-probs",
+        "weight_sync" => "weight sync",
+        other => other,
     }
 }
 
@@ -180,9 +226,23 @@ pub fn step_time(
         tokens_per_second: if total > 0.0 { tokens / total } else { 0.0 },
         completion_tokens: lens.mean,
         completion_is_mean: keys.mean_completion_length.is_some(),
+        mean_capped_from: keys.mean_completion_length.filter(|&m| m > lens.max),
         run_hours: steps.map(|s| s as f64 * total / 3600.0),
         steps,
     }
+}
+
+/// Why the step of a run whose memory is `est` is not timed: vLLM refuses to start (its
+/// start-up checks, `memory::refusal`), so no step runs.
+pub fn untimed(est: &Estimate) -> Option<String> {
+    let plan = est.vllm.as_ref().filter(|p| !p.starts)?;
+    let why = plan
+        .refusal
+        .as_ref()
+        .map_or("its start-up checks fail", |r| r.reason.name());
+    Some(format!(
+        "vLLM does not start ({why}), so no step runs; make vLLM's share fit first"
+    ))
 }
 
 /// vLLM's decode term alone: output tokens a second at `batch` running sequences of `context`
@@ -197,13 +257,13 @@ pub fn decode_tokens_per_second(
     phases::decode_tokens_per_second(arch, &phases::Machine { gpu, eff }, batch, context)
 }
 
-/// "step ≈ 41 s (generation 29 s, scoring 3 s, training 9 s) on H100 SXM; 640 steps ≈ 7.3 h".
+/// "step ≈ 41 s (generation 29 s, log-probs 3 s, training 9 s) on H100 SXM; 640 steps ≈ 7.3 h".
 pub fn summary(t: &StepTime) -> String {
     let parts: Vec<String> = t
         .phases
         .iter()
         .filter(|p| p.seconds >= 0.05 || p.phase == "generation" || p.phase == "training")
-        .map(|p| format!("{} {}", p.phase.replace('_', " "), seconds(p.seconds)))
+        .map(|p| format!("{} {}", phase_label(p.phase), seconds(p.seconds)))
         .collect();
     let run = match (t.steps, t.run_hours) {
         (Some(s), Some(h)) if h >= 1.0 => format!("; {s} steps ≈ {h:.1} h"),

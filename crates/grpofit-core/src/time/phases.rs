@@ -41,12 +41,12 @@ pub(super) struct Lengths {
 }
 
 impl Lengths {
-    pub(super) fn of(run: &RunConfig, mean: Option<u64>) -> Lengths {
+    pub(super) fn of(run: &RunConfig, mean: Option<f64>) -> Lengths {
         let max = run.completion_len.max(1) as f64;
         Lengths {
             prompt: run.prompt_len as f64,
             max,
-            mean: mean.map_or(max, |m| (m.max(1) as f64).min(max)),
+            mean: mean.map_or(max, |m| m.max(1.0).min(max)),
             given: mean.is_some(),
         }
     }
@@ -58,12 +58,26 @@ impl Lengths {
         if !self.given {
             return self.max;
         }
-        let harmonic: f64 = (1..=n.max(1.0).round() as u64)
-            .map(|k| 1.0 / k as f64)
-            .sum();
-        (self.mean * harmonic).min(self.max)
+        (self.mean * harmonic(n.max(1.0).round())).min(self.max)
     }
 }
+
+/// Below this `n` the harmonic number is summed; above, the asymptotic series' error
+/// (under 1 / (120 n^4)) is below 1.3e-7.
+const HARMONIC_SUMMED: f64 = 16.0;
+
+/// The n-th harmonic number `1 + 1/2 + ... + 1/n`, in constant time: summed for small `n`, else
+/// `ln n + γ + 1/(2n) - 1/(12n²)` (the Euler-Maclaurin series, whose next term, 1/(120 n^4),
+/// bounds its error), so any generation batch is timed instantly.
+pub(super) fn harmonic(n: f64) -> f64 {
+    if n <= HARMONIC_SUMMED {
+        return (1..=n.max(0.0) as u64).map(|k| 1.0 / k as f64).sum();
+    }
+    n.ln() + EULER_GAMMA + 1.0 / (2.0 * n) - 1.0 / (12.0 * n * n)
+}
+
+/// The Euler-Mascheroni constant γ.
+const EULER_GAMMA: f64 = 0.577_215_664_901_532_9;
 
 /// Matmul parameters one token passes through: each layer's projections and active experts, and
 /// the LM head.
@@ -148,9 +162,17 @@ fn ops_with_experts(run: &RunConfig, tokens: f64) -> f64 {
     ops_per_pass(run) + run.arch.layers as f64 * experts_touched(&run.arch, tokens) * OPS_PER_EXPERT
 }
 
-/// Generation calls per optimizer step: one every `steps_per_generation` micro-batches.
+/// Micro-steps between generations: trl 1.15.0 `_prepare_inputs` (`generate_every =
+/// steps_per_generation * num_iterations`; 0.18.2 the same; 0.16.1 and 0.17.0 generate when
+/// `global_step % num_iterations == 0`, every `num_iterations` optimizer steps, the same rate).
+fn generate_every(run: &RunConfig) -> u64 {
+    run.steps_per_generation()
+        .saturating_mul(run.num_iterations.max(1))
+}
+
+/// Generation calls per optimizer step: one every `generate_every` micro-batches.
 fn generations_per_step(run: &RunConfig) -> f64 {
-    run.grad_accum as f64 / run.steps_per_generation() as f64
+    run.grad_accum as f64 / generate_every(run) as f64
 }
 
 /// Generation: vLLM's prefill and decode (continuous batching), or transformers' `generate`.
@@ -181,10 +203,14 @@ pub(super) fn generation(run: &RunConfig, est: &Estimate, m: &Machine, l: &Lengt
             reads.max(m.compute(flops, 1.0)) + m.eager(steps * ops_per_pass(run)) + prefill
         }
         Generation::ColocatedVllm { .. } | Generation::VllmServer => {
+            // a server of `data_parallel_size` copies splits the sequences among them, each
+            // copy reading its whole weights every decode step; `tensor_parallel_size` splits
+            // each copy's weights and KV reads (vLLM's `--data-parallel-size` engines)
             let (seqs, gpus) = match run.generation {
                 Generation::VllmServer => (
-                    rows * run.processes() as f64,
-                    run.vllm_server.gpus.max(1) as f64,
+                    rows * run.processes() as f64
+                        / run.vllm_server.data_parallel_size.max(1) as f64,
+                    run.vllm_server.tensor_parallel_size.max(1) as f64,
                 ),
                 _ => (
                     rows * run.vllm_tensor_parallel as f64,
@@ -278,15 +304,16 @@ fn pass(run: &RunConfig, m: &Machine, tokens: f64, len: f64) -> f64 {
         + m.eager(ops_with_experts(run, tokens))
 }
 
-/// The no-grad passes before training (trl 1.15 `_generate_and_score_completions`): old
-/// log-probs when vLLM generated or one generation serves several steps, reference log-probs
-/// when `beta != 0`; in micro-batches of `per_device_train_batch_size`.
+/// The no-grad passes over each generation batch (trl 1.15 `_generate_and_score_completions`):
+/// old log-probs when vLLM generated or `gradient_accumulation_steps % generate_every != 0`,
+/// reference log-probs when `beta != 0`; in micro-batches of `per_device_train_batch_size`,
+/// `steps_per_generation` of them a generation.
 pub(super) fn scoring(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
-    let spg = run.steps_per_generation();
-    let old = run.generation.uses_vllm() || !run.grad_accum.is_multiple_of(spg);
+    let old = run.generation.uses_vllm() || !run.grad_accum.is_multiple_of(generate_every(run));
     let passes = old as u8 as f64 + (run.beta != 0.0) as u8 as f64;
     let (tokens, len) = micro_batch_tokens(run, l);
-    passes * run.grad_accum as f64 * pass(run, m, tokens, len)
+    let micro_batches = run.steps_per_generation() as f64 * generations_per_step(run);
+    passes * micro_batches * pass(run, m, tokens, len)
 }
 
 /// Forward, backward (input gradients only for frozen weights: half a full backward),
@@ -307,8 +334,16 @@ pub(super) fn training(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
         Optimizer::AdamW8bit | Optimizer::PagedAdamW8bit => 16.0,
         Optimizer::Sgd => 12.0,
     };
-    let optimizer = m.traffic(trainable * optimizer_bytes, 1.0);
-    per_micro * run.grad_accum as f64 + optimizer + exchange(run, m, trainable)
+    // offloaded, the host's cores step it (`offload`), its traffic over PCIe
+    let optimizer = if super::offload::optimizer_on_host(run) {
+        super::offload::host_optimizer(run, trainable)
+    } else {
+        m.traffic(trainable * optimizer_bytes, 1.0)
+    };
+    per_micro * run.grad_accum as f64
+        + optimizer
+        + exchange(run, m, trainable)
+        + super::offload::pcie(run, m.gpu, trainable)
 }
 
 /// The gradients' ring all-reduce (DDP, ZeRO-1/2) once a step, or ZeRO-3 / FSDP gathering every
@@ -361,6 +396,26 @@ pub(super) fn decode_tokens_per_second(arch: &Arch, m: &Machine, batch: f64, con
 mod tests {
     use super::*;
     use crate::arch::catalog;
+
+    #[test]
+    fn the_harmonic_number_is_exact_within_its_bound_and_instant_at_any_size() {
+        for n in [1u64, 2, 7, 16, 17, 100, 1000, 123_457] {
+            let summed: f64 = (1..=n).map(|k| 1.0 / k as f64).sum();
+            let bound = 1.0 / (120.0 * (n as f64).powi(4)) + 1e-12;
+            let got = harmonic(n as f64);
+            assert!(
+                (got - summed).abs() <= bound,
+                "H({n}) = {got}, summed {summed}"
+            );
+        }
+        // 2^24 and 2^60 completions: a sum would take seconds and years; H grows as ln n
+        let big = harmonic((1u64 << 60) as f64);
+        assert!(
+            (big - (60.0 * 2f64.ln() + EULER_GAMMA)).abs() < 1e-12,
+            "{big}"
+        );
+        assert!(harmonic(f64::MAX).is_finite());
+    }
 
     /// `DECODE_BANDWIDTH` and `VLLM_STEP_SECONDS` are the least-squares line through ML.ENERGY's
     /// five Qwen3-8B points on one H100 (median inter-token latency against the bytes a step
