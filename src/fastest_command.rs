@@ -5,7 +5,7 @@ use crate::cli::Source;
 use crate::inputs::{Inputs, resolve};
 use crate::output::*;
 use grpofit_core::fastest::{Fastest, Timing, fastest, fastest_in_place};
-use grpofit_core::memory::estimate::Estimator;
+use grpofit_core::memory::estimate::{Estimator, GpuBudget};
 use grpofit_core::time::{self, Efficiencies};
 use grpofit_core::units::format_size;
 use std::io::Write;
@@ -72,18 +72,44 @@ pub(crate) fn run_fastest(
         )?;
     }
     if let Some(out) = output {
-        crate::commands::export_run(
+        let check = |text: &str| written_as_found(source, text, out, &found, gpu);
+        crate::commands::export_run_checked(
             file,
             &found.run,
             (gpu, &gpu_line),
             &found.estimate,
-            out,
-            force,
+            (out, force),
             FITS,
+            &check,
         )?;
     }
     printed.map_err(unwritten(FITS))?;
     Ok(FITS)
+}
+
+/// Refuses a written run that does not read back as the one found: a change the written file
+/// cannot hold (a key its trainer release lacks) would leave a run that is slower, or no
+/// longer fits, under the name of the fastest fit.
+fn written_as_found(
+    source: &Source,
+    text: &str,
+    out: &std::path::Path,
+    found: &Fastest,
+    gpu: GpuBudget,
+) -> Result<(), Failure> {
+    let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
+    let name = out.display().to_string();
+    let back = crate::inputs::reread(source, text, &name, dir)
+        .map_err(|e| format!("fit --fastest -o {name}: the run built does not read back: {e}"))?;
+    let again = Estimator::new().estimate(&back.run, gpu);
+    if again.total_bytes != found.estimate.total_bytes {
+        return Err(Failure::Input(format!(
+            "fit --fastest -o {name}: the file would read back as a different run ({} where the fastest fit takes {}): not written",
+            format_size(again.total_bytes),
+            format_size(found.estimate.total_bytes)
+        )));
+    }
+    Ok(())
 }
 
 /// The answer in words: the fastest step, against the nearest fit, and each change.

@@ -5,7 +5,8 @@
 //! sleep. What the run learns (generations, effective batch, lengths, model, rank, learning
 //! rate) is never touched. A descent over one knob at a time, repeated while a step gets faster.
 
-use crate::fit::{FitOutcome, fit, fit_in_place, fits_with_headroom};
+use crate::contract::Table;
+use crate::fit::{FitOutcome, Lever, fit, fit_in_place, fits_with_headroom};
 use crate::hardware::GpuSpeed;
 use crate::memory::estimate::{Estimate, Estimator, GpuBudget};
 use crate::run::adjust::exact_values;
@@ -36,15 +37,27 @@ impl Throughput {
 
     /// The knob's key in the run's trainer.
     pub fn key(self, stack: Stack) -> &'static str {
+        self.setting(stack).1
+    }
+
+    /// The run-file table and key the knob is written to on `stack` (the levers' own where a
+    /// lever moves it).
+    fn setting(self, stack: Stack) -> (Table, &'static str) {
         match (self, stack) {
-            (Throughput::MicroBatch, _) => "per_device_train_batch_size",
-            (Throughput::Checkpointing, Stack::Unsloth) => "use_gradient_checkpointing",
-            (Throughput::Checkpointing, Stack::Trl) => "gradient_checkpointing",
-            (Throughput::VllmShare, s) => Knob::VllmShare.key(s).1,
-            (Throughput::KvCacheFp8, _) => "float8_kv_cache",
-            (Throughput::Sleep, Stack::Unsloth) => "UNSLOTH_VLLM_STANDBY",
-            (Throughput::Sleep, Stack::Trl) => "vllm_enable_sleep_mode",
+            (Throughput::MicroBatch, s) => Knob::MicroBatch.key(s),
+            (Throughput::Checkpointing, s) => Lever::Checkpointing.setting_on(s),
+            (Throughput::VllmShare, s) => Knob::VllmShare.key(s),
+            (Throughput::KvCacheFp8, s) => Lever::KvCacheFp8.setting_on(s),
+            (Throughput::Sleep, Stack::Unsloth) => (Table::Env, "UNSLOTH_VLLM_STANDBY"),
+            (Throughput::Sleep, Stack::Trl) => (Table::Grpo, "vllm_enable_sleep_mode"),
         }
+    }
+
+    /// Whether the releases `run` is pinned to take the knob's key: a key the pinned trainer's
+    /// call refuses is left out of the written file (`config::export_keys`), so a move of it
+    /// would be printed but never made (`vllm_enable_sleep_mode` exists from trl 0.20).
+    fn exists_in(self, run: &RunConfig) -> bool {
+        run.pinned_release_takes(self.setting(run.stack))
     }
 
     /// What the change does beside speed and memory.
@@ -59,6 +72,9 @@ impl Throughput {
 
     /// The values this knob may take in `run`, the current one included.
     fn candidates(self, run: &RunConfig) -> Vec<RunConfig> {
+        if !self.exists_in(run) {
+            return Vec::new();
+        }
         let with = |f: &dyn Fn(&mut RunConfig)| {
             let mut r = run.clone();
             f(&mut r);

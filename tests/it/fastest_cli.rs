@@ -1,0 +1,49 @@
+//! `fit --fastest` from the binary: the defects a QA review of issue 31 found, each with the run
+//! file that showed it (tests/fixtures/fastest/).
+
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
+use crate::common::{grpofit_in, run};
+
+/// A fixture of tests/fixtures/fastest/, copied into `dir` as `name`.
+fn fixture(dir: &std::path::Path, name: &str) {
+    let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/fastest")
+        .join(name);
+    std::fs::copy(from, dir.join(name)).unwrap();
+}
+
+/// `estimate --json` of `file` in `dir`, with `extra` arguments.
+fn estimate_json(dir: &std::path::Path, file: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["estimate", "--config", file, "--json"];
+    args.extend_from_slice(extra);
+    let out = run(grpofit_in(dir).args(&args));
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
+/// TRL 0.19.1's GRPOConfig has no `vllm_enable_sleep_mode` (it arrives in 0.20): the search
+/// must not move it, since the written file cannot carry it and would not fit.
+#[test]
+fn fastest_moves_only_keys_the_pinned_release_takes() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture(dir.path(), "trl7.toml");
+    let out = run(grpofit_in(dir.path()).args([
+        "fit",
+        "--fastest",
+        "--config",
+        "trl7.toml",
+        "--trl-version",
+        "0.19.1",
+        "-o",
+        "out.toml",
+    ]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        !out.stdout.contains("vllm_enable_sleep_mode"),
+        "{}",
+        out.stdout
+    );
+    let v = estimate_json(dir.path(), "out.toml", &["--trl-version", "0.19.1"]);
+    assert_eq!(v["fits_with_headroom"], true, "{v}");
+}
