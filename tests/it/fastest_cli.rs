@@ -47,3 +47,39 @@ fn fastest_moves_only_keys_the_pinned_release_takes() {
     let v = estimate_json(dir.path(), "out.toml", &["--trl-version", "0.19.1"]);
     assert_eq!(v["fits_with_headroom"], true, "{v}");
 }
+
+/// The written file's `[grpo]` integer `key`.
+fn grpo_int(dir: &std::path::Path, file: &str, key: &str) -> i64 {
+    let text = std::fs::read_to_string(dir.join(file)).unwrap();
+    let t: toml::Table = text.parse().unwrap();
+    t["grpo"][key].as_integer().unwrap()
+}
+
+/// With `steps_per_generation` set, TRL's generation batch is `per_device_train_batch_size x
+/// processes x steps_per_generation` (GRPOConfig.__post_init__): a new split keeps the
+/// generation batch and how many optimizer steps one generation serves.
+#[test]
+fn fastest_keeps_the_generation_batch_per_optimizer_step() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture(dir.path(), "spg.toml");
+    fixture(dir.path(), "qwen2-0.5b-instruct.json");
+    let out = run(grpofit_in(dir.path()).args([
+        "fit",
+        "--fastest",
+        "--config",
+        "spg.toml",
+        "-o",
+        "out.toml",
+    ]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let (d, f) = (dir.path(), "out.toml");
+    let (mb, ga, spg) = (
+        grpo_int(d, f, "per_device_train_batch_size"),
+        grpo_int(d, f, "gradient_accumulation_steps"),
+        grpo_int(d, f, "steps_per_generation"),
+    );
+    // the file: 32 x 4, steps_per_generation = 4: 128 completions a generation, one a step
+    assert_eq!(mb * ga, 128, "{}", out.stdout);
+    assert_eq!(mb * spg, 128, "{}", out.stdout);
+    assert_eq!(spg, ga, "{}", out.stdout);
+}

@@ -94,6 +94,7 @@ impl Throughput {
                         })
                     })
                     .filter(|r| r.effective_batch() == target)
+                    .filter_map(|r| same_generation_batch(run, r))
                     .collect()
             }
             Throughput::Checkpointing => {
@@ -133,9 +134,13 @@ impl Throughput {
     /// The knob's value in `run`, as the run file writes it.
     fn show(self, run: &RunConfig) -> String {
         match self {
-            Throughput::MicroBatch => {
-                format!("{} x {} accumulation", run.micro_batch, run.grad_accum)
-            }
+            Throughput::MicroBatch => match run.steps_per_generation {
+                Some(spg) => format!(
+                    "{} x {} accumulation, {spg} steps a generation",
+                    run.micro_batch, run.grad_accum
+                ),
+                None => format!("{} x {} accumulation", run.micro_batch, run.grad_accum),
+            },
             Throughput::Checkpointing => match (run.checkpointing, run.stack) {
                 (Checkpointing::UnslothOffload, _) => "\"unsloth\"".to_string(),
                 (c, _) => (c != Checkpointing::Off).to_string(),
@@ -147,6 +152,25 @@ impl Throughput {
             Throughput::Sleep => run.vllm_sleep.to_string(),
         }
     }
+}
+
+/// `moved` (the micro-batch and accumulation of `run` moved) with the generation batch per
+/// optimizer step kept, or `None` where it cannot be: TRL's `GRPOConfig.__post_init__` (trl
+/// 0.23.0) makes `generation_batch_size = per_device_train_batch_size x num_processes x
+/// steps_per_generation` when the file sets `steps_per_generation`, so one generation serves
+/// `steps_per_generation / gradient_accumulation_steps` optimizer steps; that ratio is what the
+/// run learns from and stays. A file giving `generation_batch_size` (or neither) keeps it as it
+/// is: the batch is fixed, or follows the accumulation.
+fn same_generation_batch(run: &RunConfig, mut moved: RunConfig) -> Option<RunConfig> {
+    let Some(spg) = run.steps_per_generation else {
+        return Some(moved);
+    };
+    let scaled = spg.checked_mul(moved.grad_accum)?;
+    if scaled == 0 || !scaled.is_multiple_of(run.grad_accum.max(1)) {
+        return None;
+    }
+    moved.steps_per_generation = Some(scaled / run.grad_accum.max(1));
+    Some(moved)
 }
 
 /// One knob moved from the nearest fit, with what it did, applied after the ones before it.
@@ -359,7 +383,8 @@ fn changes(
         let mut next = now.clone();
         match knob {
             Throughput::MicroBatch => {
-                (next.micro_batch, next.grad_accum) = (to.micro_batch, to.grad_accum)
+                (next.micro_batch, next.grad_accum) = (to.micro_batch, to.grad_accum);
+                next.steps_per_generation = to.steps_per_generation;
             }
             Throughput::Checkpointing => next.checkpointing = to.checkpointing,
             Throughput::VllmShare => next.generation = to.generation,
