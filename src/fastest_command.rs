@@ -114,10 +114,16 @@ fn written_as_found(
 
 /// The answer in words: the fastest step, against the nearest fit, and each change.
 fn text(found: &Fastest, gpu_line: &str, headroom: f64) -> String {
-    let mut s = format!(
+    let mut s = String::new();
+    if !found.nearest_changes.is_empty() {
+        s.push_str("the nearest fit (as `grpofit fit` gives it) changes first:\n");
+        s.push_str(&grpofit::report::change_table(&found.nearest_changes));
+        s.push_str("then the speed moves, from the nearest fit:\n");
+    }
+    s.push_str(&format!(
         "fastest that fits {gpu_line} with {headroom}% free:\n  {}\n",
         time::summary(&found.step_time)
-    );
+    ));
     if found.changes.is_empty() {
         s.push_str(&format!(
             "  the nearest fit is already the fastest ({} a step): no throughput knob makes it faster\n",

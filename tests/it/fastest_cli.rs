@@ -83,3 +83,40 @@ fn fastest_keeps_the_generation_batch_per_optimizer_step() {
     assert_eq!(mb * spg, 128, "{}", out.stdout);
     assert_eq!(spg, ga, "{}", out.stdout);
 }
+
+/// The nearest fit's own changes (here vLLM's share 0.45 → 0.60 so vLLM can start in 12 GiB, as
+/// `fit` gives it) are printed first, from the user's values, then the speed moves from there.
+#[test]
+fn fastest_shows_the_nearest_fits_changes_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["fit", "--fastest", "--preset", "24gb", "--gpu-mem", "12GiB"];
+    let out = run(grpofit_in(dir.path()).args(args));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let fit_line = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("gpu_memory_utilization "))
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    assert!(
+        fit_line.contains("0.45") && fit_line.contains("0.60"),
+        "{fit_line}"
+    );
+    let table = out.stdout.find(fit_line).unwrap();
+    let speed = out.stdout.find("faster than the nearest fit").unwrap();
+    assert!(table < speed, "{}", out.stdout);
+    let out = run(grpofit_in(dir.path()).args(args).arg("--json"));
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let first = &v["nearest_changes"][0];
+    assert_eq!(first["key"], "gpu_memory_utilization", "{v}");
+    assert_eq!(first["from"], "0.45", "{v}");
+    // 48 GB's run on 20 GiB: the nearest fit loads the weights in 4-bit, and says so
+    let out = run(grpofit_in(dir.path()).args([
+        "fit",
+        "--fastest",
+        "--preset",
+        "48gb",
+        "--gpu-mem",
+        "20GiB",
+    ]));
+    assert!(out.stdout.contains("load_in_4bit"), "{}", out.stdout);
+}

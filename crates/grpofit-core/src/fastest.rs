@@ -6,7 +6,7 @@
 //! rate) is never touched. A descent over one knob at a time, repeated while a step gets faster.
 
 use crate::contract::Table;
-use crate::fit::{FitOutcome, Lever, fit, fit_in_place, fits_with_headroom};
+use crate::fit::{Change, FitOutcome, Lever, fit, fit_in_place, fits_with_headroom};
 use crate::hardware::GpuSpeed;
 use crate::memory::estimate::{Estimate, Estimator, GpuBudget};
 use crate::run::adjust::exact_values;
@@ -191,6 +191,9 @@ pub struct SpeedChange {
 /// The fastest run that fits, against the nearest fit.
 #[derive(Debug, Clone, Serialize)]
 pub struct Fastest {
+    /// what the nearest fit changed in the run to fit (`fit`'s changes), before any speed move;
+    /// empty when the run already fits
+    pub nearest_changes: Vec<Change>,
     pub changes: Vec<SpeedChange>,
     pub step_time: StepTime,
     /// the nearest fit's step
@@ -247,9 +250,9 @@ fn from_nearest(
     timing: &Timing,
     est: &mut Estimator,
 ) -> Option<Fastest> {
-    let nearest = match nearest {
-        FitOutcome::AlreadyFits { .. } => run.clone(),
-        FitOutcome::Fitted { run, .. } => *run,
+    let (nearest, nearest_changes) = match nearest {
+        FitOutcome::AlreadyFits { .. } => (run.clone(), Vec::new()),
+        FitOutcome::Fitted { run, changes, .. } => (*run, changes),
         FitOutcome::Impossible { .. } => return None,
     };
     let seconds =
@@ -281,6 +284,7 @@ fn from_nearest(
     } = search;
     let changes = changes(&nearest, &best, gpu, timing, est);
     Some(Fastest {
+        nearest_changes,
         changes,
         step_time: step_time(&best, &best_est, timing.gpu, timing.keys, timing.eff),
         nearest_seconds,
