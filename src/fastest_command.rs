@@ -42,10 +42,21 @@ pub(crate) fn run_fastest(
         fastest
     };
     let Some(found) = search(&file.run, gpu, headroom / 100.0, &timing, &mut estimator) else {
-        let text = format!(
-            "run: {}\nnothing fits {gpu_line} with {headroom}% free: `grpofit fit` names the floors\n",
-            loaded.origin
-        );
+        let text = if json {
+            // `fit --json`'s own answer: the floors and the smallest GPU
+            let nearest = if crate::commands::keeps_hardware(source, file, output) {
+                grpofit_core::fit::fit_in_place
+            } else {
+                grpofit_core::fit::fit
+            };
+            let outcome = nearest(&file.run, gpu, headroom / 100.0, &mut estimator);
+            json_text(&serde_json::to_value(&outcome).map_err(|e| e.to_string())?)?
+        } else {
+            format!(
+                "run: {}\nnothing fits {gpu_line} with {headroom}% free: `grpofit fit` names the floors\n",
+                loaded.origin
+            )
+        };
         emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(DOES_NOT_FIT))?;
         return Ok(DOES_NOT_FIT);
     };
@@ -147,8 +158,28 @@ fn text(found: &Fastest, gpu_line: &str, headroom: f64) -> String {
         } else {
             format!("takes {}", format_size((-c.bytes_saved) as u64))
         };
+        let with: String = c
+            .with
+            .iter()
+            .map(|w| format!(", {} {} → {}", w.key, w.from, w.to))
+            .collect();
+        let bytes = match c.phase_saved {
+            Some(p) if c.makes_room_for.is_some() => format!(
+                "frees {} in the {} phase",
+                format_size(p.bytes_saved),
+                p.phase.label()
+            ),
+            _ => bytes,
+        };
+        let effect = match &c.makes_room_for {
+            Some(next) if time::seconds(c.seconds_saved.abs()) == time::seconds(0.0) => {
+                format!("makes room for {next} ({bytes})")
+            }
+            Some(next) => format!("makes room for {next} ({bytes}, {secs})"),
+            None => format!("{secs}, {bytes}"),
+        };
         s.push_str(&format!(
-            "  {}: {} → {}: {secs}, {bytes}\n",
+            "  {}: {} → {}{with}: {effect}\n",
             c.key, c.from, c.to
         ));
         if let Some(note) = c.note {

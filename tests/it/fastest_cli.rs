@@ -120,3 +120,82 @@ fn fastest_shows_the_nearest_fits_changes_first() {
     ]));
     assert!(out.stdout.contains("load_in_4bit"), "{}", out.stdout);
 }
+
+/// `fit --fastest --json` of `args`, run in `dir`.
+fn fastest_json(dir: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let out = run(grpofit_in(dir)
+        .args(["fit", "--fastest", "--json"])
+        .args(args));
+    serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout))
+}
+
+/// fp8 KV, a numerics change, is not taken for a gain under `FP8_KV_MIN_GAIN` of a step: on 12
+/// GiB the 24 GB run gained 0.1 s of 18 s from it.
+#[test]
+fn fastest_takes_fp8_kv_only_for_a_real_gain() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = fastest_json(dir.path(), &["--preset", "24gb", "--gpu-mem", "12GiB"]);
+    let changes = v["changes"].as_array().unwrap();
+    assert!(!changes.is_empty(), "{v}");
+    assert!(changes.iter().all(|c| c["lever"] != "kv_cache_fp8"), "{v}");
+}
+
+/// No output prints "1.00x faster", "saves 0.0 s" or "frees 0 B" for a move that only makes
+/// room: such a move says what it makes room for, and a share stops at the first value that
+/// fits (16 GB: 0.35, where the search had gone to 0.25).
+#[test]
+fn fastest_says_what_a_move_that_only_makes_room_is_for() {
+    let dir = tempfile::tempdir().unwrap();
+    for preset in ["8gb", "16gb", "24gb", "48gb", "80gb"] {
+        let out = run(grpofit_in(dir.path()).args(["fit", "--fastest", "--preset", preset]));
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+        assert!(!out.stdout.contains("1.00x"), "{}", out.stdout);
+        for line in out.stdout.lines().filter(|l| l.contains(" → ")) {
+            let idle = line.contains("saves 0.0 s") || line.contains("costs +");
+            assert!(!idle || line.contains("makes room for"), "{line}");
+        }
+    }
+    let v = fastest_json(dir.path(), &["--preset", "16gb"]);
+    let share = v["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["lever"] == "vllm_share")
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(share["to"], "0.35", "{v}");
+    assert!(share["makes_room_for"].is_string(), "{v}");
+}
+
+/// `fit --fastest --json` names what moved as `fit --json` does (`lever`), gives each key its
+/// own values (the accumulation beside the micro-batch, not "4 x 2 accumulation"), and answers
+/// in JSON when nothing fits.
+#[test]
+fn fastest_json_speaks_fits_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = fastest_json(dir.path(), &["--preset", "24gb", "--gpu-mem", "12GiB"]);
+    let mb = v["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["lever"] == "micro_batch")
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(mb["from"], "4", "{v}");
+    assert_eq!(mb["to"], "8", "{v}");
+    assert_eq!(mb["with"][0]["key"], "gradient_accumulation_steps", "{v}");
+    assert_eq!(mb["with"][0]["from"], "2", "{v}");
+    assert_eq!(mb["with"][0]["to"], "1", "{v}");
+    assert!(v["nearest_changes"][0]["lever"].is_string(), "{v}");
+    let out = run(grpofit_in(dir.path()).args([
+        "fit",
+        "--fastest",
+        "--json",
+        "--preset",
+        "24gb",
+        "--gpu-mem",
+        "3GiB",
+    ]));
+    assert_eq!(out.code, Some(3), "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["outcome"], "impossible", "{v}");
+    assert!(v["smallest_gpu_bytes"].is_number(), "{v}");
+}

@@ -8,12 +8,17 @@
 use crate::contract::Table;
 use crate::fit::{Change, FitOutcome, Lever, fit, fit_in_place, fits_with_headroom};
 use crate::hardware::GpuSpeed;
+use crate::memory::breakdown::Phase;
 use crate::memory::estimate::{Estimate, Estimator, GpuBudget};
 use crate::run::adjust::exact_values;
 use crate::run::knobs::{Knob, accumulation_for};
 use crate::run::{Checkpointing, Generation, RunConfig, Stack, rules};
 use crate::time::{Efficiencies, StepTime, TimeKeys, step_time};
 use serde::Serialize;
+
+#[path = "fastest_settle.rs"]
+mod settle;
+pub use settle::FP8_KV_MIN_GAIN;
 
 /// A knob the search moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -131,16 +136,50 @@ impl Throughput {
         }
     }
 
+    /// `now` with this knob as `to` has it.
+    fn moved(self, now: &RunConfig, to: &RunConfig) -> RunConfig {
+        let mut next = now.clone();
+        match self {
+            Throughput::MicroBatch => {
+                (next.micro_batch, next.grad_accum) = (to.micro_batch, to.grad_accum);
+                next.steps_per_generation = to.steps_per_generation;
+            }
+            Throughput::Checkpointing => next.checkpointing = to.checkpointing,
+            Throughput::VllmShare => next.generation = to.generation,
+            Throughput::KvCacheFp8 => next.vllm_kv_fp8 = to.vllm_kv_fp8,
+            Throughput::Sleep => {
+                (next.vllm_sleep, next.unsloth_standby) = (to.vllm_sleep, to.unsloth_standby)
+            }
+        }
+        next
+    }
+
+    /// The keys this knob moves beside its own, from `now` to `to`: the accumulation (and a set
+    /// `steps_per_generation`) with the micro-batch.
+    fn companions(self, now: &RunConfig, to: &RunConfig) -> Vec<KeyChange> {
+        if self != Throughput::MicroBatch {
+            return Vec::new();
+        }
+        let mut v = vec![KeyChange {
+            key: Knob::GradAccum.trainer_key(now.stack),
+            from: now.grad_accum.to_string(),
+            to: to.grad_accum.to_string(),
+        }];
+        if let (Some(a), Some(b)) = (now.steps_per_generation, to.steps_per_generation) {
+            v.push(KeyChange {
+                key: "steps_per_generation",
+                from: a.to_string(),
+                to: b.to_string(),
+            });
+        }
+        v.retain(|c| c.from != c.to);
+        v
+    }
+
     /// The knob's value in `run`, as the run file writes it.
     fn show(self, run: &RunConfig) -> String {
         match self {
-            Throughput::MicroBatch => match run.steps_per_generation {
-                Some(spg) => format!(
-                    "{} x {} accumulation, {spg} steps a generation",
-                    run.micro_batch, run.grad_accum
-                ),
-                None => format!("{} x {} accumulation", run.micro_batch, run.grad_accum),
-            },
+            Throughput::MicroBatch => run.micro_batch.to_string(),
             Throughput::Checkpointing => match (run.checkpointing, run.stack) {
                 (Checkpointing::UnslothOffload, _) => "\"unsloth\"".to_string(),
                 (c, _) => (c != Checkpointing::Off).to_string(),
@@ -176,10 +215,22 @@ fn same_generation_batch(run: &RunConfig, mut moved: RunConfig) -> Option<RunCon
 /// One knob moved from the nearest fit, with what it did, applied after the ones before it.
 #[derive(Debug, Clone, Serialize)]
 pub struct SpeedChange {
+    /// the same word `fit --json` uses for what moved
+    #[serde(rename = "lever")]
     pub knob: Throughput,
     pub key: &'static str,
     pub from: String,
     pub to: String,
+    /// keys moved with this one (the accumulation, and `steps_per_generation` where set)
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub with: Vec<KeyChange>,
+    /// the move this one makes room for, where it makes no step faster itself
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub makes_room_for: Option<String>,
+    /// the phase whose memory it lowers most in the fastest run (against that run with this
+    /// knob left as the nearest fit has it), and by how much
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase_saved: Option<PhaseSaving>,
     /// seconds a step this change saves (negative: costs)
     pub seconds_saved: f64,
     /// bytes of GPU memory it saves (negative: takes)
@@ -276,6 +327,7 @@ fn from_nearest(
             break;
         }
     }
+    search.settle(&nearest, &mut *est);
     let Search {
         best,
         best_est,
@@ -369,7 +421,9 @@ impl Search<'_> {
     }
 }
 
-/// Each knob that differs between `from` and `to`, applied in turn, with its seconds and bytes.
+/// Each knob that differs between `from` and `to`, applied in turn, with its seconds and bytes:
+/// the moves that only make room (alone, they make no step faster) first, each naming the
+/// move it makes room for.
 fn changes(
     from: &RunConfig,
     to: &RunConfig,
@@ -377,40 +431,86 @@ fn changes(
     timing: &Timing,
     est: &mut Estimator,
 ) -> Vec<SpeedChange> {
+    let time = |r: &RunConfig, est: &mut Estimator| {
+        let e = est.estimate(r, gpu);
+        (
+            step_time(r, &e, timing.gpu, timing.keys, timing.eff).seconds,
+            e,
+        )
+    };
+    let base = time(from, est).0;
+    let mut order: Vec<(Throughput, f64)> = Throughput::ALL
+        .into_iter()
+        .filter(|k| k.show(from) != k.show(to))
+        .map(|k| (k, base - time(&k.moved(from, to), est).0))
+        .collect();
+    order.sort_by(|a, b| a.1.total_cmp(&b.1));
     let mut now = from.clone();
-    let mut out = Vec::new();
-    for knob in Throughput::ALL {
-        let (was, will) = (knob.show(&now), knob.show(to));
-        if was == will {
-            continue;
-        }
-        let mut next = now.clone();
-        match knob {
-            Throughput::MicroBatch => {
-                (next.micro_batch, next.grad_accum) = (to.micro_batch, to.grad_accum);
-                next.steps_per_generation = to.steps_per_generation;
-            }
-            Throughput::Checkpointing => next.checkpointing = to.checkpointing,
-            Throughput::VllmShare => next.generation = to.generation,
-            Throughput::KvCacheFp8 => next.vllm_kv_fp8 = to.vllm_kv_fp8,
-            Throughput::Sleep => {
-                (next.vllm_sleep, next.unsloth_standby) = (to.vllm_sleep, to.unsloth_standby)
-            }
-        }
-        let (a, b) = (est.estimate(&now, gpu), est.estimate(&next, gpu));
-        let time = |r: &RunConfig, e: &Estimate| {
-            step_time(r, e, timing.gpu, timing.keys, timing.eff).seconds
-        };
+    let mut out: Vec<SpeedChange> = Vec::new();
+    for (knob, _) in order {
+        let next = knob.moved(&now, to);
+        let ((s0, e0), (s1, e1)) = (time(&now, est), time(&next, est));
         out.push(SpeedChange {
             knob,
             key: knob.key(from.stack),
-            from: was,
-            to: will,
-            seconds_saved: time(&now, &a) - time(&next, &b),
-            bytes_saved: a.total_bytes as i64 - b.total_bytes as i64,
+            from: knob.show(&now),
+            to: knob.show(to),
+            with: knob.companions(&now, to),
+            seconds_saved: s0 - s1,
+            bytes_saved: e0.total_bytes as i64 - e1.total_bytes as i64,
+            makes_room_for: None,
+            phase_saved: phase_saved(&time(&knob.moved(to, from), est).1, &time(to, est).1),
             note: knob.note(),
         });
         now = next;
     }
+    name_the_room(&mut out, base);
     out
+}
+
+/// The phase whose memory a move lowers most, and by how much: a move that frees nothing at
+/// the step's peak (the generation phase's, say), or nothing until a later move spends it (a
+/// smaller micro-batch before checkpointing goes off), still makes room in the run it leads to.
+fn phase_saved(before: &Estimate, after: &Estimate) -> Option<PhaseSaving> {
+    before
+        .phases
+        .iter()
+        .filter_map(|p| {
+            let a = after.phases.iter().find(|q| q.phase == p.phase)?;
+            let saved = p.total_bytes.checked_sub(a.total_bytes)?;
+            (saved > 0).then_some(PhaseSaving {
+                phase: p.phase,
+                bytes_saved: saved,
+            })
+        })
+        .max_by_key(|p| p.bytes_saved)
+}
+
+/// What a move frees in one phase of the step.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct PhaseSaving {
+    pub phase: Phase,
+    pub bytes_saved: u64,
+}
+
+/// Each move that saves under `LEAST_GAIN` of a step is there to make room (the settling drops
+/// it otherwise): it names the later move that saves the most.
+fn name_the_room(changes: &mut [SpeedChange], base: f64) {
+    for i in 0..changes.len() {
+        if changes[i].seconds_saved >= base * settle::LEAST_GAIN {
+            continue;
+        }
+        changes[i].makes_room_for = changes[i + 1..]
+            .iter()
+            .max_by(|a, b| a.seconds_saved.total_cmp(&b.seconds_saved))
+            .map(|c| format!("{} = {}", c.key, c.to));
+    }
+}
+
+/// A key moved together with a change's own (the accumulation with the micro-batch).
+#[derive(Debug, Clone, Serialize)]
+pub struct KeyChange {
+    pub key: &'static str,
+    pub from: String,
+    pub to: String,
 }
