@@ -4,7 +4,9 @@
 use crate::cli::Source;
 use crate::inputs::{Inputs, resolve};
 use crate::output::*;
+use grpofit_core::config::RunFile;
 use grpofit_core::fastest::{Fastest, Timing, fastest, fastest_in_place};
+use grpofit_core::hardware::GpuSpeed;
 use grpofit_core::memory::estimate::{Estimator, GpuBudget};
 use grpofit_core::time::{self, Efficiencies};
 use grpofit_core::units::format_size;
@@ -85,7 +87,7 @@ pub(crate) fn run_fastest(
     if let Some(out) = output {
         let check = |text: &str| written_as_found(source, text, out, &found, gpu);
         crate::commands::export_run_checked(
-            file,
+            &timed_on(file, &card, source),
             &found.run,
             (gpu, &gpu_line),
             &found.estimate,
@@ -96,6 +98,17 @@ pub(crate) fn run_fastest(
     }
     printed.map_err(unwritten(FITS))?;
     Ok(FITS)
+}
+
+/// `file` naming the card its step was timed on (`--gpu`, the detected card, or the file's),
+/// with the figures `--gpu-tflops` / `--gpu-bandwidth` gave it: the written run's step is the
+/// one printed, not the preset's card's.
+fn timed_on(file: &RunFile, card: &GpuSpeed, source: &Source) -> RunFile {
+    let mut timed = file.clone();
+    timed.time.gpu = Some(card.name.clone());
+    timed.time.gpu_tflops = source.gpu_tflops.or(file.time.gpu_tflops);
+    timed.time.gpu_bandwidth = source.gpu_bandwidth.or(file.time.gpu_bandwidth);
+    timed
 }
 
 /// Refuses a written run that does not read back as the one found: a change the written file

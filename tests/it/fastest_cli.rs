@@ -199,3 +199,31 @@ fn fastest_json_speaks_fits_words() {
     assert_eq!(v["outcome"], "impossible", "{v}");
     assert!(v["smallest_gpu_bytes"].is_number(), "{v}");
 }
+
+/// `-o` names the card the step was timed on (`--gpu H100`), not the preset's RTX 4090: the
+/// written run's `estimate` times the same step `fit --fastest` printed.
+#[test]
+fn fastest_writes_the_card_it_timed_the_step_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(grpofit_in(dir.path()).args([
+        "fit",
+        "--fastest",
+        "--preset",
+        "24gb",
+        "--gpu",
+        "H100",
+        "-o",
+        "h.toml",
+    ]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let text = std::fs::read_to_string(dir.path().join("h.toml")).unwrap();
+    let t: toml::Table = text.parse().unwrap();
+    assert_eq!(t["grpofit"]["gpu"].as_str(), Some("H100 SXM"), "{text}");
+    let step = out.stdout.lines().find(|l| l.contains("step ≈")).unwrap();
+    let again = run(grpofit_in(dir.path()).args(["estimate", "--config", "h.toml"]));
+    assert!(
+        again.stdout.contains(step.trim()),
+        "{step}\n{}",
+        again.stdout
+    );
+}
