@@ -227,3 +227,24 @@ fn fastest_writes_the_card_it_timed_the_step_on() {
         again.stdout
     );
 }
+
+/// `-o` reads the built file back before writing it: a run that would read back otherwise (here
+/// a relative `model_config` that the folder written to lacks) is refused, nothing written.
+#[test]
+fn fastest_refuses_a_file_that_does_not_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture(dir.path(), "spg.toml");
+    fixture(dir.path(), "qwen2-0.5b-instruct.json");
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let out = run(grpofit_in(dir.path()).args([
+        "fit",
+        "--fastest",
+        "--config",
+        "spg.toml",
+        "-o",
+        "sub/out.toml",
+    ]));
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("does not read back"), "{}", out.stderr);
+    assert!(!dir.path().join("sub/out.toml").exists());
+}
