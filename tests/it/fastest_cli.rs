@@ -153,6 +153,10 @@ fn fastest_says_what_a_move_that_only_makes_room_is_for() {
         for line in out.stdout.lines().filter(|l| l.contains(" → ")) {
             let idle = line.contains("saves 0.0 s") || line.contains("costs +");
             assert!(!idle || line.contains("makes room for"), "{line}");
+            assert!(
+                !line.contains("makes room for") || line.contains("frees"),
+                "{line}"
+            );
         }
     }
     let v = fastest_json(dir.path(), &["--preset", "16gb"]);
@@ -184,6 +188,8 @@ fn fastest_json_speaks_fits_words() {
     assert_eq!(mb["with"][0]["key"], "gradient_accumulation_steps", "{v}");
     assert_eq!(mb["with"][0]["from"], "2", "{v}");
     assert_eq!(mb["with"][0]["to"], "1", "{v}");
+    // it takes memory for a speed gain of its own: no move that makes room
+    assert!(mb["makes_room_for"].is_null(), "{v}");
     assert!(v["nearest_changes"][0]["lever"].is_string(), "{v}");
     let out = run(grpofit_in(dir.path()).args([
         "fit",

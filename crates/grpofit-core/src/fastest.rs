@@ -464,7 +464,7 @@ fn changes(
         });
         now = next;
     }
-    name_the_room(&mut out, base);
+    name_the_room(&mut out, time(to, est).0);
     out
 }
 
@@ -493,11 +493,14 @@ pub struct PhaseSaving {
     pub bytes_saved: u64,
 }
 
-/// Each move that saves under `LEAST_GAIN` of a step is there to make room (the settling drops
-/// it otherwise): it names the later move that saves the most.
-fn name_the_room(changes: &mut [SpeedChange], base: f64) {
+/// Each move that frees memory in the fastest run and saves under `LEAST_GAIN` of its step
+/// (`fastest`, the settling's measure: it drops such a move otherwise) is there to make room:
+/// it names the later move that saves the most.
+fn name_the_room(changes: &mut [SpeedChange], fastest: f64) {
     for i in 0..changes.len() {
-        if changes[i].seconds_saved >= base * settle::LEAST_GAIN {
+        let c = &changes[i];
+        let frees = c.phase_saved.is_some() || c.bytes_saved > 0;
+        if !frees || c.seconds_saved >= fastest * settle::LEAST_GAIN {
             continue;
         }
         changes[i].makes_room_for = changes[i + 1..]
