@@ -85,7 +85,7 @@ pub(crate) fn run_fastest(
         )?;
     }
     if let Some(out) = output {
-        let check = |text: &str| written_as_found(source, text, out, &found, gpu);
+        let check = |text: &str| written_as_found(source, text, out, &found, (gpu, &timing));
         crate::commands::export_run_checked(
             &timed_on(file, &card, source),
             &found.run,
@@ -119,18 +119,23 @@ fn written_as_found(
     text: &str,
     out: &std::path::Path,
     found: &Fastest,
-    gpu: GpuBudget,
+    (gpu, timing): (GpuBudget, &Timing),
 ) -> Result<(), Failure> {
     let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
     let name = out.display().to_string();
     let back = crate::inputs::reread(source, text, &name, dir)
         .map_err(|e| format!("fit --fastest -o {name}: the run built does not read back: {e}"))?;
     let again = Estimator::new().estimate(&back.run, gpu);
-    if again.total_bytes != found.estimate.total_bytes {
+    let t = timing;
+    let seconds = time::step_time(&back.run, &again, t.gpu, t.keys, t.eff).seconds;
+    let same_time = (seconds - found.step_time.seconds).abs() <= 1e-9 * seconds.max(1.0);
+    if again.total_bytes != found.estimate.total_bytes || !same_time {
         return Err(Failure::Input(format!(
-            "fit --fastest -o {name}: the file would read back as a different run ({} where the fastest fit takes {}): not written",
+            "fit --fastest -o {name}: the file would read back as a different run ({}, {} a step, where the fastest fit takes {}, {} a step): not written",
             format_size(again.total_bytes),
-            format_size(found.estimate.total_bytes)
+            time::seconds(seconds),
+            format_size(found.estimate.total_bytes),
+            time::seconds(found.step_time.seconds)
         )));
     }
     Ok(())
