@@ -381,6 +381,20 @@ pub(crate) fn export_run(
     force: bool,
     answer: u8,
 ) -> Result<(), Failure> {
+    export_run_checked(file, run, gpu, estimate, (out, force), answer, &|_| Ok(()))
+}
+
+/// [`export_run`], the text first passed to `check` (which reads it back): nothing is written
+/// or printed when it refuses.
+pub(crate) fn export_run_checked(
+    file: &RunFile,
+    run: &grpofit_core::run::RunConfig,
+    gpu: (GpuBudget, &str),
+    estimate: &grpofit_core::memory::estimate::Estimate,
+    (out, force): (&std::path::Path, bool),
+    answer: u8,
+    check: &dyn Fn(&str) -> Result<(), Failure>,
+) -> Result<(), Failure> {
     let mut notes = Vec::new();
     let ctx = export_context(file, gpu, estimate);
     let text = grpofit_core::config::write_back::text_for(
@@ -390,6 +404,7 @@ pub(crate) fn export_run(
         &ctx,
         &mut notes,
     )?;
+    check(&text)?;
     for note in notes {
         say(&format!("grpofit: note: {note}"));
     }

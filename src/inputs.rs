@@ -127,6 +127,25 @@ pub(crate) fn load_source_with(
     Ok(loaded)
 }
 
+/// A run file's text read as `source` reads its run (the same pins, launch config and model
+/// resolver): what a written file will be read as. `dir` resolves a relative `model_config`.
+pub(crate) fn reread(
+    source: &Source,
+    text: &str,
+    label: &str,
+    dir: Option<&std::path::Path>,
+) -> Result<RunFile, String> {
+    let models = hub_for(source);
+    let reading = config::Reading {
+        models: &models,
+        overlay: config::accelerate::Overlay::new(source.launch.as_deref(), source.num_processes)
+            .map_err(|e| e.to_string())?,
+        installed: crate::versions_env::detect().installed,
+        pins: source.versions.pins(),
+    };
+    config::parse_with(text, label, dir, &reading).map_err(|e| e.to_string())
+}
+
 pub(crate) fn read_source(
     source: &Source,
     detected: &Result<GpuInfo, String>,

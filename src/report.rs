@@ -109,25 +109,7 @@ pub fn fit_text(
         FitOutcome::Fitted {
             changes, estimate, ..
         } => {
-            let _ = writeln!(
-                out,
-                "{:<30} {:>9} {:>9} {:>11}  trade-off",
-                "change", "from", "to", "memory"
-            );
-            for c in changes {
-                let memory = if c.bytes_saved == 0 {
-                    format_size(0)
-                } else if c.bytes_saved > 0 {
-                    format!("-{}", format_size(c.bytes_saved as u64))
-                } else {
-                    format!("+{}", format_size(c.bytes_saved.unsigned_abs()))
-                };
-                let _ = writeln!(
-                    out,
-                    "{:<30} {:>9} {:>9} {:>11}  {}",
-                    c.key, c.from, c.to, memory, c.trade_off
-                );
-            }
+            out.push_str(&change_table(changes));
             let batch = if estimate.effective_batch == run.effective_batch() {
                 format!("effective batch {} kept", estimate.effective_batch)
             } else {
@@ -357,4 +339,28 @@ pub fn versions_line(pins: &[grpofit_core::run::versions::Pinned]) -> String {
         .map(|p| format!("{} {} ({})", p.package.name(), p.version, p.origin))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// `fit`'s changes as its table prints them: key, from, to, memory, trade-off (`fit --fastest`
+/// prints the nearest fit's the same way).
+pub fn change_table(changes: &[grpofit_core::fit::Change]) -> String {
+    let mut out = format!(
+        "{:<30} {:>9} {:>9} {:>11}  trade-off\n",
+        "change", "from", "to", "memory"
+    );
+    for c in changes {
+        let memory = if c.bytes_saved == 0 {
+            format_size(0)
+        } else if c.bytes_saved > 0 {
+            format!("-{}", format_size(c.bytes_saved as u64))
+        } else {
+            format!("+{}", format_size(c.bytes_saved.unsigned_abs()))
+        };
+        let _ = writeln!(
+            out,
+            "{:<30} {:>9} {:>9} {:>11}  {}",
+            c.key, c.from, c.to, memory, c.trade_off
+        );
+    }
+    out
 }

@@ -10,6 +10,7 @@ mod common;
 mod cpu_trace;
 mod diagnose;
 mod diagnose_truth;
+mod fastest_cli;
 mod fit;
 mod fit_versions;
 mod headroom_fit;

@@ -6,14 +6,20 @@
 //! on (Unsloth's `load_vllm`; TRL sizes its colocated vLLM itself). What the run learns (generations, effective batch, lengths, model, rank, learning
 //! rate) is never touched. A descent over one knob at a time, repeated while a step gets faster.
 
-use crate::fit::{FitOutcome, fit, fit_in_place, fits_with_headroom};
+use crate::contract::Table;
+use crate::fit::{Change, FitOutcome, Lever, fit, fit_in_place, fits_with_headroom};
 use crate::hardware::GpuSpeed;
+use crate::memory::breakdown::Phase;
 use crate::memory::estimate::{Estimate, Estimator, GpuBudget};
 use crate::run::adjust::exact_values;
 use crate::run::knobs::{Knob, accumulation_for};
 use crate::run::{Checkpointing, Generation, RunConfig, Stack, rules};
 use crate::time::{Efficiencies, StepTime, TimeKeys, step_time};
 use serde::Serialize;
+
+#[path = "fastest_settle.rs"]
+mod settle;
+pub use settle::FP8_KV_MIN_GAIN;
 
 /// A knob the search moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -51,16 +57,34 @@ impl Throughput {
 
     /// The knob's key in the run's trainer.
     pub fn key(self, stack: Stack) -> &'static str {
+        self.setting(stack).1
+    }
+
+    /// The run-file table and key the knob is written to on `stack` (the levers' own where a
+    /// lever moves it).
+    fn setting(self, stack: Stack) -> (Table, &'static str) {
         match (self, stack) {
-            (Throughput::MicroBatch, _) => "per_device_train_batch_size",
-            (Throughput::Checkpointing, Stack::Unsloth) => "use_gradient_checkpointing",
-            (Throughput::Checkpointing, Stack::Trl) => "gradient_checkpointing",
-            (Throughput::VllmShare, s) => Knob::VllmShare.key(s).1,
-            (Throughput::KvCacheFp8, _) => "float8_kv_cache",
-            (Throughput::Sleep, Stack::Unsloth) => "UNSLOTH_VLLM_STANDBY",
-            (Throughput::Sleep, Stack::Trl) => "vllm_enable_sleep_mode",
-            (Throughput::MaxNumSeqs, _) => "max_num_seqs",
-            (Throughput::MaxNumBatchedTokens, _) => "max_num_batched_tokens",
+            (Throughput::MicroBatch, s) => Knob::MicroBatch.key(s),
+            (Throughput::Checkpointing, s) => Lever::Checkpointing.setting_on(s),
+            (Throughput::VllmShare, s) => Knob::VllmShare.key(s),
+            (Throughput::KvCacheFp8, s) => Lever::KvCacheFp8.setting_on(s),
+            (Throughput::Sleep, Stack::Unsloth) => (Table::Env, "UNSLOTH_VLLM_STANDBY"),
+            (Throughput::Sleep, Stack::Trl) => (Table::Grpo, "vllm_enable_sleep_mode"),
+            // Unsloth's `from_pretrained` keys, passed on to `load_vllm` (`passed_on`)
+            (Throughput::MaxNumSeqs, _) => (Table::Model, "max_num_seqs"),
+            (Throughput::MaxNumBatchedTokens, _) => (Table::Model, "max_num_batched_tokens"),
+        }
+    }
+
+    /// Whether the releases `run` is pinned to take the knob's key: a key the pinned trainer's
+    /// call refuses is left out of the written file (`config::export_keys`), so a move of it
+    /// would be printed but never made (`vllm_enable_sleep_mode` exists from trl 0.20).
+    fn exists_in(self, run: &RunConfig) -> bool {
+        match self {
+            // `from_pretrained` hands them to `load_vllm` through its keyword arguments: the
+            // pinned `load_vllm` is what takes them
+            Throughput::MaxNumSeqs | Throughput::MaxNumBatchedTokens => self.passed_on(run),
+            _ => run.pinned_release_takes(self.setting(run.stack)),
         }
     }
 
@@ -91,6 +115,9 @@ impl Throughput {
 
     /// The values this knob may take in `run`, the current one included.
     fn candidates(self, run: &RunConfig) -> Vec<RunConfig> {
+        if !self.exists_in(run) {
+            return Vec::new();
+        }
         let with = |f: &dyn Fn(&mut RunConfig)| {
             let mut r = run.clone();
             f(&mut r);
@@ -110,6 +137,7 @@ impl Throughput {
                         })
                     })
                     .filter(|r| r.effective_batch() == target)
+                    .filter_map(|r| same_generation_batch(run, r))
                     .collect()
             }
             Throughput::Checkpointing => {
@@ -160,12 +188,54 @@ impl Throughput {
         }
     }
 
+    /// `now` with this knob as `to` has it.
+    fn moved(self, now: &RunConfig, to: &RunConfig) -> RunConfig {
+        let mut next = now.clone();
+        match self {
+            Throughput::MicroBatch => {
+                (next.micro_batch, next.grad_accum) = (to.micro_batch, to.grad_accum);
+                next.steps_per_generation = to.steps_per_generation;
+            }
+            Throughput::Checkpointing => next.checkpointing = to.checkpointing,
+            Throughput::VllmShare => next.generation = to.generation,
+            Throughput::KvCacheFp8 => next.vllm_kv_fp8 = to.vllm_kv_fp8,
+            Throughput::Sleep => {
+                (next.vllm_sleep, next.unsloth_standby) = (to.vllm_sleep, to.unsloth_standby)
+            }
+            Throughput::MaxNumSeqs => next.vllm_max_num_seqs = to.vllm_max_num_seqs,
+            Throughput::MaxNumBatchedTokens => {
+                next.vllm_max_num_batched_tokens = to.vllm_max_num_batched_tokens
+            }
+        }
+        next
+    }
+
+    /// The keys this knob moves beside its own, from `now` to `to`: the accumulation (and a set
+    /// `steps_per_generation`) with the micro-batch.
+    fn companions(self, now: &RunConfig, to: &RunConfig) -> Vec<KeyChange> {
+        if self != Throughput::MicroBatch {
+            return Vec::new();
+        }
+        let mut v = vec![KeyChange {
+            key: Knob::GradAccum.trainer_key(now.stack),
+            from: now.grad_accum.to_string(),
+            to: to.grad_accum.to_string(),
+        }];
+        if let (Some(a), Some(b)) = (now.steps_per_generation, to.steps_per_generation) {
+            v.push(KeyChange {
+                key: "steps_per_generation",
+                from: a.to_string(),
+                to: b.to_string(),
+            });
+        }
+        v.retain(|c| c.from != c.to);
+        v
+    }
+
     /// The knob's value in `run`, as the run file writes it.
     fn show(self, run: &RunConfig) -> String {
         match self {
-            Throughput::MicroBatch => {
-                format!("{} x {} accumulation", run.micro_batch, run.grad_accum)
-            }
+            Throughput::MicroBatch => run.micro_batch.to_string(),
             Throughput::Checkpointing => match (run.checkpointing, run.stack) {
                 (Checkpointing::UnslothOffload, _) => "\"unsloth\"".to_string(),
                 (c, _) => (c != Checkpointing::Off).to_string(),
@@ -205,13 +275,44 @@ impl Throughput {
     }
 }
 
+/// `moved` (the micro-batch and accumulation of `run` moved) with the generation batch per
+/// optimizer step kept, or `None` where it cannot be: TRL's `GRPOConfig.__post_init__` (trl
+/// 0.23.0) makes `generation_batch_size = per_device_train_batch_size x num_processes x
+/// steps_per_generation` when the file sets `steps_per_generation`, so one generation serves
+/// `steps_per_generation / gradient_accumulation_steps` optimizer steps; that ratio is what the
+/// run learns from and stays. A file giving `generation_batch_size` (or neither) keeps it as it
+/// is: the batch is fixed, or follows the accumulation.
+fn same_generation_batch(run: &RunConfig, mut moved: RunConfig) -> Option<RunConfig> {
+    let Some(spg) = run.steps_per_generation else {
+        return Some(moved);
+    };
+    let scaled = spg.checked_mul(moved.grad_accum)?;
+    if scaled == 0 || !scaled.is_multiple_of(run.grad_accum.max(1)) {
+        return None;
+    }
+    moved.steps_per_generation = Some(scaled / run.grad_accum.max(1));
+    Some(moved)
+}
+
 /// One knob moved from the nearest fit, with what it did, applied after the ones before it.
 #[derive(Debug, Clone, Serialize)]
 pub struct SpeedChange {
+    /// the same word `fit --json` uses for what moved
+    #[serde(rename = "lever")]
     pub knob: Throughput,
     pub key: &'static str,
     pub from: String,
     pub to: String,
+    /// keys moved with this one (the accumulation, and `steps_per_generation` where set)
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub with: Vec<KeyChange>,
+    /// the move this one makes room for, where it makes no step faster itself
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub makes_room_for: Option<String>,
+    /// the phase whose memory it lowers most in the fastest run (against that run with this
+    /// knob left as the nearest fit has it), and by how much
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase_saved: Option<PhaseSaving>,
     /// seconds a step this change saves (negative: costs)
     pub seconds_saved: f64,
     /// bytes of GPU memory it saves (negative: takes)
@@ -223,6 +324,9 @@ pub struct SpeedChange {
 /// The fastest run that fits, against the nearest fit.
 #[derive(Debug, Clone, Serialize)]
 pub struct Fastest {
+    /// what the nearest fit changed in the run to fit (`fit`'s changes), before any speed move;
+    /// empty when the run already fits
+    pub nearest_changes: Vec<Change>,
     pub changes: Vec<SpeedChange>,
     pub step_time: StepTime,
     /// the nearest fit's step
@@ -279,9 +383,9 @@ fn from_nearest(
     timing: &Timing,
     est: &mut Estimator,
 ) -> Option<Fastest> {
-    let nearest = match nearest {
-        FitOutcome::AlreadyFits { .. } => run.clone(),
-        FitOutcome::Fitted { run, .. } => *run,
+    let (nearest, nearest_changes) = match nearest {
+        FitOutcome::AlreadyFits { .. } => (run.clone(), Vec::new()),
+        FitOutcome::Fitted { run, changes, .. } => (*run, changes),
         FitOutcome::Impossible { .. } => return None,
     };
     let seconds =
@@ -305,6 +409,7 @@ fn from_nearest(
             break;
         }
     }
+    search.settle(&nearest, &mut *est);
     let Search {
         best,
         best_est,
@@ -313,6 +418,7 @@ fn from_nearest(
     } = search;
     let changes = changes(&nearest, &best, gpu, timing, est);
     Some(Fastest {
+        nearest_changes,
         changes,
         step_time: step_time(&best, &best_est, timing.gpu, timing.keys, timing.eff),
         nearest_seconds,
@@ -397,7 +503,9 @@ impl Search<'_> {
     }
 }
 
-/// Each knob that differs between `from` and `to`, applied in turn, with its seconds and bytes.
+/// Each knob that differs between `from` and `to`, applied in turn, with its seconds and bytes:
+/// the moves that only make room (alone, they make no step faster) first, each naming the
+/// move it makes room for.
 fn changes(
     from: &RunConfig,
     to: &RunConfig,
@@ -405,43 +513,89 @@ fn changes(
     timing: &Timing,
     est: &mut Estimator,
 ) -> Vec<SpeedChange> {
+    let time = |r: &RunConfig, est: &mut Estimator| {
+        let e = est.estimate(r, gpu);
+        (
+            step_time(r, &e, timing.gpu, timing.keys, timing.eff).seconds,
+            e,
+        )
+    };
+    let base = time(from, est).0;
+    let mut order: Vec<(Throughput, f64)> = Throughput::ALL
+        .into_iter()
+        .filter(|k| k.show(from) != k.show(to))
+        .map(|k| (k, base - time(&k.moved(from, to), est).0))
+        .collect();
+    order.sort_by(|a, b| a.1.total_cmp(&b.1));
     let mut now = from.clone();
-    let mut out = Vec::new();
-    for knob in Throughput::ALL {
-        if knob.show(&now) == knob.show(to) {
-            continue;
-        }
-        let mut next = now.clone();
-        match knob {
-            Throughput::MicroBatch => {
-                (next.micro_batch, next.grad_accum) = (to.micro_batch, to.grad_accum)
-            }
-            Throughput::Checkpointing => next.checkpointing = to.checkpointing,
-            Throughput::VllmShare => next.generation = to.generation,
-            Throughput::KvCacheFp8 => next.vllm_kv_fp8 = to.vllm_kv_fp8,
-            Throughput::Sleep => {
-                (next.vllm_sleep, next.unsloth_standby) = (to.vllm_sleep, to.unsloth_standby)
-            }
-            Throughput::MaxNumSeqs => next.vllm_max_num_seqs = to.vllm_max_num_seqs,
-            Throughput::MaxNumBatchedTokens => {
-                next.vllm_max_num_batched_tokens = to.vllm_max_num_batched_tokens
-            }
-        }
-        let (a, b) = (est.estimate(&now, gpu), est.estimate(&next, gpu));
-        let (was, will) = (knob.shown(&now, &a), knob.shown(&next, &b));
-        let time = |r: &RunConfig, e: &Estimate| {
-            step_time(r, e, timing.gpu, timing.keys, timing.eff).seconds
-        };
+    let mut out: Vec<SpeedChange> = Vec::new();
+    for (knob, _) in order {
+        let next = knob.moved(&now, to);
+        let ((s0, e0), (s1, e1)) = (time(&now, est), time(&next, est));
         out.push(SpeedChange {
             knob,
             key: knob.key(from.stack),
-            from: was,
-            to: will,
-            seconds_saved: time(&now, &a) - time(&next, &b),
-            bytes_saved: a.total_bytes as i64 - b.total_bytes as i64,
+            from: knob.shown(&now, &e0),
+            to: knob.shown(&next, &e1),
+            with: knob.companions(&now, to),
+            seconds_saved: s0 - s1,
+            bytes_saved: e0.total_bytes as i64 - e1.total_bytes as i64,
+            makes_room_for: None,
+            phase_saved: phase_saved(&time(&knob.moved(to, from), est).1, &time(to, est).1),
             note: knob.note(),
         });
         now = next;
     }
+    name_the_room(&mut out, time(to, est).0);
     out
+}
+
+/// The phase whose memory a move lowers most, and by how much: a move that frees nothing at
+/// the step's peak (the generation phase's, say), or nothing until a later move spends it (a
+/// smaller micro-batch before checkpointing goes off), still makes room in the run it leads to.
+fn phase_saved(before: &Estimate, after: &Estimate) -> Option<PhaseSaving> {
+    before
+        .phases
+        .iter()
+        .filter_map(|p| {
+            let a = after.phases.iter().find(|q| q.phase == p.phase)?;
+            let saved = p.total_bytes.checked_sub(a.total_bytes)?;
+            (saved > 0).then_some(PhaseSaving {
+                phase: p.phase,
+                bytes_saved: saved,
+            })
+        })
+        .max_by_key(|p| p.bytes_saved)
+}
+
+/// What a move frees in one phase of the step.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct PhaseSaving {
+    pub phase: Phase,
+    pub bytes_saved: u64,
+}
+
+/// Each move that frees memory in the fastest run and saves under `LEAST_GAIN` of its step
+/// (`fastest`, the settling's measure: it drops such a move otherwise) is there to make room:
+/// it names the later move that saves the most.
+fn name_the_room(changes: &mut [SpeedChange], fastest: f64) {
+    for i in 0..changes.len() {
+        let c = &changes[i];
+        let frees = c.phase_saved.is_some() || c.bytes_saved > 0;
+        if !frees || c.seconds_saved >= fastest * settle::LEAST_GAIN {
+            continue;
+        }
+        changes[i].makes_room_for = changes[i + 1..]
+            .iter()
+            .max_by(|a, b| a.seconds_saved.total_cmp(&b.seconds_saved))
+            .map(|c| format!("{} = {}", c.key, c.to));
+    }
+}
+
+/// A key moved together with a change's own (the accumulation with the micro-batch).
+#[derive(Debug, Clone, Serialize)]
+pub struct KeyChange {
+    pub key: &'static str,
+    pub from: String,
+    pub to: String,
 }

@@ -85,7 +85,7 @@ impl Lever {
     }
 
     /// The table and key of the lever on `stack`, declared once.
-    fn setting_on(self, stack: Stack) -> (Table, &'static str) {
+    pub(crate) fn setting_on(self, stack: Stack) -> (Table, &'static str) {
         match (self, stack) {
             (Lever::Checkpointing, Stack::Unsloth) => (Table::Lora, "use_gradient_checkpointing"),
             (Lever::Checkpointing, Stack::Trl) => (Table::Grpo, "gradient_checkpointing"),
