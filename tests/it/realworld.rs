@@ -193,10 +193,6 @@ const KNOWN_MISSES: &[(&str, &str)] = &[(
 /// term still missing. The test fails when one comes within 5 %, so that this list is kept true.
 const FIGURE_MISSES: &[(&str, &str)] = &[
     (
-        "nb-trl-openenv-wordle-qwen3-1.7b-full-fp32-a100-40gb-figure",
-        "N1: TRL 0.27's step as the trainer runs it: fp32 logits (accelerate's convert_outputs_to_fp32), the temperature-divided fp32 copy and the checkpointed backward under autocast (calibration/cpu-trace/open.json: -7 to -8 % on 0.16.1 to 0.23.0 with checkpointing)",
-    ),
-    (
         "nb-trl-openenv-wordle-qlora-qwen2.5-0.5b-a100-40gb-figure",
         "the rollout_func concatenates up to six turns' prompts into one training sequence (about 6 x 1400 tokens), which no run-file key says, on top of N1",
     ),

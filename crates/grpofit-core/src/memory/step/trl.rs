@@ -25,8 +25,9 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     let final_norm = tokens * arch.hidden * 6;
     // With beta > 0, two hidden-state-sized bf16 tensors of the reference pass outlive it (trace).
     let residue = if s.reference_pass { 2 * hidden } else { 0 };
+    let casts = Fp32Weights::of(arch, s);
     let stored = if s.checkpointing {
-        arch.layers * hidden
+        arch.layers * (hidden + casts.wider_residual * tokens)
     } else {
         arch.layers * layer_bytes
     };
@@ -39,14 +40,23 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     } else {
         0
     };
-    let logits_peak = if s.fused_logits {
-        logits.fused_peak() + head_grad
+    // the weights' bf16 copies after the forward returns: all, saved by the matmuls, or with
+    // checkpointing only the head's ([`Fp32Weights`])
+    let saved_casts = if s.checkpointing { casts.head } else { casts.all };
+    let (logits_peak, forward_casts) = if s.fused_logits {
+        // the fused head's forward runs inside the model's forward (autocast's cache full), its
+        // backward after it
+        let (f, b) = logits.fused_moments();
+        ((f + casts.all).max(b + head_grad + saved_casts), 0)
     } else {
-        logits.peak(s, arch.final_logit_softcapping)
+        (logits.peak(s, arch.final_logit_softcapping), saved_casts)
     };
-    let forward = stored + final_norm + logits_peak + residue;
+    let forward = stored + final_norm + logits_peak + residue + forward_casts;
     let backward = if s.checkpointing {
-        stored + residue + recomputed_layer(arch, targets, tokens, layer_bytes, s.path)
+        stored
+            + residue
+            + recomputed_layer(arch, targets, tokens, layer_bytes, s.path)
+            + casts.layer
     } else {
         0
     };
@@ -54,7 +64,8 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     let reserved = replay::replay(arch, targets, tokens, &logits, s).peak_reserved;
     // the first layer's backward: its own checkpoint, its saved set and the gradients it makes
     let first_layer = if s.checkpointing { hidden } else { 0 }
-        + recomputed_layer(arch, targets, tokens, layer_bytes, StepPath::Harness);
+        + recomputed_layer(arch, targets, tokens, layer_bytes, StepPath::Harness)
+        + casts.layer;
     let step = StepPeak {
         activations,
         logits: if forward >= backward { logits_peak } else { 0 },
@@ -78,6 +89,57 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
         }
     } else {
         StepPeak { reserved, ..step }
+    }
+}
+
+/// Full fine-tuning of float32 weights under the trainer's bf16 autocast (TRL 0.27+ loads a model
+/// named by path in float32: trl 1.15.0 `create_model_from_path`, `kwargs.get("dtype",
+/// "float32")`, TRL PR #4778). accelerate 1.12.0 `Accelerator.prepare_model` wraps the model's
+/// `forward` in `torch.autocast` (bf16 under mixed precision); torch 2.9 autocast
+/// (`aten/src/ATen/autocast_mode.cpp` `cached_cast`) caches the bf16 cast of every weight that is
+/// a leaf requiring grad (`arg.is_leaf() && arg.requires_grad()`, the cache on by default) until
+/// the outermost autocast region exits (`clear_cache` when the nesting reaches 0). So:
+/// - every projection's and the head's bf16 copy (2 bytes a parameter; the embedding is looked
+///   up, not cast) is live while the forward runs, and the matmuls save them for the backward
+///   where nothing is checkpointed. With checkpointing, once the forward returns only the head's
+///   copy (saved by its matmul) stays, and the recomputed layer's weights are cast again (its
+///   own autocast region, `torch.utils.checkpoint`).
+/// - the residual stream is float32 (the embedding of fp32 weights is fp32, and the residual
+///   adds promote the bf16 outputs): each stored checkpoint holds 4 bytes an element, not 2.
+///
+/// Traced (trl 0.26.2 and 1.15.0 qwen2 `full_fp32` / `full_fp32_no_gc`, 1.15.0 llama
+/// `full_fp32`, `autocast` cache on): `at_peak` holds a `_to_copy` of every projection and of
+/// the head, and fp32 `embedding` / `add` outputs. LoRA's frozen base weights require no grad and
+/// are not cached; bf16 weights need no cast.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Fp32Weights {
+    /// every projection's and the head's bf16 copy
+    pub all: u64,
+    /// the head's copy
+    pub head: u64,
+    /// one layer's projections' copies
+    pub layer: u64,
+    /// bytes a token a stored checkpoint holds beyond the bf16 hidden state
+    pub wider_residual: u64,
+}
+
+impl Fp32Weights {
+    pub fn of(arch: &Arch, s: &StepShape) -> Fp32Weights {
+        if !s.fp32_weights {
+            return Fp32Weights::default();
+        }
+        let layer: u64 = arch
+            .projections()
+            .iter()
+            .map(|p| 2 * p.fan_in * p.fan_out)
+            .sum();
+        let head = 2 * arch.vocab * arch.hidden;
+        Fp32Weights {
+            all: arch.layers * layer + head,
+            head,
+            layer,
+            wider_residual: 2 * arch.hidden,
+        }
     }
 }
 
@@ -203,6 +265,7 @@ mod tests {
             row_log_softmax: false,
             entropy: crate::run::versions::EntropyChunk::Rows128,
             logits_in_place: false,
+            fp32_weights: false,
         }
     }
 
@@ -275,6 +338,46 @@ mod tests {
         let logits = Logits::new(qwen2, &s).peak(&s, false);
         let stored = qwen2.layers * t * (without + trained_weight_inputs(qwen2));
         assert_eq!(full.activations + full.logits, stored + t * h * 6 + logits);
+    }
+
+    /// float32 weights trained under bf16 autocast: torch caches each trained weight's bf16 copy
+    /// (`cached_cast`: leaf, requires grad) for the forward, the matmuls save them where nothing
+    /// is checkpointed, and the residual stream is fp32 (traced trl 0.26.2 / 1.15.0 `full_fp32`:
+    /// at_peak `_to_copy` 90,112 B x 6, 32,768 x 4, 16,384 x 4, the head's 246,784, fp32 `add`).
+    #[test]
+    fn autocast_keeps_a_bf16_copy_of_every_trained_fp32_weight() {
+        let arch = &catalog::find("Qwen/Qwen3-1.7B").expect("catalog id").arch;
+        let (h, v) = (arch.hidden, arch.vocab);
+        let none = vec![false; arch.projections().len()];
+        let fp32 = |checkpointing, fp32_weights| StepShape {
+            checkpointing,
+            fused_logits: false,
+            fp32_weights,
+            ..shape(0)
+        };
+        let casts = Fp32Weights::of(arch, &fp32(true, true));
+        let layer: u64 = arch.projections().iter().map(|p| p.fan_in * p.fan_out).sum();
+        assert_eq!(casts.layer, 2 * layer);
+        assert_eq!(casts.head, 2 * v * h);
+        assert_eq!(casts.all, arch.layers * 2 * layer + 2 * v * h);
+        assert_eq!(Fp32Weights::of(arch, &fp32(true, false)), Fp32Weights::default());
+        let total = |p: StepPeak| p.activations + p.logits;
+        // nothing checkpointed: every copy is saved beside the logits
+        let (with, without) = (
+            trl_step(arch, &none, &fp32(false, true)),
+            trl_step(arch, &none, &fp32(false, false)),
+        );
+        assert_eq!(total(with) - total(without), casts.all);
+        // checkpointed: the stored layer inputs are fp32, and the recomputed layer's copies
+        let s = fp32(true, true);
+        let t = s.seqs * (s.prompt + s.completion);
+        let (with, without) = (
+            trl_step(arch, &none, &s),
+            trl_step(arch, &none, &fp32(true, false)),
+        );
+        let wider = arch.layers * t * 2 * h;
+        assert!(total(with) - total(without) >= wider + casts.head.min(casts.layer));
+        assert_eq!(with.first_layer - without.first_layer, casts.layer);
     }
 
     /// Full fine-tuning: the first layer's backward runs once the head's and every later layer's
