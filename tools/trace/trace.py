@@ -40,6 +40,7 @@ MIXES = {
     "full_no_gc": ({"gradient_checkpointing": False}, None, False),
     "full_fp32": ({}, None, False),
     "full_fp32_no_gc": ({"gradient_checkpointing": False}, None, False),
+    "full_fp32_beta": ({"beta": 0.04}, None, False),
     "modules_to_save": ({}, {"modules_to_save": ["lm_head"]}, False),
     "steps_per_generation2": ({"steps_per_generation": 2, "gradient_accumulation_steps": 2}, {},
                               False),
@@ -49,7 +50,7 @@ OTHER_FAMILY_MIXES = ["base", "no_gc", "full"]
 # mixes whose policy (and the reference model the trainer loads) is float32, as TRL 0.27+ loads a
 # model named by path by default (trl 1.15.0 `create_model_from_path`: `kwargs.get("dtype",
 # "float32")`, TRL PR #4778), trained under the trainer's bf16 autocast
-FP32_MIXES = {"full_fp32", "full_fp32_no_gc"}
+FP32_MIXES = {"full_fp32", "full_fp32_no_gc", "full_fp32_beta"}
 # set when the release refuses `model_init_kwargs` beside a model object (TRL 0.19: "You passed
 # `model_init_kwargs` ... already instantiated"): it then loads its reference model in the
 # release's default dtype, and the record says so

@@ -210,14 +210,19 @@ pub fn gradients_before_first_layer(arch: &Arch, all: u64) -> u64 {
 /// `per_device_train_batch_size` rows, with gradient checkpointing switched off. Nothing is
 /// saved for a backward, so the peak is one layer's working set (residual stream, normed input,
 /// PEFT's fp32 copy of a projection's input, the MLP's gate, up and product), or the final
-/// norm's output and the fused head's forward. Read from the wheel; not measured.
+/// norm's output and the fused head's forward, beside autocast's copies of fp32 trained weights
+/// ([`Fp32Weights`]). Read from the wheel; traced on CPU.
 fn trl_scoring_pass(arch: &Arch, s: &StepShape, logits: &Logits) -> StepPeak {
     let tokens = s.seqs * (s.prompt + s.completion);
     let widest_input = arch.intermediate.max(arch.hidden);
     let layer = tokens * (2 * arch.hidden * 2 + widest_input * 4 + 3 * arch.intermediate * 2);
     let head = tokens * arch.hidden * 6;
     let scoring = logits.gathered + logits.tile + logits.stats;
-    StepPeak::larger_moment(layer, (head, scoring))
+    // the policy's fp32 weights still require grad under no_grad, so autocast caches their bf16
+    // copies through this forward too (traced 1.15.0 `full_fp32_beta`, at_peak scoring: every
+    // projection's and the head's `_to_copy`); the reference model's require none
+    let casts = Fp32Weights::of(arch, s).all;
+    StepPeak::larger_moment(layer + casts, (head + casts, scoring))
 }
 
 /// trl 0.19.1's reference pass (N4, `StackVersions::trl_reference_over_generation_batch`): one
@@ -378,6 +383,10 @@ mod tests {
         let wider = arch.layers * t * 2 * h;
         assert!(total(with) - total(without) >= wider + casts.head.min(casts.layer));
         assert_eq!(with.first_layer - without.first_layer, casts.layer);
+        // the no-grad scoring forward caches them too
+        let logits = Logits::new(arch, &s);
+        let scored = |s: &StepShape| total(trl_scoring_pass(arch, s, &logits));
+        assert_eq!(scored(&s) - scored(&fp32(true, false)), casts.all);
     }
 
     /// Full fine-tuning: the first layer's backward runs once the head's and every later layer's
