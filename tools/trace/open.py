@@ -11,11 +11,6 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 TOLERANCE = 3.0
 # (label pattern, term): what the traces' `at_peak` and the wheels' code point at
 TERMS = [
-    (r"full_fp32_no_gc$", "float32 weights without checkpointing: the fp32 residual stream's "
-     "saved set, which layer_tensors counts in bf16: each projection casts the fp32 normed input "
-     "to bf16 on its own and saves its cast (at_peak `_to_copy 60416` x14 against x5 in bf16 "
-     "`full_no_gc`), the norms' outputs and the residual adds fp32 (`mul 120832` x5, `add "
-     "120832` x4); autocast's weight copies (`trl::Fp32Weights`) are modelled"),
     (r"modules_to_save", "N10: PEFT modules_to_save (trainable copies, their AdamW moments, a "
      "transient head gradient) is not modelled"),
     (r"^trl 1\.16\.0 qwen2 full_no_gc$", "full fine-tuning without checkpointing: trainable "

@@ -19,13 +19,13 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     // full fine-tuning (no adapter): the trained weights' inputs too
     let full = !targets.iter().any(|t| *t);
     let trained_inputs = if full { trained_weight_inputs(arch) } else { 0 };
-    let layer_bytes = (layer.per_token() + trained_inputs) * tokens;
+    let casts = Fp32Weights::of(arch, s);
+    let layer_bytes = (layer.per_token() + trained_inputs + casts.wider_saved) * tokens;
     let logits = Logits::new(arch, s);
     // The final norm keeps its fp32 input, and the normed bf16 output feeds the head.
     let final_norm = tokens * arch.hidden * 6;
     // With beta > 0, two hidden-state-sized bf16 tensors of the reference pass outlive it (trace).
     let residue = if s.reference_pass { 2 * hidden } else { 0 };
-    let casts = Fp32Weights::of(arch, s);
     let stored = if s.checkpointing {
         arch.layers * (hidden + casts.wider_residual * tokens)
     } else {
@@ -105,7 +105,16 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
 ///   copy (saved by its matmul) stays, and the recomputed layer's weights are cast again (its
 ///   own autocast region, `torch.utils.checkpoint`).
 /// - the residual stream is float32 (the embedding of fp32 weights is fp32, and the residual
-///   adds promote the bf16 outputs): each stored checkpoint holds 4 bytes an element, not 2.
+///   adds promote the bf16 outputs): each stored checkpoint holds 4 bytes an element, not 2;
+///   and a layer's saved set grows by 8 H + 2 q_dim bytes a token (traced `full_fp32_no_gc`
+///   against `full_no_gc`, trl 1.15.0 qwen2 at_peak): each norm's normalised product is saved in
+///   fp32 (`mul`, 4 H, for the norm weight's gradient, not a bf16 `_to_copy`: +2 H each); the
+///   norm's fp32 output is cast by q, k, v, gate and up each on its own, each saving its cast
+///   (`_to_copy` 2 H x 5, where a bf16 output is one shared 2 H per norm: +6 H); the rotary
+///   embedding's cos and sin come in the hidden states' dtype (fp32), so the query and the
+///   repeated key reach SDPA in fp32 and autocast saves their bf16 casts (2 q_dim each) where
+///   bf16 saves repeat_kv's key and value clones (+2 q_dim); the residual add's output is the
+///   next norm's saved input, no bf16 add beside an fp32 upcast (-2 H).
 ///
 /// Traced (trl 0.26.2 and 1.15.0 qwen2 `full_fp32` / `full_fp32_no_gc`, 1.15.0 llama
 /// `full_fp32`, `autocast` cache on): `at_peak` holds a `_to_copy` of every projection and of
@@ -121,6 +130,8 @@ pub struct Fp32Weights {
     pub layer: u64,
     /// bytes a token a stored checkpoint holds beyond the bf16 hidden state
     pub wider_residual: u64,
+    /// bytes a token one layer saves beyond its bf16-residual saved set
+    pub wider_saved: u64,
 }
 
 impl Fp32Weights {
@@ -139,6 +150,7 @@ impl Fp32Weights {
             head,
             layer,
             wider_residual: 2 * arch.hidden,
+            wider_saved: 8 * arch.hidden + 2 * arch.q_dim(),
         }
     }
 }
@@ -368,21 +380,28 @@ mod tests {
         assert_eq!(Fp32Weights::of(arch, &fp32(true, false)), Fp32Weights::default());
         let total = |p: StepPeak| p.activations + p.logits;
         // nothing checkpointed: every copy is saved beside the logits
+        // and each layer's saved set is wider: fp32 normalised products, each projection's own
+        // cast of the fp32 normed input, SDPA's casts of the fp32 rotated query and key
+        assert_eq!(casts.wider_saved, 8 * h + 2 * arch.q_dim());
+        let s = fp32(true, true);
+        let t = s.seqs * (s.prompt + s.completion);
         let (with, without) = (
             trl_step(arch, &none, &fp32(false, true)),
             trl_step(arch, &none, &fp32(false, false)),
         );
-        assert_eq!(total(with) - total(without), casts.all);
+        let saved = arch.layers * t * casts.wider_saved;
+        assert_eq!(total(with) - total(without), casts.all + saved);
         // checkpointed: the stored layer inputs are fp32, and the recomputed layer's copies
-        let s = fp32(true, true);
-        let t = s.seqs * (s.prompt + s.completion);
         let (with, without) = (
             trl_step(arch, &none, &s),
             trl_step(arch, &none, &fp32(true, false)),
         );
         let wider = arch.layers * t * 2 * h;
         assert!(total(with) - total(without) >= wider + casts.head.min(casts.layer));
-        assert_eq!(with.first_layer - without.first_layer, casts.layer);
+        assert_eq!(
+            with.first_layer - without.first_layer,
+            casts.layer + t * casts.wider_saved
+        );
         // the no-grad scoring forward caches them too
         let logits = Logits::new(arch, &s);
         let scored = |s: &StepShape| total(trl_scoring_pass(arch, s, &logits));
