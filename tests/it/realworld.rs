@@ -191,12 +191,10 @@ const KNOWN_MISSES: &[(&str, &str)] = &[(
 
 /// Printed peaks (`observed.memory_figure`) the estimate does not reach within 5 % yet, with the
 /// term still missing. The test fails when one comes within 5 %, so that this list is kept true.
-const FIGURE_MISSES: &[(&str, &str)] = &[
-    (
-        "nb-trl-openenv-wordle-qlora-qwen2.5-0.5b-a100-40gb-figure",
-        "the rollout_func concatenates up to six turns' prompts into one training sequence (about 6 x 1400 tokens), which no run-file key says, on top of N1",
-    ),
-];
+const FIGURE_MISSES: &[(&str, &str)] = &[(
+    "nb-trl-openenv-wordle-qlora-qwen2.5-0.5b-a100-40gb-figure",
+    "the rollout_func concatenates up to six turns' prompts into one training sequence (about 6 x 1400 tokens), which no run-file key says, on top of N1",
+)];
 
 #[test]
 fn real_runs() {

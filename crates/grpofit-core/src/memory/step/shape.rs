@@ -360,12 +360,8 @@ impl Logits {
     /// the gathered states, a tile again, and that gradient cast back to bf16. Read from the trl
     /// 1.15.0 wheel, the same in 1.16.0 on CUDA (whose torch fallback `_forward_tile` /
     /// `_backward_tile` runs only without Triton); traced on CPU with the CUDA path stood in.
-    pub(super) fn fused_peak(&self) -> u64 {
-        let (forward, backward) = self.fused_moments();
-        forward.max(backward)
-    }
-
-    /// [`Logits::fused_peak`]'s two moments: (the forward's, the backward's).
+    /// Its two moments: (the forward's, the backward's); the step takes the larger, each beside
+    /// what else is live then (`trl::Fp32Weights`).
     pub(super) fn fused_moments(&self) -> (u64, u64) {
         let forward = self.gathered + self.tile + self.stats;
         let backward = self.gathered + 2 * self.gathered + self.tile + self.gathered;
@@ -547,7 +543,7 @@ mod tests {
         let (a, b) = (Logits::new(arch, &short), Logits::new(arch, &long));
         assert_eq!(a.tile, 4 * 32 * FUSED_VOCAB_CHUNK * 2);
         assert_eq!((a.tile, a.gathered, a.stats), (b.tile, b.gathered, b.stats));
-        assert_eq!(a.fused_peak(), b.fused_peak());
+        assert_eq!(a.fused_moments(), b.fused_moments());
     }
 
     #[test]

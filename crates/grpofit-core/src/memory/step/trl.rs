@@ -42,7 +42,11 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     };
     // the weights' bf16 copies after the forward returns: all, saved by the matmuls, or with
     // checkpointing only the head's ([`Fp32Weights`])
-    let saved_casts = if s.checkpointing { casts.head } else { casts.all };
+    let saved_casts = if s.checkpointing {
+        casts.head
+    } else {
+        casts.all
+    };
     let (logits_peak, forward_casts) = if s.fused_logits {
         // the fused head's forward runs inside the model's forward (autocast's cache full), its
         // backward after it
@@ -373,11 +377,18 @@ mod tests {
             ..shape(0)
         };
         let casts = Fp32Weights::of(arch, &fp32(true, true));
-        let layer: u64 = arch.projections().iter().map(|p| p.fan_in * p.fan_out).sum();
+        let layer: u64 = arch
+            .projections()
+            .iter()
+            .map(|p| p.fan_in * p.fan_out)
+            .sum();
         assert_eq!(casts.layer, 2 * layer);
         assert_eq!(casts.head, 2 * v * h);
         assert_eq!(casts.all, arch.layers * 2 * layer + 2 * v * h);
-        assert_eq!(Fp32Weights::of(arch, &fp32(true, false)), Fp32Weights::default());
+        assert_eq!(
+            Fp32Weights::of(arch, &fp32(true, false)),
+            Fp32Weights::default()
+        );
         let total = |p: StepPeak| p.activations + p.logits;
         // nothing checkpointed: every copy is saved beside the logits
         // and each layer's saved set is wider: fp32 normalised products, each projection's own
