@@ -11,7 +11,7 @@ use grpofit_core::arch::config_json;
 use grpofit_core::contract::release::Release;
 use grpofit_core::memory::estimate::{GpuBudget, estimate};
 use grpofit_core::run::reward::RewardModel;
-use grpofit_core::run::{Checkpointing, Generation, RunConfig};
+use grpofit_core::run::{Checkpointing, Generation, Quant, RunConfig};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -101,6 +101,10 @@ pub(crate) fn run_of(r: &Value) -> RunConfig {
     };
     run.beta = k["beta"].as_f64().unwrap();
     run.fused_logits = run.versions.trl_fused_head();
+    if r["dtype"] == "float32" {
+        // `full_fp32`: the policy loaded in float32, as TRL 0.27+ loads a model named by path
+        run.quant = Quant::Fp32;
+    }
     match r["lora"].as_object() {
         Some(lora) => {
             run.full_finetuning = false;

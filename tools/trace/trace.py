@@ -38,6 +38,9 @@ MIXES = {
     "full": ({}, None, False),
     "full_beta": ({"beta": 0.04}, None, False),
     "full_no_gc": ({"gradient_checkpointing": False}, None, False),
+    "full_fp32": ({}, None, False),
+    "full_fp32_no_gc": ({"gradient_checkpointing": False}, None, False),
+    "full_fp32_beta": ({"beta": 0.04}, None, False),
     "modules_to_save": ({}, {"modules_to_save": ["lm_head"]}, False),
     "steps_per_generation2": ({"steps_per_generation": 2, "gradient_accumulation_steps": 2}, {},
                               False),
@@ -48,6 +51,10 @@ MIXES = {
     "reward_model": ({}, {}, True),
 }
 OTHER_FAMILY_MIXES = ["base", "no_gc", "full"]
+# mixes whose policy (and the reference model the trainer loads) is float32, as TRL 0.27+ loads a
+# model named by path by default (trl 1.15.0 `create_model_from_path`: `kwargs.get("dtype",
+# "float32")`, TRL PR #4778), trained under the trainer's bf16 autocast
+FP32_MIXES = {"full_fp32", "full_fp32_no_gc", "full_fp32_beta"}
 # set when the release refuses `model_init_kwargs` beside a model object (TRL 0.19: "You passed
 # `model_init_kwargs` ... already instantiated"): it then loads its reference model in the
 # release's default dtype, and the record says so
@@ -74,6 +81,7 @@ class Hooks:
         self.undo = []
         self.forwards = []  # (phase, model class, logits dtype, logits shape)
         self.inputs = []  # input_ids shapes of the forwards
+        self.autocast = {}  # "phase model": CPU autocast and its weight-cast cache on at its start
 
     def patch(self, owner, name, before, after=None):
         orig = getattr(owner, name)
@@ -143,6 +151,11 @@ class Hooks:
                 ph.enter("reward")
             elif "CausalLM" in cls:
                 ph.enter("loss_forward" if torch.is_grad_enabled() else "scoring")
+            # the inner model (e.g. Qwen2Model) starts inside accelerate's autocast wrapper of
+            # the outer forward, which the outer model's hooks run outside of
+            self.autocast[f"{ph.current} {cls}"] = {
+                "enabled": torch.is_autocast_enabled("cpu"),
+                "cache": torch.is_autocast_cache_enabled()}
 
         def post(module, args, kwargs, out):
             if model_class(module) is None or self.generating or self.backward:
@@ -163,7 +176,7 @@ class Hooks:
             u()
 
 
-def grpo_args(cls, out_dir, overrides):
+def grpo_args(cls, out_dir, overrides, dtype="bfloat16"):
     fields = {f.name for f in dataclasses.fields(cls)}
     kw = {**BASE, **overrides, "output_dir": out_dir}
     missing = [k for k in overrides if k not in fields]
@@ -174,7 +187,7 @@ def grpo_args(cls, out_dir, overrides):
         # what the trainer loads itself (the reference model of full fine-tuning) in bf16, as the
         # policy handed to it: TRL's default is float32 (trl 1.15.0 `create_model_from_path`:
         # `kwargs.get("dtype", "float32")`), older releases transformers' own default
-        kw["model_init_kwargs"] = {dtype_key(): "bfloat16"}
+        kw["model_init_kwargs"] = {dtype_key(): dtype}
     if "max_prompt_length" in fields:
         kw["max_prompt_length"] = None
     if "use_vllm" in fields:
@@ -197,11 +210,11 @@ def dtype_key():
     return "torch_dtype"
 
 
-def load_bf16(cls, folder):
+def load_bf16(cls, folder, dtype=torch.bfloat16):
     try:
-        return cls.from_pretrained(folder, dtype=torch.bfloat16)
+        return cls.from_pretrained(folder, dtype=dtype)
     except TypeError:
-        return cls.from_pretrained(folder, torch_dtype=torch.bfloat16)
+        return cls.from_pretrained(folder, torch_dtype=dtype)
 
 
 def register_all(live, trainer):
@@ -255,8 +268,10 @@ def run_one(family, mix, work, fields=None, use_cpu=True):
         open(os.path.join(folder, "config.json")))
     if cfg is None:
         return {"skipped": f"transformers {transformers.__version__} has no {family} config class"}
+    fp32 = mix in FP32_MIXES
     args, missing = grpo_args(GRPOConfig, os.path.join(work, "out"),
-                              {**overrides, **({} if use_cpu else {"use_cpu": False})})
+                              {**overrides, **({} if use_cpu else {"use_cpu": False})},
+                              "float32" if fp32 else "bfloat16")
     if args is None:
         return {"skipped": f"GRPOConfig has no {missing}"}
     peft_config = None
@@ -293,7 +308,8 @@ def run_one(family, mix, work, fields=None, use_cpu=True):
     torch.manual_seed(0)
     t0 = time.time()
     with live:
-        model = load_bf16(transformers.AutoModelForCausalLM, folder)
+        model = load_bf16(transformers.AutoModelForCausalLM, folder,
+                          torch.float32 if fp32 else torch.bfloat16)
         for t in list(model.parameters()) + list(model.buffers()):
             live.register(t)
         kw = dict(model=model, reward_funcs=funcs, args=args, train_dataset=ds)
@@ -343,6 +359,7 @@ def run_one(family, mix, work, fields=None, use_cpu=True):
         "saved_by_dtype": saved.largest,
         "vocab_wide_dtypes": live.vocab_dtypes,
         "forwards": dedupe(hooks.forwards),
+        "autocast": hooks.autocast,
         "input_shapes": dedupe(hooks.inputs),
         "config": cfg,
         "seconds": round(time.time() - t0, 1),
@@ -434,6 +451,8 @@ def main():
                 rec = {"versions": v, "family": family, "mix": mix,
                        "knobs": {**BASE, **overrides}, "lora": None if lora is None else
                        {**LORA, **lora}, "reward_model": rm}
+                if mix in FP32_MIXES:
+                    rec["dtype"] = "float32"  # the policy's and the loaded reference model's
                 try:
                     with contextlib.redirect_stdout(sys.stderr):
                         run_with_workarounds(rec, family, mix, work)

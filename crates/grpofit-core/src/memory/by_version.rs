@@ -6,7 +6,7 @@
 use crate::memory::breakdown::Part;
 use crate::memory::step::shape::StepPath;
 use crate::run::versions::{BatchRaise, UnslothLogits};
-use crate::run::{Quant, RunConfig, Stack};
+use crate::run::{RunConfig, Stack};
 
 /// Whether Unsloth 2025's `FastLanguageModel.from_pretrained` hands the model to `FastModel`:
 /// 8-bit loading, or a model type outside its own families (llama, mistral, gemma, gemma2,
@@ -107,9 +107,13 @@ pub fn reentrant_note(run: &RunConfig) -> Option<String> {
 
 /// Whose step the run is ([`StepPath`]): the trainer, under accelerate's bf16 autocast with padded
 /// batches; or the calibration harness (`calibration/measure.py`), modelled as a TRL 1.15 run with
-/// unfused logits, which TRL 1.15 itself never runs (`StackVersions::trl_fused_head`).
+/// unfused logits, which TRL 1.15 itself never runs (`StackVersions::trl_fused_head`). float32
+/// weights run the trainer's step too: the Trainer's `bf16=True` (TRL's GRPOConfig default)
+/// makes accelerate wrap the forward in bf16 autocast whatever the weights' dtype (traced
+/// `full_fp32`: `autocast` on in every loss forward; the step's activations bf16, its residual
+/// stream fp32: `trl::Fp32Weights`).
 pub fn step_path(run: &RunConfig) -> StepPath {
-    if run.stack == Stack::Trl && !calibration_harness(run) && run.quant != Quant::Fp32 {
+    if run.stack == Stack::Trl && !calibration_harness(run) {
         StepPath::Trainer
     } else {
         StepPath::Harness

@@ -221,6 +221,7 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
         },
         row_log_softmax,
         logits_in_place: run.versions.trl_divides_logits_in_place(),
+        fp32_weights: on_trainer && run.full_finetuning && run.quant == Quant::Fp32,
     }
 }
 

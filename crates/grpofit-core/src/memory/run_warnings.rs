@@ -5,12 +5,12 @@ use crate::arch::Vision;
 use crate::run::spread;
 use crate::run::{Generation, Quant, RunConfig, Stack, vllm_max_lora_rank};
 
-/// What an fp32 run should know: the step is modelled in 16-bit, and a full fine-tune in fp32
-/// holds 16 bytes a parameter.
+/// What an fp32 run should know: the step runs under the trainer's 16-bit autocast, and a full
+/// fine-tune in fp32 holds 16 bytes a parameter.
 pub(crate) fn dtype_warnings(run: &RunConfig) -> Vec<String> {
     let mut w = Vec::new();
     if run.quant == Quant::Fp32 {
-        w.push("fp32 weights (TRL's ModelConfig dtype default): the step's activations are modelled in 16-bit; set [model] dtype = \"bfloat16\" to match".into());
+        w.push("fp32 weights (TRL's ModelConfig dtype default): the step runs under the trainer's 16-bit autocast, which for trained fp32 weights keeps a 16-bit copy of each projection and of the head through the forward and carries an fp32 residual stream (counted); set [model] dtype = \"bfloat16\" to drop them".into());
         if run.full_finetuning && run.spread.engine == spread::Engine::Ddp {
             w.push("full fine-tuning in fp32 (TRL's default dtype; DDP casts nothing): weights, gradients and AdamW's moments are all fp32, 16 bytes a parameter; [model] dtype = \"bfloat16\" halves them".into());
         }

@@ -158,6 +158,7 @@ fn full_fine_tuning_s_fused_head_backward_holds_an_fp32_weight_gradient() {
         row_log_softmax: false,
         entropy: crate::run::versions::EntropyChunk::Rows128,
         logits_in_place: false,
+        fp32_weights: false,
     };
     let full = trl_step(&a, &vec![false; a.projections().len()], &s);
     assert_eq!(full.logits, 3_271_491_584);

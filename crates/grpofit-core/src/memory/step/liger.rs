@@ -94,6 +94,7 @@ mod tests {
             entropy: EntropyChunk::Rows128,
             row_log_softmax: false,
             logits_in_place: true,
+            fp32_weights: false,
         }
     }
 

@@ -439,7 +439,7 @@ impl Sim {
         through_div
     }
 
-    /// TRL 1.x's fused head, forward then backward (see `Logits::fused_peak`); returns the
+    /// TRL 1.x's fused head, forward then backward (see `Logits::fused_moments`); returns the
     /// bf16 gradient of the gathered hidden states, for the caller to free.
     fn fused_head(&mut self, lg: &Logits, reference_copy: Option<u32>) -> u32 {
         let gathered = self.alloc(lg.gathered);

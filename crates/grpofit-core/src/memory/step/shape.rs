@@ -51,6 +51,9 @@ pub struct StepShape {
     /// the temperature divides the head's output in place, which the loss then keeps
     /// (`StackVersions::trl_divides_logits_in_place`); off: a copy replaces it
     pub logits_in_place: bool,
+    /// full fine-tuning of float32 weights under the trainer's bf16 autocast
+    /// (`trl::autocast_fp32_weights`): TRL 0.27+'s default dtype for a model named by path
+    pub fp32_weights: bool,
 }
 
 /// Whose step runs: TRL's trainer, or the calibration harness (`calibration/measure.py`), which
@@ -362,10 +365,12 @@ impl Logits {
     /// the gathered states, a tile again, and that gradient cast back to bf16. Read from the trl
     /// 1.15.0 wheel, the same in 1.16.0 on CUDA (whose torch fallback `_forward_tile` /
     /// `_backward_tile` runs only without Triton); traced on CPU with the CUDA path stood in.
-    pub(super) fn fused_peak(&self) -> u64 {
+    /// Its two moments: (the forward's, the backward's); the step takes the larger, each beside
+    /// what else is live then (`trl::Fp32Weights`).
+    pub(super) fn fused_moments(&self) -> (u64, u64) {
         let forward = self.gathered + self.tile + self.stats;
         let backward = self.gathered + 2 * self.gathered + self.tile + self.gathered;
-        forward.max(backward)
+        (forward, backward)
     }
 
     /// The logits phase's peak above what is live before it, unfused (TRL before 1.15).
@@ -476,6 +481,7 @@ mod tests {
             entropy,
             row_log_softmax: false,
             logits_in_place: false,
+            fp32_weights: false,
         }
     }
 
@@ -544,7 +550,7 @@ mod tests {
         let (a, b) = (Logits::new(arch, &short), Logits::new(arch, &long));
         assert_eq!(a.tile, 4 * 32 * FUSED_VOCAB_CHUNK * 2);
         assert_eq!((a.tile, a.gathered, a.stats), (b.tile, b.gathered, b.stats));
-        assert_eq!(a.fused_peak(), b.fused_peak());
+        assert_eq!(a.fused_moments(), b.fused_moments());
     }
 
     #[test]

@@ -20,21 +20,26 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     // full fine-tuning (no adapter): the trained weights' inputs too
     let full = !targets.iter().any(|t| *t);
     let trained_inputs = if full { trained_weight_inputs(arch) } else { 0 };
-    let layer_bytes = (layer.per_token() + trained_inputs) * tokens;
+    let casts = Fp32Weights::of(arch, s);
+    let layer_bytes = (layer.per_token() + trained_inputs + casts.wider_saved) * tokens;
     let logits = Logits::new(arch, s);
     // The final norm keeps its fp32 input, and the normed bf16 output feeds the head.
     let final_norm = tokens * arch.hidden * 6;
     // With beta > 0, two hidden-state-sized bf16 tensors of the reference pass outlive it (trace).
     let residue = if s.reference_pass { 2 * hidden } else { 0 };
     let stored = if s.checkpointing {
-        arch.layers * hidden
+        arch.layers * (hidden + casts.wider_residual * tokens)
     } else {
         arch.layers * layer_bytes
     };
-    let (logits_peak, copy_grad) = logits_moment(arch, targets, s, &logits);
-    let forward = stored + final_norm + logits_peak + residue;
+    let (logits_peak, copy_grad, forward_casts) = logits_moment(arch, targets, s, &logits, &casts);
+    let forward = stored + final_norm + logits_peak + residue + forward_casts;
     let backward = if s.checkpointing {
-        stored + residue + recomputed_layer(arch, targets, tokens, layer_bytes, s.path) + copy_grad
+        stored
+            + residue
+            + recomputed_layer(arch, targets, tokens, layer_bytes, s.path)
+            + copy_grad
+            + casts.layer
     } else {
         0
     };
@@ -59,7 +64,8 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     };
     // the first layer's backward: its own checkpoint, its saved set and the gradients it makes
     let first_layer = if s.checkpointing { hidden } else { 0 }
-        + recomputed_layer(arch, targets, tokens, layer_bytes, StepPath::Harness);
+        + recomputed_layer(arch, targets, tokens, layer_bytes, StepPath::Harness)
+        + casts.layer;
     let step = StepPeak {
         activations,
         logits: if forward >= backward { logits_peak } else { 0 },
@@ -83,6 +89,69 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
         }
     } else {
         StepPeak { reserved, ..step }
+    }
+}
+
+/// Full fine-tuning of float32 weights under the trainer's bf16 autocast (TRL 0.27+ loads a model
+/// named by path in float32: trl 1.15.0 `create_model_from_path`, `kwargs.get("dtype",
+/// "float32")`, TRL PR #4778). accelerate 1.12.0 `Accelerator.prepare_model` wraps the model's
+/// `forward` in `torch.autocast` (bf16 under mixed precision); torch 2.9 autocast
+/// (`aten/src/ATen/autocast_mode.cpp` `cached_cast`) caches the bf16 cast of every weight that is
+/// a leaf requiring grad (`arg.is_leaf() && arg.requires_grad()`, the cache on by default) until
+/// the outermost autocast region exits (`clear_cache` when the nesting reaches 0). So:
+/// - every projection's and the head's bf16 copy (2 bytes a parameter; the embedding is looked
+///   up, not cast) is live while the forward runs, and the matmuls save them for the backward
+///   where nothing is checkpointed. With checkpointing, once the forward returns only the head's
+///   copy (saved by its matmul) stays, and the recomputed layer's weights are cast again (its
+///   own autocast region, `torch.utils.checkpoint`).
+/// - the residual stream is float32 (the embedding of fp32 weights is fp32, and the residual
+///   adds promote the bf16 outputs): each stored checkpoint holds 4 bytes an element, not 2;
+///   and a layer's saved set grows by 8 H + 2 q_dim bytes a token (traced `full_fp32_no_gc`
+///   against `full_no_gc`, trl 1.15.0 qwen2 at_peak): each norm's normalised product is saved in
+///   fp32 (`mul`, 4 H, for the norm weight's gradient, not a bf16 `_to_copy`: +2 H each); the
+///   norm's fp32 output is cast by q, k, v, gate and up each on its own, each saving its cast
+///   (`_to_copy` 2 H x 5, where a bf16 output is one shared 2 H per norm: +6 H); the rotary
+///   embedding's cos and sin come in the hidden states' dtype (fp32), so the query and the
+///   repeated key reach SDPA in fp32 and autocast saves their bf16 casts (2 q_dim each) where
+///   bf16 saves repeat_kv's key and value clones (+2 q_dim); the residual add's output is the
+///   next norm's saved input, no bf16 add beside an fp32 upcast (-2 H).
+///
+/// Traced (trl 0.26.2 and 1.15.0 qwen2 `full_fp32` / `full_fp32_no_gc`, 1.15.0 llama
+/// `full_fp32`, `autocast` cache on): `at_peak` holds a `_to_copy` of every projection and of
+/// the head, and fp32 `embedding` / `add` outputs. LoRA's frozen base weights require no grad and
+/// are not cached; bf16 weights need no cast.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Fp32Weights {
+    /// every projection's and the head's bf16 copy
+    pub all: u64,
+    /// the head's copy
+    pub head: u64,
+    /// one layer's projections' copies
+    pub layer: u64,
+    /// bytes a token a stored checkpoint holds beyond the bf16 hidden state
+    pub wider_residual: u64,
+    /// bytes a token one layer saves beyond its bf16-residual saved set
+    pub wider_saved: u64,
+}
+
+impl Fp32Weights {
+    pub fn of(arch: &Arch, s: &StepShape) -> Fp32Weights {
+        if !s.fp32_weights {
+            return Fp32Weights::default();
+        }
+        let layer: u64 = arch
+            .projections()
+            .iter()
+            .map(|p| 2 * p.fan_in * p.fan_out)
+            .sum();
+        let head = 2 * arch.vocab * arch.hidden;
+        Fp32Weights {
+            all: arch.layers * layer + head,
+            head,
+            layer,
+            wider_residual: 2 * arch.hidden,
+            wider_saved: 8 * arch.hidden + 2 * arch.q_dim(),
+        }
     }
 }
 
@@ -150,7 +219,13 @@ pub fn gradients_before_first_layer(arch: &Arch, all: u64) -> u64 {
 
 /// The logits' moment of the step (the head's output or its chunks, with the head's weight
 /// gradient where the head trains), and the bf16 gradient of PEFT's head copy, which outlives it.
-fn logits_moment(arch: &Arch, targets: &[bool], s: &StepShape, logits: &Logits) -> (u64, u64) {
+fn logits_moment(
+    arch: &Arch,
+    targets: &[bool],
+    s: &StepShape,
+    logits: &Logits,
+    casts: &Fp32Weights,
+) -> (u64, u64, u64) {
     // Full fine-tuning (no adapter) trains the head too, and so does PEFT's trainable copy of it
     // (`modules_to_save`): `ChunkedLogProbFunction.backward` (trl 1.15.0
     // kernels/chunked_logprob.py) fills an fp32 `grad_weight` (V x H) and returns it cast to
@@ -175,15 +250,30 @@ fn logits_moment(arch: &Arch, targets: &[bool], s: &StepShape, logits: &Logits) 
         0
     };
     let at_logits = if s.checkpointing { 0 } else { copy_grad };
-    let peak = if s.fused_logits {
-        logits.fused_peak() + head_grad
-    } else if s.liger != LigerLoss::Off {
+    // the fp32 weights' bf16 copies after the forward returns: all, saved by the matmuls, or with
+    // checkpointing only the head's ([`Fp32Weights`])
+    let saved_casts = if s.checkpointing {
+        casts.head
+    } else {
+        casts.all
+    };
+    if s.fused_logits {
+        // the fused head's forward runs inside the model's forward (autocast's cache full), its
+        // backward after it
+        let (f, b) = logits.fused_moments();
+        return (
+            (f + casts.all).max(b + head_grad + saved_casts),
+            copy_grad,
+            0,
+        );
+    }
+    let peak = if s.liger != LigerLoss::Off {
         // N8: the Liger loss builds no micro-batch logits, only its chunk's
         super::liger::liger_peak(arch, s, head_trained) + at_logits
     } else {
         logits.peak(s, arch.final_logit_softcapping) + at_logits
     };
-    (peak, copy_grad)
+    (peak, copy_grad, saved_casts)
 }
 
 /// The no-grad scoring before training (trl 1.15.0 `_generate_and_score_completions`): old
@@ -191,14 +281,19 @@ fn logits_moment(arch: &Arch, targets: &[bool], s: &StepShape, logits: &Logits) 
 /// `per_device_train_batch_size` rows, with gradient checkpointing switched off. Nothing is
 /// saved for a backward, so the peak is one layer's working set (residual stream, normed input,
 /// PEFT's fp32 copy of a projection's input, the MLP's gate, up and product), or the final
-/// norm's output and the fused head's forward. Read from the wheel; not measured.
+/// norm's output and the fused head's forward, beside autocast's copies of fp32 trained weights
+/// ([`Fp32Weights`]). Read from the wheel; traced on CPU.
 fn trl_scoring_pass(arch: &Arch, s: &StepShape, logits: &Logits) -> StepPeak {
     let tokens = s.seqs * (s.prompt + s.completion);
     let widest_input = arch.intermediate.max(arch.hidden);
     let layer = tokens * (2 * arch.hidden * 2 + widest_input * 4 + 3 * arch.intermediate * 2);
     let head = tokens * arch.hidden * 6;
     let scoring = logits.gathered + logits.tile + logits.stats;
-    StepPeak::larger_moment(layer, (head, scoring))
+    // the policy's fp32 weights still require grad under no_grad, so autocast caches their bf16
+    // copies through this forward too (traced 1.15.0 `full_fp32_beta`, at_peak scoring: every
+    // projection's and the head's `_to_copy`); the reference model's require none
+    let casts = Fp32Weights::of(arch, s).all;
+    StepPeak::larger_moment(layer + casts, (head + casts, scoring))
 }
 
 /// trl 0.19.1's reference pass (N4, `StackVersions::trl_reference_over_generation_batch`): one
@@ -248,6 +343,7 @@ mod tests {
             row_log_softmax: false,
             entropy: crate::run::versions::EntropyChunk::Rows128,
             logits_in_place: false,
+            fp32_weights: false,
         }
     }
 
@@ -320,6 +416,64 @@ mod tests {
         let logits = Logits::new(qwen2, &s).peak(&s, false);
         let stored = qwen2.layers * t * (without + trained_weight_inputs(qwen2));
         assert_eq!(full.activations + full.logits, stored + t * h * 6 + logits);
+    }
+
+    /// float32 weights trained under bf16 autocast: torch caches each trained weight's bf16 copy
+    /// (`cached_cast`: leaf, requires grad) for the forward, the matmuls save them where nothing
+    /// is checkpointed, and the residual stream is fp32 (traced trl 0.26.2 / 1.15.0 `full_fp32`:
+    /// at_peak `_to_copy` 90,112 B x 6, 32,768 x 4, 16,384 x 4, the head's 246,784, fp32 `add`).
+    #[test]
+    fn autocast_keeps_a_bf16_copy_of_every_trained_fp32_weight() {
+        let arch = &catalog::find("Qwen/Qwen3-1.7B").expect("catalog id").arch;
+        let (h, v) = (arch.hidden, arch.vocab);
+        let none = vec![false; arch.projections().len()];
+        let fp32 = |checkpointing, fp32_weights| StepShape {
+            checkpointing,
+            fused_logits: false,
+            fp32_weights,
+            ..shape(0)
+        };
+        let casts = Fp32Weights::of(arch, &fp32(true, true));
+        let layer: u64 = arch
+            .projections()
+            .iter()
+            .map(|p| p.fan_in * p.fan_out)
+            .sum();
+        assert_eq!(casts.layer, 2 * layer);
+        assert_eq!(casts.head, 2 * v * h);
+        assert_eq!(casts.all, arch.layers * 2 * layer + 2 * v * h);
+        assert_eq!(
+            Fp32Weights::of(arch, &fp32(true, false)),
+            Fp32Weights::default()
+        );
+        let total = |p: StepPeak| p.activations + p.logits;
+        // nothing checkpointed: every copy is saved beside the logits
+        // and each layer's saved set is wider: fp32 normalised products, each projection's own
+        // cast of the fp32 normed input, SDPA's casts of the fp32 rotated query and key
+        assert_eq!(casts.wider_saved, 8 * h + 2 * arch.q_dim());
+        let s = fp32(true, true);
+        let t = s.seqs * (s.prompt + s.completion);
+        let (with, without) = (
+            trl_step(arch, &none, &fp32(false, true)),
+            trl_step(arch, &none, &fp32(false, false)),
+        );
+        let saved = arch.layers * t * casts.wider_saved;
+        assert_eq!(total(with) - total(without), casts.all + saved);
+        // checkpointed: the stored layer inputs are fp32, and the recomputed layer's copies
+        let (with, without) = (
+            trl_step(arch, &none, &s),
+            trl_step(arch, &none, &fp32(true, false)),
+        );
+        let wider = arch.layers * t * 2 * h;
+        assert!(total(with) - total(without) >= wider + casts.head.min(casts.layer));
+        assert_eq!(
+            with.first_layer - without.first_layer,
+            casts.layer + t * casts.wider_saved
+        );
+        // the no-grad scoring forward caches them too
+        let logits = Logits::new(arch, &s);
+        let scored = |s: &StepShape| total(trl_scoring_pass(arch, s, &logits));
+        assert_eq!(scored(&s) - scored(&fp32(true, false)), casts.all);
     }
 
     /// Full fine-tuning: the first layer's backward runs once the head's and every later layer's
