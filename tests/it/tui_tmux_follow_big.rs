@@ -62,6 +62,16 @@ impl Pane {
 
     /// Polls until `done` gives an answer; fails naming `what` after `PATIENCE`.
     fn wait<T>(&self, what: &str, done: impl Fn(&Pane) -> Option<T>) -> T {
+        self.wait_or(what, &|| String::new(), done)
+    }
+
+    /// [`Pane::wait`], the failure also saying what `why` finds then.
+    fn wait_or<T>(
+        &self,
+        what: &str,
+        why: &dyn Fn() -> String,
+        done: impl Fn(&Pane) -> Option<T>,
+    ) -> T {
         let start = Instant::now();
         loop {
             if let Some(answer) = done(self) {
@@ -69,8 +79,9 @@ impl Pane {
             }
             assert!(
                 start.elapsed() < PATIENCE,
-                "waited {PATIENCE:?} for {what}; the pane:\n{}",
-                self.screen()
+                "waited {PATIENCE:?} for {what}; the pane:\n{}\n{}",
+                self.screen(),
+                why()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -110,6 +121,33 @@ fn write_log(path: &Path, size: usize) {
     f.flush().unwrap();
 }
 
+/// What the grpofit started in `dir` is doing, for a failure's message: each thread's state and
+/// the kernel function it waits in, and what it has read (Linux's `/proc`).
+fn what_grpofit_does(dir: &Path) -> impl Fn() -> String {
+    let pid_file = dir.join("pid");
+    move || {
+        let Ok(pid) = std::fs::read_to_string(&pid_file) else {
+            return "no pid file: the shell did not start grpofit".to_string();
+        };
+        let pid = pid.trim();
+        let mut said = format!("grpofit {pid}: read {:?} bytes\n", bytes_read(pid));
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten();
+        for task in tasks.flatten() {
+            let at = task.path();
+            let stat = std::fs::read_to_string(at.join("stat")).unwrap_or_default();
+            let wchan = std::fs::read_to_string(at.join("wchan")).unwrap_or_default();
+            let state = stat.rsplit(") ").next().unwrap_or("").chars().next();
+            said.push_str(&format!(
+                "  thread {:?}: state {state:?}, waiting in {wchan:?}\n",
+                task.file_name()
+            ));
+        }
+        said
+    }
+}
+
 /// The bytes process `pid` has read so far (Linux's `rchar`), when it can be read.
 fn bytes_read(pid: &str) -> Option<usize> {
     let io = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
@@ -133,8 +171,9 @@ fn a_large_log_is_followed_and_q_answered_at_once() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    // 256 MB: a debug build reads a few MB a second, so the screen is far from its end
-    let size = 256 << 20;
+    // 128 MB: a debug build reads a few MB a second, so the screen is far from its end (and a
+    // machine running every test at once is not pressed for memory by this one)
+    let size = 128 << 20;
     write_log(&dir.path().join("big.jsonl"), size);
     let bin = env!("CARGO_BIN_EXE_grpofit");
     // the shell's own process becomes grpofit (`exec`), so its id is grpofit's
@@ -142,7 +181,7 @@ fn a_large_log_is_followed_and_q_answered_at_once() {
         dir.path(),
         &format!("sh -c 'echo $$ > pid; exec {bin} --no-gpu --no-mouse --follow big.jsonl'"),
     );
-    let first = pane.wait("the first frame", |p| {
+    let first = pane.wait_or("the first frame", &what_grpofit_does(dir.path()), |p| {
         let s = p.screen();
         s.contains("following big.jsonl").then_some(s)
     });
