@@ -6,23 +6,24 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used)]
 
+use crate::tmux_server::{Server, tmux_missing};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// How long a wait polls before the test fails, on a loaded 2-core machine too.
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// A detached tmux session on a server of its own (no user config, killed on drop).
+/// A detached tmux session on a server of its own.
 struct Pane {
-    server: String,
+    server: Server,
 }
 
 impl Pane {
     fn start(dir: &Path, test: &str) -> Pane {
-        let server = format!("grpofit-run-{test}-{}", std::process::id());
-        let started = Command::new("tmux")
-            .args(["-L", &server, "-f", "/dev/null", "new-session", "-d"])
+        let server = Server::new(&format!("run-{test}"));
+        let started = server
+            .command()
+            .args(["-f", "/dev/null", "new-session", "-d"])
             .args(["-s", "run", "-x", "160", "-y", "40"])
             .args(["-c", dir.to_str().unwrap(), "bash --norc --noprofile"])
             .status()
@@ -32,12 +33,7 @@ impl Pane {
     }
 
     fn tmux(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.server])
-            .args(args)
-            .output()
-            .expect("tmux runs");
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        self.server.tmux(args)
     }
 
     fn keys(&self, keys: &[&str]) {
@@ -66,21 +62,6 @@ impl Pane {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-}
-
-impl Drop for Pane {
-    fn drop(&mut self) {
-        self.tmux(&["kill-server"]);
-    }
-}
-
-fn tmux_missing() -> bool {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        assert!(std::env::var_os("CI").is_none(), "CI must install tmux");
-        eprintln!("tmux is not installed: the terminal tests of grpofit run are skipped");
-        return true;
-    }
-    false
 }
 
 /// The line that starts `grpofit run` on `script` (sh -c), its log `log`, in the pane's shell.
@@ -135,7 +116,7 @@ fn in_foreground(marker: &str) -> bool {
 
 #[test]
 fn the_command_reads_what_is_typed_and_ctrl_z_then_fg_resume_it() {
-    if tmux_missing() {
+    if tmux_missing("the terminal tests of grpofit run") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -181,7 +162,7 @@ fn the_command_reads_what_is_typed_and_ctrl_z_then_fg_resume_it() {
 
 #[test]
 fn ctrl_backslash_ends_the_group_and_the_log_gets_an_exit_line() {
-    if tmux_missing() {
+    if tmux_missing("the terminal tests of grpofit run") {
         return;
     }
     let marker = format!("36.{}", std::process::id());

@@ -46,6 +46,7 @@ mod stale_writes;
 mod step_model;
 mod svg;
 mod time_keys;
+mod tmux_server;
 mod trainer_keys;
 mod trainer_modules;
 mod trl_before_0_16;

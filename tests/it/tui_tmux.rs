@@ -6,6 +6,7 @@
 // test helpers: a failed tmux call is the test's failure
 #![allow(clippy::unwrap_used)]
 
+use crate::tmux_server::tmux_missing;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -41,7 +42,7 @@ fn total_line(screen: &str) -> String {
 
 #[test]
 fn change_a_slider_export_and_quit_in_a_real_terminal() {
-    if tmux_missing() {
+    if tmux_missing("the pseudo-terminal test") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -125,15 +126,6 @@ fn mouse_flag(session: &str) -> String {
         .to_string()
 }
 
-pub(crate) fn tmux_missing() -> bool {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        assert!(std::env::var_os("CI").is_none(), "CI must install tmux");
-        eprintln!("tmux is not installed: the pseudo-terminal test did not run");
-        return true;
-    }
-    false
-}
-
 /// The line of the focused knob (`▶ label ... value`).
 fn focused(screen: &str) -> String {
     screen
@@ -202,7 +194,7 @@ fn walk_every_knob(dir: &std::path::Path, width: u16, height: u16) -> String {
 
 #[test]
 fn every_knob_is_reachable_and_seen_at_80x24_and_200x60() {
-    if tmux_missing() {
+    if tmux_missing("the pseudo-terminal test") {
         return;
     }
     for (w, h) in [(80, 24), (200, 60)] {
@@ -217,7 +209,7 @@ fn every_knob_is_reachable_and_seen_at_80x24_and_200x60() {
 
 #[test]
 fn every_knob_is_reachable_and_seen_at_60x20() {
-    if tmux_missing() {
+    if tmux_missing("the pseudo-terminal test") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -245,7 +237,7 @@ fn every_knob_is_reachable_and_seen_at_60x20() {
 
 #[test]
 fn the_screen_follows_a_run_log_as_it_grows() {
-    if tmux_missing() {
+    if tmux_missing("the pseudo-terminal test") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -4,7 +4,8 @@
 // test helpers: a failed tmux call is the test's failure
 #![allow(clippy::unwrap_used)]
 
-use crate::tui_tmux::{screen, tmux, tmux_missing, wait_for};
+use crate::tmux_server::tmux_missing;
+use crate::tui_tmux::{screen, tmux, wait_for};
 use std::path::Path;
 use std::process::Command;
 
@@ -23,7 +24,7 @@ fn press(session: &str, keys: &[&str], text: &str) -> String {
 
 #[test]
 fn the_loop_runs_what_the_keys_ask_for() {
-    if tmux_missing() {
+    if tmux_missing("the pseudo-terminal test") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -4,27 +4,28 @@
 //! passes.
 #![allow(clippy::unwrap_used)]
 
+use crate::tmux_server::{Server, tmux_missing};
 use std::io::Write;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// How long a wait polls before the test fails, on a loaded machine too.
 const PATIENCE: Duration = Duration::from_secs(90);
 
-/// A tmux server of the test's own (no user config, no shell: the pane's program is the
-/// command, and the pane stays when it exits so its status can be read), killed on drop.
+/// The test's pane: grpofit itself, with no shell to type into; the pane stays when it exits
+/// so that its status can be read.
 struct Pane {
-    server: String,
+    server: Server,
 }
 
 impl Pane {
     fn start(dir: &Path, command: &str) -> Pane {
-        let server = format!("grpofit-follow-big-{}", std::process::id());
+        let server = Server::new("follow-big");
         let conf = dir.join("tmux.conf");
         std::fs::write(&conf, "set -g remain-on-exit on\n").unwrap();
-        let started = Command::new("tmux")
-            .args(["-L", &server, "-f", conf.to_str().unwrap()])
+        let started = server
+            .command()
+            .args(["-f", conf.to_str().unwrap()])
             .args(["new-session", "-d", "-s", "follow", "-x", "120", "-y", "40"])
             .args(["-c", dir.to_str().unwrap(), command])
             .env("NO_COLOR", "1")
@@ -35,12 +36,7 @@ impl Pane {
     }
 
     fn tmux(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.server])
-            .args(args)
-            .output()
-            .expect("tmux runs");
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        self.server.tmux(args)
     }
 
     fn screen(&self) -> String {
@@ -85,12 +81,6 @@ impl Pane {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
-    }
-}
-
-impl Drop for Pane {
-    fn drop(&mut self) {
-        self.tmux(&["kill-server"]);
     }
 }
 
@@ -165,9 +155,7 @@ fn peak_memory(pid: &str) -> Option<u64> {
 
 #[test]
 fn a_large_log_is_followed_and_q_answered_at_once() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        assert!(std::env::var_os("CI").is_none(), "CI must install tmux");
-        eprintln!("tmux is not installed: the pseudo-terminal test did not run");
+    if tmux_missing("the large-log follow test") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

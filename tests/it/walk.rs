@@ -9,8 +9,8 @@
 // test helpers: a failed tmux call is the test's failure
 #![allow(clippy::unwrap_used)]
 
+use crate::tmux_server::{Server, tmux_missing};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// How long a wait polls before the walk fails, on a loaded 2-core machine too.
@@ -19,22 +19,24 @@ const PATIENCE: Duration = Duration::from_secs(30);
 /// A Hub id that no catalog names.
 const UNKNOWN_MODEL: &str = "someorg/NoSuchModel-7B";
 
-/// A detached tmux session on a server of its own (no user config, killed on drop).
+/// A detached tmux session on a server of its own.
 struct Pane {
-    server: String,
+    server: Server,
     session: String,
 }
 
 impl Pane {
     fn start(dir: &Path, width: u16, height: u16) -> Pane {
-        let tag = format!("grpofit-walk-{width}x{height}-{}", std::process::id());
+        let tag = format!("walk-{width}x{height}");
         let pane = Pane {
-            server: tag.clone(),
+            server: Server::new(&tag),
             session: tag,
         };
         let (w, h) = (width.to_string(), height.to_string());
-        let started = Command::new("tmux")
-            .args(["-L", &pane.server, "-f", "/dev/null", "new-session", "-d"])
+        let started = pane
+            .server
+            .command()
+            .args(["-f", "/dev/null", "new-session", "-d"])
             .args(["-s", &pane.session, "-x", &w, "-y", &h])
             .args(["-c", dir.to_str().unwrap()])
             .status()
@@ -44,12 +46,7 @@ impl Pane {
     }
 
     fn tmux(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.server])
-            .args(args)
-            .output()
-            .expect("tmux runs");
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        self.server.tmux(args)
     }
 
     /// Keys by tmux's names (`Enter`, `q`).
@@ -102,21 +99,6 @@ impl Pane {
         let mut it = s.split_whitespace().map(|n| n.parse().unwrap());
         (it.next().unwrap(), it.next().unwrap())
     }
-}
-
-impl Drop for Pane {
-    fn drop(&mut self) {
-        self.tmux(&["kill-server"]);
-    }
-}
-
-fn tmux_missing() -> bool {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        assert!(std::env::var_os("CI").is_none(), "CI must install tmux");
-        eprintln!("tmux is not installed: the pseudo-terminal walk did not run");
-        return true;
-    }
-    false
 }
 
 /// The verdict line: `memory X of 23.64 GiB  headroom ...` or `X of 23.64 GiB  vLLM cannot ...`.
@@ -280,7 +262,7 @@ fn quit_to_a_clean_terminal(pane: &Pane) {
 
 #[test]
 fn a_walk_through_the_screen_at_80x24_and_120x40() {
-    if tmux_missing() {
+    if tmux_missing("the pseudo-terminal walk") {
         return;
     }
     for ((width, height), other) in [((80, 24), (120, 40)), ((120, 40), (80, 24))] {
