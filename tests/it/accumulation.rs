@@ -7,7 +7,7 @@
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
-use crate::common::{grpofit_in, run};
+use crate::common::{component, grpofit_in, run};
 
 /// Qwen2.5-1.5B fully fine-tuned with TRL 1.15, generating on a vLLM server (one phase here).
 const FULL: &str = r#"
@@ -49,15 +49,6 @@ fn estimate(accum: u64) -> serde_json::Value {
     ]));
     assert!(matches!(out.code, Some(0 | 3)), "{}", out.stderr);
     serde_json::from_str(&out.stdout).unwrap()
-}
-
-fn component(json: &serde_json::Value, part: &str) -> u64 {
-    json["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["part"] == part)
-        .map_or(0, |c| c["bytes"].as_u64().unwrap())
 }
 
 #[test]

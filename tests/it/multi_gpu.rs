@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used)]
 //! Multi-GPU runs from the binary: roles, sharding, the fit's sharding step and the launch set.
 
+use crate::common::component;
 use assert_cmd::Command;
 use predicates::prelude::*;
 
@@ -23,15 +24,6 @@ fn variant(from: &str, to: &str) -> tempfile::NamedTempFile {
     let f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
     std::fs::write(f.path(), text.replace(from, to)).unwrap();
     f
-}
-
-fn component(role: &serde_json::Value, part: &str) -> u64 {
-    role["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["part"] == part)
-        .map_or(0, |c| c["bytes"].as_u64().unwrap())
 }
 
 #[test]

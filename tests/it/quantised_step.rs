@@ -5,7 +5,7 @@
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
-use crate::common::{grpofit_in, run};
+use crate::common::{component, grpofit_in, run};
 
 /// Qwen2.5-7B (hidden 3584, intermediate 18944, 28 layers) LoRA with TRL 0.19.1, vLLM
 /// colocated, no checkpointing: 8 sequences of 256 + 1024 tokens; `{quant}` a `[model]` line.
@@ -77,15 +77,6 @@ fn estimate(text: &str, args: &[&str]) -> serde_json::Value {
 }
 
 /// A component's bytes in `estimate --json` (0 when absent).
-fn component(json: &serde_json::Value, part: &str) -> u64 {
-    json["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["part"] == part)
-        .map_or(0, |c| c["bytes"].as_u64().unwrap())
-}
-
 #[test]
 fn trl_eight_bit_keeps_the_inputs_of_both_norms_and_of_down_proj() {
     // MatMul8bitLt.forward, ctx.tensors = (CAt, subA, A) (bitsandbytes 0.46.0 and 0.50.2):

@@ -4,6 +4,7 @@
 //! the comments (Qwen2.5-7B-Instruct: P = 7,615,616,512 parameters; Qwen2.5-1.5B-Instruct:
 //! 1,543,714,304, tied, hidden 1,536).
 
+use crate::common::component;
 use assert_cmd::Command;
 use predicates::prelude::*;
 
@@ -50,15 +51,6 @@ fn estimate(f: &tempfile::NamedTempFile) -> (serde_json::Value, i32) {
         .unwrap();
     let v = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
     (v, out.status.code().unwrap())
-}
-
-fn component(role: &serde_json::Value, part: &str) -> u64 {
-    role["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["part"] == part)
-        .map_or(0, |c| c["bytes"].as_u64().unwrap())
 }
 
 #[test]

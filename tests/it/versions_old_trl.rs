@@ -4,7 +4,7 @@
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
-use crate::common::{Out, grpofit_in, run};
+use crate::common::{Out, component, grpofit_in, run};
 
 /// Qwen2.5-7B LoRA with TRL, vLLM colocated, no context set: 256-token prompts and
 /// 1024-token completions.
@@ -116,15 +116,6 @@ fn diagnose_names_the_context_key_of_the_pinned_trl() {
 }
 
 /// A component's bytes in `estimate --json` (0 when absent).
-fn component(json: &serde_json::Value, part: &str) -> u64 {
-    json["components"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["part"] == part)
-        .map_or(0, |c| c["bytes"].as_u64().unwrap())
-}
-
 #[test]
 fn four_bit_weights_keep_no_more_activations_under_trl() {
     // bitsandbytes' MatMul4Bit.forward saves only the packed weight, ctx.tensors = (None, B)

@@ -66,3 +66,13 @@ pub(crate) fn grpofit_in(dir: &Path) -> assert_cmd::Command {
         .env("GRPOFIT_CONFIG_DIR", dir.join("config"));
     c
 }
+
+/// The bytes of `part` in an estimate's (or a role's) `components`, 0 when absent.
+pub(crate) fn component(json: &serde_json::Value, part: &str) -> u64 {
+    json["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["part"] == part)
+        .map_or(0, |c| c["bytes"].as_u64().unwrap())
+}
