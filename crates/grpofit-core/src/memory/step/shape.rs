@@ -54,6 +54,11 @@ pub struct StepShape {
     /// full fine-tuning of float32 weights under the trainer's bf16 autocast
     /// (`trl::autocast_fp32_weights`): TRL 0.27+'s default dtype for a model named by path
     pub fp32_weights: bool,
+    /// the 4-D attention mask the padded batch builds (`recompute::AttentionMask`)
+    pub mask: super::recompute::AttentionMask,
+    /// LoRA adapters kept in fp32 under the trainer's bf16 autocast, which casts them
+    /// (`recompute::lora_casts_at_recompute`)
+    pub fp32_adapters: bool,
 }
 
 /// Whose step runs: TRL's trainer, or the calibration harness (`calibration/measure.py`), which
@@ -482,6 +487,8 @@ mod tests {
             row_log_softmax: false,
             logits_in_place: false,
             fp32_weights: false,
+            mask: super::super::recompute::AttentionMask::None,
+            fp32_adapters: false,
         }
     }
 
