@@ -205,6 +205,14 @@ mod tests {
             ..s
         };
         assert_eq!(mask_at_recompute(&older), 27_848);
+        // an fp32 model's embeddings give 4.52's float mask their dtype; 4.53's conversion
+        // follows the query, which SDPA gets in bf16 under autocast
+        let fp32 = |s: StepShape| StepShape {
+            fp32_weights: true,
+            ..s
+        };
+        assert_eq!(mask_at_recompute(&fp32(older)), 2 * 27_848);
+        assert_eq!(mask_at_recompute(&fp32(s)), 14_400 + 28_800);
         let harness = StepShape {
             mask: AttentionMask::None,
             ..s
