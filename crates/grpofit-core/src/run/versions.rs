@@ -384,7 +384,7 @@ impl StackVersions {
     }
 
     /// Whether the transformers in force builds a padded batch's attention mask as a bool
-    /// tensor (`memory::step::recompute::AttentionMask::BoolConverted`): `masking_utils`
+    /// tensor (`memory::step::shape::AttentionMask::BoolConverted`): `masking_utils`
     /// (`create_causal_mask` -> `sdpa_mask`), which every decoder calls from 4.53 (read in
     /// 4.53.1, 4.57.3, 5.4.0, 5.20.0 `models/qwen2/modeling_qwen2.py`); 4.50 to 4.52 (read in
     /// 4.50.3 and 4.52.4) fill a float mask in the model's dtype

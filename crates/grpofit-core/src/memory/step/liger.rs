@@ -95,7 +95,7 @@ mod tests {
             row_log_softmax: false,
             logits_in_place: true,
             fp32_weights: false,
-            mask: super::super::recompute::AttentionMask::None,
+            mask: super::super::shape::AttentionMask::None,
             fp32_adapters: false,
         }
     }

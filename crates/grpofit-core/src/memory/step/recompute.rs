@@ -8,65 +8,21 @@
 //! forward, and beside what the model counted it holds the mask (`bitwise_and` 14,400 B bool and
 //! `where` 28,800 B bf16, 4 x 60 x 60), the recomputed layer's adapter copies (`_to_copy` 2,048 B
 //! x 9, 5,632 B x 3, 1,024 B x 2: 37,376 B) and the second layer's adapter gradients (74,752 B):
-//! 155,328 of the 155,644 B the model was under.
+//! 155,328 of the 155,644 B the model was under. The gradients are not modelled: the 2-layer
+//! model peaks at its first layer's recompute because one layer's fp32 adapter gradients
+//! outweigh one layer's stored input (61,440 B); at real sizes the stored inputs outweigh them
+//! (Qwen2.5-7B, 8 x 1,024 tokens, rank 16: 58.7 MB against 5.8 MB a layer) and the last
+//! layer's recompute, before any gradient, stays the peak.
 
-use super::shape::StepShape;
+use super::shape::{AttentionMask, StepShape};
 use crate::arch::Arch;
-
-/// The 4-D attention mask a padded batch builds, by the transformers release in force
-/// (`StackVersions::transformers_bool_mask`). The calibration harness's all-ones mask builds
-/// none: `_ignore_causal_mask_sdpa` lets SDPA run `is_causal` instead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AttentionMask {
-    /// no 4-D mask (the harness)
-    None,
-    /// transformers 4.50 to 4.52: `Qwen2Model._update_causal_mask` ->
-    /// `_prepare_4d_causal_attention_mask_with_cache_position` (read in 4.50.3 and 4.52.4 for
-    /// Qwen2; the same helper in each family's modeling file) fills a `(B, 1, S, S)` mask in the
-    /// input embeddings' dtype with `torch.full(..., min_dtype)`, `expand` and `clone`, and
-    /// hands it to SDPA as is (on CUDA `_unmask_unattended` replaces it with a same-sized
-    /// product). Traced: `clone` 27,848 B (4 x 59 x 59 bf16) at trl 0.16.1's backward peak.
-    Float,
-    /// transformers 4.53 on: `masking_utils.create_causal_mask` -> `sdpa_mask` builds a bool
-    /// `(B, 1, S, S)` mask (`and_masks` of the causal and padding functions, `bitwise_and`), and
-    /// torch's `scaled_dot_product_attention` converts a bool mask to the query's dtype before
-    /// any kernel runs (torch 2.9 `aten/src/ATen/native/transformers/attention.cpp`
-    /// `convert_boolean_attn_mask`: `at::where(mask.logical_not(), -inf, 0)`), a copy the kernel
-    /// keeps for its backward (`attn_mask` / `attn_bias` among its saved inputs), one per layer
-    /// that ran. Traced: trl 0.19.1 to 1.14.2 qwen2 `where` 27,848 B at the checkpointed
-    /// backward's peak (one, the recomputed layer's) and two without checkpointing; the bool
-    /// mask, under at_peak's 16 KiB, is `bitwise_and` 14,400 B with every storage listed.
-    BoolConverted,
-}
-
-impl AttentionMask {
-    /// Bytes an element of the mask the model builds and keeps through its forward (and, passed
-    /// to each checkpointed layer, through its recompute).
-    fn kept_element(self) -> u64 {
-        match self {
-            AttentionMask::None => 0,
-            // the input embeddings' dtype: bf16 on the trainer's path (an fp32 model's, 4)
-            AttentionMask::Float => 2,
-            AttentionMask::BoolConverted => 1,
-        }
-    }
-
-    /// Bytes an element of the copy each attention call saves: SDPA's conversion to the
-    /// query's dtype, bf16 under the trainer's autocast.
-    fn converted_element(self) -> u64 {
-        match self {
-            AttentionMask::BoolConverted => 2,
-            _ => 0,
-        }
-    }
-}
 
 /// The attention mask at the checkpointed backward's recompute: the model's own mask (kept for
 /// the recompute: `GradientCheckpointingLayer` passes it to the checkpointed call) and the
 /// recomputed attention's converted copy. `B x S x S` elements: at 8 x 4096 that is 134 MB a
 /// byte, so 134 MB for the bool mask of transformers 4.53+ plus 268 MB for its bf16 conversion
-/// (403 MB), or 268 MB for 4.50-4.52's bf16 mask, beside a 7B model's 28 stored layer inputs
-/// of 58.7 MB each.
+/// (403 MB), or 268 MB for 4.50-4.52's bf16 mask, beside Qwen2.5-7B's 28 stored layer inputs
+/// of 235 MB each (8 x 4096 x 3,584 bf16).
 pub fn mask_at_recompute(s: &StepShape) -> u64 {
     let seq = s.prompt + s.completion;
     let elements = s.seqs * seq * seq;

@@ -354,7 +354,7 @@ mod tests {
             entropy: crate::run::versions::EntropyChunk::Rows128,
             logits_in_place: false,
             fp32_weights: false,
-            mask: super::super::recompute::AttentionMask::None,
+            mask: super::super::shape::AttentionMask::None,
             fp32_adapters: false,
         }
     }
