@@ -378,3 +378,23 @@ fn the_reward_forward_agrees_with_the_traced_reward_phase() {
     }
     assert!(checked >= 2, "only {checked} reward_model records");
 }
+
+/// Each record is estimated at the sequence of the step that made its peak: trl 0.19.1 qwen2
+/// `base` peaks in its second step's backward (the optimizer's states live), on 59 positions
+/// where its first step ran 60; `iterations2` trains both steps on the first generation's 60.
+#[test]
+fn a_record_is_estimated_at_its_peak_step_s_sequence() {
+    let traces = traces();
+    let record = |mix: &str| {
+        &traces
+            .iter()
+            .find(|t| t.label == format!("trl 0.19.1 qwen2 {mix}"))
+            .unwrap_or_else(|| panic!("trl 0.19.1 qwen2 {mix}"))
+            .record
+    };
+    let base = record("base");
+    assert_eq!((longest_sequence(base), peak_sequence(base)), (60, 59));
+    let run = run_of(base);
+    assert_eq!(run.prompt_len + run.completion_len, 59);
+    assert_eq!(peak_sequence(record("iterations2")), 60);
+}
