@@ -64,8 +64,49 @@ pub(crate) fn traces() -> Vec<Trace> {
     out
 }
 
-/// The longest sequence the policy ran its loss forward on (prompt padded to the batch's
-/// longest, plus the completions).
+/// The sequence (prompt padded to the batch's longest, plus the completions) of the loss forward
+/// whose step made the record's step peak: the micro-batches differ by a token or two, and a
+/// `base` record peaks in its second step (the optimizer's states live), on 59 positions where
+/// the first ran 60. `input_shapes` lists each forward's shape once (`trace.py` `dedupe`), so the
+/// causal LM's distinct lengths, in order, are either one for every loss forward or one length
+/// for all of them; the peak's segment says which loss forward it follows (a scoring pass, the
+/// next one's rows).
+fn peak_sequence(r: &Value) -> u64 {
+    let mut lengths: Vec<u64> = Vec::new();
+    for s in r["input_shapes"].as_array().unwrap() {
+        if s[0] == "loss_forward" && s[1].as_str().unwrap().ends_with("ForCausalLM") {
+            let len = s[2][1].as_u64().unwrap();
+            if lengths.last() != Some(&len) {
+                lengths.push(len);
+            }
+        }
+    }
+    let segments = r["segments"].as_array().unwrap();
+    let peak = traced_step_peak(r);
+    let at = segments
+        .iter()
+        .position(|s| STEP_PHASES.contains(&s[0].as_str().unwrap()) && s[3] == peak)
+        .expect("the step peak's segment");
+    let forwards_before = segments[..at]
+        .iter()
+        .filter(|s| s[0] == "loss_forward")
+        .count();
+    let forward = match segments[at][0].as_str().unwrap() {
+        "scoring" | "loss_forward" => forwards_before,
+        _ => forwards_before.saturating_sub(1),
+    };
+    let loss_forwards = segments.iter().filter(|s| s[0] == "loss_forward").count();
+    match lengths.len() {
+        1 => lengths[0],
+        n if n == loss_forwards => lengths[forward],
+        n => panic!(
+            "{} loss forwards, {n} lengths ({lengths:?}): which ran the peak is unknown",
+            loss_forwards
+        ),
+    }
+}
+
+/// The longest sequence the policy ran its loss forward on.
 fn longest_sequence(r: &Value) -> u64 {
     r["input_shapes"]
         .as_array()
@@ -77,8 +118,13 @@ fn longest_sequence(r: &Value) -> u64 {
         .expect("a loss forward")
 }
 
-/// The run the record traced, as the estimate sees it.
+/// The run the record traced, as the estimate sees it, at the sequence of its step peak.
 pub(crate) fn run_of(r: &Value) -> RunConfig {
+    run_at(r, peak_sequence(r))
+}
+
+/// The run the record traced, at `sequence` positions (prompt and completion).
+fn run_at(r: &Value, sequence: u64) -> RunConfig {
     let arch = config_json::parse(&r["config"], r["family"].as_str().unwrap()).unwrap();
     let k = &r["knobs"];
     let n = |key: &str| k[key].as_u64().unwrap();
@@ -92,7 +138,7 @@ pub(crate) fn run_of(r: &Value) -> RunConfig {
     run.grad_accum = n("gradient_accumulation_steps");
     run.steps_per_generation = k.get("steps_per_generation").and_then(Value::as_u64);
     run.completion_len = n("max_completion_length");
-    run.prompt_len = longest_sequence(r) - run.completion_len;
+    run.prompt_len = sequence - run.completion_len;
     run.max_seq_len = run.prompt_len + run.completion_len;
     run.checkpointing = if k["gradient_checkpointing"].as_bool().unwrap() {
         Checkpointing::On
@@ -317,7 +363,10 @@ fn the_reward_forward_agrees_with_the_traced_reward_phase() {
             .map(|s| s[3].as_u64().unwrap() - s[2].as_u64().unwrap())
             .max()
             .expect("a reward segment");
-        let modelled = grpofit_core::memory::frozen::reward_forward_bytes(&run_of(r));
+        // at the longest loss forward (the reward model reads its own tokenization of the
+        // same texts: `input_shapes` `reward`, a token or two shorter)
+        let modelled =
+            grpofit_core::memory::frozen::reward_forward_bytes(&run_at(r, longest_sequence(r)));
         let pct = 100.0 * (modelled as f64 - traced as f64) / traced as f64;
         println!("REWARD\t{}\t{pct:+.1}\t{traced}\t{modelled}", t.label);
         assert!(
@@ -328,4 +377,24 @@ fn the_reward_forward_agrees_with_the_traced_reward_phase() {
         checked += 1;
     }
     assert!(checked >= 2, "only {checked} reward_model records");
+}
+
+/// Each record is estimated at the sequence of the step that made its peak: trl 0.19.1 qwen2
+/// `base` peaks in its second step's backward (the optimizer's states live), on 59 positions
+/// where its first step ran 60; `iterations2` trains both steps on the first generation's 60.
+#[test]
+fn a_record_is_estimated_at_its_peak_step_s_sequence() {
+    let traces = traces();
+    let record = |mix: &str| {
+        &traces
+            .iter()
+            .find(|t| t.label == format!("trl 0.19.1 qwen2 {mix}"))
+            .unwrap_or_else(|| panic!("trl 0.19.1 qwen2 {mix}"))
+            .record
+    };
+    let base = record("base");
+    assert_eq!((longest_sequence(base), peak_sequence(base)), (60, 59));
+    let run = run_of(base);
+    assert_eq!(run.prompt_len + run.completion_len, 59);
+    assert_eq!(peak_sequence(record("iterations2")), 60);
 }

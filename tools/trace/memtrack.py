@@ -8,6 +8,7 @@ mode (weights loaded from safetensors, tensors built from Python lists) are adde
 mark; `SavedBytes` counts what autograd saves for the backward (`saved_tensors_hooks`), by dtype.
 """
 import collections
+import os
 import weakref
 
 import torch
@@ -88,9 +89,13 @@ class LiveBytes(TorchDispatchMode):
 class Phases:
     """The phase in force and each phase's high-water mark of live bytes."""
 
+    # the run's phases while it runs (trace.py reads which phase a warning came in)
+    ACTIVE = [None]
+
     def __init__(self, live):
         self.live = live
         live.phases = self
+        Phases.ACTIVE[0] = self
         self.current = "setup"
         self.peaks = {}
         self.at_peak = {}
@@ -119,9 +124,10 @@ class Phases:
                 self.at_peak[self.current] = self.large()
 
     # the phases whose peak's live set is kept: the storages of at least LARGE bytes, by the op
-    # that made them (the rest summed), to see which tensors make a step's peak
+    # that made them (the rest summed), to see which tensors make a step's peak;
+    # TRACE_AT_PEAK_MIN=1 lists every storage (to attribute a record's small bytes; not committed)
     SNAPSHOT = ("scoring", "reward", "loss_forward", "backward")
-    LARGE = 16384
+    LARGE = int(os.environ.get("TRACE_AT_PEAK_MIN", "16384"))
 
     def large(self):
         out, rest = {}, 0

@@ -387,14 +387,22 @@ def run_with_workarounds(rec, family, mix, work):
     try:
         for _ in range(3):
             try:
-                with warnings.catch_warnings(record=True) as seen:
+                with warnings.catch_warnings():
                     warnings.simplefilter("always")
+                    seen = []  # (message, the phase it came in)
+                    warnings.showwarning = lambda message, *a, **k: seen.append(
+                        (str(message), memtrack.Phases.ACTIVE[0].current
+                         if memtrack.Phases.ACTIVE[0] else None))
                     result = run_one(family, mix, work)
                 rec.update(result)
                 # with a trainable head (`modules_to_save`) the loss keeps a grad_fn, and torch's
                 # reentrant checkpoint only warns that the checkpointed layers get no gradient
-                # (trl issue 2671): the same fault, silent; users fix it the same way
-                silent = any(NO_INPUT_GRAD in str(w.message) for w in seen)
+                # (trl issue 2671): the same fault, silent; users fix it the same way. Only in
+                # the loss's forward: generation and the no-grad scoring (old log-probs with
+                # num_iterations > 1) run the model in train mode, so checkpointed, and torch
+                # warns there on every release (`check_backward_validity` in
+                # `CheckpointFunction.forward`), though those forwards need no gradient.
+                silent = any(NO_INPUT_GRAD in m and phase == "loss_forward" for m, phase in seen)
                 if silent and not reentrant_off:
                     raise RuntimeError(f"{NO_INPUT_GRAD} (torch.utils.checkpoint): the "
                                        "checkpointed layers get no gradient, so the loss "

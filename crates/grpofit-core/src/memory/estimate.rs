@@ -8,7 +8,7 @@ use crate::memory::packing::{Packing, block_bytes, optimizer_bytes};
 use crate::memory::roles::{self, Role};
 use crate::memory::run_warnings;
 use crate::memory::saved_modules;
-use crate::memory::step::shape::StepPath;
+use crate::memory::step::shape::{AttentionMask, StepPath};
 use crate::memory::step::unsloth_step::{SMALL_CARD, unsloth_step};
 use crate::memory::step::{self, StepPeak, StepShape};
 use crate::memory::vllm;
@@ -222,6 +222,15 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
         row_log_softmax,
         logits_in_place: run.versions.trl_divides_logits_in_place(),
         fp32_weights: on_trainer && run.full_finetuning && run.quant == Quant::Fp32,
+        // TRL pads its batches (prompts of different lengths), the harness runs all-ones masks
+        mask: match (on_trainer, run.versions.transformers_bool_mask()) {
+            (false, _) => AttentionMask::None,
+            (true, false) => AttentionMask::Float,
+            (true, true) => AttentionMask::BoolConverted,
+        },
+        fp32_adapters: on_trainer
+            && !run.full_finetuning
+            && crate::memory::kbit_cast::adapter_element_bytes(run) == 4,
     }
 }
 

@@ -159,6 +159,8 @@ fn full_fine_tuning_s_fused_head_backward_holds_an_fp32_weight_gradient() {
         entropy: crate::run::versions::EntropyChunk::Rows128,
         logits_in_place: false,
         fp32_weights: false,
+        mask: crate::memory::step::shape::AttentionMask::None,
+        fp32_adapters: false,
     };
     let full = trl_step(&a, &vec![false; a.projections().len()], &s);
     assert_eq!(full.logits, 3_271_491_584);

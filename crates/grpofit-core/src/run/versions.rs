@@ -383,6 +383,16 @@ impl StackVersions {
         matches!(self.trl.line(), (0, 19) | (0, 20) | (0, 21))
     }
 
+    /// Whether the transformers in force builds a padded batch's attention mask as a bool
+    /// tensor (`memory::step::shape::AttentionMask::BoolConverted`): `masking_utils`
+    /// (`create_causal_mask` -> `sdpa_mask`), which every decoder calls from 4.53 (read in
+    /// 4.53.1, 4.57.3, 5.4.0, 5.20.0 `models/qwen2/modeling_qwen2.py`); 4.50 to 4.52 (read in
+    /// 4.50.3 and 4.52.4) fill a float mask in the model's dtype
+    /// (`_prepare_4d_causal_attention_mask_with_cache_position`).
+    pub fn transformers_bool_mask(self) -> bool {
+        self.transformers.line() >= (4, 53)
+    }
+
     /// Whether TRL divides the unfused logits by the temperature in place, so that the head's own
     /// output is what the loss keeps: trl 1.0.0 `_get_per_token_logps_and_entropies` runs
     /// `logits.div_(self.temperature)` on the sliced head output (1.14.2 passes `temperature`

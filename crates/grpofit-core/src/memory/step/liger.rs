@@ -95,6 +95,8 @@ mod tests {
             row_log_softmax: false,
             logits_in_place: true,
             fp32_weights: false,
+            mask: super::super::shape::AttentionMask::None,
+            fp32_adapters: false,
         }
     }
 

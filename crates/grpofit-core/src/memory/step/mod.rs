@@ -4,6 +4,7 @@
 
 pub mod allocator;
 mod liger;
+pub mod recompute;
 pub mod replay;
 pub mod shape;
 pub mod trl;

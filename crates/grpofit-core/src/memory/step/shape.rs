@@ -54,6 +54,11 @@ pub struct StepShape {
     /// full fine-tuning of float32 weights under the trainer's bf16 autocast
     /// (`trl::autocast_fp32_weights`): TRL 0.27+'s default dtype for a model named by path
     pub fp32_weights: bool,
+    /// the 4-D attention mask the padded batch builds ([`AttentionMask`])
+    pub mask: AttentionMask,
+    /// LoRA adapters kept in fp32 under the trainer's bf16 autocast, which casts them
+    /// (`recompute::lora_casts_at_recompute`)
+    pub fp32_adapters: bool,
 }
 
 /// Whose step runs: TRL's trainer, or the calibration harness (`calibration/measure.py`), which
@@ -92,6 +97,55 @@ impl StepPath {
     /// Whether SDPA receives K and V repeated to the query's head count.
     pub fn repeats_kv(self) -> bool {
         self == StepPath::Trainer
+    }
+}
+
+/// The 4-D attention mask a padded batch builds, by the transformers release in force
+/// (`StackVersions::transformers_bool_mask`), held at the checkpointed recompute
+/// (`recompute::mask_at_recompute`). The calibration harness's all-ones mask builds
+/// none: `_ignore_causal_mask_sdpa` lets SDPA run `is_causal` instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AttentionMask {
+    /// no 4-D mask (the harness)
+    None,
+    /// transformers 4.50 to 4.52: `Qwen2Model._update_causal_mask` ->
+    /// `_prepare_4d_causal_attention_mask_with_cache_position` (read in 4.50.3 and 4.52.4 for
+    /// Qwen2; the same helper in each family's modeling file) fills a `(B, 1, S, S)` mask in the
+    /// input embeddings' dtype with `torch.full(..., min_dtype)`, `expand` and `clone`, and
+    /// hands it to SDPA as is (on CUDA `_unmask_unattended` replaces it with a same-sized
+    /// product). Traced: `clone` 27,848 B (4 x 59 x 59 bf16) at trl 0.16.1's backward peak.
+    Float,
+    /// transformers 4.53 on: `masking_utils.create_causal_mask` -> `sdpa_mask` builds a bool
+    /// `(B, 1, S, S)` mask (`and_masks` of the causal and padding functions, `bitwise_and`), and
+    /// torch's `scaled_dot_product_attention` converts a bool mask to the query's dtype before
+    /// any kernel runs (torch 2.9 `aten/src/ATen/native/transformers/attention.cpp`
+    /// `convert_boolean_attn_mask`: `at::where(mask.logical_not(), -inf, 0)`), a copy the kernel
+    /// keeps for its backward (`attn_mask` / `attn_bias` among its saved inputs), one per layer
+    /// that ran. Traced: trl 0.19.1 to 1.14.2 qwen2 `where` 27,848 B at the checkpointed
+    /// backward's peak (one, the recomputed layer's) and two without checkpointing; the bool
+    /// mask, under at_peak's 16 KiB, is `bitwise_and` 14,400 B with every storage listed.
+    BoolConverted,
+}
+
+impl AttentionMask {
+    /// Bytes an element of the mask the model builds and keeps through its forward (and, passed
+    /// to each checkpointed layer, through its recompute).
+    pub(super) fn kept_element(self) -> u64 {
+        match self {
+            AttentionMask::None => 0,
+            // the input embeddings' dtype: bf16 on the trainer's path (an fp32 model's, 4)
+            AttentionMask::Float => 2,
+            AttentionMask::BoolConverted => 1,
+        }
+    }
+
+    /// Bytes an element of the copy each attention call saves: SDPA's conversion to the
+    /// query's dtype, bf16 under the trainer's autocast.
+    pub(super) fn converted_element(self) -> u64 {
+        match self {
+            AttentionMask::BoolConverted => 2,
+            _ => 0,
+        }
     }
 }
 
@@ -482,6 +536,8 @@ mod tests {
             row_log_softmax: false,
             logits_in_place: false,
             fp32_weights: false,
+            mask: AttentionMask::None,
+            fp32_adapters: false,
         }
     }
 

@@ -7,6 +7,7 @@
 //! `calibration/README.md`. The forward peak comes while the entropy of the logits is computed
 //! in 128-row chunks; with checkpointing the backward peak comes while the last layer is recomputed.
 
+use super::recompute;
 use super::replay;
 use super::shape::{Logits, StepPath, StepPeak, StepShape, layer_tensors, trained_weight_inputs};
 use crate::arch::Arch;
@@ -34,12 +35,20 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     };
     let (logits_peak, copy_grad, forward_casts) = logits_moment(arch, targets, s, &logits, &casts);
     let forward = stored + final_norm + logits_peak + residue + forward_casts;
+    // the trainer's recompute also holds the padded batch's attention mask and autocast's copies
+    // of the layer's fp32 adapters ([`recompute`])
+    let at_recompute = if s.checkpointing {
+        recompute::mask_at_recompute(s) + recompute::lora_casts_at_recompute(arch, targets, s)
+    } else {
+        0
+    };
     let backward = if s.checkpointing {
         stored
             + residue
             + recomputed_layer(arch, targets, tokens, layer_bytes, s.path)
             + copy_grad
             + casts.layer
+            + at_recompute
     } else {
         0
     };
@@ -65,7 +74,8 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     // the first layer's backward: its own checkpoint, its saved set and the gradients it makes
     let first_layer = if s.checkpointing { hidden } else { 0 }
         + recomputed_layer(arch, targets, tokens, layer_bytes, StepPath::Harness)
-        + casts.layer;
+        + casts.layer
+        + at_recompute;
     let step = StepPeak {
         activations,
         logits: if forward >= backward { logits_peak } else { 0 },
@@ -344,6 +354,8 @@ mod tests {
             entropy: crate::run::versions::EntropyChunk::Rows128,
             logits_in_place: false,
             fp32_weights: false,
+            mask: super::super::shape::AttentionMask::None,
+            fp32_adapters: false,
         }
     }
 

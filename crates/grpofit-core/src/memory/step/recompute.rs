@@ -1,0 +1,218 @@
+//! What the trainer's checkpointed backward holds at the recomputed layer beside the layer's own
+//! tensors ([`super::trl`] `recomputed_layer`), which the calibration harness (all-ones mask, no
+//! autocast) does not: the attention mask of the padded batch, and autocast's bf16 copies of
+//! the recomputed layer's fp32 LoRA weights.
+//!
+//! Traced (trl 0.19.1 qwen2 `iterations2`, 4 x 60 tokens, every storage listed at the backward's
+//! peak with `TRACE_AT_PEAK_MIN=1`): the peak comes at the end of the first layer's recomputed
+//! forward, and beside what the model counted it holds the mask (`bitwise_and` 14,400 B bool and
+//! `where` 28,800 B bf16, 4 x 60 x 60), the recomputed layer's adapter copies (`_to_copy` 2,048 B
+//! x 9, 5,632 B x 3, 1,024 B x 2: 37,376 B) and the second layer's adapter gradients (74,752 B):
+//! 155,328 of the 155,644 B the model was under. The gradients are not modelled: the 2-layer
+//! model peaks at its first layer's recompute because one layer's fp32 adapter gradients
+//! outweigh one layer's stored input (61,440 B); at real sizes the stored inputs outweigh them
+//! (Qwen2.5-7B, 8 x 1,024 tokens, rank 16: 58.7 MB against 5.8 MB a layer) and the last
+//! layer's recompute, before any gradient, stays the peak.
+
+use super::shape::{AttentionMask, StepShape};
+use crate::arch::Arch;
+
+/// The attention mask at the checkpointed backward's recompute: the model's own mask (kept for
+/// the recompute: `GradientCheckpointingLayer` passes it to the checkpointed call) and the
+/// recomputed attention's converted copy. `B x S x S` elements: at 8 x 4096 that is 134 MB a
+/// byte, so 134 MB for the bool mask of transformers 4.53+ plus 268 MB for its bf16 conversion
+/// (403 MB), or 268 MB for 4.50-4.52's bf16 mask, beside Qwen2.5-7B's 28 stored layer inputs
+/// of 235 MB each (8 x 4096 x 3,584 bf16).
+pub fn mask_at_recompute(s: &StepShape) -> u64 {
+    let seq = s.prompt + s.completion;
+    let elements = s.seqs * seq * seq;
+    let fp32 = if s.fp32_weights && s.mask == AttentionMask::Float {
+        2
+    } else {
+        1
+    };
+    elements * (s.mask.kept_element() * fp32 + s.mask.converted_element())
+}
+
+/// Autocast's bf16 copies of one layer's fp32 LoRA weights: under `torch.autocast` a leaf fp32
+/// tensor that requires grad is cast once per autocast region and the copy cached until the
+/// region exits (torch 2.9 `aten/src/ATen/autocast_mode.cpp` `cached_cast`: `arg.is_leaf() &&
+/// arg.requires_grad()`, cleared when the outermost region exits). `torch.utils.checkpoint`
+/// re-enters autocast for the recompute (`CheckpointFunction.backward` restores
+/// `cpu_autocast_kwargs` / `device_autocast_kwargs`), so the recomputed layer's adapters are
+/// cast again and their copies live until its forward returns: 2 r (fan_in + fan_out) bytes a
+/// targeted projection. PEFT keeps the adapters fp32 (`autocast_adapter_dtype=True`) unless the
+/// trainer casts them to bf16 (`kbit_cast::adapter_element_bytes`), when there is nothing to
+/// cast. At Qwen2.5-7B, rank 16, every projection: 2.9 MB.
+pub fn lora_casts_at_recompute(arch: &Arch, targets: &[bool], s: &StepShape) -> u64 {
+    if !s.fp32_adapters {
+        return 0;
+    }
+    arch.projections()
+        .iter()
+        .zip(targets)
+        .filter(|(_, on)| **on)
+        .map(|(p, _)| 2 * s.rank * (p.fan_in + p.fan_out))
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::catalog;
+    use crate::run::versions::{EntropyChunk, LigerLoss, UnslothLogits};
+
+    fn traced_shape(mask: AttentionMask, fp32_adapters: bool) -> StepShape {
+        StepShape {
+            seqs: 4,
+            path: super::super::shape::StepPath::Trainer,
+            prompt: 28,
+            completion: 32,
+            rank: 8,
+            checkpointing: true,
+            reference_pass: false,
+            quantised_base: false,
+            expandable_segments: false,
+            fused_logits: false,
+            head_copy: false,
+            liger: LigerLoss::Off,
+            scoring_rows: 0,
+            free_at_step: 0,
+            small_card: false,
+            unsloth_logits: UnslothLogits::Blocks,
+            reference_logits: false,
+            every_position_logits: false,
+            row_log_softmax: false,
+            entropy: EntropyChunk::Rows128,
+            logits_in_place: false,
+            fp32_weights: false,
+            mask,
+            fp32_adapters,
+        }
+    }
+
+    /// `masking_utils` from transformers 4.53 (4.52.4's Qwen2 still calls
+    /// `_prepare_4d_causal_attention_mask_with_cache_position`, 4.53.1's `create_causal_mask`).
+    #[test]
+    fn transformers_builds_a_bool_mask_from_4_53() {
+        use crate::contract::release::Release;
+        let arch = catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch
+            .clone();
+        let mut v = crate::run::RunConfig::example(arch).versions;
+        for (release, bool_mask) in [("4.50.3", false), ("4.52.4", false), ("4.53.1", true)] {
+            v.transformers = Release::parse(release).expect("release");
+            assert_eq!(v.transformers_bool_mask(), bool_mask, "{release}");
+        }
+        v.transformers = Release::parse("5.20.0").expect("release");
+        assert!(v.transformers_bool_mask());
+    }
+
+    /// The trainer's checkpointed step holds both at the recompute (and at full fine-tuning's
+    /// first-layer moment); without checkpointing the step is left as it was.
+    #[test]
+    fn the_checkpointed_step_holds_the_mask_and_the_adapter_copies() {
+        let arch = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let all = vec![true; arch.projections().len()];
+        let none = vec![false; arch.projections().len()];
+        let long = |mask, fp32_adapters, checkpointing| StepShape {
+            seqs: 8,
+            prompt: 3072,
+            completion: 1024,
+            rank: 16,
+            checkpointing,
+            // TRL 1.x's fused head: no micro-batch logits outweigh the recompute
+            fused_logits: true,
+            ..traced_shape(mask, fp32_adapters)
+        };
+        let peak = |targets: &[bool], s: &StepShape| {
+            let p = super::super::trl::trl_step(arch, targets, s);
+            (p.activations + p.logits, p.first_layer)
+        };
+        let bare = long(AttentionMask::None, false, true);
+        let padded = long(AttentionMask::BoolConverted, true, true);
+        let extra = mask_at_recompute(&padded) + lora_casts_at_recompute(arch, &all, &padded);
+        assert_eq!(extra, 8 * 4096 * 4096 * 3 + 2 * 16 * 90_112);
+        let (with, without) = (peak(&all, &padded), peak(&all, &bare));
+        assert_eq!(with.0 - without.0, extra);
+        assert_eq!(with.1 - without.1, extra);
+        // full fine-tuning: the mask only
+        let (with, without) = (peak(&none, &padded), peak(&none, &bare));
+        assert_eq!(with.1 - without.1, mask_at_recompute(&padded));
+        let (with, without) = (
+            peak(&all, &long(AttentionMask::BoolConverted, true, false)),
+            peak(&all, &long(AttentionMask::None, false, false)),
+        );
+        assert_eq!(with, without);
+    }
+
+    /// trl 0.19.1 qwen2 `iterations2` (transformers 4.53.1), 4 x 60: `bitwise_and` 14,400 B and
+    /// `where` 28,800 B; trl 0.16.1 (4.50.3) at 4 x 59: `clone` 27,848 B.
+    #[test]
+    fn the_mask_follows_the_transformers_release() {
+        let s = traced_shape(AttentionMask::BoolConverted, true);
+        assert_eq!(mask_at_recompute(&s), 14_400 + 28_800);
+        let older = StepShape {
+            mask: AttentionMask::Float,
+            prompt: 27,
+            ..s
+        };
+        assert_eq!(mask_at_recompute(&older), 27_848);
+        // an fp32 model's embeddings give 4.52's float mask their dtype; 4.53's conversion
+        // follows the query, which SDPA gets in bf16 under autocast
+        let fp32 = |s: StepShape| StepShape {
+            fp32_weights: true,
+            ..s
+        };
+        assert_eq!(mask_at_recompute(&fp32(older)), 2 * 27_848);
+        assert_eq!(mask_at_recompute(&fp32(s)), 14_400 + 28_800);
+        let harness = StepShape {
+            mask: AttentionMask::None,
+            ..s
+        };
+        assert_eq!(mask_at_recompute(&harness), 0);
+        // 8 x 4096 on 4.53+: 134 MB bool + 268 MB bf16
+        let long = StepShape {
+            seqs: 8,
+            prompt: 3072,
+            completion: 1024,
+            ..s
+        };
+        assert_eq!(mask_at_recompute(&long), 8 * 4096 * 4096 * 3);
+    }
+
+    /// The tiny Qwen2 of the traces (hidden 128, intermediate 352, 4 x 32 query and 2 x 32 KV
+    /// heads), rank 8 on every projection: `_to_copy` 2,048 B x 9, 5,632 B x 3, 1,024 B x 2.
+    #[test]
+    fn the_recomputed_layer_casts_its_fp32_adapters_once() {
+        let tiny = crate::arch::config_json::parse(
+            &serde_json::json!({
+                "model_type": "qwen2", "hidden_size": 128, "intermediate_size": 352,
+                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                "head_dim": 32, "vocab_size": 964, "tie_word_embeddings": false,
+                "max_position_embeddings": 512
+            }),
+            "qwen2",
+        )
+        .expect("tiny config");
+        let all = vec![true; tiny.projections().len()];
+        let s = traced_shape(AttentionMask::BoolConverted, true);
+        assert_eq!(
+            lora_casts_at_recompute(&tiny, &all, &s),
+            2_048 * 9 + 5_632 * 3 + 1_024 * 2
+        );
+        // bf16 adapters (TRL's cast of a quantised model's) need no copy
+        let bf16 = traced_shape(AttentionMask::BoolConverted, false);
+        assert_eq!(lora_casts_at_recompute(&tiny, &all, &bf16), 0);
+        // Qwen2.5-7B, rank 16: 2 x 16 x 90,112 B a layer
+        let q7 = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let s7 = StepShape { rank: 16, ..s };
+        let all7 = vec![true; q7.projections().len()];
+        assert_eq!(lora_casts_at_recompute(q7, &all7, &s7), 2 * 16 * 90_112);
+    }
+}
