@@ -9,6 +9,7 @@
 
 pub mod checkpoint;
 pub mod efficiency;
+mod kernels;
 pub mod offload;
 mod phases;
 mod rewards;
