@@ -41,6 +41,14 @@ pub const MATMUL_PEAK: f64 = 0.80;
 /// share of `matmul_peak`, so that a card's calibrated `matmul_peak` carries its attention too.
 pub const ATTENTION_OF_GEMM: f64 = 0.35 / 0.803;
 
+/// The fraction of the sheet's bandwidth a training or scoring pass's kernels stream at (the
+/// memory-bound operators, a weight-bound GEMM's reads): the same measured fraction as
+/// [`DECODE_BANDWIDTH`], declared fixed. `calibrate` learns `decode_bandwidth` from vLLM's
+/// generation alone where TRL times it; a pass's kernels are not vLLM's decode, and tying them
+/// to it would move the training with every generation measured. Being fixed, the bytes of
+/// these kernels are among the terms no efficiency scales (`measure::step_time::learn_time`).
+pub const KERNEL_BANDWIDTH: f64 = DECODE_BANDWIDTH;
+
 /// PyTorch eager: seconds the host spends dispatching and launching one operator, which a small
 /// micro-batch or a decode step without CUDA graphs waits for. The PyTorch blog "Accelerating
 /// PyTorch with CUDA Graphs" (2021): each kernel launch costs the CPU on the order of 10 µs

@@ -1,6 +1,6 @@
 //! One pass of the model over a micro-batch, timed by what its kernels do: each projection's
 //! GEMM by roofline (the larger of its FLOPs at `matmul_peak` of the sheet and its bytes at the
-//! bandwidth fraction), the attention's FLOPs at FlashAttention-2's efficiency
+//! kernels' bandwidth fraction, `KERNEL_BANDWIDTH`), the attention's FLOPs at FlashAttention-2's efficiency
 //! ([`ATTENTION_OF_GEMM`]), and the bytes the memory-bound operators move (the RMSNorms in fp32,
 //! rotary, the activation and product, the residual adds, the LM head's log-softmax over the
 //! vocabulary), counted from the trainer's own operators ([`Traffic`]). A small micro-batch's
@@ -23,7 +23,7 @@ const BF16: f64 = 2.0;
 fn gemm(m: &Machine, tokens: f64, fan_in: f64, fan_out: f64, weights: f64) -> f64 {
     let flops = 2.0 * tokens * fan_in * fan_out;
     let bytes = BF16 * (weights * fan_in * fan_out + tokens * (fan_in + fan_out));
-    m.compute(flops, 1.0).max(m.traffic(bytes, 1.0))
+    m.compute(flops, 1.0).max(m.kernel_traffic(bytes))
 }
 
 /// One forward's GEMMs over `tokens` tokens: every layer's projections, the active experts'
@@ -215,7 +215,7 @@ fn adapted_fans(run: &RunConfig) -> f64 {
 pub(super) fn forward(run: &RunConfig, m: &Machine, tokens: f64, len: f64, experts: f64) -> f64 {
     linear(&run.arch, m, tokens, experts)
         + attention(m, attention_flops(&run.arch, tokens, len))
-        + m.traffic(memory_bound_bytes(run, tokens, Side::Forward), 1.0)
+        + m.kernel_traffic(memory_bound_bytes(run, tokens, Side::Forward))
 }
 
 /// One backward: the input gradients' GEMMs (the same shapes as the forward's), the weight
@@ -227,7 +227,7 @@ pub(super) fn backward(run: &RunConfig, m: &Machine, tokens: f64, len: f64, expe
             m,
             ATTENTION_BACKWARD_FLOPS * attention_flops(&run.arch, tokens, len),
         )
-        + m.traffic(memory_bound_bytes(run, tokens, Side::Backward), 1.0)
+        + m.kernel_traffic(memory_bound_bytes(run, tokens, Side::Backward))
 }
 
 #[cfg(test)]
@@ -300,7 +300,7 @@ mod tests {
         let (t, len) = (65536.0, 65536.0);
         let fwd_attention = attention(&m, attention_flops(&run.arch, t, len));
         let others = |side| {
-            linear(&run.arch, &m, t, 0.0) + m.traffic(memory_bound_bytes(&run, t, side), 1.0)
+            linear(&run.arch, &m, t, 0.0) + m.kernel_traffic(memory_bound_bytes(&run, t, side))
         };
         let f = forward(&run, &m, t, len, 0.0);
         let b = backward(&run, &m, t, len, 0.0);

@@ -27,6 +27,10 @@ impl Machine<'_> {
     pub(super) fn traffic(&self, bytes: f64, gpus: f64) -> f64 {
         bytes / (self.gpu.memory_gb_s * 1e9 * self.eff.decode_bandwidth * gpus.max(1.0))
     }
+    /// Seconds for a pass's kernels to stream `bytes` on one card (`KERNEL_BANDWIDTH`).
+    pub(super) fn kernel_traffic(&self, bytes: f64) -> f64 {
+        bytes / (self.gpu.memory_gb_s * 1e9 * KERNEL_BANDWIDTH)
+    }
     fn eager(&self, ops: f64) -> f64 {
         ops * self.eff.eager_op_seconds
     }
