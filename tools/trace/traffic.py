@@ -84,12 +84,12 @@ class Traffic(TorchDispatchMode):
         return out
 
 
-def build(family, dims, lora):
+def build(family, dims, lora, attention="sdpa"):
     import transformers
 
     cls_name, extra = tiny.FAMILIES[family]
     cfg = getattr(transformers, cls_name)(**{**tiny.COMMON, **extra, **dims})
-    cfg._attn_implementation = "sdpa"
+    cfg._attn_implementation = attention
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16)
     if lora:
@@ -136,6 +136,23 @@ def slope(family, dims, lora=False):
     (f1, b1, _), (f2, b2, ops) = (count(model, cfg, t) for t in LENGTHS)
     span = LENGTHS[1] - LENGTHS[0]
     return (f2 - f1) / span, (b2 - b1) / span, ops
+
+
+def eager_per_score(family):
+    """Bytes eager attention (`attn_implementation="eager"`, transformers'
+    `eager_attention_forward`: the scores scaled, masked, softmaxed in fp32 and cast back) moves
+    beyond SDPA's, per element of the heads x T x T scores, forward and backward: the
+    difference of the two at one layer and `BASE`, over `heads x T^2`, at two lengths (equal
+    when the traffic is all in the scores)."""
+    d = {**BASE, "num_hidden_layers": 1}
+    out = []
+    for tokens in LENGTHS:
+        sdpa, cfg = build(family, d, False)
+        eager, _ = build(family, d, False, attention="eager")
+        a, b = count(sdpa, cfg, tokens)[:2], count(eager, cfg, tokens)[:2]
+        scores = d["num_attention_heads"] * tokens * tokens
+        out.append([(b[0] - a[0]) / scores, (b[1] - a[1]) / scores])
+    return out
 
 
 BASE = dict(hidden_size=128, intermediate_size=352, num_attention_heads=4,
@@ -230,6 +247,7 @@ def main():
             "bytes_per_token": coef,
             "check_twice_as_wide": check(family, coef),
             "lora_per_fan": lora_coefficient(family),
+            "eager_attention_per_score": eager_per_score(family),
             "top_operators_share": top_operators(family),
         }
         print(family, json.dumps(record["families"][family]["check_twice_as_wide"]),

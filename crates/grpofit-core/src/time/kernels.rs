@@ -211,10 +211,43 @@ fn adapted_fans(run: &RunConfig) -> f64 {
         .sum()
 }
 
+/// Bytes eager attention's operators move beside SDPA's a score (scaled, masked, softmaxed in
+/// fp32 and cast back; its backward through each), forward and backward: the record's
+/// `eager_attention_per_score` (Llama's, at 64 and 128 tokens) taken to long sequences, `2 x
+/// at 128 - at 64`, which drops what falls a token (the key/value heads' `repeat_kv` copies).
+pub(super) const EAGER_PER_SCORE: (f64, f64) = (29.4476318359375, 27.96533203125);
+
+/// Bytes the batched GEMMs themselves move a score, which the trace leaves with the matmuls:
+/// the forward writes the scores and reads the probabilities back (2 + 2 bytes in bf16); the
+/// backward writes the probabilities' gradient and reads it and the probabilities (2 + 2 + 2),
+/// and reads the scores' gradient for the queries' and keys' (2).
+pub(super) const EAGER_GEMM_PER_SCORE: (f64, f64) = (4.0, 8.0);
+
+/// One pass's attention over `tokens` tokens in sequences of `len`. SDPA and FlashAttention:
+/// the causal FLOPs at FlashAttention-2's rate, the backward's 2.5x. Eager attention
+/// (`eager_attention_forward`): every score of the `len x len` square computed by two batched
+/// GEMMs (the backward's four), and each head's scores moved through memory
+/// ([`EAGER_PER_SCORE`]).
+fn attention_pass(run: &RunConfig, m: &Machine, tokens: f64, len: f64, side: Side) -> f64 {
+    let causal = attention_flops(&run.arch, tokens, len);
+    if !run.eager_attention {
+        return match side {
+            Side::Forward => attention(m, causal),
+            Side::Backward => attention(m, ATTENTION_BACKWARD_FLOPS * causal),
+        };
+    }
+    let scores = (run.arch.layers * run.arch.heads) as f64 * len * tokens;
+    let (gemms, per_score) = match side {
+        Side::Forward => (1.0, EAGER_PER_SCORE.0 + EAGER_GEMM_PER_SCORE.0),
+        Side::Backward => (2.0, EAGER_PER_SCORE.1 + EAGER_GEMM_PER_SCORE.1),
+    };
+    m.compute(gemms * 2.0 * causal, 1.0) + m.kernel_traffic(per_score * scores)
+}
+
 /// One forward over a micro-batch: its GEMMs, attention and memory-bound operators.
 pub(super) fn forward(run: &RunConfig, m: &Machine, tokens: f64, len: f64, experts: f64) -> f64 {
     linear(&run.arch, m, tokens, experts)
-        + attention(m, attention_flops(&run.arch, tokens, len))
+        + attention_pass(run, m, tokens, len, Side::Forward)
         + m.kernel_traffic(memory_bound_bytes(run, tokens, Side::Forward))
 }
 
@@ -223,10 +256,7 @@ pub(super) fn forward(run: &RunConfig, m: &Machine, tokens: f64, len: f64, exper
 pub(super) fn backward(run: &RunConfig, m: &Machine, tokens: f64, len: f64, experts: f64) -> f64 {
     let gemms = if run.full_finetuning { 2.0 } else { 1.0 };
     gemms * linear(&run.arch, m, tokens, experts)
-        + attention(
-            m,
-            ATTENTION_BACKWARD_FLOPS * attention_flops(&run.arch, tokens, len),
-        )
+        + attention_pass(run, m, tokens, len, Side::Backward)
         + m.kernel_traffic(memory_bound_bytes(run, tokens, Side::Backward))
 }
 
@@ -359,8 +389,48 @@ mod tests {
                 }
             }
         }
+        let eager = &record["families"]["llama"]["eager_attention_per_score"];
+        for (side, ours) in [EAGER_PER_SCORE.0, EAGER_PER_SCORE.1]
+            .into_iter()
+            .enumerate()
+        {
+            let at = |k: usize| eager[k][side].as_f64().unwrap();
+            assert_eq!(ours, 2.0 * at(1) - at(0), "eager side {side}");
+        }
         let lora = &record["families"]["llama"]["lora_per_fan"];
         assert_eq!(LORA_PER_FAN.0, lora["forward"].as_f64().unwrap());
         assert_eq!(LORA_PER_FAN.1, lora["backward"].as_f64().unwrap());
+    }
+
+    /// `attn_implementation = "eager"`: the full square of scores by GEMMs and their traffic,
+    /// which grows as the square of the sequence where SDPA's stays on chip.
+    #[test]
+    fn eager_attention_moves_its_scores_through_memory() {
+        let gpu = h100();
+        let eff = Efficiencies::default();
+        let m = Machine {
+            gpu: &gpu,
+            eff: &eff,
+        };
+        let sdpa = qwen3("Qwen/Qwen3-0.6B", false);
+        let mut eager = sdpa.clone();
+        eager.eager_attention = true;
+        let at = |run: &RunConfig, len: f64| {
+            attention_pass(run, &m, len, len, Side::Forward)
+                + attention_pass(run, &m, len, len, Side::Backward)
+        };
+        let (short, long) = (1024.0, 8192.0);
+        assert!(at(&eager, short) > at(&sdpa, short));
+        assert!(
+            at(&eager, long) > 1.5 * at(&sdpa, long),
+            "{} {}",
+            at(&eager, long),
+            at(&sdpa, long)
+        );
+        let scores = (28 * 16) as f64 * long * long;
+        let bytes = (EAGER_PER_SCORE.0 + 4.0) * scores;
+        let fwd = attention_pass(&eager, &m, long, long, Side::Forward);
+        let flops = 2.0 * attention_flops(&eager.arch, long, long);
+        assert!((fwd - m.compute(flops, 1.0) - m.kernel_traffic(bytes)).abs() < 1e-9);
     }
 }
