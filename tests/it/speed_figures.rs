@@ -23,7 +23,7 @@ fn folder() -> PathBuf {
 const MISSES: &[(&str, &str)] = &[
     (
         "train-primerl-qwen3-0.6b-full-16k-h100",
-        "prime-rl's RL step beside the pass: the same table's SFT trainer runs the same model, length, recompute and attention at 20.94k tokens/s (0.39 s a micro-batch, within x1.5 here) where its RL trainer runs 8.95k (0.92 s): about 0.5 s a micro-batch that is prime-rl's own (its RL loss, logging and weight handling), not a kernel TRL runs; 0.88 s of passes here and that 0.5 s give the measured 1.38 s",
+        "prime-rl's RL step beside the pass: the same table's SFT trainer runs the same model, length, recompute and attention at 20.94k tokens/s (0.39 s a micro-batch, within x1.5 here) where its RL trainer runs 8.95k (0.92 s): about 0.5 s a micro-batch that is prime-rl's RL step's own (its bench mode feeds fake data and broadcasts no weights, `trainer/rl/train.py`; which part of its loss and statistics takes it is not identified), not a pass TRL runs; 0.88 s of passes here and that 0.5 s give the measured 1.38 s",
     ),
     (
         "train-primerl-qwen3-0.6b-lora16-8k-h100",
