@@ -8,7 +8,7 @@
 //! matmuls' share of the sheet, its MFU, rises with the tokens per micro-batch and the width.
 
 use super::efficiency::ATTENTION_OF_GEMM;
-use super::phases::Machine;
+use super::machine::Machine;
 use crate::arch::{Arch, Family};
 use crate::memory::estimate::target_mask;
 use crate::run::RunConfig;

@@ -10,6 +10,7 @@
 pub mod checkpoint;
 pub mod efficiency;
 mod kernels;
+mod machine;
 pub mod offload;
 mod phases;
 mod rewards;

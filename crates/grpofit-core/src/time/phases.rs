@@ -5,36 +5,12 @@
 
 use super::efficiency::*;
 use super::kernels;
+pub(super) use super::machine::Machine;
 use crate::arch::{Arch, Family};
-use crate::hardware::GpuSpeed;
 use crate::memory::estimate::{Estimate, target_mask};
 use crate::memory::vllm::kv_bytes_per_token;
 use crate::run::spread::Engine;
 use crate::run::{Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack};
-
-/// The card and what the step gets of it.
-pub(super) struct Machine<'a> {
-    pub gpu: &'a GpuSpeed,
-    pub eff: &'a Efficiencies,
-}
-
-impl Machine<'_> {
-    /// Seconds for `flops` of matmuls on `gpus` cards.
-    pub(super) fn compute(&self, flops: f64, gpus: f64) -> f64 {
-        flops / (self.gpu.bf16_tflops * 1e12 * self.eff.matmul_peak * gpus.max(1.0))
-    }
-    /// Seconds to move `bytes` through memory on `gpus` cards.
-    pub(super) fn traffic(&self, bytes: f64, gpus: f64) -> f64 {
-        bytes / (self.gpu.memory_gb_s * 1e9 * self.eff.decode_bandwidth * gpus.max(1.0))
-    }
-    /// Seconds for a pass's kernels to stream `bytes` on one card (`KERNEL_BANDWIDTH`).
-    pub(super) fn kernel_traffic(&self, bytes: f64) -> f64 {
-        bytes / (self.gpu.memory_gb_s * 1e9 * KERNEL_BANDWIDTH)
-    }
-    fn eager(&self, ops: f64) -> f64 {
-        ops * self.eff.eager_op_seconds
-    }
-}
 
 /// The completions' lengths the step is timed for.
 pub(super) struct Lengths {
