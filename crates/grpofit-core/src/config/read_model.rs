@@ -265,7 +265,7 @@ fn max_lora_rank(t: &Tables) -> Result<Option<u64>, LoadError> {
 
 /// Whether `[model] attn_implementation` is "eager" (transformers' `eager_attention_forward`).
 pub(super) fn eager_attention(t: &Tables) -> Result<bool, LoadError> {
-    Ok(t.text(T::Model, "attn_implementation")?.as_deref() == Some("eager"))
+    Ok(t.text(T::Model, "attn_implementation")? == Some("eager"))
 }
 
 /// `[model] attn_implementation = "eager"` (a `ModelConfig` key): the estimate models SDPA, whose
