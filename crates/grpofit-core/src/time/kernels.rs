@@ -42,8 +42,12 @@ pub(super) fn linear(arch: &Arch, m: &Machine, tokens: f64, experts_touched: f64
         gemm(m, routed, h, 2.0 * width, experts_touched)
             + gemm(m, routed, width, h, experts_touched)
     });
-    let head = gemm(m, tokens, arch.hidden as f64, arch.vocab as f64, 1.0);
-    arch.layers as f64 * (layer + experts) + head
+    arch.layers as f64 * (layer + experts) + head_gemm(arch, m, tokens)
+}
+
+/// The LM head's GEMM over `tokens` tokens.
+fn head_gemm(arch: &Arch, m: &Machine, tokens: f64) -> f64 {
+    gemm(m, tokens, arch.hidden as f64, arch.vocab as f64, 1.0)
 }
 
 /// FLOPs of one forward's attention over `tokens` tokens in sequences of `len`: the scores and
@@ -197,6 +201,14 @@ pub(super) fn memory_bound_bytes(run: &RunConfig, tokens: f64, side: Side) -> f6
     tokens * (arch.layers as f64 * (layer + per_fan * adapted_fans(run)) + outside)
 }
 
+/// The part of [`memory_bound_bytes`] outside the decoder layers: the embedding, the final norm,
+/// the LM head's logits through the log-softmax and entropy.
+fn head_bytes(run: &RunConfig, tokens: f64) -> f64 {
+    let arch = &run.arch;
+    let t = traffic(arch.family, Side::Forward);
+    tokens * (t.head_hidden * arch.hidden as f64 + t.vocab * arch.vocab as f64 + t.outside)
+}
+
 /// `fan_in + fan_out` summed over a layer's adapted projections; none when fully fine-tuned.
 fn adapted_fans(run: &RunConfig) -> f64 {
     if run.full_finetuning {
@@ -249,6 +261,15 @@ pub(super) fn forward(run: &RunConfig, m: &Machine, tokens: f64, len: f64, exper
     linear(&run.arch, m, tokens, experts)
         + attention_pass(run, m, tokens, len, Side::Forward)
         + m.kernel_traffic(memory_bound_bytes(run, tokens, Side::Forward))
+}
+
+/// Checkpointing's recompute: the decoder layers' forward again (transformers'
+/// `GradientCheckpointingLayer` wraps each decoder layer; the embedding, the final norm and the
+/// LM head with its log-softmax run once), so the forward less the head's GEMM and bytes.
+pub(super) fn recompute(run: &RunConfig, m: &Machine, tokens: f64, len: f64, experts: f64) -> f64 {
+    forward(run, m, tokens, len, experts)
+        - head_gemm(&run.arch, m, tokens)
+        - m.kernel_traffic(head_bytes(run, tokens))
 }
 
 /// One backward: the input gradients' GEMMs (the same shapes as the forward's), the weight
@@ -432,5 +453,24 @@ mod tests {
         let fwd = attention_pass(&eager, &m, long, long, Side::Forward);
         let flops = 2.0 * attention_flops(&eager.arch, long, long);
         assert!((fwd - m.compute(flops, 1.0) - m.kernel_traffic(bytes)).abs() < 1e-9);
+    }
+
+    /// Checkpointing recomputes the decoder layers alone: the LM head's GEMM and its
+    /// vocabulary-wide log-softmax run once a pass.
+    #[test]
+    fn the_recompute_leaves_the_head_out() {
+        let gpu = h100();
+        let eff = Efficiencies::default();
+        let m = Machine {
+            gpu: &gpu,
+            eff: &eff,
+        };
+        let run = qwen3("Qwen/Qwen3-0.6B", true);
+        let t = 4096.0;
+        let head = head_gemm(&run.arch, &m, t) + m.kernel_traffic(head_bytes(&run, t));
+        let f = forward(&run, &m, t, t, 0.0);
+        let r = recompute(&run, &m, t, t, 0.0);
+        assert!(head > 0.1 * f, "a 152k vocabulary: {head} of {f}");
+        assert!((f - r - head).abs() < 1e-12, "{f} {r} {head}");
     }
 }

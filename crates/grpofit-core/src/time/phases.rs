@@ -312,7 +312,8 @@ pub(super) fn training(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
     };
     // the forward (again for checkpointing's recompute) and the backward, each pass's overhead
     let experts = experts_touched(&run.arch, tokens);
-    let per_micro = (1.0 + recompute) * kernels::forward(run, m, tokens, len, experts)
+    let per_micro = kernels::forward(run, m, tokens, len, experts)
+        + recompute * kernels::recompute(run, m, tokens, len, experts)
         + kernels::backward(run, m, tokens, len, experts)
         + (1.0 + backward + recompute) * pass_overhead(run, m, tokens);
     let trainable = trainable_parameters(run);
