@@ -92,10 +92,6 @@ pub(crate) const MISSES: &[(&str, &str)] = &[
         "host work: the median 6 s between its weight syncs (the save every 10 steps is modelled, about 1 MB of adapters and moments, and its Hub push runs as a future) against 1.7 s of GPU work leaves about 4 s a step of TRL's per-micro-batch loop over 16 micro-batches, vLLM's scheduling and detokenising of 128 completions and the rewards, which no sourced figure gives",
     ),
     (
-        "spd-nbu-tituslhy-qwen2.5-14b-qlora-a10g-hfgen",
-        "timed at the longest of 8 completions (200 tokens, the cap) with bitsandbytes' full dequantisation traffic; completions fell from the cap to 70-100 tokens during the run, which a single mean cannot carry",
-    ),
-    (
         "spd-nb-gpt-oss-20b-bf16-lora-a100-80gb-hfgen",
         "the reward functions run and benchmark the generated Python on the CPU inside each step (the case's own note): `[grpofit] reward_seconds` times such rewards, but nothing the notebook printed measures them",
     ),

@@ -92,3 +92,29 @@ fn a_save_every_few_steps_is_charged_to_each_step_and_none_without_saves() {
     );
     assert!(model_only < every_1 && model_only > none);
 }
+
+/// A TRL run on an H100 (the presets are Unsloth's, whose loader takes no
+/// `attn_implementation`).
+const TRL_RUN: &str = "[grpofit]\nstack = \"trl\"\ngpu = \"H100\"\ngpu_memory = \"80GB\"\nmax_prompt_length = 512\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-0.5B-Instruct\"\ndtype = \"bfloat16\"\n\n[grpo]\nper_device_train_batch_size = 8\nnum_generations = 8\nmax_completion_length = 3584\nuse_vllm = true\nvllm_mode = \"colocate\"\n";
+
+/// `[model] attn_implementation = "eager"`: each layer's scores go through memory, so the
+/// log-prob passes and the training take longer than SDPA's, and generation (vLLM's own
+/// attention) does not change.
+#[test]
+fn eager_attention_slows_the_passes_that_run_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let eager = TRL_RUN.replace("[model]\n", "[model]\nattn_implementation = \"eager\"\n");
+    let step = |text: &str| {
+        std::fs::write(dir.path().join("run.toml"), text).unwrap();
+        let out = run(grpofit_in(dir.path()).args(["estimate", "--config", "run.toml", "--json"]));
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+        serde_json::from_str::<serde_json::Value>(&out.stdout).unwrap()["step_time"].clone()
+    };
+    let (sdpa, eager) = (step(TRL_RUN), step(&eager));
+    assert!(
+        phase(&eager, "training") > 1.2 * phase(&sdpa, "training"),
+        "{eager} {sdpa}"
+    );
+    assert!(phase(&eager, "scoring") > phase(&sdpa, "scoring"));
+    assert_eq!(phase(&eager, "generation"), phase(&sdpa, "generation"));
+}

@@ -182,6 +182,7 @@ fn run_file(
         reward_models: frozen.reward_models,
         other_gpu_memory: frozen.other_gpu_memory,
         pad_to_multiple_of: grpo.pad_to_multiple_of,
+        eager_attention: read_model::eager_attention(t)?,
     };
     reading
         .overlay

@@ -263,6 +263,11 @@ fn max_lora_rank(t: &Tables) -> Result<Option<u64>, LoadError> {
     })
 }
 
+/// Whether `[model] attn_implementation` is "eager" (transformers' `eager_attention_forward`).
+pub(super) fn eager_attention(t: &Tables) -> Result<bool, LoadError> {
+    Ok(t.text(T::Model, "attn_implementation")? == Some("eager"))
+}
+
 /// `[model] attn_implementation = "eager"` (a `ModelConfig` key): the estimate models SDPA, whose
 /// kernels never hold the attention matrix (memory/step/shape.rs `layer_tensors`); transformers'
 /// `eager_attention_forward` materialises each layer's attention weights, `softmax(QK^T)` of

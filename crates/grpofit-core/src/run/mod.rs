@@ -229,6 +229,11 @@ pub struct RunConfig {
     /// GRPOConfig's `pad_to_multiple_of` on a CUDA GPU: the step's prompts and completions each
     /// padded to a multiple of it (`None`: unpadded, as "auto" is off Neuron)
     pub pad_to_multiple_of: Option<u64>,
+    /// `[model] attn_implementation = "eager"`: transformers' `eager_attention_forward`, whose
+    /// scores (heads x T x T a sequence) are written, masked and softmaxed in memory, where SDPA
+    /// (the default) keeps them on chip; the step time charges their traffic (`time::kernels`)
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub eager_attention: bool,
 }
 
 /// A checkpoint's weights on disk: their exact bytes, and how they are stored. When the run
@@ -464,6 +469,7 @@ impl RunConfig {
             full_finetuning: false,
             spread: Spread::default(),
             vllm_server: VllmServer::default(),
+            eager_attention: false,
             cast_lm_head_to_fp32: false,
             fp16: false,
             reward_models: Vec::new(),

@@ -24,11 +24,30 @@ pub const DECODE_BANDWIDTH: f64 = 0.69;
 /// of weights at 0.69 of an H100's bandwidth (1.1 ms).
 pub const VLLM_STEP_SECONDS: f64 = 1.5e-3;
 
-/// The fraction of the sheet's dense tensor throughput a large training matmul reaches
-/// (hardware FLOPs utilisation, recompute counted). prime-rl's benchmark tables (2026-01),
-/// Qwen3-0.6B full fine-tuning on one H100 at 64k tokens with recompute: 26.8 % MFU, which is
-/// 26.8 x 8/6 = 36 % of the sheet once the recomputed forward is counted.
-pub const MATMUL_PEAK: f64 = 0.36;
+/// The fraction of the sheet's dense tensor throughput a large bf16 GEMM reaches: Stas Bekman's
+/// "Maximum Achievable Matmul FLOPS" table (ml-engineering, `compute/accelerator/README.md`,
+/// `mamf-finder.py` over shapes up to 20480, torch 2.7.0+cu126): an H100 SXM reaches 794.5 of
+/// its 989 TFLOPS, 0.80 (an A100 SXM 0.87, a GH200 0.84). Each projection's GEMM takes the
+/// larger of its FLOPs at this and its bytes at the bandwidth fraction (`kernels`), so a small
+/// micro-batch is weight-bound; attention and the memory-bound operators are timed beside it.
+/// prime-rl's Qwen3-0.6B points (tests/speed/figures.jsonl) test the whole pass, they set
+/// nothing.
+pub const MATMUL_PEAK: f64 = 0.80;
+
+/// FlashAttention-2's share of a GEMM's rate, the kernel PyTorch's SDPA and transformers'
+/// `flash_attention_2` run: the FlashAttention-3 paper (Shah et al. 2024, arXiv 2407.08608,
+/// abstract) measures FlashAttention-2 at 35 % of an H100's sheet against FlashAttention-3's 75 %;
+/// over [`MATMUL_PEAK`]'s 0.803 of the same sheet that is 0.436 of a GEMM. Declared fixed, as a
+/// share of `matmul_peak`, so that a card's calibrated `matmul_peak` carries its attention too.
+pub const ATTENTION_OF_GEMM: f64 = 0.35 / 0.803;
+
+/// The fraction of the sheet's bandwidth a training or scoring pass's kernels stream at (the
+/// memory-bound operators, a weight-bound GEMM's reads): the same measured fraction as
+/// [`DECODE_BANDWIDTH`], declared fixed. `calibrate` learns `decode_bandwidth` from vLLM's
+/// generation alone where TRL times it; a pass's kernels are not vLLM's decode, and tying them
+/// to it would move the training with every generation measured. Being fixed, the bytes of
+/// these kernels are among the terms no efficiency scales (`measure::step_time::learn_time`).
+pub const KERNEL_BANDWIDTH: f64 = DECODE_BANDWIDTH;
 
 /// PyTorch eager: seconds the host spends dispatching and launching one operator, which a small
 /// micro-batch or a decode step without CUDA graphs waits for. The PyTorch blog "Accelerating
@@ -143,6 +162,8 @@ mod tests {
             d.slower_by(0.5).out_of_range().map(|o| o.0),
             Some("decode_bandwidth")
         );
+        // MATMUL_PEAK is the MAMF table's H100 SXM row, 794.5 of 989 TFLOPS
+        assert!((MATMUL_PEAK - 794.5 / 989.0).abs() < 0.005);
         let mut nan = d;
         nan.eager_op_seconds = f64::NAN;
         assert_eq!(nan.out_of_range().map(|o| o.0), Some("eager_op_seconds"));

@@ -9,6 +9,8 @@
 
 pub mod checkpoint;
 pub mod efficiency;
+mod kernels;
+mod machine;
 pub mod offload;
 mod phases;
 mod rewards;

@@ -1,34 +1,16 @@
 //! Each phase's seconds. Compute is FLOPs over the sheet's dense tensor rate times
-//! `matmul_peak`; memory traffic is bytes over the sheet's bandwidth times `decode_bandwidth`;
-//! PyTorch eager work adds its operators' dispatch time (`eager_op_seconds`).
+//! `matmul_peak` (attention's at FlashAttention's share of it); memory traffic is bytes over the
+//! sheet's bandwidth times `decode_bandwidth`; PyTorch eager work adds its operators' dispatch
+//! time (`eager_op_seconds`). A training or scoring pass sums its kernels (`kernels`).
 
 use super::efficiency::*;
+use super::kernels;
+pub(super) use super::machine::Machine;
 use crate::arch::{Arch, Family};
-use crate::hardware::GpuSpeed;
 use crate::memory::estimate::{Estimate, target_mask};
 use crate::memory::vllm::kv_bytes_per_token;
 use crate::run::spread::Engine;
 use crate::run::{Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack};
-
-/// The card and what the step gets of it.
-pub(super) struct Machine<'a> {
-    pub gpu: &'a GpuSpeed,
-    pub eff: &'a Efficiencies,
-}
-
-impl Machine<'_> {
-    /// Seconds for `flops` of matmuls on `gpus` cards.
-    fn compute(&self, flops: f64, gpus: f64) -> f64 {
-        flops / (self.gpu.bf16_tflops * 1e12 * self.eff.matmul_peak * gpus.max(1.0))
-    }
-    /// Seconds to move `bytes` through memory on `gpus` cards.
-    fn traffic(&self, bytes: f64, gpus: f64) -> f64 {
-        bytes / (self.gpu.memory_gb_s * 1e9 * self.eff.decode_bandwidth * gpus.max(1.0))
-    }
-    fn eager(&self, ops: f64) -> f64 {
-        ops * self.eff.eager_op_seconds
-    }
-}
 
 /// The completions' lengths the step is timed for.
 pub(super) struct Lengths {
@@ -111,11 +93,12 @@ fn experts_touched(arch: &Arch, tokens: f64) -> f64 {
     })
 }
 
-/// Forward FLOPs of `tokens` tokens in sequences of `len`: 2 per matmul parameter, and the
-/// attention's scores and weighted sum over a causal half of the sequence.
-fn forward_flops(arch: &Arch, tokens: f64, len: f64) -> f64 {
-    let attention = 2.0 * arch.layers as f64 * arch.q_dim() as f64 * len;
-    tokens * (2.0 * active_params(arch) + attention)
+/// Seconds of a forward's FLOPs over `tokens` tokens in sequences of `len` on `gpus` cards: 2
+/// per matmul parameter at the GEMM efficiency, and the attention's scores and weighted sum at
+/// FlashAttention's (`kernels::attention`).
+fn forward_compute(arch: &Arch, m: &Machine, tokens: f64, len: f64, gpus: f64) -> f64 {
+    let attention = kernels::attention_flops(arch, tokens, len);
+    m.compute(2.0 * active_params(arch) * tokens, gpus) + kernels::attention(m, attention) / gpus
 }
 
 /// Bytes one use of the decoder's weights moves, stored as `quant`, when `experts` experts of
@@ -194,13 +177,11 @@ pub(super) fn generation(run: &RunConfig, est: &Estimate, m: &Machine, l: &Lengt
             };
             let weights = steps * weight_traffic(arch, run.quant, experts);
             let reads = m.traffic(weights + kv, 1.0);
-            let flops = forward_flops(arch, rows * steps, l.prompt + steps / 2.0)
-                + 2.0 * extra * rows * steps;
-            let prefill = m.compute(
-                forward_flops(arch, rows * l.prompt, l.prompt) + 2.0 * extra * rows * l.prompt,
-                1.0,
-            );
-            reads.max(m.compute(flops, 1.0)) + m.eager(steps * ops_per_pass(run)) + prefill
+            let compute = forward_compute(arch, m, rows * steps, l.prompt + steps / 2.0, 1.0)
+                + m.compute(2.0 * extra * rows * steps, 1.0);
+            let prefill = forward_compute(arch, m, rows * l.prompt, l.prompt, 1.0)
+                + m.compute(2.0 * extra * rows * l.prompt, 1.0);
+            reads.max(compute) + m.eager(steps * ops_per_pass(run)) + prefill
         }
         Generation::ColocatedVllm { .. } | Generation::VllmServer => {
             // a server of `data_parallel_size` copies splits the sequences among them, each
@@ -230,11 +211,11 @@ pub(super) fn generation(run: &RunConfig, est: &Estimate, m: &Machine, l: &Lengt
             let kv = seqs * l.mean * (l.prompt + l.mean / 2.0) * kv_token;
             let touched = experts_touched(arch, concurrency);
             let reads = m.traffic(steps * weight_traffic(arch, quant, touched) + kv, gpus);
-            let flops = forward_flops(arch, seqs * l.mean, l.prompt + l.mean / 2.0);
-            let prefill = m.compute(forward_flops(arch, seqs * l.prompt, l.prompt), gpus);
+            let compute = forward_compute(arch, m, seqs * l.mean, l.prompt + l.mean / 2.0, gpus);
+            let prefill = forward_compute(arch, m, seqs * l.prompt, l.prompt, gpus);
             // each decode step's host work, and vLLM's LoRA kernels where it serves the adapters
             let per_step = VLLM_STEP_SECONDS + super::vllm_lora::per_decode_step(run);
-            reads.max(m.compute(flops, gpus)) + prefill + steps * per_step
+            reads.max(compute) + prefill + steps * per_step
         }
     };
     per_call * generations_per_step(run)
@@ -290,18 +271,22 @@ fn micro_batch_tokens(run: &RunConfig, l: &Lengths) -> (f64, f64) {
     (mb * len, len)
 }
 
-/// One eager pass over a micro-batch: its matmuls, the quantised weights' dequantisation, its
-/// operators' dispatch.
-fn pass(run: &RunConfig, m: &Machine, tokens: f64, len: f64) -> f64 {
+/// What each eager pass over a micro-batch costs beside its kernels: the quantised weights'
+/// dequantisation and its operators' dispatch.
+fn pass_overhead(run: &RunConfig, m: &Machine, tokens: f64) -> f64 {
     let dequant = if run.quant.is_quantised() {
         let experts = experts_touched(&run.arch, tokens);
         m.traffic(weight_traffic(&run.arch, run.quant, experts), 1.0)
     } else {
         0.0
     };
-    m.compute(forward_flops(&run.arch, tokens, len), 1.0)
-        + dequant
-        + m.eager(ops_with_experts(run, tokens))
+    dequant + m.eager(ops_with_experts(run, tokens))
+}
+
+/// One no-grad forward over a micro-batch (`kernels::forward`) and its overhead.
+fn pass(run: &RunConfig, m: &Machine, tokens: f64, len: f64) -> f64 {
+    let experts = experts_touched(&run.arch, tokens);
+    kernels::forward(run, m, tokens, len, experts) + pass_overhead(run, m, tokens)
 }
 
 /// The no-grad passes over each generation batch (trl 1.15 `_generate_and_score_completions`):
@@ -325,7 +310,12 @@ pub(super) fn training(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
         Checkpointing::Off => 0.0,
         Checkpointing::On | Checkpointing::UnslothOffload => 1.0,
     };
-    let per_micro = (1.0 + backward + recompute) * pass(run, m, tokens, len);
+    // the forward (again for checkpointing's recompute) and the backward, each pass's overhead
+    let experts = experts_touched(&run.arch, tokens);
+    let per_micro = kernels::forward(run, m, tokens, len, experts)
+        + recompute * kernels::recompute(run, m, tokens, len, experts)
+        + kernels::backward(run, m, tokens, len, experts)
+        + (1.0 + backward + recompute) * pass_overhead(run, m, tokens);
     let trainable = trainable_parameters(run);
     // torch AdamW (`_multi_tensor_adamw`) reads the parameter, its gradient and both moments and
     // writes three of them: 28 bytes an fp32 parameter; bitsandbytes' 8-bit moments: 16
