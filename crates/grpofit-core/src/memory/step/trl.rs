@@ -64,7 +64,7 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     };
     // the first layer's backward: its own checkpoint, its saved set and the gradients it makes
     let first_layer = if s.checkpointing { hidden } else { 0 }
-        + recomputed_layer(arch, targets, tokens, layer_bytes, StepPath::Harness)
+        + layer_gradients(arch, tokens, layer_bytes, s.path)
         + casts.layer;
     let step = StepPeak {
         activations,
@@ -156,9 +156,6 @@ impl Fp32Weights {
 }
 
 /// The checkpointed backward's peak above the stored checkpoints: the last layer recomputed.
-/// - The harness (H200 allocator traces): all the layer's saved tensors, plus the fp32 gradient
-///   of the down projection's input and the fp32 incoming gradient (and a fused gate_up
-///   gradient).
 /// - The trainer, with LoRA on `down_proj` (N1's remainder): the end of the recomputed forward,
 ///   in `down_proj`'s adapter. peft 0.16.0 `tuners/lora/layer.py` `Linear.forward` runs
 ///   `result = self.base_layer(x)`, then `x = self._cast_input_dtype(x, lora_A.weight.dtype)` (an
@@ -169,6 +166,7 @@ impl Fp32Weights {
 ///   (2 H each), the frozen output, `lora_B`'s output and its scaled copy (2 H each). Traced
 ///   (`at_peak` `ops`: ... `mm`, `_to_copy` 4 I, `_to_copy` 2 I, `mm`, `mm`, `mul`): trl 0.16.1
 ///   to 0.26.2 qwen2, and 0.19.1 phi3 and gemma3, all peak there.
+/// - Otherwise the layer's own backward ([`layer_gradients`]).
 fn recomputed_layer(
     arch: &Arch,
     targets: &[bool],
@@ -185,7 +183,27 @@ fn recomputed_layer(
     if path == StepPath::Trainer && down_adapter {
         return layer_bytes + tokens * (4 * i + 2 * i + 5 * 2 * h);
     }
-    let fused = if arch.family.fused_projections() {
+    layer_gradients(arch, tokens, layer_bytes, path)
+}
+
+/// A decoder layer's backward beside its saved set: the gradient of the down projection's input
+/// and the incoming gradient, `(I + H) 4` a token, and on the harness a fused `gate_up`
+/// gradient (`4 I`; the harness's H200 allocator traces, this module's evidence).
+///
+/// On the trainer's path a fused MLP adds nothing over separate projections. transformers 4.48
+/// to 4.50 `Phi3MLP.forward` (`gate, up_states = up_states.chunk(2, dim=-1)`; `up_states =
+/// up_states * self.activation_fn(gate)`): the layer's backward peaks in the product's `mul`
+/// backward, where the `gate_up_proj` output (4 I, alive through the chunk's views that `silu`
+/// and `mul` saved), the activation, the product's gradient and its two operands' gradients
+/// are live: 4 I + 4 x 2 I, the same bytes as Qwen2's separate gate and up (2 I each) beside the
+/// same four. The chunk's backward (`cat` of the two 2 I gradients into 4 I) comes after `silu`
+/// and `mul` have released the output. Traced (trl 0.14.0 and 0.15.2 phi3 `full`, at_peak
+/// backward of the first layer, per token: `mm` 4 I, `silu` 2 I, `mul` 2 I x 2, `mm` 2 I, no
+/// `cat` 4 I; qwen2 `full`: `mm` 2 I x 3, `silu` 2 I, `mul` 2 I x 2): the fused term put these
+/// records 3.5 and 5.5 % over.
+fn layer_gradients(arch: &Arch, tokens: u64, layer_bytes: u64, path: StepPath) -> u64 {
+    let (h, i) = (arch.hidden, arch.intermediate);
+    let fused = if arch.family.fused_projections() && path == StepPath::Harness {
         tokens * i * 4
     } else {
         0
@@ -270,10 +288,66 @@ fn logits_moment(
     let peak = if s.liger != LigerLoss::Off {
         // N8: the Liger loss builds no micro-batch logits, only its chunk's
         super::liger::liger_peak(arch, s, head_trained) + at_logits
+    } else if s.row_log_softmax {
+        // TRL 0.14: the reference pass runs inside the step, beside the policy's saved set
+        let softcap = if arch.final_logit_softcapping {
+            logits.head
+        } else {
+            0
+        };
+        let cache = !targets.iter().any(|t| *t) || !s.checkpointing;
+        let reference = in_step_reference(arch, s, logits, cache) + softcap;
+        logits.peak(s, arch.final_logit_softcapping).max(reference) + at_logits
     } else {
         logits.peak(s, arch.final_logit_softcapping) + at_logits
     };
     (peak, copy_grad, saved_casts)
+}
+
+/// TRL 0.14's reference pass, inside the step (`StepShape::row_log_softmax`): trl 0.14.0
+/// `compute_loss` calls its local `get_per_token_logps(ref_model, ...)` (or the policy's under
+/// `disable_adapter()`) under `torch.inference_mode()` while the policy's saved set and its
+/// per-row log-softmax outputs (`logits.copy`) are held. That call is `model(input_ids,
+/// num_logits_to_keep=...)`: no `use_cache=False`, so transformers 4.48.1 (`Phi3Model.forward`,
+/// `Qwen2Model.forward`: `if use_cache and past_key_values is None: past_key_values =
+/// DynamicCache()`) keeps every layer's rotated key and its value in a `DynamicCache`
+/// (`update` appends the tensors themselves) until the output is dropped. The cache is off only
+/// where `self.gradient_checkpointing and self.training`: the LoRA policy (train mode) with
+/// checkpointing; a full fine-tuning reference model is `create_reference_model`'s
+/// `deepcopy(model).eval()` and keeps it. Per layer and token the cache holds the key (2 KV) and
+/// the value's storage: Phi-3's value is a view into the fused `qkv_proj` output
+/// (`qkv[..., query_pos + ...:]`), which it keeps whole (2 (Q + 2 KV)); else 2 KV. Beside it the
+/// pass peaks at the larger of:
+/// - its logits: the head's bf16 output and accelerate's fp32 cast of it;
+/// - the last layer's MLP, nothing saved: the embedding (`inputs_embeds`, held by the model's
+///   forward), the layer's input, its residual and normed input (2 H each), and `Phi3MLP`'s
+///   `gate_up_proj` output (4 I, held by the local `up_states` while `gate` is a view into it)
+///   beside the activation and the product (2 I each); Qwen2's `down_proj(act_fn(gate_proj(x)) *
+///   up_proj(x))` frees the gate once activated: up, activation and product, 6 I.
+///
+/// Traced (trl 0.14.0, at_peak scoring): qwen2 `no_gc` / `full` / `full_no_gc` peak at the
+/// logits (`to` 1,017,984 fp32, `linear` 508,992 bf16) beside the cache (`add` 61,440 x 2 keys,
+/// `linear` 61,440 x 2 values), which LoRA with checkpointing lacks (`base`); phi3 `no_gc` at the
+/// second layer's MLP (`linear` 675,840, `silu` and `mul` 337,920, `embedding` and `add`
+/// 122,880 x 2, `mul` 122,880) beside its cache (`linear` 245,760 x 2, the whole qkv outputs,
+/// and `add` 61,440 x 2): -6.2 % without it.
+fn in_step_reference(arch: &Arch, s: &StepShape, logits: &Logits, cache: bool) -> u64 {
+    let tokens = s.seqs * (s.prompt + s.completion);
+    let (h, i, kv) = (arch.hidden, arch.intermediate, arch.kv_dim());
+    let fused = arch.family.fused_projections();
+    let value = if fused {
+        2 * (arch.q_dim() + 2 * kv)
+    } else {
+        2 * kv
+    };
+    let cache = if cache {
+        arch.layers * tokens * (2 * kv + value)
+    } else {
+        0
+    };
+    let mlp = if fused { 8 * i } else { 6 * i };
+    let layer = tokens * (4 * 2 * h + mlp);
+    logits.copy + cache + (logits.cast_from + logits.head).max(layer)
 }
 
 /// The no-grad scoring before training (trl 1.15.0 `_generate_and_score_completions`): old
@@ -393,6 +467,85 @@ mod tests {
             recomputed_layer(arch, &attention, t, layer, StepPath::Trainer),
             harness
         );
+    }
+
+    /// A fused `gate_up_proj` adds its 4 I gradient on the harness only: on the trainer's path
+    /// Phi-3's layer backward peaks in the product's `mul` backward, with the same bytes as
+    /// Qwen2's separate gate and up (traced trl 0.14.0 / 0.15.2 phi3 and qwen2 `full`, at_peak
+    /// backward), for the recomputed layer and the first layer's backward alike.
+    #[test]
+    fn a_fused_mlp_adds_its_gradient_on_the_harness_only() {
+        let arch = &catalog::find("microsoft/Phi-3-mini-4k-instruct")
+            .expect("catalog id")
+            .arch;
+        assert!(arch.family.fused_projections());
+        let (h, i, t) = (arch.hidden, arch.intermediate, 8 * 1024);
+        let none = vec![false; arch.projections().len()];
+        let layer = 1 << 30;
+        let trainer = recomputed_layer(arch, &none, t, layer, StepPath::Trainer);
+        assert_eq!(trainer - layer, t * (i + h) * 4);
+        let harness = recomputed_layer(arch, &none, t, layer, StepPath::Harness);
+        assert_eq!(harness - trainer, t * i * 4);
+        // the full fine-tuning step's first-layer moment follows the same path
+        let s = StepShape {
+            fused_logits: false,
+            path: StepPath::Trainer,
+            ..shape(0)
+        };
+        let tokens = s.seqs * (s.prompt + s.completion);
+        let saved = layer_tensors(arch, &none, s.rank, false, StepPath::Trainer).per_token()
+            + trained_weight_inputs(arch);
+        assert_eq!(
+            trl_step(arch, &none, &s).first_layer,
+            tokens * (2 * h + saved + (i + h) * 4)
+        );
+    }
+
+    /// TRL 0.14's in-step reference pass keeps its `DynamicCache` (every layer's key, and the
+    /// value's storage: Phi-3's whole fused qkv output) beside the larger of its logits and its
+    /// last layer's MLP; LoRA with checkpointing runs it in train mode, without the cache
+    /// (traced trl 0.14.0 at_peak scoring: phi3 `no_gc` -6.2 %, qwen2 `full_no_gc` -4.3 % without).
+    #[test]
+    fn trl_0_14_s_reference_pass_keeps_its_cache_beside_the_step() {
+        for id in [
+            "microsoft/Phi-3-mini-4k-instruct",
+            "Qwen/Qwen2.5-7B-Instruct",
+        ] {
+            let arch = &catalog::find(id).expect("catalog id").arch;
+            let (h, i, q, kv) = (arch.hidden, arch.intermediate, arch.q_dim(), arch.kv_dim());
+            let s = StepShape {
+                path: StepPath::Trainer,
+                checkpointing: false,
+                fused_logits: false,
+                row_log_softmax: true,
+                prompt: 27,
+                completion: 32,
+                ..shape(0)
+            };
+            let tokens = s.seqs * (s.prompt + s.completion);
+            let lg = Logits::new(arch, &s);
+            let (value, mlp) = if arch.family.fused_projections() {
+                (2 * (q + 2 * kv), 8 * i)
+            } else {
+                (2 * kv, 6 * i)
+            };
+            let cache = arch.layers * tokens * (2 * kv + value);
+            let rest = (lg.cast_from + lg.head).max(tokens * (8 * h + mlp));
+            assert_eq!(
+                in_step_reference(arch, &s, &lg, true),
+                lg.copy + cache + rest
+            );
+            assert_eq!(in_step_reference(arch, &s, &lg, false), lg.copy + rest);
+            // the step holds the policy's saved set and its final norm beside it
+            let targets = vec![true; arch.projections().len()];
+            let layer = layer_tensors(arch, &targets, s.rank, false, s.path).per_token();
+            let step = trl_step(arch, &targets, &s);
+            let beside = arch.layers * tokens * layer + tokens * h * 6;
+            assert!(
+                step.activations + step.logits >= beside + lg.copy + cache + rest,
+                "{id}"
+            );
+        }
     }
 
     /// Full fine-tuning keeps every trained weight's input: the norms' normalised inputs, their
