@@ -33,7 +33,14 @@ use crate::arch::Arch;
 /// second layer's MLP (`linear` 675,840, `silu` and `mul` 337,920, `embedding` and `add`
 /// 122,880 x 2, `mul` 122,880) beside its cache (`linear` 245,760 x 2, the whole qkv outputs,
 /// and `add` 61,440 x 2): -6.2 % without it.
-pub(super) fn in_step_reference(arch: &Arch, s: &StepShape, logits: &Logits, cache: bool) -> u64 {
+///
+/// Returns (the pass with the rows, the cache): the step shows the cache with the activations.
+pub(super) fn in_step_reference(
+    arch: &Arch,
+    s: &StepShape,
+    logits: &Logits,
+    cache: bool,
+) -> (u64, u64) {
     let tokens = s.seqs * (s.prompt + s.completion);
     let (h, i, kv) = (arch.hidden, arch.intermediate, arch.kv_dim());
     let fused = arch.family.fused_projections();
@@ -49,7 +56,10 @@ pub(super) fn in_step_reference(arch: &Arch, s: &StepShape, logits: &Logits, cac
     };
     let mlp = if fused { 8 * i } else { 6 * i };
     let layer = tokens * (4 * 2 * h + mlp);
-    logits.copy + cache + (logits.cast_from + logits.head).max(layer)
+    (
+        logits.copy + (logits.cast_from + logits.head).max(layer),
+        cache,
+    )
 }
 
 /// The no-grad scoring before training (trl 1.15.0 `_generate_and_score_completions`): old

@@ -306,15 +306,20 @@ fn logits_moment(
         // N8: the Liger loss builds no micro-batch logits, only its chunk's
         super::liger::liger_peak(arch, s, head_trained) + at_logits
     } else if s.row_log_softmax {
-        // TRL 0.14: the reference pass runs inside the step, beside the policy's saved set
+        // TRL 0.14: the reference pass runs inside the step, beside the policy's saved set; its
+        // KV cache is shown with the activations
         let softcap = if arch.final_logit_softcapping {
             logits.head
         } else {
             0
         };
-        let cache = !targets.iter().any(|t| *t) || !s.checkpointing;
-        let reference = in_step_reference(arch, s, logits, cache) + softcap;
-        logits.peak(s, arch.final_logit_softcapping).max(reference) + at_logits
+        let policy = logits.peak(s, arch.final_logit_softcapping);
+        let keeps_cache = !targets.iter().any(|t| *t) || !s.checkpointing;
+        let (pass, cache) = in_step_reference(arch, s, logits, keeps_cache);
+        if pass + softcap + cache > policy {
+            return (pass + softcap + at_logits, copy_grad, saved_casts + cache);
+        }
+        policy + at_logits
     } else {
         logits.peak(s, arch.final_logit_softcapping) + at_logits
     };
@@ -466,19 +471,22 @@ mod tests {
             let rest = (lg.cast_from + lg.head).max(tokens * (8 * h + mlp));
             assert_eq!(
                 in_step_reference(arch, &s, &lg, true),
-                lg.copy + cache + rest
+                (lg.copy + rest, cache)
             );
-            assert_eq!(in_step_reference(arch, &s, &lg, false), lg.copy + rest);
+            assert_eq!(in_step_reference(arch, &s, &lg, false), (lg.copy + rest, 0));
             // the step holds the policy's saved set and its final norm beside it
             let targets = vec![true; arch.projections().len()];
             let layer = layer_tensors(arch, &targets, s.rank, false, s.path).per_token();
             let step = trl_step(arch, &targets, &s);
             // (less the first input norm's, which the frozen embedding spares)
             let beside = arch.layers * tokens * layer - tokens * h * 4 + tokens * h * 6;
+            // where the pass is the step's peak: the cache with the activations
             assert!(
                 step.activations + step.logits >= beside + lg.copy + cache + rest,
                 "{id}"
             );
+            assert_eq!(step.logits, lg.copy + rest, "{id}");
+            assert_eq!(step.activations, beside + cache, "{id}");
         }
     }
 
