@@ -14,8 +14,6 @@ TERMS = [
     (r"^trl 0\.14\.0 qwen2 modules_to_save$", "TRL 0.14: the LoRA adapters get no gradient "
      "(its other LoRA runs fail: does not require grad); only the head copy trains (the "
      "optimizer's states are its moments alone), so the record is not the LoRA step modelled"),
-    (r"^trl 0\.1[45]\.\S+ phi3 ", "Phi-3's fused qkv / gate_up saved set under "
-     "the transformers of 0.14 / 0.15 (4.48 / 4.49; 0.16 on agree): not yet attributed"),
     (r"^trl 0\.14\.\S+ \S+ (base|beta|full|full_beta)$", "the checkpointed backward's "
      "recompute moment, shared with 0.15 to 1.14 (the model counts the harness's fp32 gradients, "
      "tokens x (I + H) x 4): 0.14's logits phase holds 2.5 copies, so its peak is the recomputed "
@@ -23,11 +21,6 @@ TERMS = [
      "337,920 x2, `silu`, `mul`, bf16 H-wide `_to_copy` x7 and `clone` x3; full fine-tuning adds "
      "the head's and the layer's weight gradients, `mm` 246,784 and 90,112 x4); later releases "
      "hide it behind the logits' backward"),
-    (r"^trl 0\.1[45]\.\S+ qwen2 full_no_gc$", "full fine-tuning without checkpointing: the "
-     "trainable norms' and linears' saved inputs, modelled from 0.16 on, are live at 0.14's "
-     "in-step reference pass too (at_peak scoring, trl 0.14.0: bf16 norm casts "
-     "`_to_copy` 122,880 x5, norm outputs `mul` 122,880 x4, the MLP product `mul` 337,920 x2); "
-     "0.14's peak is its in-step reference pass, where every layer's saved set is live"),
     (r"^trl 0\.(1[6-9]|2\d)\.\S+ qwen2 steps_per_generation2$", "as iterations2 below: "
      "the attention mask and autocast's bf16 copies of the recomputed layer's adapter weights "
      "(the first micro-batch's gradients, kept through the second, are modelled: "

@@ -1,11 +1,12 @@
 //! One GRPO training step, analytically: the step's shapes (`shape`), the `trl` stack's step
-//! (`trl`) replayed through PyTorch's caching allocator (`replay`, `allocator`), and Unsloth's
-//! step (`unsloth_step`).
+//! (`trl`) with its no-grad passes (`scoring`), replayed through PyTorch's caching allocator
+//! (`replay`, `allocator`), and Unsloth's step (`unsloth_step`).
 
 pub mod allocator;
 mod liger;
 pub mod recompute;
 pub mod replay;
+mod scoring;
 pub mod shape;
 pub mod trl;
 pub mod unsloth_step;

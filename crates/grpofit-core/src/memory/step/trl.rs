@@ -9,6 +9,7 @@
 
 use super::recompute;
 use super::replay;
+use super::scoring::{in_step_reference, trl_scoring_pass, whole_batch_reference};
 use super::shape::{Logits, StepPath, StepPeak, StepShape, layer_tensors, trained_weight_inputs};
 use crate::arch::Arch;
 use crate::run::versions::LigerLoss;
@@ -31,7 +32,7 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     let stored = if s.checkpointing {
         arch.layers * (hidden + casts.wider_residual * tokens)
     } else {
-        arch.layers * layer_bytes
+        arch.layers * layer_bytes - frozen_input_norm(arch, full, tokens)
     };
     let (logits_peak, copy_grad, forward_casts) = logits_moment(arch, targets, s, &logits, &casts);
     let forward = stored + final_norm + logits_peak + residue + forward_casts;
@@ -73,7 +74,7 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     };
     // the first layer's backward: its own checkpoint, its saved set and the gradients it makes
     let first_layer = if s.checkpointing { hidden } else { 0 }
-        + recomputed_layer(arch, targets, tokens, layer_bytes, StepPath::Harness)
+        + layer_gradients(arch, tokens, layer_bytes, s.path)
         + casts.layer
         + at_recompute;
     let step = StepPeak {
@@ -86,7 +87,7 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
         return step;
     }
     let scoring = if s.fused_logits {
-        trl_scoring_pass(arch, s, &logits)
+        trl_scoring_pass(arch, s, &logits, casts.all)
     } else {
         whole_batch_reference(arch, s)
     };
@@ -100,6 +101,22 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     } else {
         StepPeak { reserved, ..step }
     }
+}
+
+/// What the first decoder layer's input norm does not save when nothing before it needs a
+/// gradient: LoRA freezes the embedding (peft `get_peft_model`), and its output requires grad
+/// only where `enable_input_require_grads` hooks it, which trl 0.16.1
+/// `_enable_gradient_checkpointing`, trl 1.15.0 `GRPOTrainer.__init__` (`if is_peft_model(model)
+/// and args.gradient_checkpointing`) and `calibration/measure.py` (`if c["gc"]`) do only with
+/// checkpointing (0.14 / 0.15 never). The RMSNorm's `hidden_states.to(torch.float32)`, `pow` and
+/// `mul` then save nothing (autograd saves an input only for a gradient that is needed, and the
+/// norm's weight is frozen too): 4 H a token less than the other norms. Full fine-tuning trains
+/// the embedding, and checkpointing stores only the layers' inputs. Traced (no_gc, LoRA, trl
+/// 0.14.0 to 0.19.1 qwen2: 4 fp32 H-wide `_to_copy` at the peak for 2 layers' 4 norms and the
+/// final one; 5 with `full_no_gc`; reproduced with transformers 4.48.1 and peft 0.14.0 under CPU
+/// autocast): every LoRA `no_gc` record was 0.7 to 2.5 % over.
+fn frozen_input_norm(arch: &Arch, full: bool, tokens: u64) -> u64 {
+    if full { 0 } else { tokens * arch.hidden * 4 }
 }
 
 /// Full fine-tuning of float32 weights under the trainer's bf16 autocast (TRL 0.27+ loads a model
@@ -166,9 +183,6 @@ impl Fp32Weights {
 }
 
 /// The checkpointed backward's peak above the stored checkpoints: the last layer recomputed.
-/// - The harness (H200 allocator traces): all the layer's saved tensors, plus the fp32 gradient
-///   of the down projection's input and the fp32 incoming gradient (and a fused gate_up
-///   gradient).
 /// - The trainer, with LoRA on `down_proj` (N1's remainder): the end of the recomputed forward,
 ///   in `down_proj`'s adapter. peft 0.16.0 `tuners/lora/layer.py` `Linear.forward` runs
 ///   `result = self.base_layer(x)`, then `x = self._cast_input_dtype(x, lora_A.weight.dtype)` (an
@@ -179,6 +193,7 @@ impl Fp32Weights {
 ///   (2 H each), the frozen output, `lora_B`'s output and its scaled copy (2 H each). Traced
 ///   (`at_peak` `ops`: ... `mm`, `_to_copy` 4 I, `_to_copy` 2 I, `mm`, `mm`, `mul`): trl 0.16.1
 ///   to 0.26.2 qwen2, and 0.19.1 phi3 and gemma3, all peak there.
+/// - Otherwise the layer's own backward ([`layer_gradients`]).
 fn recomputed_layer(
     arch: &Arch,
     targets: &[bool],
@@ -195,7 +210,27 @@ fn recomputed_layer(
     if path == StepPath::Trainer && down_adapter {
         return layer_bytes + tokens * (4 * i + 2 * i + 5 * 2 * h);
     }
-    let fused = if arch.family.fused_projections() {
+    layer_gradients(arch, tokens, layer_bytes, path)
+}
+
+/// A decoder layer's backward beside its saved set: the gradient of the down projection's input
+/// and the incoming gradient, `(I + H) 4` a token, and on the harness a fused `gate_up`
+/// gradient (`4 I`; the harness's H200 allocator traces, this module's evidence).
+///
+/// On the trainer's path a fused MLP adds nothing over separate projections. transformers 4.48
+/// to 4.50 `Phi3MLP.forward` (`gate, up_states = up_states.chunk(2, dim=-1)`; `up_states =
+/// up_states * self.activation_fn(gate)`): the layer's backward peaks in the product's `mul`
+/// backward, where the `gate_up_proj` output (4 I, alive through the chunk's views that `silu`
+/// and `mul` saved), the activation, the product's gradient and its two operands' gradients
+/// are live: 4 I + 4 x 2 I, the same bytes as Qwen2's separate gate and up (2 I each) beside the
+/// same four. The chunk's backward (`cat` of the two 2 I gradients into 4 I) comes after `silu`
+/// and `mul` have released the output. Traced (trl 0.14.0 and 0.15.2 phi3 `full`, at_peak
+/// backward of the first layer, per token: `mm` 4 I, `silu` 2 I, `mul` 2 I x 2, `mm` 2 I, no
+/// `cat` 4 I; qwen2 `full`: `mm` 2 I x 3, `silu` 2 I, `mul` 2 I x 2): the fused term put these
+/// records 3.5 and 5.5 % over.
+fn layer_gradients(arch: &Arch, tokens: u64, layer_bytes: u64, path: StepPath) -> u64 {
+    let (h, i) = (arch.hidden, arch.intermediate);
+    let fused = if arch.family.fused_projections() && path == StepPath::Harness {
         tokens * i * 4
     } else {
         0
@@ -280,48 +315,25 @@ fn logits_moment(
     let peak = if s.liger != LigerLoss::Off {
         // N8: the Liger loss builds no micro-batch logits, only its chunk's
         super::liger::liger_peak(arch, s, head_trained) + at_logits
+    } else if s.row_log_softmax {
+        // TRL 0.14: the reference pass runs inside the step, beside the policy's saved set; its
+        // KV cache is shown with the activations
+        let softcap = if arch.final_logit_softcapping {
+            logits.head
+        } else {
+            0
+        };
+        let policy = logits.peak(s, arch.final_logit_softcapping);
+        let keeps_cache = !targets.iter().any(|t| *t) || !s.checkpointing;
+        let (pass, cache) = in_step_reference(arch, s, logits, keeps_cache);
+        if pass + softcap + cache > policy {
+            return (pass + softcap + at_logits, copy_grad, saved_casts + cache);
+        }
+        policy + at_logits
     } else {
         logits.peak(s, arch.final_logit_softcapping) + at_logits
     };
     (peak, copy_grad, saved_casts)
-}
-
-/// The no-grad scoring before training (trl 1.15.0 `_generate_and_score_completions`): old
-/// log-probs, and reference log-probs with the adapter disabled when `beta > 0`, in chunks of
-/// `per_device_train_batch_size` rows, with gradient checkpointing switched off. Nothing is
-/// saved for a backward, so the peak is one layer's working set (residual stream, normed input,
-/// PEFT's fp32 copy of a projection's input, the MLP's gate, up and product), or the final
-/// norm's output and the fused head's forward, beside autocast's copies of fp32 trained weights
-/// ([`Fp32Weights`]). Read from the wheel; traced on CPU.
-fn trl_scoring_pass(arch: &Arch, s: &StepShape, logits: &Logits) -> StepPeak {
-    let tokens = s.seqs * (s.prompt + s.completion);
-    let widest_input = arch.intermediate.max(arch.hidden);
-    let layer = tokens * (2 * arch.hidden * 2 + widest_input * 4 + 3 * arch.intermediate * 2);
-    let head = tokens * arch.hidden * 6;
-    let scoring = logits.gathered + logits.tile + logits.stats;
-    // the policy's fp32 weights still require grad under no_grad, so autocast caches their bf16
-    // copies through this forward too (traced 1.15.0 `full_fp32_beta`, at_peak scoring: every
-    // projection's and the head's `_to_copy`); the reference model's require none
-    let casts = Fp32Weights::of(arch, s).all;
-    StepPeak::larger_moment(layer + casts, (head + casts, scoring))
-}
-
-/// trl 0.19.1's reference pass (N4, `StackVersions::trl_reference_over_generation_batch`): one
-/// no-grad forward over all `scoring_rows`, its logits fp32 as the trainer returns them
-/// (`shape::logits_element`). The peak is the larger of a layer's working set over every row
-/// (as [`trl_scoring_pass`]) and the logits' moments: the head's bf16 output with its fp32 cast,
-/// then the fp32 output with its temperature copy, beside the final norm's output.
-fn whole_batch_reference(arch: &Arch, s: &StepShape) -> StepPeak {
-    let rows = StepShape {
-        seqs: s.scoring_rows,
-        ..*s
-    };
-    let tokens = rows.seqs * (s.prompt + s.completion);
-    let widest_input = arch.intermediate.max(arch.hidden);
-    let layer = tokens * (2 * arch.hidden * 2 + widest_input * 4 + 3 * arch.intermediate * 2);
-    let lg = Logits::new(arch, &rows);
-    let logits = (lg.cast_from + lg.head).max(lg.head + lg.copy);
-    StepPeak::larger_moment(layer, (tokens * arch.hidden * 6, logits))
 }
 
 #[cfg(test)]
@@ -368,10 +380,10 @@ mod tests {
             let targets = vec![true; arch.projections().len()];
             let s = shape(8);
             let logits = Logits::new(arch, &s);
-            let pass = trl_scoring_pass(arch, &s, &logits);
+            let pass = trl_scoring_pass(arch, &s, &logits, 0);
             let scored = trl_step(arch, &targets, &s);
             let quiet = trl_step(arch, &targets, &shape(0));
-            assert_eq!(pass, trl_scoring_pass(arch, &shape(64), &logits));
+            assert_eq!(pass, trl_scoring_pass(arch, &shape(64), &logits, 0));
             assert!(pass.activations + pass.logits > 0);
             assert!(
                 pass.activations + pass.logits < quiet.activations + quiet.logits,
@@ -405,6 +417,115 @@ mod tests {
             recomputed_layer(arch, &attention, t, layer, StepPath::Trainer),
             harness
         );
+    }
+
+    /// A fused `gate_up_proj` adds its 4 I gradient on the harness only: on the trainer's path
+    /// Phi-3's layer backward peaks in the product's `mul` backward, with the same bytes as
+    /// Qwen2's separate gate and up (traced trl 0.14.0 / 0.15.2 phi3 and qwen2 `full`, at_peak
+    /// backward), for the recomputed layer and the first layer's backward alike.
+    #[test]
+    fn a_fused_mlp_adds_its_gradient_on_the_harness_only() {
+        let arch = &catalog::find("microsoft/Phi-3-mini-4k-instruct")
+            .expect("catalog id")
+            .arch;
+        assert!(arch.family.fused_projections());
+        let (h, i, t) = (arch.hidden, arch.intermediate, 8 * 1024);
+        let none = vec![false; arch.projections().len()];
+        let layer = 1 << 30;
+        let trainer = recomputed_layer(arch, &none, t, layer, StepPath::Trainer);
+        assert_eq!(trainer - layer, t * (i + h) * 4);
+        let harness = recomputed_layer(arch, &none, t, layer, StepPath::Harness);
+        assert_eq!(harness - trainer, t * i * 4);
+        // the full fine-tuning step's first-layer moment follows the same path
+        let s = StepShape {
+            fused_logits: false,
+            path: StepPath::Trainer,
+            ..shape(0)
+        };
+        let tokens = s.seqs * (s.prompt + s.completion);
+        let saved = layer_tensors(arch, &none, s.rank, false, StepPath::Trainer).per_token()
+            + trained_weight_inputs(arch);
+        assert_eq!(
+            trl_step(arch, &none, &s).first_layer,
+            tokens * (2 * h + saved + (i + h) * 4)
+        );
+    }
+
+    /// TRL 0.14's in-step reference pass keeps its `DynamicCache` (every layer's key, and the
+    /// value's storage: Phi-3's whole fused qkv output) beside the larger of its logits and its
+    /// last layer's MLP; LoRA with checkpointing runs it in train mode, without the cache
+    /// (traced trl 0.14.0 at_peak scoring: phi3 `no_gc` -6.2 %, qwen2 `full_no_gc` -4.3 % without).
+    #[test]
+    fn trl_0_14_s_reference_pass_keeps_its_cache_beside_the_step() {
+        for id in [
+            "microsoft/Phi-3-mini-4k-instruct",
+            "Qwen/Qwen2.5-7B-Instruct",
+        ] {
+            let arch = &catalog::find(id).expect("catalog id").arch;
+            let (h, i, q, kv) = (arch.hidden, arch.intermediate, arch.q_dim(), arch.kv_dim());
+            let s = StepShape {
+                path: StepPath::Trainer,
+                checkpointing: false,
+                fused_logits: false,
+                row_log_softmax: true,
+                prompt: 27,
+                completion: 32,
+                ..shape(0)
+            };
+            let tokens = s.seqs * (s.prompt + s.completion);
+            let lg = Logits::new(arch, &s);
+            let (value, mlp) = if arch.family.fused_projections() {
+                (2 * (q + 2 * kv), 8 * i)
+            } else {
+                (2 * kv, 6 * i)
+            };
+            let cache = arch.layers * tokens * (2 * kv + value);
+            let rest = (lg.cast_from + lg.head).max(tokens * (8 * h + mlp));
+            assert_eq!(
+                in_step_reference(arch, &s, &lg, true),
+                (lg.copy + rest, cache)
+            );
+            assert_eq!(in_step_reference(arch, &s, &lg, false), (lg.copy + rest, 0));
+            // the step holds the policy's saved set and its final norm beside it
+            let targets = vec![true; arch.projections().len()];
+            let layer = layer_tensors(arch, &targets, s.rank, false, s.path).per_token();
+            let step = trl_step(arch, &targets, &s);
+            // (less the first input norm's, which the frozen embedding spares)
+            let beside = arch.layers * tokens * layer - tokens * h * 4 + tokens * h * 6;
+            // where the pass is the step's peak: the cache with the activations
+            assert!(
+                step.activations + step.logits >= beside + lg.copy + cache + rest,
+                "{id}"
+            );
+            assert_eq!(step.logits, lg.copy + rest, "{id}");
+            assert_eq!(step.activations, beside + cache, "{id}");
+        }
+    }
+
+    /// LoRA without checkpointing: the frozen embedding's output needs no gradient, so the first
+    /// layer's input norm saves no fp32 input (traced: 4 fp32 H-wide saves for 5 norms); full
+    /// fine-tuning trains the embedding and keeps it.
+    #[test]
+    fn lora_s_first_input_norm_saves_nothing_without_checkpointing() {
+        let arch = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let s = StepShape {
+            checkpointing: false,
+            fused_logits: false,
+            ..shape(0)
+        };
+        let t = s.seqs * (s.prompt + s.completion);
+        let lora = vec![true; arch.projections().len()];
+        let layer = layer_tensors(arch, &lora, s.rank, false, s.path).per_token();
+        let logits = Logits::new(arch, &s).peak(&s, false);
+        let step = trl_step(arch, &lora, &s);
+        let saved = arch.layers * t * layer - t * arch.hidden * 4;
+        assert_eq!(
+            step.activations + step.logits,
+            saved + t * arch.hidden * 6 + logits
+        );
+        assert_eq!(frozen_input_norm(arch, true, t), 0);
     }
 
     /// Full fine-tuning keeps every trained weight's input: the norms' normalised inputs, their
@@ -484,7 +605,14 @@ mod tests {
         );
         // the no-grad scoring forward caches them too
         let logits = Logits::new(arch, &s);
-        let scored = |s: &StepShape| total(trl_scoring_pass(arch, s, &logits));
+        let scored = |s: &StepShape| {
+            total(trl_scoring_pass(
+                arch,
+                s,
+                &logits,
+                Fp32Weights::of(arch, s).all,
+            ))
+        };
         assert_eq!(scored(&s) - scored(&fp32(true, false)), casts.all);
     }
 
