@@ -155,7 +155,8 @@ fn built_2025(run: &RunConfig) -> Option<usize> {
 /// The tensor of `run` whose allocation is closest to `requested` bytes. `in_force`: the run's
 /// trainer releases are known (pinned, read from the environment, or implied by those): then a
 /// tensor only the trainers of 2025 build is a candidate only when the run's release builds it,
-/// and none is attributed to a release the run does not run.
+/// and none is attributed to a release the run does not run. Those two are Unsloth's own loss
+/// (unsloth_zoo's `grpo_compute_loss`): a run on the trl stack never builds them.
 pub fn likely_request(run: &RunConfig, requested: u64, in_force: bool) -> Request {
     let candidates = candidates(run);
     let built = built_2025(run);
@@ -166,7 +167,9 @@ pub fn likely_request(run: &RunConfig, requested: u64, in_force: bool) -> Reques
     let (index, (tensor, bytes)) = candidates
         .iter()
         .enumerate()
-        .filter(|(i, _)| *i > 1 || !in_force || built == Some(*i))
+        .filter(|(i, _)| {
+            *i > 1 || (run.stack == Stack::Unsloth && (!in_force || built == Some(*i)))
+        })
         .min_by(|x, y| distance(x.1.1).total_cmp(&distance(y.1.1)))
         .expect("candidates");
     let built_by = (built == Some(index)).then(|| format!("unsloth {}", run.versions.unsloth));
@@ -187,6 +190,8 @@ mod tests {
 
     fn seed_run(completion: u64) -> RunConfig {
         let mut run = RunConfig::example(catalog::find("google/gemma-3-1b-it").unwrap().arch);
+        // the seed article's run: Unsloth's Gemma 3 GRPO notebook
+        run.stack = Stack::Unsloth;
         run.micro_batch = 8;
         run.num_generations = 8;
         run.completion_len = completion;
@@ -218,6 +223,26 @@ mod tests {
                 !r.matches || !r.older_trainers_only,
                 "{mib} MiB: {}",
                 r.sentence()
+            );
+        }
+    }
+
+    /// A TRL run is never told Unsloth's loss made its request: 4.06 GiB against a TRL 7B run
+    /// (micro-batch 8, 1024 tokens of completion) was "closest: the micro-batch's fp32 logits
+    /// (...; Unsloth 2025.3 to 2025.7 made it)", with the versions not pinned.
+    #[test]
+    fn a_trl_run_is_never_blamed_on_unsloths_loss() {
+        let mut run = RunConfig::example(catalog::find("Qwen/Qwen2.5-7B-Instruct").unwrap().arch);
+        run.stack = Stack::Trl;
+        run.micro_batch = 8;
+        run.completion_len = 1024;
+        for gib in [1.0, 4.06, 4.65, 6.0] {
+            let request = likely_request(&run, (gib * (1u64 << 30) as f64) as u64, false);
+            assert!(!request.older_trainers_only, "{}", request.sentence());
+            assert!(
+                !request.sentence().contains("Unsloth"),
+                "{}",
+                request.sentence()
             );
         }
     }
