@@ -51,6 +51,9 @@ impl Request {
     }
 }
 
+/// `candidates`' index of transformers' generation KV cache.
+const GENERATION_KV: usize = 4;
+
 /// The tensors of `run`, each named with its shape at the run's own lengths (prompt +
 /// completion, micro-batch, vocabulary, hidden sizes), and whether only the trainers of 2025
 /// build it (the first two).
@@ -167,8 +170,11 @@ pub fn likely_request(run: &RunConfig, requested: u64, in_force: bool) -> Reques
     let (index, (tensor, bytes)) = candidates
         .iter()
         .enumerate()
-        .filter(|(i, _)| {
-            *i > 1 || (run.stack == Stack::Unsloth && (!in_force || built == Some(*i)))
+        .filter(|(i, _)| match *i {
+            0 | 1 => run.stack == Stack::Unsloth && (!in_force || built == Some(*i)),
+            // transformers' generation KV cache: only where the trained model generates itself
+            GENERATION_KV => !run.generation.uses_vllm(),
+            _ => true,
         })
         .min_by(|x, y| distance(x.1.1).total_cmp(&distance(y.1.1)))
         .expect("candidates");
@@ -245,6 +251,23 @@ mod tests {
                 request.sentence()
             );
         }
+    }
+
+    /// Where vLLM generates, transformers' generation KV cache is no tensor of the run: vLLM's
+    /// cache is allocated once at start-up, at its own size.
+    #[test]
+    fn a_vllm_run_is_never_blamed_on_transformers_generation_cache() {
+        let mut run = seed_run(768);
+        let kv = run.generation_rows() * run.arch.kv_bytes_for(run.sequence_len());
+        run.generation = crate::run::Generation::Transformers;
+        assert!(
+            likely_request(&run, kv, false)
+                .sentence()
+                .contains("generation KV cache")
+        );
+        run.generation = crate::run::Generation::VllmServer;
+        let text = likely_request(&run, kv, false).sentence();
+        assert!(!text.contains("generation KV cache"), "{text}");
     }
 
     /// Today's releases in force: the 2025 tensors are no candidates, whatever their size.
