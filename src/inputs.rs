@@ -128,12 +128,14 @@ pub(crate) fn load_source_with(
 }
 
 /// A run file's text read as `source` reads its run (the same pins, launch config and model
-/// resolver): what a written file will be read as. `dir` resolves a relative `model_config`.
+/// resolver): what a written file will be read as. `dir` resolves a relative `model_config`;
+/// `format`: the text's, a recipe's (YAML) or a run file's.
 pub(crate) fn reread(
     source: &Source,
     text: &str,
     label: &str,
     dir: Option<&std::path::Path>,
+    format: config::source::Format,
 ) -> Result<RunFile, String> {
     let models = hub_for(source);
     let reading = config::Reading {
@@ -143,7 +145,14 @@ pub(crate) fn reread(
         installed: crate::versions_env::detect().installed,
         pins: source.versions.pins(),
     };
-    config::parse_with(text, label, dir, &reading).map_err(|e| e.to_string())
+    match format {
+        // a recipe written back is read as a recipe
+        config::source::Format::Yaml => {
+            config::recipe::load(text, label, std::path::Path::new(label), &reading)
+        }
+        config::source::Format::Toml => config::parse_with(text, label, dir, &reading),
+    }
+    .map_err(|e| e.to_string())
 }
 
 pub(crate) fn read_source(
