@@ -104,10 +104,21 @@ fn stdout_is(_: &Path) -> bool {
 }
 
 /// `callback`: writes the callback to `output` (atomically; an existing file only with
-/// `force`) and prints it, unless standard output is that file (then the shell writes it).
+/// `force`, unless it already holds the callback) and prints it, unless standard output is that
+/// file (then the shell writes it).
 pub(crate) fn write_callback(output: &Path, force: bool) -> Result<u8, Failure> {
     let print = || emit(|out| out.write_all(CALLBACK.as_bytes())).map_err(unwritten(FITS));
     if output == Path::new("-") || stdout_is(output) {
+        return print().map(|()| FITS);
+    }
+    // a file that already holds this callback is left as it is (`grpofit callback > cb.py`
+    // after a first `grpofit callback` still prints it); one that holds anything else needs
+    // --force
+    if std::fs::read(output).is_ok_and(|held| held == CALLBACK.as_bytes()) {
+        say(&format!(
+            "{} already holds this callback: pass `callbacks=[GrpofitCallback()]` to GRPOTrainer",
+            output.display()
+        ));
         return print().map(|()| FITS);
     }
     write_atomically(output, CALLBACK, force)?;

@@ -57,14 +57,25 @@ fn callback_writes_valid_python_prints_it_and_keeps_an_existing_file() {
         assert!(written.contains(needle), "missing {needle}");
     }
     parses_as_python(&path);
-    // no overwrite without --force
+    // the file already holds the callback: left as it is, and still printed (`grpofit callback
+    // > cb.py` after a first `grpofit callback` gave an empty cb.py and exit 2)
+    let again = grpofit()
+        .current_dir(dir.path())
+        .arg("callback")
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&again.stdout), written);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already holds this callback"));
+    // anything else there: no overwrite without --force
+    std::fs::write(&path, "old").unwrap();
     grpofit()
         .current_dir(dir.path())
         .arg("callback")
         .assert()
         .code(2)
         .stderr(predicate::str::contains("--force"));
-    std::fs::write(&path, "old").unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
     let other = dir.path().join("cb.py");
     grpofit()
         .args(["callback", "--force", "-o"])
