@@ -291,11 +291,27 @@ pub(crate) fn capacity(
             ),
         )),
         (Err(e), None) => Err(format!(
-            "{} and {} sets no gpu_memory: pass --gpu-mem SIZE",
+            "{} and {} sets no gpu_memory: pass --gpu-mem SIZE{}",
             why(e),
-            loaded.name
+            loaded.name,
+            card_named(source)
         )),
     }
+}
+
+/// Why `--gpu CARD` gives no capacity: it names the card the step is timed on, and a card's
+/// CUDA total (what the run is fitted in) is a little under its sheet's size.
+fn card_named(source: &Source) -> String {
+    source
+        .gpu
+        .as_deref()
+        .and_then(grpofit_core::hardware::lookup)
+        .map_or(String::new(), |card| {
+            format!(
+                " (--gpu {} times the step; the memory to fit in is its CUDA total, nvidia-smi's, a little under the sheet's {:.0} GB)",
+                card.name, card.memory_gb
+            )
+        })
 }
 
 /// A command's inputs, resolved once: the run and where it came from, the GPU and the line
