@@ -443,9 +443,21 @@ pub(crate) fn resolve_with(source: &Source, warnings: Warnings) -> Result<Inputs
         time: learned_time(&speed, loaded_stack, name.is_none()),
         speed,
     };
-    // the context is the detected card's: a capacity given alone names no card
+    // the context is the detected card's, else the one `--gpu` names (under NVML's names for it,
+    // which `calibrate` stores): a capacity given alone names no card
     if let Some(name) = name {
         calibrate_for(&mut inputs, &name)?;
+    } else if let Some(card) = source
+        .gpu
+        .as_deref()
+        .and_then(grpofit_core::hardware::lookup)
+    {
+        for nvml in card.nvml {
+            calibrate_for(&mut inputs, nvml)?;
+            if inputs.calibrated.is_some() {
+                break;
+            }
+        }
     }
     Ok(inputs)
 }
