@@ -74,6 +74,14 @@ pub(crate) fn show_env(source: &Source, json: bool) -> Result<u8, crate::output:
     for d in &env.site_packages {
         text.push_str(&format!("site-packages: {}\n", d.display()));
     }
+    // a $VIRTUAL_ENV or $CONDA_PREFIX that holds no Python: every package would read as not
+    // installed, with no word of why
+    if let (Some(p), true) = (&env.prefix, env.site_packages.is_empty()) {
+        text.push_str(&format!(
+            "site-packages: none found under {} (lib/python3.*/site-packages): is it a Python environment?\n",
+            p.display()
+        ));
+    }
     for (p, row) in Package::ALL.iter().zip(&rows) {
         let line = match (row["version"].as_str(), row["metadata"].as_str()) {
             (Some(v), Some(path)) if row["modelled"] == serde_json::json!(true) => {
