@@ -110,7 +110,12 @@ pub(crate) fn run_fastest(
 /// one printed, not the preset's card's.
 fn timed_on(file: &RunFile, card: &GpuSpeed, source: &Source) -> RunFile {
     let mut timed = file.clone();
-    timed.time.gpu = Some(card.name.clone());
+    // the file's own spelling where it names the same card (`gpu = "h100"` stays)
+    let same_card =
+        |own: &String| grpofit_core::hardware::lookup(own).is_some_and(|c| c.name == card.name);
+    if !file.time.gpu.as_ref().is_some_and(same_card) {
+        timed.time.gpu = Some(card.name.clone());
+    }
     timed.time.gpu_tflops = source.gpu_tflops.or(file.time.gpu_tflops);
     timed.time.gpu_bandwidth = source.gpu_bandwidth.or(file.time.gpu_bandwidth);
     timed

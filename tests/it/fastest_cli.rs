@@ -359,3 +359,28 @@ fn fastest_writes_a_recipe_in_place() {
         again.stdout
     );
 }
+
+/// A file that names the card in its own spelling (`gpu = "h100"`) keeps it: the in-place write
+/// changes the card only when the step was timed on another.
+#[test]
+fn fastest_in_place_keeps_the_files_spelling_of_its_card() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture(dir.path(), "trl7.toml");
+    let text = std::fs::read_to_string(dir.path().join("trl7.toml"))
+        .unwrap()
+        .replace("gpu = \"A100 40GB SXM\"", "gpu = \"a100 40gb sxm\"");
+    std::fs::write(dir.path().join("own.toml"), &text).unwrap();
+    let out = run(grpofit_in(dir.path()).args([
+        "fit",
+        "--fastest",
+        "--config",
+        "own.toml",
+        "-o",
+        "own.toml",
+        "--force",
+    ]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let written = std::fs::read_to_string(dir.path().join("own.toml")).unwrap();
+    assert!(written.contains("\ngpu = \"a100 40gb sxm\"\n"), "{written}");
+    assert!(!written.contains("A100 40GB SXM"), "{written}");
+}
