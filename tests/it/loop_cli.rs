@@ -605,7 +605,30 @@ fn check_reads_a_run_log_with_the_nvml_peak_as_the_whole_process() {
                 .and(predicate::str::contains(
                     "0 steps on NVIDIA GeForce RTX 4090",
                 ))
-                .and(predicate::str::contains("peak allocated").not()),
+                .and(predicate::str::contains("peak allocated").not())
+                // each row that is there is explained, and only those
+                .and(predicate::str::contains(
+                    "whole process: the largest memory NVML",
+                ))
+                .and(predicate::str::contains("torch's counters").not())
+                .and(predicate::str::contains("device in use:").not()),
+        );
+    // the callback's lines alone: no NVML row, and no word of one
+    let callback_only: String = text
+        .lines()
+        .filter(|l| !l.contains("\"nvml\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&log, callback_only).unwrap();
+    grpofit()
+        .arg("check")
+        .arg(&log)
+        .args(["--preset", "24gb"])
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains("torch's counters")
+                .and(predicate::str::contains("whole process").not()),
         );
 }
 
