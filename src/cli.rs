@@ -226,7 +226,7 @@ pub(crate) struct Source {
     pub launch: Option<PathBuf>,
     /// The training processes over all machines (accelerate's --num_processes), over the
     /// run's or --launch's own.
-    #[arg(long, global = true, value_name = "N")]
+    #[arg(long, global = true, value_name = "N", value_parser = processes, allow_hyphen_values = true)]
     pub num_processes: Option<u64>,
     /// A preset: a tier name (e.g. 24gb) or a file path.
     #[arg(
@@ -323,6 +323,18 @@ fn tflops(s: &str) -> Result<f64, String> {
 /// `--gpu-bandwidth`: as `[grpofit] gpu_bandwidth`.
 fn bandwidth(s: &str) -> Result<f64, String> {
     figure(s, grpofit_core::time::GPU_BANDWIDTH_RANGE)
+}
+
+/// `--num-processes`: a count an accelerate config's `num_processes` may hold (clap names the
+/// flag and the value, and exits 2).
+fn processes(s: &str) -> Result<u64, String> {
+    let max = grpofit_core::config::accelerate::MAX_PROCESSES;
+    s.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .map(|n| n as u64)
+        .ok_or_else(|| format!("out of range, expected 1 to {max}"))
 }
 
 fn figure(s: &str, range: (f64, f64)) -> Result<f64, String> {

@@ -105,7 +105,7 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         let text = json_text(&v)?;
         emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(answer))?;
     } else if !to_stdout {
-        let table = grpofit::report::table(&file.run, &est, &gpu_line);
+        let table = grpofit::report::table(&file.run, &est, &gpu_line, calibrated.is_some());
         let weights = grpofit::report::stored_weights_note(&file.run);
         let calibrated = calibrated.map_or(String::new(), |c| format!("{c}\n"));
         // the export set's stand-in script, said with the report it was written for

@@ -67,13 +67,7 @@ pub(crate) fn show_env(source: &Source, json: bool) -> Result<u8, crate::output:
         emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(FITS))?;
         return Ok(FITS);
     }
-    let mut text = match &env.prefix {
-        Some(p) => format!("python environment: {} ({})\n", p.display(), env.from),
-        None => "python environment: none found ($VIRTUAL_ENV, $CONDA_PREFIX unset; no python3 on PATH)\n".to_string(),
-    };
-    for d in &env.site_packages {
-        text.push_str(&format!("site-packages: {}\n", d.display()));
-    }
+    let mut text = where_text(&env);
     for (p, row) in Package::ALL.iter().zip(&rows) {
         let line = match (row["version"].as_str(), row["metadata"].as_str()) {
             (Some(v), Some(path)) if row["modelled"] == serde_json::json!(true) => {
@@ -104,4 +98,24 @@ pub(crate) fn show_env(source: &Source, json: bool) -> Result<u8, crate::output:
     }
     emit(|out| out.write_all(text.as_bytes())).map_err(unwritten(FITS))?;
     Ok(FITS)
+}
+
+/// Where the environment is, and its site-packages folders (or that it holds none).
+fn where_text(env: &crate::versions_env::Environment) -> String {
+    let mut text = match &env.prefix {
+        Some(p) => format!("python environment: {} ({})\n", p.display(), env.from),
+        None => "python environment: none found ($VIRTUAL_ENV, $CONDA_PREFIX unset; no python3 on PATH)\n".to_string(),
+    };
+    for d in &env.site_packages {
+        text.push_str(&format!("site-packages: {}\n", d.display()));
+    }
+    // a $VIRTUAL_ENV or $CONDA_PREFIX that holds no Python: every package would read as not
+    // installed, with no word of why
+    if let (Some(p), true) = (&env.prefix, env.site_packages.is_empty()) {
+        text.push_str(&format!(
+            "site-packages: none found under {} (lib/python3.*/site-packages): is it a Python environment?\n",
+            p.display()
+        ));
+    }
+    text
 }

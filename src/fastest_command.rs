@@ -88,7 +88,9 @@ pub(crate) fn run_fastest(
         )?;
     }
     if let Some(out) = output {
-        let check = |text: &str| written_as_found(source, text, out, &found, (gpu, &timing));
+        let from = file.source.as_ref().map(|s| s.format);
+        let check =
+            |text: &str| written_as_found(source, text, (out, from), &found, (gpu, &timing));
         crate::commands::export_run_checked(
             &timed_on(file, &card, source),
             &found.run,
@@ -108,7 +110,12 @@ pub(crate) fn run_fastest(
 /// one printed, not the preset's card's.
 fn timed_on(file: &RunFile, card: &GpuSpeed, source: &Source) -> RunFile {
     let mut timed = file.clone();
-    timed.time.gpu = Some(card.name.clone());
+    // the file's own spelling where it names the same card (`gpu = "h100"` stays)
+    let same_card =
+        |own: &String| grpofit_core::hardware::lookup(own).is_some_and(|c| c.name == card.name);
+    if !file.time.gpu.as_ref().is_some_and(same_card) {
+        timed.time.gpu = Some(card.name.clone());
+    }
     timed.time.gpu_tflops = source.gpu_tflops.or(file.time.gpu_tflops);
     timed.time.gpu_bandwidth = source.gpu_bandwidth.or(file.time.gpu_bandwidth);
     timed
@@ -120,13 +127,21 @@ fn timed_on(file: &RunFile, card: &GpuSpeed, source: &Source) -> RunFile {
 fn written_as_found(
     source: &Source,
     text: &str,
-    out: &std::path::Path,
+    (out, written_from): (
+        &std::path::Path,
+        Option<grpofit_core::config::source::Format>,
+    ),
     found: &Fastest,
     (gpu, timing): (GpuBudget, &Timing),
 ) -> Result<(), Failure> {
     let dir = out.parent().filter(|d| !d.as_os_str().is_empty());
     let name = out.display().to_string();
-    let back = crate::inputs::reread(source, text, &name, dir)
+    // the text is in the format text_for wrote: the source's for `-`, else the path's
+    let format = match (out == std::path::Path::new("-"), written_from) {
+        (true, Some(f)) => f,
+        _ => grpofit_core::config::source::Format::of(out),
+    };
+    let back = crate::inputs::reread(source, text, &name, dir, format)
         .map_err(|e| format!("fit --fastest -o {name}: the run built does not read back: {e}"))?;
     let again = Estimator::new().estimate(&back.run, gpu);
     let t = timing;

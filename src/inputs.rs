@@ -128,12 +128,14 @@ pub(crate) fn load_source_with(
 }
 
 /// A run file's text read as `source` reads its run (the same pins, launch config and model
-/// resolver): what a written file will be read as. `dir` resolves a relative `model_config`.
+/// resolver): what a written file will be read as. `dir` resolves a relative `model_config`;
+/// `format`: the text's, a recipe's (YAML) or a run file's.
 pub(crate) fn reread(
     source: &Source,
     text: &str,
     label: &str,
     dir: Option<&std::path::Path>,
+    format: config::source::Format,
 ) -> Result<RunFile, String> {
     let models = hub_for(source);
     let reading = config::Reading {
@@ -143,7 +145,14 @@ pub(crate) fn reread(
         installed: crate::versions_env::detect().installed,
         pins: source.versions.pins(),
     };
-    config::parse_with(text, label, dir, &reading).map_err(|e| e.to_string())
+    match format {
+        // a recipe written back is read as a recipe
+        config::source::Format::Yaml => {
+            config::recipe::load(text, label, std::path::Path::new(label), &reading)
+        }
+        config::source::Format::Toml => config::parse_with(text, label, dir, &reading),
+    }
+    .map_err(|e| e.to_string())
 }
 
 pub(crate) fn read_source(
@@ -282,11 +291,27 @@ pub(crate) fn capacity(
             ),
         )),
         (Err(e), None) => Err(format!(
-            "{} and {} sets no gpu_memory: pass --gpu-mem SIZE",
+            "{} and {} sets no gpu_memory: pass --gpu-mem SIZE{}",
             why(e),
-            loaded.name
+            loaded.name,
+            card_named(source)
         )),
     }
+}
+
+/// Why `--gpu CARD` gives no capacity: it names the card the step is timed on, and a card's
+/// CUDA total (what the run is fitted in) is a little under its sheet's size.
+fn card_named(source: &Source) -> String {
+    source
+        .gpu
+        .as_deref()
+        .and_then(grpofit_core::hardware::lookup)
+        .map_or(String::new(), |card| {
+            format!(
+                " (--gpu {} times the step; the memory to fit in is its CUDA total, nvidia-smi's, a little under the sheet's {:.0} GB)",
+                card.name, card.memory_gb
+            )
+        })
 }
 
 /// A command's inputs, resolved once: the run and where it came from, the GPU and the line
@@ -418,9 +443,21 @@ pub(crate) fn resolve_with(source: &Source, warnings: Warnings) -> Result<Inputs
         time: learned_time(&speed, loaded_stack, name.is_none()),
         speed,
     };
-    // the context is the detected card's: a capacity given alone names no card
+    // the context is the detected card's, else the one `--gpu` names (under NVML's names for it,
+    // which `calibrate` stores): a capacity given alone names no card
     if let Some(name) = name {
         calibrate_for(&mut inputs, &name)?;
+    } else if let Some(card) = source
+        .gpu
+        .as_deref()
+        .and_then(grpofit_core::hardware::lookup)
+    {
+        for nvml in card.nvml {
+            calibrate_for(&mut inputs, nvml)?;
+            if inputs.calibrated.is_some() {
+                break;
+            }
+        }
     }
     Ok(inputs)
 }

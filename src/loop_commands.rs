@@ -104,10 +104,21 @@ fn stdout_is(_: &Path) -> bool {
 }
 
 /// `callback`: writes the callback to `output` (atomically; an existing file only with
-/// `force`) and prints it, unless standard output is that file (then the shell writes it).
+/// `force`, unless it already holds the callback) and prints it, unless standard output is that
+/// file (then the shell writes it).
 pub(crate) fn write_callback(output: &Path, force: bool) -> Result<u8, Failure> {
     let print = || emit(|out| out.write_all(CALLBACK.as_bytes())).map_err(unwritten(FITS));
     if output == Path::new("-") || stdout_is(output) {
+        return print().map(|()| FITS);
+    }
+    // a file that already holds this callback is left as it is (`grpofit callback > cb.py`
+    // after a first `grpofit callback` still prints it); one that holds anything else needs
+    // --force
+    if std::fs::read(output).is_ok_and(|held| held == CALLBACK.as_bytes()) {
+        say(&format!(
+            "{} already holds this callback: pass `callbacks=[GrpofitCallback()]` to GRPOTrainer",
+            output.display()
+        ));
         return print().map(|()| FITS);
     }
     write_atomically(output, CALLBACK, force)?;
@@ -329,19 +340,30 @@ fn check_text(c: &CheckText) -> String {
             r.verdict.word()
         );
     }
+    // how to read each row that is there: a log of NVML samples alone has no torch rows, one
+    // of the callback alone no NVML row
+    let has = |name: &str| c.rows.iter().any(|r| r.name.starts_with(name));
     t += &format!(
-        "\nerror: (predicted - measured) / measured; good within {GOOD_WITHIN_PERCENT} %.\n\
-         torch's counters are the largest over the steps and count everything the training \
-         process holds: weights, adapters, optimizer states and, with vLLM colocated, vLLM's \
-         tensors, besides the step's activations. GRPOTrainer generates inside the training \
-         step, so a step's peak covers both phases: predicted from the {} phase, the \
-         larger.\n\
-         device in use: total - free when a step ended (other processes count too), against \
-         the estimate's total (CUDA context included).\n\
-         whole process: the largest memory NVML listed for the command's processes while \
-         `grpofit run` sampled it twice a second, against the estimate's total.\n",
-        c.phase
+        "\nerror: (predicted - measured) / measured; good within {GOOD_WITHIN_PERCENT} %.\n"
     );
+    if has("peak allocated") {
+        t += &format!(
+            "torch's counters are the largest over the steps and count everything the training \
+             process holds: weights, adapters, optimizer states and, with vLLM colocated, vLLM's \
+             tensors, besides the step's activations. GRPOTrainer generates inside the training \
+             step, so a step's peak covers both phases: predicted from the {} phase, the \
+             larger.\n",
+            c.phase
+        );
+    }
+    if has("device in use") {
+        t += "device in use: total - free when a step ended (other processes count too), against \
+              the estimate's total (CUDA context included).\n";
+    }
+    if has("whole process") {
+        t += "whole process: the largest memory NVML listed for the command's processes while \
+              `grpofit run` sampled it twice a second, against the estimate's total.\n";
+    }
     if let Some(total) = c.log_total.filter(|t| *t != c.capacity) {
         t += &format!(
             "note: the log's GPU has {}, the estimate was made for {}\n",

@@ -1,5 +1,6 @@
 //! Plain-text rendering of an estimate (for `grpofit estimate`).
 
+use grpofit_core::memory::breakdown::Part;
 use grpofit_core::memory::estimate::Estimate;
 use grpofit_core::memory::roles::Role;
 use grpofit_core::run::RunConfig;
@@ -7,7 +8,9 @@ use grpofit_core::text::{count, count_f, decimal};
 use grpofit_core::units::format_size;
 use std::fmt::Write;
 
-pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
+/// `calibrated`: the CUDA context is the one `grpofit calibrate` measured on this card (the line
+/// under the table says which), not the built-in H200 figure.
+pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str, calibrated: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -31,7 +34,7 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str) -> String {
                 count(role.gpus, "GPU", "GPUs")
             );
         }
-        role_table(&mut out, role);
+        role_table(&mut out, role, calibrated);
     }
     if est.host_memory_bytes > 0 {
         let _ = writeln!(
@@ -273,7 +276,7 @@ fn spread_line(run: &RunConfig) -> Option<String> {
 }
 
 /// One role's components, total, capacity and verdict.
-fn role_table(out: &mut String, role: &Role) {
+fn role_table(out: &mut String, role: &Role, calibrated: bool) {
     let cap = role.capacity_bytes.max(1) as f64;
     let _ = writeln!(
         out,
@@ -287,7 +290,12 @@ fn role_table(out: &mut String, role: &Role) {
             c.name,
             format_size(c.bytes),
             100.0 * c.bytes as f64 / cap,
-            c.part.explanation()
+            match c.part {
+                Part::CudaContext if calibrated => {
+                    "CUDA context and kernels as measured on your card (below), and cuBLAS workspaces"
+                }
+                part => part.explanation(),
+            }
         );
     }
     let _ = writeln!(

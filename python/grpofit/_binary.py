@@ -56,6 +56,19 @@ def binary() -> str:
 _FILE_FLAGS = ("--config", "-o", "--output", "--export", "--export-dir", "--svg", "--launch")
 # the commands whose first argument is a log file
 _LOG_COMMANDS = ("diagnose", "check", "calibrate")
+# the flags the package passes for its keyword arguments: an error that opens with one is said
+# in the caller's words (`gpu_mem='24': add a unit`, not `--gpu-mem 24: add a unit`)
+_ARGUMENTS = {"--gpu-mem": "gpu_mem", "--gpu": "gpu"}
+
+
+def _in_callers_words(message: str, args: Sequence[str]) -> str:
+    for flag, name in _ARGUMENTS.items():
+        if flag in args[:-1]:
+            value = args[list(args).index(flag) + 1]
+            opening = f"{flag} {value}:"
+            if message.startswith(opening):
+                return f"{name}={value!r}:" + message[len(opening) :]
+    return message
 
 
 def _files(args: Sequence[str]) -> Dict[str, Optional[str]]:
@@ -97,6 +110,7 @@ def run(
     message = done.stderr.strip()
     message = message[len("grpofit: ") :] if message.startswith("grpofit: ") else message
     if done.returncode == BAD_INPUT:
+        message = _in_callers_words(message, args)
         files = _files(args)
         if written:
             path, name, text = written

@@ -223,3 +223,19 @@ def test_a_wrong_value_is_the_packages_argument_error():
     assert isinstance(caught.value, ValueError)
     with pytest.raises(grpofit.ArgumentError, match="64-bit"):
         grpofit.estimate(preset="24gb", grpo={"seed": 1 << 64}, **QUIET)
+
+
+@pytest.mark.parametrize(
+    "kwargs, said",
+    [
+        (dict(gpu_mem="24"), "gpu_mem='24': add a unit"),
+        (dict(gpu_mem="-5GiB"), "gpu_mem='-5GiB': a size cannot be negative"),
+        (dict(gpu="RTX 9090"), "gpu='RTX 9090': the card `RTX 9090` is not in grpofit's table"),
+    ],
+)
+def test_a_bad_value_is_named_as_the_caller_passed_it(kwargs, said):
+    """The binary names its flag (`--gpu-mem 24: add a unit`); the caller passed `gpu_mem`."""
+    with pytest.raises(grpofit.ConfigError) as caught:
+        grpofit.estimate(preset="24gb", **kwargs, **QUIET)
+    assert str(caught.value).startswith(said), str(caught.value)
+    assert "--gpu" not in str(caught.value).split(":")[0]

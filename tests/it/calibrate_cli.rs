@@ -181,6 +181,25 @@ fn calibrate_learns_the_h200_context_the_estimate_uses_it_there_only_and_reset_f
         .assert()
         .code(0)
         .stdout(predicate::str::contains("measured on your").not());
+    // `--gpu H200` names the card without NVML: its calibrated context, as the step time's
+    grpofit(&config_dir)
+        .args([
+            "estimate",
+            "--gpu-mem",
+            "140GiB",
+            "--gpu",
+            "H200",
+            "--config",
+        ])
+        .arg(&run)
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains(format!("measured on your NVIDIA H200 in {RUNS} runs"))
+                // the table's row says whose context it holds, not the built-in's H200
+                .and(predicate::str::contains("as measured on your card (below)"))
+                .and(predicate::str::contains("(measured on an H200)").not()),
+        );
 
     // one run: stored, with its uncertainty said
     let single = json(grpofit(&config_dir).arg("calibrate").arg(&l4).arg("--json"));

@@ -526,3 +526,24 @@ fn a_refusal_names_vllms_failed_check() {
     );
     assert!(v["warnings"][0].as_str().unwrap().contains(detail));
 }
+
+/// No GPU detected and no capacity anywhere: the refusal asks for `--gpu-mem`, and where
+/// `--gpu` named a card, says why the card gives none (it times the step; the memory is CUDA's
+/// total, under the sheet's size).
+#[test]
+fn no_capacity_with_a_card_named_says_why_the_card_gives_none() {
+    let f = file_with(&PRESET_24.replace("gpu_memory = \"25377898496B\"\n", ""));
+    let path = f.path().to_str().unwrap();
+    grpofit()
+        .args(["estimate", "--config", path, "--gpu", "H100"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "pass --gpu-mem SIZE (--gpu H100 SXM times the step; the memory to fit in is its CUDA total, nvidia-smi's, a little under the sheet's 80 GB)",
+        ));
+    grpofit()
+        .args(["estimate", "--config", path])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("pass --gpu-mem SIZE\n"));
+}

@@ -254,3 +254,133 @@ fn fastest_refuses_a_file_that_does_not_read_back() {
     assert!(out.stderr.contains("does not read back"), "{}", out.stderr);
     assert!(!dir.path().join("sub/out.toml").exists());
 }
+
+/// `-o` onto the user's own file names the card too: a file that named none (and one that named
+/// another) gets `[grpofit] gpu = "H100 SXM"`, every other line kept, and its `estimate` times
+/// the step `fit --fastest` printed. The in-place write left the file's card as it was.
+#[test]
+fn fastest_in_place_writes_the_card_it_timed_the_step_on() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture(dir.path(), "trl7.toml");
+    let own = std::fs::read_to_string(dir.path().join("trl7.toml")).unwrap();
+    for (name, text) in [
+        ("named.toml", own.clone()),
+        (
+            "unnamed.toml",
+            own.replace("gpu = \"A100 40GB SXM\"\n", "# my card: none named\n"),
+        ),
+    ] {
+        std::fs::write(dir.path().join(name), &text).unwrap();
+        let out = run(grpofit_in(dir.path()).args([
+            "fit",
+            "--fastest",
+            "--config",
+            name,
+            "--gpu",
+            "H100",
+            "-o",
+            name,
+            "--force",
+        ]));
+        assert_eq!(out.code, Some(0), "{name}: {}", out.stderr);
+        let written = std::fs::read_to_string(dir.path().join(name)).unwrap();
+        let t: toml::Table = written.parse().unwrap();
+        assert_eq!(t["grpofit"]["gpu"].as_str(), Some("H100 SXM"), "{written}");
+        for line in text.lines().filter(|l| !l.starts_with("gpu ")) {
+            let key = line.split(" = ").next().unwrap();
+            assert!(
+                written
+                    .lines()
+                    .any(|w| w == line
+                        || (line.contains(" = ") && w.starts_with(&format!("{key} = ")))),
+                "{name}: `{line}` lost:\n{written}"
+            );
+        }
+        let step = out.stdout.lines().find(|l| l.contains("step ≈")).unwrap();
+        let again = run(grpofit_in(dir.path()).args(["estimate", "--config", name]));
+        assert!(
+            again.stdout.contains(step.trim()),
+            "{step}\n{}",
+            again.stdout
+        );
+    }
+}
+
+/// `-o` onto a TRL recipe (`.yaml`) reads the written text back as a recipe: it was parsed as
+/// TOML and refused ("not valid TOML: key with no value"), nothing written. The card has no
+/// recipe key: the note says to pass `--gpu` to grpofit, not to an accelerate config.
+#[test]
+fn fastest_writes_a_recipe_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let from = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/recipes/Qwen2.5-1.5B-Instruct/grpo/config_demo.yaml");
+    let text = std::fs::read_to_string(from).unwrap();
+    std::fs::write(dir.path().join("demo.yaml"), &text).unwrap();
+    let out = run(grpofit_in(dir.path()).args([
+        "fit",
+        "--fastest",
+        "--config",
+        "demo.yaml",
+        "--gpu-mem",
+        "79.19GiB",
+        "--gpu",
+        "H100",
+        "-o",
+        "demo.yaml",
+        "--force",
+    ]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("pass --gpu \"H100 SXM\" to grpofit"),
+        "{}",
+        out.stderr
+    );
+    let written = std::fs::read_to_string(dir.path().join("demo.yaml")).unwrap();
+    assert_ne!(written, text);
+    // every line but the tuned keys' is kept
+    let kept = text
+        .lines()
+        .filter(|l| written.lines().any(|w| w == *l))
+        .count();
+    assert!(kept + 4 >= text.lines().count(), "{written}");
+    let again = run(grpofit_in(dir.path()).args([
+        "estimate",
+        "--config",
+        "demo.yaml",
+        "--gpu-mem",
+        "79.19GiB",
+        "--gpu",
+        "H100",
+    ]));
+    let step = out.stdout.lines().find(|l| l.contains("step ≈")).unwrap();
+    assert!(
+        again.stdout.contains(step.trim()),
+        "{step}\n{}",
+        again.stdout
+    );
+}
+
+/// A file that names the card in its own spelling (`gpu = "h100"`) keeps it: the in-place write
+/// changes the card only when the step was timed on another.
+#[test]
+fn fastest_in_place_keeps_the_files_spelling_of_its_card() {
+    let dir = tempfile::tempdir().unwrap();
+    fixture(dir.path(), "trl7.toml");
+    let text = std::fs::read_to_string(dir.path().join("trl7.toml"))
+        .unwrap()
+        .replace("gpu = \"A100 40GB SXM\"", "gpu = \"a100 40gb sxm\"");
+    std::fs::write(dir.path().join("own.toml"), &text).unwrap();
+    let out = run(grpofit_in(dir.path()).args([
+        "fit",
+        "--fastest",
+        "--config",
+        "own.toml",
+        "-o",
+        "own.toml",
+        "--force",
+    ]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let written = std::fs::read_to_string(dir.path().join("own.toml")).unwrap();
+    assert!(written.contains("\ngpu = \"a100 40gb sxm\"\n"), "{written}");
+    assert!(!written.contains("A100 40GB SXM"), "{written}");
+}

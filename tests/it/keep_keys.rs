@@ -255,3 +255,36 @@ fn in_server_mode_the_sequence_goes_to_the_servers_max_model_len() {
     let (_d, back) = load_text(&out);
     assert_eq!(back.run.vllm_server.max_model_len, Some(4096));
 }
+
+/// `fit -o` on a file that states its capacity writes the `--gpu-mem` given in the user's own
+/// words (`23.64GiB`), not as bytes (`25383256719B`), and reads back to the same capacity.
+#[test]
+fn a_capacity_given_as_a_decimal_is_written_back_as_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("run.toml");
+    std::fs::write(&file, BASE).unwrap();
+    let out = assert_cmd::Command::cargo_bin("grpofit")
+        .unwrap()
+        .args([
+            "fit",
+            "--no-gpu",
+            "--offline",
+            "--gpu-mem",
+            "23.64GiB",
+            "--config",
+        ])
+        .arg(&file)
+        .arg("-o")
+        .arg(&file)
+        .arg("--force")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("\ngpu_memory = \"23.64GiB\"\n"), "{text}");
+}

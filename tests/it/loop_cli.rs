@@ -57,14 +57,25 @@ fn callback_writes_valid_python_prints_it_and_keeps_an_existing_file() {
         assert!(written.contains(needle), "missing {needle}");
     }
     parses_as_python(&path);
-    // no overwrite without --force
+    // the file already holds the callback: left as it is, and still printed (`grpofit callback
+    // > cb.py` after a first `grpofit callback` gave an empty cb.py and exit 2)
+    let again = grpofit()
+        .current_dir(dir.path())
+        .arg("callback")
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&again.stdout), written);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already holds this callback"));
+    // anything else there: no overwrite without --force
+    std::fs::write(&path, "old").unwrap();
     grpofit()
         .current_dir(dir.path())
         .arg("callback")
         .assert()
         .code(2)
         .stderr(predicate::str::contains("--force"));
-    std::fs::write(&path, "old").unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
     let other = dir.path().join("cb.py");
     grpofit()
         .args(["callback", "--force", "-o"])
@@ -594,7 +605,30 @@ fn check_reads_a_run_log_with_the_nvml_peak_as_the_whole_process() {
                 .and(predicate::str::contains(
                     "0 steps on NVIDIA GeForce RTX 4090",
                 ))
-                .and(predicate::str::contains("peak allocated").not()),
+                .and(predicate::str::contains("peak allocated").not())
+                // each row that is there is explained, and only those
+                .and(predicate::str::contains(
+                    "whole process: the largest memory NVML",
+                ))
+                .and(predicate::str::contains("torch's counters").not())
+                .and(predicate::str::contains("device in use:").not()),
+        );
+    // the callback's lines alone: no NVML row, and no word of one
+    let callback_only: String = text
+        .lines()
+        .filter(|l| !l.contains("\"nvml\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&log, callback_only).unwrap();
+    grpofit()
+        .arg("check")
+        .arg(&log)
+        .args(["--preset", "24gb"])
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains("torch's counters")
+                .and(predicate::str::contains("whole process").not()),
         );
 }
 

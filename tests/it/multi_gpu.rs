@@ -522,3 +522,45 @@ fn lora_fsdp_colocated_sync_is_one_module_at_a_time() {
     let whole = 2 * v["parameters"].as_u64().unwrap();
     assert!(generating < whole / 4, "{generating}");
 }
+
+/// The server's queue warning counts the requests its KV cache holds at the run's own length
+/// (prompt + completion), as vLLM's paged cache gives each request blocks for the tokens it
+/// holds: open-r1's 1.5B demo recipe on 7 + 1 H100s (448 completions, `max_model_len` the
+/// model's 32768) has room for over 1500 of its 1536-token sequences, and no warning; the 7B
+/// run's 896 completions against about 618 are queued, and the warning says so in those terms.
+#[test]
+fn the_server_queue_warning_counts_sequences_at_the_runs_length() {
+    let small = variant("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct");
+    let text = std::fs::read_to_string(small.path()).unwrap();
+    let text = text.replace("max_model_len = 4096\n", "").replace(
+        "gradient_accumulation_steps = 8",
+        "gradient_accumulation_steps = 4",
+    );
+    std::fs::write(small.path(), text).unwrap();
+    let (v, code) = json(&[
+        "estimate",
+        "--config",
+        small.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{v}");
+    let server = &v["roles"][1];
+    assert_eq!(server["vllm"]["max_model_len"], 32768, "{server}");
+    let warned = |v: &serde_json::Value| {
+        v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|w| w.as_str())
+            .find(|w| w.contains("queues the rest"))
+            .map(str::to_string)
+    };
+    assert_eq!(warned(&v), None, "{}", v["warnings"]);
+    let (v, code) = json(&["estimate", "--config", OPEN_R1, "--json"]);
+    assert_eq!(code, 0, "{v}");
+    let said = warned(&v).expect("the 7B run's 896 completions are queued");
+    assert!(
+        said.contains("sequences of the run's 1536 tokens") && said.contains("send 896"),
+        "{said}"
+    );
+}

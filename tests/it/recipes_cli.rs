@@ -669,3 +669,44 @@ fn an_unknown_model_in_a_recipe_is_not_advised_a_run_file_table() {
         "{from_run_file}"
     );
 }
+
+/// A process count `--num-processes` gives is refused naming the flag, not the accelerate
+/// config's `num_processes` (which said "zero2.yaml: num_processes = 0 does not split evenly"
+/// for `--num-processes 0`); a split over the config's machines that is uneven names the flag.
+#[test]
+fn a_bad_num_processes_names_the_flag() {
+    let two = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
+    let text = std::fs::read_to_string(ZERO2).unwrap();
+    assert!(text.contains("num_machines: 1"), "{text}");
+    std::fs::write(
+        two.path(),
+        text.replace("num_machines: 1", "num_machines: 2"),
+    )
+    .unwrap();
+    for (launch, n, said) in [
+        (
+            ZERO2,
+            "0",
+            "--num-processes <N>': out of range, expected 1 to 4096",
+        ),
+        (
+            ZERO2,
+            "-3",
+            "--num-processes <N>': out of range, expected 1 to 4096",
+        ),
+        (
+            two.path().to_str().unwrap(),
+            "3",
+            "--num-processes = 3 does not split evenly over 2",
+        ),
+    ] {
+        let out = grpofit()
+            .args(["estimate", "--config", DEMO, "--launch", launch])
+            .args(["--num-processes", n, "--gpu-mem", "79.19GiB"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(said), "{n}: {err}");
+    }
+}

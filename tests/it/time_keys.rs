@@ -107,3 +107,38 @@ fn a_card_of_another_size_is_named_as_timed_not_fitted() {
     let rtx = gpu_line("RTX 4090");
     assert!(!rtx.contains("timed on"), "{rtx}");
 }
+
+/// The run's steps from `[grpofit] dataset_size`: `num_train_epochs` left out is
+/// TrainingArguments' 3.0, which GRPOConfig keeps (the contract's default), not one epoch. The
+/// fastest fixture's TRL run takes 8 x 2 completions, 2 prompts a step: 7500 prompts are 3750
+/// steps an epoch.
+#[test]
+fn steps_from_the_dataset_count_the_trainers_default_epochs() {
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fastest/trl7.toml");
+    let text = std::fs::read_to_string(fixture).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (epochs, steps) in [
+        ("", "11250 steps"),
+        ("num_train_epochs = 1\n", "3750 steps"),
+    ] {
+        let file = dir.path().join("run.toml");
+        let run = text
+            .replace(
+                "max_prompt_length = 512\n",
+                "max_prompt_length = 512\ndataset_size = 7500\n",
+            )
+            .replace("beta = 0.0\n", &format!("beta = 0.0\n{epochs}"));
+        std::fs::write(&file, run).unwrap();
+        let out = grpofit()
+            .args(["estimate", "--config", file.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        let line = said
+            .lines()
+            .find(|l| l.contains("step ≈"))
+            .unwrap_or_default();
+        assert!(line.contains(steps), "{epochs:?}: {line}\n{said}");
+    }
+}

@@ -578,3 +578,22 @@ fn trl_1_16_pad_to_multiple_of_pads_the_steps_lengths() {
         "{err}"
     );
 }
+
+/// A `$VIRTUAL_ENV` that holds no Python (a typo, a removed environment) is said: every package
+/// read as "not installed" with no word of why.
+#[test]
+fn env_says_when_the_environment_holds_no_site_packages() {
+    let empty = tempfile::tempdir().unwrap();
+    let (code, text, err) = grpofit(empty.path(), &["env"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains(&format!(
+            "site-packages: none found under {}",
+            empty.path().display()
+        )),
+        "{text}"
+    );
+    let venv = fake_venv(&[("trl", "0.15.2")]);
+    let (_, text, _) = grpofit(venv.path(), &["env"]);
+    assert!(!text.contains("none found"), "{text}");
+}

@@ -96,15 +96,25 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
     Ok(bytes.round() as u64)
 }
 
-/// A size written so that `parse_size` reads back exactly the same bytes: `24GiB`, `22560MiB`, `1000B`.
+/// A size written so that `parse_size` reads back exactly the same bytes: `24GiB`, `22560MiB`,
+/// `1000B`, and the short decimal a user wrote where it reads back the same (`--gpu-mem
+/// 23.64GiB` is 25383256719 bytes, written `23.64GiB` rather than `25383256719B`).
 pub fn exact_size(bytes: u64) -> String {
     if bytes > 0 && bytes.is_multiple_of(GIB) {
-        format!("{}GiB", bytes / GIB)
-    } else if bytes > 0 && bytes.is_multiple_of(MIB) {
-        format!("{}MiB", bytes / MIB)
-    } else {
-        format!("{bytes}B")
+        return format!("{}GiB", bytes / GIB);
     }
+    if bytes > 0 && bytes.is_multiple_of(MIB) {
+        return format!("{}MiB", bytes / MIB);
+    }
+    for (unit, scale) in [("GiB", GIB), ("MiB", MIB)] {
+        for decimals in 1..=3 {
+            let text = format!("{:.decimals$}{unit}", bytes as f64 / scale as f64);
+            if parse_size(&text) == Ok(bytes) {
+                return text;
+            }
+        }
+    }
+    format!("{bytes}B")
 }
 
 /// `22.03 GiB`, `512.0 MiB`: two significant decimals, binary units.
@@ -200,9 +210,26 @@ mod tests {
 
     #[test]
     fn exact_sizes_read_back() {
-        for b in [24 * GIB, 22_560 * MIB, 1000, 150_754_820_096] {
+        for b in [
+            24 * GIB,
+            22_560 * MIB,
+            1000,
+            150_754_820_096,
+            25_377_898_496,
+            1,
+        ] {
             assert_eq!(parse_size(&exact_size(b)), Ok(b));
         }
+    }
+
+    /// A size a user gave as a short decimal is written back in those words, not in bytes.
+    #[test]
+    fn a_decimal_size_is_written_as_given() {
+        for text in ["23.64GiB", "22.03GiB", "79.19GiB", "7.78GiB", "1.5MiB"] {
+            assert_eq!(exact_size(parse_size(text).unwrap()), text);
+        }
+        assert_eq!(exact_size(24 * GIB), "24GiB");
+        assert_eq!(exact_size(1000), "1000B");
     }
 
     #[test]

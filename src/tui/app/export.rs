@@ -148,7 +148,9 @@ impl App {
             model_config: self.model_config.as_deref(),
             lock_effective_batch: self.lock,
             estimate: Some(&self.estimate),
-            time: Some(&self.time_keys),
+            // the screen changes no time key: a file's stay as it wrote them (after an undo
+            // past a preset, the preset's card is not the file's)
+            time: Some(self.source.as_ref().map_or(&self.time_keys, |s| &s.time)),
         };
         let mut notes = Vec::new();
         match text_for(&path, self.source.as_ref(), &self.run, &ctx, &mut notes) {

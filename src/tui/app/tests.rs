@@ -265,3 +265,31 @@ fn p_asks_for_the_presets_and_enter_for_the_one_picked() {
     assert!(a.update(failed).is_empty());
     assert_eq!(a.message.as_deref(), Some("12gb: line 3: bad"));
 }
+
+/// The screen's export onto the user's own file changes no time key: a card that is not the
+/// file's (a preset's, left by an undo past it) is not written into the file.
+#[test]
+fn an_export_in_place_keeps_the_files_time_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = crate::presets::built_in("24gb")
+        .unwrap()
+        .replace("gpu = \"RTX 4090\"\n", "");
+    let path = dir.path().join("mine.toml");
+    std::fs::write(&path, &text).unwrap();
+    let file = grpofit_core::config::load(&path, &Offline::from_env()).unwrap();
+    assert_eq!(file.time.gpu, None);
+    let gpu = GpuState {
+        capacity: 24 << 30,
+        capacity_from_user: true,
+        name: "Test GPU".into(),
+        live: None,
+        unavailable: None,
+    };
+    let mut a = App::new(file, gpu, Theme::mono(), dir.path().to_path_buf());
+    a.time_keys.gpu = Some("RTX 4090".into());
+    let cmds = press(&mut a, KeyCode::Char('s'));
+    let [Cmd::WriteExport { text: written, .. }] = cmds.as_slice() else {
+        panic!("{cmds:?}");
+    };
+    assert!(!written.contains("gpu = \"RTX 4090\""), "{written}");
+}

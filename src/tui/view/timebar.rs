@@ -29,12 +29,13 @@ pub(super) fn time_lines(app: &App, width: u16, height: u16) -> Vec<Line<'static
             // the table's list of cards is help's to show: the line keeps the reason and the
             // fix, the shorter wordings on a narrower screen
             let reason = why.split(" (").next().unwrap_or(why);
+            // the card is named on the command line (`--gpu`) or in the run file
             let candidates = [
                 format!(
-                    " step time: not timed: {reason}; set [grpofit] gpu, or gpu_tflops and gpu_bandwidth"
+                    " step time: not timed: {reason}; start with --gpu CARD, or set [grpofit] gpu (or gpu_tflops and gpu_bandwidth)"
                 ),
-                " step time: not timed, no figures for this card: set [grpofit] gpu, or gpu_tflops and gpu_bandwidth".to_string(),
-                " step time: no figures for this card (set [grpofit] gpu)".to_string(),
+                " step time: not timed, no figures for this card: start with --gpu CARD, or set [grpofit] gpu".to_string(),
+                " step time: no card figures (--gpu or [grpofit] gpu)".to_string(),
             ];
             let text = candidates
                 .iter()

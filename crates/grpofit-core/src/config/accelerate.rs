@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use yaml_rust2::{ScanError, Yaml, YamlLoader};
 
 /// Most processes or machines a launch may name (as `[grpofit] gpus` and `nodes`).
-const MAX_PROCESSES: i64 = 4096;
+pub const MAX_PROCESSES: i64 = 4096;
 
 /// An accelerate config that cannot be used: its path, and what is wrong in it.
 #[derive(Debug, thiserror::Error)]
@@ -163,11 +163,12 @@ pub fn read(path: &Path, num_processes: Option<u64>) -> Result<Launch, Accelerat
         }
     };
     let nodes = count("num_machines", 1)?;
-    let total = match num_processes {
-        Some(n) => n,
-        None => count("num_processes", 1)?,
+    // `--num-processes` over the file's own: an uneven split names the flag that gave it
+    let (total, what) = match num_processes {
+        Some(n) => (n, "--num-processes"),
+        None => (count("num_processes", 1)?, "num_processes"),
     };
-    let gpus = per_node(total, nodes, "num_processes").map_err(in_file)?;
+    let gpus = per_node(total, nodes, what).map_err(in_file)?;
     let kind = doc["distributed_type"].as_str().unwrap_or("NO");
     let mut spread = match kind {
         "NO" | "MULTI_GPU" => Spread::default(),

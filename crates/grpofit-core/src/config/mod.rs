@@ -74,6 +74,7 @@ pub fn load_with(path: &Path, reading: &Reading) -> Result<RunFile, LoadError> {
         gpu_memory: run.gpu_memory,
         lock_effective_batch: run.lock_effective_batch,
         model_config: run.model_config.clone(),
+        time: run.time.clone(),
         placed: Vec::new(),
         stamp,
     });

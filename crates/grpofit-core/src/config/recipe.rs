@@ -101,6 +101,7 @@ pub fn load(text: &str, file: &str, path: &Path, reading: &Reading) -> Result<Ru
         gpu_memory: run.gpu_memory,
         lock_effective_batch: run.lock_effective_batch,
         model_config: run.model_config.clone(),
+        time: run.time.clone(),
         placed: sorted.placed,
         stamp: super::source::Stamp::of(path, text.as_bytes()),
     });

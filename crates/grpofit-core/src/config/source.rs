@@ -59,6 +59,9 @@ pub struct SourceFile {
     pub gpu_memory: Option<u64>,
     pub lock_effective_batch: bool,
     pub model_config: Option<PathBuf>,
+    /// what the file says about time (`[grpofit] gpu`, ...), as read: a write changes a time
+    /// key only where the one written differs (`fit --fastest -o` names the card it timed)
+    pub time: crate::time::TimeKeys,
     /// YAML: the recipe keys grpofit read, and where each went in the run file
     pub placed: Vec<Placed>,
     /// the file as it was when read: a write refuses to start from it once it has changed

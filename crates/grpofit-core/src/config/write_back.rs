@@ -20,7 +20,9 @@ fn written(run: &RunConfig, ctx: &ExportContext) -> toml::Table {
 }
 
 /// The keys `run` writes differently from the run the file was read as. The capacity is
-/// written only where the file states one (else the header names it).
+/// written only where the file states one (else the header names it); a time key only where
+/// `ctx` says otherwise than the file (the screen keeps the file's; `fit --fastest` names the
+/// card it timed the step on).
 pub fn changes(source: &SourceFile, run: &RunConfig, ctx: &ExportContext) -> Vec<Change> {
     let before = written(
         &source.run,
@@ -30,15 +32,14 @@ pub fn changes(source: &SourceFile, run: &RunConfig, ctx: &ExportContext) -> Vec
             model_config: source.model_config.as_deref(),
             lock_effective_batch: source.lock_effective_batch,
             estimate: None,
-            time: None,
+            time: Some(&source.time),
         },
     );
     let after = written(
         run,
         &ExportContext {
             gpu_memory: source.gpu_memory.map(|own| ctx.gpu_memory.unwrap_or(own)),
-            // the screen changes no time key: the file's stay as they are
-            time: None,
+            time: Some(ctx.time.unwrap_or(&source.time)),
             ..*ctx
         },
     );

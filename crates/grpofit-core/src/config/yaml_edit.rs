@@ -359,6 +359,13 @@ fn not_a_recipe_key(change: &Change) -> String {
         Table::Grpofit if key == "gpus" => {
             format!("the training processes: pass --num_processes {value} to accelerate launch")
         }
+        // the card the step is timed on: grpofit's own flag, which a recipe has no key for
+        Table::Grpofit if matches!(key.as_str(), "gpu" | "gpu_tflops" | "gpu_bandwidth") => {
+            format!(
+                "grpofit's own: pass --{} {value} to grpofit with this recipe",
+                key.replace('_', "-")
+            )
+        }
         Table::Distributed | Table::Grpofit => "the accelerate config's to set".to_string(),
         Table::Env => "an environment variable to set".to_string(),
         Table::Model | Table::Lora | Table::Grpo => "no key of the recipe's format".to_string(),

@@ -65,6 +65,12 @@ pub fn built(package: &str, release: Release) -> Option<&'static str> {
     rungs::find(rungs_of(package), release).map(|(_, r)| r.built.as_str())
 }
 
+/// The rung whose METADATA `release` of `package` is read by (`trl 9.0.0`: the newest
+/// modelled, `1.16.0`): what [`requirement`] answers for it.
+pub fn read_as(package: &str, release: Release) -> Option<Release> {
+    rungs::find(rungs_of(package), release).map(|(v, _)| *v)
+}
+
 /// What the rung `release` of `package` reads requires of `other`: its specifier, when its
 /// METADATA names `other` (`Some("")`: any release).
 pub fn requirement(package: &str, release: Release, other: &str) -> Option<&'static str> {

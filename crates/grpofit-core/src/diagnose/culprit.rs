@@ -51,6 +51,9 @@ impl Request {
     }
 }
 
+/// `candidates`' index of transformers' generation KV cache.
+const GENERATION_KV: usize = 4;
+
 /// The tensors of `run`, each named with its shape at the run's own lengths (prompt +
 /// completion, micro-batch, vocabulary, hidden sizes), and whether only the trainers of 2025
 /// build it (the first two).
@@ -155,7 +158,8 @@ fn built_2025(run: &RunConfig) -> Option<usize> {
 /// The tensor of `run` whose allocation is closest to `requested` bytes. `in_force`: the run's
 /// trainer releases are known (pinned, read from the environment, or implied by those): then a
 /// tensor only the trainers of 2025 build is a candidate only when the run's release builds it,
-/// and none is attributed to a release the run does not run.
+/// and none is attributed to a release the run does not run. Those two are Unsloth's own loss
+/// (unsloth_zoo's `grpo_compute_loss`): a run on the trl stack never builds them.
 pub fn likely_request(run: &RunConfig, requested: u64, in_force: bool) -> Request {
     let candidates = candidates(run);
     let built = built_2025(run);
@@ -166,7 +170,12 @@ pub fn likely_request(run: &RunConfig, requested: u64, in_force: bool) -> Reques
     let (index, (tensor, bytes)) = candidates
         .iter()
         .enumerate()
-        .filter(|(i, _)| *i > 1 || !in_force || built == Some(*i))
+        .filter(|(i, _)| match *i {
+            0 | 1 => run.stack == Stack::Unsloth && (!in_force || built == Some(*i)),
+            // transformers' generation KV cache: only where the trained model generates itself
+            GENERATION_KV => !run.generation.uses_vllm(),
+            _ => true,
+        })
         .min_by(|x, y| distance(x.1.1).total_cmp(&distance(y.1.1)))
         .expect("candidates");
     let built_by = (built == Some(index)).then(|| format!("unsloth {}", run.versions.unsloth));
@@ -187,6 +196,8 @@ mod tests {
 
     fn seed_run(completion: u64) -> RunConfig {
         let mut run = RunConfig::example(catalog::find("google/gemma-3-1b-it").unwrap().arch);
+        // the seed article's run: Unsloth's Gemma 3 GRPO notebook
+        run.stack = Stack::Unsloth;
         run.micro_batch = 8;
         run.num_generations = 8;
         run.completion_len = completion;
@@ -220,6 +231,43 @@ mod tests {
                 r.sentence()
             );
         }
+    }
+
+    /// A TRL run is never told Unsloth's loss made its request: 4.06 GiB against a TRL 7B run
+    /// (micro-batch 8, 1024 tokens of completion) was "closest: the micro-batch's fp32 logits
+    /// (...; Unsloth 2025.3 to 2025.7 made it)", with the versions not pinned.
+    #[test]
+    fn a_trl_run_is_never_blamed_on_unsloths_loss() {
+        let mut run = RunConfig::example(catalog::find("Qwen/Qwen2.5-7B-Instruct").unwrap().arch);
+        run.stack = Stack::Trl;
+        run.micro_batch = 8;
+        run.completion_len = 1024;
+        for gib in [1.0, 4.06, 4.65, 6.0] {
+            let request = likely_request(&run, (gib * (1u64 << 30) as f64) as u64, false);
+            assert!(!request.older_trainers_only, "{}", request.sentence());
+            assert!(
+                !request.sentence().contains("Unsloth"),
+                "{}",
+                request.sentence()
+            );
+        }
+    }
+
+    /// Where vLLM generates, transformers' generation KV cache is no tensor of the run: vLLM's
+    /// cache is allocated once at start-up, at its own size.
+    #[test]
+    fn a_vllm_run_is_never_blamed_on_transformers_generation_cache() {
+        let mut run = seed_run(768);
+        let kv = run.generation_rows() * run.arch.kv_bytes_for(run.sequence_len());
+        run.generation = crate::run::Generation::Transformers;
+        assert!(
+            likely_request(&run, kv, false)
+                .sentence()
+                .contains("generation KV cache")
+        );
+        run.generation = crate::run::Generation::VllmServer;
+        let text = likely_request(&run, kv, false).sentence();
+        assert!(!text.contains("generation KV cache"), "{text}");
     }
 
     /// Today's releases in force: the 2025 tensors are no candidates, whatever their size.

@@ -103,7 +103,9 @@ pub fn vllm_server(run: &RunConfig, capacity: u64) -> Option<Role> {
 /// queues the rest: slower generation, not an out-of-memory error. TRL's server mode sends the
 /// whole generation batch, `per_device_train_batch_size x processes x steps_per_generation`
 /// (trl 1.15.0 `VLLMGeneration.generate`: the main process gathers every rank's prompts), split
-/// over the data-parallel replicas.
+/// over the data-parallel replicas. A request takes KV blocks for the tokens it holds, never for
+/// `max_model_len` (vLLM's paged `KVCacheManager.allocate_slots`), so the cache holds as many
+/// requests as fit at the run's own length: prompt + completion.
 pub fn server_queue_warning(run: &RunConfig, roles: &[Role]) -> Option<String> {
     let server = roles.iter().find(|r| r.role == RoleKind::VllmServer)?;
     let plan = server.vllm.as_ref()?;
@@ -112,10 +114,18 @@ pub fn server_queue_warning(run: &RunConfig, roles: &[Role]) -> Option<String> {
         .saturating_mul(run.processes())
         .saturating_mul(run.steps_per_generation());
     let per_replica = batch.div_ceil(run.vllm_server.data_parallel_size.max(1));
-    (plan.starts && (per_replica as f64) > plan.full_length_sequences).then(|| {
+    let tokens = run.sequence_len().min(plan.max_model_len).max(1);
+    let split = run
+        .vllm_server
+        .tensor_parallel_size
+        .clamp(1, run.arch.kv_heads.max(1));
+    let per_token =
+        vllm::kv_bytes_per_token(&run.arch, run.vllm_kv_fp8, plan.max_model_len) / split;
+    let held =
+        plan.kv_cache_bytes / (per_token * tokens.div_ceil(vllm::BLOCK) * vllm::BLOCK).max(1);
+    (plan.starts && per_replica > held).then(|| {
         format!(
-            "the vLLM server's KV cache holds {:.0} sequences of {} tokens and the ranks send {per_replica} completions at once: vLLM queues the rest (slower generation, not out of memory)",
-            plan.full_length_sequences, plan.max_model_len
+            "the vLLM server's KV cache holds {held} sequences of the run's {tokens} tokens (prompt + completion) and the ranks send {per_replica} completions at once: vLLM queues the rest (slower generation, not out of memory)"
         )
     })
 }

@@ -32,7 +32,7 @@ pub const VLLM_CUDA_GRAPHS: u64 = (0.66 * GIB as f64) as u64;
 const SAMPLER_COPIES: f64 = 8.6;
 
 /// vLLM's KV block size (tokens): the KV cache is sized in whole blocks, one of them the null block.
-const BLOCK: u64 = 16;
+pub(crate) const BLOCK: u64 = 16;
 
 /// vLLM on this GPU.
 #[derive(Debug, Clone, Serialize)]

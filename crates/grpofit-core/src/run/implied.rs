@@ -159,8 +159,18 @@ fn imply(p: Package, chosen: &[Pinned], anchors: &[Pinned]) -> Option<Pinned> {
         .iter()
         .filter_map(|q| {
             let spec = requires::requirement(q.package.name(), q.version, p.name())?;
-            (!spec.is_empty())
-                .then(|| format!("{} {}: {}{spec}", q.package.name(), q.version, p.name()))
+            // a release past the modelled ones is read by the newest's METADATA: said so
+            let read = requires::read_as(q.package.name(), q.version)
+                .filter(|r| *r != q.version)
+                .map_or(String::new(), |r| format!(" (as {r})"));
+            (!spec.is_empty()).then(|| {
+                format!(
+                    "{} {}{read}: {}{spec}",
+                    q.package.name(),
+                    q.version,
+                    p.name()
+                )
+            })
         })
         .collect();
     let bounds = if bounds.is_empty() {
@@ -261,6 +271,31 @@ mod tests {
 
     fn of(r: &Resolved, p: Package) -> &Pinned {
         &r.pins[Package::ALL.iter().position(|q| *q == p).unwrap()]
+    }
+
+    /// A release past the modelled ones is read by the newest's METADATA, and the implied
+    /// versions' reasons say so: "trl 9.0.0 (as 1.16.0): transformers>=4.56.2", not
+    /// requirements in trl 9.0.0's name that no wheel of it was read for.
+    #[test]
+    fn a_release_past_the_modelled_ones_names_the_metadata_read_for_it() {
+        let r = pins(&[(Package::Trl, "9.0.0")], Stack::Trl);
+        let newest = *requires::releases("trl").last().unwrap();
+        let Origin::Implied(why) = &of(&r, Package::Transformers).origin else {
+            panic!("{:?}", of(&r, Package::Transformers));
+        };
+        assert!(
+            why.contains(&format!("trl 9.0.0 (as {newest}): transformers")),
+            "{why}"
+        );
+        // a modelled release is its own
+        let r = pins(&[(Package::Trl, &newest.to_string())], Stack::Trl);
+        let Origin::Implied(why) = &of(&r, Package::Transformers).origin else {
+            panic!();
+        };
+        assert!(
+            why.contains(&format!("trl {newest}: transformers")),
+            "{why}"
+        );
     }
 
     #[test]

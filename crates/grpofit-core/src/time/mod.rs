@@ -209,7 +209,13 @@ pub fn step_time(
     let completions = run.effective_batch() as f64;
     let tokens = completions * lens.mean;
     let steps = keys.max_steps.filter(|&s| s > 0).or_else(|| {
-        let prompts = keys.dataset_size? as f64 * keys.num_train_epochs.unwrap_or(1.0);
+        // `num_train_epochs` left out: TrainingArguments' default (3.0 in the contract: GRPOConfig
+        // keeps it), as the trainer runs
+        let epochs = keys
+            .num_train_epochs
+            .or(crate::contract::Call::GrpoConfig.default_f64("num_train_epochs"))
+            .unwrap_or(1.0);
+        let prompts = keys.dataset_size? as f64 * epochs;
         (est.prompts_per_step > 0.0).then(|| (prompts / est.prompts_per_step).ceil() as u64)
     });
     StepTime {
