@@ -118,3 +118,41 @@ fn eager_attention_slows_the_passes_that_run_it() {
     assert!(phase(&eager, "scoring") > phase(&sdpa, "scoring"));
     assert_eq!(phase(&eager, "generation"), phase(&sdpa, "generation"));
 }
+
+/// `estimate --json` for tests/fixtures/fastest/trl7.toml (TRL colocate, Qwen2.5-7B LoRA) on an
+/// 80 GiB H100 with vLLM's share at 0.3, and `grpo` added to `[grpo]`.
+fn trl7_on_h100(grpo: &str) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fastest/trl7.toml"),
+    )
+    .unwrap()
+    .replace("gpu_memory = \"39.39GiB\"", "gpu_memory = \"79.19GiB\"")
+    .replace("gpu = \"A100 40GB SXM\"", "gpu = \"H100 SXM\"")
+    .replace("vllm_gpu_memory_utilization = 0.5", "vllm_gpu_memory_utilization = 0.3")
+    .replace("[grpo]\n", &format!("[grpo]\n{grpo}"));
+    std::fs::write(dir.path().join("run.toml"), &text).unwrap();
+    let out = run(grpofit_in(dir.path()).args(["estimate", "--config", "run.toml", "--json"]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
+/// vLLM decodes as many of the run's requests at once as its KV cache holds at their own length
+/// (a request takes blocks for the tokens it holds: `KVCacheManager.allocate_slots`), so a
+/// longer `max_model_len` with the same KV cache decodes no slower. Timed at `max_model_len`,
+/// the 32,768-token context's generation took 31.8 s against 8.4 s at 1,536.
+#[test]
+fn vllm_decodes_as_many_requests_as_its_cache_holds_at_the_runs_length() {
+    let long = trl7_on_h100("vllm_max_model_length = 32768\n");
+    let short = trl7_on_h100("vllm_max_model_length = 1536\n");
+    let kv = |v: &serde_json::Value| v["vllm"]["kv_cache_bytes"].as_f64().unwrap();
+    let held = |v: &serde_json::Value| v["vllm"]["run_length_sequences"].as_f64().unwrap();
+    // the same cache either way, within what the longer context's profile takes
+    assert!((kv(&long) / kv(&short) - 1.0).abs() < 0.02, "{} {}", kv(&long), kv(&short));
+    assert!((held(&long) / held(&short) - 1.0).abs() < 0.02);
+    let (a, b) = (
+        phase(&long["step_time"], "generation"),
+        phase(&short["step_time"], "generation"),
+    );
+    assert!((a / b - 1.0).abs() < 0.02, "generation {a} s at 32768 against {b} s at 1536");
+}

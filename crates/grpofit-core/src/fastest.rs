@@ -467,7 +467,7 @@ impl Search<'_> {
     /// 373 concurrent users; below that bound it only trims the KV reads, for a numerics change).
     fn knobs(&self) -> Vec<Throughput> {
         let kv_bound = self.best_est.vllm.as_ref().is_some_and(|p| {
-            p.full_length_sequences < (p.max_num_seqs.min(self.best.generation_rows())) as f64
+            p.run_length_sequences < (p.max_num_seqs.min(self.best.generation_rows())) as f64
         });
         Throughput::ALL
             .into_iter()

@@ -115,14 +115,7 @@ pub fn server_queue_warning(run: &RunConfig, roles: &[Role]) -> Option<String> {
         .saturating_mul(run.steps_per_generation());
     let per_replica = batch.div_ceil(run.vllm_server.data_parallel_size.max(1));
     let tokens = run.sequence_len().min(plan.max_model_len).max(1);
-    let split = run
-        .vllm_server
-        .tensor_parallel_size
-        .clamp(1, run.arch.kv_heads.max(1));
-    let per_token =
-        vllm::kv_bytes_per_token(&run.arch, run.vllm_kv_fp8, plan.max_model_len) / split;
-    let held =
-        plan.kv_cache_bytes / (per_token * tokens.div_ceil(vllm::BLOCK) * vllm::BLOCK).max(1);
+    let held = plan.run_length_sequences.floor() as u64;
     (plan.starts && per_replica > held).then(|| {
         format!(
             "the vLLM server's KV cache holds {held} sequences of the run's {tokens} tokens (prompt + completion) and the ranks send {per_replica} completions at once: vLLM queues the rest (slower generation, not out of memory)"

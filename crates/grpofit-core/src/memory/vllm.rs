@@ -50,6 +50,11 @@ pub struct VllmPlan {
     pub kv_cache_bytes: u64,
     /// sequences of `max_model_len` tokens the KV cache can hold at once
     pub full_length_sequences: f64,
+    /// sequences of the run's own length (prompt + completion, at most `max_model_len`) the KV
+    /// cache holds at once: how many of the run's requests vLLM decodes together. A request
+    /// takes KV blocks for the tokens it holds, never for `max_model_len` (vLLM's paged
+    /// `KVCacheManager.allocate_slots`)
+    pub run_length_sequences: f64,
     pub max_model_len: u64,
     pub max_num_seqs: u64,
     pub max_num_batched_tokens: u64,
@@ -251,6 +256,9 @@ fn plan_with(run: &RunConfig, s: &Setup) -> VllmPlan {
         non_torch_bytes: VLLM_NON_TORCH,
         kv_cache_bytes: kv,
         full_length_sequences: kv as f64 / needed.max(1) as f64,
+        run_length_sequences: kv as f64
+            / (per_token * run.sequence_len().clamp(1, s.context.max(1)).div_ceil(BLOCK) * BLOCK)
+                .max(1) as f64,
         max_model_len: s.context,
         max_num_seqs: seqs,
         max_num_batched_tokens: batched,

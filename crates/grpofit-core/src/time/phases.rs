@@ -204,7 +204,7 @@ pub(super) fn generation(run: &RunConfig, est: &Estimate, m: &Machine, l: &Lengt
                 Stack::Trl => Quant::Bf16,
             };
             let (max_seqs, full) = est.vllm.as_ref().map_or((seqs, seqs), |p| {
-                (p.max_num_seqs as f64, p.full_length_sequences.floor())
+                (p.max_num_seqs as f64, p.run_length_sequences.floor())
             });
             let concurrency = seqs.min(max_seqs).min(full).max(1.0);
             let steps = l.longest(seqs).max((seqs * l.mean / concurrency).ceil());
