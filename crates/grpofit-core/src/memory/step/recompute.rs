@@ -60,34 +60,12 @@ pub fn lora_casts_at_recompute(arch: &Arch, targets: &[bool], s: &StepShape) -> 
 mod tests {
     use super::*;
     use crate::arch::catalog;
-    use crate::run::versions::{EntropyChunk, LigerLoss, UnslothLogits};
 
     fn traced_shape(mask: AttentionMask, fp32_adapters: bool) -> StepShape {
         StepShape {
-            seqs: 4,
-            path: super::super::shape::StepPath::Trainer,
-            prompt: 28,
-            completion: 32,
-            rank: 8,
-            checkpointing: true,
-            reference_pass: false,
-            quantised_base: false,
-            expandable_segments: false,
-            fused_logits: false,
-            head_copy: false,
-            liger: LigerLoss::Off,
-            scoring_rows: 0,
-            free_at_step: 0,
-            small_card: false,
-            unsloth_logits: UnslothLogits::Blocks,
-            reference_logits: false,
-            every_position_logits: false,
-            row_log_softmax: false,
-            entropy: EntropyChunk::Rows128,
-            logits_in_place: false,
-            fp32_weights: false,
             mask,
             fp32_adapters,
+            ..super::super::shape::test_shape()
         }
     }
 

@@ -494,6 +494,39 @@ impl Logits {
     }
 }
 
+/// The tests' step: one micro-batch of 4 x (28 + 32) tokens on the trainer's path, LoRA rank 8,
+/// checkpointed, with every release's optional term off; each test sets what it varies (one
+/// literal, so a new field is added here once).
+#[cfg(test)]
+pub(crate) fn test_shape() -> StepShape {
+    StepShape {
+        seqs: 4,
+        path: StepPath::Trainer,
+        prompt: 28,
+        completion: 32,
+        rank: 8,
+        checkpointing: true,
+        reference_pass: false,
+        quantised_base: false,
+        expandable_segments: false,
+        fused_logits: false,
+        head_copy: false,
+        liger: LigerLoss::Off,
+        scoring_rows: 0,
+        free_at_step: 0,
+        small_card: false,
+        unsloth_logits: UnslothLogits::Blocks,
+        reference_logits: false,
+        every_position_logits: false,
+        row_log_softmax: false,
+        entropy: EntropyChunk::Rows128,
+        logits_in_place: false,
+        fp32_weights: false,
+        mask: AttentionMask::None,
+        fp32_adapters: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -514,30 +547,11 @@ mod tests {
 
     fn logits_shape(path: StepPath, fused_logits: bool, entropy: EntropyChunk) -> StepShape {
         StepShape {
-            seqs: 4,
             path,
             prompt: 27,
-            completion: 32,
-            rank: 8,
-            checkpointing: true,
-            reference_pass: false,
-            quantised_base: false,
-            expandable_segments: false,
             fused_logits,
-            head_copy: false,
-            liger: LigerLoss::Off,
-            scoring_rows: 0,
-            free_at_step: 0,
-            small_card: false,
-            unsloth_logits: UnslothLogits::Blocks,
-            reference_logits: false,
-            every_position_logits: false,
             entropy,
-            row_log_softmax: false,
-            logits_in_place: false,
-            fp32_weights: false,
-            mask: AttentionMask::None,
-            fp32_adapters: false,
+            ..test_shape()
         }
     }
 
