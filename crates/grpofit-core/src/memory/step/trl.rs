@@ -34,15 +34,17 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
         arch.layers * (hidden + casts.wider_residual * tokens)
     } else {
         arch.layers * layer_bytes - frozen_input_norm(arch, full, tokens)
+            + recompute::held_without_checkpointing(arch, targets, s, arch.layers)
     };
     let (logits_peak, copy_grad, forward_casts) = logits_moment(arch, targets, s, &logits, &casts);
     let forward = stored + final_norm + logits_peak + residue + forward_casts;
     // the trainer's recompute also holds the padded batch's attention mask and autocast's copies
-    // of the layer's fp32 adapters ([`recompute`])
+    // of the layer's fp32 adapters ([`recompute`]); without checkpointing the first layer's
+    // backward holds its own (`stored` has every layer's)
     let at_recompute = if s.checkpointing {
         recompute::mask_at_recompute(s) + recompute::lora_casts_at_recompute(arch, targets, s)
     } else {
-        0
+        recompute::held_without_checkpointing(arch, targets, s, 1)
     };
     let backward = if s.checkpointing {
         stored
