@@ -96,6 +96,7 @@ pub fn lora_casts_at_recompute(arch: &Arch, targets: &[bool], s: &StepShape) -> 
 mod tests {
     use super::*;
     use crate::arch::catalog;
+    use crate::contract::release::Release;
 
     fn traced_shape(mask: AttentionMask, fp32_adapters: bool) -> StepShape {
         StepShape {
@@ -105,16 +106,19 @@ mod tests {
         }
     }
 
-    /// `masking_utils` from transformers 4.53 (4.52.4's Qwen2 still calls
-    /// `_prepare_4d_causal_attention_mask_with_cache_position`, 4.53.1's `create_causal_mask`).
-    #[test]
-    fn transformers_builds_a_bool_mask_from_4_53() {
-        use crate::contract::release::Release;
+    fn example_versions() -> crate::run::versions::StackVersions {
         let arch = catalog::find("Qwen/Qwen2.5-7B-Instruct")
             .expect("catalog id")
             .arch
             .clone();
-        let mut v = crate::run::RunConfig::example(arch).versions;
+        crate::run::RunConfig::example(arch).versions
+    }
+
+    /// `masking_utils` from transformers 4.53 (4.52.4's Qwen2 still calls
+    /// `_prepare_4d_causal_attention_mask_with_cache_position`, 4.53.1's `create_causal_mask`).
+    #[test]
+    fn transformers_builds_a_bool_mask_from_4_53() {
+        let mut v = example_versions();
         for (release, bool_mask) in [("4.50.3", false), ("4.52.4", false), ("4.53.1", true)] {
             v.transformers = Release::parse(release).expect("release");
             assert_eq!(v.transformers_bool_mask(), bool_mask, "{release}");
@@ -171,12 +175,7 @@ mod tests {
     /// pass the batch's.
     #[test]
     fn trl_0_14_builds_no_mask() {
-        use crate::contract::release::Release;
-        let arch = catalog::find("Qwen/Qwen2.5-7B-Instruct")
-            .expect("catalog id")
-            .arch
-            .clone();
-        let mut v = crate::run::RunConfig::example(arch).versions;
+        let mut v = example_versions();
         for (release, passes) in [("0.14.0", false), ("0.15.2", true), ("1.16.0", true)] {
             v.trl = Release::parse(release).expect("release");
             assert_eq!(v.trl_passes_attention_mask(), passes, "{release}");
