@@ -102,11 +102,13 @@ impl StepPath {
 
 /// The 4-D attention mask a padded batch builds, by the transformers release in force
 /// (`StackVersions::transformers_bool_mask`), held at the checkpointed recompute
-/// (`recompute::mask_at_recompute`). The calibration harness's all-ones mask builds
-/// none: `_ignore_causal_mask_sdpa` lets SDPA run `is_causal` instead.
+/// (`recompute::mask_at_recompute`) and, without checkpointing, by every layer's attention
+/// (`recompute::held_without_checkpointing`). The calibration harness's all-ones mask builds
+/// none: `_ignore_causal_mask_sdpa` lets SDPA run `is_causal` instead; nor does TRL 0.14, which
+/// passes no mask (`StackVersions::trl_passes_attention_mask`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AttentionMask {
-    /// no 4-D mask (the harness)
+    /// no 4-D mask (the harness, TRL 0.14)
     None,
     /// transformers 4.50 to 4.52: `Qwen2Model._update_causal_mask` ->
     /// `_prepare_4d_causal_attention_mask_with_cache_position` (read in 4.50.3 and 4.52.4 for
