@@ -96,7 +96,7 @@ fn doubling_the_completion_length_at_least_x1_6_the_generation() {
 /// Over twice as fast on an H100 as on an A10G (5.6x the bandwidth, 6.9x the bf16 tensor
 /// throughput), except where vLLM's host work, the same on both cards, is a large part of a
 /// decode step: the 8gb preset's Gemma 3 1B reads 2 GB a step, 0.9 ms on an H100 beside
-/// `VLLM_STEP_SECONDS`' 1.5 ms, so it gains less (x1.94), though still well over x1.5.
+/// `VLLM_STEP_SECONDS`' 1.5 ms, so it gains less (x1.95), though still well over x1.5.
 #[test]
 fn the_same_run_is_over_twice_as_fast_on_an_h100_as_on_an_a10g() {
     for name in grpofit::presets::names() {

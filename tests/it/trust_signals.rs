@@ -91,7 +91,6 @@ fn finish(child: Child) -> (Option<i32>, String) {
     )
 }
 
-/// `program` with `marker` gone within a second: processes may take a moment to be reaped.
 /// Whether no `program` with `marker` runs, given up to 10 s to go: the watchdog notices its
 /// parent's death and kills the group within milliseconds on an idle machine, but a loaded one
 /// (the whole suite on two cores) has delayed it past one second.

@@ -13,9 +13,12 @@ Bytes that follow the weights rather than the tokens (a gradient's first write) 
 counting at two sequence lengths and taking the slope: bytes a token. The slope is then split by
 varying one dimension at a time (layers, hidden, intermediate, attention heads, vocabulary) into
 
-    bytes a token = layers x (a.hidden + b.intermediate + c.(q_dim + 2 kv_dim)) + d.hidden + e.vocab
+    bytes a token = layers x (a.hidden + b.intermediate + c.(q_dim + 2 kv_dim) + layer_rest)
+                    + d.hidden + e.vocab + outside_rest
 
-and the fit is checked against a model twice as wide in every dimension (`check`). With LoRA
+(`layer_rest` and `outside_rest`: what the linear form leaves at the base model, a constant a
+token a layer and outside the layers; `time/kernels.rs` `Traffic` `layer` and `outside`), and
+the fit is checked against a model twice as wide in every dimension (`check`). With LoRA
 (r=8, every linear layer, `lora_dropout` 0 as PEFT's default), `lora` is the extra bytes a token
 per (fan_in + fan_out) of every adapted projection.
 

@@ -225,6 +225,7 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
         // TRL pads its batches (prompts of different lengths), the harness runs all-ones masks
         mask: match (on_trainer, run.versions.transformers_bool_mask()) {
             (false, _) => AttentionMask::None,
+            _ if !run.versions.trl_passes_attention_mask() => AttentionMask::None,
             (true, false) => AttentionMask::Float,
             (true, true) => AttentionMask::BoolConverted,
         },

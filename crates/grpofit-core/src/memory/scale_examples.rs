@@ -142,25 +142,8 @@ fn full_fine_tuning_s_fused_head_backward_holds_an_fp32_weight_gradient() {
         prompt: 16,
         completion: 16,
         rank: 16,
-        checkpointing: true,
-        reference_pass: false,
-        quantised_base: false,
-        expandable_segments: false,
         fused_logits: true,
-        head_copy: false,
-        liger: crate::run::versions::LigerLoss::Off,
-        scoring_rows: 0,
-        free_at_step: 0,
-        small_card: false,
-        unsloth_logits: crate::run::versions::UnslothLogits::Blocks,
-        reference_logits: false,
-        every_position_logits: false,
-        row_log_softmax: false,
-        entropy: crate::run::versions::EntropyChunk::Rows128,
-        logits_in_place: false,
-        fp32_weights: false,
-        mask: crate::memory::step::shape::AttentionMask::None,
-        fp32_adapters: false,
+        ..crate::memory::step::shape::test_shape()
     };
     let full = trl_step(&a, &vec![false; a.projections().len()], &s);
     assert_eq!(full.logits, 3_271_491_584);

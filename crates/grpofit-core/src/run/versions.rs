@@ -348,6 +348,15 @@ impl StackVersions {
         self.trl.line() < (0, 15)
     }
 
+    /// Whether TRL hands the log-prob forwards the batch's attention mask, so that the model
+    /// builds a 4-D mask (`memory::step::shape::AttentionMask`): trl 0.14.0 `compute_loss`'s
+    /// local `get_per_token_logps` calls `model(input_ids, num_logits_to_keep=...)` with none
+    /// (SDPA runs `is_causal`; traced: no mask tensor at any 0.14.0 peak), trl 0.15.2
+    /// `_get_per_token_logps` passes `attention_mask=attention_mask`.
+    pub fn trl_passes_attention_mask(self) -> bool {
+        self.trl.line() >= (0, 15)
+    }
+
     /// Whether TRL leaves a LoRA model without the input-gradient hook that reentrant
     /// checkpointing needs: trl 0.14.0 and 0.15.2 `GRPOTrainer.__init__` call `get_peft_model`
     /// before the Trainer turns checkpointing on, so peft 0.14.0 `PeftModel.__init__` skips

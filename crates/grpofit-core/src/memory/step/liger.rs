@@ -68,35 +68,17 @@ pub(super) fn liger_peak(arch: &Arch, s: &StepShape, head_trained: bool) -> u64 
 mod tests {
     use super::*;
     use crate::arch::catalog;
-    use crate::memory::step::shape::{Logits, StepPath};
-    use crate::run::versions::{EntropyChunk, UnslothLogits};
+    use crate::memory::step::shape::Logits;
 
     fn shape(liger: LigerLoss) -> StepShape {
         StepShape {
             seqs: 8,
-            path: StepPath::Trainer,
             prompt: 256,
             completion: 1024,
             rank: 16,
-            checkpointing: true,
-            reference_pass: false,
-            quantised_base: false,
-            expandable_segments: false,
-            fused_logits: false,
-            head_copy: false,
             liger,
-            scoring_rows: 0,
-            free_at_step: 0,
-            small_card: false,
-            unsloth_logits: UnslothLogits::Blocks,
-            reference_logits: false,
-            every_position_logits: false,
-            entropy: EntropyChunk::Rows128,
-            row_log_softmax: false,
             logits_in_place: true,
-            fp32_weights: false,
-            mask: super::super::shape::AttentionMask::None,
-            fp32_adapters: false,
+            ..super::super::shape::test_shape()
         }
     }
 

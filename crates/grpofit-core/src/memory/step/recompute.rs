@@ -1,7 +1,8 @@
-//! What the trainer's checkpointed backward holds at the recomputed layer beside the layer's own
-//! tensors ([`super::trl`] `recomputed_layer`), which the calibration harness (all-ones mask, no
-//! autocast) does not: the attention mask of the padded batch, and autocast's bf16 copies of
-//! the recomputed layer's fp32 LoRA weights.
+//! What the trainer's step holds beside the layers' own tensors, which the calibration harness
+//! (all-ones mask, no autocast) does not: the attention mask of the padded batch, and autocast's
+//! bf16 copies of the fp32 LoRA weights. With checkpointing, at the recomputed layer
+//! ([`super::trl`] `recomputed_layer`); without, in every layer's saved set
+//! ([`held_without_checkpointing`]).
 //!
 //! Traced (trl 0.19.1 qwen2 `iterations2`, 4 x 60 tokens, every storage listed at the backward's
 //! peak with `TRACE_AT_PEAK_MIN=1`): the peak comes at the end of the first layer's recomputed
@@ -24,14 +25,49 @@ use crate::arch::Arch;
 /// (403 MB), or 268 MB for 4.50-4.52's bf16 mask, beside Qwen2.5-7B's 28 stored layer inputs
 /// of 235 MB each (8 x 4096 x 3,584 bf16).
 pub fn mask_at_recompute(s: &StepShape) -> u64 {
+    kept_mask(s) + mask_elements(s) * s.mask.converted_element()
+}
+
+/// Without checkpointing every layer's attention keeps its own conversion of the mask for its
+/// backward, and every layer's `lora_A` / `lora_B` matmuls keep autocast's bf16 copies of their
+/// weights (the same `cached_cast` rule: a matmul saves the operand its input's gradient needs);
+/// 4.50-4.52's float mask is one tensor every layer's attention saves, 4.53's bool mask is
+/// dropped with the forward once each layer has converted it. `layers` is how many layers' saved
+/// sets are live: all of them at the logits, one at the first layer's backward. Traced (trl
+/// 0.19.1 qwen2 `no_gc`, at_peak backward at the logits' backward: `where` 27,848 B x 2, one a
+/// layer; trl 0.16.1: `clone` 27,848 B x 1, the float mask; with every storage listed, each
+/// layer's adapter copies `_to_copy` 2,048 / 5,632 / 1,024 B as at the recompute). At
+/// Qwen2.5-7B, 8 x 4096 on 4.53+: 268 MB a layer, 7.5 GB over 28 layers.
+pub fn held_without_checkpointing(
+    arch: &Arch,
+    targets: &[bool],
+    s: &StepShape,
+    layers: u64,
+) -> u64 {
+    let shared = if s.mask == AttentionMask::Float {
+        kept_mask(s)
+    } else {
+        0
+    };
+    let per_layer =
+        mask_elements(s) * s.mask.converted_element() + lora_casts_at_recompute(arch, targets, s);
+    shared + layers * per_layer
+}
+
+/// `B x S x S`: the mask's elements (broadcast over the heads).
+fn mask_elements(s: &StepShape) -> u64 {
     let seq = s.prompt + s.completion;
-    let elements = s.seqs * seq * seq;
+    s.seqs * seq * seq
+}
+
+/// The mask the model builds, in its dtype (an fp32 model's float mask is fp32).
+fn kept_mask(s: &StepShape) -> u64 {
     let fp32 = if s.fp32_weights && s.mask == AttentionMask::Float {
         2
     } else {
         1
     };
-    elements * (s.mask.kept_element() * fp32 + s.mask.converted_element())
+    mask_elements(s) * s.mask.kept_element() * fp32
 }
 
 /// Autocast's bf16 copies of one layer's fp32 LoRA weights: under `torch.autocast` a leaf fp32
@@ -60,47 +96,29 @@ pub fn lora_casts_at_recompute(arch: &Arch, targets: &[bool], s: &StepShape) -> 
 mod tests {
     use super::*;
     use crate::arch::catalog;
-    use crate::run::versions::{EntropyChunk, LigerLoss, UnslothLogits};
+    use crate::contract::release::Release;
 
     fn traced_shape(mask: AttentionMask, fp32_adapters: bool) -> StepShape {
         StepShape {
-            seqs: 4,
-            path: super::super::shape::StepPath::Trainer,
-            prompt: 28,
-            completion: 32,
-            rank: 8,
-            checkpointing: true,
-            reference_pass: false,
-            quantised_base: false,
-            expandable_segments: false,
-            fused_logits: false,
-            head_copy: false,
-            liger: LigerLoss::Off,
-            scoring_rows: 0,
-            free_at_step: 0,
-            small_card: false,
-            unsloth_logits: UnslothLogits::Blocks,
-            reference_logits: false,
-            every_position_logits: false,
-            row_log_softmax: false,
-            entropy: EntropyChunk::Rows128,
-            logits_in_place: false,
-            fp32_weights: false,
             mask,
             fp32_adapters,
+            ..super::super::shape::test_shape()
         }
+    }
+
+    fn example_versions() -> crate::run::versions::StackVersions {
+        let arch = catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch
+            .clone();
+        crate::run::RunConfig::example(arch).versions
     }
 
     /// `masking_utils` from transformers 4.53 (4.52.4's Qwen2 still calls
     /// `_prepare_4d_causal_attention_mask_with_cache_position`, 4.53.1's `create_causal_mask`).
     #[test]
     fn transformers_builds_a_bool_mask_from_4_53() {
-        use crate::contract::release::Release;
-        let arch = catalog::find("Qwen/Qwen2.5-7B-Instruct")
-            .expect("catalog id")
-            .arch
-            .clone();
-        let mut v = crate::run::RunConfig::example(arch).versions;
+        let mut v = example_versions();
         for (release, bool_mask) in [("4.50.3", false), ("4.52.4", false), ("4.53.1", true)] {
             v.transformers = Release::parse(release).expect("release");
             assert_eq!(v.transformers_bool_mask(), bool_mask, "{release}");
@@ -110,7 +128,7 @@ mod tests {
     }
 
     /// The trainer's checkpointed step holds both at the recompute (and at full fine-tuning's
-    /// first-layer moment); without checkpointing the step is left as it was.
+    /// first-layer moment); without checkpointing, every layer's bf16 mask and copies.
     #[test]
     fn the_checkpointed_step_holds_the_mask_and_the_adapter_copies() {
         let arch = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
@@ -142,11 +160,65 @@ mod tests {
         // full fine-tuning: the mask only
         let (with, without) = (peak(&none, &padded), peak(&none, &bare));
         assert_eq!(with.1 - without.1, mask_at_recompute(&padded));
+        // without checkpointing every layer keeps its bf16 mask and adapter copies: 28 x 271 MB
         let (with, without) = (
             peak(&all, &long(AttentionMask::BoolConverted, true, false)),
             peak(&all, &long(AttentionMask::None, false, false)),
         );
-        assert_eq!(with, without);
+        assert_eq!(
+            with.0 - without.0,
+            28 * (8 * 4096 * 4096 * 2 + 2 * 16 * 90_112)
+        );
+    }
+
+    /// TRL 0.14 hands its log-prob forwards no attention mask, so the model builds none; 0.15 on
+    /// pass the batch's.
+    #[test]
+    fn trl_0_14_builds_no_mask() {
+        let mut v = example_versions();
+        for (release, passes) in [("0.14.0", false), ("0.15.2", true), ("1.16.0", true)] {
+            v.trl = Release::parse(release).expect("release");
+            assert_eq!(v.trl_passes_attention_mask(), passes, "{release}");
+        }
+    }
+
+    /// Without checkpointing each layer keeps its own bf16 conversion of the mask and its
+    /// adapters' bf16 copies, the float mask once: trl 0.19.1 qwen2 `no_gc` at 4 x 59 (`where`
+    /// 27,848 B x 2), 0.16.1 (`clone` 27,848 B x 1).
+    #[test]
+    fn without_checkpointing_every_layer_keeps_its_mask_and_adapter_copies() {
+        let tiny = tiny_qwen2();
+        let all = vec![true; tiny.projections().len()];
+        let copies = 2_048 * 9 + 5_632 * 3 + 1_024 * 2;
+        let no_gc = |mask| StepShape {
+            checkpointing: false,
+            prompt: 27,
+            ..traced_shape(mask, true)
+        };
+        let bool_mask = no_gc(AttentionMask::BoolConverted);
+        assert_eq!(
+            held_without_checkpointing(&tiny, &all, &bool_mask, 2),
+            2 * 27_848 + 2 * copies
+        );
+        let float = no_gc(AttentionMask::Float);
+        assert_eq!(
+            held_without_checkpointing(&tiny, &all, &float, 2),
+            27_848 + 2 * copies
+        );
+        // the step holds every layer's, beside what it held without them
+        let bare = StepShape {
+            fp32_adapters: false,
+            ..no_gc(AttentionMask::None)
+        };
+        let (with, without) = (
+            super::super::trl::trl_step(&tiny, &all, &bool_mask),
+            super::super::trl::trl_step(&tiny, &all, &bare),
+        );
+        assert_eq!(
+            with.activations + with.logits - without.activations - without.logits,
+            2 * 27_848 + 2 * copies
+        );
+        assert_eq!(with.first_layer - without.first_layer, 27_848 + copies);
     }
 
     /// trl 0.19.1 qwen2 `iterations2` (transformers 4.53.1), 4 x 60: `bitwise_and` 14,400 B and
@@ -186,9 +258,8 @@ mod tests {
 
     /// The tiny Qwen2 of the traces (hidden 128, intermediate 352, 4 x 32 query and 2 x 32 KV
     /// heads), rank 8 on every projection: `_to_copy` 2,048 B x 9, 5,632 B x 3, 1,024 B x 2.
-    #[test]
-    fn the_recomputed_layer_casts_its_fp32_adapters_once() {
-        let tiny = crate::arch::config_json::parse(
+    fn tiny_qwen2() -> Arch {
+        crate::arch::config_json::parse(
             &serde_json::json!({
                 "model_type": "qwen2", "hidden_size": 128, "intermediate_size": 352,
                 "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -197,7 +268,12 @@ mod tests {
             }),
             "qwen2",
         )
-        .expect("tiny config");
+        .expect("tiny config")
+    }
+
+    #[test]
+    fn the_recomputed_layer_casts_its_fp32_adapters_once() {
+        let tiny = tiny_qwen2();
         let all = vec![true; tiny.projections().len()];
         let s = traced_shape(AttentionMask::BoolConverted, true);
         assert_eq!(

@@ -76,15 +76,14 @@ pub(super) fn trl_scoring_pass(
     fp32_casts: u64,
 ) -> StepPeak {
     let tokens = s.seqs * (s.prompt + s.completion);
-    let widest_input = arch.intermediate.max(arch.hidden);
-    let layer = tokens * (2 * arch.hidden * 2 + widest_input * 4 + 3 * arch.intermediate * 2);
-    let head = tokens * arch.hidden * 6;
     let scoring = logits.gathered + logits.tile + logits.stats;
     // the policy's fp32 weights still require grad under no_grad, so autocast caches their bf16
     // copies through this forward too (traced 1.15.0 `full_fp32_beta`, at_peak scoring: every
     // projection's and the head's `_to_copy`); the reference model's require none
-    let casts = fp32_casts;
-    StepPeak::larger_moment(layer + casts, (head + casts, scoring))
+    StepPeak::larger_moment(
+        no_grad_layer(arch, tokens) + fp32_casts,
+        (final_norm_output(arch, tokens) + fp32_casts, scoring),
+    )
 }
 
 /// trl 0.19.1's reference pass (N4, `StackVersions::trl_reference_over_generation_batch`): one
@@ -98,9 +97,24 @@ pub(super) fn whole_batch_reference(arch: &Arch, s: &StepShape) -> StepPeak {
         ..*s
     };
     let tokens = rows.seqs * (s.prompt + s.completion);
-    let widest_input = arch.intermediate.max(arch.hidden);
-    let layer = tokens * (2 * arch.hidden * 2 + widest_input * 4 + 3 * arch.intermediate * 2);
     let lg = Logits::new(arch, &rows);
     let logits = (lg.cast_from + lg.head).max(lg.head + lg.copy);
-    StepPeak::larger_moment(layer, (tokens * arch.hidden * 6, logits))
+    StepPeak::larger_moment(
+        no_grad_layer(arch, tokens),
+        (final_norm_output(arch, tokens), logits),
+    )
+}
+
+/// One decoder layer's working set in a no-grad forward, nothing saved: the residual stream and
+/// the normed input (2 H each), PEFT's fp32 copy of the widest projection input (4 max(I, H)),
+/// and the MLP's gate, up and product (2 I each).
+fn no_grad_layer(arch: &Arch, tokens: u64) -> u64 {
+    let widest_input = arch.intermediate.max(arch.hidden);
+    tokens * (2 * arch.hidden * 2 + widest_input * 4 + 3 * arch.intermediate * 2)
+}
+
+/// The final norm's moment before the head: it keeps its fp32 input (4 H), and the normed bf16
+/// output (2 H) feeds the head.
+pub(super) fn final_norm_output(arch: &Arch, tokens: u64) -> u64 {
+    tokens * arch.hidden * 6
 }

@@ -102,11 +102,13 @@ impl StepPath {
 
 /// The 4-D attention mask a padded batch builds, by the transformers release in force
 /// (`StackVersions::transformers_bool_mask`), held at the checkpointed recompute
-/// (`recompute::mask_at_recompute`). The calibration harness's all-ones mask builds
-/// none: `_ignore_causal_mask_sdpa` lets SDPA run `is_causal` instead.
+/// (`recompute::mask_at_recompute`) and, without checkpointing, by every layer's attention
+/// (`recompute::held_without_checkpointing`). The calibration harness's all-ones mask builds
+/// none: `_ignore_causal_mask_sdpa` lets SDPA run `is_causal` instead; nor does TRL 0.14, which
+/// passes no mask (`StackVersions::trl_passes_attention_mask`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AttentionMask {
-    /// no 4-D mask (the harness)
+    /// no 4-D mask (the harness, TRL 0.14)
     None,
     /// transformers 4.50 to 4.52: `Qwen2Model._update_causal_mask` ->
     /// `_prepare_4d_causal_attention_mask_with_cache_position` (read in 4.50.3 and 4.52.4 for
@@ -494,6 +496,39 @@ impl Logits {
     }
 }
 
+/// The tests' step: one micro-batch of 4 x (28 + 32) tokens on the trainer's path, LoRA rank 8,
+/// checkpointed, with every release's optional term off; each test sets what it varies (one
+/// literal, so a new field is added here once).
+#[cfg(test)]
+pub(crate) fn test_shape() -> StepShape {
+    StepShape {
+        seqs: 4,
+        path: StepPath::Trainer,
+        prompt: 28,
+        completion: 32,
+        rank: 8,
+        checkpointing: true,
+        reference_pass: false,
+        quantised_base: false,
+        expandable_segments: false,
+        fused_logits: false,
+        head_copy: false,
+        liger: LigerLoss::Off,
+        scoring_rows: 0,
+        free_at_step: 0,
+        small_card: false,
+        unsloth_logits: UnslothLogits::Blocks,
+        reference_logits: false,
+        every_position_logits: false,
+        row_log_softmax: false,
+        entropy: EntropyChunk::Rows128,
+        logits_in_place: false,
+        fp32_weights: false,
+        mask: AttentionMask::None,
+        fp32_adapters: false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -514,30 +549,11 @@ mod tests {
 
     fn logits_shape(path: StepPath, fused_logits: bool, entropy: EntropyChunk) -> StepShape {
         StepShape {
-            seqs: 4,
             path,
             prompt: 27,
-            completion: 32,
-            rank: 8,
-            checkpointing: true,
-            reference_pass: false,
-            quantised_base: false,
-            expandable_segments: false,
             fused_logits,
-            head_copy: false,
-            liger: LigerLoss::Off,
-            scoring_rows: 0,
-            free_at_step: 0,
-            small_card: false,
-            unsloth_logits: UnslothLogits::Blocks,
-            reference_logits: false,
-            every_position_logits: false,
             entropy,
-            row_log_softmax: false,
-            logits_in_place: false,
-            fp32_weights: false,
-            mask: AttentionMask::None,
-            fp32_adapters: false,
+            ..test_shape()
         }
     }
 

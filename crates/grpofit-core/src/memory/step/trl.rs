@@ -9,7 +9,9 @@
 
 use super::recompute;
 use super::replay;
-use super::scoring::{in_step_reference, trl_scoring_pass, whole_batch_reference};
+use super::scoring::{
+    final_norm_output, in_step_reference, trl_scoring_pass, whole_batch_reference,
+};
 use super::shape::{Logits, StepPath, StepPeak, StepShape, layer_tensors, trained_weight_inputs};
 use crate::arch::Arch;
 use crate::run::versions::LigerLoss;
@@ -25,23 +27,24 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     let casts = Fp32Weights::of(arch, s);
     let layer_bytes = (layer.per_token() + trained_inputs + casts.wider_saved) * tokens;
     let logits = Logits::new(arch, s);
-    // The final norm keeps its fp32 input, and the normed bf16 output feeds the head.
-    let final_norm = tokens * arch.hidden * 6;
+    let final_norm = final_norm_output(arch, tokens);
     // With beta > 0, two hidden-state-sized bf16 tensors of the reference pass outlive it (trace).
     let residue = if s.reference_pass { 2 * hidden } else { 0 };
     let stored = if s.checkpointing {
         arch.layers * (hidden + casts.wider_residual * tokens)
     } else {
         arch.layers * layer_bytes - frozen_input_norm(arch, full, tokens)
+            + recompute::held_without_checkpointing(arch, targets, s, arch.layers)
     };
     let (logits_peak, copy_grad, forward_casts) = logits_moment(arch, targets, s, &logits, &casts);
     let forward = stored + final_norm + logits_peak + residue + forward_casts;
     // the trainer's recompute also holds the padded batch's attention mask and autocast's copies
-    // of the layer's fp32 adapters ([`recompute`])
+    // of the layer's fp32 adapters ([`recompute`]); without checkpointing the first layer's
+    // backward holds its own (`stored` has every layer's)
     let at_recompute = if s.checkpointing {
         recompute::mask_at_recompute(s) + recompute::lora_casts_at_recompute(arch, targets, s)
     } else {
-        0
+        recompute::held_without_checkpointing(arch, targets, s, 1)
     };
     let backward = if s.checkpointing {
         stored
@@ -340,34 +343,17 @@ fn logits_moment(
 mod tests {
     use super::*;
     use crate::arch::catalog;
-    use crate::run::versions::UnslothLogits;
 
     fn shape(scoring_rows: u64) -> StepShape {
         StepShape {
             seqs: 8,
-            path: super::super::shape::StepPath::Harness,
+            path: StepPath::Harness,
             prompt: 256,
             completion: 768,
             rank: 16,
-            checkpointing: true,
-            reference_pass: false,
-            quantised_base: false,
-            expandable_segments: false,
             fused_logits: true,
-            head_copy: false,
-            liger: crate::run::versions::LigerLoss::Off,
             scoring_rows,
-            free_at_step: 0,
-            small_card: false,
-            unsloth_logits: UnslothLogits::Blocks,
-            reference_logits: false,
-            every_position_logits: false,
-            row_log_softmax: false,
-            entropy: crate::run::versions::EntropyChunk::Rows128,
-            logits_in_place: false,
-            fp32_weights: false,
-            mask: super::super::shape::AttentionMask::None,
-            fp32_adapters: false,
+            ..super::super::shape::test_shape()
         }
     }
 
