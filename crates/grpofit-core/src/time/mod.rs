@@ -11,6 +11,7 @@ pub mod checkpoint;
 pub mod efficiency;
 mod kernels;
 mod machine;
+mod ops;
 pub mod offload;
 mod phases;
 mod rewards;

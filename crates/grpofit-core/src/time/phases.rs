@@ -5,6 +5,7 @@
 
 use super::efficiency::*;
 use super::kernels;
+use super::ops;
 pub(super) use super::machine::Machine;
 use crate::arch::{Arch, Family};
 use crate::memory::estimate::{Estimate, target_mask};
@@ -126,23 +127,10 @@ fn generate_runs_every_expert(arch: &Arch) -> bool {
     arch.family == Family::GptOss && arch.moe.is_some()
 }
 
-/// Eager operators of one pass through the model.
-fn ops_per_pass(run: &RunConfig) -> f64 {
-    let adapters = if run.full_finetuning {
-        0
-    } else {
-        target_mask(&run.arch, &run.lora_targets)
-            .iter()
-            .filter(|t| **t)
-            .count()
-    };
-    run.arch.layers as f64 * (OPS_PER_LAYER + adapters as f64 * OPS_PER_ADAPTER)
-}
-
-/// Eager operators of one training-mode pass over `tokens` tokens: the layers', and the expert
-/// loop's for each expert hit (transformers' MoE blocks in training).
-fn ops_with_experts(run: &RunConfig, tokens: f64) -> f64 {
-    ops_per_pass(run) + run.arch.layers as f64 * experts_touched(&run.arch, tokens) * OPS_PER_EXPERT
+/// Eager operators transformers' MoE blocks add to a training-mode pass over `tokens` tokens:
+/// the expert loop's for each expert hit.
+fn expert_ops(run: &RunConfig, tokens: f64) -> f64 {
+    run.arch.layers as f64 * experts_touched(&run.arch, tokens) * OPS_PER_EXPERT
 }
 
 /// Micro-steps between generations: trl 1.15.0 `_prepare_inputs` (`generate_every =
@@ -181,7 +169,7 @@ pub(super) fn generation(run: &RunConfig, est: &Estimate, m: &Machine, l: &Lengt
                 + m.compute(2.0 * extra * rows * steps, 1.0);
             let prefill = forward_compute(arch, m, rows * l.prompt, l.prompt, 1.0)
                 + m.compute(2.0 * extra * rows * l.prompt, 1.0);
-            reads.max(compute) + m.eager(steps * ops_per_pass(run)) + prefill
+            reads.max(compute) + m.eager(steps * ops::decode_step(run)) + prefill
         }
         Generation::ColocatedVllm { .. } | Generation::VllmServer => {
             // a server of `data_parallel_size` copies splits the sequences among them, each
@@ -271,22 +259,24 @@ fn micro_batch_tokens(run: &RunConfig, l: &Lengths) -> (f64, f64) {
     (mb * len, len)
 }
 
-/// What each eager pass over a micro-batch costs beside its kernels: the quantised weights'
-/// dequantisation and its operators' dispatch.
-fn pass_overhead(run: &RunConfig, m: &Machine, tokens: f64) -> f64 {
-    let dequant = if run.quant.is_quantised() {
+/// What each pass over a micro-batch moves beside its kernels: the quantised weights'
+/// dequantisation.
+fn dequantisation(run: &RunConfig, m: &Machine, tokens: f64) -> f64 {
+    if run.quant.is_quantised() {
         let experts = experts_touched(&run.arch, tokens);
         m.traffic(weight_traffic(&run.arch, run.quant, experts), 1.0)
     } else {
         0.0
-    };
-    dequant + m.eager(ops_with_experts(run, tokens))
+    }
 }
 
-/// One no-grad forward over a micro-batch (`kernels::forward`) and its overhead.
+/// One no-grad forward over a micro-batch (`kernels::forward`), its dequantisation and its
+/// operators' dispatch (`ops::scoring_pass`).
 fn pass(run: &RunConfig, m: &Machine, tokens: f64, len: f64) -> f64 {
     let experts = experts_touched(&run.arch, tokens);
-    kernels::forward(run, m, tokens, len, experts) + pass_overhead(run, m, tokens)
+    kernels::forward(run, m, tokens, len, experts)
+        + dequantisation(run, m, tokens)
+        + m.eager(ops::scoring_pass(run) + expert_ops(run, tokens))
 }
 
 /// The no-grad passes over each generation batch (trl 1.15 `_generate_and_score_completions`):
@@ -310,12 +300,15 @@ pub(super) fn training(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
         Checkpointing::Off => 0.0,
         Checkpointing::On | Checkpointing::UnslothOffload => 1.0,
     };
-    // the forward (again for checkpointing's recompute) and the backward, each pass's overhead
+    // the forward (again for checkpointing's recompute) and the backward, each pass's
+    // dequantisation; the operators counted for the three (`ops`), the expert loop's in each
     let experts = experts_touched(&run.arch, tokens);
+    let passes = 1.0 + backward + recompute;
     let per_micro = kernels::forward(run, m, tokens, len, experts)
         + recompute * kernels::recompute(run, m, tokens, len, experts)
         + kernels::backward(run, m, tokens, len, experts)
-        + (1.0 + backward + recompute) * pass_overhead(run, m, tokens);
+        + passes * dequantisation(run, m, tokens)
+        + m.eager(ops::training_micro_batch(run) + passes * expert_ops(run, tokens));
     let trainable = trainable_parameters(run);
     // torch AdamW (`_multi_tensor_adamw`) reads the parameter, its gradient and both moments and
     // writes three of them: 28 bytes an fp32 parameter; bitsandbytes' 8-bit moments: 16
