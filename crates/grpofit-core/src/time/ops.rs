@@ -232,10 +232,17 @@ mod tests {
                 assert_eq!(c.lora, at("lora_all_linear", "fixed"), "{name} {key} lora");
                 // a frozen base's layer runs the full layer's forward operators
                 if key != "backward" {
-                    assert_eq!(c.per_layer, kernels(&f["lora_frozen_layer"][key]), "{name} {key}");
+                    assert_eq!(
+                        c.per_layer,
+                        kernels(&f["lora_frozen_layer"][key]),
+                        "{name} {key}"
+                    );
                 }
             }
-            assert_eq!(o.frozen_backward, kernels(&f["lora_frozen_layer"]["backward"]));
+            assert_eq!(
+                o.frozen_backward,
+                kernels(&f["lora_frozen_layer"]["backward"])
+            );
             let a = &f["lora_per_adapter"];
             let adapter = [
                 (ADAPTER.forward, "train_forward"),
@@ -269,6 +276,9 @@ mod tests {
             training_micro_batch(&full) - training_micro_batch(&plain),
             28.0 * 54.0
         );
-        assert_eq!(training_micro_batch(&plain), 28.0 * (54.0 + 103.0) + 41.0 + 33.0);
+        assert_eq!(
+            training_micro_batch(&plain),
+            28.0 * (54.0 + 103.0) + 41.0 + 33.0
+        );
     }
 }

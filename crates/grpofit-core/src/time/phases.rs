@@ -5,8 +5,8 @@
 
 use super::efficiency::*;
 use super::kernels;
-use super::ops;
 pub(super) use super::machine::Machine;
+use super::ops;
 use crate::arch::{Arch, Family};
 use crate::memory::estimate::{Estimate, target_mask};
 use crate::memory::vllm::kv_bytes_per_token;
@@ -379,6 +379,58 @@ pub(super) fn decode_tokens_per_second(arch: &Arch, m: &Machine, batch: f64, con
 mod tests {
     use super::*;
     use crate::arch::catalog;
+
+    /// The dispatch each phase charges is its counted operators (`ops`) at `eager_op_seconds`:
+    /// a Qwen3-0.6B LoRA run's `generate` pays each decode step's 28 x (56 + 7 x 6) + 53
+    /// operators, its scoring pass 28 x (54 + 7 x 8) + 31, its training micro-batch the forward,
+    /// frozen backward and recompute (`ops::tests`), not the hand count's 28 x (30 + 7 x 5).
+    #[test]
+    fn each_phase_charges_its_counted_operators() {
+        use crate::memory::estimate::{GpuBudget, estimate};
+        let mut run = RunConfig::example(catalog::find("Qwen/Qwen3-0.6B").unwrap().arch);
+        run.generation = Generation::Transformers;
+        // a reference model, so that a scoring pass runs
+        run.beta = 0.04;
+        let est = estimate(
+            &run,
+            GpuBudget {
+                capacity: 80 << 30,
+                used_by_others: 0,
+                context: None,
+            },
+        );
+        let gpu = crate::hardware::lookup("H100 SXM").unwrap().speed();
+        let at = |seconds: f64| Efficiencies {
+            eager_op_seconds: seconds,
+            ..Efficiencies::default()
+        };
+        let (on, off) = (at(EAGER_OP_SECONDS), at(0.0));
+        let (m, m0) = (
+            Machine {
+                gpu: &gpu,
+                eff: &on,
+            },
+            Machine {
+                gpu: &gpu,
+                eff: &off,
+            },
+        );
+        let l = Lengths::of(&run, None);
+        let eager = |f: &dyn Fn(&Machine) -> f64| (f(&m) - f(&m0)) / EAGER_OP_SECONDS;
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b;
+        let decode = 28.0 * (56.0 + 7.0 * 6.0) + 53.0;
+        let steps = l.longest(run.generation_rows() as f64) * generations_per_step(&run);
+        let generated = eager(&|m| generation(&run, &est, m, &l));
+        assert!(close(generated, steps * decode), "{generated}");
+        let (tokens, _) = micro_batch_tokens(&run, &l);
+        assert_eq!(expert_ops(&run, tokens), 0.0);
+        let scored = eager(&|m| scoring(&run, m, &l));
+        let passes = scored / (28.0 * (54.0 + 7.0 * 8.0) + 31.0);
+        assert!(passes >= 1.0 && close(passes, passes.round()), "{passes}");
+        let trained = eager(&|m| training(&run, m, &l));
+        let micro = ops::training_micro_batch(&run);
+        assert!(close(trained, run.grad_accum as f64 * micro), "{trained}");
+    }
 
     #[test]
     fn the_harmonic_number_is_exact_within_its_bound_and_instant_at_any_size() {
