@@ -33,7 +33,10 @@ over the adapters' number is one adapter's operators). Everything runs under
   sampling, the stopping criteria, the cache update); what is left at 8 is the call's fixed
   part (the prefill and generate's setup).
 
-    tools/trace/ops.sh [--family qwen3 ...]    # writes calibration/ops/ops.json
+- `moe_training_loop`: gpt-oss's and Qwen3-MoE's training forward and backward at 4 and 8
+  experts, all hit: the difference is the expert loop's operators an expert hit.
+
+    tools/trace/ops.sh [--family qwen3 ...] [--moe gpt_oss ...]  # writes calibration/ops/ops.json
 """
 import argparse
 import json
@@ -262,6 +265,56 @@ def family_record(family):
     }
 
 
+# MoE families: (config class, fields at each expert count); every expert is hit (ROWS x LENGTH
+# tokens each pick `num_experts_per_tok`), so the difference of the two counts, over the experts
+# added and the layers, is one expert's operators
+MOE = {
+    "gpt_oss": ("GptOssConfig", {"num_experts_per_tok": 2, "intermediate_size": 352,
+                                 "sliding_window": 16, "layer_types": None}),
+    "qwen3_moe": ("Qwen3MoeConfig", {"num_experts_per_tok": 2, "moe_intermediate_size": 352}),
+}
+EXPERTS = (4, 8)
+MOE_LAYERS = 2
+
+
+def moe_model(family, experts):
+    import transformers
+
+    cls_name, extra = MOE[family]
+    key = "num_local_experts" if family == "gpt_oss" else "num_experts"
+    cfg = getattr(transformers, cls_name)(**{**tiny.COMMON, **extra, key: experts,
+                                             "num_hidden_layers": MOE_LAYERS})
+    # gpt-oss has no SDPA path in 4.56 (its sinks): eager attention, the same in both counts
+    cfg._attn_implementation = "eager" if family == "gpt_oss" else "sdpa"
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(cfg).to(torch.bfloat16)
+    model.requires_grad_(True)
+    return model.train(), cfg
+
+
+def moe_record(family):
+    """Kernels a training-mode forward and its backward add for each expert hit, a layer: the
+    expert loop transformers runs in training (`GptOssExperts.forward`: `self.training` or on
+    CPU; `Qwen3MoeSparseMoeBlock.forward` always)."""
+    counts = []
+    for experts in EXPERTS:
+        model, cfg = moe_model(family, experts)
+        ids, mask = inputs(cfg)
+        fn, me = logps_fn(), fake_trainer(model)
+        mode = Ops()
+        with mode:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                logps, _ = fn(me, model, ids, mask, LENGTH - PROMPT, compute_entropy=True)
+            loss = -logps.mean()
+            mode.phase = "backward"
+            loss.backward()
+        counts.append({"forward": mode.of("forward"), "backward": mode.of("backward")})
+    added = (EXPERTS[1] - EXPERTS[0]) * MOE_LAYERS
+    return {"experts": EXPERTS, "layers": MOE_LAYERS, "counts": counts,
+            "per_expert": {side: minus(counts[1][side], counts[0][side], added)
+                           for side in ("forward", "backward")}}
+
+
 def top(family):
     _, names = generate(family, 2, None, DECODE[1])
     return [[n, c] for (_, n), c in names.most_common(12)]
@@ -270,6 +323,7 @@ def top(family):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--family", action="append")
+    ap.add_argument("--moe", action="append", help="an MoE family (gpt_oss, qwen3_moe)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     import peft
@@ -284,6 +338,11 @@ def main():
         record["families"][family] = family_record(family)
         f = record["families"][family]["full"]
         print(family, json.dumps({k: f[k]["per_layer"]["kernel"] for k in f}), file=sys.stderr)
+    record["moe_training_loop"] = {}
+    for family in args.moe if args.moe is not None else list(MOE):
+        record["moe_training_loop"][family] = moe_record(family)
+        print(family, json.dumps(record["moe_training_loop"][family]["per_expert"]),
+              file=sys.stderr)
     with open(args.out, "w") as f:
         json.dump(record, f, indent=1)
         f.write("\n")

@@ -127,10 +127,13 @@ fn generate_runs_every_expert(arch: &Arch) -> bool {
     arch.family == Family::GptOss && arch.moe.is_some()
 }
 
-/// Eager operators transformers' MoE blocks add to a training-mode pass over `tokens` tokens:
-/// the expert loop's for each expert hit.
-fn expert_ops(run: &RunConfig, tokens: f64) -> f64 {
-    run.arch.layers as f64 * experts_touched(&run.arch, tokens) * OPS_PER_EXPERT
+/// Eager operators transformers' MoE blocks add to a training-mode pass over `tokens` tokens
+/// (TRL scores with the model in training mode too), forward and backward: the expert loop's
+/// for each expert hit (`ops::expert`).
+fn expert_ops(run: &RunConfig, tokens: f64) -> (f64, f64) {
+    let hits = run.arch.layers as f64 * experts_touched(&run.arch, tokens);
+    let e = ops::expert(run.arch.family);
+    (hits * e.forward, hits * e.backward)
 }
 
 /// Micro-steps between generations: trl 1.15.0 `_prepare_inputs` (`generate_every =
@@ -276,7 +279,7 @@ fn pass(run: &RunConfig, m: &Machine, tokens: f64, len: f64) -> f64 {
     let experts = experts_touched(&run.arch, tokens);
     kernels::forward(run, m, tokens, len, experts)
         + dequantisation(run, m, tokens)
-        + m.eager(ops::scoring_pass(run) + expert_ops(run, tokens))
+        + m.eager(ops::scoring_pass(run) + expert_ops(run, tokens).0)
 }
 
 /// The no-grad passes over each generation batch (trl 1.15 `_generate_and_score_completions`):
@@ -304,11 +307,14 @@ pub(super) fn training(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
     // dequantisation; the operators counted for the three (`ops`), the expert loop's in each
     let experts = experts_touched(&run.arch, tokens);
     let passes = 1.0 + backward + recompute;
+    let (experts_forward, experts_backward) = expert_ops(run, tokens);
     let per_micro = kernels::forward(run, m, tokens, len, experts)
         + recompute * kernels::recompute(run, m, tokens, len, experts)
         + kernels::backward(run, m, tokens, len, experts)
         + passes * dequantisation(run, m, tokens)
-        + m.eager(ops::training_micro_batch(run) + passes * expert_ops(run, tokens));
+        + m.eager(
+            ops::training_micro_batch(run) + experts_forward * (1.0 + recompute) + experts_backward,
+        );
     let trainable = trainable_parameters(run);
     // torch AdamW (`_multi_tensor_adamw`) reads the parameter, its gradient and both moments and
     // writes three of them: 28 bytes an fp32 parameter; bitsandbytes' 8-bit moments: 16
@@ -423,7 +429,7 @@ mod tests {
         let generated = eager(&|m| generation(&run, &est, m, &l));
         assert!(close(generated, steps * decode), "{generated}");
         let (tokens, _) = micro_batch_tokens(&run, &l);
-        assert_eq!(expert_ops(&run, tokens), 0.0);
+        assert_eq!(expert_ops(&run, tokens), (0.0, 0.0));
         let scored = eager(&|m| scoring(&run, m, &l));
         let passes = scored / (28.0 * (54.0 + 7.0 * 8.0) + 31.0);
         assert!(passes >= 1.0 && close(passes, passes.round()), "{passes}");
