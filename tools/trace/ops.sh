@@ -1,6 +1,7 @@
 #!/bin/sh
 # Counts the eager operators of a training micro-batch, a scoring pass and a decode step
-# (tools/trace/ops.py): tools/trace/ops.sh [--family qwen3 ...]  -> calibration/ops/ops.json
+# (tools/trace/ops.py): tools/trace/ops.sh [--family qwen3 ...] [--moe gpt_oss ...]
+#   -> calibration/ops/ops.json
 set -eu
 env=${TRACE_ENV:-/work/trace-env}
 here=$(cd "$(dirname "$0")" && pwd)
