@@ -3,9 +3,10 @@
 //! (`tests::the_counts_are_the_record` holds this table to it): TRL 0.23's
 //! `_get_per_token_logps_and_entropies` and its backward, transformers 4.56.1's decoder layers
 //! and `generate`, PEFT 0.17.1's LoRA layers, torch 2.9.1, under bf16 autocast as accelerate
-//! runs them. Only the operators that launch a kernel are charged: views and allocations
-//! (`view`, `transpose`, `slice`, `empty`) only change metadata on the host, a fraction of a
-//! kernel launch, and are recorded beside them, not charged.
+//! runs them. Only the operators that launch a kernel are charged (`EAGER_OP_SECONDS` is a
+//! kernel launch through the eager dispatcher): views and allocations (`view`, `transpose`,
+//! `slice`, `empty`) launch none, their host time is not measured, and they are recorded beside
+//! them, not charged.
 
 use crate::arch::Family;
 use crate::memory::estimate::target_mask;
