@@ -89,7 +89,7 @@ pub(crate) const MISSES: &[(&str, &str)] = &[
     ),
     (
         "spd-trl-cookbook-qwen2-0.5b-lora-a100-80gb-colocate-c64",
-        "host work: the median 6 s between its weight syncs (the save every 10 steps is modelled, about 1 MB of adapters and moments, and its Hub push runs as a future) against 1.7 s of GPU work leaves about 4 s a step of TRL's per-micro-batch loop over 16 micro-batches, vLLM's scheduling and detokenising of 128 completions and the rewards, which no sourced figure gives",
+        "host work: the median 6 s between its weight syncs (the save every 10 steps is modelled, about 1 MB of adapters and moments, and its Hub push runs as a future) against 2.1 s of GPU work leaves about 4 s a step of TRL's per-micro-batch loop over 16 micro-batches, vLLM's scheduling and detokenising of 128 completions and the rewards, which no sourced figure gives",
     ),
     (
         "spd-nb-gpt-oss-20b-bf16-lora-a100-80gb-hfgen",

@@ -55,21 +55,6 @@ pub const KERNEL_BANDWIDTH: f64 = DECODE_BANDWIDTH;
 /// through the eager dispatcher, which CUDA graphs remove.
 pub const EAGER_OP_SECONDS: f64 = 10e-6;
 
-/// Operators one transformers decoder layer dispatches in a forward pass
-/// (`LlamaDecoderLayer.forward`: two RMSNorms of 6 ops each, 7 projections, rotary embedding
-/// ~10 ops, attention 3, the MLP's activation and product 2, two residual adds).
-pub const OPS_PER_LAYER: f64 = 30.0;
-
-/// Operators PEFT adds to each targeted projection (`peft.tuners.lora.Linear.forward`:
-/// dropout, `lora_A`, `lora_B`, the scaling, the add).
-pub const OPS_PER_ADAPTER: f64 = 5.0;
-
-/// Operators transformers' expert loop dispatches for each expert a training pass hits
-/// (`GptOssExperts.forward` in training, 4.56: the token gather, two matmuls with their biases,
-/// the gate's split, two clamps, the sigmoid and products, the routing weight, `index_add_`,
-/// and the `torch.where` that finds the tokens; Qwen-MoE's loop is alike).
-pub const OPS_PER_EXPERT: f64 = 16.0;
-
 /// Bytes a bitsandbytes NF4 weight moves each time it is used by more than one token:
 /// `bitsandbytes.matmul_4bit` takes the `gemv_4bit` kernel only for a single row; otherwise
 /// `MatMul4Bit.forward` dequantizes the whole weight (`F.dequantize_4bit`: reads half a byte,

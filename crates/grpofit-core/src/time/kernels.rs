@@ -160,7 +160,7 @@ const PHI3: (Traffic, Traffic) = (
 
 /// A family's traffic: the traced families their own; Qwen2 Llama's forward and its own
 /// backward; Gemma 2 Gemma 3's (four norms a layer, untraced soft-capping); gpt-oss Llama's
-/// (its expert loop's gathers are the eager operators', `OPS_PER_EXPERT`).
+/// (its expert loop's gathers are the eager operators', `ops::expert`).
 pub(super) fn traffic(family: Family, side: Side) -> Traffic {
     let (forward, backward) = match family {
         Family::Qwen3 => QWEN3,

@@ -12,6 +12,7 @@ pub mod efficiency;
 mod kernels;
 mod machine;
 pub mod offload;
+mod ops;
 mod phases;
 mod rewards;
 pub mod vllm_lora;

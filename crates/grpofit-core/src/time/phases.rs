@@ -6,6 +6,7 @@
 use super::efficiency::*;
 use super::kernels;
 pub(super) use super::machine::Machine;
+use super::ops;
 use crate::arch::{Arch, Family};
 use crate::memory::estimate::{Estimate, target_mask};
 use crate::memory::vllm::kv_bytes_per_token;
@@ -126,23 +127,13 @@ fn generate_runs_every_expert(arch: &Arch) -> bool {
     arch.family == Family::GptOss && arch.moe.is_some()
 }
 
-/// Eager operators of one pass through the model.
-fn ops_per_pass(run: &RunConfig) -> f64 {
-    let adapters = if run.full_finetuning {
-        0
-    } else {
-        target_mask(&run.arch, &run.lora_targets)
-            .iter()
-            .filter(|t| **t)
-            .count()
-    };
-    run.arch.layers as f64 * (OPS_PER_LAYER + adapters as f64 * OPS_PER_ADAPTER)
-}
-
-/// Eager operators of one training-mode pass over `tokens` tokens: the layers', and the expert
-/// loop's for each expert hit (transformers' MoE blocks in training).
-fn ops_with_experts(run: &RunConfig, tokens: f64) -> f64 {
-    ops_per_pass(run) + run.arch.layers as f64 * experts_touched(&run.arch, tokens) * OPS_PER_EXPERT
+/// Eager operators transformers' MoE blocks add to a training-mode pass over `tokens` tokens
+/// (TRL scores with the model in training mode too), forward and backward: the expert loop's
+/// for each expert hit (`ops::expert`).
+fn expert_ops(run: &RunConfig, tokens: f64) -> (f64, f64) {
+    let hits = run.arch.layers as f64 * experts_touched(&run.arch, tokens);
+    let e = ops::expert(run.arch.family);
+    (hits * e.forward, hits * e.backward)
 }
 
 /// Micro-steps between generations: trl 1.15.0 `_prepare_inputs` (`generate_every =
@@ -181,7 +172,7 @@ pub(super) fn generation(run: &RunConfig, est: &Estimate, m: &Machine, l: &Lengt
                 + m.compute(2.0 * extra * rows * steps, 1.0);
             let prefill = forward_compute(arch, m, rows * l.prompt, l.prompt, 1.0)
                 + m.compute(2.0 * extra * rows * l.prompt, 1.0);
-            reads.max(compute) + m.eager(steps * ops_per_pass(run)) + prefill
+            reads.max(compute) + m.eager(steps * ops::decode_step(run)) + prefill
         }
         Generation::ColocatedVllm { .. } | Generation::VllmServer => {
             // a server of `data_parallel_size` copies splits the sequences among them, each
@@ -271,22 +262,24 @@ fn micro_batch_tokens(run: &RunConfig, l: &Lengths) -> (f64, f64) {
     (mb * len, len)
 }
 
-/// What each eager pass over a micro-batch costs beside its kernels: the quantised weights'
-/// dequantisation and its operators' dispatch.
-fn pass_overhead(run: &RunConfig, m: &Machine, tokens: f64) -> f64 {
-    let dequant = if run.quant.is_quantised() {
+/// What each pass over a micro-batch moves beside its kernels: the quantised weights'
+/// dequantisation.
+fn dequantisation(run: &RunConfig, m: &Machine, tokens: f64) -> f64 {
+    if run.quant.is_quantised() {
         let experts = experts_touched(&run.arch, tokens);
         m.traffic(weight_traffic(&run.arch, run.quant, experts), 1.0)
     } else {
         0.0
-    };
-    dequant + m.eager(ops_with_experts(run, tokens))
+    }
 }
 
-/// One no-grad forward over a micro-batch (`kernels::forward`) and its overhead.
+/// One no-grad forward over a micro-batch (`kernels::forward`), its dequantisation and its
+/// operators' dispatch (`ops::scoring_pass`).
 fn pass(run: &RunConfig, m: &Machine, tokens: f64, len: f64) -> f64 {
     let experts = experts_touched(&run.arch, tokens);
-    kernels::forward(run, m, tokens, len, experts) + pass_overhead(run, m, tokens)
+    kernels::forward(run, m, tokens, len, experts)
+        + dequantisation(run, m, tokens)
+        + m.eager(ops::scoring_pass(run) + expert_ops(run, tokens).0)
 }
 
 /// The no-grad passes over each generation batch (trl 1.15 `_generate_and_score_completions`):
@@ -310,12 +303,18 @@ pub(super) fn training(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
         Checkpointing::Off => 0.0,
         Checkpointing::On | Checkpointing::UnslothOffload => 1.0,
     };
-    // the forward (again for checkpointing's recompute) and the backward, each pass's overhead
+    // the forward (again for checkpointing's recompute) and the backward, each pass's
+    // dequantisation; the operators counted for the three (`ops`), the expert loop's in each
     let experts = experts_touched(&run.arch, tokens);
+    let passes = 1.0 + backward + recompute;
+    let (experts_forward, experts_backward) = expert_ops(run, tokens);
     let per_micro = kernels::forward(run, m, tokens, len, experts)
         + recompute * kernels::recompute(run, m, tokens, len, experts)
         + kernels::backward(run, m, tokens, len, experts)
-        + (1.0 + backward + recompute) * pass_overhead(run, m, tokens);
+        + passes * dequantisation(run, m, tokens)
+        + m.eager(
+            ops::training_micro_batch(run) + experts_forward * (1.0 + recompute) + experts_backward,
+        );
     let trainable = trainable_parameters(run);
     // torch AdamW (`_multi_tensor_adamw`) reads the parameter, its gradient and both moments and
     // writes three of them: 28 bytes an fp32 parameter; bitsandbytes' 8-bit moments: 16
@@ -386,6 +385,58 @@ pub(super) fn decode_tokens_per_second(arch: &Arch, m: &Machine, batch: f64, con
 mod tests {
     use super::*;
     use crate::arch::catalog;
+
+    /// The dispatch each phase charges is its counted operators (`ops`) at `eager_op_seconds`:
+    /// a Qwen3-0.6B LoRA run's `generate` pays each decode step's 28 x (56 + 7 x 6) + 53
+    /// operators, its scoring pass 28 x (54 + 7 x 8) + 31, its training micro-batch the forward,
+    /// frozen backward and recompute (`ops::tests`), not the hand count's 28 x (30 + 7 x 5).
+    #[test]
+    fn each_phase_charges_its_counted_operators() {
+        use crate::memory::estimate::{GpuBudget, estimate};
+        let mut run = RunConfig::example(catalog::find("Qwen/Qwen3-0.6B").unwrap().arch);
+        run.generation = Generation::Transformers;
+        // a reference model, so that a scoring pass runs
+        run.beta = 0.04;
+        let est = estimate(
+            &run,
+            GpuBudget {
+                capacity: 80 << 30,
+                used_by_others: 0,
+                context: None,
+            },
+        );
+        let gpu = crate::hardware::lookup("H100 SXM").unwrap().speed();
+        let at = |seconds: f64| Efficiencies {
+            eager_op_seconds: seconds,
+            ..Efficiencies::default()
+        };
+        let (on, off) = (at(EAGER_OP_SECONDS), at(0.0));
+        let (m, m0) = (
+            Machine {
+                gpu: &gpu,
+                eff: &on,
+            },
+            Machine {
+                gpu: &gpu,
+                eff: &off,
+            },
+        );
+        let l = Lengths::of(&run, None);
+        let eager = |f: &dyn Fn(&Machine) -> f64| (f(&m) - f(&m0)) / EAGER_OP_SECONDS;
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b;
+        let decode = 28.0 * (56.0 + 7.0 * 6.0) + 53.0;
+        let steps = l.longest(run.generation_rows() as f64) * generations_per_step(&run);
+        let generated = eager(&|m| generation(&run, &est, m, &l));
+        assert!(close(generated, steps * decode), "{generated}");
+        let (tokens, _) = micro_batch_tokens(&run, &l);
+        assert_eq!(expert_ops(&run, tokens), (0.0, 0.0));
+        let scored = eager(&|m| scoring(&run, m, &l));
+        let passes = scored / (28.0 * (54.0 + 7.0 * 8.0) + 31.0);
+        assert!(passes >= 1.0 && close(passes, passes.round()), "{passes}");
+        let trained = eager(&|m| training(&run, m, &l));
+        let micro = ops::training_micro_batch(&run);
+        assert!(close(trained, run.grad_accum as f64 * micro), "{trained}");
+    }
 
     #[test]
     fn the_harmonic_number_is_exact_within_its_bound_and_instant_at_any_size() {

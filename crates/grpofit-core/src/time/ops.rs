@@ -1,0 +1,329 @@
+//! The eager operators a pass dispatches, each costing the host `eager_op_seconds`, counted from
+//! the trainers' own code by `tools/trace/ops.py` and recorded in `calibration/ops/ops.json`
+//! (`tests::the_counts_are_the_record` holds this table to it): TRL 0.23's
+//! `_get_per_token_logps_and_entropies` and its backward, transformers 4.56.1's decoder layers
+//! and `generate`, PEFT 0.17.1's LoRA layers, torch 2.9.1, under bf16 autocast as accelerate
+//! runs them. Only the operators that launch a kernel are charged (`EAGER_OP_SECONDS` is a
+//! kernel launch through the eager dispatcher): views and allocations (`view`, `transpose`,
+//! `slice`, `empty`) launch none, their host time is not measured, and they are recorded beside
+//! them, not charged.
+
+use crate::arch::Family;
+use crate::memory::estimate::target_mask;
+use crate::run::{Checkpointing, RunConfig};
+
+/// Operators of one pass: `per_layer` a decoder layer (its adapters aside), and the fixed part
+/// outside the layers (the embedding, the final norm, the LM head, TRL's log-prob and entropy
+/// code over a micro-batch of two sequences; a decode step's logits processors, sampling,
+/// stopping criteria), fully fine-tuned and with LoRA (PEFT's wrapper; at `all-linear`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Count {
+    pub per_layer: f64,
+    pub full: f64,
+    pub lora: f64,
+}
+
+/// One family's counts, each pass's kernels (`ops.json` `full` / `lora_all_linear`
+/// `per_layer` and `fixed`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Ops {
+    /// a no-grad forward and TRL's log-probs (`score`)
+    pub score: Count,
+    /// the training forward (`train_forward`)
+    pub forward: Count,
+    /// autograd's backward, `per_layer` with every weight trained (`backward`)
+    pub backward: Count,
+    /// a LoRA layer's backward with its base frozen, its adapters aside (`lora_frozen_layer`)
+    pub frozen_backward: f64,
+    /// checkpointing's recompute inside the backward (`recompute`: transformers' reentrant
+    /// default, the backward's excess with checkpointing on)
+    pub recompute: Count,
+    /// one step of `generate` with its KV cache (`decode_step`)
+    pub decode: Count,
+}
+
+/// Operators PEFT's `lora.Linear.forward` and its backward add to each adapted projection
+/// (`ops.json` `lora_per_adapter`, the same in every family): the adapter weights' autocast
+/// copies, `lora_A`, `lora_B`, the scaling and the add; its backward's two weight gradients,
+/// the input gradient, their casts and accumulation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Adapter {
+    pub forward: f64,
+    pub backward: f64,
+    pub recompute: f64,
+    pub decode: f64,
+}
+
+pub(super) const ADAPTER: Adapter = Adapter {
+    forward: 8.0,
+    backward: 10.0,
+    recompute: 8.0,
+    decode: 6.0,
+};
+
+const fn count(per_layer: f64, full: f64, lora: f64) -> Count {
+    Count {
+        per_layer,
+        full,
+        lora,
+    }
+}
+
+/// Llama and Mistral (their counts are equal): two RMSNorms, rotary, SDPA, SiLU-gated MLP.
+const LLAMA: Ops = Ops {
+    score: count(38.0, 32.0, 31.0),
+    forward: count(38.0, 41.0, 40.0),
+    backward: count(71.0, 33.0, -3.0),
+    frozen_backward: 60.0,
+    recompute: count(38.0, 0.0, 32.0),
+    decode: count(40.0, 53.0, 53.0),
+};
+
+/// Qwen2: Llama's, and the q/k/v biases' gradients when fully fine-tuned.
+const QWEN2: Ops = Ops {
+    backward: count(74.0, 33.0, -3.0),
+    ..LLAMA
+};
+
+/// Qwen3: Llama's, and the RMSNorm on each query and key head.
+const QWEN3: Ops = Ops {
+    score: count(54.0, 32.0, 31.0),
+    forward: count(54.0, 41.0, 40.0),
+    backward: count(103.0, 33.0, -3.0),
+    frozen_backward: 88.0,
+    recompute: count(54.0, 0.0, 32.0),
+    decode: count(56.0, 53.0, 53.0),
+};
+
+/// Gemma 3: four norms a layer, the query and key norms, the scaled embedding; a sliding-window
+/// layer (five of each six).
+const GEMMA3: Ops = Ops {
+    score: count(87.0, 60.0, 59.0),
+    forward: count(87.0, 69.0, 68.0),
+    backward: count(144.0, 35.0, -3.0),
+    frozen_backward: 119.0,
+    recompute: count(87.0, 0.0, 32.0),
+    decode: count(89.0, 101.0, 101.0),
+};
+
+/// Gemma 2: four norms a layer, the scaled embedding and the logits' soft-capping; its layers
+/// alternate sliding-window and global attention, and at two and three layers the difference is
+/// a sliding one (the global layer's few extra operators go to the fixed part).
+const GEMMA2: Ops = Ops {
+    score: count(67.0, 48.0, 47.0),
+    forward: count(67.0, 57.0, 56.0),
+    backward: count(110.0, 35.0, -3.0),
+    frozen_backward: 91.0,
+    recompute: count(67.0, -5.0, 28.0),
+    decode: count(69.0, 79.0, 79.0),
+};
+
+/// Phi-3: Llama's layer with the fused `qkv_proj` and `gate_up_proj` (split in the forward).
+const PHI3: Ops = Ops {
+    backward: count(72.0, 33.0, 9.0),
+    frozen_backward: 64.0,
+    recompute: count(38.0, 0.0, 20.0),
+    decode: count(39.0, 53.0, 53.0),
+    ..LLAMA
+};
+
+/// The family's counts. gpt-oss's dense part is not counted apart (its tiny model runs eager
+/// attention, 4.56 having no SDPA path for its sinks) and is taken as Llama's; its experts'
+/// loop is [`expert`]'s.
+pub(super) fn ops(family: Family) -> &'static Ops {
+    match family {
+        Family::Llama | Family::GptOss => &LLAMA,
+        Family::Qwen2 => &QWEN2,
+        Family::Qwen3 => &QWEN3,
+        Family::Gemma2 => &GEMMA2,
+        Family::Gemma3 => &GEMMA3,
+        Family::Phi3 => &PHI3,
+    }
+}
+
+/// Kernels transformers' MoE block dispatches in training mode for each expert a layer hits
+/// (its loop over the experts hit: `GptOssExperts.forward` when `self.training`,
+/// `Qwen3MoeSparseMoeBlock.forward` always), forward and backward: `ops.json`
+/// `moe_training_loop` `per_expert`, every weight trained.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Expert {
+    pub forward: f64,
+    pub backward: f64,
+}
+
+/// gpt-oss: the token gather, two matmuls and their biases, the clamped gate and up, the
+/// sigmoid gating, the routing weight, `index_add_`, and the `torch.where` finding the tokens.
+const GPT_OSS_EXPERT: Expert = Expert {
+    forward: 22.0,
+    backward: 43.0,
+};
+
+/// Qwen3-MoE (and every other family's experts): gate, up and down projections, SiLU, the
+/// routing weight, `index_add_`.
+const QWEN3_MOE_EXPERT: Expert = Expert {
+    forward: 12.0,
+    backward: 20.0,
+};
+
+pub(super) fn expert(family: Family) -> Expert {
+    match family {
+        Family::GptOss => GPT_OSS_EXPERT,
+        _ => QWEN3_MOE_EXPERT,
+    }
+}
+
+/// Projections PEFT adapts in each layer.
+fn adapters(run: &RunConfig) -> f64 {
+    if run.full_finetuning {
+        return 0.0;
+    }
+    target_mask(&run.arch, &run.lora_targets)
+        .iter()
+        .filter(|t| **t)
+        .count() as f64
+}
+
+/// `c` over the run's layers, its adapters adding `adapter` each, and the fixed part.
+fn total(run: &RunConfig, c: Count, adapter: f64) -> f64 {
+    let fixed = if run.full_finetuning { c.full } else { c.lora };
+    run.arch.layers as f64 * (c.per_layer + adapters(run) * adapter) + fixed
+}
+
+/// Operators of one no-grad scoring pass.
+pub(super) fn scoring_pass(run: &RunConfig) -> f64 {
+    total(run, ops(run.arch.family).score, ADAPTER.forward)
+}
+
+/// Operators of a training micro-batch: the forward, the backward (every weight's gradients, or
+/// a frozen base's input gradients and the adapters'), and checkpointing's recompute.
+pub(super) fn training_micro_batch(run: &RunConfig) -> f64 {
+    let o = ops(run.arch.family);
+    let backward = if run.full_finetuning {
+        total(run, o.backward, 0.0)
+    } else {
+        let frozen = Count {
+            per_layer: o.frozen_backward,
+            ..o.backward
+        };
+        total(run, frozen, ADAPTER.backward)
+    };
+    let recompute = match run.checkpointing {
+        Checkpointing::Off => 0.0,
+        Checkpointing::On | Checkpointing::UnslothOffload => {
+            total(run, o.recompute, ADAPTER.recompute)
+        }
+    };
+    total(run, o.forward, ADAPTER.forward) + backward + recompute
+}
+
+/// Operators of one decode step of transformers' `generate`.
+pub(super) fn decode_step(run: &RunConfig) -> f64 {
+    total(run, ops(run.arch.family).decode, ADAPTER.decode)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::catalog;
+
+    fn run(name: &str, full: bool) -> RunConfig {
+        let mut run = RunConfig::example(catalog::find(name).unwrap().arch);
+        run.full_finetuning = full;
+        run
+    }
+
+    /// The table above is `calibration/ops/ops.json`'s kernel counts, as traced.
+    #[test]
+    fn the_counts_are_the_record() {
+        let record: serde_json::Value =
+            serde_json::from_str(include_str!("../../../../calibration/ops/ops.json")).unwrap();
+        let families = [
+            ("llama", Family::Llama),
+            ("mistral", Family::Llama),
+            ("qwen2", Family::Qwen2),
+            ("qwen3", Family::Qwen3),
+            ("gemma2", Family::Gemma2),
+            ("gemma3", Family::Gemma3),
+            ("phi3", Family::Phi3),
+        ];
+        for (name, family) in families {
+            let f = &record["families"][name];
+            let kernels = |v: &serde_json::Value| v["kernel"].as_f64().unwrap();
+            let o = ops(family);
+            let pairs = [
+                (o.score, "score"),
+                (o.forward, "train_forward"),
+                (o.backward, "backward"),
+                (o.recompute, "recompute"),
+                (o.decode, "decode_step"),
+            ];
+            for (c, key) in pairs {
+                let at = |set: &str, part: &str| kernels(&f[set][key][part]);
+                assert_eq!(c.per_layer, at("full", "per_layer"), "{name} {key}");
+                assert_eq!(c.full, at("full", "fixed"), "{name} {key} full");
+                assert_eq!(c.lora, at("lora_all_linear", "fixed"), "{name} {key} lora");
+                // a frozen base's layer runs the full layer's forward operators
+                if key != "backward" {
+                    assert_eq!(
+                        c.per_layer,
+                        kernels(&f["lora_frozen_layer"][key]),
+                        "{name} {key}"
+                    );
+                }
+            }
+            assert_eq!(
+                o.frozen_backward,
+                kernels(&f["lora_frozen_layer"]["backward"])
+            );
+            let a = &f["lora_per_adapter"];
+            let adapter = [
+                (ADAPTER.forward, "train_forward"),
+                (ADAPTER.forward, "score"),
+                (ADAPTER.backward, "backward"),
+                (ADAPTER.recompute, "recompute"),
+                (ADAPTER.decode, "decode_step"),
+            ];
+            for (ours, key) in adapter {
+                assert_eq!(ours, kernels(&a[key]), "{name} adapter {key}");
+            }
+        }
+    }
+
+    /// The expert loop's counts are the record's `moe_training_loop`.
+    #[test]
+    fn the_expert_counts_are_the_record() {
+        let record: serde_json::Value =
+            serde_json::from_str(include_str!("../../../../calibration/ops/ops.json")).unwrap();
+        for (name, family) in [("gpt_oss", Family::GptOss), ("qwen3_moe", Family::Qwen3)] {
+            let e = &record["moe_training_loop"][name]["per_expert"];
+            let x = expert(family);
+            assert_eq!(Some(x.forward), e["forward"]["kernel"].as_f64(), "{name}");
+            assert_eq!(Some(x.backward), e["backward"]["kernel"].as_f64(), "{name}");
+        }
+    }
+
+    /// A LoRA Qwen3-0.6B (28 layers, 7 adapters each) and its fully fine-tuned twin: each pass
+    /// counted layer by layer, the fixed part once.
+    #[test]
+    fn a_pass_counts_its_layers_adapters_and_fixed_part() {
+        let lora = run("Qwen/Qwen3-0.6B", false);
+        assert_eq!(lora.arch.layers, 28);
+        assert_eq!(decode_step(&lora), 28.0 * (56.0 + 7.0 * 6.0) + 53.0);
+        assert_eq!(scoring_pass(&lora), 28.0 * (54.0 + 7.0 * 8.0) + 31.0);
+        // forward, the frozen backward with the adapters', the recompute
+        let train = 28.0 * (54.0 + 56.0) + 40.0 + 28.0 * (88.0 + 70.0) - 3.0 + 28.0 * 110.0 + 32.0;
+        assert_eq!(training_micro_batch(&lora), train);
+        let full = run("Qwen/Qwen3-0.6B", true);
+        assert_eq!(decode_step(&full), 28.0 * 56.0 + 53.0);
+        let mut plain = full.clone();
+        plain.checkpointing = Checkpointing::Off;
+        assert_eq!(
+            training_micro_batch(&full) - training_micro_batch(&plain),
+            28.0 * 54.0
+        );
+        assert_eq!(
+            training_micro_batch(&plain),
+            28.0 * (54.0 + 103.0) + 41.0 + 33.0
+        );
+    }
+}
