@@ -37,9 +37,12 @@ pub const MATMUL_PEAK: f64 = 0.80;
 /// FlashAttention-2's share of a GEMM's rate, the kernel PyTorch's SDPA and transformers'
 /// `flash_attention_2` run: the FlashAttention-3 paper (Shah et al. 2024, arXiv 2407.08608,
 /// abstract) measures FlashAttention-2 at 35 % of an H100's sheet against FlashAttention-3's 75 %;
-/// over [`MATMUL_PEAK`]'s 0.803 of the same sheet that is 0.436 of a GEMM. Declared fixed, as a
-/// share of `matmul_peak`, so that a card's calibrated `matmul_peak` carries its attention too.
-pub const ATTENTION_OF_GEMM: f64 = 0.35 / 0.803;
+/// over [`MATMUL_PEAK`] of the same sheet that is 0.4375 of a GEMM. Declared fixed, as a share of
+/// `matmul_peak`, so that a card's calibrated `matmul_peak` carries its attention too.
+pub const ATTENTION_OF_GEMM: f64 = FLASH_ATTENTION_2_OF_SHEET / MATMUL_PEAK;
+
+/// FlashAttention-2's share of an H100's dense bf16 sheet: the FlashAttention-3 paper's 35 %.
+const FLASH_ATTENTION_2_OF_SHEET: f64 = 0.35;
 
 /// The fraction of the sheet's bandwidth a training or scoring pass's kernels stream at (the
 /// memory-bound operators, a weight-bound GEMM's reads): the same measured fraction as

@@ -294,18 +294,32 @@ mod tests {
         run
     }
 
-    fn h100() -> crate::hardware::GpuSpeed {
-        crate::hardware::lookup("H100 SXM").unwrap().speed()
+    /// An H100 SXM at the declared efficiencies, the card these tests time on.
+    struct TestCard {
+        gpu: crate::hardware::GpuSpeed,
+        eff: Efficiencies,
+    }
+
+    impl TestCard {
+        fn h100() -> TestCard {
+            TestCard {
+                gpu: crate::hardware::lookup("H100 SXM").unwrap().speed(),
+                eff: Efficiencies::default(),
+            }
+        }
+
+        fn machine(&self) -> Machine<'_> {
+            Machine {
+                gpu: &self.gpu,
+                eff: &self.eff,
+            }
+        }
     }
 
     /// The share of the sheet a forward's GEMMs reach over `tokens` tokens.
     fn gemm_mfu(arch: &Arch, tokens: f64) -> f64 {
-        let gpu = h100();
-        let eff = Efficiencies::default();
-        let m = Machine {
-            gpu: &gpu,
-            eff: &eff,
-        };
+        let card = TestCard::h100();
+        let (gpu, m) = (&card.gpu, card.machine());
         let flops: f64 = tokens
             * 2.0
             * (arch.layers as f64
@@ -336,16 +350,11 @@ mod tests {
     /// forward's FLOPs whether the weights train or not.
     #[test]
     fn attention_is_timed_at_flash_attentions_rate_and_its_backward_is_2_5x() {
-        let gpu = h100();
-        let eff = Efficiencies::default();
-        let m = Machine {
-            gpu: &gpu,
-            eff: &eff,
-        };
+        let card = TestCard::h100();
+        let (gpu, m) = (&card.gpu, card.machine());
         let flops = 1e15;
         let rate = gpu.bf16_tflops * 1e12 * MATMUL_PEAK * ATTENTION_OF_GEMM;
         assert!((attention(&m, flops) - flops / rate).abs() < 1e-9);
-        assert!((ATTENTION_OF_GEMM * 0.803 - 0.35).abs() < 1e-12);
         // LoRA at 64k tokens: the backward's attention is 2.5 forwards', its GEMMs one
         let run = qwen3("Qwen/Qwen3-0.6B", false);
         let (t, len) = (65536.0, 65536.0);
@@ -427,12 +436,8 @@ mod tests {
     /// which grows as the square of the sequence where SDPA's stays on chip.
     #[test]
     fn eager_attention_moves_its_scores_through_memory() {
-        let gpu = h100();
-        let eff = Efficiencies::default();
-        let m = Machine {
-            gpu: &gpu,
-            eff: &eff,
-        };
+        let card = TestCard::h100();
+        let m = card.machine();
         let sdpa = qwen3("Qwen/Qwen3-0.6B", false);
         let mut eager = sdpa.clone();
         eager.eager_attention = true;
@@ -459,12 +464,8 @@ mod tests {
     /// vocabulary-wide log-softmax run once a pass.
     #[test]
     fn the_recompute_leaves_the_head_out() {
-        let gpu = h100();
-        let eff = Efficiencies::default();
-        let m = Machine {
-            gpu: &gpu,
-            eff: &eff,
-        };
+        let card = TestCard::h100();
+        let m = card.machine();
         let run = qwen3("Qwen/Qwen3-0.6B", true);
         let t = 4096.0;
         let head = head_gemm(&run.arch, &m, t) + m.kernel_traffic(head_bytes(&run, t));

@@ -298,15 +298,15 @@ pub(super) fn scoring(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
 /// checkpointing's recomputed forward, the optimizer step, and the gradients' exchange.
 pub(super) fn training(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
     let (tokens, len) = micro_batch_tokens(run, l);
-    let backward = if run.full_finetuning { 2.0 } else { 1.0 };
     let recompute = match run.checkpointing {
         Checkpointing::Off => 0.0,
         Checkpointing::On | Checkpointing::UnslothOffload => 1.0,
     };
-    // the forward (again for checkpointing's recompute) and the backward, each pass's
-    // dequantisation; the operators counted for the three (`ops`), the expert loop's in each
+    // the forward (again for checkpointing's recompute) and the backward each dequantise the
+    // quantised weights once (bitsandbytes `MatMul4Bit.backward` dequantises again for the
+    // input's gradient); the operators counted for the three (`ops`), the expert loop's in each
     let experts = experts_touched(&run.arch, tokens);
-    let passes = 1.0 + backward + recompute;
+    let passes = 2.0 + recompute;
     let (experts_forward, experts_backward) = expert_ops(run, tokens);
     let per_micro = kernels::forward(run, m, tokens, len, experts)
         + recompute * kernels::recompute(run, m, tokens, len, experts)
