@@ -65,7 +65,7 @@ pub(crate) fn line(step: &Result<StepTime, String>, time: Option<&LearnedTime>) 
 
 /// What the `step ≈` line does not count.
 fn left_out(t: &StepTime) -> &'static str {
-    if t.phase("rewards") > 0.0 {
+    if t.reward_functions_timed {
         "not counted: logging, evaluation and other host work between steps"
     } else {
         "not counted: the reward functions (give `[grpofit] reward_seconds`), logging, evaluation and other host work between steps"

@@ -122,6 +122,11 @@ fn eager_attention_slows_the_passes_that_run_it() {
 /// `estimate --json` for tests/fixtures/fastest/trl7.toml (TRL colocate, Qwen2.5-7B LoRA) on an
 /// 80 GiB H100 with vLLM's share at 0.3, and `grpo` added to `[grpo]`.
 fn trl7_on_h100(grpo: &str) -> serde_json::Value {
+    trl7_on_h100_with("", grpo)
+}
+
+/// The same with `grpofit` added to `[grpofit]`.
+fn trl7_on_h100_with(grpofit: &str, grpo: &str) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let text = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fastest/trl7.toml"),
@@ -133,7 +138,8 @@ fn trl7_on_h100(grpo: &str) -> serde_json::Value {
         "vllm_gpu_memory_utilization = 0.5",
         "vllm_gpu_memory_utilization = 0.3",
     )
-    .replace("[grpo]\n", &format!("[grpo]\n{grpo}"));
+    .replace("[grpo]\n", &format!("[grpo]\n{grpo}"))
+    .replace("[grpofit]\n", &format!("[grpofit]\n{grpofit}"));
     std::fs::write(dir.path().join("run.toml"), &text).unwrap();
     let out = run(grpofit_in(dir.path()).args(["estimate", "--config", "run.toml", "--json"]));
     assert_eq!(out.code, Some(0), "{}", out.stderr);
@@ -166,4 +172,21 @@ fn vllm_decodes_as_many_requests_as_its_cache_holds_at_the_runs_length() {
         (a / b - 1.0).abs() < 0.02,
         "generation {a} s at 32768 against {b} s at 1536"
     );
+}
+
+/// Each reward model runs a forward over the generation batch (trl 1.15.0 `_calculate_rewards`),
+/// one after another: it costs rewards time, a larger model more, two models twice one's.
+#[test]
+fn reward_models_add_their_forward_to_the_rewards() {
+    let scoring = |models: &str| {
+        let v = trl7_on_h100_with(&format!("reward_models = [{models}]\n"), "");
+        phase(&v["step_time"], "rewards")
+    };
+    let none = phase(&trl7_on_h100("")["step_time"], "rewards");
+    let small = scoring("\"Qwen/Qwen2.5-1.5B-Instruct\"") - none;
+    let two = scoring("\"Qwen/Qwen2.5-1.5B-Instruct\", \"Qwen/Qwen2.5-1.5B-Instruct\"") - none;
+    let large = scoring("\"Qwen/Qwen2.5-7B-Instruct\"") - none;
+    assert!(small > 0.0, "{small}");
+    assert!((two / small - 2.0).abs() < 1e-6, "{two} {small}");
+    assert!(large > 3.0 * small, "{large} {small}");
 }

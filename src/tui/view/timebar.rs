@@ -182,6 +182,7 @@ mod tests {
             mean_capped_from: None,
             steps: None,
             run_hours: None,
+            reward_functions_timed: false,
         }
     }
 

@@ -158,6 +158,10 @@ pub struct StepTime {
     pub steps: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_hours: Option<f64>,
+    /// whether the `rewards` phase times the reward functions (`[grpofit] reward_seconds`
+    /// given), beside the reward models' forward it always times
+    #[serde(skip)]
+    pub reward_functions_timed: bool,
 }
 
 impl StepTime {
@@ -202,7 +206,7 @@ pub fn step_time(
         phases::generation(run, est, &m, &lens),
         phases::weight_sync(run, est, &m),
         phases::scoring(run, &m, &lens),
-        rewards::seconds(run, keys),
+        rewards::seconds(run, keys) + phases::reward_models(run, &m, &lens),
         phases::training(run, &m, &lens)
             + checkpoint::seconds(run, phases::trainable_parameters(run), keys),
     ];
@@ -238,6 +242,7 @@ pub fn step_time(
         mean_capped_from: keys.mean_completion_length.filter(|&m| m > lens.max),
         run_hours: steps.map(|s| s as f64 * total / 3600.0),
         steps,
+        reward_functions_timed: keys.reward_seconds.is_some(),
     }
 }
 

@@ -294,6 +294,34 @@ pub(super) fn scoring(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
     passes * micro_batches * pass(run, m, tokens, len)
 }
 
+/// The reward models' forward over each generation batch: trl 1.15.0 `_calculate_rewards` runs
+/// each `AutoModelForSequenceClassification` over the whole local generation batch at once,
+/// its texts padded to the longest (`padding=True`), one model after another; Unsloth's path
+/// takes no reward model ([`crate::memory::frozen::reward_forward_bytes`] alike). A reward
+/// model is its base model with a `score` head of hidden x 1 in place of the LM head, loaded as
+/// the policy is (`from_pretrained(reward_func, num_labels=1, **model_init_kwargs)`, its
+/// quantisation included; [`crate::memory::frozen::reward_models_bytes`] alike) with no adapters:
+/// the pass is a scoring pass of that model.
+pub(super) fn reward_models(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
+    if run.stack != Stack::Trl {
+        return 0.0;
+    }
+    let rows = run.generation_rows() as f64;
+    let len = l.prompt + l.longest(rows);
+    let per_generation: f64 = run
+        .reward_models
+        .iter()
+        .map(|model| {
+            let mut reward = run.clone();
+            reward.arch = model.arch.clone();
+            reward.arch.vocab = 1;
+            reward.full_finetuning = true;
+            pass(&reward, m, rows * len, len)
+        })
+        .sum();
+    per_generation * generations_per_step(run)
+}
+
 /// Forward, backward (input gradients only for frozen weights: half a full backward),
 /// checkpointing's recomputed forward, the optimizer step, and the gradients' exchange.
 pub(super) fn training(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
