@@ -364,3 +364,20 @@ fn a_request_only_old_trainers_made_is_answered_with_an_upgrade() {
     );
     assert!(v["likely_request"].as_str().unwrap().contains("matches"));
 }
+
+/// A run whose own estimate is far above the GPU does not fit, whatever else the message shows
+/// held memory: the 80 GB preset's run on the 22 GiB card of a message that also shows 2.60 GiB
+/// reserved but unallocated was put down to fragmentation.
+#[test]
+fn a_run_estimated_over_the_gpu_does_not_fit_whatever_else_held_memory() {
+    let alone = diagnose_json(&[], "torch-2.3-fragmentation.txt");
+    assert_eq!(alone["verdict"], "fragmentation", "{alone}");
+    let v = diagnose_json(&["--preset", "80gb"], "torch-2.3-fragmentation.txt");
+    assert_eq!(v["verdict"], "does_not_fit", "{v}");
+    let peak = gib(&v["estimate_bytes"]);
+    assert!(peak > 22.03, "{peak}");
+    let first = v["causes"][0]["detail"].as_str().unwrap();
+    assert!(first.contains("the run's estimate"), "{first}");
+    let (_, text, _) = diagnose(&["--preset", "80gb"], "torch-2.3-fragmentation.txt");
+    assert!(text.contains("does not fit"), "{text}");
+}

@@ -152,6 +152,11 @@ pub struct OomReport {
     /// what vLLM's KV cache holds while training runs, from the failed run's estimate
     /// ([`refine`]); `None` without a run
     pub vllm_kv_cache_bytes: Option<u64>,
+    /// the failed run's estimated peak ([`refine`]): above the GPU, the run does not fit
+    /// whatever else the message shows held memory; `None` without a run (the binary's JSON
+    /// says it as `estimate_bytes`)
+    #[serde(skip)]
+    pub estimated_peak_bytes: Option<u64>,
     /// the cause whose removal frees the most: `causes[0]`'s
     pub verdict: Verdict,
     /// every cause found, the one that frees the most first
@@ -200,6 +205,7 @@ impl OomReport {
         // rest frees, since no freeing makes it fit
         let exceeds = self
             .requested_bytes
+            .max(self.estimated_peak_bytes)
             .zip(self.limit_bytes())
             .is_some_and(|(r, l)| r > l);
         causes.sort_by_key(|c| {
@@ -264,13 +270,13 @@ impl OomReport {
         causes
     }
 
-    /// What no other cause can free: the request over the GPU or the cap, or the shortfall left
-    /// once every cause in `causes` is freed; `None` when those causes cover it.
+    /// What no other cause can free: the request over the GPU or the cap, the run's estimated
+    /// peak over it, or the shortfall left once every cause in `causes` is freed; `None` when
+    /// those causes cover it.
     fn does_not_fit(&self, causes: &[Cause]) -> Option<Cause> {
         let freeable = causes
             .iter()
             .fold(0u64, |sum, c| sum.saturating_add(c.bytes));
-        let request = self.requested_bytes.map(format_size);
         match (self.requested_bytes, self.limit_bytes()) {
             (Some(r), Some(limit)) if r > limit => Some(Cause {
                 verdict: Verdict::DoesNotFit,
@@ -287,41 +293,68 @@ impl OomReport {
                 ),
                 reason: None,
             }),
-            _ => match (self.shortfall_bytes, causes.is_empty()) {
-                (Some(short), true) => Some(Cause {
-                    verdict: Verdict::DoesNotFit,
-                    bytes: short,
-                    detail: format!(
-                        "{} short, and the message names nothing else that holds memory: the run itself needs less",
-                        format_size(short)
-                    ),
-                    reason: None,
-                }),
-                (Some(short), false) if short > freeable => Some(Cause {
-                    verdict: Verdict::DoesNotFit,
-                    bytes: short - freeable,
-                    detail: format!(
-                        "{} short even if everything else named here were freed ({} short in all): the run itself needs less",
-                        format_size(short - freeable),
-                        format_size(short)
-                    ),
-                    reason: None,
-                }),
-                (None, true) => Some(Cause {
-                    verdict: Verdict::DoesNotFit,
-                    bytes: 0,
-                    detail: match request {
-                        Some(r) => format!(
-                            "{r} requested; the message gives no free memory to weigh it against"
-                        ),
-                        None => {
-                            "the message gives neither the request nor the free memory".to_string()
-                        }
-                    },
-                    reason: None,
-                }),
-                _ => None,
+            _ => match self.estimate_over_the_gpu() {
+                Some(cause) => Some(cause),
+                None => self.shortfall_cause(causes.is_empty(), freeable),
             },
+        }
+    }
+
+    /// The run's estimated peak above the GPU (or the cap): no other cause, freed, makes it fit.
+    fn estimate_over_the_gpu(&self) -> Option<Cause> {
+        let (peak, limit) = self.estimated_peak_bytes.zip(self.limit_bytes())?;
+        (peak > limit).then(|| Cause {
+            verdict: Verdict::DoesNotFit,
+            bytes: peak - limit,
+            detail: format!(
+                "the run's estimate, {} at its peak, is more than the {} {}: it does not fit whatever else held memory",
+                format_size(peak),
+                format_size(limit),
+                if self.allowed_bytes.is_some() {
+                    "the process is allowed"
+                } else {
+                    "the GPU has"
+                }
+            ),
+            reason: None,
+        })
+    }
+
+    /// The shortfall the message gives, beyond what the other causes free.
+    fn shortfall_cause(&self, no_other_cause: bool, freeable: u64) -> Option<Cause> {
+        let request = self.requested_bytes.map(format_size);
+        match (self.shortfall_bytes, no_other_cause) {
+            (Some(short), true) => Some(Cause {
+                verdict: Verdict::DoesNotFit,
+                bytes: short,
+                detail: format!(
+                    "{} short, and the message names nothing else that holds memory: the run itself needs less",
+                    format_size(short)
+                ),
+                reason: None,
+            }),
+            (Some(short), false) if short > freeable => Some(Cause {
+                verdict: Verdict::DoesNotFit,
+                bytes: short - freeable,
+                detail: format!(
+                    "{} short even if everything else named here were freed ({} short in all): the run itself needs less",
+                    format_size(short - freeable),
+                    format_size(short)
+                ),
+                reason: None,
+            }),
+            (None, true) => Some(Cause {
+                verdict: Verdict::DoesNotFit,
+                bytes: 0,
+                detail: match request {
+                    Some(r) => format!(
+                        "{r} requested; the message gives no free memory to weigh it against"
+                    ),
+                    None => "the message gives neither the request nor the free memory".to_string(),
+                },
+                reason: None,
+            }),
+            _ => None,
         }
     }
 
@@ -363,13 +396,15 @@ impl OomReport {
     }
 }
 
-/// With the failed run's estimate, vLLM's KV cache becomes one of the causes of a PyTorch OOM
+/// With the failed run's estimate, its peak is weighed against the GPU (above it, the run does
+/// not fit whatever else held memory), and vLLM's KV cache becomes one of the causes of a PyTorch OOM
 /// (as in tests/fixtures/seed-gemma-22gib.toml, a Gemma 3 1B Unsloth run on a 22 GB card whose vLLM held 13.2 GiB before training started), when vLLM keeps it
 /// while training runs (not asleep).
 pub fn refine(report: &mut OomReport, estimate: &crate::memory::estimate::Estimate) {
     if report.from_vllm() {
         return;
     }
+    report.estimated_peak_bytes = Some(estimate.total_bytes);
     report.vllm_kv_cache_bytes = estimate
         .vllm
         .as_ref()
