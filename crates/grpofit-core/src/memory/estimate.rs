@@ -12,6 +12,7 @@ use crate::memory::step::shape::{AttentionMask, StepPath};
 use crate::memory::step::unsloth_step::{SMALL_CARD, unsloth_step};
 use crate::memory::step::{self, StepPeak, StepShape};
 use crate::memory::vllm;
+use crate::run::attention::Attention;
 use crate::run::spread;
 use crate::run::versions::{EntropyChunk, UnslothLogits};
 use crate::run::{Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack};
@@ -226,9 +227,16 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
         mask: match (on_trainer, run.versions.transformers_bool_mask()) {
             (false, _) => AttentionMask::None,
             _ if !run.versions.trl_passes_attention_mask() => AttentionMask::None,
+            // `masking_utils.flash_attention_mask`: the 2-D padding mask, no 4-D one
+            _ if matches!(run.attention, Attention::Flash(_)) => AttentionMask::None,
+            // `masking_utils.eager_mask` (4.50-4.52: `_prepare_4d_causal_attention_mask...`):
+            // the bool mask turned into one float mask (`torch.where(mask, 0, min_dtype)`), held
+            // once; eager adds it to the scores, no per-layer conversion
+            _ if run.attention == Attention::Eager => AttentionMask::Float,
             (true, false) => AttentionMask::Float,
             (true, true) => AttentionMask::BoolConverted,
         },
+        attention: run.attention,
         fp32_adapters: on_trainer
             && !run.full_finetuning
             && crate::memory::kbit_cast::adapter_element_bytes(run) == 4,

@@ -107,7 +107,7 @@ impl Shapes {
             rank32: tokens * s.rank * s.path.lora_element(),
             casts,
             fused: arch.family.fused_projections(),
-            repeat_kv: s.path.repeats_kv(),
+            repeat_kv: s.path.repeats_kv() && s.attention.repeats_kv_with_mask(),
             extra_norms: arch.family.norms_per_layer() - 2,
             qk_norm: arch.family.has_qk_norm(),
             quantised: s.quantised_base,

@@ -20,7 +20,7 @@ use crate::run::versions::LigerLoss;
 pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     let tokens = s.seqs * (s.prompt + s.completion);
     let hidden = tokens * arch.hidden * 2;
-    let layer = layer_tensors(arch, targets, s.rank, s.quantised_base, s.path);
+    let layer = layer_tensors(arch, targets, s.rank, s.quantised_base, s.path, s.attention);
     // full fine-tuning (no adapter): the trained weights' inputs too
     let full = !targets.iter().any(|t| *t);
     let trained_inputs = if full { trained_weight_inputs(arch) } else { 0 };
@@ -42,7 +42,9 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     // of the layer's fp32 adapters ([`recompute`]); without checkpointing the first layer's
     // backward holds its own (`stored` has every layer's)
     let at_recompute = if s.checkpointing {
-        recompute::mask_at_recompute(s) + recompute::lora_casts_at_recompute(arch, targets, s)
+        recompute::mask_at_recompute(s)
+            + recompute::lora_casts_at_recompute(arch, targets, s)
+            + recompute::eager_weights(arch, s)
     } else {
         recompute::held_without_checkpointing(arch, targets, s, 1)
     };
@@ -429,7 +431,8 @@ mod tests {
             ..shape(0)
         };
         let tokens = s.seqs * (s.prompt + s.completion);
-        let saved = layer_tensors(arch, &none, s.rank, false, StepPath::Trainer).per_token()
+        let saved = layer_tensors(arch, &none, s.rank, false, StepPath::Trainer, s.attention)
+            .per_token()
             + trained_weight_inputs(arch);
         assert_eq!(
             trl_step(arch, &none, &s).first_layer,
@@ -474,7 +477,8 @@ mod tests {
             assert_eq!(in_step_reference(arch, &s, &lg, false), (lg.copy + rest, 0));
             // the step holds the policy's saved set and its final norm beside it
             let targets = vec![true; arch.projections().len()];
-            let layer = layer_tensors(arch, &targets, s.rank, false, s.path).per_token();
+            let layer =
+                layer_tensors(arch, &targets, s.rank, false, s.path, s.attention).per_token();
             let step = trl_step(arch, &targets, &s);
             // (less the first input norm's, which the frozen embedding spares)
             let beside = arch.layers * tokens * layer - tokens * h * 4 + tokens * h * 6;
@@ -503,7 +507,7 @@ mod tests {
         };
         let t = s.seqs * (s.prompt + s.completion);
         let lora = vec![true; arch.projections().len()];
-        let layer = layer_tensors(arch, &lora, s.rank, false, s.path).per_token();
+        let layer = layer_tensors(arch, &lora, s.rank, false, s.path, s.attention).per_token();
         let logits = Logits::new(arch, &s).peak(&s, false);
         let step = trl_step(arch, &lora, &s);
         let saved = arch.layers * t * layer - t * arch.hidden * 4;
@@ -531,7 +535,7 @@ mod tests {
         let t = s.seqs * (s.prompt + s.completion);
         let none = vec![false; qwen2.projections().len()];
         let full = trl_step(qwen2, &none, &s);
-        let without = layer_tensors(qwen2, &none, 16, false, s.path).per_token();
+        let without = layer_tensors(qwen2, &none, 16, false, s.path, s.attention).per_token();
         let logits = Logits::new(qwen2, &s).peak(&s, false);
         let stored = qwen2.layers * t * (without + trained_weight_inputs(qwen2));
         assert_eq!(full.activations + full.logits, stored + t * h * 6 + logits);
