@@ -257,7 +257,12 @@ fn plan_with(run: &RunConfig, s: &Setup) -> VllmPlan {
         kv_cache_bytes: kv,
         full_length_sequences: kv as f64 / needed.max(1) as f64,
         run_length_sequences: kv as f64
-            / (per_token * run.sequence_len().clamp(1, s.context.max(1)).div_ceil(BLOCK) * BLOCK)
+            / (per_token
+                * run
+                    .sequence_len()
+                    .clamp(1, s.context.max(1))
+                    .div_ceil(BLOCK)
+                * BLOCK)
                 .max(1) as f64,
         max_model_len: s.context,
         max_num_seqs: seqs,
