@@ -28,7 +28,7 @@ fn grpofit(args: &[&str]) -> (i32, String, String) {
 
 /// `attn_implementation` picks the step's attention, and the estimate says which it assumed:
 /// eager keeps the recomputed layer's attention weights (8 x 12 heads x 1024 x 1024, 6 bytes a
-/// score: 576 MiB), flash attention drops the 4-D mask and `repeat_kv`'s copies; the header line
+/// score: 576 MiB) and its backward adds as much again, flash attention drops the 4-D mask and `repeat_kv`'s copies; the header line
 /// and `--json`'s `attention` name it, and `[grpo] model_init_kwargs` overrides `[model]`, as
 /// trl's `scripts/grpo.py` merges them.
 #[test]
@@ -59,14 +59,15 @@ fn the_attention_implementation_changes_the_step_and_is_shown() {
     let (name, eager, text) = run("eager", "attn_implementation = \"eager\"\n");
     assert_eq!(name, "eager");
     assert!(text.contains("eager attention)"), "{text}");
-    // the recomputed layer's weights (6 bytes a score), less SDPA's output it no longer saves
-    // (2 bytes x 1,536 a token) and the mask's byte a score (eager's one bf16 float mask for
-    // SDPA's bool mask and its bf16 conversion)
+    // the recomputed layer's weights (6 bytes a score) and its softmax backward's fp32
+    // gradients (6 more), less SDPA's output it no longer saves (2 bytes x 1,536 a token) and
+    // the mask's byte a score (eager's one bf16 float mask for SDPA's bool mask and its bf16
+    // conversion)
     let (scores, tokens) = (8 * 1024 * 1024, 8 * 1024);
     assert_eq!(
         eager - sdpa,
-        12 * scores * 6 - 2 * 1536 * tokens - scores,
-        "one layer's weights"
+        12 * scores * 12 - 2 * 1536 * tokens - scores,
+        "one layer's weights and its backward"
     );
     let (name, flash, _) = run("flash", "attn_implementation = \"flash_attention_2\"\n");
     assert_eq!(name, "flash_attention_2");

@@ -64,13 +64,25 @@ pub fn held_without_checkpointing(
 /// without checkpointing ([`held_without_checkpointing`]), the recomputed layer's with it. SDPA
 /// and flash attention keep no score. Traced (trl 1.15.0 qwen2 and gemma3 `eager_no_gc`,
 /// at_peak backward: `_softmax` 222,784 B and `_to_copy` 111,392 B a layer, 4 x 4 x 59 x 59).
-/// At Qwen2.5-7B, 8 x 4096: 22.5 GB a layer. The backward's own transient (the softmax's fp32
-/// gradients while the layer's backward runs) is not counted.
+/// At Qwen2.5-7B, 8 x 4096: 22.5 GB a layer.
 pub fn eager_weights(arch: &Arch, s: &StepShape) -> u64 {
     if s.attention != Attention::Eager {
         return 0;
     }
     mask_elements(s) * arch.heads * (4 + 2)
+}
+
+/// What eager attention's backward adds, one layer at a time, over the weights it saved
+/// ([`eager_weights`]), at its largest moment, the softmax's backward: the second matmul's
+/// backward makes the bf16 gradient of the weights and releases their bf16 copy;
+/// `ToCopyBackward` casts that gradient to fp32 (4) and `_softmax_backward_data(grad, output)`
+/// makes the fp32 gradient of its input (4) beside the saved fp32 output: 12 bytes a score live
+/// against the 6 saved, 6 more (torch 2.9 `derivatives.yaml`: `_softmax` saves `result`,
+/// `_to_copy` nothing). Larger than the forward's own moment, the fp32 cast and the softmax's
+/// output beside the bf16 scores (10 bytes a score, `at::softmax` with `dtype`: `toType` then
+/// `_softmax`). Read, not traced: the tiny traces peak at the logits.
+pub fn eager_backward_transient(arch: &Arch, s: &StepShape) -> u64 {
+    eager_weights(arch, s)
 }
 
 /// `B x S x S`: the mask's elements (broadcast over the heads).

@@ -47,7 +47,7 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
             + recompute::eager_weights(arch, s)
     } else {
         recompute::held_without_checkpointing(arch, targets, s, 1)
-    };
+    } + recompute::eager_backward_transient(arch, s);
     let backward = if s.checkpointing {
         stored
             + residue
