@@ -75,8 +75,6 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         v["stored_weights"] =
             serde_json::to_value(file.run.stored_weights).map_err(|e| e.to_string())?;
         v["calibrated"] = serde_json::json!(calibrated);
-        // the attention the step's memory follows (null for Unsloth's own)
-        v["attention"] = serde_json::json!(file.run.modelled_attention());
         crate::step_time::json(&mut v, &step, time.as_ref())?;
         if to_stdout {
             // the run file `--export -` writes: the user's own file edited in place
