@@ -345,6 +345,7 @@ fn logits_moment(
 mod tests {
     use super::*;
     use crate::arch::catalog;
+    use crate::run::attention::Attention;
 
     fn shape(scoring_rows: u64) -> StepShape {
         StepShape {
@@ -680,6 +681,33 @@ mod tests {
         };
         let kept = arch.layers * tokens * (4 * arch.hidden + 2 * arch.intermediate);
         assert_eq!(peak(true) - peak(false), kept);
+    }
+
+    /// Eager attention's kept scores are in the replay as in the analytic step
+    /// (`recompute::eager_weights`): without checkpointing every layer's fp32 softmax and its
+    /// bf16 copy are live at the peak, so the reserved peak follows them.
+    #[test]
+    fn the_replay_keeps_eager_attentions_scores() {
+        let arch = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let targets = vec![true; arch.projections().len()];
+        let s = StepShape {
+            checkpointing: false,
+            fused_logits: false,
+            ..shape(0)
+        };
+        let tokens = s.seqs * (s.prompt + s.completion);
+        let peak = |attention| {
+            let s = StepShape { attention, ..s };
+            replay::replay(arch, &targets, tokens, &Logits::new(arch, &s), &s).peak_allocated
+        };
+        let seq = s.prompt + s.completion;
+        let scores = s.seqs * arch.heads * seq * seq;
+        assert_eq!(
+            peak(Attention::Eager) - peak(Attention::Sdpa),
+            arch.layers * scores * 6
+        );
     }
 
     /// The replay (for the reserved peak) and the analytic step (for the allocated peak) walk
