@@ -269,6 +269,22 @@ impl Sim {
         sum
     }
 
+    /// Eager attention (`recompute::eager_weights`): the scaled, masked bf16 scores, their fp32
+    /// cast and the softmax's fp32 output, which it keeps with its bf16 copy.
+    fn eager_scores(&mut self, sh: &Shapes, run: &mut LayerRun) {
+        if sh.eager_scores == 0 {
+            return;
+        }
+        let scores = self.alloc(2 * sh.eager_scores);
+        let cast = self.alloc(4 * sh.eager_scores);
+        let probs = self.alloc(4 * sh.eager_scores);
+        self.free(scores);
+        self.free(cast);
+        let copy = self.alloc(2 * sh.eager_scores);
+        self.keep(run, probs);
+        self.keep(run, copy);
+    }
+
     /// One decoder layer's forward in the order the trace shows. With `save` the tensors autograd
     /// keeps stay allocated and are returned; the layer's output is always returned.
     fn layer_forward(&mut self, sh: &Shapes, save: bool, adapters: bool) -> (u32, Vec<u32>) {
@@ -311,18 +327,7 @@ impl Sim {
         } else {
             (rot_k, v)
         };
-        // eager attention (`recompute::eager_weights`): the scaled, masked bf16 scores, their
-        // fp32 cast and the softmax's fp32 output, which it keeps with its bf16 copy
-        if sh.eager_scores > 0 {
-            let scores = self.alloc(2 * sh.eager_scores);
-            let cast = self.alloc(4 * sh.eager_scores);
-            let probs = self.alloc(4 * sh.eager_scores);
-            self.free(scores);
-            self.free(cast);
-            let copy = self.alloc(2 * sh.eager_scores);
-            self.keep(&mut run, probs);
-            self.keep(&mut run, copy);
-        }
+        self.eager_scores(sh, &mut run);
         let attn = self.alloc(sh.q);
         let o_index = if sh.fused { 1 } else { 3 };
         let o = self.projection(sh, &mut run, o_index, sh.hid);
