@@ -129,10 +129,7 @@ fn trl7_on_h100(grpo: &str) -> serde_json::Value {
     .unwrap()
     .replace("gpu_memory = \"39.39GiB\"", "gpu_memory = \"79.19GiB\"")
     .replace("gpu = \"A100 40GB SXM\"", "gpu = \"H100 SXM\"")
-    .replace(
-        "vllm_gpu_memory_utilization = 0.5",
-        "vllm_gpu_memory_utilization = 0.3",
-    )
+    .replace("vllm_gpu_memory_utilization = 0.5", "vllm_gpu_memory_utilization = 0.3")
     .replace("[grpo]\n", &format!("[grpo]\n{grpo}"));
     std::fs::write(dir.path().join("run.toml"), &text).unwrap();
     let out = run(grpofit_in(dir.path()).args(["estimate", "--config", "run.toml", "--json"]));
@@ -151,19 +148,11 @@ fn vllm_decodes_as_many_requests_as_its_cache_holds_at_the_runs_length() {
     let kv = |v: &serde_json::Value| v["vllm"]["kv_cache_bytes"].as_f64().unwrap();
     let held = |v: &serde_json::Value| v["vllm"]["run_length_sequences"].as_f64().unwrap();
     // the same cache either way, within what the longer context's profile takes
-    assert!(
-        (kv(&long) / kv(&short) - 1.0).abs() < 0.02,
-        "{} {}",
-        kv(&long),
-        kv(&short)
-    );
+    assert!((kv(&long) / kv(&short) - 1.0).abs() < 0.02, "{} {}", kv(&long), kv(&short));
     assert!((held(&long) / held(&short) - 1.0).abs() < 0.02);
     let (a, b) = (
         phase(&long["step_time"], "generation"),
         phase(&short["step_time"], "generation"),
     );
-    assert!(
-        (a / b - 1.0).abs() < 0.02,
-        "generation {a} s at 32768 against {b} s at 1536"
-    );
+    assert!((a / b - 1.0).abs() < 0.02, "generation {a} s at 32768 against {b} s at 1536");
 }
