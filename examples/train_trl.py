@@ -35,10 +35,16 @@ if os.environ.get("GRPOFIT_VLLM_SERVER_HOST"):
 args = GRPOConfig(**cfg["grpo"])
 
 quantization_config = get_quantization_config(model_args)
+# the attention grpofit's estimate assumed: `[grpo] model_init_kwargs`'s over `[model]`'s, as
+# trl's scripts/grpo.py merges them (None: transformers' default, sdpa)
+attn_implementation = (args.model_init_kwargs or {}).get(
+    "attn_implementation", model_args.attn_implementation
+)
 model = AutoModelForCausalLM.from_pretrained(
     model_args.model_name_or_path,
     revision=model_args.model_revision,
     dtype=model_args.dtype,
+    attn_implementation=attn_implementation,
     quantization_config=quantization_config,
     device_map="auto" if quantization_config is not None else None,
 )

@@ -12,9 +12,12 @@ use std::fmt::Write;
 /// under the table says which), not the built-in H200 figure.
 pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str, calibrated: bool) -> String {
     let mut out = String::new();
+    let attention = run
+        .modelled_attention()
+        .map_or(String::new(), |a| format!(", {a} attention"));
     let _ = writeln!(
         out,
-        "{} ({} stack, {} parameters, {} weights)",
+        "{} ({} stack, {} parameters, {} weights{attention})",
         run.model_name,
         run.stack,
         grpofit_core::units::format_count(run.arch.parameters()),

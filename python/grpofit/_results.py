@@ -106,6 +106,9 @@ class Estimate(_RunAnswer):
     roles: List[Dict[str, Any]] = field(default_factory=list)
     host_memory_bytes: int = 0
     warnings: List[str] = field(default_factory=list)
+    #: the attention the training step's memory assumed ("sdpa", "eager", "flash_attention_2"...),
+    #: None on the unsloth stack
+    attention: Optional[str] = None
     parameters: int = 0
     model_source: Any = None
     stored_weights: Any = None

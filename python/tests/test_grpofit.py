@@ -352,3 +352,20 @@ def test_the_run_file_writer_round_trips_through_a_toml_reader():
     assert read["env"] == tables["env"]
     with pytest.warns(UserWarning, match=r"\[grpo\] thing"):
         assert table_of({"thing": object()}, "grpo") == {}
+
+
+def test_the_estimate_names_the_attention_it_assumed():
+    # the 24gb preset is Unsloth's, whose step follows Unsloth's own attention
+    assert grpofit.estimate(preset="24gb", **QUIET).attention is None
+    model = {"model_name_or_path": "Qwen/Qwen2.5-1.5B-Instruct", "dtype": "bfloat16"}
+    tables = {
+        "grpofit": {"stack": "trl", "max_prompt_length": 512, "gpu_memory": "24GiB"},
+        "model": model,
+        "lora": {"r": 16},
+        "grpo": {"per_device_train_batch_size": 8, "num_generations": 8, "use_vllm": False},
+    }
+    sdpa = grpofit.estimate(config=tables, **QUIET)
+    assert sdpa.attention == "sdpa"
+    eager = grpofit.estimate(config=tables, model={**model, "attn_implementation": "eager"}, **QUIET)
+    assert eager.attention == "eager"
+    assert eager.training_peak_allocated_bytes > sdpa.training_peak_allocated_bytes

@@ -10,6 +10,7 @@
 use grpofit_core::arch::config_json;
 use grpofit_core::contract::release::Release;
 use grpofit_core::memory::estimate::{GpuBudget, estimate};
+use grpofit_core::run::attention::Attention;
 use grpofit_core::run::reward::RewardModel;
 use grpofit_core::run::{Checkpointing, Generation, Quant, RunConfig};
 use serde_json::Value;
@@ -147,6 +148,11 @@ fn run_at(r: &Value, sequence: u64) -> RunConfig {
     };
     run.beta = k["beta"].as_f64().unwrap();
     run.fused_logits = run.versions.trl_fused_head();
+    if let Some(name) = r.get("attn_implementation").and_then(Value::as_str) {
+        // `eager` mixes: the policy loaded with this `attn_implementation` (`trace.py`
+        // `EAGER_MIXES`); the others run transformers' default, SDPA
+        run.attention = Attention::parse(name).unwrap();
+    }
     if r["dtype"] == "float32" {
         // `full_fp32`: the policy loaded in float32, as TRL 0.27+ loads a model named by path
         run.quant = Quant::Fp32;

@@ -26,38 +26,109 @@ fn grpofit(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// `attn_implementation = "eager"` is estimated as SDPA: a note says so, with the size of one
-/// layer's attention weights (8 x 12 heads x 1024 x 1024 x 2 bytes = 192 MiB); SDPA gets none.
+/// `attn_implementation` picks the step's attention, and the estimate says which it assumed:
+/// eager keeps the recomputed layer's attention weights (8 x 12 heads x 1024 x 1024, 6 bytes a
+/// score: 576 MiB) and its backward adds as much again, flash attention drops the 4-D mask and `repeat_kv`'s copies; the header line
+/// and `--json`'s `attention` name it, and `[grpo] model_init_kwargs` overrides `[model]`, as
+/// trl's `scripts/grpo.py` merges them.
 #[test]
-fn eager_attention_is_said_to_be_estimated_as_sdpa() {
+fn the_attention_implementation_changes_the_step_and_is_shown() {
     let dir = tempfile::tempdir().unwrap();
-    for (attention, noted) in [("eager", true), ("sdpa", false)] {
-        let path = dir.path().join(format!("{attention}.toml"));
+    let run = |name: &str, line: &str| {
+        let path = dir.path().join(format!("{name}.toml"));
         std::fs::write(
             &path,
             TRL.replace(
                 "dtype = \"bfloat16\"\n",
-                &format!("dtype = \"bfloat16\"\nattn_implementation = \"{attention}\"\n"),
+                &format!("dtype = \"bfloat16\"\n{line}"),
             ),
         )
         .unwrap();
-        let (code, _, err) = grpofit(&[
-            "estimate",
-            "--no-gpu",
-            "--offline",
-            "--gpu-mem",
-            "24GiB",
-            "--config",
-            path.to_str().unwrap(),
-        ]);
+        let args = ["estimate", "--no-gpu", "--offline", "--gpu-mem", "24GiB"];
+        let path = path.to_str().unwrap().to_string();
+        let (code, out, err) = grpofit(&[&args[..], &["--config", &path, "--json"]].concat());
         assert_eq!(code, 0, "{err}");
-        assert_eq!(
-            err.contains("attn_implementation = \"eager\" is estimated as SDPA")
-                && err.contains("8 x 12 heads x 1024 x 1024, bf16: 192.0 MiB a layer"),
-            noted,
-            "{attention}: {err}"
-        );
-    }
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let (_, text, _) = grpofit(&[&args[..], &["--config", &path]].concat());
+        let peak = v["training_peak_allocated_bytes"].as_u64().unwrap();
+        (v["attention"].as_str().unwrap().to_string(), peak, text)
+    };
+    let (name, sdpa, text) = run("default", "");
+    assert_eq!(name, "sdpa");
+    assert!(text.contains("16-bit weights, sdpa attention)"), "{text}");
+    let (name, eager, text) = run("eager", "attn_implementation = \"eager\"\n");
+    assert_eq!(name, "eager");
+    assert!(text.contains("eager attention)"), "{text}");
+    // the recomputed layer's weights (6 bytes a score) and its softmax backward's fp32
+    // gradients (6 more), less SDPA's output it no longer saves (2 bytes x 1,536 a token) and
+    // the mask's byte a score (eager's one bf16 float mask for SDPA's bool mask and its bf16
+    // conversion)
+    let (scores, tokens) = (8 * 1024 * 1024, 8 * 1024);
+    assert_eq!(
+        eager - sdpa,
+        12 * scores * 12 - 2 * 1536 * tokens - scores,
+        "one layer's weights and its backward"
+    );
+    let (name, flash, _) = run("flash", "attn_implementation = \"flash_attention_2\"\n");
+    assert_eq!(name, "flash_attention_2");
+    assert!(flash < sdpa, "{flash} {sdpa}");
+    let kwargs = TRL.replace(
+        "use_vllm = false\n",
+        "use_vllm = false\nmodel_init_kwargs = { attn_implementation = \"kernels-community/flash-attn2\" }\n",
+    );
+    let path = dir.path().join("kwargs.toml");
+    std::fs::write(
+        &path,
+        kwargs.replace(
+            "dtype = \"bfloat16\"\n",
+            "dtype = \"bfloat16\"\nattn_implementation = \"eager\"\n",
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = grpofit(&[
+        "estimate",
+        "--no-gpu",
+        "--offline",
+        "--gpu-mem",
+        "24GiB",
+        "--json",
+        "--config",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["attention"], "flash_attention_2");
+    assert_eq!(v["training_peak_allocated_bytes"].as_u64().unwrap(), flash);
+}
+
+/// An attention implementation grpofit does not model is refused, naming the file, key and
+/// value, with exit 2.
+#[test]
+fn an_unknown_attention_implementation_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.toml");
+    std::fs::write(
+        &path,
+        TRL.replace(
+            "dtype = \"bfloat16\"\n",
+            "dtype = \"bfloat16\"\nattn_implementation = \"flash\"\n",
+        ),
+    )
+    .unwrap();
+    let (code, _, err) = grpofit(&[
+        "estimate",
+        "--no-gpu",
+        "--offline",
+        "--gpu-mem",
+        "24GiB",
+        "--config",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("run.toml:8: `[model] attn_implementation = \"flash\"`: not an attention implementation grpofit models"),
+        "{err}"
+    );
 }
 
 /// The 16gb preset is a T4's, which has no bf16: its export trains in fp16.

@@ -237,3 +237,34 @@ fn the_examples_feed_each_table_to_its_call() {
     assert!(Call::UnslothFromPretrained.accepts("max_seq_length"));
     assert!(Call::TrlModelConfig.accepts("model_name_or_path"));
 }
+
+/// The TRL stand-in script loads the model with the attention the estimate assumed
+/// (`run::attention`: `[grpo] model_init_kwargs`'s over `[model] attn_implementation`): it hands
+/// `from_pretrained` a model object's `attn_implementation`, since TRL ignores (1.x) or refuses
+/// (0.19) `model_init_kwargs` beside an object.
+#[test]
+fn the_trl_example_loads_the_attention_the_estimate_assumed() {
+    let finder = "import ast,sys\n\
+        tree=ast.parse(open(sys.argv[1]).read())\n\
+        for n in ast.walk(tree):\n\
+        \x20   if isinstance(n,ast.Call) and ast.unparse(n.func).endswith('from_pretrained'):\n\
+        \x20       print(' '.join(k.arg for k in n.keywords if k.arg))\n\
+        \x20   if isinstance(n,ast.Assign) and ast.unparse(n.targets[0])=='attn_implementation':\n\
+        \x20       print('source', ast.unparse(n.value))";
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(finder)
+        .arg(root().join("examples/train_trl.py"))
+        .output()
+        .expect("python3 runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.split(' ').any(|k| k == "attn_implementation")),
+        "{text}"
+    );
+    assert!(
+        text.contains("source (args.model_init_kwargs or {}).get('attn_implementation', model_args.attn_implementation)"),
+        "{text}"
+    );
+}

@@ -385,6 +385,33 @@ fn every_setting_is_in_the_header_whole_at_every_size() {
     }
 }
 
+/// An attention other than transformers' default is a setting of the header: the step's memory
+/// follows it (`RunConfig::modelled_attention`); SDPA, the default, is not shown.
+#[test]
+fn the_header_names_an_attention_other_than_sdpa() {
+    let run = |line: &str| {
+        format!(
+            "[grpofit]\nstack = \"trl\"\nmax_prompt_length = 512\n\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B-Instruct\"\ndtype = \"bfloat16\"\n{line}\n[lora]\nr = 16\n\n[grpo]\nper_device_train_batch_size = 8\nnum_generations = 8\nmax_completion_length = 512\nuse_vllm = false\n"
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (line, shown) in [
+        (
+            "attn_implementation = \"flash_attention_2\"\n",
+            Some("flash_attention_2 attention"),
+        ),
+        ("attn_implementation = \"eager\"\n", Some("eager attention")),
+        ("", None),
+    ] {
+        let a = app_of(&run(line), dir.path(), Theme::mono());
+        let header = header_of(&screen(&a, 120, 40));
+        match shown {
+            Some(setting) => assert!(header.contains(setting), "{header}"),
+            None => assert!(!header.contains("attention"), "{header}"),
+        }
+    }
+}
+
 /// All of help's text at `w` x `h`, page after page, its frame taken off and its lines joined
 /// with single spaces.
 pub(crate) fn help_text(a: &mut App, w: u16, h: u16) -> String {

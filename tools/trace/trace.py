@@ -49,8 +49,16 @@ MIXES = {
     "full_steps_per_generation2": ({"steps_per_generation": 2, "gradient_accumulation_steps": 2},
                                    None, False),
     "reward_model": ({}, {}, True),
+    # the policy loaded with attn_implementation="eager" (transformers `eager_attention_forward`:
+    # softmax(QK^T) materialised, in fp32 and cast back, and saved for the backward), as TRL's
+    # and Gemma 3's docs recommend for Gemma 3 training
+    "eager": ({}, {}, False),
+    "eager_no_gc": ({"gradient_checkpointing": False}, {}, False),
 }
 OTHER_FAMILY_MIXES = ["base", "no_gc", "full"]
+# mixes whose policy is loaded with attn_implementation="eager" (the others: transformers'
+# default, "sdpa"); their records carry `"attn_implementation": "eager"`
+EAGER_MIXES = {"eager", "eager_no_gc"}
 # mixes whose policy (and the reference model the trainer loads) is float32, as TRL 0.27+ loads a
 # model named by path by default (trl 1.15.0 `create_model_from_path`: `kwargs.get("dtype",
 # "float32")`, TRL PR #4778), trained under the trainer's bf16 autocast
@@ -210,11 +218,11 @@ def dtype_key():
     return "torch_dtype"
 
 
-def load_bf16(cls, folder, dtype=torch.bfloat16):
+def load_bf16(cls, folder, dtype=torch.bfloat16, **kw):
     try:
-        return cls.from_pretrained(folder, dtype=dtype)
+        return cls.from_pretrained(folder, dtype=dtype, **kw)
     except TypeError:
-        return cls.from_pretrained(folder, torch_dtype=dtype)
+        return cls.from_pretrained(folder, torch_dtype=dtype, **kw)
 
 
 def register_all(live, trainer):
@@ -309,7 +317,8 @@ def run_one(family, mix, work, fields=None, use_cpu=True):
     t0 = time.time()
     with live:
         model = load_bf16(transformers.AutoModelForCausalLM, folder,
-                          torch.float32 if fp32 else torch.bfloat16)
+                          torch.float32 if fp32 else torch.bfloat16,
+                          **({"attn_implementation": "eager"} if mix in EAGER_MIXES else {}))
         for t in list(model.parameters()) + list(model.buffers()):
             live.register(t)
         kw = dict(model=model, reward_funcs=funcs, args=args, train_dataset=ds)
@@ -461,6 +470,8 @@ def main():
                        {**LORA, **lora}, "reward_model": rm}
                 if mix in FP32_MIXES:
                     rec["dtype"] = "float32"  # the policy's and the loaded reference model's
+                if mix in EAGER_MIXES:
+                    rec["attn_implementation"] = "eager"
                 try:
                     with contextlib.redirect_stdout(sys.stderr):
                         run_with_workarounds(rec, family, mix, work)

@@ -24,6 +24,10 @@ pub(super) fn settings(app: &App) -> Vec<String> {
         },
         r.optimizer.to_string(),
     ];
+    // an attention other than transformers' default, which the step's memory follows
+    if let Some(a) = r.modelled_attention().filter(|a| !a.is_default()) {
+        s.push(format!("{a} attention"));
+    }
     // the trainer versions, when the run is pinned to others than grpofit's targets
     if r.versions != grpofit_core::run::versions::StackVersions::default() {
         let v = r.versions;

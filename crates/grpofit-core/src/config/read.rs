@@ -182,17 +182,13 @@ fn run_file(
         reward_models: frozen.reward_models,
         other_gpu_memory: frozen.other_gpu_memory,
         pad_to_multiple_of: grpo.pad_to_multiple_of,
-        eager_attention: read_model::eager_attention(t)?,
+        attention: read_model::attention(t)?,
     };
     reading
         .overlay
         .apply(&mut run)
         .map_err(|e| LoadError::whole_file(e.to_string()))?;
     rules::validate(&run).map_err(|broken| broken_rule(t, &run, broken))?;
-    let notes = notes
-        .into_iter()
-        .chain(read_model::attention_note(t, &run)?)
-        .collect();
     Ok(RunFile {
         run,
         gpu_memory: grpofit.gpu_memory,

@@ -8,6 +8,7 @@ use crate::arch::catalog::{self, ImpliedQuant};
 use crate::contract::{Call, Table as T};
 use crate::resolve::safetensors::WeightsOnDisk;
 use crate::resolve::{ModelResolver, ModelSource, Resolved};
+use crate::run::attention::{self, Attention};
 use crate::run::knobs::Knob;
 use crate::run::{Quant, Stack, StoredWeights};
 use std::path::Path;
@@ -263,38 +264,44 @@ fn max_lora_rank(t: &Tables) -> Result<Option<u64>, LoadError> {
     })
 }
 
-/// Whether `[model] attn_implementation` is "eager" (transformers' `eager_attention_forward`).
-pub(super) fn eager_attention(t: &Tables) -> Result<bool, LoadError> {
-    Ok(t.text(T::Model, "attn_implementation")? == Some("eager"))
+/// `attn_implementation`: `[grpo] model_init_kwargs`'s when it names one, else `[model]`'s, else
+/// transformers' default, SDPA. trl 1.15.0 `scripts/grpo.py` builds `model_init_kwargs` from
+/// `ModelConfig` (`attn_implementation=model_args.attn_implementation`) and then
+/// `model_init_kwargs.update(training_args.model_init_kwargs)`, so GRPOConfig's wins; a user's
+/// own script hands `GRPOConfig(model_init_kwargs=...)` to `create_model_from_path` the same way.
+/// A value transformers would refuse, or one grpofit does not model, is an error naming it.
+pub(super) fn attention(t: &Tables) -> Result<Attention, LoadError> {
+    if let Some(kwargs) = t.get(T::Grpo, "model_init_kwargs")?
+        && let Some(v) = kwargs.as_table().and_then(|k| k.get("attn_implementation"))
+    {
+        let key = "model_init_kwargs.attn_implementation";
+        return named_attention(t, T::Grpo, "model_init_kwargs", key, v);
+    }
+    match t.get(T::Model, "attn_implementation")? {
+        Some(v) => named_attention(t, T::Model, "attn_implementation", "attn_implementation", v),
+        None => Ok(Attention::Sdpa),
+    }
 }
 
-/// `[model] attn_implementation = "eager"` (a `ModelConfig` key): the estimate models SDPA, whose
-/// kernels never hold the attention matrix (memory/step/shape.rs `layer_tensors`); transformers'
-/// `eager_attention_forward` materialises each layer's attention weights, `softmax(QK^T)` of
-/// micro-batch x heads x T x T in the compute dtype, and autograd keeps them for the backward.
-/// Said, with one layer's size, since the estimate leaves them out.
-pub(super) fn attention_note(
+/// The implementation `v` names (`key`, written under `[table] written`).
+fn named_attention(
     t: &Tables,
-    run: &crate::run::RunConfig,
-) -> Result<Option<String>, LoadError> {
-    let Some(attention) = t.text(T::Model, "attn_implementation")? else {
-        return Ok(None);
+    table: T,
+    written: &str,
+    key: &str,
+    v: &Value,
+) -> Result<Attention, LoadError> {
+    let refuse = |why: String| {
+        LoadError::at_key(table.name(), key, Some(v.to_string()), why)
+            .on_line(t.line(table, written))
     };
-    if attention != "eager" {
-        return Ok(None);
-    }
-    let (b, h, tokens) = (
-        run.running_micro_batch(),
-        run.arch.heads,
-        run.sequence_len(),
-    );
-    let layer = b
-        .saturating_mul(h)
-        .saturating_mul(tokens)
-        .saturating_mul(tokens)
-        .saturating_mul(2);
-    Ok(Some(format!(
-        "attn_implementation = \"eager\" is estimated as SDPA: eager attention also holds each layer's attention weights ({b} x {h} heads x {tokens} x {tokens}, bf16: {} a layer, every layer's at once without checkpointing), which this estimate leaves out",
-        crate::units::format_size(layer)
-    )))
+    let text = v
+        .as_str()
+        .ok_or_else(|| refuse("expected a string".into()))?;
+    Attention::parse(text).ok_or_else(|| {
+        refuse(format!(
+            "not an attention implementation grpofit models: expected {}",
+            attention::ACCEPTED
+        ))
+    })
 }

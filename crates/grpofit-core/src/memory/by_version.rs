@@ -4,7 +4,8 @@
 //! `run::versions`.
 
 use crate::memory::breakdown::Part;
-use crate::memory::step::shape::StepPath;
+use crate::memory::step::shape::{AttentionMask, StepPath};
+use crate::run::attention::Attention;
 use crate::run::versions::{BatchRaise, UnslothLogits};
 use crate::run::{RunConfig, Stack};
 
@@ -103,6 +104,26 @@ pub fn reentrant_note(run: &RunConfig) -> Option<String> {
             run.versions.trl
         )
     })
+}
+
+/// The 4-D attention mask the step's padded batch builds ([`AttentionMask`]): TRL pads its
+/// batches (prompts of different lengths), the calibration harness runs all-ones masks, TRL 0.14
+/// passes none; then by the attention the layers call and the transformers release:
+/// - flash attention: `masking_utils.flash_attention_mask` returns the 2-D padding mask, no 4-D
+///   one;
+/// - eager: `masking_utils.eager_mask` (4.50-4.52: `_prepare_4d_causal_attention_mask_with_cache_position`)
+///   turns the bool mask into one float mask (`torch.where(mask, 0, min_dtype)`), held once;
+///   eager adds it to the scores, no per-layer conversion;
+/// - SDPA: 4.50-4.52's float mask, 4.53's bool mask that each SDPA call converts.
+pub fn attention_mask(run: &RunConfig, on_trainer: bool) -> AttentionMask {
+    match (on_trainer, run.versions.transformers_bool_mask()) {
+        (false, _) => AttentionMask::None,
+        _ if !run.versions.trl_passes_attention_mask() => AttentionMask::None,
+        _ if matches!(run.attention, Attention::Flash(_)) => AttentionMask::None,
+        _ if run.attention == Attention::Eager => AttentionMask::Float,
+        (true, false) => AttentionMask::Float,
+        (true, true) => AttentionMask::BoolConverted,
+    }
 }
 
 /// Whose step the run is ([`StepPath`]): the trainer, under accelerate's bf16 autocast with padded

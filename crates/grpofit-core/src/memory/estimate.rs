@@ -8,10 +8,11 @@ use crate::memory::packing::{Packing, block_bytes, optimizer_bytes};
 use crate::memory::roles::{self, Role};
 use crate::memory::run_warnings;
 use crate::memory::saved_modules;
-use crate::memory::step::shape::{AttentionMask, StepPath};
+use crate::memory::step::shape::StepPath;
 use crate::memory::step::unsloth_step::{SMALL_CARD, unsloth_step};
 use crate::memory::step::{self, StepPeak, StepShape};
 use crate::memory::vllm;
+use crate::run::attention::Attention;
 use crate::run::spread;
 use crate::run::versions::{EntropyChunk, UnslothLogits};
 use crate::run::{Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack};
@@ -47,6 +48,8 @@ pub struct Estimate {
     /// host memory each node needs for offloaded states (ZeRO-Offload, FSDP CPU offload)
     pub host_memory_bytes: u64,
     pub warnings: Vec<String>,
+    /// the attention the step's memory follows (`RunConfig::modelled_attention`; none: Unsloth's)
+    pub attention: Option<Attention>,
 }
 
 /// The GPU the run is fitted into.
@@ -222,13 +225,8 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
         row_log_softmax,
         logits_in_place: run.versions.trl_divides_logits_in_place(),
         fp32_weights: on_trainer && run.full_finetuning && run.quant == Quant::Fp32,
-        // TRL pads its batches (prompts of different lengths), the harness runs all-ones masks
-        mask: match (on_trainer, run.versions.transformers_bool_mask()) {
-            (false, _) => AttentionMask::None,
-            _ if !run.versions.trl_passes_attention_mask() => AttentionMask::None,
-            (true, false) => AttentionMask::Float,
-            (true, true) => AttentionMask::BoolConverted,
-        },
+        mask: by_version::attention_mask(run, on_trainer),
+        attention: run.attention,
         fp32_adapters: on_trainer
             && !run.full_finetuning
             && crate::memory::kbit_cast::adapter_element_bytes(run) == 4,
@@ -300,6 +298,7 @@ fn estimate_using(
         roles,
         host_memory_bytes: stat.host,
         warnings,
+        attention: run.modelled_attention(),
     }
 }
 

@@ -4,6 +4,7 @@
 //! Read from the wheels (transformers 5.17.0, trl 1.15.0, unsloth 2026.10.9); not measured.
 
 use crate::arch::Arch;
+use crate::run::attention::Attention;
 use crate::run::{RunConfig, Stack};
 
 /// The generation phase's memory above the trainer's static memory.
@@ -53,7 +54,7 @@ pub fn generate_memory(run: &RunConfig) -> GenerateMemory {
     };
     let kv_cache = rows * arch.kv_bytes_for(cached);
     let prompt_cache = rows * arch.kv_bytes_for(run.prompt_len);
-    let prefill = prefill_working_set(arch, rows * run.prompt_len);
+    let prefill = prefill_working_set(arch, rows * run.prompt_len).max(eager_prefill(run, rows));
     let growth = rows * 2 * arch.kv_dim() * 2 * length;
     let logits = rows * arch.vocab * (2 + 3 * 4);
     // the prefill happens with the prompts' cache only; decoding ends with the whole cache
@@ -78,6 +79,21 @@ fn prefill_working_set(arch: &Arch, tokens: u64) -> u64 {
     tokens * (2 * arch.hidden * 2 + 3 * arch.intermediate * 2)
 }
 
+/// TRL's prefill under `attn_implementation = "eager"` (`eager_attention_forward`, transformers
+/// 5.17.0): one layer at a time, the prompts' scores `rows x heads x P x P`, scaled and masked in
+/// bf16 (2 bytes), then `softmax(..., dtype=torch.float32)`, which casts them to fp32 (4) before
+/// its fp32 output (4) (torch 2.9 `at::softmax`: `toType(dtype)` then `_softmax`): 10 bytes a
+/// score at once, beside the residual stream and the normed input (2 H each) and the padded
+/// prompts' float mask (`eager_mask`, 2 bytes `rows x P x P`). SDPA and flash attention keep
+/// the scores on chip. Unsloth generates through its own attention.
+fn eager_prefill(run: &RunConfig, rows: u64) -> u64 {
+    if run.stack != Stack::Trl || run.attention != Attention::Eager {
+        return 0;
+    }
+    let p = run.prompt_len;
+    rows * p * 2 * run.arch.hidden * 2 + rows * p * p * (run.arch.heads * 10 + 2)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,6 +111,36 @@ mod tests {
         assert_eq!(m.kv_cache, 16 * 1024 * 28 * 2 * 256 * 2);
         run.grad_accum = 8;
         assert_eq!(generate_memory(&run).kv_cache, 2 * m.kv_cache);
+    }
+
+    /// Eager attention's prefill holds one layer's scores of every prompt at once: 64 rows of
+    /// 2,048 tokens at Qwen2.5-1.5B (12 heads), 10 bytes a score and the 2-byte mask, 32.7 GB
+    /// beside a few hundred MB of MLP; SDPA's prefill stays the MLP's.
+    #[test]
+    fn eager_prefill_holds_a_layers_scores() {
+        let arch = catalog::find("Qwen/Qwen2.5-1.5B-Instruct").unwrap().arch;
+        let mut run = RunConfig::example(arch.clone());
+        run.micro_batch = 8;
+        run.grad_accum = 8;
+        run.prompt_len = 2048;
+        run.completion_len = 256;
+        let rows = run.generation_rows();
+        assert_eq!(rows, 64);
+        let sdpa = generate_memory(&run);
+        assert_eq!(
+            sdpa.activations,
+            prefill_working_set(&arch, rows * 2048),
+            "{sdpa:?}"
+        );
+        run.attention = Attention::Eager;
+        let eager = generate_memory(&run);
+        let scores = 64 * 2048 * 2048;
+        assert_eq!(
+            eager.activations,
+            rows * 2048 * 4 * arch.hidden + scores * (12 * 10 + 2)
+        );
+        run.attention = Attention::Flash(2);
+        assert_eq!(generate_memory(&run), sdpa);
     }
 
     #[test]

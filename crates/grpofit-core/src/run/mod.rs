@@ -1,6 +1,7 @@
 //! One GRPO run as grpofit sees it: the stack, the knobs and the settings around them.
 
 pub mod adjust;
+pub mod attention;
 mod call_versions;
 pub mod cycle;
 pub mod implied;
@@ -229,11 +230,12 @@ pub struct RunConfig {
     /// GRPOConfig's `pad_to_multiple_of` on a CUDA GPU: the step's prompts and completions each
     /// padded to a multiple of it (`None`: unpadded, as "auto" is off Neuron)
     pub pad_to_multiple_of: Option<u64>,
-    /// `[model] attn_implementation = "eager"`: transformers' `eager_attention_forward`, whose
-    /// scores (heads x T x T a sequence) are written, masked and softmaxed in memory, where SDPA
-    /// (the default) keeps them on chip; the step time charges their traffic (`time::kernels`)
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub eager_attention: bool,
+    /// `attn_implementation` (`[model]`, or `[grpo] model_init_kwargs`): which attention
+    /// function the layers call ([`attention::Attention`]); the step's saved tensors follow it
+    /// (`memory::step`), and the step time charges eager attention's scores going through memory,
+    /// where SDPA and flash attention keep them on chip (`time::kernels`)
+    #[serde(skip_serializing_if = "attention::Attention::is_default")]
+    pub attention: attention::Attention,
 }
 
 /// A checkpoint's weights on disk: their exact bytes, and how they are stored. When the run
@@ -368,6 +370,14 @@ impl RunConfig {
         }
     }
 
+    /// The attention implementation the step's memory follows (`memory::step`): TRL's step
+    /// model reads it; Unsloth's (`memory::step::unsloth_step`) models Unsloth's own patched
+    /// attention and does not, so there is none to show. What `estimate`'s header line, its
+    /// JSON (`attention`) and the screen's header say.
+    pub fn modelled_attention(&self) -> Option<attention::Attention> {
+        (self.stack == Stack::Trl).then_some(self.attention)
+    }
+
     /// The micro-batch that really runs. Unsloth's GRPO patch replaces `per_device_train_batch_size`
     /// by `num_generations` when the batch is not a multiple of it: `batch x accumulation x GPUs`
     /// from 2025.11, the per-device batch alone before (see [`BatchRaise`]).
@@ -469,7 +479,7 @@ impl RunConfig {
             full_finetuning: false,
             spread: Spread::default(),
             vllm_server: VllmServer::default(),
-            eager_attention: false,
+            attention: attention::Attention::Sdpa,
             cast_lm_head_to_fp32: false,
             fp16: false,
             reward_models: Vec::new(),

@@ -242,7 +242,7 @@ pub(super) const EAGER_GEMM_PER_SCORE: (f64, f64) = (4.0, 8.0);
 /// ([`EAGER_PER_SCORE`]).
 fn attention_pass(run: &RunConfig, m: &Machine, tokens: f64, len: f64, side: Side) -> f64 {
     let causal = attention_flops(&run.arch, tokens, len);
-    if !run.eager_attention {
+    if run.attention != crate::run::attention::Attention::Eager {
         return match side {
             Side::Forward => attention(m, causal),
             Side::Backward => attention(m, ATTENTION_BACKWARD_FLOPS * causal),
@@ -440,7 +440,7 @@ mod tests {
         let m = card.machine();
         let sdpa = qwen3("Qwen/Qwen3-0.6B", false);
         let mut eager = sdpa.clone();
-        eager.eager_attention = true;
+        eager.attention = crate::run::attention::Attention::Eager;
         let at = |run: &RunConfig, len: f64| {
             attention_pass(run, &m, len, len, Side::Forward)
                 + attention_pass(run, &m, len, len, Side::Backward)

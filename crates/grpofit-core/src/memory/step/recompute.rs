@@ -17,6 +17,7 @@
 
 use super::shape::{AttentionMask, StepShape};
 use crate::arch::Arch;
+use crate::run::attention::Attention;
 
 /// The attention mask at the checkpointed backward's recompute: the model's own mask (kept for
 /// the recompute: `GradientCheckpointingLayer` passes it to the checkpointed call) and the
@@ -49,9 +50,39 @@ pub fn held_without_checkpointing(
     } else {
         0
     };
-    let per_layer =
-        mask_elements(s) * s.mask.converted_element() + lora_casts_at_recompute(arch, targets, s);
+    let per_layer = mask_elements(s) * s.mask.converted_element()
+        + lora_casts_at_recompute(arch, targets, s)
+        + eager_weights(arch, s);
     shared + layers * per_layer
+}
+
+/// Eager attention's weights one layer keeps for its backward (`eager_attention_forward`,
+/// transformers 5.17.0 `modeling_qwen2.py`, the same in each family's file):
+/// `softmax(attn_weights, dim=-1, dtype=torch.float32)`, which `softmax` saves (its output,
+/// fp32), then `.to(query.dtype)`, the bf16 copy `matmul(attn_weights, value_states)` saves
+/// (dropout is 0, so returns its input): 6 bytes a score, `B x heads x S x S`. Every layer's
+/// without checkpointing ([`held_without_checkpointing`]), the recomputed layer's with it. SDPA
+/// and flash attention keep no score. Traced (trl 1.15.0 qwen2 and gemma3 `eager_no_gc`,
+/// at_peak backward: `_softmax` 222,784 B and `_to_copy` 111,392 B a layer, 4 x 4 x 59 x 59).
+/// At Qwen2.5-7B, 8 x 4096: 22.5 GB a layer.
+pub fn eager_weights(arch: &Arch, s: &StepShape) -> u64 {
+    if s.attention != Attention::Eager {
+        return 0;
+    }
+    mask_elements(s) * arch.heads * (4 + 2)
+}
+
+/// What eager attention's backward adds, one layer at a time, over the weights it saved
+/// ([`eager_weights`]), at its largest moment, the softmax's backward: the second matmul's
+/// backward makes the bf16 gradient of the weights and releases their bf16 copy;
+/// `ToCopyBackward` casts that gradient to fp32 (4) and `_softmax_backward_data(grad, output)`
+/// makes the fp32 gradient of its input (4) beside the saved fp32 output: 12 bytes a score live
+/// against the 6 saved, 6 more (torch 2.9 `derivatives.yaml`: `_softmax` saves `result`,
+/// `_to_copy` nothing). Larger than the forward's own moment, the fp32 cast and the softmax's
+/// output beside the bf16 scores (10 bytes a score, `at::softmax` with `dtype`: `toType` then
+/// `_softmax`). Read, not traced: the tiny traces peak at the logits.
+pub fn eager_backward_transient(arch: &Arch, s: &StepShape) -> u64 {
+    eager_weights(arch, s)
 }
 
 /// `B x S x S`: the mask's elements (broadcast over the heads).
@@ -101,6 +132,7 @@ mod tests {
     fn traced_shape(mask: AttentionMask, fp32_adapters: bool) -> StepShape {
         StepShape {
             mask,
+            attention: Attention::Sdpa,
             fp32_adapters,
             ..super::super::shape::test_shape()
         }
@@ -254,6 +286,47 @@ mod tests {
             ..s
         };
         assert_eq!(mask_at_recompute(&long), 8 * 4096 * 4096 * 3);
+    }
+
+    /// Eager attention keeps each layer's fp32 softmax and its bf16 copy: trl 1.15.0 qwen2
+    /// `eager_no_gc` at 4 x 59, `_softmax` 222,784 B and `_to_copy` 111,392 B a layer (4 heads);
+    /// every layer's without checkpointing, none for SDPA or flash attention.
+    #[test]
+    fn eager_attention_keeps_every_layers_weights() {
+        let tiny = tiny_qwen2();
+        let none = vec![false; tiny.projections().len()];
+        let sdpa = StepShape {
+            prompt: 27,
+            checkpointing: false,
+            ..traced_shape(AttentionMask::Float, false)
+        };
+        let eager = StepShape {
+            attention: Attention::Eager,
+            ..sdpa
+        };
+        assert_eq!(eager_weights(&tiny, &eager), 222_784 + 111_392);
+        assert_eq!(eager_weights(&tiny, &sdpa), 0);
+        let flash = StepShape {
+            attention: Attention::Flash(2),
+            ..sdpa
+        };
+        assert_eq!(eager_weights(&tiny, &flash), 0);
+        assert_eq!(
+            held_without_checkpointing(&tiny, &none, &eager, 2)
+                - held_without_checkpointing(&tiny, &none, &sdpa, 2),
+            2 * (222_784 + 111_392)
+        );
+        // Qwen2.5-7B (28 heads), 8 x 4096: 22.5 GB a layer
+        let q7 = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let long = StepShape {
+            seqs: 8,
+            prompt: 3072,
+            completion: 1024,
+            ..eager
+        };
+        assert_eq!(eager_weights(q7, &long), 8 * 28 * 4096 * 4096 * 6);
     }
 
     /// The tiny Qwen2 of the traces (hidden 128, intermediate 352, 4 x 32 query and 2 x 32 KV

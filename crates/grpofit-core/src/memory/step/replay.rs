@@ -6,6 +6,7 @@
 use crate::arch::Arch;
 use crate::memory::step::allocator::CachingAllocator;
 use crate::memory::step::shape::{Logits, StepShape};
+use crate::run::attention::Attention;
 
 /// Replays the step's allocations through the caching-allocator model, twice (the second
 /// step starts with the first one's cache), and returns the allocator with its peaks.
@@ -82,6 +83,8 @@ struct Shapes {
     fused: bool,
     /// SDPA gets K and V repeated to the query's heads (`shape::StepPath::repeats_kv`)
     repeat_kv: bool,
+    /// eager attention's scores, `B x heads x S x S` (0 for SDPA and flash attention)
+    eager_scores: u64,
     extra_norms: u64,
     qk_norm: bool,
     quantised: bool,
@@ -107,7 +110,13 @@ impl Shapes {
             rank32: tokens * s.rank * s.path.lora_element(),
             casts,
             fused: arch.family.fused_projections(),
-            repeat_kv: s.path.repeats_kv(),
+            repeat_kv: s.path.repeats_kv() && s.attention.repeats_kv_with_mask(),
+            eager_scores: if s.attention == Attention::Eager {
+                let seq = s.prompt + s.completion;
+                s.seqs * arch.heads * seq * seq
+            } else {
+                0
+            },
             extra_norms: arch.family.norms_per_layer() - 2,
             qk_norm: arch.family.has_qk_norm(),
             quantised: s.quantised_base,
@@ -260,6 +269,22 @@ impl Sim {
         sum
     }
 
+    /// Eager attention (`recompute::eager_weights`): the scaled, masked bf16 scores, their fp32
+    /// cast and the softmax's fp32 output, which it keeps with its bf16 copy.
+    fn eager_scores(&mut self, sh: &Shapes, run: &mut LayerRun) {
+        if sh.eager_scores == 0 {
+            return;
+        }
+        let scores = self.alloc(2 * sh.eager_scores);
+        let cast = self.alloc(4 * sh.eager_scores);
+        let probs = self.alloc(4 * sh.eager_scores);
+        self.free(scores);
+        self.free(cast);
+        let copy = self.alloc(2 * sh.eager_scores);
+        self.keep(run, probs);
+        self.keep(run, copy);
+    }
+
     /// One decoder layer's forward in the order the trace shows. With `save` the tensors autograd
     /// keeps stay allocated and are returned; the layer's output is always returned.
     fn layer_forward(&mut self, sh: &Shapes, save: bool, adapters: bool) -> (u32, Vec<u32>) {
@@ -302,6 +327,7 @@ impl Sim {
         } else {
             (rot_k, v)
         };
+        self.eager_scores(sh, &mut run);
         let attn = self.alloc(sh.q);
         let o_index = if sh.fused { 1 } else { 3 };
         let o = self.projection(sh, &mut run, o_index, sh.hid);

@@ -2,6 +2,7 @@
 //! saves per token, the logits-phase tensors, and the step's peak above static memory.
 
 use crate::arch::Arch;
+use crate::run::attention::Attention;
 use crate::run::versions::{EntropyChunk, LigerLoss, UnslothLogits};
 use crate::run::{Quant, Stack};
 
@@ -56,6 +57,9 @@ pub struct StepShape {
     pub fp32_weights: bool,
     /// the 4-D attention mask the padded batch builds ([`AttentionMask`])
     pub mask: AttentionMask,
+    /// the attention function the layers call (`attn_implementation`): what each layer saves
+    /// ([`layer_tensors`]) and eager's attention weights (`recompute::eager_weights`)
+    pub attention: Attention,
     /// LoRA adapters kept in fp32 under the trainer's bf16 autocast, which casts them
     /// (`recompute::lora_casts_at_recompute`)
     pub fp32_adapters: bool,
@@ -166,9 +170,7 @@ impl LayerTensors {
 
 /// The tensors autograd keeps for one decoder layer, per token, with LoRA on `targets`.
 ///
-/// - SDPA (efficient kernel) saves the rotated query, key, value and its output (bf16); a value
-///   that is a view into a fused `qkv_proj` output keeps that whole output alive; on the
-///   trainer's path key and value come repeated to the query's heads ([`StepPath`]);
+/// - the attention ([`attention_saved`]): its inputs and what its kernel keeps, by implementation;
 /// - the MLP saves gate, up and the activation output (bf16; a fused `gate_up_proj` output
 ///   holds gate and up in one tensor);
 /// - each RMSNorm saves its input upcast to fp32 (and Qwen3/Gemma3's query/key norms too);
@@ -183,21 +185,10 @@ pub fn layer_tensors(
     rank: u64,
     quantised_base: bool,
     lora: StepPath,
+    attention: Attention,
 ) -> LayerTensors {
     let (h, i, q, kv) = (arch.hidden, arch.intermediate, arch.q_dim(), arch.kv_dim());
-    let mut saved = vec![2 * q, 2 * q];
-    if lora.repeats_kv() {
-        // `repeat_kv`'s copies of the rotated key and of the value (a fused qkv output is then
-        // no longer referenced)
-        saved.extend([2 * q, 2 * q]);
-    } else {
-        saved.push(2 * kv);
-        saved.push(if arch.family.fused_projections() {
-            2 * (q + 2 * kv)
-        } else {
-            2 * kv
-        });
-    }
+    let mut saved = attention_saved(arch, lora, attention);
     if arch.family.fused_projections() {
         saved.extend([2 * 2 * i, 2 * i]);
     } else {
@@ -228,6 +219,44 @@ pub fn layer_tensors(
         saved.extend([2 * h * m.active, 4 * m.experts]);
     }
     LayerTensors { saved }
+}
+
+/// Bytes per token one layer's attention keeps for the backward, by implementation:
+/// - SDPA (efficient kernel) saves the rotated query, key, value and its output (bf16); a value
+///   that is a view into a fused `qkv_proj` output keeps that whole output alive; on the
+///   trainer's path key and value come repeated to the query's heads ([`StepPath`]);
+/// - eager (`eager_attention_forward`, transformers 5.17.0 `modeling_qwen2.py`): `repeat_kv`'s
+///   key and value, and `matmul`'s contiguous copy of the rotated query (rotary embedding keeps
+///   the projection's transposed layout, which `bmm` cannot take as a view); its output goes on
+///   unsaved. Traced (trl 1.15.0 qwen2 `eager_no_gc`, at_peak backward: `clone` 2 q x 3 a
+///   layer). Its attention weights, heads x T x T a sequence, are `recompute::eager_weights`;
+/// - flash attention (`_flash_attention_forward`): TRL's padded batch goes through
+///   `_upad_input`, whose `_index_first_axis` gathers unpadded copies of query, key and value at
+///   their own head counts (no `repeat_kv`), and `flash_attn_varlen_func` saves them, its
+///   output and `softmax_lse` (fp32, heads a token) (flash-attn 2.8
+///   `flash_attn_interface.py` `FlashAttnVarlenFunc.forward`: `ctx.save_for_backward(q, k, v,
+///   out_padded, softmax_lse, rng_state)`; FA3's `save_for_backward(q, k, v, out,
+///   softmax_lse)`); `_pad_input` scatters the output back into a new tensor that
+///   nothing saves. Counted at every position (the estimate's sequences are all full length).
+fn attention_saved(arch: &Arch, lora: StepPath, attention: Attention) -> Vec<u64> {
+    let (q, kv) = (arch.q_dim(), arch.kv_dim());
+    match attention {
+        Attention::Flash(_) => vec![2 * q, 2 * kv, 2 * kv, 2 * q, 4 * arch.heads],
+        Attention::Eager => vec![2 * q, 2 * q, 2 * q],
+        // `repeat_kv`'s copies of the rotated key and of the value (a fused qkv output is then
+        // no longer referenced)
+        Attention::Sdpa if lora.repeats_kv() => vec![2 * q, 2 * q, 2 * q, 2 * q],
+        Attention::Sdpa => vec![
+            2 * q,
+            2 * q,
+            2 * kv,
+            if arch.family.fused_projections() {
+                2 * (q + 2 * kv)
+            } else {
+                2 * kv
+            },
+        ],
+    }
 }
 
 /// Bytes per token that full fine-tuning adds to one decoder layer's saved tensors: a trained
@@ -525,6 +554,7 @@ pub(crate) fn test_shape() -> StepShape {
         logits_in_place: false,
         fp32_weights: false,
         mask: AttentionMask::None,
+        attention: Attention::Sdpa,
         fp32_adapters: false,
     }
 }
@@ -542,9 +572,35 @@ mod tests {
             .expect("catalog id")
             .arch;
         let none = vec![false; arch.projections().len()];
-        let harness = layer_tensors(arch, &none, 16, false, StepPath::Harness).per_token();
-        let trainer = layer_tensors(arch, &none, 16, false, StepPath::Trainer).per_token();
+        let harness =
+            layer_tensors(arch, &none, 16, false, StepPath::Harness, Attention::Sdpa).per_token();
+        let trainer =
+            layer_tensors(arch, &none, 16, false, StepPath::Trainer, Attention::Sdpa).per_token();
         assert_eq!(trainer - harness, 2 * 2 * (arch.q_dim() - arch.kv_dim()));
+    }
+
+    /// What one layer's attention saves a token, by implementation, at Qwen2.5-7B (28 query
+    /// heads, 4 KV heads of 128): SDPA on the trainer's padded batch keeps `repeat_kv`'s K and V
+    /// at the query's width; flash attention its unpadded q, k, v at their own widths, its
+    /// output and the fp32 `softmax_lse`; eager the query's copy and the repeated K and V.
+    #[test]
+    fn each_attention_saves_its_own_tensors() {
+        let arch = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let none = vec![false; arch.projections().len()];
+        let at = |attention| {
+            layer_tensors(arch, &none, 16, false, StepPath::Trainer, attention).per_token()
+        };
+        let (q, kv) = (arch.q_dim(), arch.kv_dim());
+        assert_eq!((q, kv), (3584, 512));
+        let rest = at(Attention::Sdpa) - 4 * 2 * q;
+        assert_eq!(
+            at(Attention::Flash(2)),
+            rest + 2 * q + 2 * kv + 2 * kv + 2 * q + 4 * 28
+        );
+        assert_eq!(at(Attention::Eager), rest + 3 * 2 * q);
+        assert!(at(Attention::Flash(2)) < at(Attention::Sdpa));
     }
 
     fn logits_shape(path: StepPath, fused_logits: bool, entropy: EntropyChunk) -> StepShape {
@@ -674,8 +730,8 @@ mod tests {
         let targets = vec![true; arch.projections().len()];
         let none = vec![false; arch.projections().len()];
         let lora_bytes = |path| {
-            layer_tensors(arch, &targets, 16, false, path).per_token()
-                - layer_tensors(arch, &none, 16, false, path).per_token()
+            layer_tensors(arch, &targets, 16, false, path, Attention::Sdpa).per_token()
+                - layer_tensors(arch, &none, 16, false, path, Attention::Sdpa).per_token()
         };
         let lora: u64 = arch.projections().iter().map(|p| p.fan_in + 16).sum();
         assert_eq!(lora_bytes(StepPath::Harness), 4 * lora);
@@ -690,8 +746,17 @@ mod tests {
             .expect("catalog id")
             .arch;
         let targets = vec![true; arch.projections().len()];
-        let plain = layer_tensors(arch, &targets, 16, false, StepPath::Harness).per_token();
-        let int8 = layer_tensors(arch, &targets, 16, true, StepPath::Harness).per_token();
+        let plain = layer_tensors(
+            arch,
+            &targets,
+            16,
+            false,
+            StepPath::Harness,
+            Attention::Sdpa,
+        )
+        .per_token();
+        let int8 =
+            layer_tensors(arch, &targets, 16, true, StepPath::Harness, Attention::Sdpa).per_token();
         assert_eq!(int8 - plain, 4 * arch.hidden + 2 * arch.intermediate);
     }
 

@@ -20,7 +20,7 @@ use crate::run::versions::LigerLoss;
 pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     let tokens = s.seqs * (s.prompt + s.completion);
     let hidden = tokens * arch.hidden * 2;
-    let layer = layer_tensors(arch, targets, s.rank, s.quantised_base, s.path);
+    let layer = layer_tensors(arch, targets, s.rank, s.quantised_base, s.path, s.attention);
     // full fine-tuning (no adapter): the trained weights' inputs too
     let full = !targets.iter().any(|t| *t);
     let trained_inputs = if full { trained_weight_inputs(arch) } else { 0 };
@@ -42,10 +42,12 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     // of the layer's fp32 adapters ([`recompute`]); without checkpointing the first layer's
     // backward holds its own (`stored` has every layer's)
     let at_recompute = if s.checkpointing {
-        recompute::mask_at_recompute(s) + recompute::lora_casts_at_recompute(arch, targets, s)
+        recompute::mask_at_recompute(s)
+            + recompute::lora_casts_at_recompute(arch, targets, s)
+            + recompute::eager_weights(arch, s)
     } else {
         recompute::held_without_checkpointing(arch, targets, s, 1)
-    };
+    } + recompute::eager_backward_transient(arch, s);
     let backward = if s.checkpointing {
         stored
             + residue
@@ -343,6 +345,7 @@ fn logits_moment(
 mod tests {
     use super::*;
     use crate::arch::catalog;
+    use crate::run::attention::Attention;
 
     fn shape(scoring_rows: u64) -> StepShape {
         StepShape {
@@ -429,7 +432,8 @@ mod tests {
             ..shape(0)
         };
         let tokens = s.seqs * (s.prompt + s.completion);
-        let saved = layer_tensors(arch, &none, s.rank, false, StepPath::Trainer).per_token()
+        let saved = layer_tensors(arch, &none, s.rank, false, StepPath::Trainer, s.attention)
+            .per_token()
             + trained_weight_inputs(arch);
         assert_eq!(
             trl_step(arch, &none, &s).first_layer,
@@ -474,7 +478,8 @@ mod tests {
             assert_eq!(in_step_reference(arch, &s, &lg, false), (lg.copy + rest, 0));
             // the step holds the policy's saved set and its final norm beside it
             let targets = vec![true; arch.projections().len()];
-            let layer = layer_tensors(arch, &targets, s.rank, false, s.path).per_token();
+            let layer =
+                layer_tensors(arch, &targets, s.rank, false, s.path, s.attention).per_token();
             let step = trl_step(arch, &targets, &s);
             // (less the first input norm's, which the frozen embedding spares)
             let beside = arch.layers * tokens * layer - tokens * h * 4 + tokens * h * 6;
@@ -503,7 +508,7 @@ mod tests {
         };
         let t = s.seqs * (s.prompt + s.completion);
         let lora = vec![true; arch.projections().len()];
-        let layer = layer_tensors(arch, &lora, s.rank, false, s.path).per_token();
+        let layer = layer_tensors(arch, &lora, s.rank, false, s.path, s.attention).per_token();
         let logits = Logits::new(arch, &s).peak(&s, false);
         let step = trl_step(arch, &lora, &s);
         let saved = arch.layers * t * layer - t * arch.hidden * 4;
@@ -531,7 +536,7 @@ mod tests {
         let t = s.seqs * (s.prompt + s.completion);
         let none = vec![false; qwen2.projections().len()];
         let full = trl_step(qwen2, &none, &s);
-        let without = layer_tensors(qwen2, &none, 16, false, s.path).per_token();
+        let without = layer_tensors(qwen2, &none, 16, false, s.path, s.attention).per_token();
         let logits = Logits::new(qwen2, &s).peak(&s, false);
         let stored = qwen2.layers * t * (without + trained_weight_inputs(qwen2));
         assert_eq!(full.activations + full.logits, stored + t * h * 6 + logits);
@@ -676,6 +681,33 @@ mod tests {
         };
         let kept = arch.layers * tokens * (4 * arch.hidden + 2 * arch.intermediate);
         assert_eq!(peak(true) - peak(false), kept);
+    }
+
+    /// Eager attention's kept scores are in the replay as in the analytic step
+    /// (`recompute::eager_weights`): without checkpointing every layer's fp32 softmax and its
+    /// bf16 copy are live at the peak, so the reserved peak follows them.
+    #[test]
+    fn the_replay_keeps_eager_attentions_scores() {
+        let arch = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let targets = vec![true; arch.projections().len()];
+        let s = StepShape {
+            checkpointing: false,
+            fused_logits: false,
+            ..shape(0)
+        };
+        let tokens = s.seqs * (s.prompt + s.completion);
+        let peak = |attention| {
+            let s = StepShape { attention, ..s };
+            replay::replay(arch, &targets, tokens, &Logits::new(arch, &s), &s).peak_allocated
+        };
+        let seq = s.prompt + s.completion;
+        let scores = s.seqs * arch.heads * seq * seq;
+        assert_eq!(
+            peak(Attention::Eager) - peak(Attention::Sdpa),
+            arch.layers * scores * 6
+        );
     }
 
     /// The replay (for the reserved peak) and the analytic step (for the allocated peak) walk
