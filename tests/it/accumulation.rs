@@ -7,7 +7,7 @@
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
-use crate::common::{component, grpofit_in, run};
+use crate::common::{component, estimate_80gib};
 
 /// Qwen2.5-1.5B fully fine-tuned with TRL 1.15, generating on a vLLM server (one phase here).
 const FULL: &str = r#"
@@ -33,22 +33,11 @@ vllm_mode = "server"
 "#;
 
 fn estimate(accum: u64) -> serde_json::Value {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("run.toml"),
-        FULL.replace("ACCUM", &accum.to_string()),
+    estimate_80gib(
+        &FULL.replace("ACCUM", &accum.to_string()),
+        &[],
+        "accumulation",
     )
-    .unwrap();
-    let out = run(grpofit_in(dir.path()).args([
-        "estimate",
-        "--json",
-        "--config",
-        "run.toml",
-        "--gpu-mem",
-        "80GiB",
-    ]));
-    assert!(matches!(out.code, Some(0 | 3)), "{}", out.stderr);
-    serde_json::from_str(&out.stdout).unwrap()
 }
 
 #[test]

@@ -5,7 +5,7 @@
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
-use crate::common::{component, grpofit_in, run};
+use crate::common::{component, estimate_80gib};
 
 /// Qwen2.5-0.5B with TRL, generation through transformers, beta 0.
 const RUN: &str = r#"
@@ -30,25 +30,13 @@ use_vllm = false
 
 /// `estimate --json` of RUN pinned to `trl`, full fine-tuning or LoRA on every projection.
 fn estimate(trl: &str, full: bool) -> serde_json::Value {
-    let dir = tempfile::tempdir().unwrap();
     let peft = if full {
         "use_peft = false"
     } else {
         "\n[lora]\nr = 16\nlora_alpha = 32\ntarget_modules = \"all-linear\""
     };
     let text = RUN.replace("TRL", trl).replace("USE_PEFT", peft);
-    std::fs::write(dir.path().join("run.toml"), text).unwrap();
-    let out = run(grpofit_in(dir.path()).args([
-        "estimate",
-        "--json",
-        "--offline",
-        "--config",
-        "run.toml",
-        "--gpu-mem",
-        "80GiB",
-    ]));
-    assert!(matches!(out.code, Some(0 | 3)), "{trl}: {}", out.stderr);
-    serde_json::from_str(&out.stdout).unwrap()
+    estimate_80gib(&text, &["--offline"], trl)
 }
 
 #[test]

@@ -4,7 +4,7 @@
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
 
-use crate::common::{Out, component, grpofit_in, run};
+use crate::common::{Out, component, estimate_80gib, grpofit_in, run};
 
 /// Qwen2.5-7B LoRA with TRL, vLLM colocated, no context set: 256-token prompts and
 /// 1024-token completions.
@@ -178,24 +178,13 @@ fn trl_0_15_reads_vllm_max_model_len_as_the_colocated_context() {
 
 /// `estimate --json` on `TRL_COLOCATED` pinned to `trl`, without the lines holding `drop`.
 fn estimate_without(trl: &str, drop: &[&str]) -> serde_json::Value {
-    let dir = tempfile::tempdir().unwrap();
     let text: String = TRL_COLOCATED
         .replace("1.15.0", trl)
         .lines()
         .filter(|l| !drop.iter().any(|d| l.starts_with(d)))
         .map(|l| format!("{l}\n"))
         .collect();
-    std::fs::write(dir.path().join("run.toml"), text).unwrap();
-    let out = run(grpofit_in(dir.path()).args([
-        "estimate",
-        "--json",
-        "--config",
-        "run.toml",
-        "--gpu-mem",
-        "80GiB",
-    ]));
-    assert!(matches!(out.code, Some(0 | 3)), "{trl}: {}", out.stderr);
-    serde_json::from_str(&out.stdout).unwrap()
+    estimate_80gib(&text, &[], trl)
 }
 
 #[test]

@@ -67,6 +67,20 @@ pub(crate) fn grpofit_in(dir: &Path) -> assert_cmd::Command {
     c
 }
 
+/// `grpofit estimate --json` of `text`, written as `run.toml` in a folder of its own, on an
+/// 80 GiB card, `extra` arguments added; a run that fits (0) or does not (3) is read, anything
+/// else fails naming `what`.
+pub(crate) fn estimate_80gib(text: &str, extra: &[&str], what: &str) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("run.toml"), text).unwrap();
+    let out = run(grpofit_in(dir.path())
+        .args(["estimate", "--json"])
+        .args(extra)
+        .args(["--config", "run.toml", "--gpu-mem", "80GiB"]));
+    assert!(matches!(out.code, Some(0 | 3)), "{what}: {}", out.stderr);
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
 /// The bytes of `part` in an estimate's (or a role's) `components`, 0 when absent.
 pub(crate) fn component(json: &serde_json::Value, part: &str) -> u64 {
     json["components"]
