@@ -658,29 +658,37 @@ mod tests {
         assert_eq!(without, 2 * vh);
     }
 
+    /// The replay's allocated peak of Qwen2.5-7B without checkpointing, every projection adapted,
+    /// at `shape(0)` unfused with `vary` applied: the shape and its tokens beside it.
+    fn unchecked_7b_replay(vary: impl Fn(StepShape) -> StepShape) -> (Arch, StepShape, u64, u64) {
+        let arch = catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .expect("catalog id")
+            .arch;
+        let targets = vec![true; arch.projections().len()];
+        let s = vary(StepShape {
+            checkpointing: false,
+            fused_logits: false,
+            ..shape(0)
+        });
+        let tokens = s.seqs * (s.prompt + s.completion);
+        let peak =
+            replay::replay(&arch, &targets, tokens, &Logits::new(&arch, &s), &s).peak_allocated;
+        (arch, s, tokens, peak)
+    }
+
     /// bitsandbytes' 8-bit matmul keeps its inputs in the replay as in the analytic step: without
     /// checkpointing every layer holds them at the peak.
     #[test]
     fn the_replay_keeps_the_eight_bit_inputs() {
-        let arch = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
-            .expect("catalog id")
-            .arch;
-        let targets = vec![true; arch.projections().len()];
-        let s = StepShape {
-            checkpointing: false,
-            fused_logits: false,
-            ..shape(0)
-        };
-        let tokens = s.seqs * (s.prompt + s.completion);
         let peak = |quantised_base| {
-            let s = StepShape {
+            unchecked_7b_replay(|s| StepShape {
                 quantised_base,
                 ..s
-            };
-            replay::replay(arch, &targets, tokens, &Logits::new(arch, &s), &s).peak_allocated
+            })
         };
+        let ((arch, _, tokens, with), (.., without)) = (peak(true), peak(false));
         let kept = arch.layers * tokens * (4 * arch.hidden + 2 * arch.intermediate);
-        assert_eq!(peak(true) - peak(false), kept);
+        assert_eq!(with - without, kept);
     }
 
     /// Eager attention's kept scores are in the replay as in the analytic step
@@ -688,26 +696,11 @@ mod tests {
     /// bf16 copy are live at the peak, so the reserved peak follows them.
     #[test]
     fn the_replay_keeps_eager_attentions_scores() {
-        let arch = &catalog::find("Qwen/Qwen2.5-7B-Instruct")
-            .expect("catalog id")
-            .arch;
-        let targets = vec![true; arch.projections().len()];
-        let s = StepShape {
-            checkpointing: false,
-            fused_logits: false,
-            ..shape(0)
-        };
-        let tokens = s.seqs * (s.prompt + s.completion);
-        let peak = |attention| {
-            let s = StepShape { attention, ..s };
-            replay::replay(arch, &targets, tokens, &Logits::new(arch, &s), &s).peak_allocated
-        };
+        let peak = |attention| unchecked_7b_replay(|s| StepShape { attention, ..s });
+        let ((arch, s, _, eager), (.., sdpa)) = (peak(Attention::Eager), peak(Attention::Sdpa));
         let seq = s.prompt + s.completion;
         let scores = s.seqs * arch.heads * seq * seq;
-        assert_eq!(
-            peak(Attention::Eager) - peak(Attention::Sdpa),
-            arch.layers * scores * 6
-        );
+        assert_eq!(eager - sdpa, arch.layers * scores * 6);
     }
 
     /// The replay (for the reserved peak) and the analytic step (for the allocated peak) walk
