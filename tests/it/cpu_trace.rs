@@ -162,6 +162,8 @@ fn run_at(r: &Value, sequence: u64) -> RunConfig {
             run.full_finetuning = false;
             run.lora_rank = lora["r"].as_u64().unwrap();
             run.lora_alpha = lora["lora_alpha"].as_u64().unwrap();
+            // `dropout` mixes: PEFT's `lora_dropout` (`trace.py` `LORA`, 0.0 in the others)
+            run.lora_dropout = lora["lora_dropout"].as_f64().unwrap();
             run.lora_targets = run
                 .arch
                 .projections()
