@@ -251,8 +251,11 @@ fn dropout_off_the_cuda_path(r: &Value) -> bool {
     let stood_in = r["versions"]["kernel_stand_ins"]
         .as_array()
         .is_some_and(|k| {
-            k.iter()
-                .any(|s| s.as_str().unwrap().starts_with("torch.nn.functional.dropout"))
+            k.iter().any(|s| {
+                s.as_str()
+                    .unwrap()
+                    .starts_with("torch.nn.functional.dropout")
+            })
         });
     dropout && !stood_in
 }

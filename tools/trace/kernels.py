@@ -99,7 +99,7 @@ def _native_dropout(input, p=0.5, training=True, inplace=False):
     return _DROPOUT[0](input, p, training, inplace)
 
 
-def _patch_dropout():
+def install_dropout():
     if _DROPOUT[0] is None:
         _DROPOUT[0] = torch.nn.functional.dropout
         torch.nn.functional.dropout = _native_dropout
@@ -108,7 +108,7 @@ def _patch_dropout():
 
 def install():
     """Replaces the kernels of the TRL release on the path; returns what was replaced."""
-    return _patch_dropout() + _install_trl()
+    return install_dropout() + _install_trl()
 
 
 def _install_trl():

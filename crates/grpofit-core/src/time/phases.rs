@@ -9,6 +9,7 @@ pub(super) use super::machine::Machine;
 use super::ops;
 use crate::arch::{Arch, Family};
 use crate::memory::estimate::{Estimate, target_mask};
+use crate::memory::step::dropout::AdapterDropout;
 use crate::memory::vllm::kv_bytes_per_token;
 use crate::run::spread::Engine;
 use crate::run::{Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack};
@@ -291,6 +292,17 @@ pub(super) fn scoring(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
     let passes = old as u8 as f64 + (run.beta != 0.0) as u8 as f64;
     let (tokens, len) = micro_batch_tokens(run, l);
     let micro_batches = run.steps_per_generation() as f64 * generations_per_step(run);
+    if run.beta != 0.0 && AdapterDropout::of(run) != AdapterDropout::Off {
+        // PEFT's reference pass runs under `disable_adapter()` (trl 1.15.0
+        // `_generate_and_score_completions`, `ref_model` None for a PEFT model):
+        // `lora.Linear.forward` takes the base layer alone, no dropout
+        let reference = RunConfig {
+            lora_dropout: 0.0,
+            ..run.clone()
+        };
+        let old = old as u8 as f64 * pass(run, m, tokens, len);
+        return micro_batches * (old + pass(&reference, m, tokens, len));
+    }
     passes * micro_batches * pass(run, m, tokens, len)
 }
 

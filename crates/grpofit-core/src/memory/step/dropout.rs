@@ -91,18 +91,9 @@ impl AdapterDropout {
     /// 0.19.1 qwen2 `dropout_no_gc`, at_peak backward: `native_dropout` 30,208 B x 9 of the 12
     /// the two layers' q, k, v, o, gate and up would keep).
     pub fn unsaved_in_first_layer(self, arch: &Arch, targets: &[bool]) -> u64 {
-        let reads_input_norm =
-            |name: &str| matches!(name, "q_proj" | "k_proj" | "v_proj" | "qkv_proj");
-        let fan_in: u64 = arch
-            .projections()
-            .iter()
-            .zip(targets)
-            .filter(|(p, on)| **on && reads_input_norm(p.name))
-            .map(|(p, _)| p.fan_in)
-            .sum();
         match self {
             AdapterDropout::Off => 0,
-            _ => MASK_ELEMENT * fan_in,
+            _ => MASK_ELEMENT * input_norm_readers(arch, targets).1,
         }
     }
 
@@ -114,6 +105,19 @@ impl AdapterDropout {
             AdapterDropout::UnfusedPeft => MASK_ELEMENT + UNFUSED_INPUT_ELEMENT,
         }
     }
+}
+
+/// The adapted projections that read a layer's input norm (q, k and v; Phi-3's `qkv_proj`):
+/// their number and their input widths summed. In the first layer, without checkpointing,
+/// their input needs no gradient and their dropout has no backward
+/// ([`AdapterDropout::unsaved_in_first_layer`]; `time::ops` skips their backward kernels).
+pub fn input_norm_readers(arch: &Arch, targets: &[bool]) -> (u64, u64) {
+    let reads = |name: &str| matches!(name, "q_proj" | "k_proj" | "v_proj" | "qkv_proj");
+    arch.projections()
+        .iter()
+        .zip(targets)
+        .filter(|(p, on)| **on && reads(p.name))
+        .fold((0, 0), |(n, w), (p, _)| (n + 1, w + p.fan_in))
 }
 
 #[cfg(test)]
