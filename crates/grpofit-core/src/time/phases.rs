@@ -478,6 +478,37 @@ mod tests {
         assert!(close(trained, run.grad_accum as f64 * micro), "{trained}");
     }
 
+    /// PEFT's reference pass runs under `disable_adapter()`: no dropout in it; the policy's
+    /// old log-probs (vLLM generated) run the adapters' dropout in training mode.
+    #[test]
+    fn only_the_policy_s_scoring_pass_runs_the_adapters_dropout() {
+        let mut run = RunConfig::example(catalog::find("Qwen/Qwen3-0.6B").unwrap().arch);
+        run.generation = Generation::Transformers;
+        run.beta = 0.04;
+        let gpu = crate::hardware::lookup("H100 SXM").unwrap().speed();
+        let eff = Efficiencies::default();
+        let m = Machine {
+            gpu: &gpu,
+            eff: &eff,
+        };
+        let l = Lengths::of(&run, None);
+        let dropped = |r: &RunConfig| RunConfig {
+            lora_dropout: 0.05,
+            ..r.clone()
+        };
+        assert_eq!(scoring(&dropped(&run), &m, &l), scoring(&run, &m, &l));
+        run.generation = Generation::VllmServer;
+        let (on, off) = (scoring(&dropped(&run), &m, &l), scoring(&run, &m, &l));
+        let (tokens, len) = micro_batch_tokens(&run, &l);
+        let micro_batches = run.steps_per_generation() as f64 * generations_per_step(&run);
+        let one = pass(&dropped(&run), &m, tokens, len) - pass(&run, &m, tokens, len);
+        assert!(one > 0.0);
+        assert!(
+            (on - off - micro_batches * one).abs() < 1e-9 * on,
+            "{on} {off}"
+        );
+    }
+
     #[test]
     fn the_harmonic_number_is_exact_within_its_bound_and_instant_at_any_size() {
         for n in [1u64, 2, 7, 16, 17, 100, 1000, 123_457] {
