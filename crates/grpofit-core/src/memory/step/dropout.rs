@@ -16,9 +16,12 @@
 //! Traced (`calibration/cpu-trace`, `dropout` / `dropout_no_gc` mixes, trl 0.19.1, 1.0.0 and
 //! 1.16.0, qwen2 and llama; CPU's dropout stood in by `native_dropout`, `tools/trace/kernels.py`):
 //! `native_dropout`'s bool outputs, one per adapter, among the saved tensors. With checkpointing
-//! the recomputed layer's masks are live at the backward's peak (and torch's checkpoint keeps
-//! the CPU and CUDA RNG states to replay the same masks, `preserve_rng_state=True`: a few
-//! bytes, not the masks); without it every layer's.
+//! the recomputed layer's masks are live at the backward's peak; without it every layer's.
+//! To replay the same masks in the recompute, torch's checkpoint keeps the RNG states
+//! (`preserve_rng_state=True`, torch 2.9 `utils/checkpoint.py` `CheckpointFunction.forward`:
+//! `torch.get_rng_state()`, 5,056 bytes, and `get_device_states`' `torch.cuda.get_rng_state()`,
+//! the generator's seed and offset), host tensors kept for every checkpointed layer whether or
+//! not anything drops: no GPU bytes, and nothing the dropout adds.
 //!
 //! Unsloth (read from the wheels, not measured):
 //! - 2025.2.4 to 2026.1.4 `FastLlamaModel.patch_peft_model` patches its fused LoRA kernels only
