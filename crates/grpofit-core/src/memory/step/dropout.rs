@@ -14,7 +14,8 @@
 //! dropout. The dropped fp32 output lives only until `lora_A`'s cast.
 //!
 //! Traced (`calibration/cpu-trace`, `dropout` / `dropout_no_gc` mixes, trl 0.19.1, 1.0.0 and
-//! 1.16.0, qwen2 and llama, phi3 on 0.19.1 and 1.0.0; CPU's dropout stood in by `native_dropout`, `tools/trace/kernels.py`):
+//! 1.16.0, qwen2 and llama, phi3 on 0.19.1 and 1.0.0; CPU's dropout stood in by
+//! `native_dropout`, `tools/trace/kernels.py`):
 //! `native_dropout`'s bool outputs, one per adapter, among the saved tensors. With checkpointing
 //! the recomputed layer's masks are live at the backward's peak; without it every layer's.
 //! To replay the same masks in the recompute, torch's checkpoint keeps the RNG states
