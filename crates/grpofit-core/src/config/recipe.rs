@@ -309,6 +309,7 @@ fn versions(s: &mut Sorted, keys: &[(String, Py)], peft: bool, vllm_device: bool
         let dropout = "lora_dropout";
         if let (false, Some(d)) = (s.has(Table::Lora, dropout), model.default_f64(dropout)) {
             s.put("", Table::Lora, dropout, toml::Value::Float(d));
+            s.notes.push(format!("`use_peft` without `lora_dropout`: TRL's default {d} (ModelConfig) applies, so each adapter keeps a dropout mask of its input for the backward and runs its dropout kernels (write `lora_dropout: 0` to train without)"));
         }
     } else if !s.has(Table::Model, "use_peft") {
         // ModelConfig.use_peft defaults to False: every weight is trained
@@ -372,9 +373,14 @@ mod tests {
     #[test]
     fn a_peft_recipe_takes_model_config_s_dropout() {
         let peft = "model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nuse_peft: true\nlora_r: 16\n";
-        assert_eq!(read(peft).unwrap().run.lora_dropout, 0.05);
+        let default = read(peft).unwrap();
+        assert_eq!(default.run.lora_dropout, 0.05);
+        let said = |f: &RunFile| f.notes.iter().any(|n| n.contains("without `lora_dropout`"));
+        assert!(said(&default), "{:?}", default.notes);
         let zero = format!("{peft}lora_dropout: 0\n");
-        assert_eq!(read(&zero).unwrap().run.lora_dropout, 0.0);
+        let zero = read(&zero).unwrap();
+        assert_eq!(zero.run.lora_dropout, 0.0);
+        assert!(!said(&zero), "{:?}", zero.notes);
         let tenth = format!("{peft}lora_dropout: 0.1\n");
         assert_eq!(read(&tenth).unwrap().run.lora_dropout, 0.1);
         // no adapter: nothing drops
