@@ -23,6 +23,7 @@ mod ladder_exports;
 mod launch_set;
 mod launch_terminal;
 mod loop_cli;
+mod lora_dropout;
 mod minors;
 mod model;
 mod multi_gpu;

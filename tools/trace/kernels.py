@@ -20,8 +20,20 @@ makes), and `trainer/utils.py` `_fused_forward` scores every position, prompt an
 completion tokens, as 1.15.0 does on every device). The stand-in makes `_use_triton` answer as
 on CUDA wherever the release imported it, so the trace follows the path users run on a GPU: the
 compact tile and the kernel launches above.
+
+Dropout (PEFT's `lora_dropout`, the `dropout` mixes): torch 2.9 `aten/src/ATen/native/Dropout.cpp`
+`dropout` runs the fused `native_dropout` only where `is_fused_kernel_acceptable` (CUDA, XPU,
+lazy or privateuse1 tensors, 0 < p < 1); elsewhere `_dropout_impl` draws `noise =
+at::empty_like(input).bernoulli_(1 - p)`, divides it and multiplies, so on CPU each dropout
+saves the noise in the input's dtype (fp32 for PEFT's fp32 adapters: 4 bytes an element) where
+CUDA's `native_dropout` saves a bool mask (1 byte; `NativeDropoutBackward0` keeps `result1`).
+The stand-in sends `torch.nn.functional.dropout` in training mode with 0 < p < 1 to
+`torch.native_dropout`, whose CPU kernel returns the same bool mask, so the trace holds what the
+CUDA path saves.
 """
 import importlib
+
+import torch
 
 import memtrack
 
@@ -78,8 +90,28 @@ def _patch_use_triton():
     return done
 
 
+_DROPOUT = [None]
+
+
+def _native_dropout(input, p=0.5, training=True, inplace=False):
+    if training and 0.0 < p < 1.0 and not inplace and input.numel() > 0:
+        return torch.native_dropout(input, p, True)[0]
+    return _DROPOUT[0](input, p, training, inplace)
+
+
+def install_dropout():
+    if _DROPOUT[0] is None:
+        _DROPOUT[0] = torch.nn.functional.dropout
+        torch.nn.functional.dropout = _native_dropout
+    return ["torch.nn.functional.dropout (native_dropout's bool mask, as on CUDA)"]
+
+
 def install():
     """Replaces the kernels of the TRL release on the path; returns what was replaced."""
+    return install_dropout() + _install_trl()
+
+
+def _install_trl():
     try:
         mod = importlib.import_module("trl.kernels.chunked_logprob")
     except Exception:

@@ -33,6 +33,15 @@ over the adapters' number is one adapter's operators). Everything runs under
   sampling, the stopping criteria, the cache update); what is left at 8 is the call's fixed
   part (the prefill and generate's setup).
 
+- `lora_dropout_per_adapter`: what PEFT's adapter dropout (`lora_dropout` 0.05, TRL
+  ModelConfig's default) adds to each adapter, at every linear layer and `DEPTHS[1]` layers:
+  the training forward, the backward, checkpointing's recompute, and the scoring pass, which
+  TRL runs in training mode (transformers `Trainer.training_step` calls `model.train()` before
+  `_prepare_inputs`, where GRPO scores under `torch.no_grad()`). CPU's dropout stood in by
+  `native_dropout` as on CUDA (`kernels.py`: CPU's `_dropout_impl` dispatches `bernoulli_`,
+  `div_` and `mul` where CUDA runs the one fused kernel), per adapter over the `adapters`
+  of the model. Generation's dropout is not counted here.
+
 - `moe_training_loop`: gpt-oss's and Qwen3-MoE's training forward and backward at 4 and 8
   experts, all hit: the difference is the expert loop's operators an expert hit.
 
@@ -47,6 +56,7 @@ from collections import Counter
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import kernels
 import tiny
 
 ALLOCS = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided")
@@ -98,7 +108,7 @@ class Ops(TorchDispatchMode):
         return {k: self.count[(phase, k)] for k in ("kernel", "view", "alloc")}
 
 
-def build(family, layers, lora, checkpointing=False):
+def build(family, layers, lora, checkpointing=False, dropout=0.0):
     import transformers
 
     cls_name, extra = FAMILIES[family]
@@ -115,7 +125,8 @@ def build(family, layers, lora, checkpointing=False):
 
         targets = "all-linear" if lora == "all" else SUBSET
         model = peft.get_peft_model(model, peft.LoraConfig(r=8, lora_alpha=16,
-                                                           target_modules=targets))
+                                                           target_modules=targets,
+                                                           lora_dropout=dropout))
     else:
         model.requires_grad_(True)
     return model, cfg
@@ -150,8 +161,8 @@ def fake_trainer(model):
     return types.SimpleNamespace(model_kwarg_keys=keys, temperature=1.0)
 
 
-def train(family, layers, lora, checkpointing):
-    model, cfg = build(family, layers, lora, checkpointing)
+def train(family, layers, lora, checkpointing, dropout=0.0):
+    model, cfg = build(family, layers, lora, checkpointing, dropout)
     model.train()
     ids, mask = inputs(cfg)
     fn, me = logps_fn(), fake_trainer(model)
@@ -166,9 +177,9 @@ def train(family, layers, lora, checkpointing):
             "adapters": adapters(model) if lora else 0}, mode.names
 
 
-def score(family, layers, lora):
-    model, cfg = build(family, layers, lora)
-    model.eval()
+def score(family, layers, lora, dropout=0.0, training=False):
+    model, cfg = build(family, layers, lora, dropout=dropout)
+    model.train(training)
     ids, mask = inputs(cfg)
     fn, me = logps_fn(), fake_trainer(model)
     mode = Ops()
@@ -230,6 +241,30 @@ def measure(family, layers, lora):
     }
 
 
+DROPOUT = 0.05
+
+
+def dropout_per_adapter(family):
+    """Kernels PEFT's adapter dropout adds to each adapter (module docstring)."""
+    layers = DEPTHS[1]
+    adapters_n = adapters(build(family, layers, "all")[0])
+    out = {}
+    for key, run in [
+        ("train_forward", lambda p: train(family, layers, "all", True, p)[0]["forward"]),
+        ("train_forward_no_checkpointing",
+         lambda p: train(family, layers, "all", False, p)[0]["forward"]),
+        ("backward", lambda p: train(family, layers, "all", False, p)[0]["backward"]),
+        ("backward_checkpointed", lambda p: train(family, layers, "all", True, p)[0]["backward"]),
+        ("score_training_mode", lambda p: score(family, layers, "all", p, training=True)[0]),
+    ]:
+        out[key] = minus(run(DROPOUT), run(0.0), adapters_n)
+    # without checkpointing the first layer's q, k and v read an input that needs no gradient
+    # (nothing before it is trained, and only checkpointing calls enable_input_require_grads):
+    # their dropout has no backward, so `backward` is short of one a adapter by those
+    out["adapters"] = adapters_n
+    return out
+
+
 def split(low, high):
     """(per layer, fixed) of every counted quantity, from the two `DEPTHS`."""
     out = {}
@@ -261,6 +296,7 @@ def family_record(family):
         "lora_subset": lora_sub,
         "lora_per_adapter": per_adapter,
         "lora_frozen_layer": frozen,
+        "lora_dropout_per_adapter": dropout_per_adapter(family),
         "top_kernels_decode_2_layers": top(family),
     }
 
@@ -330,6 +366,7 @@ def main():
     import transformers
     import trl
 
+    kernels.install_dropout()  # the adapters' dropout as on CUDA: `native_dropout`
     record = {"transformers": transformers.__version__, "trl": trl.__version__,
               "peft": peft.__version__, "torch": torch.__version__, "rows": ROWS,
               "length": LENGTH, "prompt": PROMPT, "decode_new_tokens": DECODE,

@@ -54,6 +54,11 @@ MIXES = {
     # and Gemma 3's docs recommend for Gemma 3 training
     "eager": ({}, {}, False),
     "eager_no_gc": ({"gradient_checkpointing": False}, {}, False),
+    # PEFT's adapter dropout at TRL ModelConfig's default (`lora_dropout` 0.05, trl
+    # `trainer/model_config.py`): each adapter drops its own copy of its input in training mode
+    # (peft `LoraLayer.update_layer`: `nn.Dropout(p)` where p > 0)
+    "dropout": ({}, {"lora_dropout": 0.05}, False),
+    "dropout_no_gc": ({"gradient_checkpointing": False}, {"lora_dropout": 0.05}, False),
 }
 OTHER_FAMILY_MIXES = ["base", "no_gc", "full"]
 # mixes whose policy is loaded with attn_implementation="eager" (the others: transformers'

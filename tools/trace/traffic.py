@@ -32,6 +32,7 @@ from collections import defaultdict
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import kernels
 import tiny
 
 MATMULS = ("mm", "addmm", "bmm", "baddbmm", "_scaled_dot_product", "scaled_dot_product")
@@ -87,7 +88,7 @@ class Traffic(TorchDispatchMode):
         return out
 
 
-def build(family, dims, lora, attention="sdpa"):
+def build(family, dims, lora, attention="sdpa", dropout=0.0, input_grads=False):
     import transformers
 
     cls_name, extra = tiny.FAMILIES[family]
@@ -99,8 +100,13 @@ def build(family, dims, lora, attention="sdpa"):
         import peft
 
         model = peft.get_peft_model(
-            model, peft.LoraConfig(r=8, lora_alpha=16, target_modules="all-linear")
+            model, peft.LoraConfig(r=8, lora_alpha=16, target_modules="all-linear",
+                                   lora_dropout=dropout)
         )
+        if input_grads:
+            # every adapter's input needs a gradient, as under the trainer's checkpointing
+            # (`enable_input_require_grads`), so each dropout runs its backward
+            model.enable_input_require_grads()
     else:
         model.requires_grad_(True)
     model.train()
@@ -133,9 +139,9 @@ def count(model, cfg, tokens):
 LENGTHS = (64, 128)
 
 
-def slope(family, dims, lora=False):
+def slope(family, dims, lora=False, dropout=0.0, input_grads=False):
     """Bytes a token, forward and backward: the difference between two lengths."""
-    model, cfg = build(family, dims, lora)
+    model, cfg = build(family, dims, lora, dropout=dropout, input_grads=input_grads)
     (f1, b1, _), (f2, b2, ops) = (count(model, cfg, t) for t in LENGTHS)
     span = LENGTHS[1] - LENGTHS[0]
     return (f2 - f1) / span, (b2 - b1) / span, ops
@@ -227,6 +233,23 @@ def lora_coefficient(family):
     return {"forward": (lora[0] - full[0]) / fans, "backward": (lora[1] - full[1]) / fans}
 
 
+def lora_dropout_coefficient(family):
+    """Extra bytes a token per fan_in of each adapted projection that PEFT's adapter dropout
+    (`lora_dropout` 0.05, TRL ModelConfig's default) moves, forward and backward, at `BASE` with
+    one layer: `native_dropout` reads the adapter's fp32 copy of its input and writes the
+    dropped copy and its bool mask; `native_dropout_backward` reads the gradient and the mask
+    and writes the input's gradient. CPU's dropout stood in by `native_dropout`, as on CUDA
+    (`kernels.py`). Against LoRA without dropout, both with every input needing a gradient."""
+    d = {**BASE, "num_hidden_layers": 1}
+    lora = slope(family, d, lora=True, input_grads=True)
+    dropped = slope(family, d, lora=True, dropout=0.05, input_grads=True)
+    model, _ = build(family, d, False)
+    fan_in = sum(m.in_features for n, m in model.named_modules()
+                 if isinstance(m, torch.nn.Linear) and "lm_head" not in n)
+    return {"forward": (dropped[0] - lora[0]) / fan_in,
+            "backward": (dropped[1] - lora[1]) / fan_in}
+
+
 def top_operators(family):
     _, _, ops = slope(family, {**BASE, "num_hidden_layers": 2})
     total = sum(ops.values())
@@ -242,6 +265,7 @@ def main():
     import transformers
     import trl
 
+    kernels.install_dropout()  # the adapters' dropout as on CUDA: `native_dropout`
     record = {"transformers": transformers.__version__, "trl": trl.__version__,
               "torch": torch.__version__, "lengths": LENGTHS, "families": {}}
     for family in args.family or list(tiny.FAMILIES):
@@ -250,6 +274,7 @@ def main():
             "bytes_per_token": coef,
             "check_twice_as_wide": check(family, coef),
             "lora_per_fan": lora_coefficient(family),
+            "lora_dropout_per_fan_in": lora_dropout_coefficient(family),
             "eager_attention_per_score": eager_per_score(family),
             "top_operators_share": top_operators(family),
         }

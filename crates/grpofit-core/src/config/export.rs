@@ -336,6 +336,9 @@ fn lora_table(w: &mut Writer, run: &RunConfig) {
     w.knob(Knob::LoraRank, run.lora_rank);
     w.key("lora_alpha", run.lora_alpha);
     w.key("target_modules", target_modules(run));
+    if run.lora_dropout != 0.0 {
+        w.key("lora_dropout", run.lora_dropout);
+    }
     if !run.modules_to_save.is_empty() {
         let quoted: Vec<String> = run.modules_to_save.iter().map(|m| quoted(m)).collect();
         w.key("modules_to_save", format!("[{}]", quoted.join(", ")));

@@ -154,6 +154,7 @@ fn run_file(
         max_lora_rank: model.max_lora_rank,
         lora_targets: lora.targets,
         modules_to_save: lora.modules_to_save,
+        lora_dropout: lora.dropout,
         checkpointing: lora.checkpointing,
         optimizer: grpo.optimizer,
         beta: grpo.beta,

@@ -16,6 +16,8 @@ pub(super) struct Lora {
     pub targets: Vec<String>,
     /// PEFT's `modules_to_save`
     pub modules_to_save: Vec<String>,
+    /// the adapters' dropout in training mode ([`dropout`])
+    pub dropout: f64,
     pub checkpointing: Checkpointing,
     /// no adapter: every weight trained (`use_peft = false`)
     pub full: bool,
@@ -43,6 +45,7 @@ pub(super) fn read_lora(t: &Tables, arch: &Arch, quant: Quant) -> Result<Lora, L
         alpha,
         targets: targets(t, arch)?,
         modules_to_save: modules_to_save(t, arch, quant)?,
+        dropout: if full { 0.0 } else { dropout(t)? },
         checkpointing: checkpointing(t)?,
         full,
     })
@@ -183,6 +186,28 @@ fn default_targets(t: &Tables, arch: &Arch) -> Vec<String> {
         None if arch.family.fused_projections() => vec!["qkv_proj".to_string()],
         None => vec!["q_proj".to_string(), "v_proj".to_string()],
     }
+}
+
+/// `[lora] lora_dropout`, else the call's default: PEFT `LoraConfig.lora_dropout` 0.0 (the run
+/// file's `[lora]` is `LoraConfig(**cfg["lora"])`), Unsloth `get_peft_model(lora_dropout=0.0)`;
+/// a TRL recipe's reader writes ModelConfig's 0.05 where it leaves the key out
+/// (`recipe::versions`). torch's `nn.Dropout` refuses p outside 0 to 1. `[grpo]
+/// disable_dropout = true` (GRPOConfig from TRL 0.17) zeroes it: `GRPOTrainer.__init__` calls
+/// `disable_dropout_in_model(model)` (trl 0.19.1 / 1.16.0 `trainer/utils.py`: every
+/// `nn.Dropout`'s `p = 0`, PEFT's `lora_dropout` modules among them), and torch's dropout
+/// returns its input when p is 0 (`_dropout_impl`; the fused CUDA kernel needs `p > 0`).
+fn dropout(t: &Tables) -> Result<f64, LoadError> {
+    let asked = t
+        .float(T::Lora, "lora_dropout", 0.0, 1.0)?
+        .or(t
+            .versions
+            .call_default(lora_call(t), "lora_dropout")
+            .and_then(|v| v.as_f64()))
+        .unwrap_or(0.0);
+    Ok(match t.boolean(T::Grpo, "disable_dropout")? {
+        Some(true) => 0.0,
+        _ => asked,
+    })
 }
 
 /// `[lora] use_gradient_checkpointing` (true, false or "unsloth") and `[grpo]

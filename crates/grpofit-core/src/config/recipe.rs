@@ -304,6 +304,13 @@ fn versions(s: &mut Sorted, keys: &[(String, Py)], peft: bool, vllm_device: bool
                 s.put("", Table::Lora, lkey, toml::Value::Integer(d as i64));
             }
         }
+        // ModelConfig.lora_dropout 0.05 (trl 0.14.0 to 1.16.0 `trainer/model_config.py`), not
+        // LoraConfig's 0.0: a recipe without the line trains with dropout
+        let dropout = "lora_dropout";
+        if let (false, Some(d)) = (s.has(Table::Lora, dropout), model.default_f64(dropout)) {
+            s.put("", Table::Lora, dropout, toml::Value::Float(d));
+            s.notes.push(format!("`use_peft` without `lora_dropout`: TRL's default {d} (ModelConfig) applies, so each adapter keeps a dropout mask of its input for the backward and runs its dropout kernels (write `lora_dropout: 0` to train without)"));
+        }
     } else if !s.has(Table::Model, "use_peft") {
         // ModelConfig.use_peft defaults to False: every weight is trained
         s.put("", Table::Model, "use_peft", toml::Value::Boolean(false));
@@ -361,6 +368,26 @@ mod tests {
     /// YAML 1.1 as PyYAML reads it, then argparse's conversion of a string default
     /// (`TrlParser.set_defaults_with_config`): `yes` is true, a quoted "8" is the int 8 for an
     /// int field, `1e-5` (a string to PyYAML) the float TRL makes of it.
+    /// ModelConfig.lora_dropout's 0.05 where a recipe with `use_peft` leaves it out (TRL's CLI
+    /// passes it to LoraConfig: `get_peft_config`), the recipe's own value where it gives one.
+    #[test]
+    fn a_peft_recipe_takes_model_config_s_dropout() {
+        let peft = "model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nuse_peft: true\nlora_r: 16\n";
+        let default = read(peft).unwrap();
+        assert_eq!(default.run.lora_dropout, 0.05);
+        let said = |f: &RunFile| f.notes.iter().any(|n| n.contains("without `lora_dropout`"));
+        assert!(said(&default), "{:?}", default.notes);
+        let zero = format!("{peft}lora_dropout: 0\n");
+        let zero = read(&zero).unwrap();
+        assert_eq!(zero.run.lora_dropout, 0.0);
+        assert!(!said(&zero), "{:?}", zero.notes);
+        let tenth = format!("{peft}lora_dropout: 0.1\n");
+        assert_eq!(read(&tenth).unwrap().run.lora_dropout, 0.1);
+        // no adapter: nothing drops
+        let full = "model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nlora_dropout: 0.1\n";
+        assert_eq!(read(full).unwrap().run.lora_dropout, 0.0);
+    }
+
     #[test]
     fn values_are_what_trl_gets() {
         let run = read("model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct\nuse_vllm: yes\nvllm_mode: colocate\nper_device_train_batch_size: \"8\"\nnum_generations: 8\nlearning_rate: 1e-5\n").unwrap();

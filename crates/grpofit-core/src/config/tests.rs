@@ -430,3 +430,58 @@ fn full_fine_tuning_is_read_on_trl_and_refused_on_unsloth() {
     .unwrap();
     assert!(!lora.run.full_finetuning);
 }
+
+/// `[lora] lora_dropout`: PEFT LoraConfig's and Unsloth get_peft_model's default 0.0 where the
+/// run file leaves it out, the value where it says one, 0 under `[grpo] disable_dropout`
+/// (GRPOTrainer's `disable_dropout_in_model`), and no p outside 0 to 1 (torch's `nn.Dropout`).
+#[test]
+fn the_adapter_dropout_is_read_with_each_call_s_default() {
+    let read = |text: &str| parse(text, "t", None, &crate::resolve::Offline::from_env());
+    let trl = |lora: &str, grpo: &str| {
+        format!(
+            "[grpofit]\nstack = \"trl\"\n[model]\nmodel_name_or_path = \"Qwen/Qwen2.5-1.5B\"\n[lora]\nr = 8\n{lora}\n[grpo]\n{grpo}\n"
+        )
+    };
+    assert_eq!(read(&trl("", "")).unwrap().run.lora_dropout, 0.0);
+    assert_eq!(
+        read(&trl("lora_dropout = 0.05", ""))
+            .unwrap()
+            .run
+            .lora_dropout,
+        0.05
+    );
+    assert_eq!(
+        read(&trl("lora_dropout = 0.1", "disable_dropout = true"))
+            .unwrap()
+            .run
+            .lora_dropout,
+        0.0
+    );
+    let err = read(&trl("lora_dropout = 1.5", "")).unwrap_err();
+    assert_eq!(err.key.as_deref(), Some("lora_dropout"), "{err}");
+    assert!(err.to_string().contains("1.5"), "{err}");
+    let unsloth = |lora: &str| {
+        format!("[model]\nmodel_name = \"unsloth/Qwen2.5-1.5B-Instruct\"\n[lora]\nr = 16\n{lora}\n")
+    };
+    assert_eq!(read(&unsloth("")).unwrap().run.lora_dropout, 0.0);
+    assert_eq!(
+        read(&unsloth("lora_dropout = 0.1"))
+            .unwrap()
+            .run
+            .lora_dropout,
+        0.1
+    );
+    // the export writes it back, and the written file reads the same
+    let run = read(&trl("lora_dropout = 0.1", "")).unwrap().run;
+    let ctx = export::ExportContext {
+        gpu: "test",
+        gpu_memory: None,
+        model_config: None,
+        lock_effective_batch: false,
+        estimate: None,
+        time: None,
+    };
+    let text = export::to_toml(&run, &ctx);
+    assert!(text.contains("lora_dropout = 0.1"), "{text}");
+    assert_eq!(read(&text).unwrap().run.lora_dropout, 0.1);
+}

@@ -230,6 +230,7 @@ fn step_shape(run: &RunConfig, capacity: u64, free: u64) -> StepShape {
         fp32_adapters: on_trainer
             && !run.full_finetuning
             && crate::memory::kbit_cast::adapter_element_bytes(run) == 4,
+        dropout: step::dropout::AdapterDropout::of(run),
     }
 }
 

@@ -173,6 +173,11 @@ pub struct RunConfig {
     /// PEFT `LoraConfig.modules_to_save` (`[lora] modules_to_save`): modules trained whole
     /// beside the adapters, each as a trainable copy (`memory::saved_modules`)
     pub modules_to_save: Vec<String>,
+    /// the dropout each adapter runs on its input in training mode (PEFT `LoraConfig` /
+    /// Unsloth `get_peft_model` `lora_dropout`; TRL ModelConfig's default 0.05 for a recipe),
+    /// 0 where `[grpo] disable_dropout` zeroes it (`config::read_lora`); the step's masks
+    /// (`memory::step::dropout`) and kernels (`time::kernels`) follow it
+    pub lora_dropout: f64,
     pub checkpointing: Checkpointing,
     pub optimizer: Optimizer,
     pub beta: f64,
@@ -456,6 +461,7 @@ impl RunConfig {
             max_lora_rank: None,
             lora_targets: ALL_LINEAR.iter().map(|s| s.to_string()).collect(),
             modules_to_save: Vec::new(),
+            lora_dropout: 0.0,
             checkpointing: Checkpointing::On,
             optimizer: Optimizer::AdamW,
             beta: 0.0,

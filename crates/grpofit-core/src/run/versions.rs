@@ -569,6 +569,13 @@ impl StackVersions {
             .or_else(|| call.default(key))
     }
 
+    /// Whether Unsloth runs `lora_dropout` inside its fused LoRA kernels: 2026.10.9
+    /// `kernels/fast_lora.py` `FUSED_LORA_DROPOUT`; 2025.2.4 to 2026.1.4
+    /// `FastLlamaModel.patch_peft_model` fuses only `if lora_dropout == 0` (`memory::step::dropout`).
+    pub fn unsloth_fused_lora_dropout(self) -> bool {
+        self.unsloth.line() >= (2026, 10)
+    }
+
     /// Whether `get_peft_model(use_gradient_checkpointing = True)` offloads layer inputs as
     /// "unsloth" does, `from_pretrained` left at its own `use_gradient_checkpointing =
     /// "unsloth"`: from 2025.3 `FastLanguageModel.from_pretrained` then calls

@@ -11,7 +11,8 @@ use super::efficiency::ATTENTION_OF_GEMM;
 use super::machine::Machine;
 use crate::arch::{Arch, Family};
 use crate::memory::estimate::target_mask;
-use crate::run::RunConfig;
+use crate::memory::step::dropout::{AdapterDropout, input_norm_readers};
+use crate::run::{Checkpointing, RunConfig};
 
 /// Bytes 16-bit weights and activations take an element.
 const BF16: f64 = 2.0;
@@ -183,8 +184,16 @@ pub(super) fn traffic(family: Family, side: Side) -> Traffic {
 
 /// Bytes a token PEFT's adapters add per `fan_in + fan_out` of each adapted projection (the
 /// scaling and the add beside the rank-r matmuls; `lora_dropout` 0, PEFT's default, is an
-/// identity): `lora_per_fan` in the record, Llama's.
+/// identity, its dropout [`LORA_DROPOUT_PER_FAN_IN`]): `lora_per_fan` in the record, Llama's.
 pub(super) const LORA_PER_FAN: (f64, f64) = (15.36986301369863, 6.282534246575342);
+
+/// Bytes a token PEFT's adapter dropout (`RunConfig::lora_dropout`) moves per element of each
+/// adapted projection's input, forward and backward: `lora_dropout_per_fan_in` in the record
+/// (every family's). `native_dropout` reads the adapter's fp32 copy of the input (4) and writes
+/// the dropped copy (4) and its bool mask (1); `native_dropout_backward` reads the gradient (4)
+/// and the mask (1) and writes the input's gradient (4). Counted with CPU's dropout stood in by
+/// `native_dropout`, the kernel CUDA runs (`tools/trace/kernels.py`).
+pub(super) const LORA_DROPOUT_PER_FAN_IN: (f64, f64) = (9.0, 9.0);
 
 /// Bytes one pass over `tokens` tokens moves through the memory-bound operators.
 pub(super) fn memory_bound_bytes(run: &RunConfig, tokens: f64, side: Side) -> f64 {
@@ -199,6 +208,34 @@ pub(super) fn memory_bound_bytes(run: &RunConfig, tokens: f64, side: Side) -> f6
         Side::Backward => LORA_PER_FAN.1,
     };
     tokens * (arch.layers as f64 * (layer + per_fan * adapted_fans(run)) + outside)
+        + dropout_bytes(run, tokens, side)
+}
+
+/// What the adapters' dropout moves in one pass ([`LORA_DROPOUT_PER_FAN_IN`]): every adapted
+/// input in every layer, but without checkpointing the first layer's q, k and v run no dropout
+/// backward (their input needs no gradient: `memory::step::dropout::input_norm_readers`).
+fn dropout_bytes(run: &RunConfig, tokens: f64, side: Side) -> f64 {
+    if AdapterDropout::of(run) == AdapterDropout::Off {
+        return 0.0;
+    }
+    let targets = target_mask(&run.arch, &run.lora_targets);
+    let fan_in: u64 = run
+        .arch
+        .projections()
+        .iter()
+        .zip(&targets)
+        .filter(|(_, t)| **t)
+        .map(|(p, _)| p.fan_in)
+        .sum();
+    let (per, skipped) = match side {
+        Side::Forward => (LORA_DROPOUT_PER_FAN_IN.0, 0),
+        Side::Backward if run.checkpointing == Checkpointing::Off => (
+            LORA_DROPOUT_PER_FAN_IN.1,
+            input_norm_readers(&run.arch, &targets).1,
+        ),
+        Side::Backward => (LORA_DROPOUT_PER_FAN_IN.1, 0),
+    };
+    tokens * per * (run.arch.layers * fan_in - skipped) as f64
 }
 
 /// The part of [`memory_bound_bytes`] outside the decoder layers: the embedding, the final norm,
@@ -430,6 +467,55 @@ mod tests {
         let lora = &record["families"]["llama"]["lora_per_fan"];
         assert_eq!(LORA_PER_FAN.0, lora["forward"].as_f64().unwrap());
         assert_eq!(LORA_PER_FAN.1, lora["backward"].as_f64().unwrap());
+        // the adapters' dropout: the same in every family
+        for (name, f) in record["families"].as_object().unwrap() {
+            let d = &f["lora_dropout_per_fan_in"];
+            assert_eq!(
+                LORA_DROPOUT_PER_FAN_IN.0,
+                d["forward"].as_f64().unwrap(),
+                "{name}"
+            );
+            assert_eq!(
+                LORA_DROPOUT_PER_FAN_IN.1,
+                d["backward"].as_f64().unwrap(),
+                "{name}"
+            );
+        }
+    }
+
+    /// `lora_dropout` > 0: 9 bytes an adapted input element each way, over every layer; the
+    /// first layer's q, k and v run no dropout backward without checkpointing.
+    #[test]
+    fn the_adapters_dropout_moves_its_input_and_mask() {
+        let off = qwen3("Qwen/Qwen3-0.6B", false);
+        let on = RunConfig {
+            lora_dropout: 0.05,
+            ..off.clone()
+        };
+        let a = &on.arch;
+        let widths: u64 = a.projections().iter().map(|p| p.fan_in).sum();
+        let more = |run: &RunConfig, side| {
+            memory_bound_bytes(run, 1.0, side) - memory_bound_bytes(&off, 1.0, side)
+        };
+        let every = 9.0 * (a.layers * widths) as f64;
+        assert_eq!(more(&on, Side::Forward), every);
+        assert_eq!(more(&on, Side::Backward), every);
+        let plain = RunConfig {
+            checkpointing: Checkpointing::Off,
+            ..on.clone()
+        };
+        let first_qkv = (3 * a.hidden) as f64;
+        assert_eq!(more(&plain, Side::Backward), every - 9.0 * first_qkv);
+        // no adapter, nothing dropped
+        let full = RunConfig {
+            full_finetuning: true,
+            ..on.clone()
+        };
+        let full_off = qwen3("Qwen/Qwen3-0.6B", true);
+        assert_eq!(
+            memory_bound_bytes(&full, 1.0, Side::Forward),
+            memory_bound_bytes(&full_off, 1.0, Side::Forward)
+        );
     }
 
     /// `attn_implementation = "eager"`: the full square of scores by GEMMs and their traffic,

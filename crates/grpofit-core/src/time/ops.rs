@@ -10,6 +10,7 @@
 
 use crate::arch::Family;
 use crate::memory::estimate::target_mask;
+use crate::memory::step::dropout::{AdapterDropout, input_norm_readers};
 use crate::run::{Checkpointing, RunConfig};
 
 /// Operators of one pass: `per_layer` a decoder layer (its adapters aside), and the fixed part
@@ -59,6 +60,27 @@ pub(super) const ADAPTER: Adapter = Adapter {
     backward: 10.0,
     recompute: 8.0,
     decode: 6.0,
+};
+
+/// Kernels PEFT's adapter dropout (`RunConfig::lora_dropout`) adds to each adapter (`ops.json`
+/// `lora_dropout_per_adapter`, every family's): `native_dropout` in each forward the adapters
+/// run in training mode (the training forward, checkpointing's recompute, and TRL's no-grad
+/// scoring, which runs with the model in training mode: `Trainer.training_step` calls
+/// `model.train()` before `_prepare_inputs`), `native_dropout_backward` in the backward, but
+/// not for the first layer's q, k and v without checkpointing (their input needs no gradient:
+/// `memory::step::dropout::input_norm_readers`; the record's `backward`, 18 of 21 at three
+/// Llama layers). The generation's dropout is not counted here.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Dropout {
+    pub forward: f64,
+    pub backward: f64,
+    pub recompute: f64,
+}
+
+pub(super) const DROPOUT: Dropout = Dropout {
+    forward: 1.0,
+    backward: 1.0,
+    recompute: 1.0,
 };
 
 const fn count(per_layer: f64, full: f64, lora: f64) -> Count {
@@ -189,9 +211,39 @@ fn total(run: &RunConfig, c: Count, adapter: f64) -> f64 {
     run.arch.layers as f64 * (c.per_layer + adapters(run) * adapter) + fixed
 }
 
-/// Operators of one no-grad scoring pass.
+/// The adapters that drop their inputs in each layer ([`DROPOUT`]): none without dropout.
+fn dropped(run: &RunConfig) -> f64 {
+    if AdapterDropout::of(run) == AdapterDropout::Off {
+        return 0.0;
+    }
+    adapters(run)
+}
+
+/// Operators of one no-grad scoring pass, the adapters' dropout among them (the policy scores
+/// in training mode).
 pub(super) fn scoring_pass(run: &RunConfig) -> f64 {
     total(run, ops(run.arch.family).score, ADAPTER.forward)
+        + run.arch.layers as f64 * dropped(run) * DROPOUT.forward
+}
+
+/// The adapters' dropout in a training micro-batch ([`DROPOUT`]).
+fn training_dropout(run: &RunConfig) -> f64 {
+    let n = dropped(run);
+    if n == 0.0 {
+        return 0.0;
+    }
+    let layers = run.arch.layers as f64;
+    let (forward, backward) = (layers * n * DROPOUT.forward, layers * n * DROPOUT.backward);
+    match run.checkpointing {
+        Checkpointing::Off => {
+            let targets = target_mask(&run.arch, &run.lora_targets);
+            let skipped = input_norm_readers(&run.arch, &targets).0 as f64;
+            forward + backward - skipped * DROPOUT.backward
+        }
+        Checkpointing::On | Checkpointing::UnslothOffload => {
+            forward + backward + layers * n * DROPOUT.recompute
+        }
+    }
 }
 
 /// Operators of a training micro-batch: the forward, the backward (every weight's gradients, or
@@ -213,7 +265,7 @@ pub(super) fn training_micro_batch(run: &RunConfig) -> f64 {
             total(run, o.recompute, ADAPTER.recompute)
         }
     };
-    total(run, o.forward, ADAPTER.forward) + backward + recompute
+    total(run, o.forward, ADAPTER.forward) + backward + recompute + training_dropout(run)
 }
 
 /// Operators of one decode step of transformers' `generate`.
@@ -286,7 +338,58 @@ mod tests {
             for (ours, key) in adapter {
                 assert_eq!(ours, kernels(&a[key]), "{name} adapter {key}");
             }
+            // the adapters' dropout, at three layers of every linear layer adapted
+            let d = &f["lora_dropout_per_adapter"];
+            let n = d["adapters"].as_f64().unwrap();
+            assert_eq!(DROPOUT.forward, kernels(&d["train_forward"]), "{name}");
+            assert_eq!(
+                DROPOUT.forward,
+                kernels(&d["score_training_mode"]),
+                "{name}"
+            );
+            assert_eq!(
+                DROPOUT.backward + DROPOUT.recompute,
+                kernels(&d["backward_checkpointed"]),
+                "{name}"
+            );
+            // the first layer's q, k and v (Phi-3's qkv_proj) without a dropout backward
+            let readers = if family == Family::Phi3 { 1.0 } else { 3.0 };
+            let plain = kernels(&d["backward"]) * n;
+            assert!(
+                (plain - (n - readers) * DROPOUT.backward).abs() < 1e-9,
+                "{name}"
+            );
         }
+    }
+
+    /// `lora_dropout` > 0: one `native_dropout` per adapter in each forward the adapters run in
+    /// training mode (the scoring pass among them), one backward kernel, one in the recompute.
+    #[test]
+    fn the_adapters_dropout_adds_a_kernel_a_pass() {
+        let off = run("Qwen/Qwen3-0.6B", false);
+        let on = RunConfig {
+            lora_dropout: 0.05,
+            ..off.clone()
+        };
+        assert_eq!(scoring_pass(&on) - scoring_pass(&off), 28.0 * 7.0);
+        assert_eq!(
+            training_micro_batch(&on) - training_micro_batch(&off),
+            28.0 * 7.0 * 3.0
+        );
+        let plain = |r: &RunConfig| RunConfig {
+            checkpointing: Checkpointing::Off,
+            ..r.clone()
+        };
+        assert_eq!(
+            training_micro_batch(&plain(&on)) - training_micro_batch(&plain(&off)),
+            28.0 * 7.0 * 2.0 - 3.0
+        );
+        let full = run("Qwen/Qwen3-0.6B", true);
+        let full_on = RunConfig {
+            lora_dropout: 0.05,
+            ..full.clone()
+        };
+        assert_eq!(training_micro_batch(&full_on), training_micro_batch(&full));
     }
 
     /// The expert loop's counts are the record's `moe_training_loop`.

@@ -9,6 +9,7 @@ pub(super) use super::machine::Machine;
 use super::ops;
 use crate::arch::{Arch, Family};
 use crate::memory::estimate::{Estimate, target_mask};
+use crate::memory::step::dropout::AdapterDropout;
 use crate::memory::vllm::kv_bytes_per_token;
 use crate::run::spread::Engine;
 use crate::run::{Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack};
@@ -291,6 +292,17 @@ pub(super) fn scoring(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
     let passes = old as u8 as f64 + (run.beta != 0.0) as u8 as f64;
     let (tokens, len) = micro_batch_tokens(run, l);
     let micro_batches = run.steps_per_generation() as f64 * generations_per_step(run);
+    if run.beta != 0.0 && AdapterDropout::of(run) != AdapterDropout::Off {
+        // PEFT's reference pass runs under `disable_adapter()` (trl 1.15.0
+        // `_generate_and_score_completions`, `ref_model` None for a PEFT model):
+        // `lora.Linear.forward` takes the base layer alone, no dropout
+        let reference = RunConfig {
+            lora_dropout: 0.0,
+            ..run.clone()
+        };
+        let old = old as u8 as f64 * pass(run, m, tokens, len);
+        return micro_batches * (old + pass(&reference, m, tokens, len));
+    }
     passes * micro_batches * pass(run, m, tokens, len)
 }
 
@@ -464,6 +476,37 @@ mod tests {
         let trained = eager(&|m| training(&run, m, &l));
         let micro = ops::training_micro_batch(&run);
         assert!(close(trained, run.grad_accum as f64 * micro), "{trained}");
+    }
+
+    /// PEFT's reference pass runs under `disable_adapter()`: no dropout in it; the policy's
+    /// old log-probs (vLLM generated) run the adapters' dropout in training mode.
+    #[test]
+    fn only_the_policy_s_scoring_pass_runs_the_adapters_dropout() {
+        let mut run = RunConfig::example(catalog::find("Qwen/Qwen3-0.6B").unwrap().arch);
+        run.generation = Generation::Transformers;
+        run.beta = 0.04;
+        let gpu = crate::hardware::lookup("H100 SXM").unwrap().speed();
+        let eff = Efficiencies::default();
+        let m = Machine {
+            gpu: &gpu,
+            eff: &eff,
+        };
+        let l = Lengths::of(&run, None);
+        let dropped = |r: &RunConfig| RunConfig {
+            lora_dropout: 0.05,
+            ..r.clone()
+        };
+        assert_eq!(scoring(&dropped(&run), &m, &l), scoring(&run, &m, &l));
+        run.generation = Generation::VllmServer;
+        let (on, off) = (scoring(&dropped(&run), &m, &l), scoring(&run, &m, &l));
+        let (tokens, len) = micro_batch_tokens(&run, &l);
+        let micro_batches = run.steps_per_generation() as f64 * generations_per_step(&run);
+        let one = pass(&dropped(&run), &m, tokens, len) - pass(&run, &m, tokens, len);
+        assert!(one > 0.0);
+        assert!(
+            (on - off - micro_batches * one).abs() < 1e-9 * on,
+            "{on} {off}"
+        );
     }
 
     #[test]

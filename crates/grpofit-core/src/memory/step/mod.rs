@@ -1,8 +1,9 @@
 //! One GRPO training step, analytically: the step's shapes (`shape`), the `trl` stack's step
-//! (`trl`) with its no-grad passes (`scoring`), replayed through PyTorch's caching allocator
+//! (`trl`) with its no-grad passes (`scoring`), the adapters' dropout (`dropout`), replayed through PyTorch's caching allocator
 //! (`replay`, `allocator`), and Unsloth's step (`unsloth_step`).
 
 pub mod allocator;
+pub mod dropout;
 mod liger;
 pub mod recompute;
 pub mod replay;

@@ -80,6 +80,8 @@ struct Shapes {
     /// targeted projections, in `Arch::projections` order, with the bytes `lora_A` saves of
     /// their input (fp32, bf16 under autocast)
     casts: Vec<(bool, u64)>,
+    /// each projection's dropout mask (`dropout::AdapterDropout`), 0 without dropout
+    masks: Vec<u64>,
     fused: bool,
     /// SDPA gets K and V repeated to the query's heads (`shape::StepPath::repeats_kv`)
     repeat_kv: bool,
@@ -101,6 +103,18 @@ impl Shapes {
             .zip(targets)
             .map(|(p, on)| (*on, tokens * p.fan_in * s.path.lora_element()))
             .collect();
+        let masks = arch
+            .projections()
+            .iter()
+            .zip(targets)
+            .map(|(p, on)| {
+                if *on {
+                    tokens * p.fan_in * s.dropout.element()
+                } else {
+                    0
+                }
+            })
+            .collect();
         Shapes {
             hid: tokens * arch.hidden * 2,
             hid32: tokens * arch.hidden * 4,
@@ -109,6 +123,7 @@ impl Shapes {
             ffn: tokens * arch.intermediate * 2,
             rank32: tokens * s.rank * s.path.lora_element(),
             casts,
+            masks,
             fused: arch.family.fused_projections(),
             repeat_kv: s.path.repeats_kv() && s.attention.repeats_kv_with_mask(),
             eager_scores: if s.attention == Attention::Eager {
@@ -225,6 +240,12 @@ impl Sim {
             return frozen;
         }
         let c = self.alloc(cast);
+        let mask = sh.masks.get(index).copied().unwrap_or(0);
+        if mask > 0 {
+            // the dropout's mask, made before `lora_A`'s cast and saved with it
+            let m = self.alloc(mask);
+            self.keep(run, m);
+        }
         let a = self.alloc(sh.rank32);
         let lora_b = self.alloc(2 * out);
         let scaled = self.alloc(2 * out);

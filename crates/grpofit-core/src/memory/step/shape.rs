@@ -1,6 +1,7 @@
 //! The shapes of one micro-batch step and the sizes they imply: the tensors one decoder layer
 //! saves per token, the logits-phase tensors, and the step's peak above static memory.
 
+use super::dropout::AdapterDropout;
 use crate::arch::Arch;
 use crate::run::attention::Attention;
 use crate::run::versions::{EntropyChunk, LigerLoss, UnslothLogits};
@@ -63,6 +64,8 @@ pub struct StepShape {
     /// LoRA adapters kept in fp32 under the trainer's bf16 autocast, which casts them
     /// (`recompute::lora_casts_at_recompute`)
     pub fp32_adapters: bool,
+    /// what each adapter's dropout saves (`lora_dropout`, [`AdapterDropout`])
+    pub dropout: AdapterDropout,
 }
 
 /// Whose step runs: TRL's trainer, or the calibration harness (`calibration/measure.py`), which
@@ -556,6 +559,7 @@ pub(crate) fn test_shape() -> StepShape {
         mask: AttentionMask::None,
         attention: Attention::Sdpa,
         fp32_adapters: false,
+        dropout: AdapterDropout::Off,
     }
 }
 

@@ -7,6 +7,7 @@
 //! `calibration/README.md`. The forward peak comes while the entropy of the logits is computed
 //! in 128-row chunks; with checkpointing the backward peak comes while the last layer is recomputed.
 
+use super::dropout::AdapterDropout;
 use super::recompute;
 use super::replay;
 use super::scoring::{
@@ -25,7 +26,8 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     let full = !targets.iter().any(|t| *t);
     let trained_inputs = if full { trained_weight_inputs(arch) } else { 0 };
     let casts = Fp32Weights::of(arch, s);
-    let layer_bytes = (layer.per_token() + trained_inputs + casts.wider_saved) * tokens;
+    let dropout = s.dropout.saved_per_token(arch, targets);
+    let layer_bytes = (layer.per_token() + trained_inputs + casts.wider_saved + dropout) * tokens;
     let logits = Logits::new(arch, s);
     let final_norm = final_norm_output(arch, tokens);
     // With beta > 0, two hidden-state-sized bf16 tensors of the reference pass outlive it (trace).
@@ -33,7 +35,9 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     let stored = if s.checkpointing {
         arch.layers * (hidden + casts.wider_residual * tokens)
     } else {
-        arch.layers * layer_bytes - frozen_input_norm(arch, full, tokens)
+        arch.layers * layer_bytes
+            - frozen_input_norm(arch, full, tokens)
+            - s.dropout.unsaved_in_first_layer(arch, targets) * tokens
             + recompute::held_without_checkpointing(arch, targets, s, arch.layers)
     };
     let (logits_peak, copy_grad, forward_casts) = logits_moment(arch, targets, s, &logits, &casts);
@@ -51,7 +55,7 @@ pub fn trl_step(arch: &Arch, targets: &[bool], s: &StepShape) -> StepPeak {
     let backward = if s.checkpointing {
         stored
             + residue
-            + recomputed_layer(arch, targets, tokens, layer_bytes, s.path)
+            + recomputed_layer(arch, targets, tokens, layer_bytes, s.path, s.dropout)
             + copy_grad
             + casts.layer
             + at_recompute
@@ -198,6 +202,11 @@ impl Fp32Weights {
 ///   (2 H each), the frozen output, `lora_B`'s output and its scaled copy (2 H each). Traced
 ///   (`at_peak` `ops`: ... `mm`, `_to_copy` 4 I, `_to_copy` 2 I, `mm`, `mm`, `mul`): trl 0.16.1
 ///   to 0.26.2 qwen2, and 0.19.1 phi3 and gemma3, all peak there.
+///   With the adapters' dropout ([`AdapterDropout`]) the peak comes earlier, at `lora_A`'s `mm`:
+///   `native_dropout`'s fp32 output (4 I) beside the fp32 copy, its mask and autocast's bf16
+///   copy of it (both saved), the product and three 2 H tensors (traced: trl 0.19.1 and 1.0.0
+///   qwen2 and llama `dropout`, at_peak `ops`: ... `_to_copy` 4 I, `native_dropout` 4 I + I,
+///   `_to_copy` 2 I, `mm`).
 /// - Otherwise the layer's own backward ([`layer_gradients`]).
 fn recomputed_layer(
     arch: &Arch,
@@ -205,6 +214,7 @@ fn recomputed_layer(
     tokens: u64,
     layer_bytes: u64,
     path: StepPath,
+    dropout: AdapterDropout,
 ) -> u64 {
     let (h, i) = (arch.hidden, arch.intermediate);
     let down_adapter = arch
@@ -213,7 +223,16 @@ fn recomputed_layer(
         .zip(targets)
         .any(|(p, on)| *on && p.name == "down_proj");
     if path == StepPath::Trainer && down_adapter {
-        return layer_bytes + tokens * (4 * i + 2 * i + 5 * 2 * h);
+        let end = 4 * i + 2 * i + 5 * 2 * h;
+        // with dropout the moment before comes first: `lora_A`'s matmul, with the fp32 copy,
+        // its dropped fp32 output (4 I), the product and three of the 2 H tensors live, not yet
+        // `lora_B`'s output and its scaled copy
+        let dropped = if dropout == AdapterDropout::Off {
+            0
+        } else {
+            4 * i + 4 * i + 2 * i + 3 * 2 * h
+        };
+        return layer_bytes + tokens * end.max(dropped);
     }
     layer_gradients(arch, tokens, layer_bytes, path)
 }
@@ -395,15 +414,24 @@ mod tests {
         let (h, i, t) = (arch.hidden, arch.intermediate, 8 * 1024);
         let all = vec![true; arch.projections().len()];
         let layer = 1 << 30;
-        let trainer = recomputed_layer(arch, &all, t, layer, StepPath::Trainer);
+        let trainer =
+            recomputed_layer(arch, &all, t, layer, StepPath::Trainer, AdapterDropout::Off);
         assert_eq!(trainer - layer, t * (4 * i + 2 * i + 10 * h));
-        let harness = recomputed_layer(arch, &all, t, layer, StepPath::Harness);
+        let harness =
+            recomputed_layer(arch, &all, t, layer, StepPath::Harness, AdapterDropout::Off);
         assert_eq!(harness - layer, t * (i + h) * 4);
         // without an adapter on down_proj there is no fp32 copy of the product
         let mut attention = all.clone();
         attention[6] = false;
         assert_eq!(
-            recomputed_layer(arch, &attention, t, layer, StepPath::Trainer),
+            recomputed_layer(
+                arch,
+                &attention,
+                t,
+                layer,
+                StepPath::Trainer,
+                AdapterDropout::Off
+            ),
             harness
         );
     }
@@ -421,9 +449,23 @@ mod tests {
         let (h, i, t) = (arch.hidden, arch.intermediate, 8 * 1024);
         let none = vec![false; arch.projections().len()];
         let layer = 1 << 30;
-        let trainer = recomputed_layer(arch, &none, t, layer, StepPath::Trainer);
+        let trainer = recomputed_layer(
+            arch,
+            &none,
+            t,
+            layer,
+            StepPath::Trainer,
+            AdapterDropout::Off,
+        );
         assert_eq!(trainer - layer, t * (i + h) * 4);
-        let harness = recomputed_layer(arch, &none, t, layer, StepPath::Harness);
+        let harness = recomputed_layer(
+            arch,
+            &none,
+            t,
+            layer,
+            StepPath::Harness,
+            AdapterDropout::Off,
+        );
         assert_eq!(harness - trainer, t * i * 4);
         // the full fine-tuning step's first-layer moment follows the same path
         let s = StepShape {

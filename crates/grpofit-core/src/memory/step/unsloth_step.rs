@@ -121,6 +121,7 @@ fn gradient_pass(
         + 2 * 3 * i
         + arch.family.norms_per_layer() * 2 * arch.hidden
         + adapters * 2 * s.rank
+        + s.dropout.saved_per_token(arch, targets)
         // 8-bit only: NF4 and FP8 bases add nothing (`shape::quantised_matmul_saves_input`)
         + if s.quantised_base { 2 * i } else { 0 };
     let layer = per_token * tokens;
