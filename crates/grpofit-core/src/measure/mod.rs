@@ -9,6 +9,8 @@ pub mod follow;
 pub mod kept;
 pub mod lines;
 pub mod measured;
+mod median;
 pub mod predicted_time;
+pub mod reward_time;
 pub mod step_time;
 pub mod tail;
