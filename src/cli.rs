@@ -170,9 +170,12 @@ pub(crate) enum Command {
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<std::ffi::OsString>,
     },
-    /// Learn from run logs, per GPU model (NVML's name) and stack, the CUDA context of your card
-    /// and the allocator's slack ratio; kept in <config dir>/grpofit/calibration.toml
-    /// ($GRPOFIT_CONFIG_DIR overrides the folder), used by the estimate on a GPU of that name.
+    /// Learn from run logs, per GPU model (NVML's name) and stack, the CUDA context of your card,
+    /// the allocator's slack ratio and the step time's efficiencies; kept in <config
+    /// dir>/grpofit/calibration.toml ($GRPOFIT_CONFIG_DIR overrides the folder), used by the
+    /// estimate on a GPU of that name. Where TRL timed your reward functions, their seconds a
+    /// completion are written into the run file the log names (or --config) as `[grpofit]
+    /// reward_seconds`, every other key and comment kept.
     Calibrate {
         /// Run logs written by `grpofit run` (with the callback's step lines).
         logs: Vec<PathBuf>,

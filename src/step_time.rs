@@ -68,7 +68,7 @@ fn left_out(t: &StepTime) -> &'static str {
     if t.reward_functions_timed {
         "not counted: logging, evaluation and other host work between steps"
     } else {
-        "not counted: the reward functions (give `[grpofit] reward_seconds`), logging, evaluation and other host work between steps"
+        "not counted: the reward functions (give `[grpofit] reward_seconds`, or `grpofit calibrate` learns it from a run's log), logging, evaluation and other host work between steps"
     }
 }
 
