@@ -5,12 +5,13 @@
 //! the same run with that value before the file is replaced.
 
 use crate::cli::Source;
-use crate::output::{Failure, say};
+use crate::output::{FITS, Failure, emit, json_text, say, unwritten};
 use grpofit_core::config::RunFile;
 use grpofit_core::config::export::{ExportContext, write_atomically};
 use grpofit_core::config::write_back;
 use grpofit_core::measure::measured::RunLog;
-use grpofit_core::measure::reward_time::{LearnedRewards, learn_rewards};
+use grpofit_core::measure::reward_time::{LearnedRewards, learn_rewards, three_figures};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// A run log as `calibrate` read it: its name as shown, and its last run.
@@ -140,13 +141,20 @@ pub(crate) fn plan(logs: &[ReadLog], source: &Source) -> Result<Vec<RewardWrite>
         }
         learned.sort_by(|a, b| a.0.per_completion.total_cmp(&b.0.per_completion));
         let median = learned[(learned.len() - 1) / 2].0;
-        let Some(path) = run.config.clone() else {
+        let seconds = median.reward_seconds();
+        let unwritable = match (&run.config, &run.preset) {
+            (Some(path), _) if is_recipe(&file) => Some(recipe_holds_none(path, seconds)),
+            (Some(_), _) => None,
+            (None, preset) => Some(format!(
+                "the run is the preset {}, which grpofit does not write: set `[grpofit] reward_seconds = {seconds}` in your run file (or pass --config)",
+                preset.as_deref().unwrap_or("?")
+            )),
+        };
+        let (Some(path), None) = (run.config.clone(), &unwritable) else {
+            let why = unwritable.unwrap_or_default();
             say(&format!(
-                "grpofit: note: {}: reward functions {} s a completion; the run is the preset {}, which grpofit does not write: set `[grpofit] reward_seconds = {}` in your run file (or pass --config)",
-                learned[0].1,
-                median.reward_seconds(),
-                run.preset.as_deref().unwrap_or("?"),
-                median.reward_seconds()
+                "grpofit: note: {}: reward functions {seconds} s a completion; {why}",
+                learned[0].1
             ));
             continue;
         };
@@ -164,6 +172,22 @@ pub(crate) fn plan(logs: &[ReadLog], source: &Source) -> Result<Vec<RewardWrite>
         });
     }
     Ok(plans)
+}
+
+/// Whether the run was read from a TRL recipe (YAML), which holds no `[grpofit]` key.
+fn is_recipe(file: &RunFile) -> bool {
+    file.source
+        .as_ref()
+        .is_some_and(|s| s.format == grpofit_core::config::source::Format::Yaml)
+}
+
+/// What to do with `seconds` when the run is the TRL recipe `path`.
+fn recipe_holds_none(path: &Path, seconds: f64) -> String {
+    format!(
+        "{} is a TRL recipe, which holds no `[grpofit]` key: set `reward_seconds = {seconds}` under `[grpofit]` in a grpofit run file (`grpofit estimate --config {} --export run.toml` writes one)",
+        path.display(),
+        path.display()
+    )
 }
 
 /// A note that `log` teaches nothing of `reward_seconds`, and why.
@@ -237,4 +261,48 @@ pub(crate) fn write(plans: &[RewardWrite]) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// `calibrate --reward-seconds SECONDS --config FILE`: the seconds a completion measured
+/// elsewhere (Python's `grpofit.time_rewards`), to three significant figures, written into the
+/// run file as a learned one is: only that key changes, the text read back first.
+pub(crate) fn run_given(seconds: f64, json: bool, source: &Source) -> Result<u8, Failure> {
+    let Some(path) = source.config.clone() else {
+        return Err(Failure::Input(
+            "calibrate --reward-seconds: no run file to write it into: pass --config run.toml"
+                .into(),
+        ));
+    };
+    let file = load(source).map_err(Failure::Input)?;
+    let seconds = three_figures(seconds);
+    if is_recipe(&file) {
+        return Err(Failure::Input(format!(
+            "calibrate --reward-seconds: {}",
+            recipe_holds_none(&path, seconds)
+        )));
+    }
+    let text = with_reward_seconds(&path, &file, seconds, (source, "your reward functions"))?;
+    if let Some(text) = &text {
+        write_back::check_unchanged(file.source.as_ref())?;
+        write_atomically(&path, text, true)?;
+    }
+    let said = if json {
+        json_text(&serde_json::json!({
+            "file": path.display().to_string(),
+            "reward_seconds": seconds,
+            "written": text.is_some(),
+        }))?
+    } else {
+        format!(
+            "reward functions: {seconds} s a completion: {} {} as `[grpofit] reward_seconds`\n",
+            if text.is_some() {
+                "written to"
+            } else {
+                "already in"
+            },
+            path.display()
+        )
+    };
+    emit(|o| o.write_all(said.as_bytes())).map_err(unwritten(FITS))?;
+    Ok(FITS)
 }

@@ -182,9 +182,13 @@ pub(crate) enum Command {
         /// Remove calibration.toml: the built-in values again.
         #[arg(long, conflicts_with = "logs")]
         reset: bool,
-        /// One JSON object: `file`, `learned`.
+        /// One JSON object: `file`, `learned`, `reward_seconds`.
         #[arg(long)]
         json: bool,
+        /// Write this many seconds a completion as `[grpofit] reward_seconds` into --config's
+        /// run file, without a log (what Python's `grpofit.time_rewards` measured).
+        #[arg(long, value_name = "SECONDS", conflicts_with_all = ["logs", "reset"], value_parser = reward_seconds)]
+        reward_seconds: Option<f64>,
     },
     /// List the built-in model catalog (any other model: its config.json in the Hugging Face
     /// cache, `[grpofit] model_config`, or fetched from the Hub unless --offline).
@@ -321,6 +325,11 @@ impl VersionFlags {
 /// the value, and exits 2).
 fn tflops(s: &str) -> Result<f64, String> {
     figure(s, grpofit_core::time::GPU_TFLOPS_RANGE)
+}
+
+/// `calibrate --reward-seconds`: as `[grpofit] reward_seconds`.
+fn reward_seconds(s: &str) -> Result<f64, String> {
+    figure(s, grpofit_core::time::rewards::REWARD_SECONDS_RANGE)
 }
 
 /// `--gpu-bandwidth`: as `[grpofit] gpu_bandwidth`.

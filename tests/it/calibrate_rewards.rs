@@ -185,3 +185,76 @@ fn a_log_without_reward_timings_or_with_reward_models_only_writes_nothing() {
         assert_eq!(std::fs::read_to_string(&run).unwrap(), run_file());
     }
 }
+
+/// `grpofit.time_rewards` measures the seconds in Python and hands them to the binary:
+/// `calibrate --reward-seconds` writes them as a learned value is written.
+#[test]
+fn reward_seconds_given_are_written_into_the_run_file_to_three_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_dir = dir.path().join("config");
+    let run = dir.path().join("run.toml");
+    std::fs::write(&run, run_file()).unwrap();
+    let given = |seconds: &str| {
+        let mut c = grpofit(&config_dir);
+        c.args(["calibrate", "--reward-seconds", seconds, "--config"])
+            .arg(&run);
+        c
+    };
+    let said = stdout_of(&mut given("0.0123456"));
+    assert!(
+        said.contains(&format!(
+            "reward functions: 0.0123 s a completion: written to {} as `[grpofit] reward_seconds`",
+            run.display()
+        )),
+        "{said}"
+    );
+    let written = std::fs::read_to_string(&run).unwrap();
+    assert!(written.contains("reward_seconds = 0.0123\n"), "{written}");
+    for line in run_file().lines() {
+        assert!(written.contains(line), "{line:?} lost:\n{written}");
+    }
+    let (_, v) = step_seconds(&config_dir, &run);
+    assert!(
+        (rewards_phase(&v) - 0.0123 * COMPLETIONS).abs() < 1e-12,
+        "{v}"
+    );
+    let again: Value = serde_json::from_str(&stdout_of(given("0.0123").arg("--json"))).unwrap();
+    assert_eq!(again["written"], Value::Bool(false), "{again}");
+    assert_eq!(std::fs::read_to_string(&run).unwrap(), written);
+
+    // no run file, out of range, a TRL recipe: exit 2, named, nothing written
+    let recipe = dir.path().join("recipe.yaml");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let yaml = std::fs::read_to_string(root.join("tests/fixtures/journeys/trl-docs-grpo.yaml"));
+    std::fs::write(&recipe, yaml.unwrap()).unwrap();
+    let mut on_recipe = grpofit(&config_dir);
+    on_recipe.args([
+        "--offline",
+        "calibrate",
+        "--reward-seconds",
+        "0.5",
+        "--config",
+    ]);
+    let mut no_file = grpofit(&config_dir);
+    no_file.args(["calibrate", "--reward-seconds", "0.5"]);
+    for (mut c, needle) in [
+        (
+            no_file,
+            "no run file to write it into: pass --config run.toml",
+        ),
+        (given("1e9"), "out of range, expected 0 to 86400"),
+        (
+            {
+                on_recipe.arg(&recipe);
+                on_recipe
+            },
+            "is a TRL recipe, which holds no `[grpofit]` key",
+        ),
+    ] {
+        let out = c.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+    assert_eq!(std::fs::read_to_string(&run).unwrap(), written);
+}

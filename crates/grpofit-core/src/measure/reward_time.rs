@@ -93,16 +93,21 @@ pub struct LearnedRewards {
 }
 
 impl LearnedRewards {
-    /// `per_completion` to three significant figures: what `check` says to set and `calibrate`
-    /// writes (a median over a few steps holds no more).
+    /// `per_completion` as `calibrate` writes it ([`three_figures`]).
     pub fn reward_seconds(&self) -> f64 {
-        let x = self.per_completion;
-        if !(x.is_finite() && x > 0.0) {
-            return 0.0;
-        }
-        let scale = 10f64.powi(2 - x.log10().floor() as i32);
-        (x * scale).round() / scale
+        three_figures(self.per_completion)
     }
+}
+
+/// Seconds a completion to three significant figures: what `check` says to set and `calibrate`
+/// writes, from a log or from Python's `grpofit.time_rewards` (a median over a few steps or
+/// calls holds no more); 0 for nothing or a value that is no number.
+pub fn three_figures(x: f64) -> f64 {
+    if !(x.is_finite() && x > 0.0) {
+        return 0.0;
+    }
+    let scale = 10f64.powi(2 - x.log10().floor() as i32);
+    (x * scale).round() / scale
 }
 
 /// Why a log teaches nothing of `reward_seconds`.
