@@ -100,10 +100,16 @@ def _note_rewards(trainer):
 
 
 def _replace_everywhere(profiling, original, replacement):
-    # the trainer's module (and Unsloth's compiled one) holds its own name for the function
+    # the trainer's module (and Unsloth's compiled one) holds its own name for the function;
+    # read each module's own names, never `getattr`: a lazy module (transformers') would import
+    # on the lookup, and fail where an optional package is missing
     profiling.profiling_context = replacement
     for module in list(sys.modules.values()):
-        if module is not profiling and getattr(module, "profiling_context", None) is original:
+        try:
+            held = vars(module).get("profiling_context")
+        except TypeError:  # no __dict__
+            continue
+        if module is not profiling and held is original:
             module.profiling_context = replacement
 
 

@@ -178,6 +178,15 @@ class CallbackTest(unittest.TestCase):
             with self.subTest(kind=kind):
                 profiling, context = self.fake_profiling(kind)
                 sys.modules["trl.extras.profiling"] = profiling
+                # transformers' lazy module: a name looked up imports, and fails where an
+                # optional package is missing (torchvision, for trl 1.16's transformers)
+                lazy = types.ModuleType("lazy_stand_in")
+
+                def missing(name):
+                    raise ModuleNotFoundError("No module named 'torchvision'")
+
+                lazy.__getattr__ = missing
+                sys.modules["lazy_stand_in"] = lazy
                 try:
                     self.module = load_callback(self.cuda)
                     path = os.path.join(self.dir.name, f"{kind}.jsonl")
@@ -198,6 +207,7 @@ class CallbackTest(unittest.TestCase):
                         self.assertEqual(timings["vLLM.generate"], 0.5)
                     self.assertNotIn("trl_timings", two, "each step's own timings")
                 finally:
+                    sys.modules.pop("lazy_stand_in", None)
                     sys.modules.pop("trl.extras.profiling", None)
                     sys.modules.pop("trl.trainer.grpo_trainer", None)
                     self.module._LISTENERS.clear()

@@ -214,6 +214,49 @@ mod tests {
         assert_eq!(learn_rewards(&log, 8), Err(RewardsNotLearned::NotTimed));
     }
 
+    /// The callback on the real trainers (calibration/reward-timings: two CPU steps of each
+    /// release with a sync function sleeping 0.05 s, an async one 0.08 s from 1.0, a model).
+    #[test]
+    fn the_real_trainers_step_lines_give_the_functions_apart_from_the_model() {
+        for (release, text, has_async) in [
+            (
+                "0.16.1",
+                include_str!("../../../../calibration/reward-timings/trl-0.16.1.jsonl"),
+                false,
+            ),
+            (
+                "0.23.0",
+                include_str!("../../../../calibration/reward-timings/trl-0.23.0.jsonl"),
+                false,
+            ),
+            (
+                "1.0.0",
+                include_str!("../../../../calibration/reward-timings/trl-1.0.0.jsonl"),
+                true,
+            ),
+            (
+                "1.16.0",
+                include_str!("../../../../calibration/reward-timings/trl-1.16.0.jsonl"),
+                true,
+            ),
+        ] {
+            let log = parse_log(text, release).unwrap();
+            assert_eq!(log.steps.len(), 2, "{release}");
+            for s in &log.steps {
+                let r = s.rewards.expect(release);
+                let functions = r.functions.expect(release);
+                let least = if has_async { 0.05 + 0.08 } else { 0.05 };
+                assert!(
+                    (least..least + 0.05).contains(&functions),
+                    "{release}: {functions}"
+                );
+                assert!(r.models.is_some_and(|m| m > 0.0), "{release}");
+            }
+            let l = learn_rewards(&log, 4).expect(release);
+            assert_eq!(l.steps, 1, "the first step left out");
+        }
+    }
+
     #[test]
     fn a_bad_kind_is_named_with_its_line() {
         let text = step(1, json!({"a": 1.0}), json!({"a": 3}));
