@@ -6,7 +6,7 @@
 //! `[grpofit] reward_seconds` (`calibrate_rewards`).
 
 use crate::calibrate_rewards::{self as rewards, ReadLog};
-use crate::cli::Source;
+use crate::cli::{CalibrateArgs, Source};
 use crate::inputs::{calibration_path, load_calibration};
 use crate::output::*;
 use grpofit_core::config::export::write_atomically;
@@ -16,18 +16,18 @@ use grpofit_core::memory::estimate::CUDA_CONTEXT;
 use grpofit_core::time::Efficiencies;
 use grpofit_core::units::format_size;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-pub(crate) fn run_calibrate(
-    logs: &[PathBuf],
-    reset: bool,
-    json: bool,
-    source: &Source,
-) -> Result<u8, Failure> {
+/// `calibrate`: from `logs`, or `--reset`, or `--reward-seconds` given (`calibrate_rewards`).
+pub(crate) fn run_calibrate(args: &CalibrateArgs, source: &Source) -> Result<u8, Failure> {
+    let (logs, json) = (&args.logs, args.json);
+    if let Some(seconds) = args.reward_seconds {
+        return rewards::run_given(seconds, json, source);
+    }
     let path = calibration_path().ok_or_else(|| {
         "no config folder: set GRPOFIT_CONFIG_DIR to the folder for calibration.toml".to_string()
     })?;
-    if reset {
+    if args.reset {
         return forget(&path);
     }
     if logs.is_empty() {

@@ -10,7 +10,7 @@ use grpofit_core::config::RunFile;
 use grpofit_core::config::export::{ExportContext, write_atomically};
 use grpofit_core::config::write_back;
 use grpofit_core::measure::measured::RunLog;
-use grpofit_core::measure::reward_time::{LearnedRewards, learn_rewards, three_figures};
+use grpofit_core::measure::reward_seconds::{LearnedRewards, learn_rewards, three_figures};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

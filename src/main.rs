@@ -125,14 +125,7 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
             append,
             &command,
         ),
-        Some(Command::Calibrate {
-            json,
-            reward_seconds: Some(seconds),
-            ..
-        }) => calibrate_rewards::run_given(seconds, json, &cli.source),
-        Some(Command::Calibrate {
-            logs, reset, json, ..
-        }) => calibrate::run_calibrate(&logs, reset, json, &cli.source),
+        Some(Command::Calibrate(args)) => calibrate::run_calibrate(&args, &cli.source),
         Some(Command::Check {
             log,
             source,

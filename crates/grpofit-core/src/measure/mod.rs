@@ -11,6 +11,7 @@ pub mod lines;
 pub mod measured;
 mod median;
 pub mod predicted_time;
+pub mod reward_seconds;
 pub mod reward_time;
 pub mod step_time;
 pub mod tail;

@@ -6,7 +6,7 @@ use crate::hardware;
 use crate::measure::measured::RunLog;
 use crate::measure::median::median_of;
 pub use crate::measure::predicted_time::{OutOfRange, PredictedTime};
-use crate::measure::reward_time::{self, LearnedRewards};
+use crate::measure::reward_seconds::{self, LearnedRewards};
 use crate::time::{Efficiencies, StepTime};
 use serde::Serialize;
 
@@ -285,7 +285,7 @@ pub fn compare(predicted: &StepTime, log: &RunLog, completions: u64) -> Option<S
     });
     let reward_seconds = rewards
         .filter(|r| rewards_are_the_gap(*r, predicted.seconds, measured))
-        .and_then(|_| reward_time::learn_rewards(log, completions).ok());
+        .and_then(|_| reward_seconds::learn_rewards(log, completions).ok());
     Some(StepTimeCheck {
         predicted_seconds: predicted.seconds,
         measured_seconds: measured,

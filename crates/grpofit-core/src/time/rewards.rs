@@ -23,7 +23,7 @@ pub(super) fn seconds(run: &RunConfig, keys: &TimeKeys) -> f64 {
 
 /// The completions each process scores in one optimizer step: its micro-batches' rows, as
 /// Unsloth raises them. `calibrate` divides the reward functions' measured seconds a step by
-/// the same count (`measure::reward_time::learn_rewards`).
+/// the same count (`measure::reward_seconds::learn_rewards`).
 pub fn completions_scored(run: &RunConfig) -> u64 {
     run.running_micro_batch().saturating_mul(run.grad_accum)
 }
