@@ -128,7 +128,8 @@ pub(crate) fn plan(logs: &[ReadLog], source: &Source) -> Result<Vec<RewardWrite>
                 }
             },
         };
-        let completions = grpofit_core::time::rewards::completions_scored(&by_run[at].1.run);
+        let completions =
+            grpofit_core::measure::reward_seconds::completions_timed(&by_run[at].1.run);
         match learn_rewards(&log.log, completions) {
             Ok(l) => by_run[at].2.push((l, log.shown.clone())),
             Err(why) => note_unlearned(log, &why.to_string()),

@@ -163,7 +163,7 @@ pub(crate) fn checked(
 ) {
     let timed = predict(speed, file, &file.run, est, eff);
     let check = timed.as_ref().ok().and_then(|t| {
-        let completions = grpofit_core::time::rewards::completions_scored(&file.run);
+        let completions = grpofit_core::measure::reward_seconds::completions_timed(&file.run);
         grpofit_core::measure::step_time::compare(t, log, completions)
     });
     (timed, check)

@@ -1,9 +1,24 @@
 //! `[grpofit] reward_seconds` learned from a run log: the reward functions' seconds TRL timed in
-//! each step (`reward_time`), the median over the steps, over the completions each process
-//! scores in a step (`time::rewards::completions_scored`, the count the estimate charges it on).
+//! each step (`reward_time`), the median over the steps that timed them, over the completions
+//! each process scored in such a step ([`completions_timed`]).
 
 use crate::measure::measured::RunLog;
+use crate::run::RunConfig;
 use serde::Serialize;
+
+/// The completions each process scores in a step whose rewards TRL timed: TRL generates and
+/// scores one generation batch (`RunConfig::generation_rows`: the micro-batch's rows x
+/// `steps_per_generation`) every `steps_per_generation x num_iterations` micro-steps (trl
+/// 1.15.0 `_prepare_inputs`), so a step scores one batch, or as many as its micro-steps start
+/// when they start more than one. With the defaults, the micro-batch's rows x the gradient
+/// accumulation, what the estimate's `rewards` phase charges a step (`time::rewards`).
+pub fn completions_timed(run: &RunConfig) -> u64 {
+    let every = run
+        .steps_per_generation()
+        .saturating_mul(run.num_iterations.max(1));
+    let batches = (run.grad_accum / every).max(1);
+    run.generation_rows().saturating_mul(batches)
+}
 
 /// What a log teaches of `reward_seconds`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -15,7 +30,7 @@ pub struct LearnedRewards {
     pub step_seconds: f64,
     /// the steps it is taken over
     pub steps: usize,
-    /// the completions each process scores in a step (`time::rewards::completions_scored`)
+    /// the completions each process scored in a timed step ([`completions_timed`])
     pub completions: u64,
 }
 
@@ -78,6 +93,24 @@ pub fn learn_rewards(log: &RunLog, completions: u64) -> Result<LearnedRewards, R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::arch::catalog;
+
+    #[test]
+    fn a_timed_step_scores_one_generation_batch_or_every_batch_it_starts() {
+        let mut run = RunConfig::example(catalog::find("Qwen/Qwen2.5-7B-Instruct").unwrap().arch);
+        run.micro_batch = 4;
+        run.grad_accum = 4;
+        run.num_generations = 4;
+        // the defaults: one batch of the step's 4 micro-batches
+        assert_eq!(completions_timed(&run), 16);
+        // a batch of two steps' micro-batches, scored in every other step
+        run.steps_per_generation = Some(8);
+        assert_eq!(completions_timed(&run), 32);
+        // a batch of one micro-batch, reused twice: two batches a step
+        run.steps_per_generation = Some(1);
+        run.num_iterations = 2;
+        assert_eq!(completions_timed(&run), 8);
+    }
     use crate::measure::measured::parse_log;
     use serde_json::{Value, json};
 

@@ -275,7 +275,7 @@ pub fn rewards_are_the_gap(rewards: PhaseCheck, predicted: f64, measured: f64) -
 }
 
 /// `predicted` against the log; `None` when no step line carries its seconds. `completions`:
-/// those each process scores in a step (`time::rewards::completions_scored`), over which the
+/// those each process scores in a timed step (`reward_seconds::completions_timed`), over which the
 /// reward functions' seconds make `reward_seconds`.
 pub fn compare(predicted: &StepTime, log: &RunLog, completions: u64) -> Option<StepTimeCheck> {
     let (measured, steps) = measured_seconds(log)?;

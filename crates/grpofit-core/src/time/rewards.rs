@@ -18,14 +18,8 @@ pub const REWARD_SECONDS_RANGE: (f64, f64) = (0.0, 86_400.0);
 /// them), all processes in parallel.
 pub(super) fn seconds(run: &RunConfig, keys: &TimeKeys) -> f64 {
     let per_completion = keys.reward_seconds.unwrap_or(0.0).max(0.0);
-    per_completion * completions_scored(run) as f64
-}
-
-/// The completions each process scores in one optimizer step: its micro-batches' rows, as
-/// Unsloth raises them. `calibrate` divides the reward functions' measured seconds a step by
-/// the same count (`measure::reward_seconds::learn_rewards`).
-pub fn completions_scored(run: &RunConfig) -> u64 {
-    run.running_micro_batch().saturating_mul(run.grad_accum)
+    let completions = run.running_micro_batch().saturating_mul(run.grad_accum) as f64;
+    per_completion * completions
 }
 
 #[cfg(test)]
