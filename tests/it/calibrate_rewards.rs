@@ -146,6 +146,16 @@ fn calibrate_writes_the_reward_functions_seconds_and_the_estimate_counts_them() 
     let said = stdout_of(grpofit(&config_dir).args(["calibrate", log.to_str().unwrap()]));
     assert!(said.contains("already in"), "{said}");
     assert_eq!(std::fs::read_to_string(&run).unwrap(), written);
+    let mut json = grpofit(&config_dir);
+    json.args(["calibrate", "--json", log.to_str().unwrap()]);
+    let v: Value = serde_json::from_str(&stdout_of(&mut json)).unwrap();
+    let r = &v["reward_seconds"][0];
+    assert_eq!(r["reward_seconds"], Value::from(per_completion), "{v}");
+    assert_eq!(
+        (&r["completions"], &r["steps"], &r["written"]),
+        (&Value::from(16), &Value::from(3), &Value::Bool(false)),
+        "{v}"
+    );
 }
 
 #[test]
