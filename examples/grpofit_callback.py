@@ -18,6 +18,12 @@ times its own phases, those timings (`trl_timings`: seconds a step by name, "vLL
 `trl.extras.profiling` (`profiling_context` from TRL 0.16, the `ProfilingContext` class from
 1.0) but hands them only to Weights & Biases, MLflow or Trackio, never to the trainer's logs:
 the callback wraps that module to read them as well, and changes nothing of what it reports.
+TRL times each reward under its own name (`_calculate_rewards`: `profiling_context(self,
+reward_func_name)`, trl 0.16 to 1.16; Unsloth's compiled trainer keeps that method): the step
+line's `reward_funcs` says which of its timings are rewards and of what kind, "function" (the
+user's Python function), "async" (TRL 1.0 on runs those together, `asyncio.gather`) or "model"
+(a reward model's forward, on the GPU), read from the trainer's `reward_funcs` and
+`reward_func_names` (trl 0.17 on; 0.16 names a model "reward NAME").
 
 torch's counters (`max_memory_allocated`, `max_memory_reserved`) count every tensor of this
 process: the weights, adapters and optimizer states as well as the step's activations, and a
@@ -26,6 +32,7 @@ context included).
 """
 
 import contextlib
+import inspect
 import json
 import os
 import sys
@@ -47,12 +54,63 @@ def _version(package):
 # the callbacks that read TRL's timings: the wrap is made once per process, and reads into each
 _LISTENERS = []
 
+# the rewards' names as TRL times them, and their kind ("function", "async", "model")
+_REWARD_KINDS = {}
+
 
 def _heard(name, seconds):
     # "GRPOTrainer.vLLM.generate": the trainer's class name first (UnslothGRPOTrainer...)
     short = name.split(".", 1)[1] if "." in name else name
     for listener in _LISTENERS:
         listener._timings[short] = listener._timings.get(short, 0.0) + seconds
+
+
+def _reward_kind(func):
+    module = getattr(getattr(sys.modules.get("torch"), "nn", None), "Module", None)
+    if module is not None and isinstance(func, module):
+        return "model"
+    # trl 1.16 `is_async_callable`: a function, a partial, or a class whose __call__ is async
+    target = getattr(func, "func", func)
+    if inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(
+        getattr(target, "__call__", None)
+    ):
+        return "async"
+    return "function"
+
+
+def _reward_name(func):
+    # trl 0.16 `_calculate_rewards`, before `reward_func_names`
+    config = getattr(func, "config", None)
+    if config is not None:
+        return "reward " + str(getattr(config, "_name_or_path", "")).split("/")[-1]
+    return getattr(func, "__name__", None)
+
+
+def _note_rewards(trainer):
+    """The trainer's rewards' names and kinds into `_REWARD_KINDS`."""
+    funcs = getattr(trainer, "reward_funcs", None)
+    if not isinstance(funcs, (list, tuple)):
+        return
+    names = getattr(trainer, "reward_func_names", None)
+    for i, func in enumerate(funcs):
+        name = names[i] if isinstance(names, (list, tuple)) and i < len(names) else None
+        name = name or _reward_name(func)
+        if name:
+            _REWARD_KINDS[name] = _reward_kind(func)
+
+
+def _replace_everywhere(profiling, original, replacement):
+    # the trainer's module (and Unsloth's compiled one) holds its own name for the function;
+    # read each module's own names, never `getattr`: a lazy module (transformers') would import
+    # on the lookup, and fail where an optional package is missing
+    profiling.profiling_context = replacement
+    for module in list(sys.modules.values()):
+        try:
+            held = vars(module).get("profiling_context")
+        except TypeError:  # no __dict__
+            continue
+        if module is not profiling and held is original:
+            module.profiling_context = replacement
 
 
 def _time_trl_phases():
@@ -66,33 +124,38 @@ def _time_trl_phases():
     if getattr(profiling, "_grpofit_timed", False):
         return
     profiling._grpofit_timed = True
+    original = getattr(profiling, "profiling_context", None)
     context = getattr(profiling, "ProfilingContext", None)
     if context is not None:
         # TRL 1.0 on: every profiled block ends in `_log_metrics(duration)`
-        original = context._log_metrics
+        log_metrics = context._log_metrics
 
         def _log_metrics(self, duration):
             _heard(self.name, duration)
-            return original(self, duration)
+            return log_metrics(self, duration)
 
         context._log_metrics = _log_metrics
+        if original is not None:
+
+            def profiling_context_class(trainer, name):
+                _note_rewards(trainer)
+                return original(trainer, name)
+
+            _replace_everywhere(profiling, original, profiling_context_class)
         return
-    original = getattr(profiling, "profiling_context", None)
     if original is None:
         return
 
-    # TRL 0.16 to 0.26: a generator context; the trainer's module holds its own name for it
+    # TRL 0.16 to 0.26: a generator context
     @contextlib.contextmanager
     def profiling_context(trainer, name):
+        _note_rewards(trainer)
         started = time.perf_counter()
         with original(trainer, name):
             yield
         _heard(f"{trainer.__class__.__name__}.{name}", time.perf_counter() - started)
 
-    profiling.profiling_context = profiling_context
-    for module in list(sys.modules.values()):
-        if module is not profiling and getattr(module, "profiling_context", None) is original:
-            module.profiling_context = profiling_context
+    _replace_everywhere(profiling, original, profiling_context)
 
 
 class GrpofitCallback(TrainerCallback):
@@ -162,4 +225,7 @@ class GrpofitCallback(TrainerCallback):
         }
         if self._timings:
             record["trl_timings"] = dict(self._timings)
+            rewards = {n: k for n, k in _REWARD_KINDS.items() if n in self._timings}
+            if rewards:
+                record["reward_funcs"] = rewards
         self._write(record)

@@ -1,8 +1,12 @@
 //! `grpofit calibrate`: learns, from run logs, the CUDA context of the user's GPU model and
 //! stack, the allocator's slack ratio, and the step time's efficiencies where `grpofit run`
 //! predicted the step (grpofit_core::measure::calibration, `step_time`), keeps them in
-//! `<config dir>/calibration.toml`, and says what it learned and how uncertain it is.
+//! `<config dir>/calibration.toml`, and says what it learned and how uncertain it is; and the
+//! reward functions' seconds a completion where TRL timed them, written into the run file as
+//! `[grpofit] reward_seconds` (`calibrate_rewards`).
 
+use crate::calibrate_rewards::{self as rewards, ReadLog};
+use crate::cli::{CalibrateArgs, Source};
 use crate::inputs::{calibration_path, load_calibration};
 use crate::output::*;
 use grpofit_core::config::export::write_atomically;
@@ -12,13 +16,18 @@ use grpofit_core::memory::estimate::CUDA_CONTEXT;
 use grpofit_core::time::Efficiencies;
 use grpofit_core::units::format_size;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-pub(crate) fn run_calibrate(logs: &[PathBuf], reset: bool, json: bool) -> Result<u8, Failure> {
+/// `calibrate`: from `logs`, or `--reset`, or `--reward-seconds` given (`calibrate_rewards`).
+pub(crate) fn run_calibrate(args: &CalibrateArgs, source: &Source) -> Result<u8, Failure> {
+    let (logs, json) = (&args.logs, args.json);
+    if let Some(seconds) = args.reward_seconds {
+        return rewards::run_given(seconds, json, source);
+    }
     let path = calibration_path().ok_or_else(|| {
         "no config folder: set GRPOFIT_CONFIG_DIR to the folder for calibration.toml".to_string()
     })?;
-    if reset {
+    if args.reset {
         return forget(&path);
     }
     if logs.is_empty() {
@@ -27,10 +36,14 @@ pub(crate) fn run_calibrate(logs: &[PathBuf], reset: bool, json: bool) -> Result
         ));
     }
     // every log first: one that teaches nothing stops the command before the file changes
-    let samples = logs
+    let (samples, read): (Vec<_>, Vec<ReadLog>) = logs
         .iter()
         .map(|log| learn_from(log))
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .unzip();
+    // and each run file's `reward_seconds`, read back before anything is written
+    let reward_writes = rewards::plan(&read, source)?;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
@@ -48,6 +61,7 @@ pub(crate) fn run_calibrate(logs: &[PathBuf], reset: bool, json: bool) -> Result
     }
     write_atomically(&path, &calibration::to_toml(&calibration), true)?;
     drop(lock);
+    rewards::write(&reward_writes)?;
     let entries: Vec<&Entry> = learned
         .iter()
         .filter_map(|(g, s)| calibration.find(g, s))
@@ -56,9 +70,14 @@ pub(crate) fn run_calibrate(logs: &[PathBuf], reset: bool, json: bool) -> Result
         json_text(&serde_json::json!({
             "file": path.display().to_string(),
             "learned": entries.iter().map(|e| entry_json(e)).collect::<Vec<_>>(),
+            "reward_seconds": reward_writes.iter().map(rewards::RewardWrite::json).collect::<Vec<_>>(),
         }))?
     } else {
         let mut t: String = entries.iter().map(|e| entry_text(e)).collect();
+        t += &reward_writes
+            .iter()
+            .map(rewards::RewardWrite::said)
+            .collect::<String>();
         t += &format!(
             "stored in {}: `grpofit estimate` uses it on a GPU of the same name and stack\n",
             path.display()
@@ -69,8 +88,10 @@ pub(crate) fn run_calibrate(logs: &[PathBuf], reset: bool, json: bool) -> Result
     Ok(FITS)
 }
 
-/// One log's GPU, stack and measurement; errors name the log.
-fn learn_from(log: &Path) -> Result<(String, String, calibration::RunSample), String> {
+/// One log's GPU, stack and measurement, and the log read; errors name the log.
+type Learned = ((String, String, calibration::RunSample), ReadLog);
+
+fn learn_from(log: &Path) -> Result<Learned, String> {
     let shown = std::path::absolute(log)
         .unwrap_or_else(|_| log.to_path_buf())
         .display()
@@ -86,7 +107,14 @@ fn learn_from(log: &Path) -> Result<(String, String, calibration::RunSample), St
             "grpofit: note: {shown}: step time not learned: {why}"
         ));
     }
-    calibration::learn(&run_log, &shown).map_err(|e| e.to_string())
+    let sample = calibration::learn(&run_log, &shown).map_err(|e| e.to_string())?;
+    Ok((
+        sample,
+        ReadLog {
+            shown,
+            log: run_log,
+        },
+    ))
 }
 
 /// `--reset`: the file removed, or nothing to remove.

@@ -170,19 +170,13 @@ pub(crate) enum Command {
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<std::ffi::OsString>,
     },
-    /// Learn from run logs, per GPU model (NVML's name) and stack, the CUDA context of your card
-    /// and the allocator's slack ratio; kept in <config dir>/grpofit/calibration.toml
-    /// ($GRPOFIT_CONFIG_DIR overrides the folder), used by the estimate on a GPU of that name.
-    Calibrate {
-        /// Run logs written by `grpofit run` (with the callback's step lines).
-        logs: Vec<PathBuf>,
-        /// Remove calibration.toml: the built-in values again.
-        #[arg(long, conflicts_with = "logs")]
-        reset: bool,
-        /// One JSON object: `file`, `learned`.
-        #[arg(long)]
-        json: bool,
-    },
+    /// Learn from run logs, per GPU model (NVML's name) and stack, the CUDA context of your card,
+    /// the allocator's slack ratio and the step time's efficiencies; kept in <config
+    /// dir>/grpofit/calibration.toml ($GRPOFIT_CONFIG_DIR overrides the folder), used by the
+    /// estimate on a GPU of that name. Where TRL timed your reward functions, their seconds a
+    /// completion are written into the run file the log names (or --config) as `[grpofit]
+    /// reward_seconds`, every other key and comment kept.
+    Calibrate(CalibrateArgs),
     /// List the built-in model catalog (any other model: its config.json in the Hugging Face
     /// cache, `[grpofit] model_config`, or fetched from the Hub unless --offline).
     Models {
@@ -318,6 +312,28 @@ impl VersionFlags {
 /// the value, and exits 2).
 fn tflops(s: &str) -> Result<f64, String> {
     figure(s, grpofit_core::time::GPU_TFLOPS_RANGE)
+}
+
+/// `grpofit calibrate`'s arguments.
+#[derive(Args, Debug)]
+pub(crate) struct CalibrateArgs {
+    /// Run logs written by `grpofit run` (with the callback's step lines).
+    pub logs: Vec<PathBuf>,
+    /// Remove calibration.toml: the built-in values again.
+    #[arg(long, conflicts_with = "logs")]
+    pub reset: bool,
+    /// One JSON object: `file`, `learned`, `reward_seconds`.
+    #[arg(long)]
+    pub json: bool,
+    /// Write this many seconds a completion as `[grpofit] reward_seconds` into --config's run
+    /// file, without a log (what Python's `grpofit.time_rewards` measured).
+    #[arg(long, value_name = "SECONDS", conflicts_with_all = ["logs", "reset"], value_parser = reward_seconds)]
+    pub reward_seconds: Option<f64>,
+}
+
+/// `calibrate --reward-seconds`: as `[grpofit] reward_seconds`.
+fn reward_seconds(s: &str) -> Result<f64, String> {
+    figure(s, grpofit_core::time::rewards::REWARD_SECONDS_RANGE)
 }
 
 /// `--gpu-bandwidth`: as `[grpofit] gpu_bandwidth`.

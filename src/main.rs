@@ -3,6 +3,7 @@ use std::io;
 use std::process::ExitCode;
 
 mod calibrate;
+mod calibrate_rewards;
 mod cli;
 mod commands;
 mod diagnose_command;
@@ -124,9 +125,7 @@ fn dispatch(cli: Cli) -> Result<u8, Failure> {
             append,
             &command,
         ),
-        Some(Command::Calibrate { logs, reset, json }) => {
-            calibrate::run_calibrate(&logs, reset, json)
-        }
+        Some(Command::Calibrate(args)) => calibrate::run_calibrate(&args, &cli.source),
         Some(Command::Check {
             log,
             source,

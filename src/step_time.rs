@@ -68,7 +68,7 @@ fn left_out(t: &StepTime) -> &'static str {
     if t.reward_functions_timed {
         "not counted: logging, evaluation and other host work between steps"
     } else {
-        "not counted: the reward functions (give `[grpofit] reward_seconds`), logging, evaluation and other host work between steps"
+        "not counted: the reward functions (give `[grpofit] reward_seconds`, or `grpofit calibrate` learns it from a run's log), logging, evaluation and other host work between steps"
     }
 }
 
@@ -111,7 +111,7 @@ pub(crate) fn check_line(
                 "  generation: predicted {}, measured {} (TRL's own timings)\n",
                 time::seconds(g.predicted_seconds),
                 time::seconds(g.measured_seconds)
-            ))
+            )) + &rewards_lines(c)
         ),
         (Ok(t), None) => format!(
             "\nstep time: predicted {} on {}; the log's step lines carry no seconds\n",
@@ -121,6 +121,27 @@ pub(crate) fn check_line(
         (Err(why), None) => format!("\nstep time: not estimated: {why}\n"),
     };
     line + &calibrated_line(time)
+}
+
+/// `check`'s rewards line, where TRL timed them, and what to set when they are the step's miss.
+fn rewards_lines(c: &grpofit_core::measure::step_time::StepTimeCheck) -> String {
+    let Some(r) = c.rewards else {
+        return String::new();
+    };
+    let mut t = format!(
+        "  rewards: predicted {}, measured {} (TRL's own timings)\n",
+        time::seconds(r.predicted_seconds),
+        time::seconds(r.measured_seconds)
+    );
+    if let Some(l) = c.reward_seconds {
+        t += &format!(
+            "  the rewards are the gap: your reward functions take {} a step over the {} completions each process scores: set `[grpofit] reward_seconds = {}` (`grpofit calibrate LOG` writes it)\n",
+            time::seconds(l.step_seconds),
+            l.completions,
+            l.reward_seconds()
+        );
+    }
+    t
 }
 
 /// `device` (NVML's name, from a log) when the table knows the card.
@@ -141,9 +162,9 @@ pub(crate) fn checked(
     Option<grpofit_core::measure::step_time::StepTimeCheck>,
 ) {
     let timed = predict(speed, file, &file.run, est, eff);
-    let check = timed
-        .as_ref()
-        .ok()
-        .and_then(|t| grpofit_core::measure::step_time::compare(t, log));
+    let check = timed.as_ref().ok().and_then(|t| {
+        let completions = grpofit_core::measure::reward_seconds::completions_timed(&file.run);
+        grpofit_core::measure::step_time::compare(t, log, completions)
+    });
     (timed, check)
 }

@@ -9,6 +9,7 @@ its ``--json``; the notebook view is the SVG bar it draws (``--svg``). No estima
     grpofit.estimate(model={"model_name_or_path": "Qwen/Qwen2.5-1.5B-Instruct"},
                      lora=peft_config, grpo=grpo_config, gpu_mem="24GiB")
     grpofit.fit(preset="16gb", gpu_mem="12GiB").write("fitted.toml")
+    grpofit.time_rewards([accuracy_reward], completions, config="run.toml")  # reward_seconds
     from grpofit import GrpofitCallback                   # the measuring callback (needs torch)
 
 Importing this package imports neither torch nor transformers (nor trl, nor peft).
@@ -28,6 +29,7 @@ from ._errors import (
     NoRun,
 )
 from ._results import Check, Diagnosis, Estimate, Fit
+from ._rewards import time_rewards
 
 __all__ = [
     "ArgumentError",
@@ -49,6 +51,7 @@ __all__ = [
     "diagnose",
     "estimate",
     "fit",
+    "time_rewards",
 ]
 
 

@@ -13,7 +13,7 @@ use std::path::Path;
 
 /// A TRL run with vLLM colocated on one card: every term of its step takes an efficiency
 /// (no link between GPUs), so scaling them scales the whole step.
-const RUN: &str = r#"
+pub(super) const RUN: &str = r#"
 [grpofit]
 stack = "trl"
 max_prompt_length = 256
@@ -35,15 +35,15 @@ vllm_mode = "colocate"
 "#;
 
 /// The H100's NVML name: the log's device and the card the step is timed on.
-const H100: &str = "NVIDIA H100 80GB HBM3";
+pub(super) const H100: &str = "NVIDIA H100 80GB HBM3";
 
-fn grpofit(config_dir: &Path) -> Command {
+pub(super) fn grpofit(config_dir: &Path) -> Command {
     let mut c = Command::cargo_bin("grpofit").unwrap();
     c.arg("--no-gpu").env("GRPOFIT_CONFIG_DIR", config_dir);
     c
 }
 
-fn on_h100(config_dir: &Path, run: &Path, cmd: &[&str]) -> Command {
+pub(super) fn on_h100(config_dir: &Path, run: &Path, cmd: &[&str]) -> Command {
     let mut c = grpofit(config_dir);
     c.args(cmd)
         .args(["--config", run.to_str().unwrap(), "--gpu", H100])
@@ -51,7 +51,7 @@ fn on_h100(config_dir: &Path, run: &Path, cmd: &[&str]) -> Command {
     c
 }
 
-fn stdout_of(c: &mut Command) -> String {
+pub(super) fn stdout_of(c: &mut Command) -> String {
     let out = c.output().unwrap();
     assert_eq!(
         out.status.code(),
@@ -62,7 +62,7 @@ fn stdout_of(c: &mut Command) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn step_seconds(config_dir: &Path, run: &Path) -> (f64, Value) {
+pub(super) fn step_seconds(config_dir: &Path, run: &Path) -> (f64, Value) {
     let v: Value = serde_json::from_str(&stdout_of(&mut on_h100(
         config_dir,
         run,
@@ -74,7 +74,7 @@ fn step_seconds(config_dir: &Path, run: &Path) -> (f64, Value) {
 
 /// The callback's lines for a run whose steps take `seconds` (the first twice as long: it
 /// compiles and captures graphs), as a shell command appends them to `$GRPOFIT_RUN_LOG`.
-fn callback_lines(seconds: &[f64]) -> String {
+pub(super) fn callback_lines(seconds: &[f64]) -> String {
     let gib = 1u64 << 30;
     let mut lines = vec![
         serde_json::json!({"kind": "start", "device": H100, "total": 80 * gib, "trl": "1.15.0"}),
@@ -86,7 +86,7 @@ fn callback_lines(seconds: &[f64]) -> String {
 }
 
 /// `grpofit run` on `run` with a command that writes the callback's lines into its log.
-fn run_logged(config_dir: &Path, run: &Path, log: &Path, lines: &str) {
+pub(super) fn run_logged(config_dir: &Path, run: &Path, log: &Path, lines: &str) {
     let dir = log.parent().unwrap();
     let lines_file = dir.join("callback.jsonl");
     std::fs::write(&lines_file, lines).unwrap();
@@ -101,7 +101,7 @@ fn run_logged(config_dir: &Path, run: &Path, log: &Path, lines: &str) {
 }
 
 /// The `prediction` line's `step_time` that `grpofit run` wrote into `log`.
-fn predicted_time(log: &Path) -> Value {
+pub(super) fn predicted_time(log: &Path) -> Value {
     let text = std::fs::read_to_string(log).unwrap();
     text.lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())

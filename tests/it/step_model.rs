@@ -266,7 +266,7 @@ fn the_step_line_names_the_log_prob_passes_and_says_what_it_leaves_out() {
     assert!(!out.stdout.contains("scoring"), "{}", out.stdout);
     assert!(
         out.stdout.contains(
-            "not counted: the reward functions (give `[grpofit] reward_seconds`), logging"
+            "not counted: the reward functions (give `[grpofit] reward_seconds`, or `grpofit calibrate` learns it from a run's log), logging"
         ),
         "{}",
         out.stdout

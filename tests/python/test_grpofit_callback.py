@@ -51,6 +51,8 @@ def load_callback(cuda):
     torch = types.ModuleType("torch")
     torch.cuda = cuda
     torch.__version__ = "2.11.0+stand-in"
+    torch.nn = types.ModuleType("torch.nn")
+    torch.nn.Module = type("Module", (), {})
     transformers = types.ModuleType("transformers")
     transformers.TrainerCallback = type("TrainerCallback", (), {})
     sys.modules["torch"] = torch
@@ -176,6 +178,15 @@ class CallbackTest(unittest.TestCase):
             with self.subTest(kind=kind):
                 profiling, context = self.fake_profiling(kind)
                 sys.modules["trl.extras.profiling"] = profiling
+                # transformers' lazy module: a name looked up imports, and fails where an
+                # optional package is missing (torchvision, for trl 1.16's transformers)
+                lazy = types.ModuleType("lazy_stand_in")
+
+                def missing(name):
+                    raise ModuleNotFoundError("No module named 'torchvision'")
+
+                lazy.__getattr__ = missing
+                sys.modules["lazy_stand_in"] = lazy
                 try:
                     self.module = load_callback(self.cuda)
                     path = os.path.join(self.dir.name, f"{kind}.jsonl")
@@ -196,9 +207,55 @@ class CallbackTest(unittest.TestCase):
                         self.assertEqual(timings["vLLM.generate"], 0.5)
                     self.assertNotIn("trl_timings", two, "each step's own timings")
                 finally:
+                    sys.modules.pop("lazy_stand_in", None)
                     sys.modules.pop("trl.extras.profiling", None)
                     sys.modules.pop("trl.trainer.grpo_trainer", None)
                     self.module._LISTENERS.clear()
+
+    def test_steps_name_the_reward_functions_among_the_timings(self):
+        """TRL times each reward function under its name (`_calculate_rewards`); the step line
+        says which timings are rewards and of what kind, so that `grpofit calibrate` learns
+        `reward_seconds` from the functions alone (a reward model's forward is the GPU's)."""
+        for kind in ("class", "function"):
+            with self.subTest(kind=kind):
+                profiling, context = self.fake_profiling(kind)
+                sys.modules["trl.extras.profiling"] = profiling
+                try:
+                    self.module = load_callback(self.cuda)
+                    torch = sys.modules["torch"]
+
+                    def accuracy_reward(prompts, completions, **kwargs):
+                        return [1.0] * len(completions)
+
+                    async def judge(prompts, completions, **kwargs):
+                        return [0.0] * len(completions)
+
+                    model = torch.nn.Module()
+                    model.config = types.SimpleNamespace(_name_or_path="org/Skywork-RM")
+                    trainer = type("GRPOTrainer", (), {})()
+                    trainer.reward_funcs = [accuracy_reward, judge, model]
+                    if kind == "class":  # trl 0.17 on names them; 0.16 names them itself
+                        trainer.reward_func_names = ["accuracy_reward", "judge", "Skywork-RM"]
+                    path = os.path.join(self.dir.name, f"rewards-{kind}.jsonl")
+                    callback = self.module.GrpofitCallback(path)
+                    callback.on_train_begin(None, State(0), None)
+                    callback.on_step_begin(None, State(0), None)
+                    model_name = "Skywork-RM" if kind == "class" else "reward Skywork-RM"
+                    for name in ("vLLM.generate", "accuracy_reward", "judge", model_name):
+                        with context()(trainer, name):
+                            pass
+                    callback.on_step_end(None, State(1), None)
+                    _, step = self.records(path)
+                    self.assertEqual(
+                        step["reward_funcs"],
+                        {"accuracy_reward": "function", "judge": "async", model_name: "model"},
+                    )
+                    self.assertIn("accuracy_reward", step["trl_timings"])
+                finally:
+                    sys.modules.pop("trl.extras.profiling", None)
+                    sys.modules.pop("trl.trainer.grpo_trainer", None)
+                    self.module._LISTENERS.clear()
+                    self.module._REWARD_KINDS.clear()
 
 
 if __name__ == "__main__":

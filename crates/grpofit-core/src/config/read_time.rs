@@ -22,13 +22,14 @@ pub(super) fn read_time(t: &Tables) -> Result<TimeKeys, LoadError> {
         ));
     }
     let (tf, bw) = (GPU_TFLOPS_RANGE, GPU_BANDWIDTH_RANGE);
+    let rs = crate::time::rewards::REWARD_SECONDS_RANGE;
     Ok(TimeKeys {
         gpu,
         gpu_tflops: t.float(T::Grpofit, "gpu_tflops", tf.0, tf.1)?,
         gpu_bandwidth: t.float(T::Grpofit, "gpu_bandwidth", bw.0, bw.1)?,
         // a decimal as the trainer logs `completion_length`; above the cap it is timed at the cap
         mean_completion_length: t.float(T::Grpofit, "mean_completion_length", 1.0, 16_777_216.0)?,
-        reward_seconds: t.float(T::Grpofit, "reward_seconds", 0.0, 86_400.0)?,
+        reward_seconds: t.float(T::Grpofit, "reward_seconds", rs.0, rs.1)?,
         // `max_steps = -1` (the trainer's default) means "from the epochs"
         max_steps: match t.get(T::Grpo, "max_steps")?.and_then(|v| v.as_integer()) {
             Some(n) if n > 0 => Some(n as u64),

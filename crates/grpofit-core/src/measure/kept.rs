@@ -144,6 +144,7 @@ mod tests {
                     total: 24 * GIB,
                     seconds: Some(1.5),
                     generation_seconds: None,
+                    rewards: None,
                 }
             })
             .collect()

@@ -12,6 +12,7 @@
 
 use crate::measure::kept::{self, StepTally};
 use crate::measure::predicted_time::{self, PredictedTime};
+use crate::measure::reward_time::{self, StepRewards};
 use crate::memory::estimate::{Estimate, Part, Phase};
 use crate::run::{RunConfig, Stack};
 use serde::Serialize;
@@ -37,6 +38,8 @@ pub struct StepRecord {
     pub seconds: Option<f64>,
     /// the step's generation as TRL timed it (`trl_timings`, `predicted_time::GENERATION`)
     pub generation_seconds: Option<f64>,
+    /// the step's rewards as TRL timed them (`reward_funcs`, `reward_time`)
+    pub rewards: Option<StepRewards>,
 }
 
 impl StepRecord {
@@ -340,6 +343,11 @@ impl Fields<'_> {
                 .map_err(|o| LogProblem::Out(o).at(self.at))?,
             generation_seconds: predicted_time::generation(self.object.get("trl_timings"))
                 .map_err(|o| LogProblem::Out(o).at(self.at))?,
+            rewards: reward_time::step_rewards(
+                self.object.get("trl_timings"),
+                self.object.get("reward_funcs"),
+            )
+            .map_err(|o| LogProblem::Out(o).at(self.at))?,
         })
     }
 

@@ -15,6 +15,10 @@ pub struct PredictedTime {
     pub scaled: f64,
     /// the generation phase's share of them, and the part of it the efficiencies set
     pub generation: Option<(f64, f64)>,
+    /// the `rewards` phase's share of them, and the part of it the efficiencies set (the reward
+    /// models' forward; the rest is the reward functions' `reward_seconds`); None in a line
+    /// written before grpofit wrote it
+    pub rewards: Option<(f64, f64)>,
     /// the card's name in grpofit's table (`hardware::Card::name`), or the user's
     pub gpu: String,
     pub efficiencies: Efficiencies,
@@ -28,11 +32,14 @@ impl PredictedTime {
     pub fn json(t: &StepTime, slow: &StepTime, eff: &Efficiencies) -> Value {
         let part = |now: f64, doubled: f64| (doubled - now).clamp(0.0, now);
         let generation = t.phase("generation");
+        let rewards = t.phase("rewards");
         serde_json::json!({
             "seconds": t.seconds,
             "scaled": part(t.seconds, slow.seconds),
             "generation": generation,
             "generation_scaled": part(generation, slow.phase("generation")),
+            "rewards": rewards,
+            "rewards_scaled": part(rewards, slow.phase("rewards")),
             "gpu": t.gpu.name,
             "efficiencies": eff,
         })
@@ -75,6 +82,10 @@ impl PredictedTime {
             Some(g) => Some((g, part("generation_scaled", g)?.unwrap_or(g))),
             None => None,
         };
+        let rewards = match part("rewards", seconds)? {
+            Some(r) => Some((r, part("rewards_scaled", r)?.unwrap_or(0.0))),
+            None => None,
+        };
         let gpu = v
             .get("gpu")
             .and_then(Value::as_str)
@@ -103,6 +114,7 @@ impl PredictedTime {
             seconds,
             scaled,
             generation,
+            rewards,
             gpu: gpu.to_string(),
             efficiencies,
         }))

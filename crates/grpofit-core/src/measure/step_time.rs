@@ -3,8 +3,10 @@
 //! micro-batch's training inside it).
 
 use crate::hardware;
-use crate::measure::measured::{RunLog, StepRecord};
+use crate::measure::measured::RunLog;
+use crate::measure::median::median_of;
 pub use crate::measure::predicted_time::{OutOfRange, PredictedTime};
+use crate::measure::reward_seconds::{self, LearnedRewards};
 use crate::time::{Efficiencies, StepTime};
 use serde::Serialize;
 
@@ -63,7 +65,7 @@ pub fn learn_time(log: &RunLog) -> Result<TimeSample, TimeNotLearned> {
         .as_ref()
         .and_then(|p| p.step_time.as_ref())
         .ok_or(TimeNotLearned::NoPrediction)?;
-    let (measured, steps) = measured_seconds(log).ok_or(TimeNotLearned::NoSeconds)?;
+    let (whole, steps) = measured_seconds(log).ok_or(TimeNotLearned::NoSeconds)?;
     if let Some(device) = log.device() {
         let card = hardware::lookup(device).map(|c| c.name);
         if card.is_some_and(|c| c != predicted.gpu) {
@@ -77,6 +79,7 @@ pub fn learn_time(log: &RunLog) -> Result<TimeSample, TimeNotLearned> {
     // the step is s x scaled + fixed for efficiencies `used.slower_by(s)`: the fixed terms
     // (the link, vLLM's host work, rewards, saves) are taken as predicted
     let fixed = predicted.seconds - predicted.scaled;
+    let (measured, fixed) = without_reward_functions(log, predicted, whole, fixed);
     let scale = |measured: f64, fixed: f64, scaled: f64| {
         (scaled > 0.0 && measured > fixed).then(|| (measured - fixed) / scaled)
     };
@@ -106,7 +109,7 @@ pub fn learn_time(log: &RunLog) -> Result<TimeSample, TimeNotLearned> {
     let generation = generation.map(|((p, _), m)| (m, p));
     if let Some((key, value, expected)) = efficiencies.out_of_range() {
         return Err(TimeNotLearned::OutOfRange {
-            measured,
+            measured: whole,
             predicted: predicted.seconds,
             key,
             value,
@@ -114,12 +117,32 @@ pub fn learn_time(log: &RunLog) -> Result<TimeSample, TimeNotLearned> {
         });
     }
     Ok(TimeSample {
-        measured_seconds: measured,
+        measured_seconds: whole,
         steps: steps as u64,
         predicted_seconds: predicted.seconds,
         generation,
         efficiencies,
     })
+}
+
+/// The measured step and the terms no efficiency sets, both without the reward functions where
+/// TRL timed them (`reward_time`) and the prediction says what it charged them: efficiencies
+/// learned from a step whose rewards were not predicted would otherwise carry them, and carry
+/// them twice once `calibrate` writes `reward_seconds` too. A prediction line without its
+/// `rewards` (written before grpofit split them) leaves both whole.
+fn without_reward_functions(
+    log: &RunLog,
+    predicted: &PredictedTime,
+    measured: f64,
+    fixed: f64,
+) -> (f64, f64) {
+    let timed = median_of(log, |s| s.rewards?.functions).map(|(m, _)| m);
+    match (predicted.rewards, timed) {
+        (Some((p, p_scaled)), Some(m)) if m < measured => {
+            (measured - m, (fixed - (p - p_scaled)).max(0.0))
+        }
+        _ => (measured, fixed),
+    }
 }
 
 /// The `[[gpu.run]]` keys of a timed run in `calibration.toml`.
@@ -219,6 +242,14 @@ pub struct StepTimeCheck {
     /// the log carries it
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generation: Option<PhaseCheck>,
+    /// the `rewards` phase's predicted seconds and its median as TRL timed the rewards (the
+    /// callback's `reward_funcs`), where the log carries them
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rewards: Option<PhaseCheck>,
+    /// the `[grpofit] reward_seconds` the log measures, when the rewards are the step's miss
+    /// ([`rewards_are_the_gap`])
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reward_seconds: Option<LearnedRewards>,
 }
 
 /// One phase, predicted against measured.
@@ -233,34 +264,28 @@ pub fn measured_seconds(log: &RunLog) -> Option<(f64, usize)> {
     median_of(log, |r| r.seconds)
 }
 
-/// The median of `figure` over the log's step lines that have it, the first left out when
-/// there are others, and how many it is taken over.
-fn median_of(log: &RunLog, figure: fn(&StepRecord) -> Option<f64>) -> Option<(f64, usize)> {
-    let mut s: Vec<f64> = log
-        .steps
-        .iter()
-        .filter_map(figure)
-        .filter(|x| x.is_finite() && *x > 0.0)
-        .collect();
-    if s.len() > 1 {
-        s.remove(0);
-    }
-    if s.is_empty() {
-        return None;
-    }
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    let median = if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    };
-    Some((median, n))
+/// Whether the rewards are the step's miss: the step off by more than
+/// `measured::GOOD_WITHIN_PERCENT`, and the rewards' own miss (measured less predicted) the
+/// larger part of the step's, the same way.
+pub fn rewards_are_the_gap(rewards: PhaseCheck, predicted: f64, measured: f64) -> bool {
+    let step = measured - predicted;
+    let own = rewards.measured_seconds - rewards.predicted_seconds;
+    let off = step.abs() > crate::measure::measured::GOOD_WITHIN_PERCENT / 100.0 * measured;
+    off && own * step > 0.0 && own.abs() >= step.abs() / 2.0
 }
 
-/// `predicted` against the log; `None` when no step line carries its seconds.
-pub fn compare(predicted: &StepTime, log: &RunLog) -> Option<StepTimeCheck> {
+/// `predicted` against the log; `None` when no step line carries its seconds. `completions`:
+/// those each process scores in a timed step (`reward_seconds::completions_timed`), over which the
+/// reward functions' seconds make `reward_seconds`.
+pub fn compare(predicted: &StepTime, log: &RunLog, completions: u64) -> Option<StepTimeCheck> {
     let (measured, steps) = measured_seconds(log)?;
+    let rewards = median_of(log, |s| s.rewards.map(|r| r.phase())).map(|(m, _)| PhaseCheck {
+        predicted_seconds: predicted.phase("rewards"),
+        measured_seconds: m,
+    });
+    let reward_seconds = rewards
+        .filter(|r| rewards_are_the_gap(*r, predicted.seconds, measured))
+        .and_then(|_| reward_seconds::learn_rewards(log, completions).ok());
     Some(StepTimeCheck {
         predicted_seconds: predicted.seconds,
         measured_seconds: measured,
@@ -271,6 +296,8 @@ pub fn compare(predicted: &StepTime, log: &RunLog) -> Option<StepTimeCheck> {
             predicted_seconds: predicted.phase("generation"),
             measured_seconds: m,
         }),
+        rewards,
+        reward_seconds,
     })
 }
 
@@ -367,6 +394,55 @@ mod tests {
             e.ends_with("`trl_timings.vLLM.generate` = \"slow\": expected seconds from 0 up"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn reward_functions_timed_apart_are_kept_out_of_the_efficiencies() {
+        // predicted 10 s, none of it rewards; measured 25 s, 10 of them a reward function
+        let timed = |prediction: &str| {
+            let text = timed_log("NVIDIA H100 80GB HBM3", 10.0, &[25.0, 25.0])
+                .replace("\"seconds\": 10,", &format!("\"seconds\": 10,{prediction}"))
+                .replace(
+                    "\"seconds\": 25}",
+                    "\"seconds\": 25, \"trl_timings\": {\"accuracy\": 10.0, \"RM\": 2.0}, \"reward_funcs\": {\"accuracy\": \"function\", \"RM\": \"model\"}}",
+                );
+            learn_time(&parse_log(&text, "t").unwrap()).expect("learns")
+        };
+        // the 15 s left took 1.5x the 10 s predicted: the reward model's 2 s is GPU time, scaled
+        let t = timed(" \"rewards\": 0.0, \"rewards_scaled\": 0.0,");
+        assert!((t.efficiencies.matmul_peak - 0.24).abs() < 1e-12, "{t:?}");
+        assert_eq!(t.measured_seconds, 25.0);
+        // 4 s of reward functions predicted (`reward_seconds`) among the fixed terms: the rest
+        // 15 s against 6 s scaled
+        let t = timed(" \"scaled\": 6.0, \"rewards\": 4.0, \"rewards_scaled\": 0.0,");
+        assert!(
+            (t.efficiencies.matmul_peak - 0.36 / 2.5).abs() < 1e-12,
+            "{t:?}"
+        );
+        // a prediction line from before the split: the whole step scaled, as before
+        let t = timed("");
+        assert!(
+            (t.efficiencies.matmul_peak - 0.36 / 2.5).abs() < 1e-12,
+            "{t:?}"
+        );
+    }
+
+    #[test]
+    fn the_rewards_are_the_gap_when_they_make_most_of_the_miss() {
+        let r = |p, m| PhaseCheck {
+            predicted_seconds: p,
+            measured_seconds: m,
+        };
+        // 30 s measured against 12: 15 of the 18 are rewards
+        assert!(rewards_are_the_gap(r(0.0, 15.0), 12.0, 30.0));
+        // 5 of the 18: something else
+        assert!(!rewards_are_the_gap(r(0.0, 5.0), 12.0, 30.0));
+        // the step within 5 %
+        assert!(!rewards_are_the_gap(r(0.0, 1.0), 29.0, 30.0));
+        // the rewards slower, the step faster than predicted
+        assert!(!rewards_are_the_gap(r(0.0, 15.0), 40.0, 30.0));
+        // predicted too long, the rewards the reason
+        assert!(rewards_are_the_gap(r(20.0, 2.0), 40.0, 25.0));
     }
 
     #[test]

@@ -14,7 +14,7 @@ mod machine;
 pub mod offload;
 mod ops;
 mod phases;
-mod rewards;
+pub mod rewards;
 pub mod vllm_lora;
 
 use crate::hardware::{self, GpuSpeed};

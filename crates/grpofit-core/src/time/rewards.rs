@@ -9,6 +9,10 @@
 use super::TimeKeys;
 use crate::run::RunConfig;
 
+/// The seconds a completion's reward functions may take (`[grpofit] reward_seconds`,
+/// `calibrate --reward-seconds`): none to a day, past any reward a step can wait on.
+pub const REWARD_SECONDS_RANGE: (f64, f64) = (0.0, 86_400.0);
+
 /// Seconds the rewards take in one optimizer step on each process: `reward_seconds` for every
 /// completion the process trains on in the step (its micro-batches' rows, as Unsloth raises
 /// them), all processes in parallel.
