@@ -33,6 +33,10 @@ over the adapters' number is one adapter's operators). Everything runs under
   sampling, the stopping criteria, the cache update); what is left at 8 is the call's fixed
   part (the prefill and generate's setup).
 
+- `moe_decode`: one decode step through each MoE block as TRL (training mode) and Unsloth
+  (eval) call `generate`: the block's kernels and host syncs, fixed and per expert hit, and the
+  rest of the layer and step (`ops_moe.py`).
+
 - `moe_training_loop`: gpt-oss's and Qwen3-MoE's training forward and backward at 4 and 8
   experts, all hit: the difference is the expert loop's operators an expert hit.
 
@@ -324,6 +328,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--family", action="append")
     ap.add_argument("--moe", action="append", help="an MoE family (gpt_oss, qwen3_moe)")
+    ap.add_argument("--moe-decode", action="append",
+                    help="an MoE family whose decode step is counted (ops_moe.py: gpt_oss, "
+                         "qwen3_moe, qwen2_moe, mixtral)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     import peft
@@ -343,6 +350,10 @@ def main():
         record["moe_training_loop"][family] = moe_record(family)
         print(family, json.dumps(record["moe_training_loop"][family]["per_expert"]),
               file=sys.stderr)
+    import ops_moe
+
+    # a decode step through each MoE block, as TRL (training mode) and Unsloth (eval) generate
+    record["moe_decode"] = ops_moe.record(args.moe_decode)
     with open(args.out, "w") as f:
         json.dump(record, f, indent=1)
         f.write("\n")
