@@ -9,6 +9,7 @@
 
 pub mod checkpoint;
 pub mod efficiency;
+mod experts;
 mod kernels;
 mod machine;
 pub mod offload;

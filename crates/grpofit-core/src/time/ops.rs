@@ -127,9 +127,9 @@ const PHI3: Ops = Ops {
     ..LLAMA
 };
 
-/// The family's counts. gpt-oss's dense part is not counted apart (its tiny model runs eager
-/// attention, 4.56 having no SDPA path for its sinks) and is taken as Llama's; its experts'
-/// loop is [`expert`]'s.
+/// The family's counts. gpt-oss's dense part is not counted apart for the passes (its tiny model
+/// runs eager attention, 4.56 having no SDPA path for its sinks) and is taken as Llama's; its
+/// experts' loop is [`expert`]'s; a MoE model's decode step is `experts`'.
 pub(super) fn ops(family: Family) -> &'static Ops {
     match family {
         Family::Llama | Family::GptOss => &LLAMA,
@@ -216,9 +216,15 @@ pub(super) fn training_micro_batch(run: &RunConfig) -> f64 {
     total(run, o.forward, ADAPTER.forward) + backward + recompute
 }
 
-/// Operators of one decode step of transformers' `generate`.
-pub(super) fn decode_step(run: &RunConfig) -> f64 {
-    total(run, ops(run.arch.family).decode, ADAPTER.decode)
+/// Operators of one decode step of transformers' `generate`; a mixture of experts' on its path
+/// through them when each layer's tokens hit `hits` experts (`experts::decode_step`).
+pub(super) fn decode_step(run: &RunConfig, hits: f64) -> f64 {
+    match super::experts::path(run) {
+        Some(path) => {
+            super::experts::decode_step(&run.arch, path, hits, adapters(run) * ADAPTER.decode)
+        }
+        None => total(run, ops(run.arch.family).decode, ADAPTER.decode),
+    }
 }
 
 #[cfg(test)]
@@ -308,13 +314,13 @@ mod tests {
     fn a_pass_counts_its_layers_adapters_and_fixed_part() {
         let lora = run("Qwen/Qwen3-0.6B", false);
         assert_eq!(lora.arch.layers, 28);
-        assert_eq!(decode_step(&lora), 28.0 * (56.0 + 7.0 * 6.0) + 53.0);
+        assert_eq!(decode_step(&lora, 0.0), 28.0 * (56.0 + 7.0 * 6.0) + 53.0);
         assert_eq!(scoring_pass(&lora), 28.0 * (54.0 + 7.0 * 8.0) + 31.0);
         // forward, the frozen backward with the adapters', the recompute
         let train = 28.0 * (54.0 + 56.0) + 40.0 + 28.0 * (88.0 + 70.0) - 3.0 + 28.0 * 110.0 + 32.0;
         assert_eq!(training_micro_batch(&lora), train);
         let full = run("Qwen/Qwen3-0.6B", true);
-        assert_eq!(decode_step(&full), 28.0 * 56.0 + 53.0);
+        assert_eq!(decode_step(&full, 0.0), 28.0 * 56.0 + 53.0);
         let mut plain = full.clone();
         plain.checkpointing = Checkpointing::Off;
         assert_eq!(
