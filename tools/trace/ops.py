@@ -31,7 +31,8 @@ over the adapters' number is one adapter's operators). Everything runs under
   cache, over `ROWS` prompts: the operators of `max_new_tokens = 16` minus those of 8, over 8,
   are one decode step (the model's forward over one token a row, the logits processors, the
   sampling, the stopping criteria, the cache update); what is left at 8 is the call's fixed
-  part (the prefill and generate's setup).
+  part (the prefill and generate's setup). `decode_step_training`: the same with the model in
+  training mode, as TRL calls `generate`.
 
 - `moe_decode`: one decode step through each MoE block as TRL (training mode) and Unsloth
   (eval) call `generate`: the block's kernels and host syncs, fixed and per expert hit, and the
@@ -192,9 +193,11 @@ def generation_config(new_tokens):
                             cache_implementation=None)
 
 
-def generate(family, layers, lora, new_tokens):
+def generate(family, layers, lora, new_tokens, training=False):
     model, cfg = build(family, layers, lora)
-    model.eval()
+    # TRL generates with the model in training mode (`Trainer.training_step`'s `model.train()`;
+    # trl 0.22+ `unwrap_model_for_generation` turns checkpointing off around it, as here)
+    model.train() if training else model.eval()
     torch.manual_seed(2)
     ids = torch.randint(4, cfg.vocab_size, (ROWS, PROMPT))
     mode = Ops()
@@ -210,8 +213,8 @@ def minus(a, b, scale=1.0):
     return {k: (a[k] - b[k]) / scale for k in a}
 
 
-def decode(family, layers, lora):
-    (short, _), (long, names) = (generate(family, layers, lora, n) for n in DECODE)
+def decode(family, layers, lora, training=False):
+    (short, _), (long, names) = (generate(family, layers, lora, n, training) for n in DECODE)
     step = minus(long, short, DECODE[1] - DECODE[0])
     fixed = {k: short[k] - DECODE[0] * step[k] for k in short}
     return {"step": step, "call": fixed}, names
@@ -222,6 +225,7 @@ def measure(family, layers, lora):
     plain, _ = train(family, layers, lora, False)
     sc, _ = score(family, layers, lora)
     dec, _ = decode(family, layers, lora)
+    dec_training, _ = decode(family, layers, lora, training=True)
     return {
         "adapters": gc["adapters"],
         "train_forward": gc["forward"],
@@ -231,6 +235,7 @@ def measure(family, layers, lora):
         "score": sc,
         "decode_step": dec["step"],
         "generate_call": dec["call"],
+        "decode_step_training": dec_training["step"],
     }
 
 

@@ -262,6 +262,8 @@ mod tests {
                 (o.backward, "backward"),
                 (o.recompute, "recompute"),
                 (o.decode, "decode_step"),
+                // TRL generates in training mode: a dense layer dispatches the same operators
+                (o.decode, "decode_step_training"),
             ];
             for (c, key) in pairs {
                 let at = |set: &str, part: &str| kernels(&f[set][key][part]);
@@ -288,6 +290,7 @@ mod tests {
                 (ADAPTER.backward, "backward"),
                 (ADAPTER.recompute, "recompute"),
                 (ADAPTER.decode, "decode_step"),
+                (ADAPTER.decode, "decode_step_training"),
             ];
             for (ours, key) in adapter {
                 assert_eq!(ours, kernels(&a[key]), "{name} adapter {key}");
