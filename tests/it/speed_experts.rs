@@ -4,7 +4,8 @@
 //! `GptOssExperts.forward` loops over the experts the rows hit (each hit's 22 operators in every
 //! layer, and a host sync at each); Unsloth's `for_inference` generates in eval, every expert
 //! in one compiled block; transformers 5 groups the hit experts in `grouped_mm` in either mode
-//! (`crates/grpofit-core/src/time/experts.rs`).
+//! (`crates/grpofit-core/src/time/experts.rs`). And the KV cache TRL's training-mode `generate`
+//! loses to gradient checkpointing before trl 0.22 (`time/generate_mode.rs`).
 
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
@@ -91,5 +92,34 @@ fn trl_generates_gpt_oss_through_the_expert_loop_and_unsloth_through_every_exper
     assert!(
         grouped < looped / 2.0,
         "grouped {grouped} s, loop {looped} s"
+    );
+}
+
+/// TRL before 0.22 leaves gradient checkpointing on around `generate`, in training mode, and
+/// transformers 4.53's `GradientCheckpointingLayer` then drops every layer's KV cache: each
+/// decode step reads no KV (`time/generate_mode.rs`). trl 0.22.2 turns checkpointing off there.
+#[test]
+fn trl_before_0_22_with_checkpointing_generates_without_its_kv_cache() {
+    let run = |trl: &str, checkpointing: bool| {
+        let text = TRL
+            .replace("\"TRL\"", &format!("\"{trl}\""))
+            .replace("TRANSFORMERS", "4.54.1")
+            .replace("openai/gpt-oss-20b", "Qwen/Qwen3-8B")
+            .replace(
+                "max_completion_length = 512",
+                "max_completion_length = 4096",
+            )
+            .replace(
+                "[grpo]\n",
+                &format!("[grpo]\ngradient_checkpointing = {checkpointing}\n"),
+            );
+        generation(&text, &format!("trl {trl}, checkpointing {checkpointing}"))
+    };
+    let (on, off) = (run("0.21.0", true), run("0.21.0", false));
+    assert!(on < off, "checkpointed {on} s, not {off} s");
+    let (on, off) = (run("0.22.2", true), run("0.22.2", false));
+    assert!(
+        (on - off).abs() < 1e-9 * off,
+        "0.22: {on} s against {off} s"
     );
 }

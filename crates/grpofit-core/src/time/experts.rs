@@ -3,17 +3,8 @@
 //! `moe_decode` and `moe_decode-5.17.0.json`, counted by `tools/trace/ops_moe.py`;
 //! `tests::the_counts_are_the_records` holds the tables below to them).
 //!
-//! The mode `generate` runs in:
-//! - TRL generates with the model in training mode: `Trainer.training_step` runs `model.train()`
-//!   and then `_prepare_inputs` -> `_generate_and_score_completions`, whose
-//!   `unwrapped_model.generate(...)` runs under `torch.no_grad()` only
-//!   (`unwrap_model_for_generation` calls no `eval()`: read in trl 0.14.0, 0.15.2, 0.21.0,
-//!   0.22.2, 0.27.2, 1.5.0, 1.15.0 and 1.16.0; 0.27.2 on even calls `unwrapped_model.train()`
-//!   after `generate_batch`, "restore training mode, as generate_batch forces eval mode");
-//! - Unsloth patches `unwrap_model_for_generation` in every `trl.trainer.*_trainer` module
-//!   (`models/rl.py` `PatchRL`, which its compiled trainer imports from there) with
-//!   `unsloth_unwrap_model_for_generation`, which calls `FastLanguageModel.for_inference(model)`:
-//!   `model.eval()` (read in unsloth 2025.4.7, 2025.10.4 and 2026.10.9).
+//! The mode `generate` runs in is its trainer's (`generate_mode`): TRL's training mode, Unsloth's
+//! eval.
 //!
 //! The path each block then takes:
 //! - transformers 4.x's Mixtral, Qwen2-MoE and Qwen3-MoE blocks loop over the experts hit in
@@ -39,7 +30,7 @@
 //! of their own beyond their operators, counted among the kernels.
 
 use crate::arch::{Arch, Family};
-use crate::run::{RunConfig, Stack};
+use crate::run::RunConfig;
 
 /// The path a decode step's MoE blocks take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,10 +50,8 @@ pub(super) fn path(run: &RunConfig) -> Option<Path> {
     if run.versions.transformers.line() >= (5, 0) {
         return Some(Path::Grouped);
     }
-    // TRL generates in training mode, Unsloth in eval (`for_inference`)
-    let training = run.stack == Stack::Trl;
     Some(match run.arch.family {
-        Family::GptOss if !training => Path::Dense,
+        Family::GptOss if !super::generate_mode::training(run) => Path::Dense,
         _ => Path::Loop,
     })
 }
@@ -139,6 +128,7 @@ mod tests {
     use super::*;
     use crate::arch::catalog;
     use crate::contract::release::Release;
+    use crate::run::Stack;
 
     fn moe_run(name: &str, stack: Stack, transformers: Release) -> RunConfig {
         let mut run = RunConfig::example(catalog::find(name).unwrap().arch);

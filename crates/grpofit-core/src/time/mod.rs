@@ -10,6 +10,7 @@
 pub mod checkpoint;
 pub mod efficiency;
 mod experts;
+mod generate_mode;
 mod kernels;
 mod machine;
 pub mod offload;

@@ -188,13 +188,18 @@ pub(super) fn generation(run: &RunConfig, est: &Estimate, m: &Machine, l: &Lengt
 }
 
 /// One call of transformers' `generate`: one padded batch until its longest completion ends,
-/// every row's KV read each step, and the weights of the experts its path reads
+/// every row's KV read each step (none where the trainer's mode drops the cache:
+/// `generate_mode::drops_kv_cache`), and the weights of the experts its path reads
 /// (`experts::path`): on the loop and `grouped_mm` paths the experts a step's rows hit, on the
 /// dense path every expert, multiplied on every token too.
 fn transformers_generate(run: &RunConfig, m: &Machine, l: &Lengths, rows: f64, kv: f64) -> f64 {
     let arch = &run.arch;
     let steps = l.longest(rows);
-    let kv = rows * steps * (l.prompt + steps / 2.0) * kv;
+    let kv = if super::generate_mode::drops_kv_cache(run) {
+        0.0
+    } else {
+        rows * steps * (l.prompt + steps / 2.0) * kv
+    };
     let hits = experts_touched(arch, rows);
     let (experts, extra) = match (arch.moe, super::experts::path(run)) {
         (Some(moe), Some(super::experts::Path::Dense)) => {
@@ -545,6 +550,44 @@ mod tests {
             close(eager(&grouped), steps * grouped_ops),
             "{}",
             eager(&grouped)
+        );
+    }
+
+    /// TRL 0.21 on transformers 4.54 with checkpointing generates without its KV cache: the same
+    /// generation less exactly its KV reads; TRL 0.22 reads them.
+    #[test]
+    fn generate_without_its_cache_reads_no_kv() {
+        use crate::contract::release::Release;
+        use crate::memory::estimate::{GpuBudget, estimate};
+        let mut cached = RunConfig::example(catalog::find("Qwen/Qwen3-8B").unwrap().arch);
+        cached.generation = Generation::Transformers;
+        cached.checkpointing = Checkpointing::On;
+        cached.versions.trl = Release::new(0, 22, 2);
+        cached.versions.transformers = Release::new(4, 54, 1);
+        let mut dropped = cached.clone();
+        dropped.versions.trl = Release::new(0, 21, 0);
+        let gpu = crate::hardware::lookup("H100 SXM").unwrap().speed();
+        let eff = Efficiencies::default();
+        let m = Machine {
+            gpu: &gpu,
+            eff: &eff,
+        };
+        let l = Lengths::of(&cached, None);
+        let budget = GpuBudget {
+            capacity: 80 << 30,
+            used_by_others: 0,
+            context: None,
+        };
+        let at = |run: &RunConfig| generation(run, &estimate(run, budget), &m, &l);
+        let rows = cached.generation_rows() as f64;
+        let steps = l.longest(rows);
+        let kv_token = kv_bytes_per_token(&cached.arch, false, (l.prompt + l.max) as u64) as f64;
+        let kv = m.traffic(rows * steps * (l.prompt + steps / 2.0) * kv_token, 1.0);
+        let gap = at(&cached) - at(&dropped);
+        let expected = kv * generations_per_step(&cached);
+        assert!(
+            kv > 0.0 && (gap - expected).abs() <= 1e-9 * expected,
+            "{gap} {expected}"
         );
     }
 
