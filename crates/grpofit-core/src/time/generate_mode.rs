@@ -27,9 +27,9 @@ pub(super) fn training(run: &RunConfig) -> bool {
 /// and from transformers 4.53 each decoder layer is a `GradientCheckpointingLayer`, whose
 /// `__call__` with `gradient_checkpointing and self.training` sets `past_key_values` (4.53
 /// `past_key_value`) to `None` ("Caching is incompatible with gradient checkpointing"): traced
-/// on CPU (`tools/trace/generate_cache.sh`) with transformers 4.53.1 and 4.54.1, every decode step's attention gets one query token
-/// and no cache (4.52.4 and 4.50.3 keep it). Each step then reads no KV at all, and each
-/// completion's tokens attend only to themselves.
+/// on CPU (`tools/trace/generate_cache.sh`) with transformers 4.53.1 and 4.54.1, every decode
+/// step's attention gets one query token and no cache (4.52.4 and 4.50.3 keep it). Each step
+/// then reads no KV at all, and each completion's tokens attend only to themselves.
 pub(super) fn drops_kv_cache(run: &RunConfig) -> bool {
     training(run)
         && run.checkpointing != Checkpointing::Off
