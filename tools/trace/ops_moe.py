@@ -23,7 +23,8 @@ A host sync is an operator whose result the host must read before it can dispatc
 back; `_local_scalar_dense`, which `.item()`, `bool(t)`, `int(t)` and a 1-element index tensor's
 `__index__` run). It is counted apart and also stays in `kernel`: it launches a kernel or a copy.
 
-    tools/trace/ops_moe.sh [--family gpt_oss ...]  # writes calibration/ops/moe_decode-<transformers>.json
+    tools/trace/ops_moe.sh [RELEASE] [--family gpt_oss ...]  # -> calibration/ops/moe_decode-<transformers>.json
+    (ops.sh puts 4.56.1's into ops.json `moe_decode`; 1.15.0 gives 5.17.0, 0.17.0 gives 4.51.3)
 """
 import argparse
 import inspect
@@ -177,14 +178,15 @@ def cuda_one_hot():
     return lambda: setattr(F, "one_hot", original)
 
 
-def build(family, layers):
+def build(family, layers, experts=EXPERTS):
     import transformers
 
     cls_name, extra = FAMILIES[family]
     cls = getattr(transformers, cls_name, None)
     if cls is None:
         return None
-    cfg = cls(**{**tiny.COMMON, **extra, "num_hidden_layers": layers})
+    key = "num_experts" if "num_experts" in extra else "num_local_experts"
+    cfg = cls(**{**tiny.COMMON, **extra, key: experts, "num_hidden_layers": layers})
     # gpt-oss: eager attention (4.56 has no SDPA path for its sinks), the same at every depth
     cfg._attn_implementation = "eager" if family == "gpt_oss" else "sdpa"
     torch.manual_seed(0)
@@ -192,13 +194,13 @@ def build(family, layers):
     # random routers send every token to a few experts; spread them so calls hit 1 to 8 experts
     for b in blocks(model):
         for p in b.parameters():
-            if p.dim() == 2 and p.shape[0] == EXPERTS:
+            if p.dim() == 2 and p.shape[0] == experts:
                 torch.nn.init.normal_(p, std=1.0)
     return model, cfg
 
 
-def generate(family, layers, mode, new_tokens):
-    built = build(family, layers)
+def generate(family, layers, mode, new_tokens, experts=EXPERTS):
+    built = build(family, layers, experts)
     if built is None:
         return None
     model, cfg = built
@@ -240,11 +242,11 @@ def solve(calls, key):
     return {"fixed": fixed, "per_hit": per_hit, "hits_seen": [h for h, _ in points]}
 
 
-def mode_record(family, mode):
+def mode_record(family, mode, experts=EXPERTS):
     runs = {}
     for layers in ops.DEPTHS:
         for n in ops.DECODE:
-            got = generate(family, layers, mode, n)
+            got = generate(family, layers, mode, n, experts)
             if got is None:
                 return None
             runs[(layers, n)] = got
@@ -271,6 +273,21 @@ def mode_record(family, mode):
     }
 
 
+def every_expert(family, mode, counted):
+    """Before transformers 4.52 (Mixtral, Qwen2-MoE) and 4.53 (Qwen3-MoE) the block loops over
+    `range(self.num_experts)`: every expert is visited (its `index_add_` runs on no tokens too),
+    so every call counts the same. Counted again at half the experts, the difference over the
+    experts taken away is a visited expert's kernels and syncs (`per_expert`)."""
+    block = counted["block"]
+    if block["kernel"]["hits_seen"] != [EXPERTS]:
+        return
+    half = mode_record(family, mode, EXPERTS // 2)["block"]
+    for key in ("kernel", "sync"):
+        per = (block[key]["fixed"] - half[key]["fixed"]) / (EXPERTS - EXPERTS // 2)
+        block[key] = {"fixed": block[key]["fixed"] - EXPERTS * per, "per_expert": per,
+                      "visits": "every expert"}
+
+
 def record(families=None):
     """Each family's counts in both modes, with the versions they were read in."""
     import transformers
@@ -283,6 +300,8 @@ def record(families=None):
         if any(v is None for v in modes.values()):
             print(family, "not in this transformers", file=sys.stderr)
             continue
+        for m in MODES:
+            every_expert(family, m, modes[m])
         out["families"][family] = modes
         print(family, json.dumps({m: modes[m]["block"] for m in MODES}), file=sys.stderr)
     return out

@@ -38,6 +38,12 @@ pub(super) enum Path {
     /// transformers 4.x's loop over the experts the step's tokens hit: only their weights read,
     /// each hit dispatching the expert's operators and syncing the host
     Loop,
+    /// the older loop over every expert (`for expert_idx in range(self.num_experts)`: Mixtral
+    /// and Qwen2-MoE before transformers 4.52, Qwen3-MoE before 4.53; read in 4.46.3, 4.48.1 to
+    /// 4.51.3, and 4.52.4 / 4.53.1 for the change): each expert's operators and `torch.where`
+    /// sync every step, hit or not, the hit experts' weights read (an expert with no tokens
+    /// multiplies empty tensors)
+    LoopEvery,
     /// every expert on every token: all the experts' weights read and multiplied
     Dense,
     /// transformers 5's `grouped_mm`: the hit experts' weights, a fixed count of operators
@@ -50,8 +56,14 @@ pub(super) fn path(run: &RunConfig) -> Option<Path> {
     if run.versions.transformers.line() >= (5, 0) {
         return Some(Path::Grouped);
     }
+    let every_expert_before = match run.arch.family {
+        Family::Qwen3 => (4, 53),
+        _ => (4, 52),
+    };
     Some(match run.arch.family {
         Family::GptOss if !super::generate_mode::training(run) => Path::Dense,
+        Family::GptOss => Path::Loop,
+        _ if run.versions.transformers.line() < every_expert_before => Path::LoopEvery,
         _ => Path::Loop,
     })
 }
@@ -82,6 +94,12 @@ const LOOP_QWEN3_MOE: Decode = decode(51.0, 53.0, 11.0, 12.0);
 const LOOP_QWEN2_MOE: Decode = decode(37.0, 53.0, 20.0, 12.0);
 const LOOP_MIXTRAL: Decode = decode(35.0, 53.0, 13.0, 12.0);
 
+/// transformers 4.51.3 (`moe_decode-4.51.3.json`): the loop over every expert, `per_hit` a
+/// visited expert's kernels (`per_expert`).
+const EVERY_QWEN3_MOE: Decode = decode(53.0, 53.0, 8.0, 10.0);
+const EVERY_QWEN2_MOE: Decode = decode(37.0, 53.0, 17.0, 10.0);
+const EVERY_MIXTRAL: Decode = decode(37.0, 53.0, 10.0, 10.0);
+
 /// transformers 5.17.0 (`moe_decode-5.17.0.json`): `grouped_mm`, whatever the hits.
 const GROUPED_GPT_OSS: Decode = decode(48.0, 82.0, 33.0, 0.0);
 const GROUPED_QWEN3_MOE: Decode = decode(51.0, 54.0, 26.0, 0.0);
@@ -98,6 +116,13 @@ const UNSLOTH_COMPILED_BLOCK: f64 = 1.0;
 /// The counted family whose blocks `arch`'s are: gpt-oss's, Qwen3-MoE's, Qwen2-MoE's (its shared
 /// expert), else Mixtral's (a Llama layer with a routed MLP).
 fn counts(arch: &Arch, path: Path) -> Decode {
+    if path == Path::LoopEvery {
+        return match arch.family {
+            Family::Qwen3 => EVERY_QWEN3_MOE,
+            Family::Qwen2 => EVERY_QWEN2_MOE,
+            _ => EVERY_MIXTRAL,
+        };
+    }
     let grouped = path == Path::Grouped;
     match (arch.family, grouped) {
         (Family::GptOss, false) => LOOP_GPT_OSS,
@@ -115,8 +140,10 @@ fn counts(arch: &Arch, path: Path) -> Decode {
 /// experts, every layer's adapters adding `adapters` kernels.
 pub(super) fn decode_step(arch: &Arch, path: Path, hits: f64, adapters: f64) -> f64 {
     let c = counts(arch, path);
+    let every = arch.moe.map_or(0.0, |m| m.experts as f64);
     let block = match path {
         Path::Loop => c.block + c.per_hit * hits,
+        Path::LoopEvery => c.block + c.per_hit * every,
         Path::Grouped => c.block,
         Path::Dense => UNSLOTH_COMPILED_BLOCK,
     };
@@ -171,6 +198,30 @@ mod tests {
                 assert_eq!(read(&loop_record["moe_decode"], family, "eval"), looped);
             }
         }
+        let every_record: serde_json::Value = serde_json::from_str(include_str!(
+            "../../../../calibration/ops/moe_decode-4.51.3.json"
+        ))
+        .unwrap();
+        let every = [
+            ("qwen3_moe", EVERY_QWEN3_MOE),
+            ("qwen2_moe", EVERY_QWEN2_MOE),
+            ("mixtral", EVERY_MIXTRAL),
+        ];
+        for (family, table) in every {
+            for mode in ["training", "eval"] {
+                let m = &every_record["families"][family][mode];
+                let f = |v: &serde_json::Value| v.as_f64().unwrap_or(f64::NAN);
+                let block = &m["block"]["kernel"];
+                assert_eq!(block["visits"], "every expert", "{family}");
+                let read = decode(
+                    f(&m["outside_blocks"]["per_layer"]["kernel"]),
+                    f(&m["outside_blocks"]["fixed"]["kernel"]),
+                    f(&block["fixed"]),
+                    f(&block["per_expert"]),
+                );
+                assert_eq!(read, table, "{family} {mode}");
+            }
+        }
         // gpt-oss outside training: every expert with `bmm`, no expert loop and no sync
         let eval = &loop_record["moe_decode"]["families"]["gpt_oss"]["eval"]["block"];
         assert_eq!(eval["kernel"]["per_hit"].as_f64(), Some(0.0));
@@ -196,6 +247,17 @@ mod tests {
         }
         let dense = moe_run("Qwen/Qwen3-0.6B", Stack::Trl, old);
         assert_eq!(path(&dense), None);
+        // the loop visited every expert before 4.53 (Qwen3-MoE) and 4.52 (Mixtral)
+        let mixtral = "mistralai/Mixtral-8x7B-Instruct-v0.1";
+        for (name, changed) in [(qwen, (4, 53)), (mixtral, (4, 52))] {
+            let before = Release::new(changed.0, changed.1 - 1, 3);
+            let after = Release::new(changed.0, changed.1, 0);
+            assert_eq!(
+                path(&moe_run(name, Stack::Trl, before)),
+                Some(Path::LoopEvery)
+            );
+            assert_eq!(path(&moe_run(name, Stack::Trl, after)), Some(Path::Loop));
+        }
     }
 
     /// The loop dispatches its expert's operators for each hit; grouped and dense do not.
@@ -210,6 +272,12 @@ mod tests {
             layers * (48.0 + 11.0 + 4.0 * 22.0) + 85.0
         );
         assert_eq!(at(Path::Grouped, 4.0), at(Path::Grouped, 3.0));
+        let mixtral = catalog::find("mistralai/Mixtral-8x7B-Instruct-v0.1")
+            .unwrap()
+            .arch;
+        let every = |hits: f64| decode_step(&mixtral, Path::LoopEvery, hits, 0.0);
+        assert_eq!(every(2.0), every(8.0));
+        assert_eq!(every(2.0), 32.0 * (37.0 + 10.0 + 8.0 * 10.0) + 53.0);
         assert_eq!(at(Path::Dense, 4.0), layers * (48.0 + 1.0) + 85.0);
         // adapters add per layer
         assert_eq!(
