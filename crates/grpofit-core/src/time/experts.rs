@@ -1,6 +1,7 @@
 //! Which path a mixture of experts takes in a decode step of transformers' `generate`, as each
 //! trainer calls it, and the operators that step dispatches (`calibration/ops/ops.json`
-//! `moe_decode` and `moe_decode-5.17.0.json`, counted by `tools/trace/ops_moe.py`;
+//! `moe_decode`, `moe_decode-4.51.3.json` and `moe_decode-5.17.0.json`, counted by
+//! `tools/trace/ops_moe.py`;
 //! `tests::the_counts_are_the_records` holds the tables below to them).
 //!
 //! The mode `generate` runs in is its trainer's (`generate_mode`): TRL's training mode, Unsloth's
@@ -23,8 +24,8 @@
 //!   experts' weights, a fixed count of kernels, no host sync (newer unsloth_zoo, 2026.10.9,
 //!   takes `grouped_mm` for gpt-oss as well).
 //!
-//! The loop's host syncs (a `nonzero` a block, then a `nonzero` and, for gpt-oss, six `.item()`
-//! an expert hit) stop the host from running ahead of the GPU there. The decode step is charged
+//! The loop's host syncs (a `nonzero` a block, then a `nonzero`, and an `.item()` (Qwen, Mixtral)
+//! or six (gpt-oss) an expert hit; one `torch.where` an expert in the older loop) stop the host from running ahead of the GPU there. The decode step is charged
 //! its GPU time plus its operators' host time with no overlap (`phases::generation`, as every
 //! eager decode step), which is what a sync at every expert makes of it: the syncs add no term
 //! of their own beyond their operators, counted among the kernels.
