@@ -295,6 +295,12 @@ mod tests {
             for (ours, key) in adapter {
                 assert_eq!(ours, kernels(&a[key]), "{name} adapter {key}");
             }
+            // with `lora_dropout`, TRL's training-mode decode runs each adapter's dropout: one
+            // fused kernel more (not charged yet: the run has no `lora_dropout`)
+            let dropout = kernels(&a["decode_step_training_dropout"]);
+            assert_eq!(dropout, ADAPTER.decode + 1.0, "{name} adapter dropout");
+            let frozen = kernels(&f["lora_frozen_layer"]["decode_step_training_dropout"]);
+            assert_eq!(frozen, o.decode.per_layer, "{name} dropout's layer");
         }
     }
 
