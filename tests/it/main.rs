@@ -39,6 +39,7 @@ mod roundtrip;
 mod safetensors;
 mod scale;
 mod speed;
+mod speed_experts;
 mod speed_figures;
 mod speed_padding;
 mod speed_properties;

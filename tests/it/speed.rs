@@ -93,7 +93,7 @@ pub(crate) const MISSES: &[(&str, &str)] = &[
     ),
     (
         "spd-nb-gpt-oss-20b-bf16-lora-a100-80gb-hfgen",
-        "the reward functions run and benchmark the generated Python on the CPU inside each step (the case's own note): `[grpofit] reward_seconds` times such rewards, but nothing the notebook printed measures them",
+        "the reward functions run and benchmark the generated Python on the CPU inside each step (the case's own note): `[grpofit] reward_seconds` times such rewards, but nothing the notebook printed measures them. The generation is the path the code takes: Unsloth 2025.10.4 generates in eval mode (`unsloth_unwrap_model_for_generation` -> `for_inference`), where unsloth_zoo 2025.10.4's decode runs every expert in one compiled block (`moe_forward_inference_bf16`): all 32 experts read each step, as charged (34 s of generation), not TRL's training-mode expert loop",
     ),
     (
         "spd-trl-nbu-lmassaron-gemma3-270m-lora-rtx3090-colocate",

@@ -31,7 +31,13 @@ over the adapters' number is one adapter's operators). Everything runs under
   cache, over `ROWS` prompts: the operators of `max_new_tokens = 16` minus those of 8, over 8,
   are one decode step (the model's forward over one token a row, the logits processors, the
   sampling, the stopping criteria, the cache update); what is left at 8 is the call's fixed
-  part (the prefill and generate's setup).
+  part (the prefill and generate's setup). `decode_step_training`: the same with the model in
+  training mode, as TRL calls `generate`; `decode_step_training_dropout` with PEFT's
+  `lora_dropout` 0.05 too (`F.dropout` counted as CUDA runs it, one fused kernel).
+
+- `moe_decode`: one decode step through each MoE block as TRL (training mode) and Unsloth
+  (eval) call `generate`: the block's kernels and host syncs, fixed and per expert hit, and the
+  rest of the layer and step (`ops_moe.py`).
 
 - `lora_dropout_per_adapter`: what PEFT's adapter dropout (`lora_dropout` 0.05, TRL
   ModelConfig's default) adds to each adapter, at every linear layer and `DEPTHS[1]` layers:
@@ -199,15 +205,39 @@ def generation_config(new_tokens):
                             cache_implementation=None)
 
 
-def generate(family, layers, lora, new_tokens):
-    model, cfg = build(family, layers, lora)
-    model.eval()
+def cuda_dropout():
+    """`F.dropout` as it runs on a GPU: ATen's `dropout` (`Dropout.cpp`) takes the fused
+    `native_dropout` kernel when `is_fused_kernel_acceptable` (a CUDA input, 0 < p < 1), one
+    kernel; on CPU it builds the mask in three (`bernoulli_`, `div_`, `mul`). The count takes
+    the GPU's."""
+    import torch.nn.functional as F
+
+    original = F.dropout
+
+    def dropout(input, p=0.5, training=True, inplace=False):
+        if training and 0.0 < p < 1.0 and input.numel() > 0 and not inplace:
+            return torch.native_dropout(input, p, True)[0]
+        return original(input, p, training, inplace)
+
+    F.dropout = dropout
+    return lambda: setattr(F, "dropout", original)
+
+
+def generate(family, layers, lora, new_tokens, training=False, dropout=0.0):
+    model, cfg = build(family, layers, lora, dropout=dropout)
+    # TRL generates with the model in training mode (`Trainer.training_step`'s `model.train()`;
+    # trl 0.22+ `unwrap_model_for_generation` turns checkpointing off around it, as here)
+    model.train() if training else model.eval()
     torch.manual_seed(2)
     ids = torch.randint(4, cfg.vocab_size, (ROWS, PROMPT))
     mode = Ops()
-    with mode, torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
-                             generation_config=generation_config(new_tokens))
+    restore = cuda_dropout()
+    try:
+        with mode, torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
+                                 generation_config=generation_config(new_tokens))
+    finally:
+        restore()
     if out.shape[1] != PROMPT + new_tokens:
         raise SystemExit(f"{family}: generate stopped at {out.shape[1] - PROMPT} tokens")
     return mode.of("forward"), mode.names
@@ -217,8 +247,9 @@ def minus(a, b, scale=1.0):
     return {k: (a[k] - b[k]) / scale for k in a}
 
 
-def decode(family, layers, lora):
-    (short, _), (long, names) = (generate(family, layers, lora, n) for n in DECODE)
+def decode(family, layers, lora, training=False, dropout=0.0):
+    (short, _), (long, names) = (generate(family, layers, lora, n, training, dropout)
+                                 for n in DECODE)
     step = minus(long, short, DECODE[1] - DECODE[0])
     fixed = {k: short[k] - DECODE[0] * step[k] for k in short}
     return {"step": step, "call": fixed}, names
@@ -229,6 +260,9 @@ def measure(family, layers, lora):
     plain, _ = train(family, layers, lora, False)
     sc, _ = score(family, layers, lora)
     dec, _ = decode(family, layers, lora)
+    dec_training, _ = decode(family, layers, lora, training=True)
+    # PEFT's `lora_dropout` (0.05 here; at its default 0 an identity) drops in training mode
+    dec_dropout, _ = decode(family, layers, lora, training=True, dropout=0.05)
     return {
         "adapters": gc["adapters"],
         "train_forward": gc["forward"],
@@ -238,6 +272,8 @@ def measure(family, layers, lora):
         "score": sc,
         "decode_step": dec["step"],
         "generate_call": dec["call"],
+        "decode_step_training": dec_training["step"],
+        "decode_step_training_dropout": dec_dropout["step"],
     }
 
 
@@ -360,6 +396,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--family", action="append")
     ap.add_argument("--moe", action="append", help="an MoE family (gpt_oss, qwen3_moe)")
+    ap.add_argument("--moe-decode", action="append",
+                    help="an MoE family whose decode step is counted (ops_moe.py: gpt_oss, "
+                         "qwen3_moe, qwen2_moe, mixtral)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     import peft
@@ -380,6 +419,10 @@ def main():
         record["moe_training_loop"][family] = moe_record(family)
         print(family, json.dumps(record["moe_training_loop"][family]["per_expert"]),
               file=sys.stderr)
+    import ops_moe
+
+    # a decode step through each MoE block, as TRL (training mode) and Unsloth (eval) generate
+    record["moe_decode"] = ops_moe.record(args.moe_decode)
     with open(args.out, "w") as f:
         json.dump(record, f, indent=1)
         f.write("\n")

@@ -9,6 +9,8 @@
 
 pub mod checkpoint;
 pub mod efficiency;
+mod experts;
+mod generate_mode;
 mod kernels;
 mod machine;
 pub mod offload;

@@ -149,9 +149,9 @@ const PHI3: Ops = Ops {
     ..LLAMA
 };
 
-/// The family's counts. gpt-oss's dense part is not counted apart (its tiny model runs eager
-/// attention, 4.56 having no SDPA path for its sinks) and is taken as Llama's; its experts'
-/// loop is [`expert`]'s.
+/// The family's counts. gpt-oss's dense part is not counted apart for the passes (its tiny model
+/// runs eager attention, 4.56 having no SDPA path for its sinks) and is taken as Llama's; its
+/// experts' loop is [`expert`]'s; a MoE model's decode step is `experts`'.
 pub(super) fn ops(family: Family) -> &'static Ops {
     match family {
         Family::Llama | Family::GptOss => &LLAMA,
@@ -268,9 +268,23 @@ pub(super) fn training_micro_batch(run: &RunConfig) -> f64 {
     total(run, o.forward, ADAPTER.forward) + backward + recompute + training_dropout(run)
 }
 
-/// Operators of one decode step of transformers' `generate`.
-pub(super) fn decode_step(run: &RunConfig) -> f64 {
-    total(run, ops(run.arch.family).decode, ADAPTER.decode)
+/// Operators of one decode step of transformers' `generate`; a mixture of experts' on its path
+/// through them when each layer's tokens hit `hits` experts (`experts::decode_step`). In
+/// training mode (TRL's, `generate_mode::training`) each adapter also runs its dropout, one
+/// kernel a step (`ops.json` `decode_step_training_dropout`); Unsloth's eval-mode decode none.
+pub(super) fn decode_step(run: &RunConfig, hits: f64) -> f64 {
+    let layers = match super::experts::path(run) {
+        Some(path) => {
+            super::experts::decode_step(&run.arch, path, hits, adapters(run) * ADAPTER.decode)
+        }
+        None => total(run, ops(run.arch.family).decode, ADAPTER.decode),
+    };
+    let dropout = if super::generate_mode::training(run) {
+        run.arch.layers as f64 * dropped(run) * DROPOUT.forward
+    } else {
+        0.0
+    };
+    layers + dropout
 }
 
 #[cfg(test)]
@@ -308,6 +322,8 @@ mod tests {
                 (o.backward, "backward"),
                 (o.recompute, "recompute"),
                 (o.decode, "decode_step"),
+                // TRL generates in training mode: a dense layer dispatches the same operators
+                (o.decode, "decode_step_training"),
             ];
             for (c, key) in pairs {
                 let at = |set: &str, part: &str| kernels(&f[set][key][part]);
@@ -334,6 +350,7 @@ mod tests {
                 (ADAPTER.backward, "backward"),
                 (ADAPTER.recompute, "recompute"),
                 (ADAPTER.decode, "decode_step"),
+                (ADAPTER.decode, "decode_step_training"),
             ];
             for (ours, key) in adapter {
                 assert_eq!(ours, kernels(&a[key]), "{name} adapter {key}");
@@ -359,6 +376,16 @@ mod tests {
                 (plain - (n - readers) * DROPOUT.backward).abs() < 1e-9,
                 "{name}"
             );
+            // with `lora_dropout`, TRL's training-mode decode runs each adapter's dropout: one
+            // kernel more, `DROPOUT.forward` (`decode_step`)
+            let dropout = kernels(&a["decode_step_training_dropout"]);
+            assert_eq!(
+                dropout,
+                ADAPTER.decode + DROPOUT.forward,
+                "{name} adapter dropout"
+            );
+            let frozen = kernels(&f["lora_frozen_layer"]["decode_step_training_dropout"]);
+            assert_eq!(frozen, o.decode.per_layer, "{name} dropout's layer");
         }
     }
 
@@ -405,19 +432,33 @@ mod tests {
         }
     }
 
+    /// TRL's `generate` runs in training mode, so each adapter's dropout runs every decode
+    /// step; Unsloth's eval-mode decode (`for_inference`) and a run without dropout run none.
+    #[test]
+    fn a_training_mode_decode_runs_each_adapters_dropout() {
+        let mut trl = run("Qwen/Qwen3-0.6B", false);
+        trl.stack = crate::run::Stack::Trl;
+        let plain = decode_step(&trl, 0.0);
+        trl.lora_dropout = 0.05;
+        assert_eq!(decode_step(&trl, 0.0), plain + 28.0 * 7.0 * DROPOUT.forward);
+        let mut unsloth = trl.clone();
+        unsloth.stack = crate::run::Stack::Unsloth;
+        assert_eq!(decode_step(&unsloth, 0.0), plain);
+    }
+
     /// A LoRA Qwen3-0.6B (28 layers, 7 adapters each) and its fully fine-tuned twin: each pass
     /// counted layer by layer, the fixed part once.
     #[test]
     fn a_pass_counts_its_layers_adapters_and_fixed_part() {
         let lora = run("Qwen/Qwen3-0.6B", false);
         assert_eq!(lora.arch.layers, 28);
-        assert_eq!(decode_step(&lora), 28.0 * (56.0 + 7.0 * 6.0) + 53.0);
+        assert_eq!(decode_step(&lora, 0.0), 28.0 * (56.0 + 7.0 * 6.0) + 53.0);
         assert_eq!(scoring_pass(&lora), 28.0 * (54.0 + 7.0 * 8.0) + 31.0);
         // forward, the frozen backward with the adapters', the recompute
         let train = 28.0 * (54.0 + 56.0) + 40.0 + 28.0 * (88.0 + 70.0) - 3.0 + 28.0 * 110.0 + 32.0;
         assert_eq!(training_micro_batch(&lora), train);
         let full = run("Qwen/Qwen3-0.6B", true);
-        assert_eq!(decode_step(&full), 28.0 * 56.0 + 53.0);
+        assert_eq!(decode_step(&full, 0.0), 28.0 * 56.0 + 53.0);
         let mut plain = full.clone();
         plain.checkpointing = Checkpointing::Off;
         assert_eq!(

@@ -7,7 +7,7 @@ use super::efficiency::*;
 use super::kernels;
 pub(super) use super::machine::Machine;
 use super::ops;
-use crate::arch::{Arch, Family};
+use crate::arch::Arch;
 use crate::memory::estimate::{Estimate, target_mask};
 use crate::memory::step::dropout::AdapterDropout;
 use crate::memory::vllm::kv_bytes_per_token;
@@ -121,13 +121,6 @@ fn weight_traffic(arch: &Arch, quant: Quant, experts: f64) -> f64 {
         + expert_params(arch, experts) * expert_bytes
 }
 
-/// transformers' gpt-oss experts outside training (`GptOssExperts.forward`, 4.56: "for inference
-/// we can sacrifice some memory and compute the output for all experts at once") run every
-/// expert on every token; its training loop, and other families', run the experts hit.
-fn generate_runs_every_expert(arch: &Arch) -> bool {
-    arch.family == Family::GptOss && arch.moe.is_some()
-}
-
 /// Eager operators transformers' MoE blocks add to a training-mode pass over `tokens` tokens
 /// (TRL scores with the model in training mode too), forward and backward: the expert loop's
 /// for each expert hit (`ops::expert`).
@@ -156,25 +149,7 @@ pub(super) fn generation(run: &RunConfig, est: &Estimate, m: &Machine, l: &Lengt
     let rows = run.generation_rows() as f64;
     let kv_token = kv_bytes_per_token(arch, run.vllm_kv_fp8, (l.prompt + l.max) as u64) as f64;
     let per_call = match run.generation {
-        Generation::Transformers => {
-            // one padded batch until its longest completion ends; every row's KV read each step
-            let steps = l.longest(rows);
-            let kv = rows * steps * (l.prompt + steps / 2.0) * kv_token;
-            let (experts, extra) = match arch.moe {
-                Some(m) if generate_runs_every_expert(arch) => {
-                    let all = m.experts as f64;
-                    (all, expert_params(arch, all - m.active as f64))
-                }
-                _ => (experts_touched(arch, rows), 0.0),
-            };
-            let weights = steps * weight_traffic(arch, run.quant, experts);
-            let reads = m.traffic(weights + kv, 1.0);
-            let compute = forward_compute(arch, m, rows * steps, l.prompt + steps / 2.0, 1.0)
-                + m.compute(2.0 * extra * rows * steps, 1.0);
-            let prefill = forward_compute(arch, m, rows * l.prompt, l.prompt, 1.0)
-                + m.compute(2.0 * extra * rows * l.prompt, 1.0);
-            reads.max(compute) + m.eager(steps * ops::decode_step(run)) + prefill
-        }
+        Generation::Transformers => transformers_generate(run, m, l, rows, kv_token),
         Generation::ColocatedVllm { .. } | Generation::VllmServer => {
             // a server of `data_parallel_size` copies splits the sequences among them, each
             // copy reading its whole weights every decode step; `tensor_parallel_size` splits
@@ -211,6 +186,36 @@ pub(super) fn generation(run: &RunConfig, est: &Estimate, m: &Machine, l: &Lengt
         }
     };
     per_call * generations_per_step(run)
+}
+
+/// One call of transformers' `generate`: one padded batch until its longest completion ends,
+/// every row's KV read each step (none where the trainer's mode drops the cache:
+/// `generate_mode::drops_kv_cache`), and the weights of the experts its path reads
+/// (`experts::path`): on the loop and `grouped_mm` paths the experts a step's rows hit, on the
+/// dense path every expert, multiplied on every token too.
+fn transformers_generate(run: &RunConfig, m: &Machine, l: &Lengths, rows: f64, kv: f64) -> f64 {
+    let arch = &run.arch;
+    let steps = l.longest(rows);
+    let kv = if super::generate_mode::drops_kv_cache(run) {
+        0.0
+    } else {
+        rows * steps * (l.prompt + steps / 2.0) * kv
+    };
+    let hits = experts_touched(arch, rows);
+    let (experts, extra) = match (arch.moe, super::experts::path(run)) {
+        (Some(moe), Some(super::experts::Path::Dense)) => {
+            let all = moe.experts as f64;
+            (all, expert_params(arch, all - moe.active as f64))
+        }
+        _ => (hits, 0.0),
+    };
+    let weights = steps * weight_traffic(arch, run.quant, experts);
+    let reads = m.traffic(weights + kv, 1.0);
+    let compute = forward_compute(arch, m, rows * steps, l.prompt + steps / 2.0, 1.0)
+        + m.compute(2.0 * extra * rows * steps, 1.0);
+    let prefill = forward_compute(arch, m, rows * l.prompt, l.prompt, 1.0)
+        + m.compute(2.0 * extra * rows * l.prompt, 1.0);
+    reads.max(compute) + m.eager(steps * ops::decode_step(run, hits)) + prefill
 }
 
 /// Moving the trained weights into vLLM once an optimizer step, and vLLM's sleep and wake.
@@ -506,6 +511,126 @@ mod tests {
         assert!(
             (on - off - micro_batches * one).abs() < 1e-9 * on,
             "{on} {off}"
+        );
+    }
+
+    /// gpt-oss-20b generating with transformers 4.56.2 on an H100: TRL's training-mode `generate`
+    /// loops over the experts its rows hit, reading only theirs and dispatching each hit's 22
+    /// operators in every layer; Unsloth's eval-mode decode reads every expert and multiplies it
+    /// on every token, in one compiled launch a layer; transformers 5's `grouped_mm` reads the
+    /// hit experts with a fixed count of operators.
+    #[test]
+    fn generate_reads_and_dispatches_the_experts_its_path_runs() {
+        use crate::contract::release::Release;
+        use crate::memory::estimate::{GpuBudget, estimate};
+        let mut trl = RunConfig::example(catalog::find("openai/gpt-oss-20b").unwrap().arch);
+        trl.generation = Generation::Transformers;
+        trl.quant = Quant::Bf16;
+        trl.versions.transformers = Release::new(4, 56, 2);
+        let mut unsloth = trl.clone();
+        unsloth.stack = Stack::Unsloth;
+        let mut grouped = trl.clone();
+        grouped.versions.transformers = Release::new(5, 17, 0);
+        let gpu = crate::hardware::lookup("H100 SXM").unwrap().speed();
+        let (on, off) = (
+            Efficiencies::default(),
+            Efficiencies {
+                eager_op_seconds: 0.0,
+                ..Efficiencies::default()
+            },
+        );
+        let m = Machine {
+            gpu: &gpu,
+            eff: &on,
+        };
+        let m0 = Machine {
+            gpu: &gpu,
+            eff: &off,
+        };
+        let l = Lengths::of(&trl, None);
+        let budget = GpuBudget {
+            capacity: 80 << 30,
+            used_by_others: 0,
+            context: None,
+        };
+        let at = |run: &RunConfig, m: &Machine| generation(run, &estimate(run, budget), m, &l);
+        let rows = trl.generation_rows() as f64;
+        let steps = l.longest(rows) * generations_per_step(&trl);
+        let arch = &trl.arch;
+        let moe = arch.moe.unwrap();
+        let hits = experts_touched(arch, rows);
+        assert!(hits > 1.0 && hits < moe.experts as f64, "{hits}");
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+        // the GPU: the loop and grouped_mm read the hit experts, the dense path all of them
+        let all = moe.experts as f64;
+        let gap = m0.traffic(
+            steps
+                * (weight_traffic(arch, Quant::Bf16, all)
+                    - weight_traffic(arch, Quant::Bf16, hits)),
+            1.0,
+        );
+        let (loop_gpu, dense_gpu) = (at(&trl, &m0), at(&unsloth, &m0));
+        assert!(gap > 0.0 && loop_gpu < dense_gpu, "{loop_gpu} {dense_gpu}");
+        assert!(
+            dense_gpu - loop_gpu >= gap * (1.0 - 1e-9),
+            "{dense_gpu} - {loop_gpu} < {gap}"
+        );
+        assert!(close(at(&grouped, &m0), loop_gpu));
+        // the host: each step's operators on its path
+        let eager = |run: &RunConfig| (at(run, &m) - at(run, &m0)) / EAGER_OP_SECONDS;
+        let adapters = 6.0
+            * target_mask(arch, &trl.lora_targets)
+                .iter()
+                .filter(|t| **t)
+                .count() as f64;
+        let layers = arch.layers as f64;
+        let looped = layers * (48.0 + 11.0 + 22.0 * hits + adapters) + 85.0;
+        assert!(close(eager(&trl), steps * looped), "{}", eager(&trl));
+        let dense = layers * (48.0 + 1.0 + adapters) + 85.0;
+        assert!(close(eager(&unsloth), steps * dense), "{}", eager(&unsloth));
+        let grouped_ops = layers * (48.0 + 33.0 + adapters) + 82.0;
+        assert!(
+            close(eager(&grouped), steps * grouped_ops),
+            "{}",
+            eager(&grouped)
+        );
+    }
+
+    /// TRL 0.21 on transformers 4.54 with checkpointing generates without its KV cache: the same
+    /// generation less exactly its KV reads; TRL 0.22 reads them.
+    #[test]
+    fn generate_without_its_cache_reads_no_kv() {
+        use crate::contract::release::Release;
+        use crate::memory::estimate::{GpuBudget, estimate};
+        let mut cached = RunConfig::example(catalog::find("Qwen/Qwen3-8B").unwrap().arch);
+        cached.generation = Generation::Transformers;
+        cached.checkpointing = Checkpointing::On;
+        cached.versions.trl = Release::new(0, 22, 2);
+        cached.versions.transformers = Release::new(4, 54, 1);
+        let mut dropped = cached.clone();
+        dropped.versions.trl = Release::new(0, 21, 0);
+        let gpu = crate::hardware::lookup("H100 SXM").unwrap().speed();
+        let eff = Efficiencies::default();
+        let m = Machine {
+            gpu: &gpu,
+            eff: &eff,
+        };
+        let l = Lengths::of(&cached, None);
+        let budget = GpuBudget {
+            capacity: 80 << 30,
+            used_by_others: 0,
+            context: None,
+        };
+        let at = |run: &RunConfig| generation(run, &estimate(run, budget), &m, &l);
+        let rows = cached.generation_rows() as f64;
+        let steps = l.longest(rows);
+        let kv_token = kv_bytes_per_token(&cached.arch, false, (l.prompt + l.max) as u64) as f64;
+        let kv = m.traffic(rows * steps * (l.prompt + steps / 2.0) * kv_token, 1.0);
+        let gap = at(&cached) - at(&dropped);
+        let expected = kv * generations_per_step(&cached);
+        assert!(
+            kv > 0.0 && (gap - expected).abs() <= 1e-9 * expected,
+            "{gap} {expected}"
         );
     }
 
