@@ -11,6 +11,7 @@ mod cpu_trace;
 mod diagnose;
 mod diagnose_truth;
 mod fastest_cli;
+mod field_types;
 mod fit;
 mod fit_versions;
 mod headroom_fit;
