@@ -1,6 +1,7 @@
 //! grpofit's integration tests, one binary (one link): a module per area.
 
 mod accumulation;
+mod bf16_cards;
 mod calibrate_cli;
 mod calibrate_time;
 mod calibration;
