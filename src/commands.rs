@@ -396,7 +396,11 @@ pub(crate) fn export_run_checked(
     check: &dyn Fn(&str) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
     let mut notes = Vec::new();
-    let ctx = export_context(file, gpu, estimate);
+    let model_config = written_model_config(file, out);
+    let ctx = ExportContext {
+        model_config: model_config.as_deref(),
+        ..export_context(file, gpu, estimate)
+    };
     let text = grpofit_core::config::write_back::text_for(
         out,
         file.source.as_ref(),
@@ -416,6 +420,19 @@ pub(crate) fn export_run_checked(
     write_atomically(out, &text, force)?;
     say(&format!("wrote {}", out.display()));
     Ok(())
+}
+
+/// The `[grpofit] model_config` a run file written to `out` holds: the config.json the run read,
+/// named from `out`'s folder (`config::relocate`).
+fn written_model_config(file: &RunFile, out: &std::path::Path) -> Option<std::path::PathBuf> {
+    let here = std::env::current_dir().unwrap_or_default();
+    let resolved = file.model_config.as_deref()?;
+    Some(grpofit_core::config::relocate::model_config_at(
+        out,
+        &here,
+        file.source.as_ref(),
+        resolved,
+    ))
 }
 
 /// What an exported file's header says: the GPU, the capacity and the estimate.
@@ -472,7 +489,13 @@ fn export_launch_set(
     force: bool,
 ) -> Result<Option<String>, Failure> {
     use grpofit_core::config::export_set::{SET_NAMES, SetInputs, export_set};
-    let ctx = export_context(file, gpu, est);
+    // the set's run file is written into `dir`
+    let model_config =
+        written_model_config(file, &dir.join(grpofit_core::config::export_set::RUN_FILE));
+    let ctx = ExportContext {
+        model_config: model_config.as_deref(),
+        ..export_context(file, gpu, est)
+    };
     let launch_config = match &source.launch {
         Some(p) => Some(
             std::fs::read_to_string(p)

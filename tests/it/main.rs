@@ -27,6 +27,7 @@ mod launch_terminal;
 mod loop_cli;
 mod minors;
 mod model;
+mod model_config_path;
 mod multi_gpu;
 mod no_debug_output;
 mod oom;

@@ -1,0 +1,143 @@
+//! A run file written elsewhere than the one it was read from still finds its `[grpofit]
+//! model_config`: the reader resolves a relative path against the folder of the file that
+//! names it, so `fit -o out/fitted.toml` of `proj/run.toml` (`model_config =
+//! "cfg/config.json"`) writes `../proj/cfg/config.json`, and a write into the same folder keeps
+//! the user's own spelling (`config::relocate`).
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+
+const RUN: &str = "# my run\n[grpofit]\nstack = \"trl\"\n\
+    model_config = \"cfg/config.json\"   # my model's config\nmax_prompt_length = 256\n\n\
+    [model]\nmodel_name_or_path = \"me/my-model\"\n\n\
+    [grpo]\nper_device_train_batch_size = 64\nnum_generations = 8\nmax_completion_length = 4096\n";
+
+/// A Qwen2.5-0.5B-shaped config.json.
+const CONFIG: &str = r#"{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 896,
+ "intermediate_size": 4864, "num_attention_heads": 14, "num_key_value_heads": 2,
+ "num_hidden_layers": 24, "vocab_size": 151936, "max_position_embeddings": 32768,
+ "tie_word_embeddings": true, "torch_dtype": "bfloat16"}"#;
+
+fn project(root: &Path) {
+    std::fs::create_dir_all(root.join("proj/cfg")).unwrap();
+    std::fs::create_dir_all(root.join("out")).unwrap();
+    std::fs::write(root.join("proj/cfg/config.json"), CONFIG).unwrap();
+    std::fs::write(root.join("proj/run.toml"), RUN).unwrap();
+}
+
+fn grpofit(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = crate::common::grpofit_in(dir)
+        .arg("--offline")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// The written file reads back with the same config.json, from any working folder.
+fn reads_its_config(root: &Path, written: &str) {
+    for cwd in [
+        root.to_path_buf(),
+        root.join(written).parent().unwrap().to_path_buf(),
+    ] {
+        let file = root.join(written);
+        let (code, out, err) = grpofit(
+            &cwd,
+            &[
+                "estimate",
+                "--config",
+                file.to_str().unwrap(),
+                "--gpu-mem",
+                "8GiB",
+            ],
+        );
+        assert!(
+            matches!(code, 0 | 3),
+            "{written} from {}: {err}",
+            cwd.display()
+        );
+        assert!(out.contains("proj/cfg/config.json"), "{out}");
+    }
+}
+
+#[test]
+fn fit_o_into_another_folder_names_the_config_from_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    project(root);
+    let (code, _, err) = grpofit(
+        root,
+        &[
+            "fit",
+            "--config",
+            "proj/run.toml",
+            "--gpu-mem",
+            "8GiB",
+            "-o",
+            "out/fitted.toml",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(root.join("out/fitted.toml")).unwrap();
+    // the value changes, the user's comment stays
+    assert!(
+        text.contains("model_config = \"../proj/cfg/config.json\"   # my model's config"),
+        "{text}"
+    );
+    reads_its_config(root, "out/fitted.toml");
+}
+
+#[test]
+fn a_write_beside_the_source_keeps_its_spelling_and_an_export_set_finds_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    project(root);
+    let proj = root.join("proj");
+    let (code, _, err) = grpofit(
+        &proj,
+        &[
+            "fit",
+            "--config",
+            "run.toml",
+            "--gpu-mem",
+            "8GiB",
+            "-o",
+            "fitted.toml",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(proj.join("fitted.toml")).unwrap();
+    assert!(
+        text.contains("model_config = \"cfg/config.json\"   # my model's config"),
+        "{text}"
+    );
+    assert!(
+        !text.lines().next().unwrap().contains("model_config"),
+        "{text}"
+    );
+    // the launch set's run.toml, in a folder of its own
+    let (code, _, err) = grpofit(
+        &proj,
+        &[
+            "estimate",
+            "--config",
+            "run.toml",
+            "--gpu-mem",
+            "8GiB",
+            "--export-dir",
+            "../set",
+        ],
+    );
+    assert!(matches!(code, 0 | 3), "{err}");
+    let set = std::fs::read_to_string(root.join("set/run.toml")).unwrap();
+    assert!(
+        set.contains("model_config = \"../proj/cfg/config.json\""),
+        "{set}"
+    );
+    reads_its_config(root, "set/run.toml");
+}
