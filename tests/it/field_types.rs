@@ -64,6 +64,12 @@ fn a_wrongly_typed_grpoconfig_key_is_refused_with_file_line_key_and_value() {
             "{written}: {err}"
         );
         assert!(err.contains("trl.GRPOConfig declares it"), "{err}");
+        // a string where a bool is declared: Python takes it as true
+        assert_eq!(
+            err.contains("any non-empty string is true"),
+            key == "bf16",
+            "{err}"
+        );
         assert_eq!(err.lines().count(), 1, "{err}");
     }
     // the same keys with values of their types load

@@ -134,10 +134,16 @@ impl<'a> Tables<'a> {
             if field_types::fits_field(call, key, value) {
                 continue;
             }
+            let declared = field_types::described(call, key);
+            // Python reads any non-empty string as true: `bf16 = "no"` turns bf16 on
+            let truthy = if declared.split(" | ").any(|a| a == "bool") && value.is_str() {
+                " (any non-empty string is true to it)"
+            } else {
+                ""
+            };
             let message = format!(
-                "expected {}, as {} declares it: the call takes the value unconverted, so the \
-                 trainer would misread it (a string is true) or fail on it at launch",
-                field_types::described(call, key),
+                "expected {declared}, as {} declares it: the call takes the value unconverted, \
+                 so the trainer would misread it{truthy} or fail on it at launch",
                 call.name(),
             );
             return Err(self.wrong(table, key, value, message));
