@@ -79,11 +79,16 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         if to_stdout {
             // the run file `--export -` writes: the user's own file edited in place
             let mut notes = Vec::new();
+            let stdout = std::path::Path::new("-");
+            let model_config = written_model_config(file, stdout);
             let text = grpofit_core::config::write_back::text_for(
-                std::path::Path::new("-"),
+                stdout,
                 file.source.as_ref(),
                 &file.run,
-                &export_context(file, (gpu, &gpu_line), &est),
+                &ExportContext {
+                    model_config: model_config.as_deref(),
+                    ..export_context(file, (gpu, &gpu_line), &est)
+                },
                 &mut notes,
             )?;
             notes
@@ -444,7 +449,8 @@ fn export_context<'a>(
     ExportContext {
         gpu: gpu.1,
         gpu_memory: Some(gpu.0.capacity),
-        model_config: file.model_config.as_deref(),
+        // set by each write, named from the written file's folder (`written_model_config`)
+        model_config: None,
         lock_effective_batch: file.lock_effective_batch,
         estimate: Some(estimate),
         time: Some(&file.time),

@@ -141,3 +141,35 @@ fn a_write_beside_the_source_keeps_its_spelling_and_an_export_set_finds_it() {
     );
     reads_its_config(root, "set/run.toml");
 }
+
+/// The screen's export (`s`) writes into the working folder: the run read from `proj/` names
+/// its config.json from there, and the written file loads.
+#[test]
+fn the_screens_export_names_the_config_from_the_working_folder() {
+    use grpofit::tui::app::{App, GpuState};
+    use grpofit::tui::theme::Theme;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    project(root);
+    let file = grpofit_core::config::load(
+        &root.join("proj/run.toml"),
+        &grpofit_core::resolve::Offline::default(),
+    )
+    .unwrap();
+    let gpu = GpuState {
+        capacity: 8 << 30,
+        capacity_from_user: true,
+        name: "--gpu-mem".into(),
+        live: None,
+        unavailable: None,
+    };
+    let mut app = App::new(file, gpu, Theme::mono(), root.to_path_buf());
+    crate::tui::keys(&mut app, "s");
+    let written = root.join("grpofit-my-model.toml");
+    let text = std::fs::read_to_string(&written).unwrap();
+    assert!(
+        text.contains("model_config = \"proj/cfg/config.json\""),
+        "{text}"
+    );
+    reads_its_config(root, "grpofit-my-model.toml");
+}

@@ -13,26 +13,38 @@ use std::path::{Component, Path, PathBuf};
 
 /// The `model_config` a run file written to `out` must hold to find `resolved`, the
 /// config.json the run was read with (as the reader resolved it: absolute, or from the working
-/// folder `here`). Unchanged where it needs no change: `-` (standard output: no folder), an
-/// absolute path, and a run file edited in the folder it was read from (its own spelling
-/// stays). Else the path from `out`'s folder to the config.json.
+/// folder `here`): the path from `out`'s folder, which is the file's own spelling when `out` is
+/// in the folder it was read from; an absolute path the file wrote stays absolute. `-` (standard output, no
+/// folder) keeps the source's spelling ([`as_written`]).
 pub fn model_config_at(
     out: &Path,
     here: &Path,
     source: Option<&SourceFile>,
     resolved: &Path,
 ) -> PathBuf {
-    if out == Path::new("-") || resolved.is_absolute() {
+    // a run file read from a relative path that names an absolute one wrote it so: it stays
+    let spelled_absolute = resolved.is_absolute() && source.is_none_or(|s| s.path.is_relative());
+    if spelled_absolute {
         return resolved.to_path_buf();
     }
-    let folder = |file: &Path| normal(&here.join(file.parent().unwrap_or(Path::new(""))));
-    let out_dir = folder(out);
-    let same_folder =
-        source.is_some_and(|s| s.format == Format::Toml && folder(&s.path) == out_dir);
-    if same_folder {
-        return resolved.to_path_buf();
+    if out == Path::new("-") {
+        return match source {
+            Some(s) if s.format == Format::Toml => as_written(&s.path, resolved),
+            _ => resolved.to_path_buf(),
+        };
     }
+    let out_dir = normal(&here.join(out.parent().unwrap_or(Path::new(""))));
     relative(&out_dir, &normal(&here.join(resolved)))
+}
+
+/// The `model_config` the run file at `file` names `resolved` with: the path from its folder
+/// (the reader joined the two, both from the same working folder or both absolute).
+pub fn as_written(file: &Path, resolved: &Path) -> PathBuf {
+    if resolved.is_absolute() != file.is_absolute() {
+        return resolved.to_path_buf();
+    }
+    let dir = normal(file.parent().unwrap_or(Path::new("")));
+    relative(&dir, &normal(resolved))
 }
 
 /// `path` with its `.` dropped and each `..` taking away the component before it.
@@ -52,7 +64,7 @@ fn normal(path: &Path) -> PathBuf {
     out
 }
 
-/// The path from the folder `from` to `to`, both absolute and normal.
+/// The path from the folder `from` to `to`, both normal and from the same place.
 fn relative(from: &Path, to: &Path) -> PathBuf {
     let (a, b): (Vec<_>, Vec<_>) = (from.components().collect(), to.components().collect());
     let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
@@ -110,5 +122,24 @@ mod tests {
             "/models/config.json"
         );
         assert_eq!(at("-", "proj/cfg/config.json"), "proj/cfg/config.json");
+    }
+
+    #[test]
+    fn the_source_spelling_is_the_path_from_its_folder() {
+        let w = |file: &str, resolved: &str| {
+            as_written(Path::new(file), Path::new(resolved))
+                .display()
+                .to_string()
+        };
+        assert_eq!(
+            w("proj/run.toml", "proj/cfg/config.json"),
+            "cfg/config.json"
+        );
+        assert_eq!(w("run.toml", "cfg/config.json"), "cfg/config.json");
+        assert_eq!(
+            w("../x/run.toml", "../x/../shared/c.json"),
+            "../shared/c.json"
+        );
+        assert_eq!(w("/a/run.toml", "/a/cfg/config.json"), "cfg/config.json");
     }
 }
