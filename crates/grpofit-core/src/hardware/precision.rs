@@ -33,10 +33,10 @@ pub fn bf16_warning(card: &Card, run: &RunConfig, bf16: Option<bool>) -> Option<
     );
     match run.stack {
         Stack::Unsloth if bf16 == Some(true) => Some(format!(
-            "`[grpo] bf16 = true`, but {card}: Unsloth loads the model in float16 there and its \
-             GRPOTrainer refuses bf16 at launch (\"Unsloth: Model is in float16 precision but you \
-             want to use bfloat16 precision. Set fp16 to `True` and bf16 to `False`\"); set \
-             `fp16 = true` and `bf16 = false`"
+            "`[grpo] bf16 = true`, but {card}: set `[grpo] fp16 = true` and `bf16 = false`; \
+             Unsloth loads the model in float16 there and its GRPOTrainer refuses bf16 at launch \
+             (\"Unsloth: Model is in float16 precision but you want to use bfloat16 precision. \
+             Set fp16 to `True` and bf16 to `False`\")"
         )),
         Stack::Trl if bf16.unwrap_or_else(|| trl_default_bf16(run)) => {
             let asked = match bf16 {
@@ -47,10 +47,10 @@ pub fn bf16_warning(card: &Card, run: &RunConfig, bf16: Option<bool>) -> Option<
                 ),
             };
             Some(format!(
-                "{asked}, but {card}: transformers' TrainingArguments refuses bf16 where torch \
-                 reports no bf16 (\"Your setup doesn't support bf16/gpu ... You need Ampere+ GPU \
-                 with cuda>=11.0.\"), and a torch that emulates it trains without bf16 tensor \
-                 cores; set `[grpo] fp16 = true` and `bf16 = false`"
+                "{asked}, but {card}: set `[grpo] fp16 = true` and `bf16 = false`; transformers' \
+                 TrainingArguments refuses bf16 where torch reports no bf16 (\"Your setup doesn't \
+                 support bf16/gpu ... You need Ampere+ GPU with cuda>=11.0.\"), and a torch that \
+                 emulates it trains without bf16 tensor cores"
             ))
         }
         _ => None,
