@@ -83,10 +83,20 @@ pub enum Scalar {
     Bool,
 }
 
+/// Fields whose value the call hands on to one that declares more: TRL's `get_peft_config`
+/// (trl 1.15.0 trainer/utils.py) passes ModelConfig's `lora_target_modules` as PEFT's
+/// `LoraConfig(target_modules=...)`, `Optional[Union[list[str], str]]` (peft 0.21.2
+/// tuners/lora/config.py: "all-linear", a regex), and `ModelConfig.__post_init__` only unwraps
+/// a one-item list.
+const HANDED_ON: &[(Call, &str, &str)] = &[(Call::TrlModelConfig, "lora_target_modules", "str")];
+
 /// Whether `value` is of one of the types `call`'s field `key` is declared with (true for a
 /// key with no declared type).
 pub fn fits_field(call: Call, key: &str, value: &toml::Value) -> bool {
-    declared(call, key).is_none_or(|anns| anns.iter().any(|a| fits(value, a)))
+    let handed_on = HANDED_ON
+        .iter()
+        .any(|(c, k, ann)| *c == call && *k == key && fits(value, ann));
+    handed_on || declared(call, key).is_none_or(|anns| anns.iter().any(|a| fits(value, a)))
 }
 
 /// The declared types of `call`'s field `key` in words, each alternative once over the
@@ -267,6 +277,18 @@ mod tests {
         // a key with no declared type (Unsloth's additions) is not judged
         assert!(fits_field(Call::GrpoConfig, "unsloth_num_chunks", &s("x")));
         assert!(fits_field(Call::LoraConfig, "r", &s("x")));
+        // ModelConfig's list, which PEFT's target_modules also takes as a string
+        let linear = s("all-linear");
+        assert!(fits_field(
+            Call::TrlModelConfig,
+            "lora_target_modules",
+            &linear
+        ));
+        assert!(!fits_field(
+            Call::TrlModelConfig,
+            "lora_modules_to_save",
+            &linear
+        ));
         assert_eq!(described(Call::GrpoConfig, "learning_rate"), "float");
         assert_eq!(described(Call::GrpoConfig, "bf16"), "bool | None");
     }
