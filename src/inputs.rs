@@ -417,8 +417,14 @@ fn timed_elsewhere(
 /// What is wrong with the run's bf16 on the card the step is timed on, when that card is one
 /// of the table's (`hardware::precision`).
 fn bf16_warning(speed: &Result<GpuSpeed, String>, loaded: &Loaded) -> Option<String> {
+    use grpofit_core::config::source::Format;
+    use grpofit_core::hardware::precision::{Spelling, bf16_warning};
     let card = grpofit_core::hardware::lookup(&speed.as_ref().ok()?.name)?;
-    grpofit_core::hardware::precision::bf16_warning(card, &loaded.file.run, loaded.file.bf16)
+    let spelling = match loaded.file.source.as_ref().map(|s| s.format) {
+        Some(Format::Yaml) => Spelling::Recipe,
+        _ => Spelling::RunFile,
+    };
+    bf16_warning(card, &loaded.file.run, loaded.file.bf16, spelling)
 }
 
 /// Resolves `source`: the GPU first (NVML unless `--no-gpu`), then the run (its notes said on

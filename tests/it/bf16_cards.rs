@@ -48,7 +48,7 @@ fn trl_in_bf16_is_warned_about_on_a_v100_and_a_t4_not_on_an_a100() {
     let ws = warnings(&unset, "T4");
     assert!(
         about_bf16(&ws)[0]
-            .contains("trl 1.15.0's GRPOConfig computes in bf16 unless `fp16 = true`"),
+            .contains("trl 1.15.0's GRPOConfig computes in bf16 unless `fp16` is true"),
         "{ws:?}"
     );
     // fp16 = true, bf16 = false: what the card computes
@@ -67,4 +67,33 @@ fn unsloth_is_warned_about_only_for_a_written_bf16() {
         "{ws:?}"
     );
     assert!(about_bf16(&warnings(&written, "L4")).is_empty());
+}
+
+/// A TRL recipe's warning spells its keys as the recipe writes them (`bf16: true`).
+#[test]
+fn a_recipe_reads_its_own_keys_in_the_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("r.yaml"),
+        "model_name_or_path: Qwen/Qwen2.5-0.5B-Instruct\nuse_vllm: false\nbf16: true\n",
+    )
+    .unwrap();
+    let out = crate::common::run(crate::common::grpofit_in(dir.path()).args([
+        "--offline",
+        "estimate",
+        "--config",
+        "r.yaml",
+        "--gpu",
+        "T4",
+        "--gpu-mem",
+        "14GiB",
+    ]));
+    assert!(
+        out.stdout.contains(
+            "warning: `bf16: true`, but the T4 (compute capability 7.5) has no bf16: set `fp16: true` and `bf16: false`"
+        ),
+        "{}\n{}",
+        out.stdout,
+        out.stderr
+    );
 }

@@ -20,9 +20,32 @@
 use super::Card;
 use crate::run::{RunConfig, Stack};
 
+/// How the run's file writes a GRPOConfig key: a run file's `[grpo] key = value`, or a TRL
+/// recipe's top-level `key: value`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spelling {
+    RunFile,
+    Recipe,
+}
+
+impl Spelling {
+    fn key(self, key: &str, value: bool) -> String {
+        match self {
+            Spelling::RunFile => format!("`[grpo] {key} = {value}`"),
+            Spelling::Recipe => format!("`{key}: {value}`"),
+        }
+    }
+}
+
 /// What is wrong with computing `run` in bf16 on `card`, when it does (`bf16`: `[grpo] bf16`
-/// as the run writes it, None where it leaves it to the trainer's default).
-pub fn bf16_warning(card: &Card, run: &RunConfig, bf16: Option<bool>) -> Option<String> {
+/// as the run writes it, None where it leaves it to the trainer's default), its keys spelled
+/// as the run's file writes them.
+pub fn bf16_warning(
+    card: &Card,
+    run: &RunConfig,
+    bf16: Option<bool>,
+    spelling: Spelling,
+) -> Option<String> {
     if card.has_bf16() || run.fp16 {
         return None;
     }
@@ -31,26 +54,31 @@ pub fn bf16_warning(card: &Card, run: &RunConfig, bf16: Option<bool>) -> Option<
         "the {} (compute capability {major}.{minor}) has no bf16",
         card.name
     );
+    let fix = format!(
+        "set {} and {}",
+        spelling.key("fp16", true),
+        spelling.key("bf16", false)
+    );
+    let written = spelling.key("bf16", true);
     match run.stack {
         Stack::Unsloth if bf16 == Some(true) => Some(format!(
-            "`[grpo] bf16 = true`, but {card}: set `[grpo] fp16 = true` and `bf16 = false`; \
-             Unsloth loads the model in float16 there and its GRPOTrainer refuses bf16 at launch \
-             (\"Unsloth: Model is in float16 precision but you want to use bfloat16 precision. \
-             Set fp16 to `True` and bf16 to `False`\")"
+            "{written}, but {card}: {fix}; Unsloth loads the model in float16 there and its \
+             GRPOTrainer refuses bf16 at launch (\"Unsloth: Model is in float16 precision but you \
+             want to use bfloat16 precision. Set fp16 to `True` and bf16 to `False`\")"
         )),
         Stack::Trl if bf16.unwrap_or_else(|| trl_default_bf16(run)) => {
             let asked = match bf16 {
-                Some(_) => "`[grpo] bf16 = true`".to_string(),
+                Some(_) => written,
                 None => format!(
-                    "trl {}'s GRPOConfig computes in bf16 unless `fp16 = true`",
+                    "trl {}'s GRPOConfig computes in bf16 unless `fp16` is true",
                     run.versions.trl
                 ),
             };
             Some(format!(
-                "{asked}, but {card}: set `[grpo] fp16 = true` and `bf16 = false`; transformers' \
-                 TrainingArguments refuses bf16 where torch reports no bf16 (\"Your setup doesn't \
-                 support bf16/gpu ... You need Ampere+ GPU with cuda>=11.0.\"), and a torch that \
-                 emulates it trains without bf16 tensor cores"
+                "{asked}, but {card}: {fix}; transformers' TrainingArguments refuses bf16 where \
+                 torch reports no bf16 (\"Your setup doesn't support bf16/gpu ... You need \
+                 Ampere+ GPU with cuda>=11.0.\"), and a torch that emulates it trains without bf16 \
+                 tensor cores"
             ))
         }
         _ => None,
@@ -98,32 +126,38 @@ mod tests {
         let t4 = lookup("Tesla T4").unwrap();
         let h100 = lookup("H100").unwrap();
         let trl = run(Stack::Trl, "1.15.0");
-        let said = bf16_warning(t4, &trl, None).unwrap();
+        let said = bf16_warning(t4, &trl, None, Spelling::RunFile).unwrap();
         assert!(
             said.contains("trl 1.15.0's GRPOConfig computes in bf16"),
             "{said}"
         );
         assert!(said.contains("compute capability 7.5"), "{said}");
         assert!(
-            bf16_warning(t4, &trl, Some(true))
+            bf16_warning(t4, &trl, Some(true), Spelling::RunFile)
                 .unwrap()
                 .starts_with("`[grpo] bf16 = true`")
         );
-        assert_eq!(bf16_warning(t4, &trl, Some(false)), None);
-        assert_eq!(bf16_warning(h100, &trl, Some(true)), None);
+        assert_eq!(bf16_warning(t4, &trl, Some(false), Spelling::RunFile), None);
+        assert_eq!(
+            bf16_warning(h100, &trl, Some(true), Spelling::RunFile),
+            None
+        );
         // trl 0.18's GRPOConfig: bf16 False unless written
-        assert_eq!(bf16_warning(t4, &run(Stack::Trl, "0.18.2"), None), None);
+        assert_eq!(
+            bf16_warning(t4, &run(Stack::Trl, "0.18.2"), None, Spelling::RunFile),
+            None
+        );
         let mut fp16 = trl.clone();
         fp16.fp16 = true;
-        assert_eq!(bf16_warning(t4, &fp16, None), None);
+        assert_eq!(bf16_warning(t4, &fp16, None, Spelling::RunFile), None);
     }
 
     #[test]
     fn unsloth_refuses_only_a_written_bf16() {
         let v100 = lookup("V100").unwrap();
         let unsloth = run(Stack::Unsloth, "1.15.0");
-        assert_eq!(bf16_warning(v100, &unsloth, None), None);
-        let said = bf16_warning(v100, &unsloth, Some(true)).unwrap();
+        assert_eq!(bf16_warning(v100, &unsloth, None, Spelling::RunFile), None);
+        let said = bf16_warning(v100, &unsloth, Some(true), Spelling::Recipe).unwrap();
         assert!(
             said.contains("Unsloth: Model is in float16 precision"),
             "{said}"
