@@ -77,24 +77,7 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         v["calibrated"] = serde_json::json!(calibrated);
         crate::step_time::json(&mut v, &step, time.as_ref())?;
         if to_stdout {
-            // the run file `--export -` writes: the user's own file edited in place
-            let mut notes = Vec::new();
-            let stdout = std::path::Path::new("-");
-            let model_config = written_model_config(file, stdout);
-            let text = grpofit_core::config::write_back::text_for(
-                stdout,
-                file.source.as_ref(),
-                &file.run,
-                &ExportContext {
-                    model_config: model_config.as_deref(),
-                    ..export_context(file, (gpu, &gpu_line), &est)
-                },
-                &mut notes,
-            )?;
-            notes
-                .iter()
-                .for_each(|n| say(&format!("grpofit: note: {n}")));
-            v["export"] = serde_json::json!(text);
+            v["export"] = serde_json::json!(stdout_export(file, (gpu, &gpu_line), &est)?);
         }
         v["versions"] = serde_json::to_value(&file.versions).map_err(|e| e.to_string())?;
         // the versions' warnings first, then the estimate's own (vLLM's refusal ...)
@@ -425,6 +408,31 @@ pub(crate) fn export_run_checked(
     write_atomically(out, &text, force)?;
     say(&format!("wrote {}", out.display()));
     Ok(())
+}
+
+/// The run file `--json --export -` puts in its JSON: the user's own file edited in place.
+fn stdout_export(
+    file: &RunFile,
+    gpu: (GpuBudget, &str),
+    est: &grpofit_core::memory::estimate::Estimate,
+) -> Result<String, Failure> {
+    let mut notes = Vec::new();
+    let stdout = std::path::Path::new("-");
+    let model_config = written_model_config(file, stdout);
+    let text = grpofit_core::config::write_back::text_for(
+        stdout,
+        file.source.as_ref(),
+        &file.run,
+        &ExportContext {
+            model_config: model_config.as_deref(),
+            ..export_context(file, gpu, est)
+        },
+        &mut notes,
+    )?;
+    for note in notes {
+        say(&format!("grpofit: note: {note}"));
+    }
+    Ok(text)
 }
 
 /// The `[grpofit] model_config` a run file written to `out` holds: the config.json the run read,
