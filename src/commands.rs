@@ -436,16 +436,29 @@ fn stdout_export(
 }
 
 /// The `[grpofit] model_config` a run file written to `out` holds: the config.json the run read,
-/// named from `out`'s folder (`config::relocate`).
+/// named from `out`'s folder (`config::relocate`, worked out lexically). Where that folder
+/// exists and the lexical path does not reach the same file from it (a folder that is a
+/// symbolic link elsewhere: `..` is then its target's parent), the config.json's own absolute
+/// path, which does.
 fn written_model_config(file: &RunFile, out: &std::path::Path) -> Option<std::path::PathBuf> {
+    use std::path::Path;
     let here = std::env::current_dir().unwrap_or_default();
     let resolved = file.model_config.as_deref()?;
-    Some(grpofit_core::config::relocate::model_config_at(
-        out,
-        &here,
-        file.source.as_ref(),
-        resolved,
-    ))
+    let named =
+        grpofit_core::config::relocate::model_config_at(out, &here, file.source.as_ref(), resolved);
+    let dir = out
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if out == Path::new("-") || named.is_absolute() || !dir.is_dir() {
+        return Some(named);
+    }
+    let real = |p: &Path| std::fs::canonicalize(p).ok();
+    match (real(&dir.join(&named)), real(resolved)) {
+        (Some(found), Some(read)) if found == read => Some(named),
+        (_, Some(read)) => Some(read),
+        _ => Some(named),
+    }
 }
 
 /// What an exported file's header says: the GPU, the capacity and the estimate.

@@ -173,3 +173,35 @@ fn the_screens_export_names_the_config_from_the_working_folder() {
     );
     reads_its_config(root, "grpofit-my-model.toml");
 }
+
+/// A folder written into that is a symbolic link elsewhere: `../proj/...` from it would climb
+/// out of the link's target, so the written file names the config.json by its absolute path,
+/// and it reads back.
+#[test]
+fn a_symlinked_folder_gets_the_path_that_reaches_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    project(root);
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), root.join("link")).unwrap();
+    let (code, _, err) = grpofit(
+        root,
+        &[
+            "fit",
+            "--config",
+            "proj/run.toml",
+            "--gpu-mem",
+            "8GiB",
+            "-o",
+            "link/fitted.toml",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(root.join("link/fitted.toml")).unwrap();
+    let real = std::fs::canonicalize(root.join("proj/cfg/config.json")).unwrap();
+    assert!(
+        text.contains(&format!("model_config = \"{}\"", real.display())),
+        "{text}"
+    );
+    reads_its_config(root, "link/fitted.toml");
+}
