@@ -77,19 +77,7 @@ pub(crate) fn run_estimate(source: &Source, json: bool, exports: Exports) -> Res
         v["calibrated"] = serde_json::json!(calibrated);
         crate::step_time::json(&mut v, &step, time.as_ref())?;
         if to_stdout {
-            // the run file `--export -` writes: the user's own file edited in place
-            let mut notes = Vec::new();
-            let text = grpofit_core::config::write_back::text_for(
-                std::path::Path::new("-"),
-                file.source.as_ref(),
-                &file.run,
-                &export_context(file, (gpu, &gpu_line), &est),
-                &mut notes,
-            )?;
-            notes
-                .iter()
-                .for_each(|n| say(&format!("grpofit: note: {n}")));
-            v["export"] = serde_json::json!(text);
+            v["export"] = serde_json::json!(stdout_export(file, (gpu, &gpu_line), &est)?);
         }
         v["versions"] = serde_json::to_value(&file.versions).map_err(|e| e.to_string())?;
         // the versions' warnings first, then the estimate's own (vLLM's refusal ...)
@@ -396,7 +384,11 @@ pub(crate) fn export_run_checked(
     check: &dyn Fn(&str) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
     let mut notes = Vec::new();
-    let ctx = export_context(file, gpu, estimate);
+    let model_config = written_model_config(file, out);
+    let ctx = ExportContext {
+        model_config: model_config.as_deref(),
+        ..export_context(file, gpu, estimate)
+    };
     let text = grpofit_core::config::write_back::text_for(
         out,
         file.source.as_ref(),
@@ -418,6 +410,57 @@ pub(crate) fn export_run_checked(
     Ok(())
 }
 
+/// The run file `--json --export -` puts in its JSON: the user's own file edited in place.
+fn stdout_export(
+    file: &RunFile,
+    gpu: (GpuBudget, &str),
+    est: &grpofit_core::memory::estimate::Estimate,
+) -> Result<String, Failure> {
+    let mut notes = Vec::new();
+    let stdout = std::path::Path::new("-");
+    let model_config = written_model_config(file, stdout);
+    let text = grpofit_core::config::write_back::text_for(
+        stdout,
+        file.source.as_ref(),
+        &file.run,
+        &ExportContext {
+            model_config: model_config.as_deref(),
+            ..export_context(file, gpu, est)
+        },
+        &mut notes,
+    )?;
+    for note in notes {
+        say(&format!("grpofit: note: {note}"));
+    }
+    Ok(text)
+}
+
+/// The `[grpofit] model_config` a run file written to `out` holds: the config.json the run read,
+/// named from `out`'s folder (`config::relocate`, worked out lexically). Where that folder
+/// exists and the lexical path does not reach the same file from it (a folder that is a
+/// symbolic link elsewhere: `..` is then its target's parent), the config.json's own absolute
+/// path, which does.
+fn written_model_config(file: &RunFile, out: &std::path::Path) -> Option<std::path::PathBuf> {
+    use std::path::Path;
+    let here = std::env::current_dir().unwrap_or_default();
+    let resolved = file.model_config.as_deref()?;
+    let named =
+        grpofit_core::config::relocate::model_config_at(out, &here, file.source.as_ref(), resolved);
+    let dir = out
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if out == Path::new("-") || named.is_absolute() || !dir.is_dir() {
+        return Some(named);
+    }
+    let real = |p: &Path| std::fs::canonicalize(p).ok();
+    match (real(&dir.join(&named)), real(resolved)) {
+        (Some(found), Some(read)) if found == read => Some(named),
+        (_, Some(read)) => Some(read),
+        _ => Some(named),
+    }
+}
+
 /// What an exported file's header says: the GPU, the capacity and the estimate.
 fn export_context<'a>(
     file: &'a RunFile,
@@ -427,7 +470,8 @@ fn export_context<'a>(
     ExportContext {
         gpu: gpu.1,
         gpu_memory: Some(gpu.0.capacity),
-        model_config: file.model_config.as_deref(),
+        // set by each write, named from the written file's folder (`written_model_config`)
+        model_config: None,
         lock_effective_batch: file.lock_effective_batch,
         estimate: Some(estimate),
         time: Some(&file.time),
@@ -472,7 +516,13 @@ fn export_launch_set(
     force: bool,
 ) -> Result<Option<String>, Failure> {
     use grpofit_core::config::export_set::{SET_NAMES, SetInputs, export_set};
-    let ctx = export_context(file, gpu, est);
+    // the set's run file is written into `dir`
+    let model_config =
+        written_model_config(file, &dir.join(grpofit_core::config::export_set::RUN_FILE));
+    let ctx = ExportContext {
+        model_config: model_config.as_deref(),
+        ..export_context(file, gpu, est)
+    };
     let launch_config = match &source.launch {
         Some(p) => Some(
             std::fs::read_to_string(p)

@@ -259,6 +259,19 @@ fn proposal_text(
             "already fits:",
             "the estimate fits, yet the run ran out of memory:",
         ),
+        // the line's headroom is the estimate's: what the process held and asked for beyond
+        // it is kept free too, and said with it
+        (FitOutcome::Fitted { estimate, .. }, true, _) => {
+            let s = p.short.map_or(0, |s| s.demand_over);
+            let with = estimate.total_bytes.saturating_add(s);
+            format!(
+                "{fitted}with the {} beyond the estimate: {} of {} (headroom {})\n",
+                format_size(s),
+                format_size(with),
+                format_size(estimate.capacity_bytes),
+                format_size(estimate.capacity_bytes.saturating_sub(with))
+            )
+        }
         _ => fitted,
     };
     text.push_str(&fitted);

@@ -414,6 +414,19 @@ fn timed_elsewhere(
     ))
 }
 
+/// What is wrong with the run's bf16 on the card the step is timed on, when that card is one
+/// of the table's (`hardware::precision`).
+fn bf16_warning(speed: &Result<GpuSpeed, String>, loaded: &Loaded) -> Option<String> {
+    use grpofit_core::config::source::Format;
+    use grpofit_core::hardware::precision::{Spelling, bf16_warning};
+    let card = grpofit_core::hardware::lookup(&speed.as_ref().ok()?.name)?;
+    let spelling = match loaded.file.source.as_ref().map(|s| s.format) {
+        Some(Format::Yaml) => Spelling::Recipe,
+        _ => Spelling::RunFile,
+    };
+    bf16_warning(card, &loaded.file.run, loaded.file.bf16, spelling)
+}
+
 /// Resolves `source`: the GPU first (NVML unless `--no-gpu`), then the run (its notes said on
 /// standard error), then the capacity.
 pub(crate) fn resolve(source: &Source) -> Result<Inputs, String> {
@@ -423,10 +436,16 @@ pub(crate) fn resolve(source: &Source) -> Result<Inputs, String> {
 /// [`resolve`], the run's version warnings said where `warnings` says.
 pub(crate) fn resolve_with(source: &Source, warnings: Warnings) -> Result<Inputs, String> {
     let detected = detect(source);
-    let loaded = load_source_with(source, &detected, warnings)?;
+    let mut loaded = load_source_with(source, &detected, warnings)?;
     let (gpu, mut gpu_line) = capacity(source, &loaded, &detected)?;
     let name = detected.as_ref().ok().map(|g| g.name.clone());
     let speed = gpu_speed(source, &loaded, &detected);
+    if let Some(warning) = bf16_warning(&speed, &loaded) {
+        if warnings == Warnings::Stderr {
+            say(&format!("grpofit: warning: {}: {warning}", loaded.label));
+        }
+        loaded.file.warnings.push(warning);
+    }
     let loaded_stack = loaded.file.run.stack.name();
     if let (Some(card), Err(why)) = (&source.gpu, &speed) {
         return Err(format!("--gpu {card}: {why}"));

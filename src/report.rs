@@ -8,6 +8,16 @@ use grpofit_core::text::{count, count_f, decimal};
 use grpofit_core::units::format_size;
 use std::fmt::Write;
 
+/// The completions and prompts a step holds where Unsloth raises the micro-batch to
+/// `num_generations` (unsloth#3572, `RunConfig::unsloth_raises_batch`): what the estimate's
+/// step runs, where the file's own batch would be a fraction of one prompt.
+pub fn unsloth_runs(run: &RunConfig) -> Option<(u64, f64)> {
+    run.unsloth_raises_batch().then(|| {
+        let batch = run.running_micro_batch() * run.grad_accum * run.processes();
+        (batch, batch as f64 / run.num_generations.max(1) as f64)
+    })
+}
+
 /// `calibrated`: the CUDA context is the one `grpofit calibrate` measured on this card (the line
 /// under the table says which), not the built-in H200 figure.
 pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str, calibrated: bool) -> String {
@@ -47,16 +57,29 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str, calibrated: bool) 
         );
     }
     let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "effective batch {} ({} per device x {} accumulation x {}), {} x {}",
+    let batch = format!(
+        "effective batch {} ({} per device x {} accumulation x {})",
         count(est.effective_batch, "completion", "completions"),
         run.micro_batch,
         run.grad_accum,
         count(run.processes(), "GPU", "GPUs"),
-        count_f(est.prompts_per_step, 2, "prompt", "prompts"),
-        count(run.num_generations, "generation", "generations")
     );
+    let _ = match unsloth_runs(run) {
+        Some((batch_run, prompts)) => writeln!(
+            out,
+            "{batch} as written; Unsloth runs {} (micro-batch {}): {} x {}",
+            count(batch_run, "completion", "completions"),
+            est.running_micro_batch,
+            count_f(prompts, 2, "prompt", "prompts"),
+            count(run.num_generations, "generation", "generations")
+        ),
+        None => writeln!(
+            out,
+            "{batch}, {} x {}",
+            count_f(est.prompts_per_step, 2, "prompt", "prompts"),
+            count(run.num_generations, "generation", "generations")
+        ),
+    };
     let _ = writeln!(
         out,
         "training step: {} allocated, {} reserved by PyTorch at the peak (micro-batch {} of {} + {} tokens)",

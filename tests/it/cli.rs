@@ -276,7 +276,8 @@ fn export_to_standard_output_round_trips() {
 
 #[test]
 fn numbers_and_plurals_read_as_a_person_writes_them() {
-    // 4 x 2 completions in groups of 3: 8/3 prompts per step
+    // 4 x 2 completions in groups of 3: Unsloth raises the micro-batch to 3 (unsloth#3572), so
+    // a step holds 6 completions, 2 prompts, never the file's 8/3 prompts
     let f = file_with(&PRESET_24.replace("num_generations = 4", "num_generations = 3"));
     let out = grpofit()
         .args(["estimate", "--config"])
@@ -286,7 +287,13 @@ fn numbers_and_plurals_read_as_a_person_writes_them() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("x 1 GPU)"), "{text}");
     assert!(!text.contains("666"), "{text}");
-    assert!(text.contains("2.67 prompts"), "{text}");
+    assert!(
+        text.contains(
+            "as written; Unsloth runs 6 completions (micro-batch 3): 2 prompts x 3 generations"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("2.67"), "{text}");
     let out = grpofit()
         .args(["fit", "--preset", "24gb", "--headroom", "2.5"])
         .output()

@@ -172,6 +172,16 @@ fn an_estimate_short_of_what_the_process_held_is_said_and_the_fit_uses_the_messa
     );
     assert!(text.contains(&said), "`{said}` missing:\n{text}");
     assert!(!text.contains("already fits"), "{text}");
+    // the fit's headroom is said with what it keeps free beyond the estimate, not only the
+    // estimate's (which leaves that out)
+    let demand = held + requested - estimate;
+    let with = format!(
+        "with the {} beyond the estimate: {} of {} (headroom ",
+        gib(demand),
+        gib(fitted + demand),
+        gib(total)
+    );
+    assert!(text.contains(&with), "`{with}` missing:\n{text}");
 }
 
 /// A run log as `grpofit run` writes it: the prediction line naming `config`, and three steps

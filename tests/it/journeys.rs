@@ -3,7 +3,7 @@
 //! binary. Each exported set is read the way the trainers read it: `tests/journeys/
 //! check_export.py` parses `tuned.yaml` with PyYAML (as TRL's `TrlParser` does) and checks each
 //! key against the declared type of the `GRPOScriptArguments` / `GRPOConfig` / `ModelConfig`
-//! field it sets (tests/fixtures/journeys/trl_fields.json, from the pinned wheels), `run.toml`
+//! field it sets (crates/grpofit-core/src/contract/field_types.json, from the ladders' wheels), `run.toml`
 //! against the same and the contract's LoraConfig / Unsloth calls, `accelerate.yaml` against
 //! accelerate's `ClusterConfig`.
 

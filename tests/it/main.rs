@@ -1,6 +1,7 @@
 //! grpofit's integration tests, one binary (one link): a module per area.
 
 mod accumulation;
+mod bf16_cards;
 mod calibrate_cli;
 mod calibrate_rewards;
 mod calibrate_time;
@@ -12,6 +13,7 @@ mod cpu_trace;
 mod diagnose;
 mod diagnose_truth;
 mod fastest_cli;
+mod field_types;
 mod fit;
 mod fit_versions;
 mod headroom_fit;
@@ -27,6 +29,7 @@ mod loop_cli;
 mod lora_dropout;
 mod minors;
 mod model;
+mod model_config_path;
 mod multi_gpu;
 mod no_debug_output;
 mod oom;

@@ -216,7 +216,14 @@ fn truncated_garbled_and_absent_messages_do_not_panic() {
     let r = diagnose(&read("truncated.txt")).unwrap();
     assert!(close(r.requested_bytes, 6.01 * GIB));
     assert_eq!(r.total_bytes, None);
-    let _ = diagnose(&read("garbled.txt"));
+    // no amount read: the advice names none (not "0 B less")
+    let garbled = diagnose(&read("garbled.txt")).unwrap();
+    let said = advice(&garbled, None);
+    assert!(
+        said[0].starts_with("the run needs less (the message says not how much) at its peak"),
+        "{said:?}"
+    );
+    assert!(!said.iter().any(|a| a.contains(" 0 B")), "{said:?}");
     assert!(diagnose(&read("no-oom.txt")).is_none());
     for cut in 0..200 {
         let text = read("torch-2.5-other-process.txt");

@@ -710,3 +710,20 @@ fn a_bad_num_processes_names_the_flag() {
         assert!(err.contains(said), "{n}: {err}");
     }
 }
+
+/// A key the pinned trl and transformers do not take is said as what it is: that pair refuses
+/// the file at launch (TRL's docs' recipe writes `warmup_ratio`, which transformers 5 dropped).
+#[test]
+fn a_key_the_pinned_releases_lack_is_said_to_fail_at_launch() {
+    let out = grpofit()
+        .args(["--offline", "estimate", "--gpu-mem", "24GiB", "--config"])
+        .arg("tests/fixtures/journeys/trl-docs-grpo.yaml")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`[grpo] warmup_ratio`: trl 1.15.0's GRPOConfig does not take it")
+            && err.contains("trl 1.15.0 with transformers 5.17.0 refuses this file at launch"),
+        "{err}"
+    );
+}

@@ -524,3 +524,20 @@ fn a_long_refusal_wraps_and_keeps_its_fix() {
     let s = screen(&a, 60, 20);
     assert!(s.contains("Esc cancels"), "{s}");
 }
+
+/// The preset picker cuts a model name wider than the frame with an ellipsis (found at 60x20:
+/// `unsloth/Meta-Llama-3.1-8B-Instruct-b│`).
+#[test]
+fn the_preset_picker_cuts_a_long_model_name_with_an_ellipsis() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = crate::tui::app_in(dir.path(), Theme::mono());
+    crate::tui::resize(&mut a, 60, 20);
+    keys(&mut a, "p");
+    let s = screen(&a, 60, 20);
+    let row = s
+        .lines()
+        .find(|l| l.contains("22gib"))
+        .unwrap_or_else(|| panic!("{s}"));
+    assert!(row.contains("unsloth/Meta-Llama-3.1-8B-Instruct…"), "{row}");
+    assert!(row.trim_end().ends_with('│'), "{row}");
+}

@@ -219,3 +219,51 @@ max_completion_length = 512
     assert_eq!(context, 53504, "{plan}");
     assert_eq!(plan["max_num_batched_tokens"], context, "{plan}");
 }
+
+/// Where Unsloth raises the micro-batch to `num_generations` (unsloth#3572), the batch line
+/// says what it runs (6 completions, 1 prompt x 6 generations), not the file's 1 completion as
+/// "0.17 prompts x 6 generations"; the screen's batch line says the same.
+#[test]
+fn the_batch_line_says_what_unsloth_runs_when_it_raises_the_micro_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = include_str!("../fixtures/journeys/unsloth-notebook.toml")
+        .replace("num_generations = 4", "num_generations = 6");
+    std::fs::write(dir.path().join("run.toml"), &text).unwrap();
+    let out = run(grpofit_in(dir.path()).args([
+        "--offline",
+        "estimate",
+        "--config",
+        "run.toml",
+        "--gpu-mem",
+        "24GiB",
+    ]));
+    assert!(
+        out.stdout.contains(
+            "effective batch 1 completion (1 per device x 1 accumulation x 1 GPU) as written; \
+             Unsloth runs 6 completions (micro-batch 6): 1 prompt x 6 generations"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("0.17 prompts"), "{}", out.stdout);
+    let file = grpofit_core::config::load(
+        &dir.path().join("run.toml"),
+        &grpofit_core::resolve::Offline::default(),
+    )
+    .unwrap();
+    let gpu = grpofit::tui::app::GpuState {
+        capacity: 24 << 30,
+        capacity_from_user: true,
+        name: "--gpu-mem".into(),
+        live: None,
+        unavailable: None,
+    };
+    let app = grpofit::tui::app::App::new(
+        file,
+        gpu,
+        grpofit::tui::theme::Theme::mono(),
+        dir.path().to_path_buf(),
+    );
+    let s = crate::tui::screen(&app, 120, 40);
+    assert!(s.contains("Unsloth runs 6 = 1 prompt × 6 gens"), "{s}");
+}

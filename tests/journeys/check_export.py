@@ -5,8 +5,8 @@
 
 - `tuned.yaml` is read with PyYAML's safe loader, as TRL's `TrlParser` reads `--config` (trl
   1.15.0 `scripts/utils.py`, `yaml.safe_load`): each key that is a field of the dataclasses
-  `trl grpo` parses (tests/fixtures/journeys/trl_fields.json, from the pinned wheels by
-  tools/contract/field_types.py) must hold a value of that field's declared type, as read (the
+  `trl grpo` parses (crates/grpofit-core/src/contract/field_types.json, by tools/contract/field_types.py: its
+  `pinned` keys) must hold a value of a type some modelled release declares, as read (the
   parser sets it as the field's default, unconverted). With SOURCE_RECIPE, the keys whose value
   differs from the source's and those the export dropped are listed.
 - `run.toml` (a run without recipe) is read with tomllib: `[grpo]` against GRPOConfig, `[model]`
@@ -27,7 +27,9 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-FIELDS = json.loads((ROOT / "tests/fixtures/journeys/trl_fields.json").read_text())["classes"]
+TYPES = json.loads((ROOT / "crates/grpofit-core/src/contract/field_types.json").read_text())
+FIELDS = TYPES["classes"]
+PINNED = TYPES["pinned"]["keys"]
 CONTRACT = json.loads((ROOT / "crates/grpofit-core/src/contract/trainers.json").read_text())["calls"]
 
 
@@ -89,7 +91,7 @@ def ast_value(text: str):
 
 def check_fields(values: dict, classes: list, where: str, out: dict) -> None:
     for key, value in values.items():
-        anns = [FIELDS[c][key] for c in classes if key in FIELDS[c]]
+        anns = [a for c in classes if key in PINNED[c] for a in FIELDS[c][key]]
         if not anns:
             out["unknown"].append(f"{where}{key}")
             continue

@@ -3,6 +3,7 @@
 
 use super::*;
 use grpofit_core::config::export::ExportContext;
+use grpofit_core::config::relocate::model_config_at;
 use grpofit_core::config::source::Format;
 use grpofit_core::config::write_back::text_for;
 use grpofit_core::fit::DEFAULT_HEADROOM;
@@ -142,10 +143,15 @@ impl App {
     /// The run file's text for `path`, handed to the loop to write.
     pub(super) fn write_export(&mut self, path: PathBuf, overwrite: bool, then_quit: bool) {
         let gpu_line = format!("{} {}", self.gpu.name, format_size(self.gpu.capacity));
+        // the config.json named from the written file's folder (the screen's folder is the
+        // working folder the run was read from)
+        let model_config = self.model_config.as_deref().map(|resolved| {
+            model_config_at(&path, &self.export_dir, self.source.as_ref(), resolved)
+        });
         let ctx = ExportContext {
             gpu: &gpu_line,
             gpu_memory: Some(self.gpu.capacity),
-            model_config: self.model_config.as_deref(),
+            model_config: model_config.as_deref(),
             lock_effective_batch: self.lock,
             estimate: Some(&self.estimate),
             // the screen changes no time key: a file's stay as it wrote them (after an undo

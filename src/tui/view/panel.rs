@@ -57,11 +57,19 @@ pub(super) fn batch_line(app: &App, width: u16) -> String {
             app.run.grad_accum,
             count(app.run.processes(), "GPU", "GPUs"),
         ),
-        format!(
-            "{} × {} gens",
-            count_f(e.prompts_per_step, 2, "prompt", "prompts"),
-            app.run.num_generations
-        ),
+        match crate::report::unsloth_runs(&app.run) {
+            // Unsloth raises the micro-batch to num_generations (unsloth#3572)
+            Some((batch, prompts)) => format!(
+                "Unsloth runs {batch} = {} × {} gens",
+                count_f(prompts, 2, "prompt", "prompts"),
+                app.run.num_generations
+            ),
+            None => format!(
+                "{} × {} gens",
+                count_f(e.prompts_per_step, 2, "prompt", "prompts"),
+                app.run.num_generations
+            ),
+        },
     ];
     let mut line = String::new();
     for p in parts {

@@ -113,13 +113,16 @@ pub(super) fn presets(
         " j/k ↑↓ PgUp PgDn Home End · Enter loads · Esc ",
     );
     let name_w = choices.iter().map(|c| width_of(&c.name)).max().unwrap_or(0);
+    // the list's marker (3 columns) and scroll arrow (1) beside the name and capacity: a model
+    // name longer than the rest is cut with an ellipsis, not mid-word at the frame
+    let model_w = (inner.width as usize).saturating_sub(3 + name_w + 2 + 10 + 2 + 1);
     let items = choices
         .iter()
         .map(|c| {
             let capacity = c.capacity.map_or("-".into(), format_size);
             Line::from(vec![
                 Span::raw(format!("{:<name_w$}  {capacity:>10}  ", c.name)),
-                Span::styled(c.model.clone(), app.theme.dim()),
+                Span::styled(ellipsize(&c.model, model_w), app.theme.dim()),
             ])
         })
         .collect();

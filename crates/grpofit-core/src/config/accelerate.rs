@@ -40,8 +40,8 @@ pub enum SpreadError {
         total: u64,
         nodes: u64,
     },
-    /// `found` as yaml-rust2 shows the value
-    #[error("{found}: expected 1 to {max}")]
+    /// `found` as the file writes the value ([`as_written`])
+    #[error("{found}: expected a whole number from 1 to {max}")]
     Count { found: String, max: i64 },
     #[error("{kind}: grpofit models NO, MULTI_GPU, DEEPSPEED and FSDP")]
     DistributedType { kind: String },
@@ -156,7 +156,7 @@ pub fn read(path: &Path, num_processes: Option<u64>) -> Result<Launch, Accelerat
             other => Err(at(
                 key,
                 SpreadError::Count {
-                    found: format!("{other:?}"),
+                    found: as_written(other),
                     max: MAX_PROCESSES,
                 },
             )),
@@ -290,9 +290,44 @@ fn fsdp(cfg: &Yaml) -> Result<Spread, SpreadError> {
     })
 }
 
+/// A YAML value as a file writes it (`"four"`, `2.5`, `true`), not as yaml-rust2's `Debug`
+/// shows it (`String("four")`).
+fn as_written(value: &Yaml) -> String {
+    match value {
+        Yaml::String(s) => format!("{s:?}"),
+        Yaml::Integer(n) => n.to_string(),
+        Yaml::Real(r) => r.clone(),
+        Yaml::Boolean(b) => b.to_string(),
+        Yaml::Array(_) => "a list".to_string(),
+        Yaml::Hash(_) => "a map".to_string(),
+        _ => "null".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wrong_count_is_shown_as_the_file_writes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("accelerate.yaml");
+        for (written, shown) in [
+            ("four", "\"four\""),
+            ("0", "0"),
+            ("2.5", "2.5"),
+            ("[1, 2]", "a list"),
+        ] {
+            std::fs::write(&path, format!("num_processes: {written}\n")).unwrap();
+            let e = read(&path, None).unwrap_err().to_string();
+            assert!(
+                e.ends_with(&format!(
+                    "`num_processes`: {shown}: expected a whole number from 1 to 4096"
+                )),
+                "{e}"
+            );
+        }
+    }
 
     fn spread_of(yaml: &str) -> Spread {
         let doc = YamlLoader::load_from_str(yaml).unwrap().remove(0);

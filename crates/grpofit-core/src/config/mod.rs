@@ -29,6 +29,7 @@ mod read_time;
 mod read_version_keys;
 mod read_vllm_device;
 pub mod recipe;
+pub mod relocate;
 mod serve_command;
 pub mod source;
 pub mod tables;

@@ -35,6 +35,9 @@ pub struct RunFile {
     pub warnings: Vec<String>,
     /// what the file says about time: the card, the completions' mean length, the steps
     pub time: crate::time::TimeKeys,
+    /// `[grpo] bf16` as the file writes it (None: the trainer's default), which
+    /// `hardware::precision` sets against the card
+    pub bf16: Option<bool>,
 }
 
 /// What a read takes beside the text: where model names are looked up (`models`: the cache,
@@ -202,6 +205,7 @@ fn run_file(
         versions: grpofit.versions,
         warnings: Vec::new(),
         time,
+        bf16: grpo.bf16,
     })
 }
 

@@ -26,6 +26,8 @@ pub(super) struct Grpo {
     pub cast_lm_head_to_fp32: bool,
     /// GRPOConfig's `fp16` (TrainingArguments: mixed precision in fp16 rather than bf16)
     pub fp16: bool,
+    /// GRPOConfig's `bf16` as written (None: the release's default)
+    pub bf16: Option<bool>,
     /// the Liger loss flag of the release (`StackVersions::trl_liger_key`) is on
     pub liger_loss: bool,
     /// said when `use_liger_kernel` is asked for where it changes no logits
@@ -69,6 +71,7 @@ pub(super) fn read_grpo(t: &Tables) -> Result<Grpo, LoadError> {
         // logits are materialised (`StackVersions::trl_fused_head`).
         fused_logits: t.stack == Stack::Trl && t.versions.trl_fused_head(),
         fp16: t.boolean(T::Grpo, "fp16")?.unwrap_or(false),
+        bf16: t.boolean(T::Grpo, "bf16")?,
         cast_lm_head_to_fp32: t
             .boolean(T::Grpo, "cast_lm_head_to_fp32")?
             .or(grpo.default_bool("cast_lm_head_to_fp32"))

@@ -123,10 +123,11 @@ pub(super) fn version_notes(t: &Tables) -> Vec<String> {
         .filter(|key| crate::contract::retired(T::Grpo, key, t.stack).is_none())
         .map(|key| {
             format!(
-                "`[grpo] {key}`: trl {trl}'s GRPOConfig does not take it (read from the {} wheel, with transformers {}'s TrainingArguments){}; that TRL refuses this file",
+                "`[grpo] {key}`: trl {trl}'s GRPOConfig does not take it (read from the {} wheel, with transformers {}'s TrainingArguments){}; trl {trl} with transformers {} refuses this file at launch",
                 crate::contract::ladder::rung_of(trl).map_or_else(String::new, |r| format!("trl {r}")),
                 versions.transformers,
-                super::read_version_keys::taken_by(crate::contract::Call::GrpoConfig, key, t.stack)
+                super::read_version_keys::taken_by(crate::contract::Call::GrpoConfig, key, t.stack),
+                versions.transformers
             )
         })
         .collect()

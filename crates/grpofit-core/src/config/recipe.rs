@@ -16,6 +16,7 @@ use super::read_grpofit::ASSUMED_PROMPT_LENGTH;
 use super::source::{Format, MODEL_LORA_KEYS, Placed, SourceFile};
 use crate::arch::catalog::edit_distance;
 use crate::contract::accepts::releases_taking;
+use crate::contract::field_types::{self, Scalar};
 use crate::contract::{Call, Table, retired};
 use crate::run::Stack;
 use std::path::Path;
@@ -172,34 +173,33 @@ fn value(v: &Py) -> Result<Option<toml::Value>, LoadError> {
     }))
 }
 
-/// A string where the trainer's dataclass field is a number, converted as TRL converts it:
-/// `set_defaults_with_config` makes the value the argparse default, and argparse passes a
-/// string default through the field's `type` (so `learning_rate: 1e-5`, a string to PyYAML,
-/// is the float 1e-05 to TRL). The field's type is its default's (`trainers.json`).
+/// A string where the trainer's dataclass field is a number or a bool, converted as TRL
+/// converts it: `set_defaults_with_config` makes the value the argparse default, and argparse
+/// passes a string default through the field's `type` (so `learning_rate: 1e-5`, a string to
+/// PyYAML, is the float 1e-05 to TRL). The field's type is its annotation's
+/// (`contract::field_types`: `Optional[float]` is a float to `HfArgumentParser`).
 fn typed_as_argparse(key: &str, v: Py) -> Result<Py, LoadError> {
     let Py::Str(s) = &v else { return Ok(v) };
-    let default = [Call::GrpoConfig, Call::TrlModelConfig]
+    let scalar = [Call::GrpoConfig, Call::TrlModelConfig]
         .iter()
-        .find_map(|c| c.default(key));
+        .find_map(|c| field_types::argparse_scalar(*c, key));
     let bad = |ty: &str| {
         LoadError::whole_file(format!(
             "`{key}`: `{s}` is a string that TRL's argparse cannot read as {ty} (invalid {ty} value)"
         ))
     };
-    Ok(match default {
-        Some(serde_json::Value::Number(n)) if n.is_i64() || n.is_u64() => {
-            Py::Int(s.trim().replace('_', "").parse().map_err(|_| bad("int"))?)
-        }
+    Ok(match scalar {
+        Some(Scalar::Int) => Py::Int(s.trim().replace('_', "").parse().map_err(|_| bad("int"))?),
         // transformers 5.17.0 hf_argparser.py, string_to_bool: a bool field's `type`
-        Some(serde_json::Value::Bool(_)) => match s.to_ascii_lowercase().as_str() {
+        Some(Scalar::Bool) => match s.to_ascii_lowercase().as_str() {
             "yes" | "true" | "t" | "y" | "1" => Py::Bool(true),
             "no" | "false" | "f" | "n" | "0" => Py::Bool(false),
             _ => return Err(bad("bool (yes/no, true/false, t/f, y/n, 1/0)")),
         },
-        Some(serde_json::Value::Number(_)) => Py::Float(
+        Some(Scalar::Float) => Py::Float(
             pyyaml_resolve::python_float(&s.replace('_', "")).ok_or_else(|| bad("float"))?,
         ),
-        _ => v,
+        None => v,
     })
 }
 

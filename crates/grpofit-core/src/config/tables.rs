@@ -7,7 +7,7 @@ use super::error::LoadError;
 use super::lines::Lines;
 use crate::arch::catalog::edit_distance;
 use crate::contract::accepts::{CallVersions, releases_taking};
-use crate::contract::{self, Call, Retired, Table};
+use crate::contract::{self, Call, Retired, Table, field_types};
 use crate::run::Stack;
 use crate::run::knobs::Knob;
 use crate::run::versions::{Pinned, StackVersions};
@@ -118,6 +118,35 @@ impl<'a> Tables<'a> {
     pub fn check_keys_at(&self, versions: &CallVersions) -> Result<(), LoadError> {
         for table in Table::ALL {
             self.check_keys(table, versions)?;
+            self.check_types(table)?;
+        }
+        Ok(())
+    }
+
+    /// Every key of `table` whose call's dataclass declares its type holds a value of that
+    /// type (`contract::field_types`): the call takes the table unconverted, so a string where
+    /// a number is declared would load here and fail at launch.
+    fn check_types(&self, table: Table) -> Result<(), LoadError> {
+        let (Some(t), Some(call)) = (self.table(table), table.call(self.stack)) else {
+            return Ok(());
+        };
+        for (key, value) in t {
+            if field_types::fits_field(call, key, value) {
+                continue;
+            }
+            let declared = field_types::described(call, key);
+            // Python reads any non-empty string as true: `bf16 = "no"` turns bf16 on
+            let truthy = if declared.split(" | ").any(|a| a == "bool") && value.is_str() {
+                " (any non-empty string is true to it)"
+            } else {
+                ""
+            };
+            let message = format!(
+                "expected {declared}, as {} declares it: the call takes the value unconverted, \
+                 so the trainer would misread it{truthy} or fail on it at launch",
+                call.name(),
+            );
+            return Err(self.wrong(table, key, value, message));
         }
         Ok(())
     }

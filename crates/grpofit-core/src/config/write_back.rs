@@ -24,12 +24,18 @@ fn written(run: &RunConfig, ctx: &ExportContext) -> toml::Table {
 /// `ctx` says otherwise than the file (the screen keeps the file's; `fit --fastest` names the
 /// card it timed the step on).
 pub fn changes(source: &SourceFile, run: &RunConfig, ctx: &ExportContext) -> Vec<Change> {
+    // `model_config` as the file spells it: `ctx` names it as the written file must
+    // (`relocate::model_config_at`)
+    let before_config = source
+        .model_config
+        .as_deref()
+        .map(|resolved| super::relocate::as_written(&source.path, resolved));
     let before = written(
         &source.run,
         &ExportContext {
             gpu: "",
             gpu_memory: source.gpu_memory,
-            model_config: source.model_config.as_deref(),
+            model_config: before_config.as_deref(),
             lock_effective_batch: source.lock_effective_batch,
             estimate: None,
             time: Some(&source.time),

@@ -5,6 +5,7 @@
 //! defaults for missing keys and the export's keys all come from here.
 
 pub mod accepts;
+pub mod field_types;
 pub mod ladder;
 pub mod release;
 pub mod requires;

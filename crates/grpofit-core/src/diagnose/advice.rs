@@ -41,8 +41,14 @@ pub fn advice(report: &OomReport, run: Option<&RunConfig>) -> Vec<String> {
     for cause in &report.causes {
         match cause.verdict {
             Verdict::DoesNotFit => out.push(format!(
-                "the run needs {} less at its peak: pull the strongest lever ({})",
-                format_size(cause.bytes),
+                "the run needs {} at its peak: pull the strongest lever ({})",
+                // a message that gives no shortfall (no free memory, or none readable) says
+                // no amount: "0 B less" would read as nothing to do
+                if cause.bytes > 0 {
+                    format!("{} less", format_size(cause.bytes))
+                } else {
+                    "less (the message says not how much)".to_string()
+                },
                 if run.is_some() {
                     "the nearest configuration that fits is below"
                 } else {

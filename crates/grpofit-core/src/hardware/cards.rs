@@ -2,7 +2,10 @@
 //! dense bf16 figure (fp16 where the card has no bf16: the T4 and V100): the sheets print it "with
 //! sparsity", twice the dense rate, for Ampere and later, and those are halved here. Bandwidths
 //! are in GB/s (10^9 bytes a second); `link_gb_s` is one direction of the card's fastest
-//! link to its peers (NVLink where the sheet gives it, else its PCIe slot).
+//! link to its peers (NVLink where the sheet gives it, else its PCIe slot). `compute_capability`
+//! is NVIDIA's CUDA GPUs table's (developer.nvidia.com/cuda-gpus, "Compute Capability": Turing
+//! T4 7.5, Volta V100 7.0, Ampere A100 8.0 and GA10x 8.6, Ada 8.9, Hopper 9.0, Blackwell B200
+//! 10.0 and RTX 50 12.0), which decides whether the card computes in bf16 (8.0 and up).
 
 use super::{Card, Link};
 
@@ -15,6 +18,7 @@ const PCIE5: f64 = 64.0; // PCIe Gen5 x16: the sheets' "128 GB/s" is both direct
 pub const CARDS: &[Card] = &[
     Card {
         name: "T4",
+        compute_capability: (7, 5),
         nvml: &["Tesla T4", "NVIDIA T4"],
         aliases: &["t4"],
         bf16_tflops: 65.0,
@@ -26,6 +30,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "L4",
+        compute_capability: (8, 9),
         nvml: &["NVIDIA L4"],
         aliases: &["l4"],
         bf16_tflops: 121.0,
@@ -37,6 +42,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "A10G",
+        compute_capability: (8, 6),
         nvml: &["NVIDIA A10G"],
         aliases: &["a10g"],
         bf16_tflops: 70.0,
@@ -48,6 +54,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "A10",
+        compute_capability: (8, 6),
         nvml: &["NVIDIA A10"],
         aliases: &["a10"],
         bf16_tflops: 125.0,
@@ -59,6 +66,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "RTX 3090",
+        compute_capability: (8, 6),
         nvml: &["NVIDIA GeForce RTX 3090", "GeForce RTX 3090"],
         aliases: &["3090", "rtx3090"],
         bf16_tflops: 71.0,
@@ -70,6 +78,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "RTX 3060",
+        compute_capability: (8, 6),
         nvml: &["NVIDIA GeForce RTX 3060"],
         aliases: &["3060", "rtx3060"],
         bf16_tflops: 25.4,
@@ -81,6 +90,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "RTX 3070",
+        compute_capability: (8, 6),
         nvml: &["NVIDIA GeForce RTX 3070"],
         aliases: &["3070", "rtx3070"],
         bf16_tflops: 40.6,
@@ -92,6 +102,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "RTX 3080",
+        compute_capability: (8, 6),
         nvml: &["NVIDIA GeForce RTX 3080"],
         aliases: &["3080", "rtx3080"],
         bf16_tflops: 59.5,
@@ -103,6 +114,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "RTX 4060 Ti",
+        compute_capability: (8, 9),
         nvml: &["NVIDIA GeForce RTX 4060 Ti"],
         aliases: &["4060ti", "rtx4060ti"],
         bf16_tflops: 44.1,
@@ -114,6 +126,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "RTX 4070",
+        compute_capability: (8, 9),
         nvml: &["NVIDIA GeForce RTX 4070"],
         aliases: &["4070", "rtx4070"],
         bf16_tflops: 58.3,
@@ -125,6 +138,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "RTX A6000",
+        compute_capability: (8, 6),
         nvml: &["NVIDIA RTX A6000"],
         aliases: &["a6000", "rtxa6000"],
         bf16_tflops: 154.8,
@@ -136,6 +150,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "RTX 4090",
+        compute_capability: (8, 9),
         nvml: &["NVIDIA GeForce RTX 4090"],
         aliases: &["4090", "rtx4090"],
         bf16_tflops: 165.2,
@@ -147,6 +162,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "RTX 5090",
+        compute_capability: (12, 0),
         nvml: &["NVIDIA GeForce RTX 5090"],
         aliases: &["5090", "rtx5090"],
         bf16_tflops: 209.5,
@@ -158,6 +174,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "RTX 6000 Ada",
+        compute_capability: (8, 9),
         nvml: &["NVIDIA RTX 6000 Ada Generation"],
         aliases: &["6000ada", "rtx6000ada"],
         bf16_tflops: 364.2,
@@ -169,6 +186,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "L40S",
+        compute_capability: (8, 9),
         nvml: &["NVIDIA L40S"],
         aliases: &["l40s"],
         bf16_tflops: 362.05,
@@ -180,6 +198,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "A40",
+        compute_capability: (8, 6),
         nvml: &["NVIDIA A40"],
         aliases: &["a40"],
         bf16_tflops: 149.7,
@@ -191,6 +210,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "V100 SXM2",
+        compute_capability: (7, 0),
         nvml: &["Tesla V100-SXM2-16GB", "Tesla V100-SXM2-32GB"],
         aliases: &["v100", "v100sxm2", "v100sxm"],
         bf16_tflops: 125.0,
@@ -202,6 +222,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "V100 PCIe",
+        compute_capability: (7, 0),
         nvml: &["Tesla V100-PCIE-16GB", "Tesla V100-PCIE-32GB"],
         aliases: &["v100pcie"],
         bf16_tflops: 112.0,
@@ -213,6 +234,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "A100 40GB PCIe",
+        compute_capability: (8, 0),
         nvml: &["NVIDIA A100-PCIE-40GB", "NVIDIA A100 PCIe 40GB"],
         aliases: &["a10040gbpcie", "a100pcie40gb", "a100pcie"],
         bf16_tflops: 312.0,
@@ -224,6 +246,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "A100 80GB PCIe",
+        compute_capability: (8, 0),
         nvml: &["NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-80GB"],
         aliases: &["a10080gbpcie", "a100pcie80gb"],
         bf16_tflops: 312.0,
@@ -235,6 +258,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "A100 40GB SXM",
+        compute_capability: (8, 0),
         nvml: &["NVIDIA A100-SXM4-40GB"],
         aliases: &["a10040gbsxm", "a100sxm40gb", "a10040gb", "a10040"],
         bf16_tflops: 312.0,
@@ -246,6 +270,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "A100 80GB SXM",
+        compute_capability: (8, 0),
         nvml: &["NVIDIA A100-SXM4-80GB"],
         aliases: &[
             "a10080gbsxm",
@@ -264,6 +289,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "H100 PCIe",
+        compute_capability: (9, 0),
         nvml: &["NVIDIA H100 PCIe"],
         aliases: &["h100pcie"],
         bf16_tflops: 756.0,
@@ -275,6 +301,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "H100 SXM",
+        compute_capability: (9, 0),
         nvml: &["NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM5 80GB"],
         aliases: &["h100sxm", "h100", "h10080gb", "h100sxm5"],
         bf16_tflops: 989.5,
@@ -286,6 +313,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "H100 NVL",
+        compute_capability: (9, 0),
         nvml: &["NVIDIA H100 NVL"],
         aliases: &["h100nvl"],
         bf16_tflops: 835.5,
@@ -297,6 +325,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "H200",
+        compute_capability: (9, 0),
         nvml: &["NVIDIA H200"],
         aliases: &["h200", "h200sxm"],
         bf16_tflops: 989.5,
@@ -308,6 +337,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "H20",
+        compute_capability: (9, 0),
         nvml: &["NVIDIA H20"],
         aliases: &["h20"],
         bf16_tflops: 148.0,
@@ -319,6 +349,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "B200",
+        compute_capability: (10, 0),
         nvml: &["NVIDIA B200"],
         aliases: &["b200"],
         bf16_tflops: 2250.0,
@@ -330,6 +361,7 @@ pub const CARDS: &[Card] = &[
     },
     Card {
         name: "GH200",
+        compute_capability: (9, 0),
         nvml: &["NVIDIA GH200 480GB", "NVIDIA GH200 96GB HBM3"],
         aliases: &["gh200"],
         bf16_tflops: 989.5,

@@ -2,6 +2,7 @@
 //! the one a user writes. The table is `cards::CARDS`, each row citing its vendor sheet.
 
 mod cards;
+pub mod precision;
 
 pub use cards::CARDS;
 use serde::Serialize;
@@ -33,6 +34,18 @@ pub struct Card {
     pub link_gb_s: f64,
     /// the vendor sheet each figure is read from
     pub sheet: &'static str,
+    /// CUDA's compute capability (major, minor), from NVIDIA's CUDA GPUs table
+    pub compute_capability: (u8, u8),
+}
+
+impl Card {
+    /// Whether the card has bf16 tensor cores: compute capability 8.0 (Ampere) or later, the
+    /// test Unsloth makes (unsloth 2026.10.9 models/_utils.py, `SUPPORTS_BFLOAT16 = ...
+    /// _bf16_cap[0] >= 8`) and torch's fast path (torch 2.9.1 `torch.cuda.is_bf16_supported`,
+    /// `get_device_properties(device).major >= 8`).
+    pub fn has_bf16(&self) -> bool {
+        self.compute_capability.0 >= 8
+    }
 }
 
 /// The figures the step-time model uses: a card of the table, or what the user gave.

@@ -1,0 +1,166 @@
+//! A run that computes in bf16 on a card without it (compute capability under 8.0: the T4, the
+//! V100), said before launch, as each trainer meets it:
+//!
+//! - TRL: `GRPOConfig`'s `bf16` is True unless `fp16` from trl 0.19.1 on (`bf16: bool | None =
+//!   None`, `__post_init__`: `self.bf16 = not (self.fp16) if self.bf16 is None`; False before,
+//!   `trl_ladder.json`). transformers' `TrainingArguments.__post_init__` (5.17.0
+//!   training_args.py) then raises `ValueError("Your setup doesn't support bf16/gpu. You need
+//!   to assign use_cpu if you want to train the model on CPU. You need Ampere+ GPU with
+//!   cuda>=11.0.")` where `is_torch_bf16_gpu_available()`, that is `torch.cuda.
+//!   is_bf16_supported()`, is false; torch 2.9.1 answers true below 8.0 only by emulation (it
+//!   makes a bf16 tensor, `_check_bf16_tensor_supported`), and the step then runs without bf16
+//!   tensor cores.
+//! - Unsloth: `from_pretrained` loads the model in float16 on such a card (unsloth 2026.10.9
+//!   models/loader.py: `dtype = torch.float16 if not SUPPORTS_BFLOAT16`, and an asked bfloat16
+//!   "Will change to float16."), and its GRPOTrainer refuses `bf16 = True` over a float16 model
+//!   (models/rl.py: `TypeError('Unsloth: Model is in float16 precision but you want to use
+//!   bfloat16 precision. Set fp16 to `True` and bf16 to `False`')`). Unsloth's GRPOConfig
+//!   defaults `bf16` to False (rl.py's replacements), so only a written `bf16 = true` meets it.
+
+use super::Card;
+use crate::run::{RunConfig, Stack};
+
+/// How the run's file writes a GRPOConfig key: a run file's `[grpo] key = value`, or a TRL
+/// recipe's top-level `key: value`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spelling {
+    RunFile,
+    Recipe,
+}
+
+impl Spelling {
+    fn key(self, key: &str, value: bool) -> String {
+        match self {
+            Spelling::RunFile => format!("`[grpo] {key} = {value}`"),
+            Spelling::Recipe => format!("`{key}: {value}`"),
+        }
+    }
+}
+
+/// What is wrong with computing `run` in bf16 on `card`, when it does (`bf16`: `[grpo] bf16`
+/// as the run writes it, None where it leaves it to the trainer's default), its keys spelled
+/// as the run's file writes them.
+pub fn bf16_warning(
+    card: &Card,
+    run: &RunConfig,
+    bf16: Option<bool>,
+    spelling: Spelling,
+) -> Option<String> {
+    if card.has_bf16() || run.fp16 {
+        return None;
+    }
+    let (major, minor) = card.compute_capability;
+    let card = format!(
+        "the {} (compute capability {major}.{minor}) has no bf16",
+        card.name
+    );
+    let fix = format!(
+        "set {} and {}",
+        spelling.key("fp16", true),
+        spelling.key("bf16", false)
+    );
+    let written = spelling.key("bf16", true);
+    match run.stack {
+        Stack::Unsloth if bf16 == Some(true) => Some(format!(
+            "{written}, but {card}: {fix}; Unsloth loads the model in float16 there and its \
+             GRPOTrainer refuses bf16 at launch (\"Unsloth: Model is in float16 precision but you \
+             want to use bfloat16 precision. Set fp16 to `True` and bf16 to `False`\")"
+        )),
+        Stack::Trl if bf16.unwrap_or_else(|| trl_default_bf16(run)) => {
+            let asked = match bf16 {
+                Some(_) => written,
+                None => format!(
+                    "trl {}'s GRPOConfig computes in bf16 unless `fp16` is true",
+                    run.versions.trl
+                ),
+            };
+            Some(format!(
+                "{asked}, but {card}: {fix}; transformers' TrainingArguments refuses bf16 where \
+                 torch reports no bf16 (\"Your setup doesn't support bf16/gpu ... You need \
+                 Ampere+ GPU with cuda>=11.0.\"), and a torch that emulates it trains without bf16 \
+                 tensor cores"
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// GRPOConfig's `bf16` when the run leaves it out: None (then `not fp16`) from trl 0.19.1,
+/// False before (`trl_ladder.json`).
+fn trl_default_bf16(run: &RunConfig) -> bool {
+    match crate::contract::ladder::grpo_default(run.versions.trl, "bf16") {
+        Some(serde_json::Value::Bool(b)) => *b,
+        Some(serde_json::Value::Null) => !run.fp16,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::release::Release;
+    use crate::hardware::lookup;
+
+    fn run(stack: Stack, trl: &str) -> RunConfig {
+        let arch = crate::arch::catalog::find("Qwen/Qwen2.5-7B-Instruct")
+            .unwrap()
+            .arch;
+        let mut run = RunConfig::example(arch);
+        run.stack = stack;
+        run.versions.trl = Release::parse(trl).unwrap();
+        run
+    }
+
+    #[test]
+    fn only_cards_below_ampere_lack_bf16() {
+        let without: Vec<&str> = crate::hardware::CARDS
+            .iter()
+            .filter(|c| !c.has_bf16())
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(without, ["T4", "V100 SXM2", "V100 PCIe"]);
+    }
+
+    #[test]
+    fn the_trl_default_and_a_written_bf16_are_said_on_a_t4() {
+        let t4 = lookup("Tesla T4").unwrap();
+        let h100 = lookup("H100").unwrap();
+        let trl = run(Stack::Trl, "1.15.0");
+        let said = bf16_warning(t4, &trl, None, Spelling::RunFile).unwrap();
+        assert!(
+            said.contains("trl 1.15.0's GRPOConfig computes in bf16"),
+            "{said}"
+        );
+        assert!(said.contains("compute capability 7.5"), "{said}");
+        assert!(
+            bf16_warning(t4, &trl, Some(true), Spelling::RunFile)
+                .unwrap()
+                .starts_with("`[grpo] bf16 = true`")
+        );
+        assert_eq!(bf16_warning(t4, &trl, Some(false), Spelling::RunFile), None);
+        assert_eq!(
+            bf16_warning(h100, &trl, Some(true), Spelling::RunFile),
+            None
+        );
+        // trl 0.18's GRPOConfig: bf16 False unless written
+        assert_eq!(
+            bf16_warning(t4, &run(Stack::Trl, "0.18.2"), None, Spelling::RunFile),
+            None
+        );
+        let mut fp16 = trl.clone();
+        fp16.fp16 = true;
+        assert_eq!(bf16_warning(t4, &fp16, None, Spelling::RunFile), None);
+    }
+
+    #[test]
+    fn unsloth_refuses_only_a_written_bf16() {
+        let v100 = lookup("V100").unwrap();
+        let unsloth = run(Stack::Unsloth, "1.15.0");
+        assert_eq!(bf16_warning(v100, &unsloth, None, Spelling::RunFile), None);
+        let said = bf16_warning(v100, &unsloth, Some(true), Spelling::Recipe).unwrap();
+        assert!(
+            said.contains("Unsloth: Model is in float16 precision"),
+            "{said}"
+        );
+    }
+}
