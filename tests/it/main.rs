@@ -2,6 +2,7 @@
 
 mod accumulation;
 mod calibrate_cli;
+mod calibrate_cycles;
 mod calibrate_rewards;
 mod calibrate_time;
 mod calibration;
