@@ -20,8 +20,14 @@ pub(crate) fn median_of(
     log: &RunLog,
     figure: impl Fn(&StepRecord) -> Option<f64>,
 ) -> Option<(f64, usize)> {
-    let s: Vec<f64> = log.steps.iter().filter_map(figure).collect();
+    let s: Vec<f64> = in_a_row(log).iter().filter_map(figure).collect();
     median_after_first(s.into_iter().map(|x| (x, 1)))
+}
+
+/// The log's steps read in a row up to its last: all of them, or past `kept::MOST_KEPT` the
+/// last `kept::TIMED_TAIL` (the peaks kept before them are apart from the rest, in no cycle).
+fn in_a_row(log: &RunLog) -> &[StepRecord] {
+    log.steps.get(log.all_steps.in_a_row_from..).unwrap_or(&[])
 }
 
 /// How a step line without the figure counts inside a generation cycle.
@@ -47,12 +53,13 @@ pub(crate) fn per_step_of(
     figure: impl Fn(&StepRecord) -> Option<f64>,
     missing: Missing,
 ) -> Option<(f64, usize)> {
-    let Some(cycles) = cycles(log) else {
+    let steps = in_a_row(log);
+    let Some(cycles) = cycles(steps) else {
         return median_of(log, figure);
     };
     let average = |r: &Range<usize>| -> Option<(f64, usize)> {
         let mut sum = 0.0;
-        for s in &log.steps[r.clone()] {
+        for s in &steps[r.clone()] {
             match (figure(s), missing) {
                 (Some(x), _) => sum += x,
                 (None, Missing::Zero) => {}
@@ -75,20 +82,20 @@ fn starts_cycle(s: &StepRecord) -> bool {
 /// last one only when it is as long as the others' median (a log that stops before its cycle
 /// ends holds part of it); steps before the first generation (a run resumed mid-cycle) left
 /// out. None when no step carries a generation or reward timing.
-fn cycles(log: &RunLog) -> Option<Vec<Range<usize>>> {
-    let starts: Vec<usize> = (0..log.steps.len())
-        .filter(|&i| starts_cycle(&log.steps[i]))
+fn cycles(steps: &[StepRecord]) -> Option<Vec<Range<usize>>> {
+    let starts: Vec<usize> = (0..steps.len())
+        .filter(|&i| starts_cycle(&steps[i]))
         .collect();
     let last = *starts.last()?;
     let mut cycles: Vec<Range<usize>> = starts.windows(2).map(|w| w[0]..w[1]).collect();
     let mut lengths: Vec<usize> = cycles.iter().map(ExactSizeIterator::len).collect();
     lengths.sort_unstable();
-    let tail = log.steps.len() - last;
+    let tail = steps.len() - last;
     let k = lengths.get(lengths.len().saturating_sub(1) / 2).copied();
     match k {
         Some(k) if tail >= k => cycles.push(last..last + k),
         Some(_) => {}
-        None => cycles.push(last..log.steps.len()),
+        None => cycles.push(last..steps.len()),
     }
     Some(cycles)
 }
@@ -198,5 +205,49 @@ mod tests {
         let l = log(&saved);
         assert_eq!(per_step_of(&l, seconds, Missing::Unknown), Some((10.0, 4)));
         assert_eq!(per_step_of(&l, generation, Missing::Zero), Some((4.0, 6)));
+    }
+
+    #[test]
+    fn a_long_log_is_timed_on_its_last_steps_in_a_row_not_on_its_peaks() {
+        use crate::measure::kept::{MOST_KEPT, TIMED_TAIL};
+        use crate::measure::measured::parse_last_run_from;
+        // 3071 steps (the last read just folded the log), one generation every two: 14 s and
+        // 6 s; the memory's peak step a save
+        let lines: Vec<String> = (0..3071)
+            .map(|i| {
+                let generates = i % 2 == 0;
+                let seconds = match i {
+                    100 => 500.0,
+                    _ if generates => 14.0,
+                    _ => 6.0,
+                };
+                let mut v = json!({"kind": "step", "step": i + 1, "max_allocated": 5,
+                    "max_reserved": 6, "free": 3, "total": 10, "seconds": seconds,
+                    "trl_timings": {"compute_loss": 0.2}});
+                if i == 100 {
+                    v["max_allocated"] = json!(6);
+                }
+                if generates {
+                    v["trl_timings"]["vLLM.generate"] = json!(8.0);
+                }
+                v.to_string() + "\n"
+            })
+            .collect();
+        let text = lines.concat();
+        let (log, _) = parse_last_run_from(std::io::Cursor::new(text), "t").unwrap();
+        assert!(log.steps.len() <= MOST_KEPT);
+        assert_eq!(log.all_steps.count, 3071);
+        // the peak step kept for the memory's figures
+        assert!(log.steps.iter().any(|s| s.step == 101));
+        let seconds = |s: &StepRecord| s.seconds;
+        let (m, steps) = per_step_of(&log, seconds, Missing::Unknown).unwrap();
+        assert_eq!(m, 10.0);
+        // the last steps in a row: at least TIMED_TAIL, less the first cycle
+        assert!(steps >= TIMED_TAIL - 4 && steps < MOST_KEPT, "{steps}");
+        assert_eq!(
+            per_step_of(&log, generation, Missing::Zero).map(|g| g.0),
+            Some(4.0)
+        );
+        assert_eq!(median_of(&log, generation).map(|g| g.0), Some(8.0));
     }
 }
