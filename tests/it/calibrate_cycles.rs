@@ -33,7 +33,7 @@ fn cycled_lines(predicted: f64, generation: f64, every: usize, steps: usize) -> 
                 let i = v["step"].as_u64().unwrap() as usize - 1;
                 let mut timings = json!({"_prepare_inputs": 0.01, "compute_loss": 1.0});
                 v["seconds"] = Value::from(rest);
-                if i % every == 0 {
+                if i.is_multiple_of(every) {
                     let g = 3.0 * generation * k;
                     timings["vLLM.generate"] = Value::from(g);
                     timings["accuracy_reward"] = Value::from(REWARDS);

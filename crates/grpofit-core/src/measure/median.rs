@@ -243,7 +243,7 @@ mod tests {
         let (m, steps) = per_step_of(&log, seconds, Missing::Unknown).unwrap();
         assert_eq!(m, 10.0);
         // the last steps in a row: at least TIMED_TAIL, less the first cycle
-        assert!(steps >= TIMED_TAIL - 4 && steps < MOST_KEPT, "{steps}");
+        assert!((TIMED_TAIL - 4..MOST_KEPT).contains(&steps), "{steps}");
         assert_eq!(
             per_step_of(&log, generation, Missing::Zero).map(|g| g.0),
             Some(4.0)

@@ -446,7 +446,7 @@ mod tests {
             "\"seconds\": 10, \"generation\": 4.0, \"rewards\": 0.0, \"rewards_scaled\": 0.0,",
         );
         for (i, line) in text.clone().lines().skip(1).enumerate() {
-            let generates = i % every == 0;
+            let generates = i.is_multiple_of(every);
             let (g, r) = (generation * k, rewards * k);
             let (s, timings) = if generates {
                 let extra = (g + r) * (k - 1.0) / k;
