@@ -59,6 +59,9 @@ pub(crate) fn run_calibrate(args: &CalibrateArgs, source: &Source) -> Result<u8,
             learned.push((gpu, stack));
         }
     }
+    // both writes checked before either is made: a run file changed since it was read is
+    // refused with calibration.toml as it was
+    rewards::check_unchanged(&reward_writes)?;
     write_atomically(&path, &calibration::to_toml(&calibration), true)?;
     drop(lock);
     rewards::write(&reward_writes)?;

@@ -252,8 +252,17 @@ fn with_reward_seconds(
     }
 }
 
-/// Writes each planned run file (refused when the file changed since it was read), and says
-/// what was learned.
+/// Refuses the plans when a run file they write changed since it was read: `calibrate` asks
+/// before it writes calibration.toml, so that neither file changes when one cannot.
+pub(crate) fn check_unchanged(plans: &[RewardWrite]) -> Result<(), Failure> {
+    for p in plans.iter().filter(|p| p.text.is_some()) {
+        write_back::check_unchanged(p.file.source.as_ref())?;
+    }
+    Ok(())
+}
+
+/// Writes each planned run file (refused when the file changed since it was read, checked
+/// again: the writes come after calibration.toml's).
 pub(crate) fn write(plans: &[RewardWrite]) -> Result<(), Failure> {
     for p in plans {
         if let Some(text) = &p.text {

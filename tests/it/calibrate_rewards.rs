@@ -268,3 +268,67 @@ fn reward_seconds_given_are_written_into_the_run_file_to_three_figures() {
     }
     assert_eq!(std::fs::read_to_string(&run).unwrap(), written);
 }
+
+/// Whether process `pid` waits for a lock (`/proc/locks`: a waiter's line reads `N: -> FLOCK
+/// ... PID ...`).
+fn waits_for_a_lock(pid: u32) -> bool {
+    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+    locks.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.get(1) == Some(&"->") && f.get(5) == Some(&pid.to_string().as_str())
+    })
+}
+
+/// `calibrate` writes calibration.toml and the run file's `reward_seconds`: a run file changed
+/// after it was read (here while `calibrate` waits for calibration.toml's lock) is refused, and
+/// calibration.toml is left as it was too, not half the work done.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_run_file_changed_meanwhile_leaves_calibration_toml_unwritten_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_dir = dir.path().join("config");
+    let run = dir.path().join("run.toml");
+    std::fs::write(&run, run_file()).unwrap();
+    let (predicted, _) = step_seconds(&config_dir, &run);
+    let log = dir.path().join("run.jsonl");
+    let rewards = [("accuracy_reward", "function", 20.0)];
+    run_logged(
+        &config_dir,
+        &run,
+        &log,
+        &rewarded_lines(predicted + 20.0, &rewards, 4),
+    );
+    let calibration = config_dir.join("calibration.toml");
+    std::fs::write(&calibration, "# the user's calibration\n").unwrap();
+    let lock = grpofit_core::files::lock_beside(&calibration).unwrap();
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_grpofit"));
+    c.args(["--no-gpu", "calibrate", log.to_str().unwrap()])
+        .env("GRPOFIT_CONFIG_DIR", &config_dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = c.spawn().unwrap();
+    let waited = std::time::Instant::now();
+    while !waits_for_a_lock(child.id()) {
+        assert!(
+            waited.elapsed().as_secs() < 60,
+            "calibrate never took the lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // the run file read, the learned value planned: saved again in an editor
+    let edited = format!("{}learning_rate = 3e-6 # saved meanwhile\n", run_file());
+    std::fs::write(&run, &edited).unwrap();
+    drop(lock);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("changed on disk since grpofit read it"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&run).unwrap(), edited);
+    assert_eq!(
+        std::fs::read_to_string(&calibration).unwrap(),
+        "# the user's calibration\n"
+    );
+}

@@ -3,6 +3,7 @@
 mod accumulation;
 mod bf16_cards;
 mod calibrate_cli;
+mod calibrate_cycles;
 mod calibrate_rewards;
 mod calibrate_time;
 mod calibration;

@@ -23,6 +23,31 @@ pub fn fold<T: Clone, const N: usize>(items: &mut Vec<T>, at: impl Fn(&[T]) -> [
     }
 }
 
+/// The last steps a fold keeps whole, in a row, beside the peaks: the step time's figures
+/// (`median::per_step_of`: the step's seconds, TRL's phases, by generation cycle) are taken
+/// over them, as a median of hundreds of steps or cycles, which an outlier does not move. Half
+/// of `MOST_KEPT`, so that a fold still frees half the steps it holds.
+pub const TIMED_TAIL: usize = MOST_KEPT / 2;
+
+/// Past `MOST_KEPT` items, those at `at(items)` and the last `TIMED_TAIL` are kept, in their
+/// order; the index, among the kept, where those last ones begin (None when nothing is
+/// folded).
+pub fn fold_keeping_tail<T: Clone, const N: usize>(
+    items: &mut Vec<T>,
+    at: impl Fn(&[T]) -> [Option<usize>; N],
+) -> Option<usize> {
+    if items.len() <= MOST_KEPT {
+        return None;
+    }
+    let tail = items.len() - TIMED_TAIL;
+    let mut at: Vec<Option<usize>> = at(items).into_iter().collect();
+    at.extend((tail..items.len()).map(Some));
+    at.sort();
+    let before = at.iter().flatten().filter(|&&i| i < tail).count();
+    *items = keep(items, &at);
+    Some(before)
+}
+
 /// What every step of a log adds up to, kept whole while the steps themselves are folded.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct StepTally {
@@ -37,6 +62,9 @@ pub struct StepTally {
     /// 1 (every byte) until a log holds more than `MOST_DISTINCT` distinct figures: then the
     /// figures are merged to multiples of 2, 4, ... bytes, and the median is exact to `grain`
     grain: u64,
+    /// where, among the steps kept, those read in a row up to the last begin: 0 until the
+    /// steps are folded, then past the peaks kept before the last `TIMED_TAIL`
+    pub in_a_row_from: usize,
 }
 
 /// The most distinct figures of memory in use above reserved kept exactly (1 MiB of memory).

@@ -475,18 +475,18 @@ impl RunLog {
 impl RunLog {
     /// Past `kept::MOST_KEPT` steps or samples, only those a figure reads are kept: the steps
     /// of the largest allocated, reserved and used memory ([`RunLog::measured`], the
-    /// calibration's peak step) and the last; the first sample that names a GPU
-    /// ([`RunLog::device`]), those of the largest process tree and used memory
-    /// ([`RunLog::nvml_peak`]) and the last. Of equals, the last.
+    /// calibration's peak step) and the last `kept::TIMED_TAIL` (the step time's); the first
+    /// sample that names a GPU ([`RunLog::device`]), those of the largest process tree and
+    /// used memory ([`RunLog::nvml_peak`]) and the last. Of equals, the last.
     pub fn fold(&mut self) {
-        kept::fold(&mut self.steps, |s| {
+        let in_a_row = kept::fold_keeping_tail(&mut self.steps, |s| {
             [
                 kept::last_largest(s, |s| s.max_allocated),
                 kept::last_largest(s, |s| s.max_reserved),
                 kept::last_largest(s, StepRecord::used),
-                s.len().checked_sub(1),
             ]
         });
+        self.all_steps.in_a_row_from = in_a_row.unwrap_or(self.all_steps.in_a_row_from);
         kept::fold(&mut self.samples, |s| {
             let tree = s.iter().filter_map(|s| s.tree).max();
             [

@@ -69,7 +69,12 @@ pub enum RewardsNotLearned {
 
 /// `reward_seconds` from `log`: the median over its steps of the reward functions' seconds
 /// (reward models left out: grpofit times their forward itself), over the `completions` each
-/// process scores in a step. Steps whose line times no reward function are left out.
+/// process scores in a step. Steps whose line times no reward function are left out: with
+/// `num_iterations > 1` (or `steps_per_generation` past the accumulation) the steps between
+/// two scorings score nothing, and the scoring step's seconds over the completions it scored
+/// is already per completion, the same figure as a run that scores every step (check's
+/// `rewards` line, set against the prediction's average a step, takes them per cycle instead:
+/// `median::per_step_of`).
 pub fn learn_rewards(log: &RunLog, completions: u64) -> Result<LearnedRewards, RewardsNotLearned> {
     let timed = crate::measure::median::median_of(log, |s| s.rewards?.functions);
     let Some((step_seconds, steps)) = timed else {

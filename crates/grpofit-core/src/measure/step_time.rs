@@ -4,7 +4,7 @@
 
 use crate::hardware;
 use crate::measure::measured::RunLog;
-use crate::measure::median::median_of;
+use crate::measure::median::{Missing, per_step_of};
 pub use crate::measure::predicted_time::{OutOfRange, PredictedTime};
 use crate::measure::reward_seconds::{self, LearnedRewards};
 use crate::time::{Efficiencies, StepTime};
@@ -85,7 +85,7 @@ pub fn learn_time(log: &RunLog) -> Result<TimeSample, TimeNotLearned> {
     };
     let generation = predicted
         .generation
-        .zip(median_of(log, |s| s.generation_seconds).map(|(g, _)| g))
+        .zip(generation_per_step(log))
         .filter(|&((p, _), m)| m > 0.0 && p > 0.0 && measured > m && predicted.seconds > p);
     let split = generation.and_then(|((p, p_scaled), m)| {
         let on_generation = scale(m, p - p_scaled, p_scaled)?;
@@ -136,7 +136,7 @@ fn without_reward_functions(
     measured: f64,
     fixed: f64,
 ) -> (f64, f64) {
-    let timed = median_of(log, |s| s.rewards?.functions).map(|(m, _)| m);
+    let timed = per_step_of(log, |s| s.rewards?.functions, Missing::Zero).map(|(m, _)| m);
     match (predicted.rewards, timed) {
         (Some((p, p_scaled)), Some(m)) if m < measured => {
             (measured - m, (fixed - (p - p_scaled)).max(0.0))
@@ -259,9 +259,17 @@ pub struct PhaseCheck {
     pub measured_seconds: f64,
 }
 
-/// The median of the log's step seconds, the first step left out when there are others.
+/// The log's seconds a step: the median over its generation cycles of their steps' average
+/// (`median::per_step_of`; the median of the step seconds when every step generates), the
+/// first left out when there are others; and the steps it is taken over.
 pub fn measured_seconds(log: &RunLog) -> Option<(f64, usize)> {
-    median_of(log, |r| r.seconds)
+    per_step_of(log, |r| r.seconds, Missing::Unknown)
+}
+
+/// The generation's seconds a step as TRL timed it (`trl_timings`), on average over the steps
+/// as the prediction charges it: a step that reuses a batch generated before counts 0.
+fn generation_per_step(log: &RunLog) -> Option<f64> {
+    per_step_of(log, |s| s.generation_seconds, Missing::Zero).map(|(g, _)| g)
 }
 
 /// Whether the rewards are the step's miss: the step off by more than
@@ -279,7 +287,8 @@ pub fn rewards_are_the_gap(rewards: PhaseCheck, predicted: f64, measured: f64) -
 /// reward functions' seconds make `reward_seconds`.
 pub fn compare(predicted: &StepTime, log: &RunLog, completions: u64) -> Option<StepTimeCheck> {
     let (measured, steps) = measured_seconds(log)?;
-    let rewards = median_of(log, |s| s.rewards.map(|r| r.phase())).map(|(m, _)| PhaseCheck {
+    let timed = per_step_of(log, |s| s.rewards.map(|r| r.phase()), Missing::Zero);
+    let rewards = timed.map(|(m, _)| PhaseCheck {
         predicted_seconds: predicted.phase("rewards"),
         measured_seconds: m,
     });
@@ -292,7 +301,7 @@ pub fn compare(predicted: &StepTime, log: &RunLog, completions: u64) -> Option<S
         steps,
         error_percent: (predicted.seconds - measured) / measured * 100.0,
         gpu: predicted.gpu.name.clone(),
-        generation: median_of(log, |s| s.generation_seconds).map(|(m, _)| PhaseCheck {
+        generation: generation_per_step(log).map(|m| PhaseCheck {
             predicted_seconds: predicted.phase("generation"),
             measured_seconds: m,
         }),
@@ -424,6 +433,94 @@ mod tests {
         assert!(
             (t.efficiencies.matmul_peak - 0.36 / 2.5).abs() < 1e-12,
             "{t:?}"
+        );
+    }
+
+    /// A log whose steps each take `seconds` with `generation` and `rewards` timed by TRL, or
+    /// (`every` = 2: `num_iterations = 2`) every other step generating and scoring twice as
+    /// many completions, the step between training on them.
+    fn cycled_log(every: usize, seconds: f64, generation: f64, rewards: f64) -> RunLog {
+        let k = every as f64;
+        let mut text = timed_log("NVIDIA H100 80GB HBM3", 10.0, &[seconds; 7]).replace(
+            "\"seconds\": 10,",
+            "\"seconds\": 10, \"generation\": 4.0, \"rewards\": 0.0, \"rewards_scaled\": 0.0,",
+        );
+        for (i, line) in text.clone().lines().skip(1).enumerate() {
+            let generates = i.is_multiple_of(every);
+            let (g, r) = (generation * k, rewards * k);
+            let (s, timings) = if generates {
+                let extra = (g + r) * (k - 1.0) / k;
+                (
+                    seconds + extra,
+                    format!("\"vLLM.generate\": {g}, \"accuracy\": {r}, \"compute_loss\": 1.0"),
+                )
+            } else {
+                (seconds - (g + r) / k, "\"compute_loss\": 1.0".to_string())
+            };
+            let kinds = if generates {
+                ", \"reward_funcs\": {\"accuracy\": \"function\"}"
+            } else {
+                ""
+            };
+            let timed = line.replace(
+                &format!("\"seconds\": {seconds}}}"),
+                &format!("\"seconds\": {s}, \"trl_timings\": {{{timings}}}{kinds}}}"),
+            );
+            text = text.replace(line, &timed);
+        }
+        parse_log(&text, "t").unwrap()
+    }
+
+    #[test]
+    fn a_generation_trained_on_twice_teaches_what_one_a_step_does() {
+        // predicted 10 s, 4 of them generation; measured 16 s a step on average, 8 of them
+        // generation and 2 reward functions
+        let every_step = cycled_log(1, 16.0, 8.0, 2.0);
+        let reused = cycled_log(2, 16.0, 8.0, 2.0);
+        assert!(reused.steps[1].generation_seconds.is_none());
+        assert_eq!(reused.steps[2].generation_seconds, Some(16.0));
+        let (a, b) = (learn_time(&every_step), learn_time(&reused));
+        assert_eq!(a.as_ref().unwrap().generation, Some((8.0, 4.0)));
+        let (t, u) = (a.unwrap(), b.unwrap());
+        assert_eq!(u.efficiencies, t.efficiencies);
+        assert_eq!(TimeSample { steps: 6, ..u }, t);
+        // the first cycle left out: 6 steps, or 2 cycles of 2 (the last is cut short)
+        assert_eq!((t.steps, u.steps), (6, 4));
+        assert_eq!(t.measured_seconds, 16.0);
+        // the generation 2x slower: half the bandwidth; the rest, without the 2 s of rewards,
+        // 6 s as predicted
+        assert!(
+            (t.efficiencies.decode_bandwidth - 0.33).abs() < 1e-12,
+            "{t:?}"
+        );
+        assert!((t.efficiencies.matmul_peak - 0.36).abs() < 1e-12, "{t:?}");
+        // check's phases: each the average a step
+        let predicted = StepTime {
+            seconds: 10.0,
+            phases: Vec::new(),
+            gpu: crate::time::GpuFigures {
+                name: "H100 SXM".into(),
+                bf16_tflops: 989.0,
+                memory_gb_s: 3350.0,
+                source: String::new(),
+            },
+            tokens_per_second: 0.0,
+            completion_tokens: 0.0,
+            completion_is_mean: false,
+            mean_capped_from: None,
+            steps: None,
+            run_hours: None,
+            reward_functions_timed: false,
+        };
+        let (a, b) = (
+            compare(&predicted, &every_step, 16).unwrap(),
+            compare(&predicted, &reused, 16).unwrap(),
+        );
+        assert_eq!(b.generation.map(|g| g.measured_seconds), Some(8.0));
+        assert_eq!(b.rewards.map(|r| r.measured_seconds), Some(2.0));
+        assert_eq!(
+            (a.measured_seconds, a.generation, a.rewards),
+            (b.measured_seconds, b.generation, b.rewards)
         );
     }
 
