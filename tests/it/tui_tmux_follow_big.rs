@@ -57,8 +57,25 @@ impl Pane {
         ]);
         let mut words = s.split_whitespace();
         if words.next() == Some("1") {
-            // tmux 3.3 leaves the status empty after a signal
-            return Some(words.next().and_then(|w| w.parse().ok()).unwrap_or(-1));
+            if let Some(code) = words.next().and_then(|w| w.parse().ok()) {
+                return Some(code);
+            }
+            // tmux marks the pane dead when its terminal closes, before it has reaped the
+            // process and filled the status (tmux 3.3a `format_cb_pane_dead_status` needs
+            // PANE_STATUSREADY); tmux 3.3 also leaves it empty after a signal. The kernel
+            // says which: a process still there is read from /proc (a zombie) or waited
+            // for; one reaped has its status in tmux now, else it died by a signal (-1).
+            if Path::new(&format!("/proc/{pid}")).exists() {
+                return zombie_status(pid);
+            }
+            let again = self.tmux(&[
+                "display-message",
+                "-p",
+                "-t",
+                "follow",
+                "#{pane_dead_status}",
+            ]);
+            return Some(again.trim().parse().unwrap_or(-1));
         }
         zombie_status(pid)
     }
