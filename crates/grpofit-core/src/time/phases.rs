@@ -9,7 +9,6 @@ pub(super) use super::machine::Machine;
 use super::ops;
 use crate::arch::Arch;
 use crate::memory::estimate::{Estimate, target_mask};
-use crate::memory::step::dropout::AdapterDropout;
 use crate::memory::vllm::kv_bytes_per_token;
 use crate::run::spread::Engine;
 use crate::run::{Checkpointing, Generation, Optimizer, Quant, RunConfig, Stack};
@@ -294,21 +293,31 @@ fn pass(run: &RunConfig, m: &Machine, tokens: f64, len: f64) -> f64 {
 /// `steps_per_generation` of them a generation.
 pub(super) fn scoring(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
     let old = run.generation.uses_vllm() || !run.grad_accum.is_multiple_of(generate_every(run));
-    let passes = old as u8 as f64 + (run.beta != 0.0) as u8 as f64;
     let (tokens, len) = micro_batch_tokens(run, l);
     let micro_batches = run.steps_per_generation() as f64 * generations_per_step(run);
-    if run.beta != 0.0 && AdapterDropout::of(run) != AdapterDropout::Off {
-        // PEFT's reference pass runs under `disable_adapter()` (trl 1.15.0
-        // `_generate_and_score_completions`, `ref_model` None for a PEFT model):
-        // `lora.Linear.forward` takes the base layer alone, no dropout
-        let reference = RunConfig {
-            lora_dropout: 0.0,
-            ..run.clone()
-        };
-        let old = old as u8 as f64 * pass(run, m, tokens, len);
-        return micro_batches * (old + pass(&reference, m, tokens, len));
+    let policy = if old { pass(run, m, tokens, len) } else { 0.0 };
+    let reference = if run.beta != 0.0 {
+        pass(&reference_model(run), m, tokens, len)
+    } else {
+        0.0
+    };
+    micro_batches * (policy + reference)
+}
+
+/// The model the reference log-probs run. With adapters, the policy itself under PEFT's
+/// `disable_adapter()` (trl 1.15.0 `_generate_and_score_completions`, `ref_model` None for a
+/// PEFT model; Unsloth's `_get_per_token_logps` alike): `lora.Linear.forward` then takes the
+/// base layer alone, so no adapter matmul, scaling, add or dropout runs. A full fine-tune's
+/// reference is a frozen copy of the policy, the same pass.
+fn reference_model(run: &RunConfig) -> RunConfig {
+    if run.full_finetuning {
+        return run.clone();
     }
-    passes * micro_batches * pass(run, m, tokens, len)
+    RunConfig {
+        lora_targets: Vec::new(),
+        lora_dropout: 0.0,
+        ..run.clone()
+    }
 }
 
 /// The reward models' forward over each generation batch: trl 1.15.0 `_calculate_rewards` runs
@@ -433,7 +442,7 @@ mod tests {
 
     /// The dispatch each phase charges is its counted operators (`ops`) at `eager_op_seconds`:
     /// a Qwen3-0.6B LoRA run's `generate` pays each decode step's 28 x (56 + 7 x 6) + 53
-    /// operators, its scoring pass 28 x (54 + 7 x 8) + 31, its training micro-batch the forward,
+    /// operators, its reference pass (adapters disabled) 28 x 54 + 31, its training micro-batch the forward,
     /// frozen backward and recompute (`ops::tests`), not the hand count's 28 x (30 + 7 x 5).
     #[test]
     fn each_phase_charges_its_counted_operators() {
@@ -476,11 +485,47 @@ mod tests {
         let (tokens, _) = micro_batch_tokens(&run, &l);
         assert_eq!(expert_ops(&run, tokens), (0.0, 0.0));
         let scored = eager(&|m| scoring(&run, m, &l));
-        let passes = scored / (28.0 * (54.0 + 7.0 * 8.0) + 31.0);
+        let passes = scored / (28.0 * 54.0 + 31.0);
         assert!(passes >= 1.0 && close(passes, passes.round()), "{passes}");
         let trained = eager(&|m| training(&run, m, &l));
         let micro = ops::training_micro_batch(&run);
         assert!(close(trained, run.grad_accum as f64 * micro), "{trained}");
+    }
+
+    /// PEFT's reference pass runs under `disable_adapter()`: the base layers alone, none of the
+    /// adapters' kernels or operators; a full fine-tune's frozen copy runs the policy's pass.
+    #[test]
+    fn the_reference_pass_runs_no_adapter() {
+        let mut run = RunConfig::example(catalog::find("Qwen/Qwen3-0.6B").unwrap().arch);
+        run.generation = Generation::Transformers;
+        run.beta = 0.04;
+        let gpu = crate::hardware::lookup("H100 SXM").unwrap().speed();
+        let eff = Efficiencies::default();
+        let m = Machine {
+            gpu: &gpu,
+            eff: &eff,
+        };
+        let l = Lengths::of(&run, None);
+        let (tokens, len) = micro_batch_tokens(&run, &l);
+        let micro_batches = run.steps_per_generation() as f64 * generations_per_step(&run);
+        let base = RunConfig {
+            lora_targets: Vec::new(),
+            ..run.clone()
+        };
+        let (adapted, plain) = (pass(&run, &m, tokens, len), pass(&base, &m, tokens, len));
+        assert!(adapted > plain, "{adapted} {plain}");
+        let scored = scoring(&run, &m, &l);
+        assert!(
+            (scored - micro_batches * plain).abs() < 1e-12 * scored,
+            "{scored}"
+        );
+        run.full_finetuning = true;
+        let full = scoring(&run, &m, &l);
+        let policy = pass(&run, &m, tokens, len);
+        assert!(
+            (full - micro_batches * policy).abs() < 1e-12 * full,
+            "{full}"
+        );
     }
 
     /// PEFT's reference pass runs under `disable_adapter()`: no dropout in it; the policy's
