@@ -306,7 +306,7 @@ pub(super) fn scoring(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
 
 /// The model the reference log-probs run. With adapters, the policy itself under PEFT's
 /// `disable_adapter()` (trl 1.15.0 `_generate_and_score_completions`, `ref_model` None for a
-/// PEFT model; Unsloth's `_get_per_token_logps` alike): `lora.Linear.forward` then takes the
+/// PEFT model; Unsloth's compiled copy of it alike): `lora.Linear.forward` then takes the
 /// base layer alone, so no adapter matmul, scaling, add or dropout runs. A full fine-tune's
 /// reference is a frozen copy of the policy, the same pass.
 fn reference_model(run: &RunConfig) -> RunConfig {
