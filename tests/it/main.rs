@@ -17,6 +17,7 @@ mod fastest_cli;
 mod field_types;
 mod fit;
 mod fit_versions;
+mod generate_cache;
 mod headroom_fit;
 mod hub;
 mod hub_remote;

@@ -4,6 +4,7 @@ pub mod adjust;
 pub mod attention;
 mod call_versions;
 pub mod cycle;
+pub mod generate_mode;
 pub mod implied;
 pub mod knobs;
 pub mod reward;

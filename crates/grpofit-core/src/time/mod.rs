@@ -10,7 +10,6 @@
 pub mod checkpoint;
 pub mod efficiency;
 mod experts;
-mod generate_mode;
 mod kernels;
 mod machine;
 pub mod offload;
