@@ -7,6 +7,7 @@ mod calibrate_cycles;
 mod calibrate_rewards;
 mod calibrate_time;
 mod calibration;
+mod check_cycles_words;
 mod check_stream;
 mod cli;
 mod common;
