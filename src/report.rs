@@ -398,3 +398,14 @@ pub fn change_table(changes: &[grpofit_core::fit::Change]) -> String {
     }
     out
 }
+
+/// `check`'s rewards figure, as `check` and the followed screen say it: TRL's own timings of the
+/// reward functions (the callback's `reward_funcs`, each generation cycle's average a step)
+/// against the prediction's `rewards` phase.
+pub fn rewards_check(r: &grpofit_core::measure::step_time::PhaseCheck) -> String {
+    format!(
+        "rewards: predicted {}, measured {} (TRL's own timings)",
+        grpofit_core::time::seconds(r.predicted_seconds),
+        grpofit_core::time::seconds(r.measured_seconds)
+    )
+}

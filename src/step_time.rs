@@ -128,11 +128,7 @@ fn rewards_lines(c: &grpofit_core::measure::step_time::StepTimeCheck) -> String 
     let Some(r) = c.rewards else {
         return String::new();
     };
-    let mut t = format!(
-        "  rewards: predicted {}, measured {} (TRL's own timings)\n",
-        time::seconds(r.predicted_seconds),
-        time::seconds(r.measured_seconds)
-    );
+    let mut t = format!("  {}\n", grpofit::report::rewards_check(&r));
     if let Some(l) = c.reward_seconds {
         // the rewards line's figure is the average a step over a generation cycle; the scoring
         // step's own seconds (what `reward_seconds` is learned from) differ where some steps

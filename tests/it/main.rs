@@ -72,6 +72,7 @@ mod trust_logs;
 mod trust_signals;
 mod tui;
 mod tui_follow_check;
+mod tui_follow_rewards;
 mod tui_hub;
 mod tui_keys;
 mod tui_spread;
