@@ -10,12 +10,11 @@ use std::fmt::Write;
 
 /// The completions and prompts a step holds where Unsloth raises the micro-batch to
 /// `num_generations` (unsloth#3572, `RunConfig::unsloth_raises_batch`): what the estimate's
-/// step runs, where the file's own batch would be a fraction of one prompt.
+/// step runs (`StepBatch`), where the file's own batch would be a fraction of one prompt.
 pub fn unsloth_runs(run: &RunConfig) -> Option<(u64, f64)> {
-    run.unsloth_raises_batch().then(|| {
-        let batch = run.running_micro_batch() * run.grad_accum * run.processes();
-        (batch, batch as f64 / run.num_generations.max(1) as f64)
-    })
+    let b = run.step_batch();
+    run.unsloth_raises_batch()
+        .then_some((b.effective_batch, b.prompts_per_step))
 }
 
 /// `calibrated`: the CUDA context is the one `grpofit calibrate` measured on this card (the line
@@ -59,7 +58,7 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str, calibrated: bool) 
     let _ = writeln!(out);
     let batch = format!(
         "effective batch {} ({} per device x {} accumulation x {})",
-        count(est.effective_batch, "completion", "completions"),
+        count(run.effective_batch(), "completion", "completions"),
         run.micro_batch,
         run.grad_accum,
         count(run.processes(), "GPU", "GPUs"),
@@ -69,14 +68,14 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str, calibrated: bool) 
             out,
             "{batch} as written; Unsloth runs {} (micro-batch {}): {} x {}",
             count(batch_run, "completion", "completions"),
-            est.running_micro_batch,
+            est.batch.running_micro_batch,
             count_f(prompts, 2, "prompt", "prompts"),
             count(run.num_generations, "generation", "generations")
         ),
         None => writeln!(
             out,
             "{batch}, {} x {}",
-            count_f(est.prompts_per_step, 2, "prompt", "prompts"),
+            count_f(est.batch.prompts_per_step, 2, "prompt", "prompts"),
             count(run.num_generations, "generation", "generations")
         ),
     };
@@ -85,7 +84,7 @@ pub fn table(run: &RunConfig, est: &Estimate, gpu_line: &str, calibrated: bool) 
         "training step: {} allocated, {} reserved by PyTorch at the peak (micro-batch {} of {} + {} tokens)",
         format_size(est.training_peak_allocated_bytes),
         format_size(est.training_peak_reserved_bytes),
-        est.running_micro_batch,
+        est.batch.running_micro_batch,
         run.prompt_len,
         run.completion_len
     );
@@ -139,14 +138,15 @@ pub fn fit_text(
             changes, estimate, ..
         } => {
             out.push_str(&change_table(changes));
-            let batch = if estimate.effective_batch == run.effective_batch() {
-                format!("effective batch {} kept", estimate.effective_batch)
+            // both as the trainer runs them (Unsloth's raise counted)
+            let (now, was) = (
+                estimate.batch.effective_batch,
+                run.running_effective_batch(),
+            );
+            let batch = if now == was {
+                format!("effective batch {now} kept")
             } else {
-                format!(
-                    "effective batch {} (was {})",
-                    estimate.effective_batch,
-                    run.effective_batch()
-                )
+                format!("effective batch {now} (was {was})")
             };
             let _ = writeln!(
                 out,
@@ -397,4 +397,15 @@ pub fn change_table(changes: &[grpofit_core::fit::Change]) -> String {
         );
     }
     out
+}
+
+/// `check`'s rewards figure, as `check` and the followed screen say it: TRL's own timings of the
+/// reward functions (the callback's `reward_funcs`, each generation cycle's average a step)
+/// against the prediction's `rewards` phase.
+pub fn rewards_check(r: &grpofit_core::measure::step_time::PhaseCheck) -> String {
+    format!(
+        "rewards: predicted {}, measured {} (TRL's own timings)",
+        grpofit_core::time::seconds(r.predicted_seconds),
+        grpofit_core::time::seconds(r.measured_seconds)
+    )
 }

@@ -100,7 +100,7 @@ pub(crate) fn check_line(
 ) -> String {
     let line = match (timed, check) {
         (_, Some(c)) => format!(
-            "\nstep time on {}: predicted {}, measured {} (median of {} step{}, the first left out when there are more): {:+.0} %\n{}",
+            "\nstep time on {}: predicted {}, measured {} (the median over the generation cycles of {} step{} of each cycle's average a step, the first cycle left out when there are more): {:+.0} %\n{}",
             c.gpu,
             time::seconds(c.predicted_seconds),
             time::seconds(c.measured_seconds),
@@ -128,16 +128,25 @@ fn rewards_lines(c: &grpofit_core::measure::step_time::StepTimeCheck) -> String 
     let Some(r) = c.rewards else {
         return String::new();
     };
-    let mut t = format!(
-        "  rewards: predicted {}, measured {} (TRL's own timings)\n",
-        time::seconds(r.predicted_seconds),
-        time::seconds(r.measured_seconds)
-    );
+    let mut t = format!("  {}\n", grpofit::report::rewards_check(&r));
     if let Some(l) = c.reward_seconds {
-        t += &format!(
-            "  the rewards are the gap: your reward functions take {} a step over the {} completions each process scores: set `[grpofit] reward_seconds = {}` (`grpofit calibrate LOG` writes it)\n",
+        // the rewards line's figure is the average a step over a generation cycle; the scoring
+        // step's own seconds (what `reward_seconds` is learned from) differ where some steps
+        // reuse a batch generated before (`measure::median::per_step_of`)
+        let (average, scoring) = (
+            time::seconds(r.measured_seconds),
             time::seconds(l.step_seconds),
-            l.completions,
+        );
+        let take = if average == scoring {
+            format!("{average} a step over the {} completions", l.completions)
+        } else {
+            format!(
+                "{average} a step on average, {scoring} each step that scores, over the {} completions",
+                l.completions
+            )
+        };
+        t += &format!(
+            "  the rewards are the gap: your reward functions take {take} each process scores: set `[grpofit] reward_seconds = {}` (`grpofit calibrate LOG` writes it)\n",
             l.reward_seconds()
         );
     }

@@ -95,8 +95,13 @@ class Estimate(_RunAnswer):
     fits: bool = False
     headroom_bytes: int = 0
     components: List[Dict[str, Any]] = field(default_factory=list)
+    #: completions per optimizer step as the trainer runs them (Unsloth's raised micro-batch
+    #: counted, unsloth#3572), and the prompts they are
     effective_batch: int = 0
     prompts_per_step: float = 0.0
+    #: the run file's own two, only where Unsloth runs others (else None)
+    effective_batch_as_written: Optional[int] = None
+    prompts_per_step_as_written: Optional[float] = None
     running_micro_batch: int = 0
     training_peak_allocated_bytes: int = 0
     training_peak_reserved_bytes: int = 0

@@ -369,3 +369,17 @@ def test_the_estimate_names_the_attention_it_assumed():
     eager = grpofit.estimate(config=tables, model={**model, "attn_implementation": "eager"}, **QUIET)
     assert eager.attention == "eager"
     assert eager.training_peak_allocated_bytes > sdpa.training_peak_allocated_bytes
+
+
+def test_the_batch_is_what_unsloth_runs_where_it_raises_the_micro_batch(tmp_path):
+    # unsloth#3572: 1 completion per device with 6 generations runs a micro-batch of 6
+    notebook = (ROOT / "tests" / "fixtures" / "journeys" / "unsloth-notebook.toml").read_text()
+    path = tmp_path / "run.toml"
+    path.write_text(notebook.replace("num_generations = 4", "num_generations = 6"))
+    est = grpofit.estimate(config=path, gpu_mem="24GiB", **QUIET)
+    assert (est.effective_batch, est.prompts_per_step, est.running_micro_batch) == (6, 1.0, 6)
+    assert est.effective_batch_as_written == 1
+    assert est.prompts_per_step_as_written == pytest.approx(1 / 6)
+    path.write_text(notebook.replace("per_device_train_batch_size = 1", "per_device_train_batch_size = 4"))
+    kept = grpofit.estimate(config=path, gpu_mem="24GiB", **QUIET)
+    assert kept.effective_batch == 4 and kept.effective_batch_as_written is None

@@ -6,10 +6,12 @@ use grpofit_core::measure::calibration::Calibration;
 use grpofit_core::measure::check;
 use grpofit_core::measure::follow::{Follower, other_gpu};
 use grpofit_core::measure::measured::Row;
+use grpofit_core::measure::step_time;
 use grpofit_core::measure::tail::Change;
 use grpofit_core::memory::estimate::Part;
 use grpofit_core::memory::estimate::{Estimate, Estimator};
 use grpofit_core::run::RunConfig;
+use grpofit_core::time::{self, StepTime};
 use grpofit_core::units::format_size;
 
 #[derive(Debug, Clone)]
@@ -196,6 +198,41 @@ pub fn rows(s: &Screen) -> Vec<Row> {
         return Vec::new();
     };
     check::rows(s.run, compared(s), f.follower.log()).1
+}
+
+/// `check`'s rewards line for the followed log (`report::rewards_check`): TRL's timed reward
+/// functions against `predicted`'s rewards phase, compared as `check` compares them
+/// (`measure::step_time::compare`), longest first: with the key to set where the rewards are
+/// the step's miss, then alone, then short. None before the log times a reward.
+pub fn rewards_lines(s: &Screen, predicted: &StepTime) -> Vec<String> {
+    let Some(f) = s.follow else {
+        return Vec::new();
+    };
+    let completions = grpofit_core::measure::reward_seconds::completions_timed(s.run);
+    let Some(c) = step_time::compare(predicted, f.follower.log(), completions) else {
+        return Vec::new();
+    };
+    let Some(r) = c.rewards else {
+        return Vec::new();
+    };
+    let line = format!(" ◆ {}", crate::report::rewards_check(&r));
+    let mut lines: Vec<String> = c
+        .reward_seconds
+        .map(|l| {
+            format!(
+                "{line} · the gap: set [grpofit] reward_seconds = {}",
+                l.reward_seconds()
+            )
+        })
+        .into_iter()
+        .collect();
+    lines.push(line);
+    lines.push(format!(
+        " ◆ rewards {} (predicted {})",
+        time::seconds(r.measured_seconds),
+        time::seconds(r.predicted_seconds)
+    ));
+    lines
 }
 
 /// One row as the screen and help show it.

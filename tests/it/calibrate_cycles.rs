@@ -16,12 +16,12 @@ use std::path::{Path, PathBuf};
 
 /// Seconds of reward functions in a step that scores: 16 completions (4 micro-batches of 4 rows,
 /// one generation batch), 1.25 s each.
-const REWARDS: f64 = 20.0;
+pub(crate) const REWARDS: f64 = 20.0;
 
 /// The callback's lines of `steps` steps of a run predicted `predicted` s a step, `generation`
 /// of them generation, one generation every `every` steps: the generation three times as long
 /// as predicted, the reward functions `REWARDS` a scoring step, the rest as predicted.
-fn cycled_lines(predicted: f64, generation: f64, every: usize, steps: usize) -> String {
+pub(crate) fn cycled_lines(predicted: f64, generation: f64, every: usize, steps: usize) -> String {
     let k = every as f64;
     // the rest of a step, on average as predicted: the prediction's rewards phase is 0
     let rest = predicted - generation;

@@ -86,7 +86,7 @@ fn unsloth_replaces_an_indivisible_micro_batch_by_num_generations() {
     r.num_generations = 32;
     assert_eq!(r.running_micro_batch(), 32);
     let e = estimate(&r, GPU);
-    assert_eq!(e.running_micro_batch, 32);
+    assert_eq!(e.batch.running_micro_batch, 32);
     assert!(
         e.warnings.iter().any(|w| w.contains("micro-batch 32")),
         "{:?}",
@@ -99,7 +99,7 @@ fn effective_batch_counts_gpus() {
     let mut r = run(MODELS[0], 4, 512, 16, true, Stack::Trl);
     r.grad_accum = 8;
     r.gpus = 2;
-    assert_eq!(estimate(&r, GPU).effective_batch, 64);
+    assert_eq!(estimate(&r, GPU).batch.effective_batch, 64);
 }
 
 #[test]

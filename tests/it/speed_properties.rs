@@ -383,7 +383,7 @@ fn check_sets_the_predicted_step_against_the_logs_median_on_the_logs_card() {
         out.stdout
     );
     assert!(
-        out.stdout.contains("measured 5.0 s (median of 1 step,"),
+        out.stdout.contains("measured 5.0 s (the median over the generation cycles of 1 step of each cycle's average a step,"),
         "{}",
         out.stdout
     );

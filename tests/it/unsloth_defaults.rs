@@ -267,3 +267,41 @@ fn the_batch_line_says_what_unsloth_runs_when_it_raises_the_micro_batch() {
     let s = crate::tui::screen(&app, 120, 40);
     assert!(s.contains("Unsloth runs 6 = 1 prompt × 6 gens"), "{s}");
 }
+
+/// `estimate --json` gives the batch Unsloth runs where it raises the micro-batch (6
+/// completions, 1 prompt), and the file's own (1 completion, 0.17 prompts) under
+/// `effective_batch_as_written` / `prompts_per_step_as_written`; a run it does not raise has
+/// neither key.
+#[test]
+fn the_json_batch_is_what_unsloth_runs_and_the_file_is_kept_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let notebook = include_str!("../fixtures/journeys/unsloth-notebook.toml");
+    let json = |text: &str| {
+        std::fs::write(dir.path().join("run.toml"), text).unwrap();
+        let out = run(grpofit_in(dir.path()).args([
+            "--offline",
+            "estimate",
+            "--json",
+            "--config",
+            "run.toml",
+            "--gpu-mem",
+            "24GiB",
+        ]));
+        assert!(matches!(out.code, Some(0 | 3)), "{}", out.stderr);
+        serde_json::from_str::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let raised = json(&notebook.replace("num_generations = 4", "num_generations = 6"));
+    assert_eq!(raised["effective_batch"], 6, "{raised}");
+    assert_eq!(raised["prompts_per_step"], 1.0, "{raised}");
+    assert_eq!(raised["running_micro_batch"], 6, "{raised}");
+    assert_eq!(raised["effective_batch_as_written"], 1, "{raised}");
+    let written = raised["prompts_per_step_as_written"].as_f64().unwrap();
+    assert!((written - 1.0 / 6.0).abs() < 1e-9, "{raised}");
+    let kept = json(&notebook.replace(
+        "per_device_train_batch_size = 1",
+        "per_device_train_batch_size = 4",
+    ));
+    assert_eq!(kept["effective_batch"], 4, "{kept}");
+    assert!(kept.get("effective_batch_as_written").is_none(), "{kept}");
+    assert!(kept.get("prompts_per_step_as_written").is_none(), "{kept}");
+}

@@ -51,7 +51,7 @@ pub(super) fn batch_line(app: &App, width: u16) -> String {
     let parts = vec![
         format!(
             " batch {} ({}) = {} × {} accum × {}",
-            e.effective_batch,
+            app.run.effective_batch(),
             lock,
             app.run.micro_batch,
             app.run.grad_accum,
@@ -66,7 +66,7 @@ pub(super) fn batch_line(app: &App, width: u16) -> String {
             ),
             None => format!(
                 "{} × {} gens",
-                count_f(e.prompts_per_step, 2, "prompt", "prompts"),
+                count_f(e.batch.prompts_per_step, 2, "prompt", "prompts"),
                 app.run.num_generations
             ),
         },

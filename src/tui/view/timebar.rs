@@ -1,7 +1,9 @@
 //! The time bar under the memory bars: one optimizer step's seconds split by phase
 //! (`grpofit_core::time::PHASES`), recomputed with the estimate as the knobs move, with the
 //! step, the run's length and the card it is timed on; on a tall screen a second line names each
-//! phase's seconds. Without a card the line says so instead of inventing figures.
+//! phase's seconds; following a run, `check`'s rewards line under it (TRL's timed reward
+//! functions against the prediction). Without a card the line says so instead of inventing
+//! figures.
 
 use super::text::{ellipsize, width_of};
 use crate::tui::app::App;
@@ -45,6 +47,11 @@ pub(super) fn time_lines(app: &App, width: u16, height: u16) -> Vec<Line<'static
         }
     };
     let mut lines = vec![bar_line(app, t, w)];
+    // following a run: `check`'s rewards line under the step, the longest wording that fits
+    let rewards = crate::tui::follow::rewards_lines(&super::bar::follow_screen(app), t);
+    if let Some(l) = rewards.iter().find(|l| width_of(l) <= w).or(rewards.last()) {
+        lines.push(Line::raw(ellipsize(l, w)));
+    }
     if height >= PHASE_LINE_FROM_ROWS {
         // the rewards are timed only when the file gives `reward_seconds`: no zero shown
         let parts: Vec<String> = t

@@ -460,7 +460,7 @@ fn header(out: &mut String, run: &RunConfig, ctx: &ExportContext) {
             "# estimate: {} of {} ({verdict}); effective batch {}",
             format_size(est.total_bytes),
             format_size(est.capacity_bytes),
-            est.effective_batch
+            est.batch.effective_batch
         );
         for c in &est.components {
             let _ = writeln!(out, "#   {:<18} {:>11}", c.name, format_size(c.bytes));

@@ -30,9 +30,9 @@ pub struct Estimate {
     pub fits: bool,
     pub headroom_bytes: i64,
     pub components: Vec<Component>,
-    pub effective_batch: u64,
-    pub prompts_per_step: f64,
-    pub running_micro_batch: u64,
+    /// the step's batch as it runs (`RunConfig::step_batch`), its fields at this level
+    #[serde(flatten)]
+    pub batch: crate::run::StepBatch,
     pub training_peak_allocated_bytes: u64,
     pub training_peak_reserved_bytes: u64,
     pub vllm: Option<VllmPlan>,
@@ -288,9 +288,7 @@ fn estimate_using(
         fits: roles.iter().all(|r| r.fits),
         headroom_bytes: headroom,
         components,
-        effective_batch: run.effective_batch(),
-        prompts_per_step: run.effective_batch() as f64 / run.num_generations.max(1) as f64,
-        running_micro_batch: run.running_micro_batch(),
+        batch: run.step_batch(),
         training_peak_allocated_bytes: trained.allocated,
         training_peak_reserved_bytes: trained.reserved,
         vllm,

@@ -32,6 +32,7 @@ pub(crate) fn rule_warnings(run: &RunConfig, targets: &[bool]) -> Vec<String> {
     let mut w = Vec::new();
     w.extend(crate::memory::by_version::batch_note(run));
     w.extend(crate::memory::by_version::reentrant_note(run));
+    w.extend(generate_without_cache(run));
     if run.max_seq_len < run.sequence_len() {
         w.push(format!(
             "max_seq_length {} is smaller than prompt + completion = {}",
@@ -82,6 +83,18 @@ pub(crate) fn rule_warnings(run: &RunConfig, targets: &[bool]) -> Vec<String> {
         ));
     }
     w
+}
+
+/// TRL before 0.22 generates with checkpointing on, and transformers 4.53's checkpointed layers
+/// then drop the KV cache (`run::generate_mode::drops_kv_cache`, which cites both functions):
+/// the completions are generated blind, a correctness failure rather than a slow one.
+fn generate_without_cache(run: &RunConfig) -> Option<String> {
+    crate::run::generate_mode::drops_kv_cache(run).then(|| {
+        format!(
+            "generate runs without its KV cache, so completions are garbage and the reward will not rise: TRL {} keeps gradient checkpointing on around transformers {}'s generate, whose checkpointed decoder layers drop the cache in training mode (each new token attends only to itself, not to the prompt); use trl >= 0.22, use_vllm = true, or gradient_checkpointing = false",
+            run.versions.trl, run.versions.transformers
+        )
+    })
 }
 
 #[cfg(test)]

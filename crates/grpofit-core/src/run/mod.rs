@@ -4,6 +4,7 @@ pub mod adjust;
 pub mod attention;
 mod call_versions;
 pub mod cycle;
+pub mod generate_mode;
 pub mod implied;
 pub mod knobs;
 pub mod reward;
@@ -126,6 +127,24 @@ impl std::fmt::Display for Quant {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.label())
     }
+}
+
+/// The batch of one optimizer step as the trainer runs it (`RunConfig::step_batch`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct StepBatch {
+    /// completions per optimizer step across all GPUs (`running_effective_batch`: Unsloth's
+    /// raised micro-batch counted, unsloth#3572)
+    pub effective_batch: u64,
+    /// `effective_batch / num_generations`
+    pub prompts_per_step: f64,
+    /// the file's own effective batch, only where the trainer runs another
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effective_batch_as_written: Option<u64>,
+    /// the file's own prompts per step, beside it
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompts_per_step_as_written: Option<f64>,
+    /// the micro-batch that really runs (`running_micro_batch`)
+    pub running_micro_batch: u64,
 }
 
 /// Where generation runs.
@@ -300,11 +319,34 @@ impl std::fmt::Display for VllmVersion {
 }
 
 impl RunConfig {
-    /// Completions per optimizer step across all GPUs.
+    /// Completions per optimizer step across all GPUs, as the file writes them.
     pub fn effective_batch(&self) -> u64 {
         self.completions_per_device()
             .saturating_mul(self.grad_accum)
             .saturating_mul(self.processes())
+    }
+
+    /// Completions per optimizer step across all GPUs as the trainer runs them: the file's,
+    /// except where Unsloth raises the micro-batch to `num_generations` (unsloth#3572,
+    /// `running_micro_batch`).
+    pub fn running_effective_batch(&self) -> u64 {
+        self.running_micro_batch()
+            .saturating_mul(self.grad_accum)
+            .saturating_mul(self.processes())
+    }
+
+    /// The batch a step runs, and the file's where Unsloth runs another (what `estimate` reports).
+    pub fn step_batch(&self) -> StepBatch {
+        let prompts = |batch: u64| batch as f64 / self.num_generations.max(1) as f64;
+        let written = (self.running_effective_batch() != self.effective_batch())
+            .then(|| self.effective_batch());
+        StepBatch {
+            effective_batch: self.running_effective_batch(),
+            prompts_per_step: prompts(self.running_effective_batch()),
+            effective_batch_as_written: written,
+            prompts_per_step_as_written: written.map(prompts),
+            running_micro_batch: self.running_micro_batch(),
+        }
     }
 
     /// Training processes in all: `[grpofit] gpus` on each of `nodes` machines (accelerate's

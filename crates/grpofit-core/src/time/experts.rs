@@ -62,7 +62,7 @@ pub(super) fn path(run: &RunConfig) -> Option<Path> {
         _ => (4, 52),
     };
     Some(match run.arch.family {
-        Family::GptOss if !super::generate_mode::training(run) => Path::Dense,
+        Family::GptOss if !crate::run::generate_mode::training(run) => Path::Dense,
         Family::GptOss => Path::Loop,
         _ if run.versions.transformers.line() < every_expert_before => Path::LoopEvery,
         _ => Path::Loop,

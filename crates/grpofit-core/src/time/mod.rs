@@ -10,7 +10,6 @@
 pub mod checkpoint;
 pub mod efficiency;
 mod experts;
-mod generate_mode;
 mod kernels;
 mod machine;
 pub mod offload;
@@ -223,7 +222,8 @@ pub fn step_time(
             .or(crate::contract::Call::GrpoConfig.default_f64("num_train_epochs"))
             .unwrap_or(1.0);
         let prompts = keys.dataset_size? as f64 * epochs;
-        (est.prompts_per_step > 0.0).then(|| (prompts / est.prompts_per_step).ceil() as u64)
+        (est.batch.prompts_per_step > 0.0)
+            .then(|| (prompts / est.batch.prompts_per_step).ceil() as u64)
     });
     StepTime {
         seconds: total,

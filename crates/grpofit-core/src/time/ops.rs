@@ -279,7 +279,7 @@ pub(super) fn decode_step(run: &RunConfig, hits: f64) -> f64 {
         }
         None => total(run, ops(run.arch.family).decode, ADAPTER.decode),
     };
-    let dropout = if super::generate_mode::training(run) {
+    let dropout = if crate::run::generate_mode::training(run) {
         run.arch.layers as f64 * dropped(run) * DROPOUT.forward
     } else {
         0.0

@@ -195,7 +195,7 @@ pub(super) fn generation(run: &RunConfig, est: &Estimate, m: &Machine, l: &Lengt
 fn transformers_generate(run: &RunConfig, m: &Machine, l: &Lengths, rows: f64, kv: f64) -> f64 {
     let arch = &run.arch;
     let steps = l.longest(rows);
-    let kv = if super::generate_mode::drops_kv_cache(run) {
+    let kv = if crate::run::generate_mode::drops_kv_cache(run) {
         0.0
     } else {
         rows * steps * (l.prompt + steps / 2.0) * kv
