@@ -77,14 +77,7 @@ impl AdapterDropout {
     /// Bytes a token one decoder layer's adapters save for their dropout, with LoRA on
     /// `targets` (each targeted projection's input width).
     pub fn saved_per_token(self, arch: &Arch, targets: &[bool]) -> u64 {
-        let fan_in: u64 = arch
-            .projections()
-            .iter()
-            .zip(targets)
-            .filter(|(_, on)| **on)
-            .map(|(p, _)| p.fan_in)
-            .sum();
-        self.element() * fan_in
+        self.element() * adapted_fan_in(arch, targets)
     }
 
     /// What the first decoder layer's q, k and v adapters' dropout does not save without
@@ -109,6 +102,17 @@ impl AdapterDropout {
             AdapterDropout::UnfusedPeft => MASK_ELEMENT + UNFUSED_INPUT_ELEMENT,
         }
     }
+}
+
+/// The input widths of a layer's adapted projections (`targets`, as `target_mask` gives them)
+/// summed: the elements a token's adapters drop in one layer.
+pub fn adapted_fan_in(arch: &Arch, targets: &[bool]) -> u64 {
+    arch.projections()
+        .iter()
+        .zip(targets)
+        .filter(|(_, on)| **on)
+        .map(|(p, _)| p.fan_in)
+        .sum()
 }
 
 /// The adapted projections that read a layer's input norm (q, k and v; Phi-3's `qkv_proj`):
