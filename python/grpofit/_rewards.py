@@ -19,6 +19,20 @@ from ._binary import FITS, run as _run
 from ._errors import ArgumentError, ArgumentTypeError
 
 
+def _log_extra(column: str, values: list) -> None:
+    """Stands in for trl 1.16 `GRPOTrainer._log_completion_extra` (a completions-table column)."""
+
+
+def _log_metric(name: str, value: float) -> None:
+    """Stands in for trl 1.16 `GRPOTrainer._log_metric` (a scalar logged beside `kl`)."""
+
+
+# what trl 1.0 to 1.16 `_calculate_rewards` hands every reward function beside the columns
+# (`reward_kwargs["log_extra"]`, `["log_metric"]`): a function that logs through them runs here
+# too, its logs dropped; `trainer_state` (`self.state`) is yours to give (None if not read)
+_HOOKS = {"trainer_state": None, "log_extra": _log_extra, "log_metric": _log_metric}
+
+
 def _is_model(func: Any) -> bool:
     # a `reward_funcs` entry TRL loads or runs as a model (trl 1.16 `GRPOTrainer.__init__`: a
     # str is `AutoModelForSequenceClassification.from_pretrained`; `_calculate_rewards` runs an
@@ -114,8 +128,9 @@ def time_rewards(
     """Seconds a completion your reward functions take, all together: what `[grpofit]
     reward_seconds` holds. Each function is called as TRL's `GRPOTrainer._calculate_rewards`
     calls it (trl 1.16): `func(prompts=..., completions=..., completion_ids=..., **columns)`,
-    the columns being your dataset's other columns, one value per completion (give
-    `trainer_state=...` too if your functions read it); `completion_ids` only when given. The
+    the columns being your dataset's other columns, one value per completion (`trainer_state`
+    None unless you give it), and TRL's `log_extra` / `log_metric`
+    (trl 1.0 on), whose logs are dropped here; `completion_ids` only when given. The
     synchronous functions run one after the other, the `async` ones together (`asyncio.gather`,
     as trl 1.0 on runs them). A reward model (a model name, or a torch module) is left out with a
     warning: grpofit times its forward itself (`[grpofit] reward_models`).
@@ -150,7 +165,9 @@ def time_rewards(
     if completion_ids is not None:
         kwargs["completion_ids"] = _column("completion_ids", completion_ids, n)
     for name, values in columns.items():
-        kwargs[name] = values if name == "trainer_state" else _column(name, values, n)
+        kwargs[name] = values if name in _HOOKS else _column(name, values, n)
+    for name, hook in _HOOKS.items():
+        kwargs.setdefault(name, hook)
     if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
         raise ArgumentError(f"time_rewards: repeat={repeat!r}: expected a whole number from 1")
     rounds = [_one_round(funcs, kwargs, n) for _ in range(repeat)]

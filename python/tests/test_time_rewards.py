@@ -53,9 +53,21 @@ def test_each_function_gets_what_trl_passes_and_the_seconds_are_a_completions():
     )
     prompts, got, ids, answer, rest = seen["accuracy"]
     assert (prompts, got, ids, answer) == (["2+2?"] * 4, completions, [[19], [20], [21], [22]], ["4"] * 4)
-    assert rest == ["trainer_state"]
+    assert rest == ["log_extra", "log_metric", "trainer_state"]
     # 0.04 + 0.02 one after the other, the async ones together (0.3, not 0.6): 0.36 s a round
     assert 0.36 / 4 <= seconds < 0.6 / 4, seconds
+
+
+def test_a_function_that_logs_through_trl_s_hooks_runs_as_in_trl():
+    # trl 1.0 to 1.16 `_calculate_rewards` passes `trainer_state`, `log_extra` and `log_metric`
+    # to every reward function: one that takes them by name, and logs, runs here too
+    def logged(prompts, completions, completion_ids, trainer_state, log_extra, log_metric):
+        log_extra("length", [len(c) for c in completions])
+        log_metric("mean_length", sum(len(c) for c in completions) / len(completions))
+        return [float(len(c)) for c in completions]
+
+    seconds = grpofit.time_rewards(logged, ["a", "bb"], completion_ids=[[1], [2, 3]], repeat=1)
+    assert 0.0 < seconds < 0.1, seconds
 
 
 def test_a_reward_model_is_left_out_and_bad_input_is_named():

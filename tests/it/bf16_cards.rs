@@ -1,8 +1,8 @@
 //! A run computing in bf16 on a card without bf16 (compute capability under 8.0: the T4, the
 //! V100) is warned about before launch, from the binary: TRL's GRPOConfig computes in bf16
 //! unless `fp16` (trl 0.19.1 on), which transformers' TrainingArguments refuses where torch has
-//! no bf16; Unsloth loads such a card's model in float16 and refuses a written `bf16 = true`
-//! (`hardware::precision`, each check cited there).
+//! no bf16; Unsloth loads such a card's model in float16 and refuses a written `bf16 = true`,
+//! but trains Gemma 3 and gpt-oss in float32 (`hardware::precision`, each check cited there).
 
 #![allow(clippy::unwrap_used)]
 
@@ -67,6 +67,26 @@ fn unsloth_is_warned_about_only_for_a_written_bf16() {
         "{ws:?}"
     );
     assert!(about_bf16(&warnings(&written, "L4")).is_empty());
+}
+
+/// Gemma 3 is on Unsloth's FORCE_FLOAT32 list: on a T4 it trains in float32, no TypeError,
+/// bf16 written or not.
+#[test]
+fn unsloth_trains_gemma_3_in_float32_on_a_t4() {
+    let gemma = NOTEBOOK.replace("unsloth/Qwen3-4B-Base", "google/gemma-3-4b-it");
+    for text in [
+        gemma.clone(),
+        gemma.replace("[grpo]\n", "[grpo]\nbf16 = true\n"),
+    ] {
+        let ws = warnings(&text, "T4");
+        let said = about_bf16(&ws);
+        assert_eq!(said.len(), 1, "{ws:?}");
+        assert!(
+            said[0].contains("Unsloth trains Gemma 3 in float32 there"),
+            "{said:?}"
+        );
+        assert!(!said[0].contains("refuses"), "{said:?}");
+    }
 }
 
 /// A TRL recipe's warning spells its keys as the recipe writes them (`bf16: true`).

@@ -2,7 +2,7 @@
 //! The adapters' dropout (`lora_dropout`) from the binary: a TRL recipe with `use_peft` and no
 //! `lora_dropout` trains with ModelConfig's 0.05, which keeps each adapter's dropout mask (a
 //! larger step peak) and runs its kernels (a longer step) than the same recipe at 0; a run
-//! file's `[lora]` takes PEFT's 0.0; Unsloth before 2026.10 loses its fused LoRA kernels to it.
+//! file's `[lora]` takes PEFT's 0.0; Unsloth before 2026.10.7 loses its fused LoRA kernels to it.
 
 use assert_cmd::Command;
 
@@ -63,7 +63,7 @@ fn a_peft_recipe_without_lora_dropout_trains_with_trl_s_default() {
 }
 
 #[test]
-fn a_run_file_s_lora_takes_peft_s_default_and_unsloth_falls_back_before_2026_10() {
+fn a_run_file_s_lora_takes_peft_s_default_and_unsloth_falls_back_before_2026_10_7() {
     let dir = tempfile::tempdir().unwrap();
     let write = |name: &str, text: String| {
         let f = dir.path().join(name);
@@ -95,4 +95,7 @@ fn a_run_file_s_lora_takes_peft_s_default_and_unsloth_falls_back_before_2026_10(
     let (unfused, fused) = (grows("2026.1.4"), grows("2026.10.9"));
     assert!(fused > 0, "{fused}");
     assert!(unfused > 2 * fused, "{unfused} {fused}");
+    // FUSED_LORA_DROPOUT arrived in 2026.10.7: 2026.10.6 still takes PEFT's forward
+    assert_eq!(grows("2026.10.6"), unfused);
+    assert_eq!(grows("2026.10.7"), fused);
 }

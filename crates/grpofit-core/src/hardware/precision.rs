@@ -16,8 +16,16 @@
 //!   (models/rl.py: `TypeError('Unsloth: Model is in float16 precision but you want to use
 //!   bfloat16 precision. Set fp16 to `True` and bf16 to `False`')`). Unsloth's GRPOConfig
 //!   defaults `bf16` to False (rl.py's replacements), so only a written `bf16 = true` meets it.
+//!   Gemma 3 (unsloth 2025.3.19 on) and gpt-oss (2025.8.9 on) are on `loader.py`'s
+//!   `FORCE_FLOAT32` list (read in 2025.3.19, 2025.4.7, 2025.8.9, 2025.10.4, 2026.1.4 and
+//!   2026.10.9): on such a card `FastModel.from_pretrained` sets `UNSLOTH_FORCE_FLOAT32=1`
+//!   and loads them in bfloat16, and the trainer's mixed-precision block then skips the
+//!   TypeError (`if not force_float32 and ...`) and trains in float32, `args.bf16` and
+//!   `args.fp16` both False ("Switching to float32 training since model cannot work with
+//!   float16"), whatever the run writes (2026.10.9 keeps a load asked in bfloat16 instead).
 
 use super::Card;
+use crate::arch::Family;
 use crate::run::{RunConfig, Stack};
 
 /// How the run's file writes a GRPOConfig key: a run file's `[grpo] key = value`, or a TRL
@@ -46,7 +54,7 @@ pub fn bf16_warning(
     bf16: Option<bool>,
     spelling: Spelling,
 ) -> Option<String> {
-    if card.has_bf16() || run.fp16 {
+    if card.has_bf16() {
         return None;
     }
     let (major, minor) = card.compute_capability;
@@ -54,6 +62,16 @@ pub fn bf16_warning(
         "the {} (compute capability {major}.{minor}) has no bf16",
         card.name
     );
+    if let (Stack::Unsloth, Some(family)) = (run.stack, unsloth_forces_float32(run)) {
+        return Some(format!(
+            "{card}: Unsloth trains {family} in float32 there, bf16 and fp16 off whatever the run \
+             writes (its FORCE_FLOAT32 list: \"Switching to float32 training since model cannot \
+             work with float16\"); this estimate counts its activations and gradients in 16 bits"
+        ));
+    }
+    if run.fp16 {
+        return None;
+    }
     let fix = format!(
         "set {} and {}",
         spelling.key("fp16", true),
@@ -81,6 +99,16 @@ pub fn bf16_warning(
                  tensor cores"
             ))
         }
+        _ => None,
+    }
+}
+
+/// The run's family, named, where Unsloth's `FORCE_FLOAT32` list holds it (the module's
+/// comment).
+fn unsloth_forces_float32(run: &RunConfig) -> Option<&'static str> {
+    match run.arch.family {
+        Family::Gemma3 => Some("Gemma 3"),
+        Family::GptOss => Some("gpt-oss"),
         _ => None,
     }
 }
@@ -162,5 +190,29 @@ mod tests {
             said.contains("Unsloth: Model is in float16 precision"),
             "{said}"
         );
+    }
+
+    /// Gemma 3 and gpt-oss are on Unsloth's FORCE_FLOAT32 list: no TypeError, float32 training,
+    /// whatever bf16 / fp16 say.
+    #[test]
+    fn unsloth_trains_gemma3_and_gpt_oss_in_float32_on_a_card_without_bf16() {
+        let t4 = lookup("Tesla T4").unwrap();
+        for name in ["google/gemma-3-4b-it", "openai/gpt-oss-20b"] {
+            let arch = crate::arch::catalog::find(name).unwrap().arch;
+            let mut unsloth = RunConfig::example(arch);
+            unsloth.stack = Stack::Unsloth;
+            for bf16 in [None, Some(true), Some(false)] {
+                let said = bf16_warning(t4, &unsloth, bf16, Spelling::RunFile).unwrap();
+                assert!(said.contains("float32"), "{name} {bf16:?}: {said}");
+                assert!(!said.contains("refuses"), "{name}: {said}");
+            }
+            unsloth.fp16 = true;
+            assert!(bf16_warning(t4, &unsloth, None, Spelling::RunFile).is_some());
+            let h100 = lookup("H100").unwrap();
+            assert_eq!(
+                bf16_warning(h100, &unsloth, Some(true), Spelling::RunFile),
+                None
+            );
+        }
     }
 }

@@ -5,7 +5,7 @@
 //!   and then `_prepare_inputs` -> `_generate_and_score_completions`, whose
 //!   `unwrapped_model.generate(...)` runs under `torch.no_grad()` only
 //!   (`unwrap_model_for_generation` calls no `eval()`: read in trl 0.14.0, 0.15.2, 0.21.0,
-//!   0.22.2, 0.27.2, 1.5.0, 1.15.0 and 1.16.0; 0.27.2 on even call `unwrapped_model.train()`
+//!   0.22.2, 0.27.2, 1.5.0, 1.15.0 and 1.16.0; 0.27.2 on even calls `unwrapped_model.train()`
 //!   after `generate_batch`, "restore training mode, as generate_batch forces eval mode").
 //! - Unsloth patches `unwrap_model_for_generation` in every `trl.trainer.*_trainer` module
 //!   (`models/rl.py` `PatchRL`, which its compiled trainer imports from there) with

@@ -569,11 +569,12 @@ impl StackVersions {
             .or_else(|| call.default(key))
     }
 
-    /// Whether Unsloth runs `lora_dropout` inside its fused LoRA kernels: 2026.10.9
-    /// `kernels/fast_lora.py` `FUSED_LORA_DROPOUT`; 2025.2.4 to 2026.1.4
-    /// `FastLlamaModel.patch_peft_model` fuses only `if lora_dropout == 0` (`memory::step::dropout`).
+    /// Whether Unsloth runs `lora_dropout` inside its fused LoRA kernels: from 2026.10.7
+    /// `kernels/fast_lora.py` `FUSED_LORA_DROPOUT` (read in 2026.10.7 and 2026.10.9; absent in
+    /// 2026.10.1, 2026.10.5 and 2026.10.6); 2025.2.4 to 2026.10.6 `FastLlamaModel.patch_peft_model`
+    /// fuses only `if lora_dropout == 0` (`memory::step::dropout`).
     pub fn unsloth_fused_lora_dropout(self) -> bool {
-        self.unsloth.line() >= (2026, 10)
+        self.unsloth >= Release::new(2026, 10, 7)
     }
 
     /// Whether `get_peft_model(use_gradient_checkpointing = True)` offloads layer inputs as

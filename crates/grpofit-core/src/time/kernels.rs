@@ -11,7 +11,7 @@ use super::efficiency::ATTENTION_OF_GEMM;
 use super::machine::Machine;
 use crate::arch::{Arch, Family};
 use crate::memory::estimate::target_mask;
-use crate::memory::step::dropout::{AdapterDropout, input_norm_readers};
+use crate::memory::step::dropout::{AdapterDropout, adapted_fan_in, input_norm_readers};
 use crate::run::{Checkpointing, RunConfig};
 
 /// Bytes 16-bit weights and activations take an element.
@@ -219,14 +219,7 @@ fn dropout_bytes(run: &RunConfig, tokens: f64, side: Side) -> f64 {
         return 0.0;
     }
     let targets = target_mask(&run.arch, &run.lora_targets);
-    let fan_in: u64 = run
-        .arch
-        .projections()
-        .iter()
-        .zip(&targets)
-        .filter(|(_, t)| **t)
-        .map(|(p, _)| p.fan_in)
-        .sum();
+    let fan_in = adapted_fan_in(&run.arch, &targets);
     let (per, skipped) = match side {
         Side::Forward => (LORA_DROPOUT_PER_FAN_IN.0, 0),
         Side::Backward if run.checkpointing == Checkpointing::Off => (

@@ -69,7 +69,8 @@ pub(super) const ADAPTER: Adapter = Adapter {
 /// `model.train()` before `_prepare_inputs`), `native_dropout_backward` in the backward, but
 /// not for the first layer's q, k and v without checkpointing (their input needs no gradient:
 /// `memory::step::dropout::input_norm_readers`; the record's `backward`, 18 of 21 at three
-/// Llama layers). The generation's dropout is not counted here.
+/// Llama layers). TRL's training-mode `generate` runs `forward` in each decode step too
+/// (`decode_step`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Dropout {
     pub forward: f64,

@@ -25,12 +25,12 @@
 //! not anything drops: no GPU bytes, and nothing the dropout adds.
 //!
 //! Unsloth (read from the wheels, not measured):
-//! - 2025.2.4 to 2026.1.4 `FastLlamaModel.patch_peft_model` patches its fused LoRA kernels only
+//! - 2025.2.4 to 2026.10.6 `FastLlamaModel.patch_peft_model` patches its fused LoRA kernels only
 //!   `if lora_dropout == 0 and bias == "none"` ("Unsloth will patch all other layers, except
 //!   LoRA matrices, causing a performance hit"): the projections run PEFT's `Linear.forward`, each
 //!   adapter saving its own 16-bit dropped input (where the fused kernels keep one shared `X`
 //!   for q, k and v, and for gate and up) and the mask;
-//! - 2026.10.9 runs the dropout inside the fused kernels (`kernels/fast_lora.py`
+//! - 2026.10.7 on (read in 2026.10.7 and 2026.10.9) runs the dropout inside the fused kernels (`kernels/fast_lora.py`
 //!   `FUSED_LORA_DROPOUT`, on unless `UNSLOTH_FUSED_LORA_DROPOUT=0`; `_dropout_forward` ->
 //!   `torch.native_dropout`, and `LoRA_MLP.forward` / `LoRA_QKV.forward` save the masks with
 //!   `ctx.save_for_backward(..., *masks)` and replay the dropped input in the backward): the
@@ -46,9 +46,9 @@ pub enum AdapterDropout {
     #[default]
     Off,
     /// each adapter's dropout saves its bool mask (PEFT on CUDA; Unsloth's fused kernels from
-    /// 2026.10)
+    /// 2026.10.7)
     Mask,
-    /// Unsloth before 2026.10: PEFT's forward instead of the fused kernels, each adapter saving
+    /// Unsloth before 2026.10.7: PEFT's forward instead of the fused kernels, each adapter saving
     /// its 16-bit dropped input and its mask
     UnfusedPeft,
 }
@@ -77,14 +77,7 @@ impl AdapterDropout {
     /// Bytes a token one decoder layer's adapters save for their dropout, with LoRA on
     /// `targets` (each targeted projection's input width).
     pub fn saved_per_token(self, arch: &Arch, targets: &[bool]) -> u64 {
-        let fan_in: u64 = arch
-            .projections()
-            .iter()
-            .zip(targets)
-            .filter(|(_, on)| **on)
-            .map(|(p, _)| p.fan_in)
-            .sum();
-        self.element() * fan_in
+        self.element() * adapted_fan_in(arch, targets)
     }
 
     /// What the first decoder layer's q, k and v adapters' dropout does not save without
@@ -109,6 +102,17 @@ impl AdapterDropout {
             AdapterDropout::UnfusedPeft => MASK_ELEMENT + UNFUSED_INPUT_ELEMENT,
         }
     }
+}
+
+/// The input widths of a layer's adapted projections (`targets`, as `target_mask` gives them)
+/// summed: the elements a token's adapters drop in one layer.
+pub fn adapted_fan_in(arch: &Arch, targets: &[bool]) -> u64 {
+    arch.projections()
+        .iter()
+        .zip(targets)
+        .filter(|(_, on)| **on)
+        .map(|(p, _)| p.fan_in)
+        .sum()
 }
 
 /// The adapted projections that read a layer's input norm (q, k and v; Phi-3's `qkv_proj`):
@@ -202,7 +206,7 @@ mod tests {
     }
 
     /// TRL's run: masks from `lora_dropout > 0` with an adapter; none at 0, for full
-    /// fine-tuning; Unsloth before 2026.10 takes PEFT's forward (input copies and masks).
+    /// fine-tuning; Unsloth before 2026.10.7 takes PEFT's forward (input copies and masks).
     #[test]
     fn the_run_says_how_its_adapters_drop() {
         let arch = catalog::find("Qwen/Qwen2.5-7B-Instruct").unwrap().arch;
@@ -216,6 +220,13 @@ mod tests {
         run.stack = Stack::Unsloth;
         run.versions.unsloth = crate::contract::release::Release::new(2026, 10, 9);
         assert_eq!(AdapterDropout::of(&run), AdapterDropout::Mask);
+        run.versions.unsloth = crate::contract::release::Release::new(2026, 10, 7);
+        assert_eq!(AdapterDropout::of(&run), AdapterDropout::Mask);
+        // 2026.10.1 to 2026.10.6 have no FUSED_LORA_DROPOUT yet: PEFT's forward, as before
+        for patch in [1, 6] {
+            run.versions.unsloth = crate::contract::release::Release::new(2026, 10, patch);
+            assert_eq!(AdapterDropout::of(&run), AdapterDropout::UnfusedPeft);
+        }
         run.versions.unsloth = crate::contract::release::Release::new(2026, 1, 4);
         assert_eq!(AdapterDropout::of(&run), AdapterDropout::UnfusedPeft);
     }
