@@ -23,7 +23,11 @@ A host sync is an operator whose result the host must read before it can dispatc
 back; `_local_scalar_dense`, which `.item()`, `bool(t)`, `int(t)` and a 1-element index tensor's
 `__index__` run). It is counted apart and also stays in `kernel`: it launches a kernel or a copy.
 
+With `--passes`, each block a call in the passes a trainer runs in training mode instead: a
+micro-batch's forward and backward, and a no-grad scoring forward (`passes_record`).
+
     tools/trace/ops_moe.sh [RELEASE] [--family gpt_oss ...]  # -> calibration/ops/moe_decode-<transformers>.json
+    tools/trace/ops_moe.sh [RELEASE] --passes  # -> calibration/ops/moe_pass-<transformers>.json
     (ops.sh puts 4.56.1's into ops.json `moe_decode`; 1.15.0 gives 5.17.0, 0.17.0 gives 4.51.3)
 """
 import argparse
