@@ -60,16 +60,20 @@ max_prompt_length = 64
 max_completion_length = 512
 "#;
 
-fn generation(text: &str, what: &str) -> f64 {
+fn phase(text: &str, what: &str, phase: &str) -> f64 {
     let v = estimate_80gib(text, &[], what);
     v["step_time"]["phases"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|p| p["phase"] == "generation")
+        .find(|p| p["phase"] == phase)
         .unwrap()["seconds"]
         .as_f64()
         .unwrap()
+}
+
+fn generation(text: &str, what: &str) -> f64 {
+    phase(text, what, "generation")
 }
 
 fn trl(trl: &str, transformers: &str) -> String {
@@ -121,5 +125,44 @@ fn trl_before_0_22_with_checkpointing_generates_without_its_kv_cache() {
     assert!(
         (on - off).abs() < 1e-9 * off,
         "0.22: {on} s against {off} s"
+    );
+}
+
+/// The training and scoring passes take the same release's path, in training mode: on
+/// transformers 5.17 a Qwen3-30B-A3B layer's experts run `grouped_mm`, 26 kernels forward and
+/// 29 backward whatever the hits, where 4.56's loop dispatches 12 and 20 for each of the 128
+/// experts a micro-batch's tokens hit (`time/experts.rs` `pass_ops`). The compute and the bytes
+/// are the same: the passes lose the loop's operators only.
+#[test]
+fn a_moe_runs_passes_take_their_transformers_experts_path() {
+    let run = |transformers: &str| {
+        let text = trl("1.15.0", transformers)
+            .replace("openai/gpt-oss-20b", "Qwen/Qwen3-30B-A3B")
+            .replace(
+                "[grpo]\n",
+                "[grpo]\nbeta = 0.04\ngradient_checkpointing = true\n",
+            )
+            .replace("A100 80GB SXM", "H100 SXM");
+        let what = format!("Qwen3-30B-A3B, transformers {transformers}");
+        (
+            phase(&text, &what, "training"),
+            phase(&text, &what, "scoring"),
+        )
+    };
+    let (looped, grouped) = (run("4.56.2"), run("5.17.0"));
+    // the loop's 128 x (12 x 2 + 20) operators a layer and micro-batch, 270,000 over 48 layers,
+    // 2.7 s of host dispatch at 10 us each, against grouped_mm's 81 a layer (training 3.29 s
+    // against 0.61 s, scoring 0.91 against 0.18 when this was written)
+    assert!(
+        grouped.0 < looped.0 / 2.0,
+        "training: grouped {} s, loop {} s",
+        grouped.0,
+        looped.0
+    );
+    assert!(
+        grouped.1 < looped.1 / 2.0,
+        "scoring: grouped {} s, loop {} s",
+        grouped.1,
+        looped.1
     );
 }

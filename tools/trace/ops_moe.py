@@ -23,7 +23,11 @@ A host sync is an operator whose result the host must read before it can dispatc
 back; `_local_scalar_dense`, which `.item()`, `bool(t)`, `int(t)` and a 1-element index tensor's
 `__index__` run). It is counted apart and also stays in `kernel`: it launches a kernel or a copy.
 
+With `--passes`, each block a call in the passes a trainer runs in training mode instead: a
+micro-batch's forward and backward, and a no-grad scoring forward (`passes_record`).
+
     tools/trace/ops_moe.sh [RELEASE] [--family gpt_oss ...]  # -> calibration/ops/moe_decode-<transformers>.json
+    tools/trace/ops_moe.sh [RELEASE] --passes  # -> calibration/ops/moe_pass-<transformers>.json
     (ops.sh puts 4.56.1's into ops.json `moe_decode`; 1.15.0 gives 5.17.0, 0.17.0 gives 4.51.3)
 """
 import argparse
@@ -307,13 +311,152 @@ def record(families=None):
     return out
 
 
+# A training micro-batch's and a scoring pass's tokens: one row each of these lengths, so that
+# the blocks' calls hit from two experts to most (the router spread as `build` does); one token
+# alone takes a backward of one kernel fewer (28 against 29 on 5.17.0 Qwen3-MoE), no micro-batch's
+PASS_LENGTHS = (2, 3, 4, 6, 8, 16, 48)
+# the passes TRL runs, each with the model in training mode (`Trainer.training_step`'s
+# `model.train()`): `_compute_loss`'s forward and its backward, and
+# `_generate_and_score_completions`'s old / reference log-probs under `torch.no_grad()`
+PASSES = ("training", "scoring")
+
+
+def instrument_passes(model, mode_):
+    """Each MoE block's forward and backward kernels and syncs a call, with its experts hit: the
+    forward from the block's own call, the backward between the block's full backward pre-hook
+    (its outputs' gradients ready) and its full backward hook (its input's gradient computed).
+    The autograd engine runs ready nodes latest-created first, so every node of the block's
+    graph (its weights' casts included) runs between the two."""
+    calls = []
+
+    def wrap(block):
+        forward = block.forward
+        hits = {}
+        experts = getattr(block, "experts", None)
+        if isinstance(experts, torch.nn.Module) and not isinstance(experts, torch.nn.ModuleList):
+            def pre(module, args, kwargs):
+                mode_.ignore = True
+                hits["n"] = experts_hit(args, kwargs)
+                mode_.ignore = False
+            experts.register_forward_pre_hook(pre, with_kwargs=True)
+
+        def counted(hidden_states, *args, **kwargs):
+            hits.clear()
+            mode_.inside = Counter()
+            try:
+                return forward(hidden_states, *args, **kwargs)
+            finally:
+                c, mode_.inside = mode_.inside, None
+                n = hits.get("n")
+                calls.append({"hits": n if n is not None else c["index_add_"],
+                              "forward": {"kernel": c["kernel"], "sync": c["sync"]}})
+        block.forward = counted
+
+        def backward_begins(module, grad_output):
+            mode_.inside = Counter()
+
+        def backward_ends(module, grad_input, grad_output):
+            c, mode_.inside = mode_.inside, None
+            # blocks run backward in the reverse of their forward order
+            pending = [x for x in calls if "backward" not in x]
+            pending[-1]["backward"] = {"kernel": c["kernel"], "sync": c["sync"]}
+
+        block.register_full_backward_pre_hook(backward_begins)
+        block.register_full_backward_hook(backward_ends)
+
+    for b in blocks(model):
+        wrap(b)
+    return calls
+
+
+def pass_calls(family, kind, experts=EXPERTS):
+    """Every block call of a training micro-batch's forward and backward (`kind` "training") or of
+    a no-grad scoring pass ("scoring"), the model in training mode, at each `PASS_LENGTHS`."""
+    calls = []
+    for length in PASS_LENGTHS:
+        built = build(family, ops.DEPTHS[0], experts)
+        if built is None:
+            return None
+        model, cfg = built
+        model.requires_grad_(True)
+        model.train()
+        torch.manual_seed(length)
+        ids = torch.randint(4, cfg.vocab_size, (1, length))
+        counting = Counting()
+        got = instrument_passes(model, counting)
+        restore_one_hot = cuda_one_hot()
+        try:
+            with counting:
+                if kind == "scoring":
+                    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+                        model(input_ids=ids, attention_mask=torch.ones_like(ids))
+                else:
+                    with torch.autocast("cpu", dtype=torch.bfloat16):
+                        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+                    logits.float().logsumexp(-1).mean().backward()
+        finally:
+            restore_one_hot()
+        calls += got
+    return calls
+
+
+def pass_record(family, kind, experts=EXPERTS):
+    calls = pass_calls(family, kind, experts)
+    if calls is None:
+        return None
+    sides = ("forward", "backward") if kind == "training" else ("forward",)
+    out = {}
+    for side in sides:
+        flat = [{"hits": c["hits"], **c[side]} for c in calls]
+        out[side] = {k: solve(flat, k) for k in ("kernel", "sync")}
+    out["calls"] = len(calls)
+    return out
+
+
+def pass_every_expert(family, kind, counted):
+    """`every_expert` for a pass: where every call visits every expert, the count at half the
+    experts gives a visited expert's kernels and syncs (`per_expert`)."""
+    sides = [s for s in ("forward", "backward") if s in counted]
+    if counted[sides[0]]["kernel"]["hits_seen"] != [EXPERTS]:
+        return
+    half = pass_record(family, kind, EXPERTS // 2)
+    for side in sides:
+        for key in ("kernel", "sync"):
+            whole = counted[side][key]["fixed"]
+            per = (whole - half[side][key]["fixed"]) / (EXPERTS - EXPERTS // 2)
+            counted[side][key] = {"fixed": whole - EXPERTS * per, "per_expert": per,
+                                  "visits": "every expert"}
+
+
+def passes_record(families=None):
+    """Each family's block a call in a training micro-batch (forward, backward) and a scoring
+    pass, with the versions they were read in."""
+    import transformers
+
+    out = {"transformers": transformers.__version__, "torch": torch.__version__,
+           "experts": EXPERTS, "top_k": TOP_K, "lengths": PASS_LENGTHS, "layers": ops.DEPTHS[0],
+           "mode": "training", "families": {}}
+    for family in families or list(FAMILIES):
+        kinds = {k: pass_record(family, k) for k in PASSES}
+        if any(v is None for v in kinds.values()):
+            print(family, "not in this transformers", file=sys.stderr)
+            continue
+        for k in PASSES:
+            pass_every_expert(family, k, kinds[k])
+        out["families"][family] = kinds
+        print(family, json.dumps(kinds), file=sys.stderr)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--family", action="append")
+    ap.add_argument("--passes", action="store_true",
+                    help="count the training and scoring passes' blocks, not a decode step")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     with open(args.out, "w") as f:
-        json.dump(record(args.family), f, indent=1)
+        json.dump((passes_record if args.passes else record)(args.family), f, indent=1)
         f.write("\n")
 
 

@@ -3,6 +3,8 @@
 # TRL calls it) and eval (as Unsloth does) (tools/trace/ops_moe.py):
 #   tools/trace/ops_moe.sh [RELEASE] [--family gpt_oss ...]
 #   -> calibration/ops/moe_decode-<transformers>.json
+#   tools/trace/ops_moe.sh [RELEASE] --passes  # a training micro-batch's and a scoring pass's
+#   -> calibration/ops/moe_pass-<transformers>.json
 # RELEASE is the traced TRL release whose folder gives the transformers (0.23.0: 4.56.1;
 # 1.15.0: 5.17.0).
 set -eu
@@ -15,6 +17,8 @@ dir="$env/releases/trl-$release"
 [ -f "$dir/.complete" ] || python3 "$here/envs.py" "$release"
 transformers=$(ls "$dir" | sed -n 's/^transformers-\([0-9.]*\)\.dist-info$/\1/p')
 mkdir -p "$root/calibration/ops"
+what=moe_decode
+case " $* " in *" --passes "*) what=moe_pass ;; esac
 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 \
   PYTHONPATH="$dir:$here" \
-  "$env/bin/python" "$here/ops_moe.py" --out "$root/calibration/ops/moe_decode-$transformers.json" "$@"
+  "$env/bin/python" "$here/ops_moe.py" --out "$root/calibration/ops/$what-$transformers.json" "$@"

@@ -51,8 +51,21 @@ pub(super) enum Path {
     Grouped,
 }
 
-/// The path the run's `generate` takes through its experts; `None` without experts.
+/// The path the run's `generate` takes through its experts, in its trainer's mode
+/// (`generate_mode::training`); `None` without experts.
 pub(super) fn path(run: &RunConfig) -> Option<Path> {
+    path_in(run, crate::run::generate_mode::training(run))
+}
+
+/// The path a training micro-batch's forward and backward and a scoring pass take: in training
+/// mode (`Trainer.training_step` runs `model.train()` before `_prepare_inputs`, so TRL's old and
+/// reference log-probs in `_generate_and_score_completions` run in it too, under
+/// `torch.no_grad()` only).
+pub(super) fn pass_path(run: &RunConfig) -> Option<Path> {
+    path_in(run, true)
+}
+
+fn path_in(run: &RunConfig, training: bool) -> Option<Path> {
     run.arch.moe?;
     if run.versions.transformers.line() >= (5, 0) {
         return Some(Path::Grouped);
@@ -62,7 +75,7 @@ pub(super) fn path(run: &RunConfig) -> Option<Path> {
         _ => (4, 52),
     };
     Some(match run.arch.family {
-        Family::GptOss if !crate::run::generate_mode::training(run) => Path::Dense,
+        Family::GptOss if !training => Path::Dense,
         Family::GptOss => Path::Loop,
         _ if run.versions.transformers.line() < every_expert_before => Path::LoopEvery,
         _ => Path::Loop,
@@ -149,6 +162,92 @@ pub(super) fn decode_step(arch: &Arch, path: Path, hits: f64, adapters: f64) -> 
         Path::Dense => UNSLOTH_COMPILED_BLOCK,
     };
     arch.layers as f64 * (c.outside + block + adapters) + c.fixed
+}
+
+/// A MoE block's kernels a call in a pass over a micro-batch: `fixed + per x` the experts its
+/// path visits (hit on the loop, every one on the older loop, none counted on `grouped_mm`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Block {
+    pub fixed: f64,
+    pub per: f64,
+}
+
+/// A block's kernels in a training forward, its backward, and a no-grad scoring forward, all in
+/// training mode (`calibration/ops/moe_pass-*.json`, `ops_moe.py --passes`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Pass {
+    pub forward: Block,
+    pub backward: Block,
+    pub scoring: Block,
+}
+
+const fn b(x: [f64; 2]) -> Block {
+    Block {
+        fixed: x[0],
+        per: x[1],
+    }
+}
+
+const fn pass(forward: [f64; 2], backward: [f64; 2], scoring: [f64; 2]) -> Pass {
+    Pass {
+        forward: b(forward),
+        backward: b(backward),
+        scoring: b(scoring),
+    }
+}
+
+/// transformers 4.56.1 (`moe_pass-4.56.1.json`): the loop over the experts hit, `per` a hit
+/// (gpt-oss's and Qwen3-MoE's the same as `ops.json` `moe_training_loop` `per_expert`).
+const PASS_LOOP_GPT_OSS: Pass = pass([11.0, 22.0], [2.0, 43.0], [11.0, 22.0]);
+const PASS_LOOP_QWEN3_MOE: Pass = pass([11.0, 12.0], [6.0, 20.0], [11.0, 12.0]);
+const PASS_LOOP_QWEN2_MOE: Pass = pass([20.0, 12.0], [24.0, 20.0], [20.0, 12.0]);
+const PASS_LOOP_MIXTRAL: Pass = pass([14.0, 12.0], [13.0, 20.0], [13.0, 12.0]);
+
+/// transformers 4.51.3 (`moe_pass-4.51.3.json`): the loop over every expert, `per` an expert
+/// visited (its `torch.where` and operators on no tokens too).
+const PASS_EVERY_QWEN3_MOE: Pass = pass([8.0, 10.0], [6.0, 20.0], [8.0, 10.0]);
+const PASS_EVERY_QWEN2_MOE: Pass = pass([17.0, 10.0], [24.0, 20.0], [17.0, 10.0]);
+const PASS_EVERY_MIXTRAL: Pass = pass([11.0, 10.0], [13.0, 20.0], [10.0, 10.0]);
+
+/// transformers 5.17.0 (`moe_pass-5.17.0.json`): `grouped_mm`, a fixed count whatever the hits.
+const PASS_GROUPED_GPT_OSS: Pass = pass([33.0, 0.0], [46.0, 0.0], [33.0, 0.0]);
+const PASS_GROUPED_QWEN3_MOE: Pass = pass([26.0, 0.0], [29.0, 0.0], [26.0, 0.0]);
+const PASS_GROUPED_QWEN2_MOE: Pass = pass([35.0, 0.0], [47.0, 0.0], [35.0, 0.0]);
+const PASS_GROUPED_MIXTRAL: Pass = pass([29.0, 0.0], [37.0, 0.0], [28.0, 0.0]);
+
+/// The counted family's pass on `path` (the dense path is decode's alone: every pass runs in
+/// training mode, where gpt-oss loops; counted as the loop).
+fn pass_counts(arch: &Arch, path: Path) -> Pass {
+    match (path, arch.family) {
+        (Path::LoopEvery, Family::Qwen3) => PASS_EVERY_QWEN3_MOE,
+        (Path::LoopEvery, Family::Qwen2) => PASS_EVERY_QWEN2_MOE,
+        (Path::LoopEvery, _) => PASS_EVERY_MIXTRAL,
+        (Path::Grouped, Family::GptOss) => PASS_GROUPED_GPT_OSS,
+        (Path::Grouped, Family::Qwen3) => PASS_GROUPED_QWEN3_MOE,
+        (Path::Grouped, Family::Qwen2) => PASS_GROUPED_QWEN2_MOE,
+        (Path::Grouped, _) => PASS_GROUPED_MIXTRAL,
+        (_, Family::GptOss) => PASS_LOOP_GPT_OSS,
+        (_, Family::Qwen3) => PASS_LOOP_QWEN3_MOE,
+        (_, Family::Qwen2) => PASS_LOOP_QWEN2_MOE,
+        _ => PASS_LOOP_MIXTRAL,
+    }
+}
+
+/// Kernels the MoE blocks of a pass over a micro-batch add, its layers' tokens hitting `hits`
+/// experts each: (training forward, its backward, scoring forward); zeros without experts.
+pub(super) fn pass_ops(run: &RunConfig, hits: f64) -> (f64, f64, f64) {
+    let (Some(moe), Some(path)) = (run.arch.moe, pass_path(run)) else {
+        return (0.0, 0.0, 0.0);
+    };
+    let visited = match path {
+        Path::LoopEvery => moe.experts as f64,
+        Path::Grouped => 0.0,
+        Path::Loop | Path::Dense => hits,
+    };
+    let c = pass_counts(&run.arch, path);
+    let layers = run.arch.layers as f64;
+    let at = |b: Block| layers * (b.fixed + b.per * visited);
+    (at(c.forward), at(c.backward), at(c.scoring))
 }
 
 #[cfg(test)]
@@ -285,5 +384,127 @@ mod tests {
             decode_step(&arch, Path::Dense, 4.0, 6.0) - at(Path::Dense, 4.0),
             6.0 * layers
         );
+    }
+
+    /// The pass tables are the traced records (`ops_moe.py --passes`), and 4.56.1's per hit is
+    /// `ops.json` `moe_training_loop`'s per expert (every expert hit there).
+    #[test]
+    fn the_pass_counts_are_the_records() {
+        let load = |text: &str| serde_json::from_str::<serde_json::Value>(text).unwrap();
+        let records = [
+            (
+                load(include_str!(
+                    "../../../../calibration/ops/moe_pass-4.56.1.json"
+                )),
+                Path::Loop,
+                "per_hit",
+            ),
+            (
+                load(include_str!(
+                    "../../../../calibration/ops/moe_pass-4.51.3.json"
+                )),
+                Path::LoopEvery,
+                "per_expert",
+            ),
+            (
+                load(include_str!(
+                    "../../../../calibration/ops/moe_pass-5.17.0.json"
+                )),
+                Path::Grouped,
+                "per_hit",
+            ),
+        ];
+        // the catalog has no Qwen2-MoE: Qwen3-MoE's arch as the Qwen2 family
+        let families = [
+            ("gpt_oss", "openai/gpt-oss-20b", Family::GptOss),
+            ("qwen3_moe", "Qwen/Qwen3-30B-A3B", Family::Qwen3),
+            ("qwen2_moe", "Qwen/Qwen3-30B-A3B", Family::Qwen2),
+            (
+                "mixtral",
+                "mistralai/Mixtral-8x7B-Instruct-v0.1",
+                Family::Llama,
+            ),
+        ];
+        let arch_of = |model: &str, family: Family| Arch {
+            family,
+            ..catalog::find(model).unwrap().arch
+        };
+        let mut checked = 0;
+        for (record, path, per) in &records {
+            assert_eq!(record["mode"], "training");
+            for (family, model, kind) in families {
+                let f = &record["families"][family];
+                if f.is_null() {
+                    assert_eq!((*path, family), (Path::LoopEvery, "gpt_oss"));
+                    continue;
+                }
+                let block = |v: &serde_json::Value| Block {
+                    fixed: v["kernel"]["fixed"].as_f64().unwrap(),
+                    per: v["kernel"][*per].as_f64().unwrap(),
+                };
+                let c = pass_counts(&arch_of(model, kind), *path);
+                assert_eq!(c.forward, block(&f["training"]["forward"]), "{family}");
+                assert_eq!(c.backward, block(&f["training"]["backward"]), "{family}");
+                assert_eq!(c.scoring, block(&f["scoring"]["forward"]), "{family}");
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 11);
+        let ops = load(include_str!("../../../../calibration/ops/ops.json"));
+        for (family, model, kind) in [families[0], families[1]] {
+            let e = &ops["moe_training_loop"][family]["per_expert"];
+            let c = pass_counts(&arch_of(model, kind), Path::Loop);
+            assert_eq!(Some(c.forward.per), e["forward"]["kernel"].as_f64());
+            assert_eq!(Some(c.backward.per), e["backward"]["kernel"].as_f64());
+        }
+    }
+
+    /// The passes run in training mode whatever the trainer generates in: Unsloth's gpt-oss loops
+    /// there though its decode runs dense; transformers 5 groups; before 4.53 every expert.
+    #[test]
+    fn the_passes_take_the_training_mode_path_of_their_release() {
+        let oss = "openai/gpt-oss-20b";
+        let qwen = "Qwen/Qwen3-30B-A3B";
+        let old = Release::new(4, 56, 2);
+        let unsloth_oss = moe_run(oss, Stack::Unsloth, old);
+        assert_eq!(path(&unsloth_oss), Some(Path::Dense));
+        assert_eq!(pass_path(&unsloth_oss), Some(Path::Loop));
+        for stack in [Stack::Trl, Stack::Unsloth] {
+            let new = moe_run(qwen, stack, Release::new(5, 17, 0));
+            assert_eq!(pass_path(&new), Some(Path::Grouped));
+            let before = moe_run(qwen, stack, Release::new(4, 52, 4));
+            assert_eq!(pass_path(&before), Some(Path::LoopEvery));
+        }
+        let dense = moe_run("Qwen/Qwen3-0.6B", Stack::Trl, old);
+        assert_eq!(pass_path(&dense), None);
+        assert_eq!(pass_ops(&dense, 4.0), (0.0, 0.0, 0.0));
+    }
+
+    /// Only the 4.53+ loop charges each hit: `grouped_mm` a fixed count, the older loop every
+    /// expert whatever the hits.
+    #[test]
+    fn a_pass_charges_its_paths_blocks() {
+        let qwen = "Qwen/Qwen3-30B-A3B";
+        let layers = catalog::find(qwen).unwrap().arch.layers as f64;
+        let experts = catalog::find(qwen).unwrap().arch.moe.unwrap().experts as f64;
+        let at = |release: Release, hits: f64| pass_ops(&moe_run(qwen, Stack::Trl, release), hits);
+        let looped = Release::new(4, 56, 2);
+        assert_eq!(
+            at(looped, 5.0),
+            (
+                layers * (11.0 + 12.0 * 5.0),
+                layers * (6.0 + 20.0 * 5.0),
+                layers * (11.0 + 12.0 * 5.0)
+            )
+        );
+        let grouped = Release::new(5, 17, 0);
+        assert_eq!(at(grouped, 5.0), at(grouped, 128.0));
+        assert_eq!(
+            at(grouped, 5.0),
+            (layers * 26.0, layers * 29.0, layers * 26.0)
+        );
+        let every = Release::new(4, 52, 4);
+        assert_eq!(at(every, 5.0), at(every, 100.0));
+        assert_eq!(at(every, 5.0).1, layers * (6.0 + 20.0 * experts));
     }
 }

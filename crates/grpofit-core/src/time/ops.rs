@@ -152,7 +152,7 @@ const PHI3: Ops = Ops {
 
 /// The family's counts. gpt-oss's dense part is not counted apart for the passes (its tiny model
 /// runs eager attention, 4.56 having no SDPA path for its sinks) and is taken as Llama's; its
-/// experts' loop is [`expert`]'s; a MoE model's decode step is `experts`'.
+/// experts' blocks in a pass and in a decode step are `experts`'.
 pub(super) fn ops(family: Family) -> &'static Ops {
     match family {
         Family::Llama | Family::GptOss => &LLAMA,
@@ -161,37 +161,6 @@ pub(super) fn ops(family: Family) -> &'static Ops {
         Family::Gemma2 => &GEMMA2,
         Family::Gemma3 => &GEMMA3,
         Family::Phi3 => &PHI3,
-    }
-}
-
-/// Kernels transformers' MoE block dispatches in training mode for each expert a layer hits
-/// (its loop over the experts hit: `GptOssExperts.forward` when `self.training`,
-/// `Qwen3MoeSparseMoeBlock.forward` always), forward and backward: `ops.json`
-/// `moe_training_loop` `per_expert`, every weight trained.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Expert {
-    pub forward: f64,
-    pub backward: f64,
-}
-
-/// gpt-oss: the token gather, two matmuls and their biases, the clamped gate and up, the
-/// sigmoid gating, the routing weight, `index_add_`, and the `torch.where` finding the tokens.
-const GPT_OSS_EXPERT: Expert = Expert {
-    forward: 22.0,
-    backward: 43.0,
-};
-
-/// Qwen3-MoE (and every other family's experts): gate, up and down projections, SiLU, the
-/// routing weight, `index_add_`.
-const QWEN3_MOE_EXPERT: Expert = Expert {
-    forward: 12.0,
-    backward: 20.0,
-};
-
-pub(super) fn expert(family: Family) -> Expert {
-    match family {
-        Family::GptOss => GPT_OSS_EXPERT,
-        _ => QWEN3_MOE_EXPERT,
     }
 }
 
@@ -418,19 +387,6 @@ mod tests {
             ..full.clone()
         };
         assert_eq!(training_micro_batch(&full_on), training_micro_batch(&full));
-    }
-
-    /// The expert loop's counts are the record's `moe_training_loop`.
-    #[test]
-    fn the_expert_counts_are_the_record() {
-        let record: serde_json::Value =
-            serde_json::from_str(include_str!("../../../../calibration/ops/ops.json")).unwrap();
-        for (name, family) in [("gpt_oss", Family::GptOss), ("qwen3_moe", Family::Qwen3)] {
-            let e = &record["moe_training_loop"][name]["per_expert"];
-            let x = expert(family);
-            assert_eq!(Some(x.forward), e["forward"]["kernel"].as_f64(), "{name}");
-            assert_eq!(Some(x.backward), e["backward"]["kernel"].as_f64(), "{name}");
-        }
     }
 
     /// TRL's `generate` runs in training mode, so each adapter's dropout runs every decode

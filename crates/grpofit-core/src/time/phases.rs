@@ -120,13 +120,11 @@ fn weight_traffic(arch: &Arch, quant: Quant, experts: f64) -> f64 {
         + expert_params(arch, experts) * expert_bytes
 }
 
-/// Eager operators transformers' MoE blocks add to a training-mode pass over `tokens` tokens
-/// (TRL scores with the model in training mode too), forward and backward: the expert loop's
-/// for each expert hit (`ops::expert`).
-fn expert_ops(run: &RunConfig, tokens: f64) -> (f64, f64) {
-    let hits = run.arch.layers as f64 * experts_touched(&run.arch, tokens);
-    let e = ops::expert(run.arch.family);
-    (hits * e.forward, hits * e.backward)
+/// Eager operators transformers' MoE blocks add to passes over `tokens` tokens, on the path
+/// `experts::pass_path` gives (training mode, TRL's scoring too): a training forward, its
+/// backward, and a no-grad scoring forward (`experts::pass_ops`).
+fn expert_ops(run: &RunConfig, tokens: f64) -> (f64, f64, f64) {
+    super::experts::pass_ops(run, experts_touched(&run.arch, tokens))
 }
 
 /// Micro-steps between generations: trl 1.15.0 `_prepare_inputs` (`generate_every =
@@ -284,7 +282,7 @@ fn pass(run: &RunConfig, m: &Machine, tokens: f64, len: f64) -> f64 {
     let experts = experts_touched(&run.arch, tokens);
     kernels::forward(run, m, tokens, len, experts)
         + dequantisation(run, m, tokens)
-        + m.eager(ops::scoring_pass(run) + expert_ops(run, tokens).0)
+        + m.eager(ops::scoring_pass(run) + expert_ops(run, tokens).2)
 }
 
 /// The no-grad passes over each generation batch (trl 1.15 `_generate_and_score_completions`):
@@ -361,7 +359,7 @@ pub(super) fn training(run: &RunConfig, m: &Machine, l: &Lengths) -> f64 {
     // input's gradient); the operators counted for the three (`ops`), the expert loop's in each
     let experts = experts_touched(&run.arch, tokens);
     let passes = 2.0 + recompute;
-    let (experts_forward, experts_backward) = expert_ops(run, tokens);
+    let (experts_forward, experts_backward, _) = expert_ops(run, tokens);
     let per_micro = kernels::forward(run, m, tokens, len, experts)
         + recompute * kernels::recompute(run, m, tokens, len, experts)
         + kernels::backward(run, m, tokens, len, experts)
@@ -483,7 +481,7 @@ mod tests {
         let generated = eager(&|m| generation(&run, &est, m, &l));
         assert!(close(generated, steps * decode), "{generated}");
         let (tokens, _) = micro_batch_tokens(&run, &l);
-        assert_eq!(expert_ops(&run, tokens), (0.0, 0.0));
+        assert_eq!(expert_ops(&run, tokens), (0.0, 0.0, 0.0));
         let scored = eager(&|m| scoring(&run, m, &l));
         let passes = scored / (28.0 * 54.0 + 31.0);
         assert!(passes >= 1.0 && close(passes, passes.round()), "{passes}");
@@ -526,6 +524,56 @@ mod tests {
             (full - micro_batches * policy).abs() < 1e-12 * full,
             "{full}"
         );
+    }
+
+    /// A MoE run's training and scoring passes charge their blocks on the training-mode path of
+    /// their transformers: on 5.17 `grouped_mm`'s fixed 26 forward and 29 backward kernels a
+    /// Qwen3-MoE layer, whatever the experts hit, not the loop's 12 and 20 a hit.
+    #[test]
+    fn a_moe_pass_charges_its_releases_experts_path() {
+        use crate::contract::release::Release;
+        let mut run = RunConfig::example(catalog::find("Qwen/Qwen3-30B-A3B").unwrap().arch);
+        run.generation = Generation::Transformers;
+        run.stack = Stack::Trl;
+        run.beta = 0.04;
+        run.checkpointing = Checkpointing::On;
+        run.versions.transformers = Release::new(5, 17, 0);
+        let gpu = crate::hardware::lookup("H100 SXM").unwrap().speed();
+        let at = |seconds: f64| Efficiencies {
+            eager_op_seconds: seconds,
+            ..Efficiencies::default()
+        };
+        let (on, off) = (at(EAGER_OP_SECONDS), at(0.0));
+        let m = Machine {
+            gpu: &gpu,
+            eff: &on,
+        };
+        let m0 = Machine {
+            gpu: &gpu,
+            eff: &off,
+        };
+        let l = Lengths::of(&run, None);
+        let eager = |f: &dyn Fn(&Machine) -> f64| (f(&m) - f(&m0)) / EAGER_OP_SECONDS;
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b;
+        let layers = run.arch.layers as f64;
+        let trained = eager(&|m| training(&run, m, &l));
+        // forward, checkpointing's recompute and the backward
+        let blocks = layers * (26.0 * 2.0 + 29.0);
+        let micro = ops::training_micro_batch(&run) + blocks;
+        assert!(close(trained, run.grad_accum as f64 * micro), "{trained}");
+        let (tokens, len) = micro_batch_tokens(&run, &l);
+        let scored = eager(&|m| pass(&run, m, tokens, len));
+        assert!(
+            close(scored, ops::scoring_pass(&run) + layers * 26.0),
+            "{scored}"
+        );
+        // 4.56's loop: its hits' operators, more than grouped's fixed count
+        run.versions.transformers = Release::new(4, 56, 2);
+        let looped = eager(&|m| training(&run, m, &l));
+        let hits = experts_touched(&run.arch, tokens);
+        let per_micro = layers * ((11.0 + 12.0 * hits) * 2.0 + 6.0 + 20.0 * hits);
+        let expected = run.grad_accum as f64 * (ops::training_micro_batch(&run) + per_micro);
+        assert!(close(looped, expected), "{looped}");
     }
 
     /// PEFT's reference pass runs under `disable_adapter()`: no dropout in it; the policy's
