@@ -219,10 +219,13 @@ fn with_reward_seconds(
     }
     let mut time = file.time.clone();
     time.reward_seconds = Some(seconds);
+    // named from the file's folder as every other write names it: the resolved (absolute)
+    // path would replace the user's own spelling (`model_config = "model/config.json"`)
+    let model_config = crate::commands::written_model_config(file, path);
     let ctx = ExportContext {
         gpu: device,
         gpu_memory: None,
-        model_config: file.model_config.as_deref(),
+        model_config: model_config.as_deref(),
         lock_effective_batch: file.lock_effective_batch,
         estimate: None,
         time: Some(&time),

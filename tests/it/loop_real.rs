@@ -1,0 +1,72 @@
+//! The loop run as a user runs it, against logs of real trainers: `grpofit run --
+//! python train.py` on CPU (tests/fixtures/loop/README.md: a tiny random qwen2, LoRA, two
+//! reward functions, TRL's own `GRPOTrainer.train()` and the callback grpofit writes), then
+//! `check`, `calibrate`, `estimate` and `check` again on the log it wrote.
+
+// test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
+#![allow(clippy::unwrap_used)]
+
+use super::calibrate_time::{grpofit, stdout_of};
+use std::path::{Path, PathBuf};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/loop");
+
+/// The release's run folder (run.toml, model/config.json, the logs) copied into `into`.
+fn copy_run(release: &str, into: &Path) -> PathBuf {
+    let from = Path::new(FIXTURES).join(release);
+    let to = into.join(release);
+    copy_dir(&from, &to);
+    to
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// The lines of `after` that `before` lacks, and those it lost.
+fn changed_lines(before: &str, after: &str) -> (Vec<String>, Vec<String>) {
+    let added = after
+        .lines()
+        .filter(|l| !before.lines().any(|b| b == *l))
+        .map(str::to_string)
+        .collect();
+    let lost = before
+        .lines()
+        .filter(|l| !after.lines().any(|a| a == *l))
+        .map(str::to_string)
+        .collect();
+    (added, lost)
+}
+
+/// `calibrate` writes `reward_seconds` and nothing else: the user's relative `model_config`
+/// stays as they spelled it (it was written back as the absolute path the reader resolved).
+#[test]
+fn calibrate_keeps_a_relative_model_config_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = copy_run("trl-1.16.0", dir.path());
+    let run = run_dir.join("run.toml");
+    let before = std::fs::read_to_string(&run).unwrap();
+    let log = run_dir.join("ni1.jsonl");
+    stdout_of(grpofit(&dir.path().join("config")).args([
+        "calibrate",
+        log.to_str().unwrap(),
+        "--config",
+        run.to_str().unwrap(),
+    ]));
+    let after = std::fs::read_to_string(&run).unwrap();
+    let (added, lost) = changed_lines(&before, &after);
+    assert!(lost.is_empty(), "lost {lost:?}:\n{after}");
+    assert_eq!(added.len(), 2, "{added:?}");
+    assert!(added[0].starts_with("# tuned by grpofit"), "{added:?}");
+    assert!(added[1].starts_with("reward_seconds = "), "{added:?}");
+    assert!(after.contains("model_config = \"model/config.json\""), "{after}");
+}
