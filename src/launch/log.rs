@@ -100,6 +100,11 @@ impl RunLog {
         }
     }
 
+    /// The log's length now: where this run's lines begin (`--append` keeps older runs before).
+    pub(super) fn len(&self) -> u64 {
+        std::fs::metadata(&self.path).map_or(0, |m| m.len())
+    }
+
     /// Appends one record; an error is returned for the caller to say once. A record that
     /// could be written only in part (a full disk) is cut off again, so that the log never ends
     /// in half a line that the next one would run into.
@@ -116,6 +121,22 @@ impl RunLog {
             }
         })
     }
+}
+
+/// How many of the lines written to the log at `path` from byte `from` on are the callback's
+/// (`start` and `step`: examples/grpofit_callback.py); 0 also when the file cannot be read.
+pub(super) fn callback_lines(path: &Path, from: u64) -> usize {
+    let Ok(text) = std::fs::read(path) else {
+        return 0;
+    };
+    let ours = text
+        .get(usize::try_from(from).unwrap_or(0)..)
+        .unwrap_or_default();
+    String::from_utf8_lossy(ours)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| matches!(v["kind"].as_str(), Some("start" | "step")))
+        .count()
 }
 
 /// `grpofit-run-YYYYMMDD-HHMMSS.jsonl` for the moment `now` (UTC).

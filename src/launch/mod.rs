@@ -69,6 +69,7 @@ pub(crate) fn run_command(
     let signals = signals::Signals::catch()?;
     // made before the command starts (the step's time takes a moment), written once it has
     let predicted = prediction(source, &inputs, &est);
+    let begins = run_log.len();
     let started = start(program, args, &inputs, &run_log, &console)
         .inspect_err(|_| run_log.remove_if_empty())?;
     let Started {
@@ -134,6 +135,9 @@ pub(crate) fn run_command(
         watchdog.stand_down();
     }
     console.say(&summary(code, peaks, &est, &path, source));
+    if log::callback_lines(&path, begins) == 0 {
+        console.say(NO_CALLBACK_LINE);
+    }
     if !status.success() {
         diagnose_death(&tail.text(), source, &console);
     }
@@ -279,6 +283,11 @@ fn exit_record(
         "peak_tree": peaks.and_then(|p| p.tree),
     })
 }
+
+/// Said when the command wrote no callback line into the run log: `check` and `calibrate`
+/// need its step lines (the callback writes to `$GRPOFIT_RUN_LOG` only without a path of its
+/// own, and nothing where `torch.cuda` is unavailable).
+const NO_CALLBACK_LINE: &str = "grpofit: the callback wrote no line into this log, so `grpofit check` and `grpofit calibrate` have no step to read: pass `callbacks=[GrpofitCallback()]` to the trainer with no log path (it then writes to $GRPOFIT_RUN_LOG, which `grpofit run` sets; `grpofit callback` writes grpofit_callback.py); the callback writes only where torch.cuda is available";
 
 /// The line said when the command has ended, with the `check` that reads its log.
 fn summary(

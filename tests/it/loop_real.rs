@@ -68,5 +68,67 @@ fn calibrate_keeps_a_relative_model_config_as_written() {
     assert_eq!(added.len(), 2, "{added:?}");
     assert!(added[0].starts_with("# tuned by grpofit"), "{added:?}");
     assert!(added[1].starts_with("reward_seconds = "), "{added:?}");
-    assert!(after.contains("model_config = \"model/config.json\""), "{after}");
+    assert!(
+        after.contains("model_config = \"model/config.json\""),
+        "{after}"
+    );
+}
+
+/// The callback's lines (`start`, `step`) of the release's real log `name`.
+fn callback_lines_of(run_dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(run_dir.join(name))
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("\"kind\": \"start\"") || l.contains("\"kind\": \"step\""))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// `grpofit run --log LOG [--append] -- sh -c SCRIPT` on the release's run file; its stderr.
+fn run_under_grpofit(
+    config_dir: &Path,
+    run: &Path,
+    log: &Path,
+    append: bool,
+    script: &str,
+) -> String {
+    let mut c = grpofit(config_dir);
+    c.args(["run", "--config", run.to_str().unwrap(), "--gpu", "H100"])
+        .args(["--gpu-mem", "80GiB", "--log", log.to_str().unwrap()]);
+    if append {
+        c.arg("--append");
+    }
+    let out = c.args(["--", "sh", "-c", script]).output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// A run whose command wrote no callback line into the log (the callback not passed, given a
+/// path of its own, or on a machine without CUDA, where it writes nothing) is said so when it
+/// ends, with what to pass: `check` on that log can only refuse it. Only this run's lines count
+/// (`--append` after a run that had them).
+#[test]
+fn run_says_when_the_callback_wrote_no_line_into_its_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_dir = dir.path().join("config");
+    let run_dir = copy_run("trl-1.16.0", dir.path());
+    let run = run_dir.join("run.toml");
+    let lines = dir.path().join("callback.jsonl");
+    std::fs::write(&lines, callback_lines_of(&run_dir, "ni1.jsonl")).unwrap();
+    let log = dir.path().join("run.jsonl");
+    let with = format!("cat '{}' >> \"$GRPOFIT_RUN_LOG\"", lines.display());
+    let said = run_under_grpofit(&config_dir, &run, &log, false, &with);
+    assert!(!said.contains("the callback wrote no line"), "{said}");
+    let said = run_under_grpofit(&config_dir, &run, &log, true, "true");
+    assert!(
+        said.contains("the callback wrote no line into this log")
+            && said
+                .contains("pass `callbacks=[GrpofitCallback()]` to the trainer with no log path"),
+        "{said}"
+    );
 }
