@@ -103,6 +103,11 @@ fn stdout_is(_: &Path) -> bool {
     false
 }
 
+/// What follows `grpofit callback`: the loop's next step. Under `grpofit run` the callback
+/// writes to the dated log the run names (`$GRPOFIT_RUN_LOG`), not `grpofit-run.jsonl`, which
+/// is its file only when the script runs on its own.
+const NEXT: &str = "train under `grpofit run --config run.toml -- python train.py` and run the `grpofit check LOG` it prints when it ends (a script run on its own logs to grpofit-run.jsonl)";
+
 /// `callback`: writes the callback to `output` (atomically; an existing file only with
 /// `force`, unless it already holds the callback) and prints it, unless standard output is that
 /// file (then the shell writes it).
@@ -123,7 +128,7 @@ pub(crate) fn write_callback(output: &Path, force: bool) -> Result<u8, Failure> 
     }
     write_atomically(output, CALLBACK, force)?;
     say(&format!(
-        "wrote {}: pass `callbacks=[GrpofitCallback()]` to GRPOTrainer, then `grpofit check grpofit-run.jsonl --config run.toml`",
+        "wrote {}: pass `callbacks=[GrpofitCallback()]` to GRPOTrainer, then {NEXT}",
         output.display()
     ));
     print()?;

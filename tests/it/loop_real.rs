@@ -132,3 +132,23 @@ fn run_says_when_the_callback_wrote_no_line_into_its_log() {
         "{said}"
     );
 }
+
+/// `grpofit callback` names the loop's next step as README.md gives it: training under
+/// `grpofit run`, whose log is the dated one it prints; it named `grpofit check
+/// grpofit-run.jsonl`, a file a run under `grpofit run` never writes.
+#[test]
+fn callback_names_the_next_step_of_the_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = grpofit(&dir.path().join("config"))
+        .current_dir(dir.path())
+        .arg("callback")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let said = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        said.contains("then train under `grpofit run --config run.toml -- python train.py`"),
+        "{said}"
+    );
+    assert!(!said.contains("grpofit check grpofit-run.jsonl"), "{said}");
+}
