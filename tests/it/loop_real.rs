@@ -152,3 +152,76 @@ fn callback_names_the_next_step_of_the_loop() {
     );
     assert!(!said.contains("grpofit check grpofit-run.jsonl"), "{said}");
 }
+
+/// The reward functions' seconds a completion of a real log, worked out here from its step
+/// lines as docs/loop.md says: the scoring steps (those whose `trl_timings` time a reward),
+/// their rewards' seconds added up over the 4 completions each scores (per_device_train_batch_size
+/// 4), the median over them with the first left out.
+fn reward_seconds_of(log: &Path) -> f64 {
+    let mut per_completion: Vec<f64> = std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["kind"] == "step")
+        .filter_map(|v| {
+            let kinds = v["reward_funcs"].as_object()?;
+            let timed = &v["trl_timings"];
+            let sum: f64 = kinds.keys().filter_map(|k| timed[k].as_f64()).sum();
+            (sum > 0.0).then_some(sum / 4.0)
+        })
+        .skip(1)
+        .collect();
+    per_completion.sort_by(f64::total_cmp);
+    let n = per_completion.len();
+    assert!(n > 0, "{}", log.display());
+    if n % 2 == 1 {
+        per_completion[n / 2]
+    } else {
+        (per_completion[n / 2 - 1] + per_completion[n / 2]) / 2.0
+    }
+}
+
+fn json_of(c: &mut assert_cmd::Command) -> serde_json::Value {
+    serde_json::from_str(&stdout_of(c)).unwrap()
+}
+
+/// The loop on each real log (trl 1.16.0 and 0.23.0, num_iterations 1 and 2): `calibrate`
+/// writes the reward functions' seconds the log's scoring steps measured (with num_iterations
+/// 2 one step in two scores), and `check` afterwards predicts the rewards phase the log
+/// measured, a step's average over its generation cycle.
+#[test]
+fn the_loop_on_real_logs_meets_its_own_rewards() {
+    for (release, ni) in [
+        ("trl-1.16.0", 1),
+        ("trl-1.16.0", 2),
+        ("trl-0.23.0", 1),
+        ("trl-0.23.0", 2),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let config_dir = dir.path().join("config");
+        let run_dir = copy_run(release, dir.path());
+        let run = run_dir.join("run.toml");
+        let text = std::fs::read_to_string(&run).unwrap();
+        let text = text.replace("num_iterations = 1", &format!("num_iterations = {ni}"));
+        std::fs::write(&run, &text).unwrap();
+        let log = run_dir.join(format!("ni{ni}.jsonl"));
+        let (log_s, run_s) = (log.to_str().unwrap(), run.to_str().unwrap());
+        let learned =
+            json_of(grpofit(&config_dir).args(["calibrate", log_s, "--config", run_s, "--json"]));
+        let written = learned["reward_seconds"][0]["reward_seconds"]
+            .as_f64()
+            .unwrap();
+        let expected = reward_seconds_of(&log);
+        assert!(
+            (written / expected - 1.0).abs() < 0.005,
+            "{release} ni {ni}: {written} against {expected}: {learned}"
+        );
+        let c = json_of(grpofit(&config_dir).args(["check", log_s, "--config", run_s, "--json"]));
+        let r = &c["step_time"]["rewards"];
+        let (p, m) = (
+            r["predicted_seconds"].as_f64().unwrap(),
+            r["measured_seconds"].as_f64().unwrap(),
+        );
+        assert!((p / m - 1.0).abs() < 0.01, "{release} ni {ni}: {r}");
+    }
+}
