@@ -225,6 +225,7 @@ pub(crate) fn run_check(
             phase,
             log_total: run_log.total(),
             capacity: gpu.capacity,
+            exit: run_log.exit,
         }) + &crate::step_time::check_line(&timed, step_check.as_ref(), time.as_ref())
     };
     emit(|o| o.write_all(out.as_bytes())).map_err(unwritten(FITS))?;
@@ -303,6 +304,28 @@ struct CheckText<'a> {
     phase: &'a str,
     log_total: Option<u64>,
     capacity: u64,
+    /// the `exit` line (`grpofit run`), when the log has one
+    exit: Option<measured::Exit>,
+}
+
+/// A line when the log's `exit` line says the command failed or was stopped (128 + the
+/// signal): its figures are those of the steps it ran, which a run cut short can leave below
+/// the peak it would have reached.
+fn ended_early(exit: Option<measured::Exit>) -> String {
+    let Some(exit) = exit else {
+        return String::new();
+    };
+    match (exit.signal, exit.code) {
+        (Some(signal), _) => format!(
+            "ended: stopped by signal {signal}: the figures are those of the steps it ran\n"
+        ),
+        (None, None | Some(0)) => String::new(),
+        (None, Some(c)) => {
+            format!(
+                "ended: the command failed (exit {c}): the figures are those of the steps it ran\n"
+            )
+        }
+    }
 }
 
 /// `check`'s report in words: the run, the log, the GPU, the rows, and how to read them.
@@ -326,6 +349,7 @@ fn check_text(c: &CheckText) -> String {
             format!(" ({})", versions.join(", "))
         }
     );
+    t += &ended_early(c.exit);
     t += &format!("GPU: {}\n", c.gpu_line);
     if let Some(cal) = c.calibrated {
         t += &format!("{cal}\n");

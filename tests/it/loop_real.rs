@@ -225,3 +225,57 @@ fn the_loop_on_real_logs_meets_its_own_rewards() {
         assert!((p / m - 1.0).abs() < 0.01, "{release} ni {ni}: {r}");
     }
 }
+
+/// `check` on a run cut short says how it ended (the `exit` line): a run stopped by Ctrl-C
+/// (the real log of one), or one whose command failed, measured only the steps it ran; it
+/// said nothing of it, so a run that died before its peak read as a fit.
+#[test]
+fn check_says_when_the_run_ended_early() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_dir = dir.path().join("config");
+    let run_dir = copy_run("trl-0.23.0", dir.path());
+    let run = run_dir.join("run.toml");
+    let check = |log: &Path| {
+        stdout_of(grpofit(&config_dir).args([
+            "check",
+            log.to_str().unwrap(),
+            "--config",
+            run.to_str().unwrap(),
+        ]))
+    };
+    let said = check(&run_dir.join("ctrl-c.jsonl"));
+    assert!(
+        said.contains("ended: stopped by signal 2: the figures are those of the steps it ran"),
+        "{said}"
+    );
+    assert!(!check(&run_dir.join("ni1.jsonl")).contains("ended:"));
+    // a command that failed, its callback lines written first
+    let lines = dir.path().join("callback.jsonl");
+    std::fs::write(&lines, callback_lines_of(&run_dir, "ni1.jsonl")).unwrap();
+    let log = dir.path().join("failed.jsonl");
+    let out = grpofit(&config_dir)
+        .args([
+            "run",
+            "--config",
+            run.to_str().unwrap(),
+            "--gpu-mem",
+            "80GiB",
+            "--log",
+        ])
+        .arg(&log)
+        .args(["--", "sh", "-c"])
+        .arg(format!(
+            "cat '{}' >> \"$GRPOFIT_RUN_LOG\"; exit 3",
+            lines.display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let said = check(&log);
+    assert!(
+        said.contains(
+            "ended: the command failed (exit 3): the figures are those of the steps it ran"
+        ),
+        "{said}"
+    );
+}

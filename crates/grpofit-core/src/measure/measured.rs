@@ -101,6 +101,8 @@ pub struct RunLog {
 pub struct Exit {
     /// grpofit's own exit status (128 + the signal when a signal ended the command)
     pub code: Option<u64>,
+    /// the signal that ended the command, when one did (the watchdog's line: 9)
+    pub signal: Option<u64>,
 }
 
 /// A run log that cannot be read: where (`log.jsonl:7`, or the log alone) and what is wrong.
@@ -370,6 +372,7 @@ impl Fields<'_> {
     fn exit(&self) -> Exit {
         Exit {
             code: self.object.get("code").and_then(Value::as_u64),
+            signal: self.object.get("signal").and_then(Value::as_u64),
         }
     }
 
