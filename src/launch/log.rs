@@ -18,6 +18,8 @@ pub(super) struct RunLog {
     file: Mutex<File>,
     /// whether this run made the file (only then is an empty one removed)
     created: bool,
+    /// the file's length when opened: where this run's lines begin (`--append` keeps others)
+    pub begins: u64,
 }
 
 impl RunLog {
@@ -39,10 +41,12 @@ impl RunLog {
             .append(true)
             .open(path)
             .map_err(|e| format!("{shown}: cannot write the run log: {e}"))?;
+        let begins = file.metadata().map_or(0, |m| m.len());
         Ok(RunLog {
             path: path.to_path_buf(),
             file: Mutex::new(file),
             created,
+            begins,
         })
     }
 
@@ -67,6 +71,7 @@ impl RunLog {
                         path,
                         file: Mutex::new(file),
                         created: true,
+                        begins: 0,
                     });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(path),
@@ -98,11 +103,6 @@ impl RunLog {
         if self.created && std::fs::metadata(&self.path).is_ok_and(|m| m.len() == 0) {
             let _ = std::fs::remove_file(&self.path);
         }
-    }
-
-    /// The log's length now: where this run's lines begin (`--append` keeps older runs before).
-    pub(super) fn len(&self) -> u64 {
-        std::fs::metadata(&self.path).map_or(0, |m| m.len())
     }
 
     /// Appends one record; an error is returned for the caller to say once. A record that

@@ -69,7 +69,6 @@ pub(crate) fn run_command(
     let signals = signals::Signals::catch()?;
     // made before the command starts (the step's time takes a moment), written once it has
     let predicted = prediction(source, &inputs, &est);
-    let begins = run_log.len();
     let started = start(program, args, &inputs, &run_log, &console)
         .inspect_err(|_| run_log.remove_if_empty())?;
     let Started {
@@ -134,10 +133,7 @@ pub(crate) fn run_command(
     if let Some(watchdog) = watchdog {
         watchdog.stand_down();
     }
-    console.say(&summary(code, peaks, &est, &path, source));
-    if log::callback_lines(&path, begins) == 0 {
-        console.say(NO_CALLBACK_LINE);
-    }
+    console.say(&summary(code, peaks, &est, &run_log, source));
     if !status.success() {
         diagnose_death(&tail.text(), source, &console);
     }
@@ -294,9 +290,10 @@ fn summary(
     code: u8,
     peaks: Option<sampler::Peaks>,
     est: &Estimate,
-    path: &Path,
+    log: &log::RunLog,
     source: &Source,
 ) -> String {
+    let path = &log.path;
     let measured = match peaks.and_then(|p| p.tree.or((p.samples > 0).then_some(p.used))) {
         Some(peak) => format!(
             "NVML peak {} (predicted {})",
@@ -310,11 +307,15 @@ fn summary(
         (None, Some(preset)) => format!(" --preset {preset}"),
         (None, None) => String::new(),
     };
-    format!(
+    let said = format!(
         "grpofit: the command exited with {code}; {measured}; log: {} (compare: grpofit check {}{run})",
         path.display(),
         path.display()
-    )
+    );
+    if log::callback_lines(path, log.begins) == 0 {
+        return format!("{said}\n{NO_CALLBACK_LINE}");
+    }
+    said
 }
 
 /// When the command's standard error ends with an out-of-memory message: the verdict and the

@@ -99,9 +99,8 @@ pub struct RunLog {
 /// The `exit` line: how the command ended.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Exit {
-    /// grpofit's own exit status (128 + the signal when a signal ended the command)
+    /// grpofit's exit status (128 + `signal` when a signal ended the command), and that signal
     pub code: Option<u64>,
-    /// the signal that ended the command, when one did (the watchdog's line: 9)
     pub signal: Option<u64>,
 }
 
