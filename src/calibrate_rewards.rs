@@ -128,8 +128,16 @@ pub(crate) fn plan(logs: &[ReadLog], source: &Source) -> Result<Vec<RewardWrite>
                 }
             },
         };
-        let completions =
-            grpofit_core::measure::reward_seconds::completions_timed(&by_run[at].1.run);
+        // the batch the log's run scored, as its prediction line says; the run file's now
+        // (edited since, by hand or `fit -o`) only for a line written before it said so
+        let completions = log
+            .log
+            .prediction
+            .as_ref()
+            .and_then(|p| p.step_time.as_ref()?.completions)
+            .unwrap_or_else(|| {
+                grpofit_core::measure::reward_seconds::completions_timed(&by_run[at].1.run)
+            });
         match learn_rewards(&log.log, completions) {
             Ok(l) => by_run[at].2.push((l, log.shown.clone())),
             Err(why) => note_unlearned(log, &why.to_string()),

@@ -236,7 +236,8 @@ fn prediction(source: &Source, inputs: &Inputs, est: &Estimate) -> serde_json::V
         crate::step_time::predict(&inputs.speed, &inputs.loaded.file, run, est, eff).ok()
     };
     let step_time = timed(&eff).zip(timed(&slower)).map(|(t, slow)| {
-        grpofit_core::measure::predicted_time::PredictedTime::json(&t, &slow, &eff)
+        let completions = grpofit_core::measure::reward_seconds::completions_timed(run);
+        grpofit_core::measure::predicted_time::PredictedTime::json(&t, &slow, &eff, completions)
     });
     serde_json::json!({
         "kind": "prediction",

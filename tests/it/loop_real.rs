@@ -279,3 +279,36 @@ fn check_says_when_the_run_ended_early() {
         "{said}"
     );
 }
+
+/// `calibrate` divides the rewards' seconds by the completions the log's run scored, which its
+/// prediction line says, not by those of the run file as it is when `calibrate` reads it: a
+/// batch doubled since (by hand, or `fit -o`) halved the `reward_seconds` it wrote.
+#[test]
+fn calibrate_counts_the_completions_the_logs_run_scored() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = copy_run("trl-1.16.0", dir.path());
+    let run = run_dir.join("run.toml");
+    let log = run_dir.join("completions.jsonl");
+    let expected = reward_seconds_of(&log);
+    let text = std::fs::read_to_string(&run).unwrap();
+    let doubled = text.replace(
+        "per_device_train_batch_size = 4",
+        "per_device_train_batch_size = 8",
+    );
+    assert_ne!(text, doubled);
+    std::fs::write(&run, doubled).unwrap();
+    let learned = json_of(grpofit(&dir.path().join("config")).args([
+        "calibrate",
+        log.to_str().unwrap(),
+        "--config",
+        run.to_str().unwrap(),
+        "--json",
+    ]));
+    let w = &learned["reward_seconds"][0];
+    assert_eq!(w["completions"], 4, "{learned}");
+    let written = w["reward_seconds"].as_f64().unwrap();
+    assert!(
+        (written / expected - 1.0).abs() < 0.005,
+        "{written} against {expected}"
+    );
+}
