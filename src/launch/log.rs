@@ -97,6 +97,18 @@ impl RunLog {
             .as_raw_fd()
     }
 
+    /// Takes this run's lines back (the command could not start): the file as it was when
+    /// opened, removed when this run made it.
+    pub(super) fn undo(&self) {
+        let file = self
+            .file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _ = file.set_len(self.begins);
+        drop(file);
+        self.remove_if_empty();
+    }
+
     /// Removes the file when this run made it and nothing was written to it (the command
     /// could not start).
     pub(super) fn remove_if_empty(&self) {

@@ -67,21 +67,22 @@ pub(crate) fn run_command(
         console.say(&line);
     }
     let signals = signals::Signals::catch()?;
-    // made before the command starts (the step's time takes a moment), written once it has
-    let predicted = prediction(source, &inputs, &est);
-    let started = start(program, args, &inputs, &run_log, &console)
-        .inspect_err(|_| run_log.remove_if_empty())?;
-    let Started {
-        mut child,
-        terminal,
-        watchdog,
-    } = started;
-    if let Err(e) = run_log.write(&predicted) {
+    // written before the command starts, so that the callback's lines follow it (a command
+    // quicker than the write put them before it: two runs, the last without steps); taken
+    // back when the command cannot start
+    if let Err(e) = run_log.write(&prediction(source, &inputs, &est)) {
         console.say(&format!(
             "grpofit: {}: cannot write the run log: {e}",
             path.display()
         ));
     }
+    let started =
+        start(program, args, &inputs, &run_log, &console).inspect_err(|_| run_log.undo())?;
+    let Started {
+        mut child,
+        terminal,
+        watchdog,
+    } = started;
     let started = Instant::now();
     let tail = tee::Tail::default();
     let tee = child

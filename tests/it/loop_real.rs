@@ -271,6 +271,17 @@ fn check_says_when_the_run_ended_early() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(3));
+    // the prediction line comes first, however quickly the command writes (it was written
+    // after the command started: a command quicker than that put its lines before it)
+    let first = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        first
+            .lines()
+            .next()
+            .unwrap()
+            .contains("\"kind\":\"prediction\""),
+        "{first}"
+    );
     let said = check(&log);
     assert!(
         said.contains(
@@ -311,4 +322,41 @@ fn calibrate_counts_the_completions_the_logs_run_scored() {
         (written / expected - 1.0).abs() < 0.005,
         "{written} against {expected}"
     );
+}
+
+/// A command that cannot start leaves the log as it was: the prediction line, written before
+/// the command starts, is taken back (the log removed when the run made it; an `--append`ed
+/// log cut back to its earlier runs).
+#[test]
+fn a_command_that_cannot_start_leaves_the_log_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let config_dir = dir.path().join("config");
+    let run_dir = copy_run("trl-1.16.0", dir.path());
+    let run = run_dir.join("run.toml");
+    let earlier = std::fs::read_to_string(run_dir.join("ni1.jsonl")).unwrap();
+    for (log, append) in [
+        (run_dir.join("new.jsonl"), false),
+        (run_dir.join("ni1.jsonl"), true),
+    ] {
+        let mut c = grpofit(&config_dir);
+        c.args([
+            "run",
+            "--config",
+            run.to_str().unwrap(),
+            "--gpu-mem",
+            "80GiB",
+            "--log",
+        ])
+        .arg(&log);
+        if append {
+            c.arg("--append");
+        }
+        let out = c.args(["--", "/nonexistent/python"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        if append {
+            assert_eq!(std::fs::read_to_string(&log).unwrap(), earlier);
+        } else {
+            assert!(!log.exists());
+        }
+    }
 }
