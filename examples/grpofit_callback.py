@@ -180,7 +180,14 @@ class GrpofitCallback(TrainerCallback):
         return getattr(state, "is_world_process_zero", True)
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if not self._is_main(state) or not torch.cuda.is_available():
+        if not self._is_main(state):
+            return
+        if not torch.cuda.is_available():
+            # nothing to measure: said, not silent, so that an empty log is not a mystery
+            sys.stderr.write(
+                "GrpofitCallback: torch.cuda is not available: no memory is logged to "
+                f"{self.log_path} (grpofit check needs a run on the GPU)\n"
+            )
             return
         _time_trl_phases()
         if self not in _LISTENERS:

@@ -128,8 +128,16 @@ pub(crate) fn plan(logs: &[ReadLog], source: &Source) -> Result<Vec<RewardWrite>
                 }
             },
         };
-        let completions =
-            grpofit_core::measure::reward_seconds::completions_timed(&by_run[at].1.run);
+        // the batch the log's run scored, as its prediction line says; the run file's now
+        // (edited since, by hand or `fit -o`) only for a line written before it said so
+        let completions = log
+            .log
+            .prediction
+            .as_ref()
+            .and_then(|p| p.step_time.as_ref()?.completions)
+            .unwrap_or_else(|| {
+                grpofit_core::measure::reward_seconds::completions_timed(&by_run[at].1.run)
+            });
         match learn_rewards(&log.log, completions) {
             Ok(l) => by_run[at].2.push((l, log.shown.clone())),
             Err(why) => note_unlearned(log, &why.to_string()),
@@ -219,10 +227,13 @@ fn with_reward_seconds(
     }
     let mut time = file.time.clone();
     time.reward_seconds = Some(seconds);
+    // named from the file's folder as every other write names it: the resolved (absolute)
+    // path would replace the user's own spelling (`model_config = "model/config.json"`)
+    let model_config = crate::commands::written_model_config(file, path);
     let ctx = ExportContext {
         gpu: device,
         gpu_memory: None,
-        model_config: file.model_config.as_deref(),
+        model_config: model_config.as_deref(),
         lock_effective_batch: file.lock_effective_batch,
         estimate: None,
         time: Some(&time),

@@ -440,7 +440,10 @@ fn stdout_export(
 /// exists and the lexical path does not reach the same file from it (a folder that is a
 /// symbolic link elsewhere: `..` is then its target's parent), the config.json's own absolute
 /// path, which does.
-fn written_model_config(file: &RunFile, out: &std::path::Path) -> Option<std::path::PathBuf> {
+pub(crate) fn written_model_config(
+    file: &RunFile,
+    out: &std::path::Path,
+) -> Option<std::path::PathBuf> {
     use std::path::Path;
     let here = std::env::current_dir().unwrap_or_default();
     let resolved = file.model_config.as_deref()?;

@@ -103,6 +103,11 @@ fn stdout_is(_: &Path) -> bool {
     false
 }
 
+/// What follows `grpofit callback`: the loop's next step. Under `grpofit run` the callback
+/// writes to the dated log the run names (`$GRPOFIT_RUN_LOG`), not `grpofit-run.jsonl`, which
+/// is its file only when the script runs on its own.
+const NEXT: &str = "train under `grpofit run --config run.toml -- python train.py` and run the `grpofit check LOG` it prints when it ends (a script run on its own logs to grpofit-run.jsonl)";
+
 /// `callback`: writes the callback to `output` (atomically; an existing file only with
 /// `force`, unless it already holds the callback) and prints it, unless standard output is that
 /// file (then the shell writes it).
@@ -123,7 +128,7 @@ pub(crate) fn write_callback(output: &Path, force: bool) -> Result<u8, Failure> 
     }
     write_atomically(output, CALLBACK, force)?;
     say(&format!(
-        "wrote {}: pass `callbacks=[GrpofitCallback()]` to GRPOTrainer, then `grpofit check grpofit-run.jsonl --config run.toml`",
+        "wrote {}: pass `callbacks=[GrpofitCallback()]` to GRPOTrainer, then {NEXT}",
         output.display()
     ));
     print()?;
@@ -220,6 +225,7 @@ pub(crate) fn run_check(
             phase,
             log_total: run_log.total(),
             capacity: gpu.capacity,
+            exit: run_log.exit,
         }) + &crate::step_time::check_line(&timed, step_check.as_ref(), time.as_ref())
     };
     emit(|o| o.write_all(out.as_bytes())).map_err(unwritten(FITS))?;
@@ -298,6 +304,28 @@ struct CheckText<'a> {
     phase: &'a str,
     log_total: Option<u64>,
     capacity: u64,
+    /// the `exit` line (`grpofit run`), when the log has one
+    exit: Option<measured::Exit>,
+}
+
+/// A line when the log's `exit` line says the command failed or was stopped (128 + the
+/// signal): its figures are those of the steps it ran, which a run cut short can leave below
+/// the peak it would have reached.
+fn ended_early(exit: Option<measured::Exit>) -> String {
+    let Some(exit) = exit else {
+        return String::new();
+    };
+    match (exit.signal, exit.code) {
+        (Some(signal), _) => format!(
+            "ended: stopped by signal {signal}: the figures are those of the steps it ran\n"
+        ),
+        (None, None | Some(0)) => String::new(),
+        (None, Some(c)) => {
+            format!(
+                "ended: the command failed (exit {c}): the figures are those of the steps it ran\n"
+            )
+        }
+    }
 }
 
 /// `check`'s report in words: the run, the log, the GPU, the rows, and how to read them.
@@ -321,6 +349,7 @@ fn check_text(c: &CheckText) -> String {
             format!(" ({})", versions.join(", "))
         }
     );
+    t += &ended_early(c.exit);
     t += &format!("GPU: {}\n", c.gpu_line);
     if let Some(cal) = c.calibrated {
         t += &format!("{cal}\n");

@@ -18,6 +18,8 @@ pub(super) struct RunLog {
     file: Mutex<File>,
     /// whether this run made the file (only then is an empty one removed)
     created: bool,
+    /// the file's length when opened: where this run's lines begin (`--append` keeps others)
+    pub begins: u64,
 }
 
 impl RunLog {
@@ -39,10 +41,12 @@ impl RunLog {
             .append(true)
             .open(path)
             .map_err(|e| format!("{shown}: cannot write the run log: {e}"))?;
+        let begins = file.metadata().map_or(0, |m| m.len());
         Ok(RunLog {
             path: path.to_path_buf(),
             file: Mutex::new(file),
             created,
+            begins,
         })
     }
 
@@ -67,6 +71,7 @@ impl RunLog {
                         path,
                         file: Mutex::new(file),
                         created: true,
+                        begins: 0,
                     });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(path),
@@ -90,6 +95,18 @@ impl RunLog {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .as_raw_fd()
+    }
+
+    /// Takes this run's lines back (the command could not start): the file as it was when
+    /// opened, removed when this run made it.
+    pub(super) fn undo(&self) {
+        let file = self
+            .file
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _ = file.set_len(self.begins);
+        drop(file);
+        self.remove_if_empty();
     }
 
     /// Removes the file when this run made it and nothing was written to it (the command
@@ -116,6 +133,22 @@ impl RunLog {
             }
         })
     }
+}
+
+/// How many of the lines written to the log at `path` from byte `from` on are the callback's
+/// (`start` and `step`: examples/grpofit_callback.py); 0 also when the file cannot be read.
+pub(super) fn callback_lines(path: &Path, from: u64) -> usize {
+    let Ok(text) = std::fs::read(path) else {
+        return 0;
+    };
+    let ours = text
+        .get(usize::try_from(from).unwrap_or(0)..)
+        .unwrap_or_default();
+    String::from_utf8_lossy(ours)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| matches!(v["kind"].as_str(), Some("start" | "step")))
+        .count()
 }
 
 /// `grpofit-run-YYYYMMDD-HHMMSS.jsonl` for the moment `now` (UTC).

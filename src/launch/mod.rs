@@ -67,21 +67,22 @@ pub(crate) fn run_command(
         console.say(&line);
     }
     let signals = signals::Signals::catch()?;
-    // made before the command starts (the step's time takes a moment), written once it has
-    let predicted = prediction(source, &inputs, &est);
-    let started = start(program, args, &inputs, &run_log, &console)
-        .inspect_err(|_| run_log.remove_if_empty())?;
-    let Started {
-        mut child,
-        terminal,
-        watchdog,
-    } = started;
-    if let Err(e) = run_log.write(&predicted) {
+    // written before the command starts, so that the callback's lines follow it (a command
+    // quicker than the write put them before it: two runs, the last without steps); taken
+    // back when the command cannot start
+    if let Err(e) = run_log.write(&prediction(source, &inputs, &est)) {
         console.say(&format!(
             "grpofit: {}: cannot write the run log: {e}",
             path.display()
         ));
     }
+    let started =
+        start(program, args, &inputs, &run_log, &console).inspect_err(|_| run_log.undo())?;
+    let Started {
+        mut child,
+        terminal,
+        watchdog,
+    } = started;
     let started = Instant::now();
     let tail = tee::Tail::default();
     let tee = child
@@ -133,7 +134,7 @@ pub(crate) fn run_command(
     if let Some(watchdog) = watchdog {
         watchdog.stand_down();
     }
-    console.say(&summary(code, peaks, &est, &path, source));
+    console.say(&summary(code, peaks, &est, &run_log, source));
     if !status.success() {
         diagnose_death(&tail.text(), source, &console);
     }
@@ -236,7 +237,8 @@ fn prediction(source: &Source, inputs: &Inputs, est: &Estimate) -> serde_json::V
         crate::step_time::predict(&inputs.speed, &inputs.loaded.file, run, est, eff).ok()
     };
     let step_time = timed(&eff).zip(timed(&slower)).map(|(t, slow)| {
-        grpofit_core::measure::predicted_time::PredictedTime::json(&t, &slow, &eff)
+        let completions = grpofit_core::measure::reward_seconds::completions_timed(run);
+        grpofit_core::measure::predicted_time::PredictedTime::json(&t, &slow, &eff, completions)
     });
     serde_json::json!({
         "kind": "prediction",
@@ -280,14 +282,20 @@ fn exit_record(
     })
 }
 
+/// Said when the command wrote no callback line into the run log: `check` and `calibrate`
+/// need its step lines (the callback writes to `$GRPOFIT_RUN_LOG` only without a path of its
+/// own, and nothing where `torch.cuda` is unavailable).
+const NO_CALLBACK_LINE: &str = "grpofit: the callback wrote no line into this log, so `grpofit check` and `grpofit calibrate` have no step to read: pass `callbacks=[GrpofitCallback()]` to the trainer with no log path (it then writes to $GRPOFIT_RUN_LOG, which `grpofit run` sets; `grpofit callback` writes grpofit_callback.py); the callback writes only where torch.cuda is available";
+
 /// The line said when the command has ended, with the `check` that reads its log.
 fn summary(
     code: u8,
     peaks: Option<sampler::Peaks>,
     est: &Estimate,
-    path: &Path,
+    log: &log::RunLog,
     source: &Source,
 ) -> String {
+    let path = &log.path;
     let measured = match peaks.and_then(|p| p.tree.or((p.samples > 0).then_some(p.used))) {
         Some(peak) => format!(
             "NVML peak {} (predicted {})",
@@ -301,11 +309,15 @@ fn summary(
         (None, Some(preset)) => format!(" --preset {preset}"),
         (None, None) => String::new(),
     };
-    format!(
+    let said = format!(
         "grpofit: the command exited with {code}; {measured}; log: {} (compare: grpofit check {}{run})",
         path.display(),
         path.display()
-    )
+    );
+    if log::callback_lines(path, log.begins) == 0 {
+        return format!("{said}\n{NO_CALLBACK_LINE}");
+    }
+    said
 }
 
 /// When the command's standard error ends with an out-of-memory message: the verdict and the

@@ -642,7 +642,7 @@ fn the_callbacks_python_unittest_passes() {
         .expect("python3 runs");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("Ran 6 tests"), "{err}");
+    assert!(err.contains("Ran 7 tests"), "{err}");
 }
 
 #[test]

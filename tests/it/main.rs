@@ -29,6 +29,7 @@ mod ladder_exports;
 mod launch_set;
 mod launch_terminal;
 mod loop_cli;
+mod loop_real;
 mod lora_dropout;
 mod minors;
 mod model;

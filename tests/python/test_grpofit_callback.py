@@ -114,6 +114,20 @@ class CallbackTest(unittest.TestCase):
         self.assertIsInstance(one["seconds"], float)
         self.assertEqual(self.cuda.resets, 2, "the peak is reset at every step")
 
+    def test_says_so_when_torch_cuda_is_unavailable(self):
+        # a run on CPU (or a torch without CUDA) logs nothing: said once, not silent
+        import contextlib
+        import io
+
+        path = os.path.join(self.dir.name, "none.jsonl")
+        self.cuda.is_available = lambda: False
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            self.train_two_steps(self.module.GrpofitCallback(path))
+        self.assertFalse(os.path.exists(path))
+        self.assertIn("torch.cuda is not available: no memory is logged to " + path, err.getvalue())
+        self.assertEqual(err.getvalue().count("GrpofitCallback"), 1)
+
     def test_appends_to_the_log_grpofit_run_names(self):
         run_log = os.path.join(self.dir.name, "run.jsonl")
         Path(run_log).write_text('{"kind": "prediction"}\n')

@@ -99,8 +99,9 @@ pub struct RunLog {
 /// The `exit` line: how the command ended.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Exit {
-    /// grpofit's own exit status (128 + the signal when a signal ended the command)
+    /// grpofit's exit status (128 + `signal` when a signal ended the command), and that signal
     pub code: Option<u64>,
+    pub signal: Option<u64>,
 }
 
 /// A run log that cannot be read: where (`log.jsonl:7`, or the log alone) and what is wrong.
@@ -370,6 +371,7 @@ impl Fields<'_> {
     fn exit(&self) -> Exit {
         Exit {
             code: self.object.get("code").and_then(Value::as_u64),
+            signal: self.object.get("signal").and_then(Value::as_u64),
         }
     }
 

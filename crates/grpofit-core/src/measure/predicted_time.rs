@@ -22,6 +22,10 @@ pub struct PredictedTime {
     /// the card's name in grpofit's table (`hardware::Card::name`), or the user's
     pub gpu: String,
     pub efficiencies: Efficiencies,
+    /// the completions each process scored in a scoring step of the run predicted
+    /// (`reward_seconds::completions_timed` of its run file then: the batch the log ran, not the
+    /// one the file may say when `calibrate` reads it); None in a line written before it was
+    pub completions: Option<u64>,
 }
 
 impl PredictedTime {
@@ -29,7 +33,7 @@ impl PredictedTime {
     /// with `eff`, and `slow`, the same step timed with `eff.slower_by(2.0)`. Every term the
     /// efficiencies set doubles there and the others stay, so the difference is the part they
     /// set.
-    pub fn json(t: &StepTime, slow: &StepTime, eff: &Efficiencies) -> Value {
+    pub fn json(t: &StepTime, slow: &StepTime, eff: &Efficiencies, completions: u64) -> Value {
         let part = |now: f64, doubled: f64| (doubled - now).clamp(0.0, now);
         let generation = t.phase("generation");
         let rewards = t.phase("rewards");
@@ -42,6 +46,7 @@ impl PredictedTime {
             "rewards_scaled": part(rewards, slow.phase("rewards")),
             "gpu": t.gpu.name,
             "efficiencies": eff,
+            "completions": completions,
         })
     }
 
@@ -117,6 +122,10 @@ impl PredictedTime {
             rewards,
             gpu: gpu.to_string(),
             efficiencies,
+            completions: v
+                .get("completions")
+                .and_then(Value::as_u64)
+                .filter(|&c| c > 0),
         }))
     }
 }
