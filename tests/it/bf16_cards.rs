@@ -89,6 +89,40 @@ fn unsloth_trains_gemma_3_in_float32_on_a_t4() {
     }
 }
 
+/// Each family joins Unsloth's FORCE_FLOAT32 list in its own release (Gemma 3 in 2025.3.19,
+/// Qwen3-MoE in 2026.7.1): before it, the card's float16 path and no warning for a run that
+/// writes no bf16; from it, one warning that says what Unsloth casts (float16 weights) and what
+/// the estimate undercounts (float32 activations).
+#[test]
+fn unsloth_forces_float32_from_the_release_that_lists_the_family() {
+    for (model, before, from) in [
+        ("google/gemma-3-1b-it", "2025.3.18", "2025.3.19"),
+        ("Qwen/Qwen3-30B-A3B", "2025.10.4", "2026.10.9"),
+    ] {
+        let text = NOTEBOOK.replace("unsloth/Qwen3-4B-Base", model);
+        let at = |version: &str| -> Vec<String> {
+            let v: Value = crate::common::estimate_80gib(
+                &text,
+                &["--gpu", "T4", "--unsloth-version", version],
+                model,
+            );
+            v["warnings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w.as_str().unwrap().to_string())
+                .collect()
+        };
+        let ws = at(before);
+        assert!(about_bf16(&ws).is_empty(), "{model} {before}: {ws:?}");
+        let ws = at(from);
+        let said = about_bf16(&ws);
+        assert_eq!(said.len(), 1, "{model} {from}: {ws:?}");
+        assert!(said[0].contains("weights are cast to float16"), "{said:?}");
+        assert!(said[0].contains("counts in 16 bits"), "{said:?}");
+    }
+}
+
 /// A TRL recipe's warning spells its keys as the recipe writes them (`bf16: true`).
 #[test]
 fn a_recipe_reads_its_own_keys_in_the_warning() {

@@ -16,16 +16,32 @@
 //!   (models/rl.py: `TypeError('Unsloth: Model is in float16 precision but you want to use
 //!   bfloat16 precision. Set fp16 to `True` and bf16 to `False`')`). Unsloth's GRPOConfig
 //!   defaults `bf16` to False (rl.py's replacements), so only a written `bf16 = true` meets it.
-//!   Gemma 3 (unsloth 2025.3.19 on) and gpt-oss (2025.8.9 on) are on `loader.py`'s
-//!   `FORCE_FLOAT32` list (read in 2025.3.19, 2025.4.7, 2025.8.9, 2025.10.4, 2026.1.4 and
-//!   2026.10.9): on such a card `FastModel.from_pretrained` sets `UNSLOTH_FORCE_FLOAT32=1`
-//!   and loads them in bfloat16, and the trainer's mixed-precision block then skips the
-//!   TypeError (`if not force_float32 and ...`) and trains in float32, `args.bf16` and
-//!   `args.fp16` both False ("Switching to float32 training since model cannot work with
-//!   float16"), whatever the run writes (2026.10.9 keeps a load asked in bfloat16 instead).
-
+//!   Gemma 3 (unsloth 2025.3.19 on), gpt-oss (2025.8.9 on) and Qwen3-MoE (`qwen3_moe`, in
+//!   unsloth's own list from 2026.7.1; absent from 2025.10.4's) are on `loader.py`'s
+//!   `FORCE_FLOAT32` list (read in 2025.3.19, 2025.4.7, 2025.8.9, 2025.10.4, 2026.1.4,
+//!   2026.7.1 and 2026.10.9): on such a card `FastModel.from_pretrained` sets
+//!   `UNSLOTH_FORCE_FLOAT32=1` and loads them in bfloat16, and the trainer's mixed-precision
+//!   block then skips the TypeError (`if not force_float32 and ...`) and trains in float32,
+//!   `args.bf16` and `args.fp16` both False ("Switching to float32 training since model cannot
+//!   work with float16"), whatever the run writes (2026.10.9 keeps a load asked in bfloat16
+//!   instead).
+//!
+//!   "Float32" there is not float32 weights: unsloth_zoo's `patch_model_and_tokenizer`
+//!   (patching_utils.py, 2025.4.4, 2025.10.4, 2026.10.9: `if do_forced_float32: correct_dtype
+//!   = torch.float16`) casts the projections, the head, the embedding, the norms and every
+//!   remaining bfloat16 parameter to float16, and `FastBaseModel.from_pretrained` (vision.py)
+//!   keeps a 4-bit load's compute dtype float16 (`bnb_compute_dtype = torch.float16`). The
+//!   float32 is in the activations: unsloth_zoo's Gemma 3 patches (temporary_patches/gemma.py,
+//!   under `UNSLOTH_FORCE_FLOAT32`) return the embedding in float32
+//!   (`Gemma3TextScaledWordEmbedding.forward`: `input_embeds.to(torch.float32)`), so the
+//!   residual stream is float32, run RMSNorm's variance, the MLP's gate and up product and
+//!   attention in float32, and hand float16 to every Linear. LoRA adapters follow
+//!   `UNSLOTH_MIXED_PRECISION` (float32). A full fine-tune upcasts its trained Linears to
+//!   float32 (gemma.py `_linear_boundary_dtype`). So the estimate's 16-bit weights stand for
+//!   an adapter run, and its 16-bit activations undercount: the warning says so.
 use super::Card;
 use crate::arch::Family;
+use crate::contract::release::Release;
 use crate::run::{RunConfig, Stack};
 
 /// How the run's file writes a GRPOConfig key: a run file's `[grpo] key = value`, or a TRL
@@ -66,7 +82,9 @@ pub fn bf16_warning(
         return Some(format!(
             "{card}: Unsloth trains {family} in float32 there, bf16 and fp16 off whatever the run \
              writes (its FORCE_FLOAT32 list: \"Switching to float32 training since model cannot \
-             work with float16\"); this estimate counts its activations and gradients in 16 bits"
+             work with float16\"): the weights are cast to float16, but the residual stream, the \
+             norms, the MLP's gate and up product and attention run in float32, which this \
+             estimate counts in 16 bits, so the step can need more than it says"
         ));
     }
     if run.fp16 {
@@ -103,14 +121,16 @@ pub fn bf16_warning(
     }
 }
 
-/// The run's family, named, where Unsloth's `FORCE_FLOAT32` list holds it (the module's
-/// comment).
+/// The run's family, named, where the run's Unsloth holds it on its `FORCE_FLOAT32` list (the
+/// module's comment: the release each entry arrived in).
 fn unsloth_forces_float32(run: &RunConfig) -> Option<&'static str> {
-    match run.arch.family {
-        Family::Gemma3 => Some("Gemma 3"),
-        Family::GptOss => Some("gpt-oss"),
-        _ => None,
-    }
+    let (name, from) = match run.arch.family {
+        Family::Gemma3 => ("Gemma 3", Release::new(2025, 3, 19)),
+        Family::GptOss => ("gpt-oss", Release::new(2025, 8, 9)),
+        Family::Qwen3 if run.arch.moe.is_some() => ("Qwen3-MoE", Release::new(2026, 7, 1)),
+        _ => return None,
+    };
+    (run.versions.unsloth >= from).then_some(name)
 }
 
 /// GRPOConfig's `bf16` when the run leaves it out: None (then `not fp16`) from trl 0.19.1,
@@ -126,7 +146,6 @@ fn trl_default_bf16(run: &RunConfig) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::release::Release;
     use crate::hardware::lookup;
 
     fn run(stack: Stack, trl: &str) -> RunConfig {
@@ -214,5 +233,35 @@ mod tests {
                 None
             );
         }
+    }
+
+    /// Each family joins the list in its own release (the module's comment): before it, the
+    /// card's float16 path applies; Qwen3 dense stays off the list.
+    #[test]
+    fn the_float32_list_follows_the_unsloth_release() {
+        let t4 = lookup("Tesla T4").unwrap();
+        let cases = [
+            ("google/gemma-3-1b-it", "2025.3.18", "2025.3.19"),
+            ("openai/gpt-oss-20b", "2025.8.8", "2025.8.9"),
+            ("Qwen/Qwen3-30B-A3B", "2025.10.4", "2026.7.1"),
+        ];
+        for (name, before, from) in cases {
+            let arch = crate::arch::catalog::find(name).unwrap().arch;
+            let mut unsloth = RunConfig::example(arch);
+            unsloth.stack = Stack::Unsloth;
+            unsloth.versions.unsloth = Release::parse(before).unwrap();
+            assert_eq!(
+                bf16_warning(t4, &unsloth, None, Spelling::RunFile),
+                None,
+                "{name}"
+            );
+            unsloth.versions.unsloth = Release::parse(from).unwrap();
+            let said = bf16_warning(t4, &unsloth, None, Spelling::RunFile).unwrap();
+            assert!(said.contains("cast to float16"), "{name}: {said}");
+            assert!(said.contains("residual stream"), "{name}: {said}");
+        }
+        let mut dense = run(Stack::Unsloth, "1.15.0");
+        dense.arch = crate::arch::catalog::find("Qwen/Qwen3-8B").unwrap().arch;
+        assert_eq!(bf16_warning(t4, &dense, None, Spelling::RunFile), None);
     }
 }
