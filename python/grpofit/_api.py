@@ -115,8 +115,7 @@ def _base_tables(config, preset, common) -> dict:
                 "tables on top of a run file or a preset need Python 3.11 (tomllib) or the tomli package"
             ) from None
     if config is not None:
-        with open(config, "rb") as f:
-            tables = tomllib.load(f)
+        tables = _read_run_file(os.fspath(config), tomllib, common)
         # `model_config` is read beside the run file: the written one lives elsewhere
         own = tables.get("grpofit", {})
         if isinstance(own.get("model_config"), str) and not os.path.isabs(own["model_config"]):
@@ -127,6 +126,25 @@ def _base_tables(config, preset, common) -> dict:
     no_gpu = [] if "--no-gpu" in common else ["--no-gpu"]
     done = run(["estimate", "--preset", str(preset), "--export", "-", *no_gpu, *common])
     return tomllib.loads(done.stdout)
+
+
+def _read_run_file(path: str, tomllib, common) -> dict:
+    """The tables of the run file `path`, under the model/lora/grpo given on top of it. A TRL
+    recipe (`.yaml`) holds flat keys, not these tables: ArgumentError. A file the binary cannot
+    read, or that is not TOML: the binary's own ConfigError (file, line), not Python's error."""
+    if path.lower().endswith((".yaml", ".yml")):
+        raise ArgumentError(
+            f"config={path!r}: a TRL recipe holds flat keys, not the model/lora/grpo tables: "
+            "edit the recipe and pass it alone (`estimate(config=...)`), or pass a run file"
+        )
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except (OSError, ValueError):  # missing, unreadable, not UTF-8, not TOML (TOMLDecodeError)
+        # the binary reads it and says why it cannot, naming the file and the line
+        no_gpu = [] if "--no-gpu" in common else ["--no-gpu"]
+        run(["estimate", "--config", path, "--export", "-", *no_gpu, *common])
+        raise ConfigError(f"{path}: cannot read the run file") from None
 
 
 def _common(gpu_mem, no_gpu: bool, offline: bool) -> List[str]:
