@@ -140,6 +140,11 @@ def time_rewards(
     completions, is the answer. With `config` (a run file's path), the binary writes it there
     as `[grpofit] reward_seconds` (`grpofit calibrate --reward-seconds`: to three significant
     figures, every other key and comment kept)."""
+    if config is not None and not isinstance(config, (str, os.PathLike)):
+        # checked before the functions run: a run file's path, as `calibrate --config` takes
+        raise ArgumentTypeError(
+            f"time_rewards: config={config!r}: expected a run file's path (a str or a path)"
+        )
     funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
     models = [f for f in funcs if _is_model(f)]
     if models:

@@ -103,3 +103,17 @@ def test_config_writes_reward_seconds_into_the_run_file(tmp_path):
     rewards = next(p for p in e.json["step_time"]["phases"] if p["phase"] == "rewards")
     # 4 completions a process scores in a step (per_device_train_batch_size)
     assert abs(rewards["seconds"] - 4 * float(line.split("= ")[1])) < 1e-9
+
+
+def test_a_config_that_is_not_a_path_is_the_packages_type_error_before_any_call():
+    # was os.fspath's bare TypeError, raised after every round had run
+    calls = []
+
+    def f(completions, **kwargs):
+        calls.append(1)
+        return [0.0] * len(completions)
+
+    for config in (42, {"grpofit": {}}):
+        with pytest.raises(grpofit.ArgumentTypeError, match="config=.*a run file's path"):
+            grpofit.time_rewards(f, ["a"], config=config)
+    assert not calls
