@@ -7,12 +7,20 @@ import json
 import os
 import re
 import tempfile
+import warnings
 from dataclasses import dataclass
 from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _runfile
 from ._binary import DOES_NOT_FIT, FITS, run
-from ._errors import ArgumentError, ArgumentTypeError, ConfigError, DoesNotFit, LogNotFound
+from ._errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    ConfigError,
+    DoesNotFit,
+    GrpofitNote,
+    LogNotFound,
+)
 from ._results import Check, Diagnosis, Estimate, Fit, _build, _Rerun
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -164,6 +172,21 @@ def _gpu(gpu: Optional[str]) -> List[str]:
     return ["--gpu", str(gpu)] if gpu is not None else []
 
 
+_NOTE = "grpofit: note: "
+
+
+def _say_notes(stderr: str, written: Optional[tuple]) -> None:
+    """The binary's notes on standard error (`grpofit: note: ...`: TRL's `lora_dropout` default
+    a recipe leaves in force, the prompt length it assumes), which the JSON does not hold: a
+    notebook shows nothing of a subprocess's standard error, so each becomes a warning."""
+    for line in stderr.splitlines():
+        if line.startswith(_NOTE):
+            note = line[len(_NOTE) :]
+            if written:
+                note = note.replace(written[0], written[1])
+            warnings.warn(f"grpofit: {note}", GrpofitNote, stacklevel=5)
+
+
 def _call(
     command: Sequence[str],
     source: _Source,
@@ -191,6 +214,8 @@ def _call(
             stdout = done.stdout
             if written:  # the temporary run file, named for what it is
                 stdout = stdout.replace(written[0], written[1])
+            if extra == list(json_args):
+                _say_notes(done.stderr, written)
             drawn = None
             if with_svg and os.path.exists(picture):
                 with open(picture, encoding="utf-8") as f:

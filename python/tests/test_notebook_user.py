@@ -3,6 +3,7 @@ by hand on the same run."""
 
 import json
 import subprocess
+import warnings
 
 import pytest
 
@@ -42,3 +43,25 @@ def test_every_json_field_is_an_attribute_with_the_binarys_value(call, args):
         assert key in dir(answer)
     with pytest.raises(AttributeError):
         answer.no_such_field
+
+
+def test_the_binarys_notes_on_a_recipe_reach_the_notebook_as_warnings(tmp_path):
+    # `use_peft` without `lora_dropout`: TRL's 0.05 default is modelled, and the binary says
+    # so on standard error only, which the package captured and dropped
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(
+        "model_name_or_path: Qwen/Qwen2.5-0.5B-Instruct\nuse_peft: true\nlora_r: 16\n"
+        "per_device_train_batch_size: 4\nnum_generations: 4\nmax_completion_length: 256\n"
+    )
+    with pytest.warns(grpofit.GrpofitNote) as said:
+        e = grpofit.estimate(config=recipe, gpu_mem="16GiB", gpu="T4", no_gpu=True, offline=True)
+    notes = [str(w.message) for w in said]
+    assert any("lora_dropout" in n and "0.05" in n and "recipe.yaml" in n for n in notes), notes
+    assert all(w.filename == __file__ for w in said), [w.filename for w in said]
+    # bf16 on a T4 (TRL 1.x computes in bf16 by default): a warning of the JSON's, kept there
+    assert any("T4" in w and "bf16" in w for w in e.warnings), e.warnings
+    # a run that states its dropout has no such note
+    recipe.write_text(recipe.read_text() + "lora_dropout: 0.0\nmax_prompt_length: 256\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", grpofit.GrpofitNote)
+        grpofit.estimate(config=recipe, gpu_mem="16GiB", no_gpu=True, offline=True)
