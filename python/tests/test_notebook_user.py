@@ -3,6 +3,7 @@ by hand on the same run."""
 
 import json
 import subprocess
+import sys
 import warnings
 
 import pytest
@@ -65,3 +66,26 @@ def test_the_binarys_notes_on_a_recipe_reach_the_notebook_as_warnings(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", grpofit.GrpofitNote)
         grpofit.estimate(config=recipe, gpu_mem="16GiB", no_gpu=True, offline=True)
+
+
+NO_TORCH = """
+import sys
+sys.modules["{blocked}"] = None  # not installed, whatever this machine has
+try:
+    from grpofit import GrpofitCallback
+except ImportError as e:
+    print(type(e).__name__, e.name, e)
+"""
+
+
+@pytest.mark.parametrize("blocked", ["torch", "transformers"])
+def test_the_callback_without_torch_says_what_it_needs(blocked):
+    # was the exec'd callback's bare "No module named 'torch'" from a file named
+    # "grpofit_callback.py (grpofit callback -o -)"
+    code = NO_TORCH.format(blocked=blocked)
+    if blocked == "transformers":  # torch present (a stand-in), transformers not
+        code = "import sys, types; sys.modules['torch'] = types.ModuleType('torch')" + code
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"ModuleNotFoundError {blocked} "), done.stdout
+    assert "GrpofitCallback" in done.stdout and "pip install torch transformers" in done.stdout
