@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import contextlib
 import re
+import shutil
 import tempfile
 import warnings
 from dataclasses import dataclass
-from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _runfile
+from . import _edit, _runfile
 from ._binary import DOES_NOT_FIT, FITS, run
 from ._errors import (
     ArgumentError,
@@ -35,14 +37,32 @@ class _Source:
 
     flag: Optional[Tuple[str, str]] = None
     text: Optional[str] = None
+    #: the folder of the user's run file whose text `text` is, edited: the run is written
+    #: there (a hidden file, removed after), so its relative `model_config` still resolves
+    folder: Optional[str] = None
+    #: what the written run's header calls the run file read (never its temporary path)
+    label: str = _WRITTEN
 
-    def args(self, tmp: str) -> Tuple[List[str], Optional[tuple]]:
+    @contextlib.contextmanager
+    def files(self) -> Iterator[Tuple[List[str], Optional[tuple]]]:
         if self.text is None:
-            return (list(self.flag) if self.flag else []), None
-        path = os.path.join(tmp, "run.toml")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(self.text)
-        return ["--config", path], (path, _WRITTEN, self.text)
+            yield (list(self.flag) if self.flag else []), None
+            return
+        with tempfile.TemporaryDirectory(prefix="grpofit-") as tmp:
+            path = os.path.join(tmp, "run.toml")
+            if self.folder is not None:
+                try:
+                    fd, path = tempfile.mkstemp(prefix=".grpofit-", suffix=".toml", dir=self.folder)
+                    os.close(fd)
+                except OSError:  # a folder it may not write: the written run's own
+                    path = os.path.join(tmp, "run.toml")
+            try:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(self.text)
+                yield ["--config", path], (path, _WRITTEN, self.text)
+            finally:
+                if os.path.dirname(path) != tmp and os.path.exists(path):
+                    os.remove(path)
 
 
 # the packages whose version changes the estimate (`[grpofit] trl_version`...; the binary's
@@ -107,12 +127,31 @@ def _source(config, preset, model, lora, grpo, versions, stack, common) -> _Sour
                 "(`[grpofit] <package>_version`; `grpofit env` shows what it detects)"
             )
         tables.setdefault("grpofit", {})[f"{package}_version"] = str(version)
+    if config is not None:  # the user's file, its comments and other lines kept
+        text = _edited_file(os.fspath(config), tables)
+        if text is not None:
+            folder = os.path.dirname(os.path.abspath(os.fspath(config)))
+            return _Source(text=text, folder=folder, label=os.fspath(config))
     return _Source(text=_runfile.to_toml(tables))
 
 
-def _base_tables(config, preset, common) -> dict:
-    if config is None and preset is None:
-        return {}
+def _edited_file(path: str, tables: dict) -> Optional[str]:
+    """The run file `path` edited to read as `tables` (`_edit.edited`), its own relative
+    `model_config` kept as written; None where that cannot be done (then written afresh)."""
+    tomllib = _tomllib()
+    with open(path, encoding="utf-8") as f:  # read once already (_read_run_file)
+        text = f.read()
+    own = tomllib.loads(text).get("grpofit", {})
+    wanted = {name: dict(values) for name, values in tables.items()}
+    written = own.get("model_config")
+    if isinstance(written, str) and not os.path.isabs(written):
+        absolute = os.path.join(os.path.dirname(os.path.abspath(path)), written)
+        if wanted.get("grpofit", {}).get("model_config") == absolute:
+            wanted["grpofit"]["model_config"] = written  # resolved beside the file, as before
+    return _edit.edited(text, wanted, tomllib)
+
+
+def _tomllib():
     try:
         import tomllib  # Python 3.11+
     except ImportError:  # pragma: no cover - older Pythons
@@ -122,6 +161,13 @@ def _base_tables(config, preset, common) -> dict:
             raise ConfigError(
                 "tables on top of a run file or a preset need Python 3.11 (tomllib) or the tomli package"
             ) from None
+    return tomllib
+
+
+def _base_tables(config, preset, common) -> dict:
+    if config is None and preset is None:
+        return {}
+    tomllib = _tomllib()
     if config is not None:
         tables = _read_run_file(os.fspath(config), tomllib, common)
         # `model_config` is read beside the run file: the written one lives elsewhere
@@ -172,6 +218,29 @@ def _gpu(gpu: Optional[str]) -> List[str]:
     return ["--gpu", str(gpu)] if gpu is not None else []
 
 
+def _relabel(path: str, temporary: str, label: str) -> None:
+    """The run the binary wrote to `path`, its header naming `label` instead of the temporary
+    run file it read: rewritten beside `path` and renamed over it, once it reads back as the
+    same tables (only a comment changes), else left as the binary wrote it."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if temporary not in text or not path.endswith(".toml"):
+        return
+    fixed = text.replace(temporary, label)
+    tomllib = _tomllib()
+    if tomllib.loads(fixed) != tomllib.loads(text):
+        return
+    fd, tmp = tempfile.mkstemp(prefix=".grpofit-", suffix=".toml", dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(fixed)
+        shutil.copymode(path, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
 _NOTE = "grpofit: note: "
 
 
@@ -202,8 +271,7 @@ def _call(
     with `run_flag` (`--export` / `-o`) to a file."""
 
     def once(extra: Sequence[str], with_svg: bool):
-        with tempfile.TemporaryDirectory(prefix="grpofit-") as tmp:
-            args, written = source.args(tmp)
+        with source.files() as (args, written), tempfile.TemporaryDirectory(prefix="grpofit-") as tmp:
             picture = os.path.join(tmp, "bar.svg")
             out = os.path.join(tmp, "out.toml")
             if extra == ["toml"]:
@@ -222,17 +290,19 @@ def _call(
                     drawn = f.read()
             if extra == ["toml"]:
                 with open(out, encoding="utf-8") as f:
-                    return f.read(), None, done.returncode
+                    text = f.read()
+                return text.replace(written[0], source.label) if written else text, None, done.returncode
             return stdout, drawn, done.returncode
 
     def write(path: str, force: bool) -> None:
         """The binary writes the run to `path` itself: its atomic write, its refusal of an
         existing file without `--force`, the run file it read edited in place."""
-        with tempfile.TemporaryDirectory(prefix="grpofit-") as tmp:
-            args, written = source.args(tmp)
+        with source.files() as (args, written):
             force_flag = ["--force"] if force else []
             tail = [run_flag or "--export", path, *force_flag]
             run([*command, *args, *common, *tail], stdin=stdin, answers=answers, written=written)
+            if written:
+                _relabel(path, written[0], source.label)
 
     stdout, drawn, code = once(list(json_args), svg)
 

@@ -2,6 +2,7 @@
 by hand on the same run."""
 
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -89,3 +90,60 @@ def test_the_callback_without_torch_says_what_it_needs(blocked):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"ModuleNotFoundError {blocked} "), done.stdout
     assert "GrpofitCallback" in done.stdout and "pip install torch transformers" in done.stdout
+
+
+MINE = """# my run: keep this comment
+[grpofit]
+stack = "trl"
+gpu_memory = "24GiB"
+max_prompt_length = 256  # my dataset's longest
+
+[model]
+model_name_or_path = "Qwen/Qwen2.5-0.5B-Instruct"
+dtype = "bfloat16"
+
+[grpo]
+per_device_train_batch_size = 4  # keep
+num_generations = 4 # four
+"""
+
+
+def test_tables_on_a_run_file_written_back_keep_its_comments(tmp_path):
+    # the run was written afresh from the parsed tables: every comment of the user's file was
+    # lost on `write(config, force=True)`, and the header named a temporary file
+    path = tmp_path / "mine.toml"
+    path.write_text(MINE)
+    e = grpofit.estimate(config=path, grpo={"num_generations": 2}, lora={"r": 8}, no_gpu=True, offline=True)
+    e.write(path, force=True)
+    text = path.read_text()
+    for kept in ("# my run: keep this comment", "max_prompt_length = 256  # my dataset's longest",
+                 "per_device_train_batch_size = 4  # keep", "num_generations = 2 # four"):
+        assert kept in text, text
+    assert "r = 8" in text and ".grpofit-" not in text, text
+    assert f"from {path}'s gpu_memory" in text.split("\n")[0], text
+    assert sorted(os.listdir(tmp_path)) == ["mine.toml"]  # no temporary run left beside it
+    again = grpofit.estimate(config=path, no_gpu=True, offline=True)
+    assert again.json["effective_batch"] == e.json["effective_batch"]
+    assert again.total_bytes == e.total_bytes
+    # a fit on top of the file, written over it: its changes and the comments
+    f = grpofit.fit(config=path, grpo={"max_completion_length": 8192}, gpu_mem="6GiB", no_gpu=True, offline=True)
+    assert f.fits and f.changes
+    f.write(path, force=True)
+    text = path.read_text()
+    assert "# my run: keep this comment" in text and "max_completion_length = 8192" in text
+    assert grpofit.estimate(config=path, no_gpu=True, offline=True).fits
+
+
+def test_a_file_the_text_edit_cannot_handle_is_written_afresh_with_every_key(tmp_path):
+    # a value over several lines: not edited as text; the run is still whole
+    path = tmp_path / "multi.toml"
+    path.write_text(MINE.replace('dtype = "bfloat16"', 'dtype = "bfloat16"\ntarget_modules = [\n  "q_proj",\n]'
+                                 ).replace("[model]", "[lora]\nr = 4\ntarget_modules = [\n  \"q_proj\",\n]\n\n[model]"
+                                           ).replace('dtype = "bfloat16"\ntarget_modules = [\n  "q_proj",\n]', 'dtype = "bfloat16"'))
+    e = grpofit.estimate(config=path, lora={"target_modules": ["q_proj", "v_proj"]}, no_gpu=True, offline=True)
+    out = tmp_path / "out.toml"
+    e.write(out)
+    tomllib = pytest.importorskip("tomllib")
+    tables = tomllib.loads(out.read_text())
+    assert tables["lora"] == {"r": 4, "target_modules": ["q_proj", "v_proj"]}
+    assert tables["grpo"]["num_generations"] == 4 and tables["grpofit"]["max_prompt_length"] == 256
