@@ -42,6 +42,8 @@ class _Source:
     folder: Optional[str] = None
     #: what the written run's header calls the run file read (never its temporary path)
     label: str = _WRITTEN
+    #: the run written afresh (absolute `model_config`), where `folder` cannot be written
+    fresh: Optional[str] = None
 
     @contextlib.contextmanager
     def files(self) -> Iterator[Tuple[List[str], Optional[tuple]]]:
@@ -49,17 +51,17 @@ class _Source:
             yield (list(self.flag) if self.flag else []), None
             return
         with tempfile.TemporaryDirectory(prefix="grpofit-") as tmp:
-            path = os.path.join(tmp, "run.toml")
+            path, text = os.path.join(tmp, "run.toml"), self.text
             if self.folder is not None:
                 try:
                     fd, path = tempfile.mkstemp(prefix=".grpofit-", suffix=".toml", dir=self.folder)
                     os.close(fd)
-                except OSError:  # a folder it may not write: the written run's own
-                    path = os.path.join(tmp, "run.toml")
+                except OSError:  # a folder it may not write: the run written afresh
+                    path, text = os.path.join(tmp, "run.toml"), self.fresh or self.text
             try:
                 with open(path, "w", encoding="utf-8") as f:
-                    f.write(self.text)
-                yield ["--config", path], (path, _WRITTEN, self.text)
+                    f.write(text)
+                yield ["--config", path], (path, _WRITTEN, text)
             finally:
                 if os.path.dirname(path) != tmp and os.path.exists(path):
                     os.remove(path)
@@ -131,7 +133,8 @@ def _source(config, preset, model, lora, grpo, versions, stack, common) -> _Sour
         text = _edited_file(os.fspath(config), tables)
         if text is not None:
             folder = os.path.dirname(os.path.abspath(os.fspath(config)))
-            return _Source(text=text, folder=folder, label=os.fspath(config))
+            fresh = _runfile.to_toml(tables)
+            return _Source(text=text, folder=folder, label=os.fspath(config), fresh=fresh)
     return _Source(text=_runfile.to_toml(tables))
 
 
