@@ -117,3 +117,18 @@ def test_a_config_that_is_not_a_path_is_the_packages_type_error_before_any_call(
         with pytest.raises(grpofit.ArgumentTypeError, match="config=.*a run file's path"):
             grpofit.time_rewards(f, ["a"], config=config)
     assert not calls
+
+
+def test_a_function_that_cannot_take_trls_keywords_is_named_before_any_call():
+    # was the function's own TypeError ("got an unexpected keyword argument 'prompts'")
+    def narrow(completions):
+        return [0.0] * len(completions)
+
+    with pytest.raises(grpofit.ArgumentError, match=r"'narrow' cannot take .*prompts.*\*\*kwargs"):
+        grpofit.time_rewards(narrow, ["a"], answer=["x"])
+
+    # a function naming each keyword it takes, with **kwargs for the rest, is timed
+    def named(prompts, completions, answer, **kwargs):
+        return [float(a in c) for c, a in zip(completions, answer)]
+
+    assert grpofit.time_rewards(named, ["a"], answer=["a"], repeat=1) >= 0
