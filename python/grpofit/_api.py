@@ -474,7 +474,13 @@ def check(
         path = os.path.join(tmp, "grpofit-run.jsonl")
         with open(path, "w", encoding="utf-8") as f:
             f.writelines(json.dumps(record) + "\n" for record in log)
-        data, drawn, _, rerun = _call(["check", path], source, common, answers=(FITS,))
+        try:
+            data, drawn, _, rerun = _call(["check", path], source, common, answers=(FITS,))
+        except ConfigError as e:
+            if path not in e.text:
+                raise
+            # the package's temporary file: named for what it is, and no `file`
+            raise ConfigError(e.text.replace(path, "the log records given"), run_toml=e.run_toml) from None
         result = _build(Check, data, svg=drawn, _rerun=rerun)
         # the text report now, while the records' file is there
         str(result)

@@ -147,3 +147,15 @@ def test_a_file_the_text_edit_cannot_handle_is_written_afresh_with_every_key(tmp
     tables = tomllib.loads(out.read_text())
     assert tables["lora"] == {"r": 4, "target_modules": ["q_proj", "v_proj"]}
     assert tables["grpo"]["num_generations"] == 4 and tables["grpofit"]["max_prompt_length"] == 256
+
+
+def test_bad_log_records_are_named_as_given_not_by_a_temporary_path(tmp_path):
+    # records passed as a list are written to a temporary file: the error named that file
+    # (gone by the time it is read) and set it as `file`
+    run = tmp_path / "mine.toml"
+    run.write_text(MINE)
+    for records in ([{"a": 1}], []):
+        with pytest.raises(grpofit.ConfigError) as caught:
+            grpofit.check(records, config=run, offline=True)
+        assert str(caught.value).startswith("the log records given"), str(caught.value)
+        assert caught.value.file is None and "grpofit-log-" not in str(caught.value)
