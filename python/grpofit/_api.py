@@ -111,7 +111,13 @@ def _source(config, preset, model, lora, grpo, versions, stack, common) -> _Sour
     else:
         base = _base_tables(config, preset, common)
     tables = {name: dict(values) for name, values in base.items()}
-    for name, given in (("model", model), ("lora", lora), ("grpo", grpo)):
+    if _runfile.is_model_config(model):  # its adapter fields: the [lora] TRL builds from them
+        model_kwargs, adapter = _runfile.split_model_config(model, lora is not None)
+        tables["model"] = _runfile.table_of(model_kwargs, "model")
+        if adapter is not None:
+            tables["lora"] = _runfile.table_of(adapter, "lora")
+    objects = (("model", None if _runfile.is_model_config(model) else model), ("lora", lora), ("grpo", grpo))
+    for name, given in objects:
         if given is None:
             continue
         kwargs = _runfile.table_of(_runfile.keyword_arguments(given, name), name)

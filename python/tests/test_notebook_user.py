@@ -159,3 +159,45 @@ def test_bad_log_records_are_named_as_given_not_by_a_temporary_path(tmp_path):
             grpofit.check(records, config=run, offline=True)
         assert str(caught.value).startswith("the log records given"), str(caught.value)
         assert caught.value.file is None and "grpofit-log-" not in str(caught.value)
+
+
+RECIPE = "model_name_or_path: Qwen/Qwen2.5-0.5B-Instruct\nper_device_train_batch_size: 4\nnum_generations: 4\nmax_completion_length: 256\n"
+
+
+@pytest.mark.parametrize(
+    "extra,fields",
+    [
+        ("use_peft: true\n", dict(use_peft=True)),  # ModelConfig's r 16, alpha 32, dropout 0.05
+        ("", dict()),  # use_peft False, ModelConfig's default: every weight trained
+        ("use_peft: true\nlora_r: 32\nlora_dropout: 0.1\n", dict(use_peft=True, lora_r=32, lora_dropout=0.1)),
+    ],
+    ids=["peft-defaults", "full", "r32"],
+)
+def test_a_model_config_object_is_the_run_its_trl_recipe_is(tmp_path, ModelConfig, GRPOConfig, extra, fields):
+    # a ModelConfig's lora_* fields went into [model] (refused there: "TRL's CLI key"), its
+    # defaults were left out (PEFT's r 8 and dropout 0 estimated, not TRL's 16 and 0.05) and
+    # its use_peft=False default was left out (LoRA estimated, not full fine-tuning)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(RECIPE + extra)
+    common = dict(gpu_mem="16GiB", no_gpu=True, offline=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", grpofit.GrpofitNote)
+        from_recipe = grpofit.estimate(config=recipe, **common)
+        from_objects = grpofit.estimate(
+            model=ModelConfig(model_name_or_path="Qwen/Qwen2.5-0.5B-Instruct", **fields),
+            grpo=GRPOConfig(per_device_train_batch_size=4, num_generations=4, max_completion_length=256),
+            **common,
+        )
+    assert from_objects.components == from_recipe.components
+    assert from_objects.total_bytes == from_recipe.total_bytes
+
+
+def test_the_packages_adapter_keys_are_the_binarys():
+    # python/grpofit/_runfile.py MODEL_LORA_KEYS copies grpofit-core's: held to it here
+    import re
+
+    from grpofit import _runfile
+
+    source = (ROOT / "crates" / "grpofit-core" / "src" / "config" / "source.rs").read_text()
+    block = source.split("pub const MODEL_LORA_KEYS")[1].split("];")[0]
+    assert tuple(re.findall(r'\("(\w+)", "(\w+)"\)', block)) == _runfile.MODEL_LORA_KEYS
