@@ -25,6 +25,7 @@ from ._errors import (
     DoesNotFit,
     FileExists,
     GrpofitError,
+    GrpofitNote,
     LogNotFound,
     NoRun,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "Fit",
     "GrpofitCallback",
     "GrpofitError",
+    "GrpofitNote",
     "LogNotFound",
     "NoRun",
     "binary",

@@ -5,14 +5,24 @@ from __future__ import annotations
 
 import json
 import os
+import contextlib
 import re
+import shutil
 import tempfile
+import warnings
 from dataclasses import dataclass
-from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from . import _runfile
+from . import _edit, _runfile
 from ._binary import DOES_NOT_FIT, FITS, run
-from ._errors import ArgumentError, ArgumentTypeError, ConfigError, DoesNotFit, LogNotFound
+from ._errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    ConfigError,
+    DoesNotFit,
+    GrpofitNote,
+    LogNotFound,
+)
 from ._results import Check, Diagnosis, Estimate, Fit, _build, _Rerun
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -27,14 +37,34 @@ class _Source:
 
     flag: Optional[Tuple[str, str]] = None
     text: Optional[str] = None
+    #: the folder of the user's run file whose text `text` is, edited: the run is written
+    #: there (a hidden file, removed after), so its relative `model_config` still resolves
+    folder: Optional[str] = None
+    #: what the written run's header calls the run file read (never its temporary path)
+    label: str = _WRITTEN
+    #: the run written afresh (absolute `model_config`), where `folder` cannot be written
+    fresh: Optional[str] = None
 
-    def args(self, tmp: str) -> Tuple[List[str], Optional[tuple]]:
+    @contextlib.contextmanager
+    def files(self) -> Iterator[Tuple[List[str], Optional[tuple]]]:
         if self.text is None:
-            return (list(self.flag) if self.flag else []), None
-        path = os.path.join(tmp, "run.toml")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(self.text)
-        return ["--config", path], (path, _WRITTEN, self.text)
+            yield (list(self.flag) if self.flag else []), None
+            return
+        with tempfile.TemporaryDirectory(prefix="grpofit-") as tmp:
+            path, text = os.path.join(tmp, "run.toml"), self.text
+            if self.folder is not None:
+                try:
+                    fd, path = tempfile.mkstemp(prefix=".grpofit-", suffix=".toml", dir=self.folder)
+                    os.close(fd)
+                except OSError:  # a folder it may not write: the run written afresh
+                    path, text = os.path.join(tmp, "run.toml"), self.fresh or self.text
+            try:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(text)
+                yield ["--config", path], (path, _WRITTEN, text)
+            finally:
+                if os.path.dirname(path) != tmp and os.path.exists(path):
+                    os.remove(path)
 
 
 # the packages whose version changes the estimate (`[grpofit] trl_version`...; the binary's
@@ -81,7 +111,13 @@ def _source(config, preset, model, lora, grpo, versions, stack, common) -> _Sour
     else:
         base = _base_tables(config, preset, common)
     tables = {name: dict(values) for name, values in base.items()}
-    for name, given in (("model", model), ("lora", lora), ("grpo", grpo)):
+    if _runfile.is_model_config(model):  # its adapter fields: the [lora] TRL builds from them
+        model_kwargs, adapter = _runfile.split_model_config(model, lora is not None)
+        tables["model"] = _runfile.table_of(model_kwargs, "model")
+        if adapter is not None:
+            tables["lora"] = _runfile.table_of(adapter, "lora")
+    objects = (("model", None if _runfile.is_model_config(model) else model), ("lora", lora), ("grpo", grpo))
+    for name, given in objects:
         if given is None:
             continue
         kwargs = _runfile.table_of(_runfile.keyword_arguments(given, name), name)
@@ -99,12 +135,32 @@ def _source(config, preset, model, lora, grpo, versions, stack, common) -> _Sour
                 "(`[grpofit] <package>_version`; `grpofit env` shows what it detects)"
             )
         tables.setdefault("grpofit", {})[f"{package}_version"] = str(version)
+    if config is not None:  # the user's file, its comments and other lines kept
+        text = _edited_file(os.fspath(config), tables)
+        if text is not None:
+            folder = os.path.dirname(os.path.abspath(os.fspath(config)))
+            fresh = _runfile.to_toml(tables)
+            return _Source(text=text, folder=folder, label=os.fspath(config), fresh=fresh)
     return _Source(text=_runfile.to_toml(tables))
 
 
-def _base_tables(config, preset, common) -> dict:
-    if config is None and preset is None:
-        return {}
+def _edited_file(path: str, tables: dict) -> Optional[str]:
+    """The run file `path` edited to read as `tables` (`_edit.edited`), its own relative
+    `model_config` kept as written; None where that cannot be done (then written afresh)."""
+    tomllib = _tomllib()
+    with open(path, encoding="utf-8") as f:  # read once already (_read_run_file)
+        text = f.read()
+    own = tomllib.loads(text).get("grpofit", {})
+    wanted = {name: dict(values) for name, values in tables.items()}
+    written = own.get("model_config")
+    if isinstance(written, str) and not os.path.isabs(written):
+        absolute = os.path.join(os.path.dirname(os.path.abspath(path)), written)
+        if wanted.get("grpofit", {}).get("model_config") == absolute:
+            wanted["grpofit"]["model_config"] = written  # resolved beside the file, as before
+    return _edit.edited(text, wanted, tomllib)
+
+
+def _tomllib():
     try:
         import tomllib  # Python 3.11+
     except ImportError:  # pragma: no cover - older Pythons
@@ -114,9 +170,15 @@ def _base_tables(config, preset, common) -> dict:
             raise ConfigError(
                 "tables on top of a run file or a preset need Python 3.11 (tomllib) or the tomli package"
             ) from None
+    return tomllib
+
+
+def _base_tables(config, preset, common) -> dict:
+    if config is None and preset is None:
+        return {}
+    tomllib = _tomllib()
     if config is not None:
-        with open(config, "rb") as f:
-            tables = tomllib.load(f)
+        tables = _read_run_file(os.fspath(config), tomllib, common)
         # `model_config` is read beside the run file: the written one lives elsewhere
         own = tables.get("grpofit", {})
         if isinstance(own.get("model_config"), str) and not os.path.isabs(own["model_config"]):
@@ -127,6 +189,25 @@ def _base_tables(config, preset, common) -> dict:
     no_gpu = [] if "--no-gpu" in common else ["--no-gpu"]
     done = run(["estimate", "--preset", str(preset), "--export", "-", *no_gpu, *common])
     return tomllib.loads(done.stdout)
+
+
+def _read_run_file(path: str, tomllib, common) -> dict:
+    """The tables of the run file `path`, under the model/lora/grpo given on top of it. A TRL
+    recipe (`.yaml`) holds flat keys, not these tables: ArgumentError. A file the binary cannot
+    read, or that is not TOML: the binary's own ConfigError (file, line), not Python's error."""
+    if path.lower().endswith((".yaml", ".yml")):
+        raise ArgumentError(
+            f"config={path!r}: a TRL recipe holds flat keys, not the model/lora/grpo tables: "
+            "edit the recipe and pass it alone (`estimate(config=...)`), or pass a run file"
+        )
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except (OSError, ValueError):  # missing, unreadable, not UTF-8, not TOML (TOMLDecodeError)
+        # the binary reads it and says why it cannot, naming the file and the line
+        no_gpu = [] if "--no-gpu" in common else ["--no-gpu"]
+        run(["estimate", "--config", path, "--export", "-", *no_gpu, *common])
+        raise ConfigError(f"{path}: cannot read the run file") from None
 
 
 def _common(gpu_mem, no_gpu: bool, offline: bool) -> List[str]:
@@ -146,6 +227,44 @@ def _gpu(gpu: Optional[str]) -> List[str]:
     return ["--gpu", str(gpu)] if gpu is not None else []
 
 
+def _relabel(path: str, temporary: str, label: str) -> None:
+    """The run the binary wrote to `path`, its header naming `label` instead of the temporary
+    run file it read: rewritten beside `path` and renamed over it, once it reads back as the
+    same tables (only a comment changes), else left as the binary wrote it."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if temporary not in text or not path.endswith(".toml"):
+        return
+    fixed = text.replace(temporary, label)
+    tomllib = _tomllib()
+    if tomllib.loads(fixed) != tomllib.loads(text):
+        return
+    fd, tmp = tempfile.mkstemp(prefix=".grpofit-", suffix=".toml", dir=os.path.dirname(os.path.abspath(path)))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(fixed)
+        shutil.copymode(path, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+_NOTE = "grpofit: note: "
+
+
+def _say_notes(stderr: str, written: Optional[tuple]) -> None:
+    """The binary's notes on standard error (`grpofit: note: ...`: TRL's `lora_dropout` default
+    a recipe leaves in force, the prompt length it assumes), which the JSON does not hold: a
+    notebook shows nothing of a subprocess's standard error, so each becomes a warning."""
+    for line in stderr.splitlines():
+        if line.startswith(_NOTE):
+            note = line[len(_NOTE) :]
+            if written:
+                note = note.replace(written[0], written[1])
+            warnings.warn(f"grpofit: {note}", GrpofitNote, stacklevel=5)
+
+
 def _call(
     command: Sequence[str],
     source: _Source,
@@ -161,8 +280,7 @@ def _call(
     with `run_flag` (`--export` / `-o`) to a file."""
 
     def once(extra: Sequence[str], with_svg: bool):
-        with tempfile.TemporaryDirectory(prefix="grpofit-") as tmp:
-            args, written = source.args(tmp)
+        with source.files() as (args, written), tempfile.TemporaryDirectory(prefix="grpofit-") as tmp:
             picture = os.path.join(tmp, "bar.svg")
             out = os.path.join(tmp, "out.toml")
             if extra == ["toml"]:
@@ -173,23 +291,27 @@ def _call(
             stdout = done.stdout
             if written:  # the temporary run file, named for what it is
                 stdout = stdout.replace(written[0], written[1])
+            if extra == list(json_args):
+                _say_notes(done.stderr, written)
             drawn = None
             if with_svg and os.path.exists(picture):
                 with open(picture, encoding="utf-8") as f:
                     drawn = f.read()
             if extra == ["toml"]:
                 with open(out, encoding="utf-8") as f:
-                    return f.read(), None, done.returncode
+                    text = f.read()
+                return text.replace(written[0], source.label) if written else text, None, done.returncode
             return stdout, drawn, done.returncode
 
     def write(path: str, force: bool) -> None:
         """The binary writes the run to `path` itself: its atomic write, its refusal of an
         existing file without `--force`, the run file it read edited in place."""
-        with tempfile.TemporaryDirectory(prefix="grpofit-") as tmp:
-            args, written = source.args(tmp)
+        with source.files() as (args, written):
             force_flag = ["--force"] if force else []
             tail = [run_flag or "--export", path, *force_flag]
             run([*command, *args, *common, *tail], stdin=stdin, answers=answers, written=written)
+            if written:
+                _relabel(path, written[0], source.label)
 
     stdout, drawn, code = once(list(json_args), svg)
 
@@ -358,7 +480,13 @@ def check(
         path = os.path.join(tmp, "grpofit-run.jsonl")
         with open(path, "w", encoding="utf-8") as f:
             f.writelines(json.dumps(record) + "\n" for record in log)
-        data, drawn, _, rerun = _call(["check", path], source, common, answers=(FITS,))
+        try:
+            data, drawn, _, rerun = _call(["check", path], source, common, answers=(FITS,))
+        except ConfigError as e:
+            if path not in e.text:
+                raise
+            # the package's temporary file: named for what it is, and no `file`
+            raise ConfigError(e.text.replace(path, "the log records given"), run_toml=e.run_toml) from None
         result = _build(Check, data, svg=drawn, _rerun=rerun)
         # the text report now, while the records' file is there
         str(result)

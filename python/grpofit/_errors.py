@@ -91,6 +91,11 @@ class ConfigError(GrpofitError, ValueError):
             self.table, self.key, self.value = key.group("table", "key", "value")
 
 
+class GrpofitNote(UserWarning):
+    """A note of the binary's on the run (its standard error's `grpofit: note:` lines: a trainer
+    default the run leaves in force, a length it assumes), said as a Python warning."""
+
+
 class DoesNotFit(GrpofitError):
     """The run does not fit (exit 3), raised only when the call asked for it (``check=True``).
 

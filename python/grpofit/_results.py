@@ -42,6 +42,18 @@ class _Answer:
     svg: Optional[str]
     _rerun: Optional[_Rerun]
 
+    def __getattr__(self, name: str) -> Any:
+        # a `--json` field the dataclass does not name (a diagnosis's message figures, which
+        # vary with the message's format; a field added later): the JSON's value. Only called
+        # when normal lookup fails; `json` read from __dict__, so a half-built copy never loops
+        data = self.__dict__.get("json")
+        if isinstance(data, dict) and name in data and not name.startswith("_"):
+            return data[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self.__dict__.get("json") or {}))
+
     def __str__(self) -> str:
         """The same report as the command prints without ``--json``."""
         if self._rerun is None:
@@ -94,6 +106,9 @@ class Estimate(_RunAnswer):
     total_bytes: int = 0
     fits: bool = False
     headroom_bytes: int = 0
+    #: whether the run also keeps the headroom `fit` keeps (`headroom_kept_fraction`)
+    fits_with_headroom: Optional[bool] = None
+    headroom_kept_fraction: Optional[float] = None
     components: List[Dict[str, Any]] = field(default_factory=list)
     #: completions per optimizer step as the trainer runs them (Unsloth's raised micro-batch
     #: counted, unsloth#3572), and the prompts they are
@@ -148,6 +163,9 @@ class Fit(_RunAnswer):
     step_time: Optional[Dict[str, Any]] = None
     nearest_seconds: Optional[float] = None
     speedup: Optional[float] = None
+    #: `fastest=True`: the nearest fit's own changes, and the calibration the times used
+    nearest_changes: Optional[List[Dict[str, Any]]] = None
+    step_time_calibrated: Optional[str] = None
     json: Dict[str, Any] = field(default_factory=dict)
     svg: Optional[str] = None
     _rerun: Optional[_Rerun] = field(default=None, compare=False)

@@ -68,6 +68,23 @@ def _checked_output(func: Any, output: Any, expected: int) -> None:
         )
 
 
+def _takes(func: Any, kwargs: dict) -> None:
+    """ArgumentError, before any call, when `func` cannot take what TRL passes it (a function
+    without `**kwargs` that does not name every one): TRL's own call would fail the same way."""
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):  # a builtin or other callable without a signature
+        return
+    try:
+        signature.bind(**kwargs)
+    except TypeError as e:
+        raise ArgumentError(
+            f"time_rewards: the reward function {_name(func)!r} cannot take what TRL's "
+            f"_calculate_rewards passes it ({e}): it passes {', '.join(kwargs)} by keyword; "
+            "give the function `**kwargs`, as TRL's reward functions have"
+        ) from None
+
+
 def _gather(coroutines: List[Any]) -> List[Any]:
     async def together():
         return await asyncio.gather(*coroutines)
@@ -140,6 +157,11 @@ def time_rewards(
     completions, is the answer. With `config` (a run file's path), the binary writes it there
     as `[grpofit] reward_seconds` (`grpofit calibrate --reward-seconds`: to three significant
     figures, every other key and comment kept)."""
+    if config is not None and not isinstance(config, (str, os.PathLike)):
+        # checked before the functions run: a run file's path, as `calibrate --config` takes
+        raise ArgumentTypeError(
+            f"time_rewards: config={config!r}: expected a run file's path (a str or a path)"
+        )
     funcs = list(reward_funcs) if isinstance(reward_funcs, (list, tuple)) else [reward_funcs]
     models = [f for f in funcs if _is_model(f)]
     if models:
@@ -170,6 +192,8 @@ def time_rewards(
         kwargs.setdefault(name, hook)
     if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
         raise ArgumentError(f"time_rewards: repeat={repeat!r}: expected a whole number from 1")
+    for func in funcs:
+        _takes(func, kwargs)
     rounds = [_one_round(funcs, kwargs, n) for _ in range(repeat)]
     seconds = statistics.median(rounds) / n
     if config is not None:

@@ -78,6 +78,49 @@ def _without_derived(obj: Any, kwargs: Dict[str, Any]) -> Dict[str, Any]:
     return kwargs
 
 
+# TRL ModelConfig's adapter fields and the PEFT LoraConfig keyword each becomes (trl 1.15.0
+# `trl/trainer/utils.py` `get_peft_config`); the binary's own copy, which a test holds this to:
+# grpofit-core `config::source::MODEL_LORA_KEYS`
+MODEL_LORA_KEYS = (
+    ("lora_r", "r"),
+    ("lora_alpha", "lora_alpha"),
+    ("lora_dropout", "lora_dropout"),
+    ("lora_target_modules", "target_modules"),
+    ("lora_target_parameters", "target_parameters"),
+    ("lora_modules_to_save", "modules_to_save"),
+    ("lora_task_type", "task_type"),
+    ("use_rslora", "use_rslora"),
+    ("use_dora", "use_dora"),
+)
+
+
+def is_model_config(obj: Any) -> bool:
+    """A TRL `ModelConfig` (told apart by its fields, never imported)."""
+    if isinstance(obj, Mapping) or not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+        return False
+    names = {f.name for f in dataclasses.fields(obj)}
+    return {"use_peft", "lora_r", "model_name_or_path"} <= names
+
+
+def split_model_config(obj: Any, lora_given: bool):
+    """A TRL `ModelConfig` as TRL runs it: ([model] keywords, [lora] keywords or None). Its
+    `lora_*` fields are no keywords of the model's call: TRL's `get_peft_config(model_args)`
+    builds the adapter from them, ModelConfig's own defaults included (r 16, lora_alpha 32,
+    lora_dropout 0.05), and returns None without `use_peft`, training every weight. With a
+    `lora` of the caller's, that is the adapter, and the fields are left out."""
+    model = {k: v for k, v in keyword_arguments(obj, "model").items() if k not in dict(MODEL_LORA_KEYS)}
+    model.pop("use_peft", None)
+    if lora_given:
+        if obj.use_peft:
+            model["use_peft"] = True
+        return model, None
+    model["use_peft"] = bool(obj.use_peft)
+    if not obj.use_peft:
+        return model, None
+    lora = {to: getattr(obj, key) for key, to in MODEL_LORA_KEYS if hasattr(obj, key)}
+    return model, lora
+
+
 def _plain(value: Any) -> Any:
     """`value` as TOML can hold it: an Enum's value, a set sorted into a list, a dataclass as a
     dict; None where TOML has no such value (None itself, NaN, an object)."""

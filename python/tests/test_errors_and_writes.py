@@ -239,3 +239,30 @@ def test_a_bad_value_is_named_as_the_caller_passed_it(kwargs, said):
         grpofit.estimate(preset="24gb", **kwargs, **QUIET)
     assert str(caught.value).startswith(said), str(caught.value)
     assert "--gpu" not in str(caught.value).split(":")[0]
+
+
+# --- tables on top of a run file the package cannot read itself (pyqa) -------------------------
+
+
+def test_tables_on_a_missing_or_broken_run_file_are_the_binarys_config_error(tmp_path):
+    # the package reads the file to put the tables on top: a missing file or bad TOML was
+    # Python's FileNotFoundError / TOMLDecodeError, not a GrpofitError naming file and line
+    missing = tmp_path / "missing.toml"
+    with pytest.raises(grpofit.ConfigError) as caught:
+        grpofit.estimate(config=missing, grpo={"num_generations": 8}, gpu_mem="24GiB", **QUIET)
+    assert caught.value.file == str(missing) and "cannot read" in str(caught.value)
+    broken = tmp_path / "broken.toml"
+    broken.write_text('[model]\nmodel_name_or_path = "Qwen/Qwen2.5-0.5B-Instruct"\n[grpo\n')
+    with pytest.raises(grpofit.ConfigError) as caught:
+        grpofit.estimate(config=broken, grpo={"num_generations": 8}, gpu_mem="24GiB", **QUIET)
+    assert caught.value.file == str(broken) and caught.value.line == 3, str(caught.value)
+
+
+def test_tables_on_a_trl_recipe_are_refused_by_name(tmp_path):
+    # a TRL recipe is YAML of flat keys: read as TOML it was a TOMLDecodeError traceback
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("model_name_or_path: Qwen/Qwen2.5-0.5B-Instruct\nnum_generations: 4\n")
+    with pytest.raises(grpofit.ArgumentError, match="recipe.yaml.*TRL recipe"):
+        grpofit.estimate(config=recipe, grpo={"num_generations": 8}, gpu_mem="24GiB", **QUIET)
+    # alone, the recipe is estimated as the binary reads it
+    assert grpofit.estimate(config=recipe, gpu_mem="24GiB", **QUIET).fits

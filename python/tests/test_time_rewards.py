@@ -103,3 +103,32 @@ def test_config_writes_reward_seconds_into_the_run_file(tmp_path):
     rewards = next(p for p in e.json["step_time"]["phases"] if p["phase"] == "rewards")
     # 4 completions a process scores in a step (per_device_train_batch_size)
     assert abs(rewards["seconds"] - 4 * float(line.split("= ")[1])) < 1e-9
+
+
+def test_a_config_that_is_not_a_path_is_the_packages_type_error_before_any_call():
+    # was os.fspath's bare TypeError, raised after every round had run
+    calls = []
+
+    def f(completions, **kwargs):
+        calls.append(1)
+        return [0.0] * len(completions)
+
+    for config in (42, {"grpofit": {}}):
+        with pytest.raises(grpofit.ArgumentTypeError, match="config=.*a run file's path"):
+            grpofit.time_rewards(f, ["a"], config=config)
+    assert not calls
+
+
+def test_a_function_that_cannot_take_trls_keywords_is_named_before_any_call():
+    # was the function's own TypeError ("got an unexpected keyword argument 'prompts'")
+    def narrow(completions):
+        return [0.0] * len(completions)
+
+    with pytest.raises(grpofit.ArgumentError, match=r"'narrow' cannot take .*prompts.*\*\*kwargs"):
+        grpofit.time_rewards(narrow, ["a"], answer=["x"])
+
+    # a function naming each keyword it takes, with **kwargs for the rest, is timed
+    def named(prompts, completions, answer, **kwargs):
+        return [float(a in c) for c, a in zip(completions, answer)]
+
+    assert grpofit.time_rewards(named, ["a"], answer=["a"], repeat=1) >= 0
