@@ -39,6 +39,17 @@ fn grpofit(dir: &Path, args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `grpofit fit --config CONFIG --gpu-mem 8GiB -o OUT` in `cwd`, which must succeed: the
+/// written file's text.
+fn fit_o(cwd: &Path, config: &str, out: &str) -> String {
+    let (code, _, err) = grpofit(
+        cwd,
+        &["fit", "--config", config, "--gpu-mem", "8GiB", "-o", out],
+    );
+    assert_eq!(code, 0, "{err}");
+    std::fs::read_to_string(cwd.join(out)).unwrap()
+}
+
 /// The written file reads back with the same config.json, from any working folder.
 fn reads_its_config(root: &Path, written: &str) {
     for cwd in [
@@ -70,20 +81,7 @@ fn fit_o_into_another_folder_names_the_config_from_there() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     project(root);
-    let (code, _, err) = grpofit(
-        root,
-        &[
-            "fit",
-            "--config",
-            "proj/run.toml",
-            "--gpu-mem",
-            "8GiB",
-            "-o",
-            "out/fitted.toml",
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
-    let text = std::fs::read_to_string(root.join("out/fitted.toml")).unwrap();
+    let text = fit_o(root, "proj/run.toml", "out/fitted.toml");
     // the value changes, the user's comment stays
     assert!(
         text.contains("model_config = \"../proj/cfg/config.json\"   # my model's config"),
@@ -98,20 +96,7 @@ fn a_write_beside_the_source_keeps_its_spelling_and_an_export_set_finds_it() {
     let root = dir.path();
     project(root);
     let proj = root.join("proj");
-    let (code, _, err) = grpofit(
-        &proj,
-        &[
-            "fit",
-            "--config",
-            "run.toml",
-            "--gpu-mem",
-            "8GiB",
-            "-o",
-            "fitted.toml",
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
-    let text = std::fs::read_to_string(proj.join("fitted.toml")).unwrap();
+    let text = fit_o(&proj, "run.toml", "fitted.toml");
     assert!(
         text.contains("model_config = \"cfg/config.json\"   # my model's config"),
         "{text}"
@@ -184,20 +169,7 @@ fn a_symlinked_folder_gets_the_path_that_reaches_the_config() {
     project(root);
     let elsewhere = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(elsewhere.path(), root.join("link")).unwrap();
-    let (code, _, err) = grpofit(
-        root,
-        &[
-            "fit",
-            "--config",
-            "proj/run.toml",
-            "--gpu-mem",
-            "8GiB",
-            "-o",
-            "link/fitted.toml",
-        ],
-    );
-    assert_eq!(code, 0, "{err}");
-    let text = std::fs::read_to_string(root.join("link/fitted.toml")).unwrap();
+    let text = fit_o(root, "proj/run.toml", "link/fitted.toml");
     let real = std::fs::canonicalize(root.join("proj/cfg/config.json")).unwrap();
     assert!(
         text.contains(&format!("model_config = \"{}\"", real.display())),

@@ -12,17 +12,10 @@
 
 use crate::common::estimate_80gib;
 
-const TRL: &str = r#"[grpofit]
-stack = "trl"
-gpu = "A100 80GB SXM"
-trl_version = "TRL"
-transformers_version = "TRANSFORMERS"
-
-[model]
-model_name_or_path = "openai/gpt-oss-20b"
-dtype = "bfloat16"
-
-[lora]
+/// The two runs' `[lora]` and `[grpo]` tables, the same for TRL and Unsloth.
+macro_rules! adapters_and_grpo {
+    () => {
+        r#"[lora]
 r = 4
 lora_alpha = 8
 target_modules = ["q_proj", "k_proj", "v_proj", "o_proj"]
@@ -33,9 +26,27 @@ per_device_train_batch_size = 8
 num_generations = 8
 max_prompt_length = 64
 max_completion_length = 512
-"#;
+"#
+    };
+}
 
-const UNSLOTH: &str = r#"[grpofit]
+const TRL: &str = concat!(
+    r#"[grpofit]
+stack = "trl"
+gpu = "A100 80GB SXM"
+trl_version = "TRL"
+transformers_version = "TRANSFORMERS"
+
+[model]
+model_name_or_path = "openai/gpt-oss-20b"
+dtype = "bfloat16"
+
+"#,
+    adapters_and_grpo!()
+);
+
+const UNSLOTH: &str = concat!(
+    r#"[grpofit]
 stack = "unsloth"
 gpu = "A100 80GB SXM"
 trl_version = "0.22.2"
@@ -47,18 +58,9 @@ model_name = "openai/gpt-oss-20b"
 max_seq_length = 576
 load_in_4bit = false
 
-[lora]
-r = 4
-lora_alpha = 8
-target_modules = ["q_proj", "k_proj", "v_proj", "o_proj"]
-
-[grpo]
-use_vllm = false
-per_device_train_batch_size = 8
-num_generations = 8
-max_prompt_length = 64
-max_completion_length = 512
-"#;
+"#,
+    adapters_and_grpo!()
+);
 
 fn phase(text: &str, what: &str, phase: &str) -> f64 {
     let v = estimate_80gib(text, &[], what);
@@ -104,10 +106,8 @@ fn trl_generates_gpt_oss_through_the_expert_loop_and_unsloth_through_every_exper
 /// decode step reads no KV (`time/generate_mode.rs`). trl 0.22.2 turns checkpointing off there.
 #[test]
 fn trl_before_0_22_with_checkpointing_generates_without_its_kv_cache() {
-    let run = |trl: &str, checkpointing: bool| {
-        let text = TRL
-            .replace("\"TRL\"", &format!("\"{trl}\""))
-            .replace("TRANSFORMERS", "4.54.1")
+    let run = |trl_version: &str, checkpointing: bool| {
+        let text = trl(trl_version, "4.54.1")
             .replace("openai/gpt-oss-20b", "Qwen/Qwen3-8B")
             .replace(
                 "max_completion_length = 512",
@@ -117,7 +117,10 @@ fn trl_before_0_22_with_checkpointing_generates_without_its_kv_cache() {
                 "[grpo]\n",
                 &format!("[grpo]\ngradient_checkpointing = {checkpointing}\n"),
             );
-        generation(&text, &format!("trl {trl}, checkpointing {checkpointing}"))
+        generation(
+            &text,
+            &format!("trl {trl_version}, checkpointing {checkpointing}"),
+        )
     };
     let (on, off) = (run("0.21.0", true), run("0.21.0", false));
     assert!(on < off, "checkpointed {on} s, not {off} s");

@@ -117,13 +117,8 @@ mod tests {
         assert_eq!(completions_timed(&run), 8);
     }
     use crate::measure::measured::parse_log;
+    use crate::measure::reward_time::tests::step;
     use serde_json::{Value, json};
-
-    fn step(n: u64, timings: Value, kinds: Value) -> String {
-        json!({"kind": "step", "step": n, "max_allocated": 5, "max_reserved": 6, "free": 3,
-               "total": 10, "seconds": 20.0, "trl_timings": timings, "reward_funcs": kinds})
-        .to_string()
-    }
 
     #[test]
     fn the_median_over_timed_steps_over_the_completions_scored() {

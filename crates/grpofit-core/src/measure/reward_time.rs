@@ -78,12 +78,14 @@ pub fn step_rewards(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::measure::measured::parse_log;
     use serde_json::json;
 
-    fn step(n: u64, timings: Value, kinds: Value) -> String {
+    /// A log's step line with TRL's timings and the reward functions' kinds (`reward_seconds`'
+    /// tests read the same lines).
+    pub(crate) fn step(n: u64, timings: Value, kinds: Value) -> String {
         json!({"kind": "step", "step": n, "max_allocated": 5, "max_reserved": 6, "free": 3,
                "total": 10, "seconds": 20.0, "trl_timings": timings, "reward_funcs": kinds})
         .to_string()

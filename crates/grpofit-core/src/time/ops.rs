@@ -84,6 +84,50 @@ pub(super) const DROPOUT: Dropout = Dropout {
     recompute: 1.0,
 };
 
+/// Kernels a dense layer's SiLU-gated MLP (`gate_proj`, `up_proj`, `down_proj`) dispatches in a
+/// pass, inside the family's `per_layer` counts below. A MoE layer runs its MoE block in the
+/// MLP's place, and the block's kernels are `experts::pass_ops`' (`moe_pass-*.json`, counted
+/// inside the block's own forward and backward hooks), so a MoE run's layers are charged without
+/// these ([`layer`]).
+/// - `forward`: the three matmuls, `silu` and the gate's `mul`: `ops.json`'s `decode_step`
+///   `per_layer` less `moe_decode`'s `outside_blocks` (Llama 40 against Mixtral's 35, Qwen3 56
+///   against Qwen3-MoE's 51; `tests::a_moe_layer_is_charged_no_dense_mlp` holds them); the same
+///   operators in a scoring forward, a training forward and checkpointing's recompute;
+/// - `backward`: each projection's input and weight gradients, the two `mul`s of the gate's
+///   backward, `silu_backward`, and the add of the gate's and up's input gradients;
+/// - `frozen_backward`: the same with the frozen base's input gradients alone (one matmul a
+///   projection fewer: the 3 of `ops.json`'s full-against-frozen backward, Llama 71 - 60 = 11,
+///   whose other 8 are attention's four projections and the two norms' weights).
+///
+/// Both backward counts were read with `tools/trace/ops_moe.py`'s `instrument_passes` hooks on
+/// the dense `layer.mlp` of ops.py's two-layer Llama and Qwen3 (bf16 autocast, 16 tokens), the
+/// same in transformers 4.56.1 and 5.17.0 (torch 2.9.1): 5 forward, 10 backward, 7 with the MLP's
+/// weights frozen.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct DenseMlp {
+    pub forward: f64,
+    pub backward: f64,
+    pub frozen_backward: f64,
+}
+
+pub(super) const DENSE_MLP: DenseMlp = DenseMlp {
+    forward: 5.0,
+    backward: 10.0,
+    frozen_backward: 7.0,
+};
+
+/// `c`'s layer as the run's layers run it: without the dense MLP's `mlp` kernels where a MoE
+/// block stands in its place (its kernels are `experts::pass_ops`').
+fn layer(run: &RunConfig, c: Count, mlp: f64) -> Count {
+    if run.arch.moe.is_none() {
+        return c;
+    }
+    Count {
+        per_layer: c.per_layer - mlp,
+        ..c
+    }
+}
+
 const fn count(per_layer: f64, full: f64, lora: f64) -> Count {
     Count {
         per_layer,
@@ -192,8 +236,8 @@ fn dropped(run: &RunConfig) -> f64 {
 /// Operators of one no-grad scoring pass, the adapters' dropout among them (the policy scores
 /// in training mode).
 pub(super) fn scoring_pass(run: &RunConfig) -> f64 {
-    total(run, ops(run.arch.family).score, ADAPTER.forward)
-        + run.arch.layers as f64 * dropped(run) * DROPOUT.forward
+    let score = layer(run, ops(run.arch.family).score, DENSE_MLP.forward);
+    total(run, score, ADAPTER.forward) + run.arch.layers as f64 * dropped(run) * DROPOUT.forward
 }
 
 /// The adapters' dropout in a training micro-batch ([`DROPOUT`]).
@@ -221,21 +265,25 @@ fn training_dropout(run: &RunConfig) -> f64 {
 pub(super) fn training_micro_batch(run: &RunConfig) -> f64 {
     let o = ops(run.arch.family);
     let backward = if run.full_finetuning {
-        total(run, o.backward, 0.0)
+        total(run, layer(run, o.backward, DENSE_MLP.backward), 0.0)
     } else {
         let frozen = Count {
             per_layer: o.frozen_backward,
             ..o.backward
         };
+        let frozen = layer(run, frozen, DENSE_MLP.frozen_backward);
         total(run, frozen, ADAPTER.backward)
     };
     let recompute = match run.checkpointing {
         Checkpointing::Off => 0.0,
-        Checkpointing::On | Checkpointing::UnslothOffload => {
-            total(run, o.recompute, ADAPTER.recompute)
-        }
+        Checkpointing::On | Checkpointing::UnslothOffload => total(
+            run,
+            layer(run, o.recompute, DENSE_MLP.forward),
+            ADAPTER.recompute,
+        ),
     };
-    total(run, o.forward, ADAPTER.forward) + backward + recompute + training_dropout(run)
+    let forward = layer(run, o.forward, DENSE_MLP.forward);
+    total(run, forward, ADAPTER.forward) + backward + recompute + training_dropout(run)
 }
 
 /// Operators of one decode step of transformers' `generate`; a mixture of experts' on its path
@@ -425,6 +473,56 @@ mod tests {
         assert_eq!(
             training_micro_batch(&plain),
             28.0 * (54.0 + 103.0) + 41.0 + 33.0
+        );
+    }
+
+    /// A MoE layer's MLP is its MoE block, whose kernels `experts::pass_ops` charges: the
+    /// family's dense MLP is taken out of every pass's layer (forward, backward, recompute,
+    /// scoring), once (the decode step's MoE layers are counted outside their blocks already,
+    /// `experts::decode_step`). The forward's 5 are the records' dense layer less a MoE layer
+    /// outside its block.
+    #[test]
+    fn a_moe_layer_is_charged_no_dense_mlp() {
+        let record: serde_json::Value =
+            serde_json::from_str(include_str!("../../../../calibration/ops/ops.json")).unwrap();
+        for (dense, moe) in [("llama", "mixtral"), ("qwen3", "qwen3_moe")] {
+            let layer = record["families"][dense]["full"]["decode_step"]["per_layer"]["kernel"]
+                .as_f64()
+                .unwrap();
+            let outside = &record["moe_decode"]["families"][moe]["training"]["outside_blocks"];
+            let outside = outside["per_layer"]["kernel"].as_f64().unwrap();
+            assert_eq!(layer - outside, DENSE_MLP.forward, "{dense} against {moe}");
+        }
+        // a frozen projection loses its weight's gradient, one matmul each
+        assert_eq!(DENSE_MLP.backward - DENSE_MLP.frozen_backward, 3.0);
+
+        // attention's adapters alone: PEFT adapts a MoE layer's experts otherwise than a
+        // dense MLP's projections (`target_mask`)
+        let mut moe = run("Qwen/Qwen3-30B-A3B", false);
+        moe.lora_targets = ["q_proj", "k_proj", "v_proj", "o_proj"]
+            .map(String::from)
+            .to_vec();
+        assert!(moe.arch.moe.is_some());
+        assert_eq!(moe.checkpointing, Checkpointing::On);
+        let mut dense = moe.clone();
+        dense.arch.moe = None;
+        let layers = moe.arch.layers as f64;
+        let mlp = DENSE_MLP;
+        assert_eq!(
+            scoring_pass(&dense) - scoring_pass(&moe),
+            layers * mlp.forward
+        );
+        // forward, the frozen backward, the recompute
+        assert_eq!(
+            training_micro_batch(&dense) - training_micro_batch(&moe),
+            layers * (mlp.forward + mlp.frozen_backward + mlp.forward)
+        );
+        let (mut full_moe, mut full_dense) = (moe.clone(), dense.clone());
+        full_moe.full_finetuning = true;
+        full_dense.full_finetuning = true;
+        assert_eq!(
+            training_micro_batch(&full_dense) - training_micro_batch(&full_moe),
+            layers * (mlp.forward + mlp.backward + mlp.forward)
         );
     }
 }
