@@ -438,6 +438,47 @@ mod tests {
     use super::*;
     use crate::arch::catalog;
 
+    /// An H100 SXM timed with operators dispatched at `EAGER_OP_SECONDS` (`on`) and with none
+    /// (`off`): the operators a phase dispatches are the difference of its two timings.
+    struct Dispatch {
+        gpu: crate::hardware::GpuSpeed,
+        on: Efficiencies,
+        off: Efficiencies,
+    }
+
+    impl Dispatch {
+        fn h100() -> Dispatch {
+            let at = |seconds: f64| Efficiencies {
+                eager_op_seconds: seconds,
+                ..Efficiencies::default()
+            };
+            Dispatch {
+                gpu: crate::hardware::lookup("H100 SXM").unwrap().speed(),
+                on: at(EAGER_OP_SECONDS),
+                off: at(0.0),
+            }
+        }
+
+        fn on(&self) -> Machine<'_> {
+            Machine {
+                gpu: &self.gpu,
+                eff: &self.on,
+            }
+        }
+
+        fn off(&self) -> Machine<'_> {
+            Machine {
+                gpu: &self.gpu,
+                eff: &self.off,
+            }
+        }
+
+        /// The operators `f`'s phase dispatches.
+        fn ops(&self, f: impl Fn(&Machine) -> f64) -> f64 {
+            (f(&self.on()) - f(&self.off())) / EAGER_OP_SECONDS
+        }
+    }
+
     /// The dispatch each phase charges is its counted operators (`ops`) at `eager_op_seconds`:
     /// a Qwen3-0.6B LoRA run's `generate` pays each decode step's 28 x (56 + 7 x 6) + 53
     /// operators, its reference pass (adapters disabled) 28 x 54 + 31, its training micro-batch the forward,
@@ -457,24 +498,9 @@ mod tests {
                 context: None,
             },
         );
-        let gpu = crate::hardware::lookup("H100 SXM").unwrap().speed();
-        let at = |seconds: f64| Efficiencies {
-            eager_op_seconds: seconds,
-            ..Efficiencies::default()
-        };
-        let (on, off) = (at(EAGER_OP_SECONDS), at(0.0));
-        let (m, m0) = (
-            Machine {
-                gpu: &gpu,
-                eff: &on,
-            },
-            Machine {
-                gpu: &gpu,
-                eff: &off,
-            },
-        );
+        let d = Dispatch::h100();
         let l = Lengths::of(&run, None);
-        let eager = |f: &dyn Fn(&Machine) -> f64| (f(&m) - f(&m0)) / EAGER_OP_SECONDS;
+        let eager = |f: &dyn Fn(&Machine) -> f64| d.ops(f);
         let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b;
         let decode = 28.0 * (56.0 + 7.0 * 6.0) + 53.0;
         let steps = l.longest(run.generation_rows() as f64) * generations_per_step(&run);
@@ -538,22 +564,9 @@ mod tests {
         run.beta = 0.04;
         run.checkpointing = Checkpointing::On;
         run.versions.transformers = Release::new(5, 17, 0);
-        let gpu = crate::hardware::lookup("H100 SXM").unwrap().speed();
-        let at = |seconds: f64| Efficiencies {
-            eager_op_seconds: seconds,
-            ..Efficiencies::default()
-        };
-        let (on, off) = (at(EAGER_OP_SECONDS), at(0.0));
-        let m = Machine {
-            gpu: &gpu,
-            eff: &on,
-        };
-        let m0 = Machine {
-            gpu: &gpu,
-            eff: &off,
-        };
+        let d = Dispatch::h100();
         let l = Lengths::of(&run, None);
-        let eager = |f: &dyn Fn(&Machine) -> f64| (f(&m) - f(&m0)) / EAGER_OP_SECONDS;
+        let eager = |f: &dyn Fn(&Machine) -> f64| d.ops(f);
         let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b;
         let layers = run.arch.layers as f64;
         let trained = eager(&|m| training(&run, m, &l));
@@ -624,22 +637,8 @@ mod tests {
         unsloth.stack = Stack::Unsloth;
         let mut grouped = trl.clone();
         grouped.versions.transformers = Release::new(5, 17, 0);
-        let gpu = crate::hardware::lookup("H100 SXM").unwrap().speed();
-        let (on, off) = (
-            Efficiencies::default(),
-            Efficiencies {
-                eager_op_seconds: 0.0,
-                ..Efficiencies::default()
-            },
-        );
-        let m = Machine {
-            gpu: &gpu,
-            eff: &on,
-        };
-        let m0 = Machine {
-            gpu: &gpu,
-            eff: &off,
-        };
+        let d = Dispatch::h100();
+        let (m, m0) = (d.on(), d.off());
         let l = Lengths::of(&trl, None);
         let budget = GpuBudget {
             capacity: 80 << 30,
