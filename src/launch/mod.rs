@@ -40,6 +40,25 @@ const TEE_GRACE: Duration = Duration::from_secs(2);
 /// How often the tee is looked at while its grace runs.
 const POLL: Duration = Duration::from_millis(50);
 
+/// What `run` says before the command starts: the run, its predicted peak and log, the
+/// environment it sets, and what `estimate` warns of (a run that generates garbage,
+/// `run::generate_mode::drops_kv_cache`, or that vLLM refuses, is worth stopping).
+fn announce(console: &Console, inputs: &Inputs, est: &Estimate, log: &Path) {
+    console.say(&format!(
+        "grpofit: run: {}; predicted peak {} of {}; logging to {}",
+        inputs.loaded.origin,
+        format_size(est.total_bytes),
+        format_size(inputs.gpu.capacity),
+        log.display()
+    ));
+    for line in env_notice::lines(&inputs.loaded.file.env) {
+        console.say(&line);
+    }
+    for w in &est.warnings {
+        console.say(&format!("grpofit: warning: {w}"));
+    }
+}
+
 pub(crate) fn run_command(
     source: &Source,
     log: Option<&Path>,
@@ -56,16 +75,7 @@ pub(crate) fn run_command(
     let inputs = resolve(source).inspect_err(|_| run_log.remove_if_empty())?;
     let est = estimate(&inputs.loaded.file.run, inputs.gpu);
     let console = Arc::new(Console::new(std::io::stderr().is_terminal()));
-    console.say(&format!(
-        "grpofit: run: {}; predicted peak {} of {}; logging to {}",
-        inputs.loaded.origin,
-        format_size(est.total_bytes),
-        format_size(inputs.gpu.capacity),
-        path.display()
-    ));
-    for line in env_notice::lines(&inputs.loaded.file.env) {
-        console.say(&line);
-    }
+    announce(&console, &inputs, &est, &path);
     let signals = signals::Signals::catch()?;
     // written before the command starts, so that the callback's lines follow it (a command
     // quicker than the write put them before it: two runs, the last without steps); taken

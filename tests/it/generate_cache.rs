@@ -1,7 +1,7 @@
 //! TRL before 0.22 with gradient checkpointing, generating through transformers 4.53 or later:
 //! `generate` runs without its KV cache (`run::generate_mode::drops_kv_cache`, traced by
 //! `tools/trace/generate_cache.sh`), and the estimate says so before launch, in its text, its
-//! `--json` and on the screen.
+//! `--json`, on the screen and when `grpofit run` starts the command.
 
 // test code: helpers outside #[test] functions may unwrap (clippy.toml covers the tests themselves)
 #![allow(clippy::unwrap_used)]
@@ -98,4 +98,33 @@ fn the_warning_is_in_the_text_and_on_the_screen() {
         let s = screen(&app, w, h);
         assert!(s.contains("generate runs without its KV"), "{w}x{h}\n{s}");
     }
+}
+
+#[test]
+fn run_says_it_before_the_command_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("run.toml"),
+        text("0.21.0", "4.54.1", true, false),
+    )
+    .unwrap();
+    let out = run(grpofit_in(dir.path()).args([
+        "run",
+        "--config",
+        "run.toml",
+        "--gpu-mem",
+        "80GiB",
+        "--no-gpu",
+        "--log",
+        "run.jsonl",
+        "--",
+        "true",
+    ]));
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let said = out
+        .stderr
+        .lines()
+        .find(|l| l.contains(SAID))
+        .unwrap_or_else(|| panic!("{}", out.stderr));
+    assert!(said.starts_with("grpofit: warning: "), "{said}");
 }
