@@ -105,6 +105,21 @@ def experts_hit(args, kwargs):
     return int(torch.unique(ints[0]).numel()) if ints else None
 
 
+def watch_hits(block, mode_):
+    """A dict whose "n" the block's experts set to the experts a call hits, read by their
+    forward pre-hook outside the count (a module of stacked experts; a `ModuleList` loop counts
+    its hits by `index_add_` instead)."""
+    hits = {}
+    experts = getattr(block, "experts", None)
+    if isinstance(experts, torch.nn.Module) and not isinstance(experts, torch.nn.ModuleList):
+        def pre(module, args, kwargs):
+            mode_.ignore = True
+            hits["n"] = experts_hit(args, kwargs)
+            mode_.ignore = False
+        experts.register_forward_pre_hook(pre, with_kwargs=True)
+    return hits
+
+
 def instrument(model, mode_):
     """Wraps each MoE block's forward: its kernels and syncs go to a Counter of their own, with
     the experts hit and the tokens it ran on."""
@@ -112,14 +127,7 @@ def instrument(model, mode_):
 
     def wrap(block):
         forward = block.forward
-        hits = {}
-        experts = getattr(block, "experts", None)
-        if isinstance(experts, torch.nn.Module) and not isinstance(experts, torch.nn.ModuleList):
-            def pre(module, args, kwargs):
-                mode_.ignore = True
-                hits["n"] = experts_hit(args, kwargs)
-                mode_.ignore = False
-            experts.register_forward_pre_hook(pre, with_kwargs=True)
+        hits = watch_hits(block, mode_)
 
         def counted(hidden_states, *args, **kwargs):
             hits.clear()
@@ -331,14 +339,7 @@ def instrument_passes(model, mode_):
 
     def wrap(block):
         forward = block.forward
-        hits = {}
-        experts = getattr(block, "experts", None)
-        if isinstance(experts, torch.nn.Module) and not isinstance(experts, torch.nn.ModuleList):
-            def pre(module, args, kwargs):
-                mode_.ignore = True
-                hits["n"] = experts_hit(args, kwargs)
-                mode_.ignore = False
-            experts.register_forward_pre_hook(pre, with_kwargs=True)
+        hits = watch_hits(block, mode_)
 
         def counted(hidden_states, *args, **kwargs):
             hits.clear()
